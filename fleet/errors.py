@@ -1,0 +1,91 @@
+"""One error hierarchy for all of fleet (httpx-style).
+
+Everything fleet raises on purpose derives from `FleetError`, so callers can catch one type.
+Transport errors carry `transient`: True means "the network or the host hiccupped, retrying the
+same idempotent call may succeed"; False means "an operator must act" (bad key, unknown host key).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class FleetError(Exception):
+    """Base of every error fleet raises on purpose."""
+
+
+class ConfigError(FleetError):
+    """A host or playbook file is malformed. Names the file, the field and what was expected."""
+
+    def __init__(
+        self, path: Path | str, field: str, expected: str, got: object = None, *, more: tuple[str, ...] = ()
+    ) -> None:
+        self.path = str(path)
+        self.field = field
+        self.expected = expected
+        self.got = got
+        self.more = more
+        where = f"{self.path}: {field}" if field else self.path
+        detail = f"{where}: expected {expected}"
+        if got is not None:
+            detail += f", got {got!r}"
+        # Every other problem of the same file, so one run of the command shows them all.
+        detail += "".join(f"\n{self.path}: {line}" for line in more)
+        super().__init__(detail)
+
+
+class HostSelectionError(FleetError):
+    """`--hosts` named something that is neither a host, a group nor `all`."""
+
+
+class TransportError(FleetError):
+    """A remote (or local) call could not be completed. `transient` says whether a retry may help."""
+
+    transient: bool = False
+
+    def __init__(self, host: str, message: str) -> None:
+        self.host = host
+        super().__init__(f"{host}: {message}")
+
+
+class TransientTransportError(TransportError):
+    """Refused, reset, timed out, EOF, banner not read: the host may come back."""
+
+    transient = True
+
+
+class ConnectTimeout(TransientTransportError):
+    """The TCP connect, banner or auth did not finish in time."""
+
+
+class CommandTimeout(TransientTransportError):
+    """A command did not finish within its wall-clock timeout. It may still be running remotely."""
+
+
+class ConnectionLost(TransientTransportError):
+    """The connection dropped (reset, EOF, refused, no route)."""
+
+
+class PermanentTransportError(TransportError):
+    """Authentication failed, host key mismatch or unknown, bad config: retrying will not help."""
+
+
+class AuthenticationFailed(PermanentTransportError):
+    pass
+
+
+class HostKeyError(PermanentTransportError):
+    """The host key is unknown or does not match known_hosts. fleet never silently accepts it."""
+
+
+class CommandFailed(FleetError):
+    """A remote command ran and exited non-zero where success was required."""
+
+    def __init__(self, host: str, command: str, exit_code: int, stdout: str, stderr: str) -> None:
+        self.host = host
+        self.command = command
+        self.exit_code = exit_code
+        self.stdout = stdout
+        self.stderr = stderr
+        tail = (stderr or stdout).strip().splitlines()[-5:]
+        super().__init__(f"{host}: `{command}` exited {exit_code}" + (": " + " | ".join(tail) if tail else ""))

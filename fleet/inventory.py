@@ -1,0 +1,184 @@
+"""The inventory: one host per file in `hosts/*.yaml`, validated with pydantic.
+
+Files whose name contains `.example.` document a host shape and are never loaded as hosts.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from enum import Enum
+from pathlib import Path, PurePosixPath
+from typing import Annotated
+
+from pydantic import Field, field_validator, model_validator
+
+from fleet.config import StrictModel, load_model_file
+from fleet.errors import ConfigError, HostSelectionError
+
+NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]*$"
+
+
+class TransportKind(str, Enum):
+    ssh = "ssh"
+    local = "local"
+
+
+class HostKeyPolicy(str, Enum):
+    verify = "verify"
+    accept_new = "accept-new"
+
+
+class EngineKind(str, Enum):
+    sglang = "sglang"
+    sim = "sim"
+
+
+class ServiceManager(str, Enum):
+    systemd = "systemd"
+    process = "process"
+
+
+def _absolute_posix(value: str) -> str:
+    if not PurePosixPath(value).is_absolute():
+        raise ValueError(f"an absolute path on the host, not {value!r}")
+    return value
+
+
+RemotePath = Annotated[str, Field(min_length=1)]
+
+
+class GpuSpec(StrictModel):
+    count: int = Field(ge=0, le=64, description="GPUs the host must have")
+    model: str | None = Field(default=None, description="expected `nvidia-smi` name, e.g. NVIDIA RTX PRO 6000 Blackwell ...")
+
+
+class HostPaths(StrictModel):
+    work_dir: RemotePath = "/var/lib/fleet"
+    model_cache: RemotePath = "/srv/models"
+    staging: RemotePath | None = Field(default=None, description="fast dir such as /dev/shm/fleet; none = serve from the cache")
+
+    @field_validator("work_dir", "model_cache", "staging")
+    @classmethod
+    def _absolute(cls, value: str | None) -> str | None:
+        return value if value is None else _absolute_posix(value)
+
+
+class EngineSpec(StrictModel):
+    kind: EngineKind = EngineKind.sglang
+    python: str = Field(default="python3", min_length=1, description="interpreter that runs the engine")
+
+
+class Host(StrictModel):
+    name: str = Field(pattern=NAME_PATTERN)
+    transport: TransportKind = TransportKind.ssh
+    address: str | None = None
+    ssh_alias: str | None = Field(default=None, description="a Host entry of ~/.ssh/config (ProxyJump works)")
+    port: int = Field(default=22, ge=1, le=65535)
+    user: str | None = None
+    identity_file: str | None = None
+    host_key_policy: HostKeyPolicy = HostKeyPolicy.verify
+    known_hosts: str | None = None
+    gpus: GpuSpec = GpuSpec(count=0)
+    paths: HostPaths = HostPaths()
+    engine: EngineSpec = EngineSpec()
+    service_manager: ServiceManager = ServiceManager.systemd
+    groups: tuple[Annotated[str, Field(pattern=NAME_PATTERN)], ...] = ()
+
+    @model_validator(mode="after")
+    def _reachable(self) -> Host:
+        if self.transport is TransportKind.ssh and not (self.address or self.ssh_alias):
+            raise ValueError("`address` or `ssh_alias` for an ssh host")
+        if self.address and self.ssh_alias:
+            raise ValueError("either `address` or `ssh_alias`, not both")
+        return self
+
+    @property
+    def ssh_target_name(self) -> str:
+        return self.ssh_alias or self.address or "localhost"
+
+
+class Inventory:
+    """All hosts of a directory, and the `--hosts` selection language (names, groups, `all`)."""
+
+    def __init__(self, hosts: Iterable[Host], source: Path | None = None) -> None:
+        self.source = source
+        self.hosts: dict[str, Host] = {}
+        for host in hosts:
+            self.hosts[host.name] = host
+
+    def __iter__(self):
+        return iter(self.hosts.values())
+
+    def __len__(self) -> int:
+        return len(self.hosts)
+
+    def groups(self) -> dict[str, list[str]]:
+        out: dict[str, list[str]] = {}
+        for host in self.hosts.values():
+            for group in host.groups:
+                out.setdefault(group, []).append(host.name)
+        return out
+
+    def select(self, spec: str | Sequence[str]) -> list[Host]:
+        """`ct200,ct201`, `blackwell` (a group), `all`; order kept, duplicates dropped."""
+        words = [w for part in ([spec] if isinstance(spec, str) else spec) for w in part.split(",")]
+        words = [w.strip() for w in words if w.strip()]
+        if not words:
+            raise HostSelectionError("no hosts given: name hosts, groups or `all`")
+        groups = self.groups()
+        chosen: dict[str, Host] = {}
+        for word in words:
+            if word == "all":
+                names = list(self.hosts)
+            elif word in self.hosts:
+                names = [word]
+            elif word in groups:
+                names = groups[word]
+            else:
+                known = ", ".join(sorted(self.hosts)) or "(none)"
+                group_list = ", ".join(sorted(groups)) or "(none)"
+                where = f" in {self.source}" if self.source else ""
+                raise HostSelectionError(
+                    f"unknown host or group {word!r}{where}; hosts: {known}; groups: {group_list}; or `all`"
+                )
+            for name in names:
+                chosen.setdefault(name, self.hosts[name])
+        return list(chosen.values())
+
+
+def load_host(path: Path) -> Host:
+    host = load_model_file(path, Host)
+    if host.name != path.name.split(".")[0]:
+        raise ConfigError(path, "name", f"the file name without extension ({path.name.split('.')[0]!r})", host.name)
+    return host
+
+
+def host_files(directory: Path) -> list[Path]:
+    return sorted(
+        p for p in directory.glob("*.y*ml") if p.suffix in (".yaml", ".yml") and ".example." not in p.name
+    )
+
+
+def load_inventory(directory: Path) -> Inventory:
+    if not directory.is_dir():
+        raise ConfigError(directory, "", "a directory of host files (hosts/*.yaml)", "no such directory")
+    hosts = [load_host(path) for path in host_files(directory)]
+    clash = _group_name_clashes(hosts)
+    if clash:
+        raise ConfigError(directory, "groups", "group names distinct from host names", clash)
+    return Inventory(hosts, source=directory)
+
+
+def _group_name_clashes(hosts: Sequence[Host]) -> str | None:
+    names = {h.name for h in hosts}
+    for host in hosts:
+        for group in host.groups:
+            if group in names or group == "all":
+                return group
+    return None
+
+
+def slugify(text: str) -> str:
+    """A file-system and unit-name safe form of a model repo or other label."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "--", text).strip("-")
