@@ -67,6 +67,9 @@ class HostPaths(StrictModel):
 class EngineSpec(StrictModel):
     kind: EngineKind = EngineKind.sglang
     python: str = Field(default="python3", min_length=1, description="interpreter that runs the engine")
+    sim_speed: float = Field(
+        default=1.0, gt=0, le=1.0, description="sim engine only: time scale (0.01 = a hundred times faster than real)"
+    )
 
 
 class Host(StrictModel):

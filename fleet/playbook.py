@@ -17,7 +17,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from fleet.config import StrictModel, load_model_file
 from fleet.inventory import NAME_PATTERN
@@ -180,19 +180,32 @@ class Playbook(StrictModel):
     auto_fix: AutoFix = AutoFix.apply
     isolation: Isolation = Isolation.shared
 
-    @model_validator(mode="after")
-    def _references(self) -> Playbook:
-        for name, method in self.methods.items():
-            if method.draft and method.draft not in self.drafts:
-                raise ValueError(f"methods.{name}.draft {method.draft!r} names a key of `drafts` ({', '.join(self.drafts) or 'none defined'})")
-        for i, override in enumerate(self.overrides):
-            if override.method is not None and override.method not in self.methods:
-                raise ValueError(f"overrides[{i}].method {override.method!r} names a key of `methods`")
-            if override.tp is not None and override.tp not in self.tp:
-                raise ValueError(f"overrides[{i}].tp {override.tp} is one of `tp` {self.tp}")
-        if len(set(self.tp)) != len(self.tp):
-            raise ValueError("distinct TP sizes in `tp`")
-        return self
+    @field_validator("methods")
+    @classmethod
+    def _drafts_exist(cls, methods: dict[str, MethodSpec], info: ValidationInfo) -> dict[str, MethodSpec]:
+        drafts = info.data.get("drafts", {})
+        for name, method in methods.items():
+            if method.draft and method.draft not in drafts:
+                raise ValueError(f"methods.{name}.draft {method.draft!r} to name a key of `drafts` ({', '.join(drafts) or 'none defined'})")
+        return methods
+
+    @field_validator("tp")
+    @classmethod
+    def _distinct(cls, sizes: list[int]) -> list[int]:
+        if len(set(sizes)) != len(sizes):
+            raise ValueError(f"distinct TP sizes, not {sizes}")
+        return sizes
+
+    @field_validator("overrides")
+    @classmethod
+    def _overrides_match(cls, overrides: list[Override], info: ValidationInfo) -> list[Override]:
+        methods, sizes = info.data.get("methods", {}), info.data.get("tp", [])
+        for i, override in enumerate(overrides):
+            if override.method is not None and override.method not in methods:
+                raise ValueError(f"overrides[{i}].method {override.method!r} to name a key of `methods`")
+            if override.tp is not None and override.tp not in sizes:
+                raise ValueError(f"overrides[{i}].tp {override.tp} to be one of `tp` {sizes}")
+        return overrides
 
 
 def load_playbook(path: Path) -> Playbook:

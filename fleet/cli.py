@@ -1,0 +1,208 @@
+"""The `fleet` command line. Thin: parse, call into fleet, print, exit with a meaningful code.
+
+Exit codes: 0 success; 1 the work ran but something failed (a host, a run, a check); 2 bad usage or
+a malformed host/playbook file (the message names file, field and expectation); 3 not available yet.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Annotated, NoReturn, Optional
+
+import typer
+from rich.console import Console
+
+from fleet import __version__
+from fleet.errors import ConfigError, FleetError, HostSelectionError
+from fleet.inventory import Inventory, load_inventory
+from fleet.playbook import Playbook, load_playbook
+
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_UNAVAILABLE = 3
+
+app = typer.Typer(
+    name="fleet",
+    help="Run LLM-serving benchmark sweeps on GPU hosts over SSH, and bring back results that can be trusted.",
+    no_args_is_help=True,
+    add_completion=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+out = Console()
+err = Console(stderr=True)
+
+HostsOpt = Annotated[
+    Optional[str],
+    typer.Option("--hosts", "-H", help="Host names, groups or `all`, comma-separated. Default: $FLEET_HOSTS or `local`."),
+]
+PlaybookOpt = Annotated[
+    Optional[Path],
+    typer.Option(
+        "--playbook", "-p", help="Playbook file. Default: $FLEET_PLAYBOOK, else playbooks/default.yaml, else playbooks/demo.yaml."
+    ),
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print data as JSON instead of tables.")]
+
+
+def _hosts_dir() -> Path:
+    return Path(os.environ.get("FLEET_HOSTS_DIR", "hosts"))
+
+
+def _fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
+    err.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    raise typer.Exit(code)
+
+
+def _load_inventory() -> Inventory:
+    try:
+        return load_inventory(_hosts_dir())
+    except ConfigError as exc:
+        _fail(str(exc))
+
+
+def _select_hosts(spec: str | None):
+    inventory = _load_inventory()
+    try:
+        return inventory.select(spec or os.environ.get("FLEET_HOSTS") or "local")
+    except HostSelectionError as exc:
+        _fail(str(exc))
+
+
+def _default_playbook() -> Path:
+    if os.environ.get("FLEET_PLAYBOOK"):
+        return Path(os.environ["FLEET_PLAYBOOK"])
+    default = Path("playbooks/default.yaml")
+    return default if default.exists() else Path("playbooks/demo.yaml")
+
+
+def _load_playbook(path: Path | None) -> Playbook:
+    try:
+        return load_playbook(path or _default_playbook())
+    except ConfigError as exc:
+        _fail(str(exc))
+
+
+def _not_yet(what: str, issue: int) -> NoReturn:
+    _fail(f"`fleet {what}` is not built yet (issue #{issue}); `fleet plan` shows what it would run.", EXIT_UNAVAILABLE)
+
+
+def _version(value: bool) -> None:
+    if value:
+        out.print(f"fleet {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main(
+    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True, help="Show the version.")] = False,
+) -> None:
+    """fleet: provision GPU hosts, plan and run benchmark sweeps, diagnose what failed."""
+
+
+@app.command()
+def hosts(
+    check: Annotated[bool, typer.Option("--check", help="Also connect to each host and report reachability.")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """List the inventory (hosts/*.yaml); with --check, whether each host answers."""
+    from fleet.views import hosts_table
+
+    inventory = _load_inventory()
+    reach = None
+    if check:
+        from fleet.connect import check_reachability
+
+        reach = check_reachability(list(inventory))
+    if as_json:
+        rows = [
+            {**h.model_dump(mode="json"), **({"reachable": reach[h.name].ok, "detail": reach[h.name].detail} if reach else {})}
+            for h in inventory
+        ]
+        print(json.dumps({"hosts": rows}, indent=2))
+    else:
+        out.print(hosts_table(list(inventory), reach))
+    if reach and not all(r.ok for r in reach.values()):
+        raise typer.Exit(EXIT_FAILED)
+
+
+@app.command()
+def plan(
+    playbook: PlaybookOpt = None,
+    hosts_spec: HostsOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Expand a playbook into runs, place them on hosts' GPUs, and show the launch commands and ETA."""
+    from fleet.plan import make_plan
+    from fleet.views import plan_tables
+
+    book = _load_playbook(playbook)
+    chosen = _select_hosts(hosts_spec)
+    result = make_plan(book, chosen)
+    if as_json:
+        print(json.dumps(result.to_json(), indent=2))
+    else:
+        for renderable in plan_tables(result):
+            out.print(renderable)
+    if result.unplaceable:
+        raise typer.Exit(EXIT_FAILED)
+
+
+@app.command()
+def provision(hosts_spec: Annotated[Optional[str], typer.Argument(metavar="HOSTS", help="Hosts, groups or `all`.")] = None) -> None:
+    """Make hosts ready: facts, preflight checks, model fetch and staging, service units."""
+    _not_yet("provision", 4)
+
+
+@app.command()
+def sweep(playbook: PlaybookOpt = None, hosts_spec: HostsOpt = None) -> None:
+    """Run every run of a playbook on the given hosts, detached from SSH, resumable."""
+    _not_yet("sweep", 5)
+
+
+@app.command()
+def status() -> None:
+    """Progress of running sweeps, per host."""
+    _not_yet("status", 5)
+
+
+@app.command("fetch-logs")
+def fetch_logs() -> None:
+    """Bring server and agent logs and journald output back into results/<sweep>/<host>/logs/."""
+    _not_yet("fetch-logs", 6)
+
+
+@app.command()
+def diagnose(
+    paths: Annotated[list[Path], typer.Argument(help="Server logs, journald dumps, run or sweep folders.")],
+    as_json: JsonOpt = False,
+) -> None:
+    """Name the cause of each failure from whole logs, with evidence lines and a fix."""
+    from fleet.diagnose.classify import diagnose_paths, render_diagnoses
+
+    missing = [str(p) for p in paths if not p.exists()]
+    if missing:
+        _fail(f"no such file or directory: {', '.join(missing)}")
+    diagnoses = diagnose_paths(paths)
+    if as_json:
+        print(json.dumps({"diagnoses": [d.to_json() for d in diagnoses]}, indent=2))
+    else:
+        out.print(render_diagnoses(diagnoses), highlight=False)
+    if any(d.failure_class for d in diagnoses):
+        raise typer.Exit(EXIT_FAILED)
+
+
+@app.command()
+def report(results_dir: Annotated[Path, typer.Argument(metavar="DIR")]) -> None:
+    """Tables of a sweep's results, with speed-ups against the autoregressive baseline."""
+    _not_yet("report", 7)
+
+
+def run() -> None:  # pragma: no cover - console entry for `python -m fleet`
+    try:
+        app()
+    except FleetError as exc:
+        err.print(f"[bold red]error:[/] {exc}", highlight=False)
+        sys.exit(EXIT_FAILED)

@@ -1,0 +1,52 @@
+"""Where fleet keeps things on a host, and on the controller. One place, so that every part agrees.
+
+On a host (under `paths.work_dir`, persistent; survives reboots):
+    agent/                 the shipped agent and its state
+    sweeps/<sweep-id>/     the shard, runs/<run-id>.json results, logs/, progress.json
+On a host (model files):
+    <model_cache>/<repo-slug>/<revision>/    persistent copy (fetched once)
+    <staging>/<repo-slug>--<revision>/        fast copy (tmpfs), re-staged after a reboot
+On the controller:
+    results/<sweep-id>/<host>/               what came back
+"""
+
+from __future__ import annotations
+
+import posixpath
+from pathlib import Path
+
+from fleet.inventory import Host, slugify
+from fleet.playbook import ModelRef
+
+BASE_PORT = 30000
+
+
+def model_cache_dir(model: ModelRef, host: Host) -> str:
+    if model.path:
+        return model.path
+    return posixpath.join(host.paths.model_cache, slugify(model.label), slugify(model.revision))
+
+
+def model_serve_dir(model: ModelRef, host: Host) -> str:
+    """The directory the engine loads from: the staged copy when the host stages, else the cache."""
+    if model.path or not host.paths.staging:
+        return model_cache_dir(model, host)
+    return posixpath.join(host.paths.staging, f"{slugify(model.label)}--{slugify(model.revision)}")
+
+
+def sweep_dir(host: Host, sweep_id: str) -> str:
+    return posixpath.join(host.paths.work_dir, "sweeps", sweep_id)
+
+
+def agent_dir(host: Host) -> str:
+    return posixpath.join(host.paths.work_dir, "agent")
+
+
+def server_port(first_gpu: int) -> int:
+    """Servers side by side on one host get distinct ports, derived from their first GPU."""
+    return BASE_PORT + first_gpu
+
+
+def local_results_dir(results_root: Path, sweep_id: str, host_name: str | None = None) -> Path:
+    path = results_root / sweep_id
+    return path / host_name if host_name else path

@@ -1,0 +1,75 @@
+"""Rich renderings of fleet's data for people (the JSON forms live next to the data)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from rich.table import Table
+from rich.text import Text
+
+from fleet.inventory import Host
+
+
+def duration(seconds: float) -> str:
+    seconds = int(round(seconds))
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours}h{minutes:02d}m"
+    if minutes:
+        return f"{minutes}m{secs:02d}s"
+    return f"{secs}s"
+
+
+def hosts_table(hosts: Sequence[Host], reach: Mapping[str, Any] | None = None) -> Table:
+    table = Table(title="Inventory", title_justify="left")
+    for column in ("host", "target", "GPUs", "engine", "service", "groups"):
+        table.add_column(column)
+    if reach is not None:
+        table.add_column("reachable")
+    for host in hosts:
+        target = "local" if host.transport.value == "local" else f"{host.user + '@' if host.user else ''}{host.ssh_target_name}:{host.port}"
+        gpus = f"{host.gpus.count}x {host.gpus.model}" if host.gpus.model else str(host.gpus.count)
+        row = [host.name, target, gpus, host.engine.kind.value, host.service_manager.value, ", ".join(host.groups)]
+        if reach is not None:
+            outcome = reach[host.name]
+            row.append(Text("yes", style="green") if outcome.ok else Text(f"no: {outcome.detail}", style="red"))
+        table.add_row(*row)
+    return table
+
+
+def plan_tables(plan) -> list[Any]:
+    """One table per host: its servers in start order, their GPUs, runs and estimated times."""
+    renderables: list[Any] = []
+    by_host: dict[str, list] = {}
+    for server in plan.servers:
+        by_host.setdefault(server.host, []).append(server)
+    for host, servers in by_host.items():
+        table = Table(title=f"{host}: {len(servers)} server configurations", title_justify="left")
+        for column, justify in (("server", "left"), ("GPUs", "left"), ("port", "right"), ("runs", "right"), ("start", "right"), ("end", "right"), ("notes", "left")):
+            table.add_column(column, justify=justify)
+        for server in servers:
+            table.add_row(
+                server.config.label,
+                ",".join(map(str, server.gpus)),
+                str(server.port),
+                str(len(server.runs)),
+                duration(server.start_s),
+                duration(server.end_s),
+                "" if server.launch.upstream else "fork flags",
+            )
+        renderables.append(table)
+    for config, reason in plan.unplaceable:
+        renderables.append(Text(f"cannot place {config.label}: {reason}", style="bold red"))
+    schedule = plan.schedule
+    total_runs = sum(len(s.runs) for s in plan.servers)
+    if schedule.lower_bound_s:
+        ratio = schedule.makespan_s / schedule.lower_bound_s
+        renderables.append(
+            Text(
+                f"{total_runs} runs on {len(by_host)} hosts; ETA {duration(schedule.makespan_s)} "
+                f"(lower bound {duration(schedule.lower_bound_s)}, {ratio:.2f}x); estimates are priors until measured"
+            )
+        )
+    return renderables
