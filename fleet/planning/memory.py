@@ -102,7 +102,7 @@ class MemoryInputs:
 @dataclass(frozen=True)
 class MemoryFailure:
     failure_class: str  # "max_running_requests_zero" | "kv_pool_too_small" | "cuda_oom"
-    message: str  # SGLang's (or PyTorch's) exact text for the version planned
+    message: str  # SGLang's exact text for the version planned (PyTorch's wording for cuda_oom)
     phase: str  # "load_weights" | "mamba_cache" | "kv_cache" | "scheduler_init"
     exception: str  # the exception type SGLang shows, e.g. "AssertionError"
     model_role: str = "target"  # "draft" when the draft model's weights do not fit
@@ -173,7 +173,7 @@ def plan_memory(model: ModelCard, inputs: MemoryInputs, draft: ModelCard | None 
     if algorithm is not None and requested_reqs is None:
         requested_reqs = SPECULATIVE_DEFAULT_MAX_RUNNING_REQUESTS
     context_len = inputs.context_length or model.context_length
-    chunked_prefill, graph_max_bs, mem_fraction = _gpu_memory_settings(model, inputs, algorithm, context_len)
+    chunked_prefill, graph_max_bs, mem_fraction = _gpu_memory_settings(model, inputs, algorithm, version)
 
     tp = inputs.tp_size
     pre_load = inputs.gpu_memory_mib / 1024 - inputs.gpu_reserved_mib / 1024
@@ -301,7 +301,8 @@ def plan_memory(model: ModelCard, inputs: MemoryInputs, draft: ModelCard | None 
         failure = MemoryFailure("kv_pool_too_small", "Memory pool size is too small", "scheduler_init", "AssertionError")
     elif draft_weights > pool_end - draft_k - draft_v:
         # The draft worker loads after the target's pools, into what mem_fraction_static left over.
-        failure = _cuda_oom(draft_weights - (pool_end - draft_k - draft_v), pre_load, inputs.gpu_memory_mib, "draft")
+        free = pool_end - draft_k - draft_v
+        failure = _cuda_oom(draft_weights - free, free, inputs.gpu_memory_mib, "draft")
     return MemoryPlan(**plan_fields, failure=failure)
 
 
@@ -536,7 +537,7 @@ def _draft_kv_sizes(draft: ModelCard | None, inputs: MemoryInputs, tokens: int) 
 
 
 def _gpu_memory_settings(
-    model: ModelCard, inputs: MemoryInputs, algorithm: str | None, context_len: int
+    model: ModelCard, inputs: MemoryInputs, algorithm: str | None, version: tuple[int, int, int]
 ) -> tuple[int, int, float]:
     """chunked_prefill_size, cuda_graph_max_bs, mem_fraction_static (ServerArgs._handle_gpu_memory_settings)."""
     gpu_mem = inputs.gpu_memory_mib
@@ -563,7 +564,9 @@ def _gpu_memory_settings(
     reserved += tp / 8 * 1024
     # Piecewise CUDA graphs are off for multimodal checkpoints (_handle_piecewise_cuda_graph, rule 8).
     if not model.is_multimodal:
-        max_tokens = min(chunked, context_len) if inputs.context_length is not None else chunked
+        max_tokens = chunked
+        if inputs.context_length is not None and version >= (0, 5, 13):  # the clamp arrived in 0.5.13
+            max_tokens = min(max_tokens, inputs.context_length)
         reserved += len(_piecewise_capture_sizes(max_tokens)) * 8
     if gpu_mem > 60 * 1024:
         reserved = max(reserved, 10 * 1024)
@@ -627,6 +630,7 @@ def _normalize_algorithm(value: str | None) -> str | None:
 
 
 def _cuda_oom(shortfall_gib: float, free_gib: float, total_mib: int, role: str) -> MemoryFailure:
+    # PyTorch's wording; "Tried to allocate" names the shortfall, since which tensor fails first is unknown.
     message = (
         f"CUDA out of memory. Tried to allocate {max(shortfall_gib, 0.01):.2f} GiB. "
         f"GPU 0 has a total capacity of {total_mib / 1024:.2f} GiB of which {max(free_gib, 0.0) * 1024:.2f} MiB is free."

@@ -201,3 +201,48 @@ def test_a_feasible_launch_needs_no_fix() -> None:
 def test_dflash_without_its_draft_card_is_refused() -> None:
     with pytest.raises(ValueError, match="draft model card"):
         plan_memory(TARGET, SEED)
+
+
+def test_seed_outcome_does_not_hinge_on_the_calibrated_overhead() -> None:
+    # Without the 40 MiB post-load calibration the mamba cache and the failure are the same,
+    # and the KV pool is within 5 % of the logged 11,893 tokens.
+    plan = plan_memory(TARGET, replace(SEED, post_load_overhead_mib=0.0), DRAFT)
+    assert plan.max_mamba_cache_size == 2
+    assert plan.failure is not None and plan.failure.message == "max_running_request is zero"
+    assert abs(plan.kv_tokens - 11893) / 11893 < 0.05
+    assert plan_memory(TARGET, replace(SEED, max_running_requests=4, post_load_overhead_mib=0.0), DRAFT).max_mamba_cache_size == 24
+
+
+def test_gdn_state_per_request_follows_the_qwen3_next_shapes() -> None:
+    # conv: (16*128*2 + 48*128) / TP x (4 - 1) bf16; ssm: 48 / TP x 128 x 128 fp32; 48 linear layers.
+    tp1 = plan_memory(TARGET, MemoryInputs(gpu_memory_mib=97887, tp_size=1))
+    tp8 = plan_memory(TARGET, MemoryInputs(gpu_memory_mib=97887, tp_size=8))
+    assert tp1.mamba_cache_per_req_mb * (1 << 20) == 48 * (10240 * 3 * 2 + 48 * 128 * 128 * 4)
+    assert tp8.mamba_cache_per_req_mb * (1 << 20) == 48 * (1280 * 3 * 2 + 6 * 128 * 128 * 4)
+
+
+def test_sglang_0_5_13_refuses_an_empty_mamba_cache() -> None:
+    plan = plan_memory(TARGET, replace(SEED, mem_fraction_static=0.55, sglang_version="0.5.13"), DRAFT)
+    assert plan.failure is not None
+    assert (plan.failure.failure_class, plan.failure.phase) == ("kv_pool_too_small", "mamba_cache")
+    assert plan.failure.message.startswith(
+        "Not enough GPU memory for hybrid (mamba/linear-attention) state cache. Computed max_mamba_cache_size=0 "
+    )
+    assert "mamba_cache_per_req=146.81 MB" in plan.failure.message
+
+
+def test_sglang_0_5_13_refuses_a_state_cache_below_the_ratio() -> None:
+    plan = plan_memory(TARGET, replace(SEED, mem_fraction_static=0.6, sglang_version="0.5.13"), DRAFT)
+    assert plan.failure is not None
+    assert (plan.failure.failure_class, plan.failure.phase) == ("max_running_requests_zero", "kv_cache")
+    assert plan.failure.message == (
+        "Hybrid (mamba/linear-attention) state cache is too small to serve any requests. "
+        "max_mamba_cache_size=2, mamba_ratio=4, resulting max_num_reqs=0. "
+        "Try: (1) reduce --max-running-requests, (2) increase --mem-fraction-static, or (3) use GPUs with more memory."
+    )
+
+
+def test_a_draft_that_does_not_fit_after_the_pools_is_a_draft_oom() -> None:
+    plan = plan_memory(TARGET, replace(SEED, max_running_requests=4, mem_fraction_static=0.97, sglang_version="0.5.13"), DRAFT)
+    assert plan.failure is not None
+    assert (plan.failure.failure_class, plan.failure.model_role) == ("cuda_oom", "draft")
