@@ -103,7 +103,9 @@ class MemoryInputs:
 class MemoryFailure:
     failure_class: str  # "max_running_requests_zero" | "kv_pool_too_small" | "cuda_oom"
     message: str  # SGLang's exact text for the version planned (PyTorch's wording for cuda_oom)
-    phase: str  # "load_weights" | "mamba_cache" | "kv_cache" | "scheduler_init"
+    # Where SGLang raises: "load_weights" | "mamba_cache" | "kv_cache" (pool sizing, before any pool is
+    # allocated) | "scheduler_init" (tp_worker asserts, after the Mamba/KV "is allocated" lines were logged).
+    phase: str
     exception: str  # the exception type SGLang shows, e.g. "AssertionError"
     model_role: str = "target"  # "draft" when the draft model's weights do not fit
 
@@ -216,9 +218,11 @@ def plan_memory(model: ModelCard, inputs: MemoryInputs, draft: ModelCard | None 
         max_running_requests=0,
     )
 
+    def stopped(failure: MemoryFailure, **sizes: int) -> MemoryPlan:
+        return MemoryPlan(**base, **{**empty_pools, **sizes}, failure=failure)
+
     if post_load < 0:
-        failure = _cuda_oom(-post_load, pre_load, inputs.gpu_memory_mib, "target")
-        return MemoryPlan(**base, **empty_pools, failure=failure)
+        return stopped(_cuda_oom(-post_load, pre_load, inputs.gpu_memory_mib, "target"))
 
     mamba_size = 0
     if geometry is not None:
@@ -241,7 +245,7 @@ def plan_memory(model: ModelCard, inputs: MemoryInputs, draft: ModelCard | None 
                 phase="mamba_cache",
                 exception="RuntimeError",
             )
-            return MemoryPlan(**base, **{**empty_pools, "max_mamba_cache_size": mamba_size}, failure=failure)
+            return stopped(failure, max_mamba_cache_size=mamba_size)
     else:
         rest_after_mamba = rest
 
@@ -252,8 +256,7 @@ def plan_memory(model: ModelCard, inputs: MemoryInputs, draft: ModelCard | None 
         message = "Not enough memory. Please try to increase --mem-fraction-static."
         if version < (0, 5, 11):
             message += f" Current value: mem_fraction_static={mem_fraction}"
-        failure = MemoryFailure("kv_pool_too_small", message, "kv_cache", "RuntimeError")
-        return MemoryPlan(**base, **{**empty_pools, "max_mamba_cache_size": mamba_size}, failure=failure)
+        return stopped(MemoryFailure("kv_pool_too_small", message, "kv_cache", "RuntimeError"), max_mamba_cache_size=mamba_size)
     if inputs.max_total_tokens is not None:
         tokens = min(tokens, inputs.max_total_tokens) // inputs.page_size * inputs.page_size
 
@@ -272,15 +275,12 @@ def plan_memory(model: ModelCard, inputs: MemoryInputs, draft: ModelCard | None 
             phase="kv_cache",
             exception="RuntimeError",
         )
-        return MemoryPlan(
-            **base,
-            **{**empty_pools, "max_mamba_cache_size": mamba_size, "kv_tokens": tokens, "max_running_requests": max_reqs},
-            failure=failure,
-        )
+        return stopped(failure, max_mamba_cache_size=mamba_size, kv_tokens=tokens, max_running_requests=max_reqs)
 
     # _init_pools: the pools are allocated with the resolved sizes (even a zero max_num_reqs, <= 0.5.12).
     pools = _pool_sizes(model, inputs, geometry, mamba_size, max(max_reqs, 0), tokens, num_draft_tokens, algorithm)
-    draft_k, draft_v = _draft_kv_sizes(draft, inputs, tokens) if algorithm is not None else (0.0, 0.0)
+    # The draft worker allocates its own KV pool with the same token count (sized into the DFLASH cell).
+    draft_side = _kv_side_gb(draft, inputs, tokens) if (draft is not None and algorithm is not None) else 0.0
     pool_end = profiled - sum(pools.values())
     plan_fields = dict(
         **base,
@@ -288,8 +288,8 @@ def plan_memory(model: ModelCard, inputs: MemoryInputs, draft: ModelCard | None 
         kv_tokens=tokens,
         max_running_requests=max_reqs,
         pool_end_avail_gb=pool_end,
-        draft_k_size_gb=draft_k,
-        draft_v_size_gb=draft_v,
+        draft_k_size_gb=draft_side,
+        draft_v_size_gb=draft_side,
         **pools,
     )
 
@@ -299,9 +299,9 @@ def plan_memory(model: ModelCard, inputs: MemoryInputs, draft: ModelCard | None 
         failure = MemoryFailure("max_running_requests_zero", "max_running_request is zero", "scheduler_init", "AssertionError")
     elif not (max_req_len > 0 and max_req_len - 5 > 0):
         failure = MemoryFailure("kv_pool_too_small", "Memory pool size is too small", "scheduler_init", "AssertionError")
-    elif draft_weights > pool_end - draft_k - draft_v:
+    elif draft_weights > pool_end - 2 * draft_side:
         # The draft worker loads after the target's pools, into what mem_fraction_static left over.
-        free = pool_end - draft_k - draft_v
+        free = pool_end - 2 * draft_side
         failure = _cuda_oom(draft_weights - free, free, inputs.gpu_memory_mib, "draft")
     return MemoryPlan(**plan_fields, failure=failure)
 
@@ -312,8 +312,9 @@ def smallest_fix(model: ModelCard, inputs: MemoryInputs, draft: ModelCard | None
     A plan counts as fixed when it starts and its effective max_running_requests equals the requested
     one (a server that silently caps concurrency to 2 does not run the benchmark that was asked for).
     Preference: lower --max-running-requests (largest value that works), then raise
-    --mem-fraction-static (smallest value up to SAFE_MAX_MEM_FRACTION_STATIC), then shorten
-    --context-length (halving, down to 2048). [] when nothing needs fixing; None when none of these works.
+    --mem-fraction-static (smallest value up to SAFE_MAX_MEM_FRACTION_STATIC; lowered instead when the
+    draft's weights are what does not fit), then shorten --context-length (halving, down to 2048).
+    [] when nothing needs fixing; None when none of these works.
     """
     current = plan_memory(model, inputs, draft)
     if _serves_as_requested(current):
@@ -333,18 +334,18 @@ def smallest_fix(model: ModelCard, inputs: MemoryInputs, draft: ModelCard | None
                 ]
 
     start = current.mem_fraction_static
-    steps = math.floor(round((SAFE_MAX_MEM_FRACTION_STATIC - start) * 100, 6))
-    for step in range(1, steps + 1):
-        value = round(start + step / 100, 2)
+    # Raising the fraction grows the caches; when the draft's weights are what does not fit in the
+    # part left outside the fraction, lowering it is the fix instead.
+    draft_oom = current.failure is not None and current.failure.model_role == "draft"
+    if draft_oom:
+        candidates = [round(start - step / 100, 2) for step in range(1, math.floor(round(start * 100, 6)))]
+    else:
+        steps = math.floor(round((SAFE_MAX_MEM_FRACTION_STATIC - start) * 100, 6))
+        candidates = [round(start + step / 100, 2) for step in range(1, steps + 1)]
+    for value in candidates:
         if _serves_as_requested(plan_memory(model, replace(inputs, mem_fraction_static=value), draft)):
-            return [
-                Adjustment(
-                    "mem_fraction_static",
-                    start,
-                    value,
-                    f"{_why(current)}; mem_fraction_static={value} leaves room for the caches",
-                )
-            ]
+            purpose = "leaves room for the draft model" if draft_oom else "leaves room for the caches"
+            return [Adjustment("mem_fraction_static", start, value, f"{_why(current)}; mem_fraction_static={value} {purpose}")]
 
     context = current.context_len
     value = context // 2
@@ -521,19 +522,14 @@ def _pool_sizes(
         if algorithm is not None:
             sizes["intermediate_ssm_gb"] = layers * (max_reqs + 1) * num_draft_tokens * ssm_slot / GIB
             sizes["intermediate_conv_gb"] = layers * (max_reqs + 1) * num_draft_tokens * conv_slot / GIB
-    # MHATokenToKVPool: (size + page_size) slots per layer for K and for V.
-    per_side = _kv_layers(model) * (tokens + inputs.page_size) * _kv_heads_per_rank(model, inputs.tp_size) * model.head_dim
-    sizes["k_size_gb"] = per_side * _kv_dtype_bytes(model, inputs) / GIB
-    sizes["v_size_gb"] = sizes["k_size_gb"]
+    sizes["k_size_gb"] = sizes["v_size_gb"] = _kv_side_gb(model, inputs, tokens)
     return sizes
 
 
-def _draft_kv_sizes(draft: ModelCard | None, inputs: MemoryInputs, tokens: int) -> tuple[float, float]:
-    if draft is None:
-        return 0.0, 0.0
-    per_side = _kv_layers(draft) * (tokens + inputs.page_size) * _kv_heads_per_rank(draft, inputs.tp_size) * draft.head_dim
-    size = per_side * _kv_dtype_bytes(draft, inputs) / GIB
-    return size, size
+def _kv_side_gb(card: ModelCard, inputs: MemoryInputs, tokens: int) -> float:
+    """GiB of the K (or the V) buffers: MHATokenToKVPool keeps size + page_size slots per layer."""
+    slots = _kv_layers(card) * (tokens + inputs.page_size) * _kv_heads_per_rank(card, inputs.tp_size) * card.head_dim
+    return slots * _kv_dtype_bytes(card, inputs) / GIB
 
 
 def _gpu_memory_settings(

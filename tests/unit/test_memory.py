@@ -246,3 +246,31 @@ def test_a_draft_that_does_not_fit_after_the_pools_is_a_draft_oom() -> None:
     plan = plan_memory(TARGET, replace(SEED, max_running_requests=4, mem_fraction_static=0.97, sglang_version="0.5.13"), DRAFT)
     assert plan.failure is not None
     assert (plan.failure.failure_class, plan.failure.model_role) == ("cuda_oom", "draft")
+
+
+def test_a_draft_oom_is_fixed_by_a_lower_fraction() -> None:
+    inputs = replace(SEED, max_running_requests=4, mem_fraction_static=0.97, sglang_version="0.5.13")
+    fix = smallest_fix(TARGET, inputs, DRAFT)
+    assert fix is not None and fix[0].field == "mem_fraction_static" and fix[0].new < 0.97
+    assert plan_memory(TARGET, replace(inputs, mem_fraction_static=fix[0].new), DRAFT).failure is None
+
+
+def test_planner_imports_with_the_standard_library_only() -> None:
+    # The sim engine imports the planner on hosts that have only Python: block every third-party import.
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    probe = (
+        "import builtins\n"
+        "real = builtins.__import__\n"
+        "def guard(name, *args, **kwargs):\n"
+        "    if name.split('.')[0] in {'pydantic', 'yaml', 'fabric', 'paramiko', 'typer', 'rich', 'jinja2', 'tenacity'}:\n"
+        "        raise ImportError('third-party import: ' + name)\n"
+        "    return real(name, *args, **kwargs)\n"
+        "builtins.__import__ = guard\n"
+        "import fleet.planning.memory, fleet.planning.modelcard\n"
+    )
+    root = Path(__file__).resolve().parents[2]
+    result = subprocess.run([sys.executable, "-c", probe], cwd=root, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
