@@ -1,0 +1,140 @@
+"""The narrow seam between fleet and a host: run a command, move a file, rsync a tree.
+
+Every method takes a wall-clock `timeout` and returns or raises within it (plus a second or two),
+even when the link drops silently mid-call. Failures raise the `fleet.errors.TransportError`
+hierarchy; `transient` on the error says whether retrying an *idempotent* call may help (see
+`fleet.retry`). A command that ran and exited non-zero is not a transport failure: it comes back
+as a `RunResult` with `ok == False`, or raises `CommandFailed` when `check=True`.
+
+Commands: a sequence is joined with `shlex.join` (each argument quoted); a `str` is shell text,
+and quoting whatever goes into it is the caller's job.
+
+Secrets: values in `env` never appear on a command line (readable by anyone via `ps`) nor in a
+log or a `RunResult`; each implementation documents how it delivers them.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import tempfile
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO, Protocol, runtime_checkable
+
+from fleet.errors import CommandFailed
+
+# Hosts read their boot id here; a new value means the kernel booted again.
+BOOT_ID_PATH = "/proc/sys/kernel/random/boot_id"
+
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+@dataclass(frozen=True)
+class RunResult:
+    host: str
+    command: str
+    exit_code: int
+    stdout: str
+    stderr: str
+    duration_s: float
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0
+
+    def check(self) -> RunResult:
+        """Return self if the command succeeded, else raise `CommandFailed` with its output tail."""
+        if not self.ok:
+            raise CommandFailed(self.host, self.command, self.exit_code, self.stdout, self.stderr)
+        return self
+
+
+@runtime_checkable
+class Transport(Protocol):
+    """One host. Not safe to share between threads: give each thread its own, or call in turn."""
+
+    host: str  # the inventory name, used in every error and log line
+
+    def run(
+        self,
+        command: str | Sequence[str],
+        *,
+        timeout: float,
+        env: Mapping[str, str] | None = None,
+        stdin: bytes | None = None,
+        check: bool = False,
+    ) -> RunResult:
+        """Run `command` and wait for it. On timeout raise `CommandTimeout`: it may still run."""
+        ...
+
+    def put(self, local: Path, remote: str, *, mode: int | None = None, timeout: float) -> None:
+        """Copy a local file to `remote`, atomically (temp name, fsync, rename); parents are created.
+
+        `mode` defaults to the local file's permission bits.
+        """
+        ...
+
+    def put_bytes(self, data: bytes, remote: str, *, mode: int | None = None, timeout: float) -> None:
+        """Write `data` to `remote`, atomically; `mode` defaults to 0o644."""
+        ...
+
+    def get(self, remote: str, local: Path, *, timeout: float) -> None:
+        """Copy `remote` to a local file, atomically; a missing remote file raises `CommandFailed`."""
+        ...
+
+    def rsync_pull(
+        self, remote: str, local: Path, *, timeout: float, delete: bool = False, excludes: Sequence[str] = ()
+    ) -> RunResult:
+        """rsync `remote` (a trailing slash copies a directory's contents) into `local`.
+
+        Returns the rsync result; rsync exits that mean the link failed raise a `TransportError`.
+        """
+        ...
+
+    def rsync_push(self, local: Path, remote: str, *, timeout: float, delete: bool = False) -> RunResult:
+        """rsync `local` to `remote` (a directory's contents, so `remote` mirrors it); parents are
+        created; same error rules as `rsync_pull`."""
+        ...
+
+    def close(self) -> None: ...
+
+
+def command_text(command: str | Sequence[str]) -> str:
+    """Shell text for `command`: a sequence is quoted argument by argument, a str is taken as is."""
+    if isinstance(command, str):
+        return command
+    if not command:
+        raise ValueError("empty command")
+    return shlex.join(command)
+
+
+def env_exports(env: Mapping[str, str]) -> str:
+    """`export NAME='value'` lines, for a shell to source; names are checked, values quoted."""
+    for name in env:
+        if not _ENV_NAME.match(name):
+            raise ValueError(f"environment variable name {name!r} is not a shell identifier")
+    return "".join(f"export {name}={shlex.quote(value)}\n" for name, value in env.items())
+
+
+@contextmanager
+def atomic_local_file(path: Path, mode: int = 0o644) -> Iterator[BinaryIO]:
+    """Yield a temp file next to `path`; on success fsync it and rename it over `path`.
+
+    On error the temp file is removed and `path` is left as it was.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".fleet-tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            yield handle
+            handle.flush()
+            os.fchmod(handle.fileno(), mode)
+            os.fsync(handle.fileno())
+        os.replace(tmp_name, path)
+    except BaseException:
+        Path(tmp_name).unlink(missing_ok=True)
+        raise

@@ -1,0 +1,112 @@
+"""The `Transport` for `transport: local` hosts: subprocesses on this machine, same rules as SSH.
+
+Commands run in the user's login shell from the home directory, as sshd runs them, so that a
+command behaves the same on a local and an SSH host; a relative "remote" path is relative to
+the home directory too. `env` goes into the child's environment, never onto its command line.
+On timeout the command's whole process group is killed.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import BinaryIO
+
+from fleet.errors import CommandFailed, CommandTimeout
+from fleet.transport.base import RunResult, atomic_local_file, command_text
+from fleet.transport.process import run_process
+from fleet.transport.rsync import push_source, rsync_argv, rsync_io_timeout, run_rsync
+
+_CHUNK = 1 << 20
+
+
+class LocalTransport:
+    def __init__(self, host: str = "local") -> None:
+        self.host = host
+        self._home = Path.home()
+        self._shell = pwd.getpwuid(os.getuid()).pw_shell or "/bin/sh"
+
+    def run(
+        self,
+        command: str | Sequence[str],
+        *,
+        timeout: float,
+        env: Mapping[str, str] | None = None,
+        stdin: bytes | None = None,
+        check: bool = False,
+    ) -> RunResult:
+        text = command_text(command)
+        outcome = run_process(
+            self.host, [self._shell, "-c", text], timeout=timeout, env=env, stdin=stdin, cwd=self._home, what=text
+        )
+        result = RunResult(
+            host=self.host,
+            command=text,
+            exit_code=outcome.exit_code,
+            stdout=outcome.stdout.decode(errors="replace"),
+            stderr=outcome.stderr.decode(errors="replace"),
+            duration_s=outcome.duration_s,
+        )
+        return result.check() if check else result
+
+    def put(self, local: Path, remote: str, *, mode: int | None = None, timeout: float) -> None:
+        file_mode = local.stat().st_mode & 0o7777 if mode is None else mode
+        with local.open("rb") as source:
+            self._copy_in(source, self._path(remote), file_mode, timeout, f"put {local} -> {remote}")
+
+    def put_bytes(self, data: bytes, remote: str, *, mode: int | None = None, timeout: float) -> None:
+        with atomic_local_file(self._path(remote), 0o644 if mode is None else mode) as handle:
+            handle.write(data)
+
+    def get(self, remote: str, local: Path, *, timeout: float) -> None:
+        source_path = self._path(remote)
+        try:
+            source = source_path.open("rb")
+        except OSError as exc:
+            raise CommandFailed(self.host, f"get {remote}", 1, "", str(exc)) from exc
+        with source:
+            self._copy_in(source, local, 0o644, timeout, f"get {remote} -> {local}")
+
+    def rsync_pull(
+        self, remote: str, local: Path, *, timeout: float, delete: bool = False, excludes: Sequence[str] = ()
+    ) -> RunResult:
+        local.parent.mkdir(parents=True, exist_ok=True)
+        argv = rsync_argv(
+            str(self._path(remote)) + ("/" if remote.endswith("/") else ""),
+            str(local),
+            ssh=None,
+            io_timeout_s=rsync_io_timeout(timeout),
+            delete=delete,
+            excludes=excludes,
+        )
+        return run_rsync(self.host, argv, timeout=timeout)
+
+    def rsync_push(self, local: Path, remote: str, *, timeout: float, delete: bool = False) -> RunResult:
+        destination = self._path(remote)
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        argv = rsync_argv(
+            push_source(local),
+            str(destination),
+            ssh=None,
+            io_timeout_s=rsync_io_timeout(timeout),
+            delete=delete,
+        )
+        return run_rsync(self.host, argv, timeout=timeout)
+
+    def close(self) -> None:
+        """Nothing to release: every call is its own process."""
+
+    def _path(self, remote: str) -> Path:
+        return self._home / Path(remote).expanduser()
+
+    def _copy_in(self, source: BinaryIO, target: Path, mode: int, timeout: float, what: str) -> None:
+        deadline = time.monotonic() + timeout
+        with atomic_local_file(target, mode) as handle:
+            while chunk := source.read(_CHUNK):
+                if time.monotonic() > deadline:
+                    raise CommandTimeout(self.host, f"{what} did not finish within {timeout:g}s; nothing was written")
+                handle.write(chunk)
+

@@ -1,0 +1,160 @@
+"""rsync, with its `ssh` command built from the same `SSHTarget` paramiko uses.
+
+The argv is built by pure functions (tested on their own); `run_rsync` runs it as a local
+subprocess under a wall-clock deadline and turns exits that mean "the link or the login failed"
+into `TransportError`s, so that the transfer retry policy can tell a flaky link from a bad key.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import shlex
+from collections.abc import Sequence
+from pathlib import Path
+
+from fleet.errors import (
+    AuthenticationFailed,
+    ConnectionLost,
+    ConnectTimeout,
+    HostKeyError,
+    PermanentTransportError,
+    TransportError,
+)
+from fleet.transport.base import RunResult
+from fleet.transport.process import run_process
+from fleet.transport.target import SSHTarget
+
+# Interrupted files wait here (inside the destination directory) for the next attempt to resume
+# them, instead of lying half-written under their real name; rsync removes it when done and
+# protects it from --delete.
+PARTIAL_DIR = ".rsync-partial"
+
+# Same liveness rule as the brief's SkyPilot/Ray anchors: give up on a silent peer after ~15 s
+# instead of waiting for TCP to time out.
+SERVER_ALIVE_INTERVAL_S = 5
+SERVER_ALIVE_COUNT_MAX = 3
+
+# rsync exits that mean the connection failed rather than a file (23, 24 and others are returned).
+_LINK_EXITS = {10, 12, 30, 35, 255}
+_PERMANENT_STDERR: tuple[tuple[re.Pattern[str], type[TransportError], str], ...] = (
+    (re.compile(r"Host key verification failed"), HostKeyError, "host key refused"),
+    # ssh lists the methods it tried; a file error reads "Permission denied (13)" and is not this.
+    (re.compile(r"Permission denied \([a-z][a-z,-]*\)"), AuthenticationFailed, "authentication failed"),
+    (re.compile(r"Bad configuration option|bad configuration options|Can't open user config file"),
+     PermanentTransportError, "bad ssh config"),
+    (re.compile(r"protocol version mismatch"), PermanentTransportError,
+     "the remote shell prints text at login (or the user has no shell); rsync cannot talk through it"),
+)
+_REMOTE_COMMAND_NOT_FOUND = 127
+
+
+def ssh_argv(target: SSHTarget) -> list[str]:
+    """The `ssh` command rsync runs (`-e`): same key, port, known_hosts policy and timeouts."""
+    argv = ["ssh"]
+    if target.ssh_config is not None:
+        argv += ["-F", str(target.ssh_config)]
+    if target.port is not None:
+        argv += ["-p", str(target.port)]
+    if target.identity_file is not None:
+        argv += ["-i", str(target.identity_file), "-o", "IdentitiesOnly=yes"]
+    # ssh splits UserKnownHostsFile on whitespace (it takes a list); double quotes keep one path.
+    known_hosts = str(target.known_hosts)
+    if any(char.isspace() for char in known_hosts):
+        known_hosts = f'"{known_hosts}"'
+    argv += [
+        "-o", "BatchMode=yes",  # never prompt for a password or passphrase: fail instead
+        "-o", f"UserKnownHostsFile={known_hosts}",
+        "-o", "StrictHostKeyChecking=" + ("yes" if target.host_key_policy == "verify" else "accept-new"),
+        "-o", f"ConnectTimeout={math.ceil(target.connect_timeout)}",
+        "-o", f"ServerAliveInterval={SERVER_ALIVE_INTERVAL_S}",
+        "-o", f"ServerAliveCountMax={SERVER_ALIVE_COUNT_MAX}",
+    ]  # fmt: skip
+    return argv
+
+
+def remote_spec(target: SSHTarget, path: str) -> str:
+    """`[user@]host:path` as rsync wants it; with an alias, the ssh config resolves the host."""
+    user = f"{target.user}@" if target.user else ""
+    return f"{user}{target.destination}:{path}"
+
+
+def rsync_argv(
+    source: str,
+    dest: str,
+    *,
+    ssh: SSHTarget | None,
+    io_timeout_s: int,
+    delete: bool = False,
+    excludes: Sequence[str] = (),
+) -> list[str]:
+    """The full rsync argv. `ssh=None` copies between local paths.
+
+    `io_timeout_s` is rsync's own stall timeout (`--timeout`, also applied by the remote rsync,
+    so a stalled remote side exits by itself); the caller adds a wall-clock deadline on top.
+    """
+    if io_timeout_s <= 0:
+        raise ValueError(f"io_timeout_s must be positive, not {io_timeout_s}")
+    argv = [
+        "rsync",
+        "--recursive", "--links", "--perms", "--times",
+        f"--partial-dir={PARTIAL_DIR}",
+        f"--timeout={io_timeout_s}",
+    ]  # fmt: skip
+    if delete:
+        argv.append("--delete")
+    argv += [f"--exclude={pattern}" for pattern in excludes]
+    if ssh is not None:
+        # rsync splits this string itself, honouring quotes.
+        argv += ["-e", shlex.join(ssh_argv(ssh))]
+    argv += ["--", source, dest]
+    return argv
+
+
+def classify_rsync_failure(exit_code: int, stderr: str) -> tuple[type[TransportError], str] | None:
+    """The transport error an rsync exit means, with a short reason; None if it is not one.
+
+    None covers success and file-level failures (23 "some files were not transferred", 24
+    "vanished source files", ...): the transfer ran, the caller reads the result.
+    """
+    if exit_code == 0:
+        return None
+    for pattern, error_class, reason in _PERMANENT_STDERR:
+        if pattern.search(stderr):
+            return error_class, reason
+    if exit_code == _REMOTE_COMMAND_NOT_FOUND:
+        return PermanentTransportError, "rsync is not installed on the host (remote command not found)"
+    if exit_code in _LINK_EXITS:
+        if re.search(r"Connection timed out|timed out during banner exchange", stderr):
+            return ConnectTimeout, "connect timed out"
+        return ConnectionLost, "connection failed or dropped"
+    return None
+
+
+def rsync_io_timeout(timeout: float) -> int:
+    """rsync's stall timeout for a call with this wall-clock budget: short enough to matter."""
+    return max(5, min(60, int(timeout)))
+
+
+def push_source(local: Path) -> str:
+    """A directory is pushed as its contents (trailing slash), so `remote` mirrors `local`."""
+    return f"{local}/" if local.is_dir() else str(local)
+
+
+def run_rsync(host: str, argv: Sequence[str], *, timeout: float) -> RunResult:
+    """Run an rsync argv under a wall-clock deadline (process group killed on expiry)."""
+    outcome = run_process(host, argv, timeout=timeout, what=f"rsync {argv[-2]} {argv[-1]}")
+    stderr = outcome.stderr.decode(errors="replace")
+    failure = classify_rsync_failure(outcome.exit_code, stderr)
+    if failure is not None:
+        error_class, reason = failure
+        tail = " | ".join(stderr.strip().splitlines()[-3:])
+        raise error_class(host, f"rsync {argv[-2]} -> {argv[-1]}: {reason} (exit {outcome.exit_code}): {tail}")
+    return RunResult(
+        host=host,
+        command=shlex.join(argv),
+        exit_code=outcome.exit_code,
+        stdout=outcome.stdout.decode(errors="replace"),
+        stderr=stderr,
+        duration_s=outcome.duration_s,
+    )
