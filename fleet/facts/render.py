@@ -1,0 +1,60 @@
+"""`fleet facts` as a table: one row per host, the figures an operator checks first."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+
+from rich.table import Table
+
+from fleet.facts.models import HostFacts
+
+GIB = 1024**3
+
+
+def _gpus(facts: HostFacts) -> str:
+    if not facts.gpus:
+        return "none"
+    kinds = Counter((g.name, g.compute_capability, g.memory_total_mib) for g in facts.gpus)
+    return "\n".join(
+        f"{count}x {name} (cc {cc}" + (f", {mib} MiB)" if mib is not None else ")") for (name, cc, mib), count in kinds.items()
+    )
+
+
+def _engine(facts: HostFacts) -> str:
+    engine = facts.engine
+    if engine is None:
+        return "?"
+    torch = f"torch {engine.torch_version} cu {engine.torch_cuda}" if engine.torch_version else "no torch"
+    return f"Python {engine.python_version}, {torch}, sglang {engine.sglang_version or '-'}"
+
+
+def _disks(facts: HostFacts) -> str:
+    return "\n".join(
+        f"{key}: {d.available_bytes / GIB:.0f}/{d.total_bytes / GIB:.0f} GiB free" + (f" ({d.fstype})" if d.fstype else "")
+        for key, d in facts.disks.items()
+    )
+
+
+def facts_table(facts_by_host: Mapping[str, HostFacts]) -> Table:
+    table = Table(title="host facts")
+    for column in ("host", "GPUs", "driver / CUDA", "nvcc", "engine", "disks", "RAM", "OS / kernel", "systemd", "problems"):
+        table.add_column(column)
+    for host, facts in facts_by_host.items():
+        driver = f"{facts.driver.version} / {facts.driver.cuda_version or '?'}" if facts.driver else "?"
+        memory = f"{facts.memory.available_bytes / GIB:.0f}/{facts.memory.total_bytes / GIB:.0f} GiB" if facts.memory else "?"
+        system = " ".join(filter(None, [facts.os.pretty_name if facts.os else None, facts.kernel.release if facts.kernel else None]))
+        systemd = "?" if facts.systemd is None else (facts.systemd.state or "absent")
+        table.add_row(
+            host,
+            _gpus(facts),
+            driver,
+            f"{facts.toolkit.version} ({facts.toolkit.nvcc_path})" if facts.toolkit else "none",
+            _engine(facts),
+            _disks(facts),
+            memory,
+            system or "?",
+            systemd,
+            "\n".join(f"{name}: {why}" for name, why in facts.problems.items()),
+        )
+    return table
