@@ -1,0 +1,501 @@
+"""The failure-signature catalogue, as data.
+
+Each `Signature` names the lines that prove something (its `Trigger`s), what it means (a failure
+class, an unexplained error, or a non-fatal finding), how close to the root cause it sits (`rank`:
+lower wins), and what to change (fix templates filled with figures from the log).
+
+Why ranks: one fault prints a cascade. An illegal instruction on one rank is followed by an NCCL
+watchdog timeout on the others and a "Scheduler hit an exception" everywhere; a CUDA OOM or an
+illegal memory access during capture is wrapped in "Capture cuda graph failed". The classifier
+picks the best-ranked fatal match, so the root cause wins over its consequences.
+
+Texts come from SGLang v0.5.13 (`tp_worker.py`, `pool_configurator.py`,
+`model_runner_kv_cache_mixin.py`, `cuda_graph_runner.py`, `tokenizer_manager.py`, `managers/utils.py`,
+`configs/model_config.py`, `utils/network.py`, `server_args.py`, `mem_cache/common.py`,
+`entrypoints/*`), PyTorch (CUDA error strings, c10d's ProcessGroupNCCL), NCCL, FlashInfer
+(`compilation_context.py`), huggingface_hub/transformers and uvicorn. Standard library only.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from enum import Enum
+from string import Formatter
+
+
+class FailureClass(str, Enum):
+    MAX_RUNNING_REQUESTS_ZERO = "max_running_requests_zero"
+    KV_POOL_TOO_SMALL = "kv_pool_too_small"
+    CUDA_OOM = "cuda_oom"
+    CUDA_ILLEGAL_INSTRUCTION = "cuda_illegal_instruction"
+    CUDA_ILLEGAL_MEMORY_ACCESS = "cuda_illegal_memory_access"
+    UNSUPPORTED_GPU_ARCH = "unsupported_gpu_arch"
+    CONTEXT_LENGTH_EXCEEDED = "context_length_exceeded"
+    NCCL_ERROR = "nccl_error"
+    PORT_IN_USE = "port_in_use"
+    MODEL_LOAD_ERROR = "model_load_error"
+    IMPORT_ERROR = "import_error"
+    SERVER_START_TIMEOUT = "server_start_timeout"
+    UNKNOWN = "unknown"
+
+
+class Kind(str, Enum):
+    FATAL = "fatal"  # proves its failure class wherever it appears
+    GENERIC = "generic"  # an error no specific signature explains: "unknown", unless serving went on
+    FINDING = "finding"  # worth telling, never a failure by itself
+
+
+@dataclass(frozen=True)
+class Trigger:
+    """A line matches when it contains `literal` and (if given) `pattern` finds a match in the
+    message with its log prefix removed. The literal is the cheap prefilter; named groups of the
+    pattern become figures for the fix text."""
+
+    literal: str
+    pattern: str | None = None
+
+
+@dataclass(frozen=True)
+class Signature:
+    name: str
+    kind: Kind
+    failure_class: FailureClass | None
+    rank: int
+    triggers: tuple[Trigger, ...]
+    # str.format templates over figures; the first whose fields are all known is used.
+    fixes: tuple[str, ...]
+
+
+def _fatal(name: str, cls: FailureClass, rank: int, triggers: tuple[Trigger, ...], *fixes: str) -> Signature:
+    return Signature(name, Kind.FATAL, cls, rank, triggers, fixes)
+
+
+def _generic(name: str, rank: int, triggers: tuple[Trigger, ...], *fixes: str) -> Signature:
+    return Signature(name, Kind.GENERIC, FailureClass.UNKNOWN, rank, triggers, fixes)
+
+
+def _finding(name: str, triggers: tuple[Trigger, ...], *advice: str) -> Signature:
+    return Signature(name, Kind.FINDING, None, 10_000, triggers, advice)
+
+
+T = Trigger
+C = FailureClass
+_EXC = r"^(?:[\w.]+\.)?"  # an exception line, possibly module-qualified: "torch.OutOfMemoryError: ..."
+
+_MEMORY_KNOBS = (
+    "raise --mem-fraction-static (now {mem_fraction_static}) a little, or give the pool more room: "
+    "a shorter --context-length, a smaller --cuda-graph-max-bs, fewer --speculative-num-draft-tokens, "
+    "or a larger --tp-size"
+)
+
+SIGNATURES: tuple[Signature, ...] = (
+    # --- before the model is touched: the process could not even start -------------------------
+    _fatal(
+        "port_in_use",
+        C.PORT_IN_USE,
+        10,
+        (
+            T("ddress already in use", r"(?:(?:bind on address \('[^']*', |tcp://[^:\s]+:)(?P<port>\d+))?"),
+            T("Port is already in use"),
+            T("is not available in", r"(?P<port_name>\w+) at (?P<port>\d+) is not available in \d+ seconds"),
+            T("is already in use", r"(?P<port_name>\w+_port) (?P<port>\d+) is already in use"),
+        ),
+        "Port {port} is taken by another process: stop it (`ss -ltnp 'sport = :{port}'` names it) or start "
+        "the server on another --port. SGLang also binds --port+1 and up for internal sockets and a "
+        "--nccl-port, so leave a gap of 10 between servers on one host.",
+        "A port the server needs is taken (a previous server still running?): stop the old process "
+        "(`ss -ltnp` lists listeners) or choose another --port / --nccl-port, spaced 10 apart per server.",
+    ),
+    _fatal(
+        "import_error",
+        C.IMPORT_ERROR,
+        20,
+        (
+            T("ModuleNotFoundError", _EXC + r"ModuleNotFoundError: No module named '(?P<module>[\w.]+)'"),
+            T("ImportError", _EXC + r"ImportError: (?:cannot import name '(?P<name>\w+)' from '(?P<module>[\w.]+)')?"),
+            T("cannot open shared object file", r"(?P<library>[\w.+-]+\.so[\w.]*): cannot open shared object file"),
+            T("undefined symbol", r"undefined symbol: (?P<symbol>\S+)"),
+        ),
+        "Python module '{module}' is missing or broken in the server's environment: install the build "
+        "that matches this torch/CUDA (e.g. `pip install {module}` in the venv that runs SGLang), then "
+        "re-run `python -c 'import sglang.srt.server_args'` on the host to check.",
+        "Shared library {library} is not found: install the matching CUDA runtime / driver libraries "
+        "or fix LD_LIBRARY_PATH for the service.",
+        "A compiled extension does not match the installed torch/CUDA (undefined symbol {symbol}): "
+        "reinstall sgl-kernel / flashinfer built for this torch version.",
+        "An import failed in the server's environment: install the missing package, with builds matching "
+        "the installed torch and CUDA.",
+    ),
+    _fatal(
+        "model_load_error",
+        C.MODEL_LOAD_ERROR,
+        30,
+        (
+            T("gated repo", r"huggingface\.co/(?P<repo>[\w.-]+/[\w.-]+)/"),
+            T("is restricted", r"Access to model (?P<repo>\S+) is restricted"),
+            T("GatedRepoError"),
+            T("401 Client Error"),
+            T("Repository Not Found", r"(?:huggingface\.co/(?P<repo>[\w.-]+/[\w.-]+)/)?"),
+            T("RepositoryNotFoundError"),
+            T("is not a valid model identifier", r"(?P<path>\S+?)'? is not a local folder"),
+            T("does not appear to have a file named", r"(?P<path>\S+) does not appear to have a file named (?P<file>\S+?)\.?$"),
+            T("Cannot find any model weights with", r"with `(?P<path>[^`]+)`"),
+            T("Can't load the configuration of", r"configuration of '(?P<path>[^']+)'"),
+            T("Can't load tokenizer for", r"tokenizer for '(?P<path>[^']+)'"),
+            T("HFValidationError"),
+            T("LocalEntryNotFoundError"),
+            T("couldn't connect to 'https://huggingface.co'"),
+            T("SafetensorError"),
+            T("Error while deserializing header"),
+            T("are not supported for now", r"Model architectures (?P<architectures>\[[^\]]*\]) are not supported"),
+            T("No such file or directory", r"No such file or directory: '(?P<path>[^']*(?:config\.json|\.safetensors|\.bin|tokenizer[^']*))'"),
+        ),
+        "Model {repo} is gated: accept its license on huggingface.co with the account whose token the host "
+        "uses, and provide HF_TOKEN through the environment file (never a command line); or stage a local "
+        "copy and pass its folder as --model-path.",
+        "SGLang has no implementation for architectures {architectures}: upgrade sglang, or serve a "
+        "model it supports.",
+        "The model files at {path} are missing or incomplete: check --model-path on the host (config.json, "
+        "tokenizer and *.safetensors must be there), re-stage the model and verify its size.",
+        "The model could not be loaded: check --model-path exists on the host with config.json and weights, "
+        "that a gated repo's license is accepted and HF_TOKEN set, or that the hub is reachable.",
+    ),
+    # --- the GPU cannot run the code -------------------------------------------------------------
+    _fatal(
+        "unsupported_gpu_arch",
+        C.UNSUPPORTED_GPU_ARCH,
+        40,
+        (
+            T("no kernel image is available"),
+            T("NoKernelImageForDevice"),
+            T("FlashInfer requires GPUs with sm75 or higher"),
+            T("is not defined for option 'gpu-name'", r"Value '(?P<arch>sm_\w+)' is not defined"),
+            T("is only supported on Blackwell GPUs (SM100)"),
+            T("FlashAttention v3 Backend requires SM>=80 and SM<=90"),
+        ),
+        "The installed kernels have no code for this GPU ({arch}): install torch / sgl-kernel / flashinfer "
+        "wheels built for it (SM120 needs CUDA >= 12.8 builds) and a ptxas that knows it, or pick "
+        "another --attention-backend.",
+        "The installed kernels have no code for this GPU's architecture: install torch / sgl-kernel / "
+        "flashinfer wheels built for it (SM120 = RTX PRO 6000 / RTX 5090 needs CUDA >= 12.8 builds; "
+        "FlashInfer JIT needs a CUDA >= 12.9 toolkit or FLASHINFER_CUDA_ARCH_LIST=\"12.0f\"); on SM120 use "
+        "--attention-backend flashinfer or triton, not fa3 or trtllm_mha.",
+    ),
+    _fatal(
+        "cuda_illegal_instruction",
+        C.CUDA_ILLEGAL_INSTRUCTION,
+        50,
+        (T("an illegal instruction was encountered"), T("cudaErrorIllegalInstruction")),
+        "A GPU kernel hit an illegal instruction while DDTree ran with budget={ddtree_budget} (last "
+        "avg_accepted_drafts={ddtree_accepted}). In the seed campaign budgets 8 and 12 crashed this way on "
+        "SM120 while 15 and 16 ran: skip this budget in the sweep, or re-try once with --disable-cuda-graph "
+        "to tell a capture bug from a kernel bug.",
+        "A GPU kernel hit an illegal instruction (a kernel bug or code built for another architecture). "
+        "Re-try with --disable-cuda-graph and with another --attention-backend (flashinfer <-> triton) to "
+        "isolate the kernel; with CUDA_LAUNCH_BLOCKING=1 the traceback names it. Skip this configuration "
+        "if it persists.",
+    ),
+    _fatal(
+        "cuda_illegal_memory_access",
+        C.CUDA_ILLEGAL_MEMORY_ACCESS,
+        55,
+        (T("illegal memory access"), T("cudaErrorIllegalAddress"), T("CUDA error: misaligned address")),
+        "A kernel read or wrote outside its memory during {capture_step}: re-try with "
+        "--disable-cuda-graph (slow, but shows whether capture is at fault), drop --enable-torch-compile, "
+        "or try another --attention-backend; CUDA_LAUNCH_BLOCKING=1 names the kernel.",
+        "A kernel read or wrote outside its memory: re-try with --disable-cuda-graph and with another "
+        "--attention-backend to isolate it, and with CUDA_LAUNCH_BLOCKING=1 to name the kernel. Often a "
+        "version regression: compare with the previous sglang / flashinfer release.",
+    ),
+    _fatal(
+        "cuda_oom",
+        C.CUDA_OOM,
+        60,
+        (
+            T("OutOfMemoryError", r"(?:Tried to allocate (?P<tried>[\d.]+ [GMK]iB))?"),
+            T("CUDA out of memory", r"(?:Tried to allocate (?P<tried>[\d.]+ [GMK]iB))?"),
+            T("CUDA error: out of memory"),
+            T("Cuda failure 'out of memory'"),
+            T("cudaErrorMemoryAllocation"),
+        ),
+        "CUDA ran out of memory during {capture_step} (mem_fraction_static={mem_fraction_static}): "
+        "lower --mem-fraction-static by 0.03-0.05 to leave the graphs room, or lower --cuda-graph-max-bs "
+        "(e.g. 16).",
+        "CUDA ran out of memory during {capture_step}: lower --mem-fraction-static by 0.03-0.05, or "
+        "lower --cuda-graph-max-bs (e.g. 16).",
+        "CUDA ran out of memory (tried to allocate {tried}, mem_fraction_static={mem_fraction_static}): lower "
+        "--mem-fraction-static by 0.03-0.05 to leave activation headroom, or lower --max-running-requests / "
+        "--chunked-prefill-size.",
+        "CUDA ran out of memory: lower --mem-fraction-static by 0.03-0.05 to leave activation headroom, "
+        "or lower --max-running-requests / --chunked-prefill-size / --cuda-graph-max-bs; check with "
+        "nvidia-smi that no other process holds GPU memory.",
+    ),
+    # --- SGLang's memory sizing refused to start ---------------------------------------------
+    _fatal(
+        "max_running_requests_zero",
+        C.MAX_RUNNING_REQUESTS_ZERO,
+        70,
+        (
+            T("max_running_request is zero"),
+            T(
+                "state cache is too small to serve any requests",
+                r"max_mamba_cache_size=(?P<max_mamba_cache_size>\d+), mamba_ratio=(?P<mamba_ratio>\d+)",
+            ),
+        ),
+        "SGLang computed max_running_requests=0 after the KV pool got {kv_tokens} tokens and the mamba "
+        "state cache {max_mamba_cache_size} slots (context_len={context_len}). The hybrid state cache "
+        "needs several slots per request: set --max-running-requests explicitly and small (e.g. 4; it was "
+        "{requested_max_running_requests}), add --disable-radix-cache (1 slot per request), or raise "
+        "--mamba-full-memory-ratio / --mem-fraction-static (now {mem_fraction_static}).",
+        "SGLang computed max_running_requests=0 after the KV pool got {kv_tokens} tokens and the mamba "
+        "state cache {max_mamba_cache_size} slots (context_len={context_len}): set --max-running-requests "
+        "explicitly and small (e.g. 4), add --disable-radix-cache (1 state slot per request), or raise "
+        "--mamba-full-memory-ratio / --mem-fraction-static.",
+        "SGLang computed max_running_requests=0: the KV pool has {kv_tokens} tokens for "
+        "context_len={context_len}. Set --max-running-requests explicitly, lower --context-length to at "
+        "most {kv_tokens}, or raise --mem-fraction-static.",
+        "SGLang computed max_running_requests=0 (no memory left for even one request): set "
+        "--max-running-requests explicitly and small, for hybrid models add --disable-radix-cache or "
+        "raise --mamba-full-memory-ratio, or raise --mem-fraction-static.",
+    ),
+    _fatal(
+        "kv_pool_too_small",
+        C.KV_POOL_TOO_SMALL,
+        75,
+        (
+            T("Please try to increase --mem-fraction-static", r"(?:mem_fraction_static=(?P<mem_fraction_static>[\d.]+))?"),
+            T("Memory pool size is too small"),
+            T(
+                "Not enough GPU memory for hybrid",
+                r"total_rest_memory=(?P<rest_gb>[\d.]+) GB, mamba_cache_per_req=(?P<per_req_mb>[\d.]+) MB",
+            ),
+            T("Loaded weights leave no GPU memory for the KV cache", r"Raise --mem-fraction-static above (?P<minimum_fraction>[\d.]+)"),
+            T("out of memory. Try to lower your batch size"),
+            T("alloc_req_slots runs out of memory"),
+        ),
+        "The weights leave no room for the KV cache: raise --mem-fraction-static above {minimum_fraction}, "
+        "or use a larger --tp-size.",
+        "The hybrid state cache does not fit: {rest_gb} GB are left after the weights and one request's "
+        "state needs {per_req_mb} MB (times the draft tokens under speculative decoding). "
+        + _MEMORY_KNOBS
+        + "; or set a small --max-running-requests.",
+        "The KV cache pool is too small (mem_fraction_static={mem_fraction_static}): " + _MEMORY_KNOBS + ".",
+        "The KV cache pool is too small for this configuration: raise --mem-fraction-static a little, or "
+        "give the pool more room: a shorter --context-length, a smaller --cuda-graph-max-bs or "
+        "--max-running-requests, fewer --speculative-num-draft-tokens, or a larger --tp-size.",
+    ),
+    # --- a request did not fit --------------------------------------------------------------------
+    _fatal(
+        "context_length_exceeded",
+        C.CONTEXT_LENGTH_EXCEEDED,
+        80,
+        (
+            T(
+                "exceeds the model's maximum context length",
+                r"maximum context length of (?P<context_len>\d+) tokens\. You requested a total of "
+                r"(?P<total_tokens>\d+) tokens: (?P<input_tokens>\d+) tokens from the input messages and "
+                r"(?P<max_new_tokens>\d+) tokens",
+            ),
+            T(
+                "is longer than the model's context length",
+                r"The input \((?P<input_tokens>\d+) tokens\) is longer than the model's context length "
+                r"\((?P<context_len>\d+) tokens\)(?!.*Truncating)",
+            ),
+            T(
+                "exceeds the maximum allowed length",
+                r"Input length \((?P<input_tokens>\d+) tokens\) exceeds the maximum allowed length "
+                r"\((?P<max_allowed>\d+) tokens\)",
+            ),
+            T(
+                "To allow overriding this maximum",
+                r"context_length \((?P<requested_context>\d+)\) is greater than the derived context_length "
+                r"\((?P<derived_context>\d+)\)",
+            ),
+            T("maximum context length is", r"maximum context length is (?P<context_len>\d+) tokens"),
+        ),
+        "--context-length {requested_context} is above the model's derived {derived_context}: lower it to "
+        "{derived_context}, or set SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1 in the service environment "
+        "if the model really supports it (DFlash drafts inherit the target's context).",
+        "A request needs {total_tokens} tokens ({input_tokens} prompt + {max_new_tokens} to generate) but "
+        "the server's context is {context_len}: cap the workload's prompt at {context_len} - "
+        "{max_new_tokens} tokens minus a margin for chat-template tokens, lower max_new_tokens, or raise "
+        "--context-length if the model allows it.",
+        "A prompt of {input_tokens} tokens exceeds the {max_allowed} tokens this server accepts, which is "
+        "set by its KV pool ({kv_tokens} tokens), not by --context-length ({context_len}): shorten the "
+        "workload's prompts, or grow the pool with a higher --mem-fraction-static or a larger --tp-size.",
+        "A prompt of {input_tokens} tokens exceeds the {max_allowed} tokens this server accepts (the KV "
+        "pool or the context length limits it): shorten the workload's prompts, or grow the pool with a "
+        "higher --mem-fraction-static or a larger --tp-size.",
+        "A prompt of {input_tokens} tokens does not fit the context of {context_len}: shorten the "
+        "workload's prompts or raise --context-length if the model allows it.",
+        "A request exceeded the context ({context_len} tokens): shorten the workload's prompts or its "
+        "max_new_tokens, or raise --context-length if the model allows it.",
+        "A request exceeded the server's context length: keep prompt + max_new_tokens below the context "
+        "length with a margin, or pass --allow-auto-truncate.",
+    ),
+    # --- collective communication failed (often a consequence: ranked after the CUDA classes) ----
+    _fatal(
+        "nccl_error",
+        C.NCCL_ERROR,
+        90,
+        (
+            T("NCCL error", r"NCCL error:?(?: in: \S+,)? (?P<nccl_detail>[^(,]*[^(,\s])"),
+            T("nccl", r"\bnccl(?:Unhandled|System|Internal|Invalid|Remote)\w*Error\b"),
+            T("Watchdog caught collective operation timeout"),
+            T("DistBackendError"),
+        ),
+        "NCCL failed ({nccl_detail}) while the TP ranks talked: run with NCCL_DEBUG=INFO; check that all "
+        "--tp-size GPUs are visible and healthy (nvidia-smi topo -m), that /dev/shm is large enough, and "
+        "try NCCL_P2P_DISABLE=1 on PCIe hosts without working peer-to-peer; or use --disable-custom-all-reduce.",
+        "A collective between the TP ranks failed or timed out: look for the first CUDA error on any rank "
+        "(this is often its consequence); otherwise run with NCCL_DEBUG=INFO, check peer-to-peer with "
+        "nvidia-smi topo -m, and try NCCL_P2P_DISABLE=1 or --disable-custom-all-reduce.",
+    ),
+    # --- errors no specific signature explains -------------------------------------------------
+    _generic(
+        "cuda_graph_capture_failed",
+        900,
+        (T("Capture cuda graph failed"), T("Capture draft cuda graph failed")),
+        "CUDA graph capture failed for a reason no signature knows: try --cuda-graph-max-bs 16, a lower "
+        "--mem-fraction-static, no --enable-torch-compile, or (slow) --disable-cuda-graph.",
+    ),
+    _generic(
+        "cuda_error",
+        910,
+        (T("CUDA error:", r"CUDA error: (?P<cuda_error>[^.\n]+)"),),
+        "CUDA reported '{cuda_error}': re-run with CUDA_LAUNCH_BLOCKING=1 to find the failing kernel.",
+    ),
+    _generic(
+        "process_failed",
+        950,
+        (
+            T("hit an exception"),
+            T("scheduler died during initialization", r"exit code: (?P<exit_code>-?\d+)"),
+            T("Received sigquit from a child process"),
+            T("Initialization failed"),
+            T("terminate called after throwing"),
+        ),
+        "A server process died with exit code {exit_code}: -9 usually means the kernel's OOM killer "
+        "(`dmesg -T | grep -i oom`); give the host more RAM or load fewer models at once.",
+        "A server process failed: the exception above it in the evidence is the cause to read.",
+    ),
+    _generic(
+        "exception",
+        990,
+        (
+            T("Error", _EXC + r"[A-Z]\w*Error\b(?::|$)"),
+            T("Exception", _EXC + r"[A-Z]\w*Exception\b(?::|$)"),
+            T("Traceback (most recent call last)"),
+        ),
+        "An error no signature explains: read the final exception of the traceback in the evidence.",
+    ),
+    # --- findings: true and useful, but not a failure ---------------------------------------
+    _finding(
+        "flashinfer_sm12_needs_cuda_12_9",
+        (T("SM 12.x requires CUDA >= 12.9"),),
+        "FlashInfer found a CUDA toolkit older than 12.9 (CUDA_HOME or nvcc on PATH) and left its target "
+        "architectures empty; JIT-compiled kernels will fail. Put a CUDA >= 12.9 toolkit on PATH/CUDA_HOME "
+        "for the service, or set FLASHINFER_CUDA_ARCH_LIST=\"12.0f\". Harmless while only prebuilt kernels run.",
+    ),
+    _finding(
+        "context_length_above_derived",
+        (
+            T(
+                "is greater than the derived context_length",
+                r"context_length \((?P<requested_context>\d+)\) is greater than the derived context_length "
+                r"\((?P<derived_context>\d+)\)(?!.*To allow overriding)",
+            ),
+        ),
+        "The context length ({requested_context}) is above what the model config derives "
+        "({derived_context}); SGLang warns of wrong outputs or CUDA errors past {derived_context} tokens.",
+    ),
+    _finding(
+        "max_running_requests_reduced",
+        (
+            T("max_running_requests was reduced", r"from the requested (?P<requested>\d+) to (?P<granted>\d+)"),
+            T("max_running_requests is capped to", r"capped to (?P<granted>\d+)"),
+        ),
+        "max_running_requests was cut from {requested} to {granted} by the KV cache capacity: concurrency "
+        "above {granted} will queue.",
+        "max_running_requests was capped to {granted} by the mamba state cache: concurrency above "
+        "{granted} will queue.",
+    ),
+    _finding(
+        "ddtree_accepts_nothing",
+        (T("avg_accepted_drafts=0.00", r"budget=(?P<ddtree_budget>\d+)"),),
+        "DDTree (budget {ddtree_budget}) accepted no draft token: the tree is pure overhead here; check the "
+        "draft model pairing, or use a larger budget.",
+    ),
+    _finding(
+        "memory_unbalanced",
+        (T("The memory capacity is unbalanced"),),
+        "GPU memory differs between ranks: another process holds memory on some GPU (nvidia-smi), so the "
+        "KV pool is sized for the smallest one.",
+    ),
+    _finding(
+        "torch_lacks_gpu_arch",
+        (T("is not compatible with the current PyTorch installation", r"(?P<arch>sm_\d+)"),),
+        "This PyTorch build has no kernels for {arch}: install a wheel built with CUDA >= 12.8 for Blackwell.",
+    ),
+    _finding(
+        "kv_pool_full_retracting",
+        (T("KV cache pool is full. Retract requests"),),
+        "The KV pool filled up and requests were retracted (recomputed later): throughput under this "
+        "concurrency is below what the GPU can do; lower concurrency or grow the pool.",
+    ),
+    _finding(
+        "http_400_responses",
+        (T('" 400 Bad Request'),),
+        "The server rejected requests with HTTP 400 (see the client's error text: often prompt + "
+        "max_new_tokens above the context length).",
+    ),
+    _finding(
+        "recovered_error",
+        (),
+        "An error was logged but the server went on serving afterwards; results after it are still valid.",
+    ),
+    _finding(
+        "earlier_start_failed",
+        (),
+        "An earlier start in this log failed; the diagnosis covers the last start.",
+    ),
+    _finding(
+        "startup_incomplete",
+        (),
+        "The log ends during startup (last step: {last_phase}) without an error: the server was stopped, "
+        "or the log was cut.",
+        "The log ends during startup without an error: the server was stopped, or the log was cut.",
+    ),
+)
+
+# Not triggered by a line: chosen when the caller knows the server was killed for not becoming
+# ready, and the log shows no fatal line.
+SERVER_START_TIMEOUT_FIXES: tuple[str, ...] = (
+    "The server was not ready within {timeout_s:.0f} s and logged no error; its last startup step was "
+    "'{last_phase}'. Loading weights: stage the model on local NVMe or /dev/shm; CUDA graph capture: "
+    "lower --cuda-graph-max-bs; otherwise raise the start timeout.",
+    "The server was not ready within {timeout_s:.0f} s and logged no error: stage the model on local "
+    "disk, lower --cuda-graph-max-bs, or raise the start timeout.",
+    "The server was not ready in time and logged no error; its last startup step was '{last_phase}': "
+    "stage the model on local disk, lower --cuda-graph-max-bs, or raise the start timeout.",
+    "The server was not ready in time and logged no error: stage the model on local disk, lower "
+    "--cuda-graph-max-bs, or raise the start timeout.",
+)
+
+SIGNATURE_BY_NAME: dict[str, Signature] = {signature.name: signature for signature in SIGNATURES}
+
+
+def fill_fix(templates: tuple[str, ...], figures: dict[str, object]) -> str:
+    """The first template whose fields are all known, filled in."""
+    for template in templates:
+        fields = {name for _, name, _, _ in Formatter().parse(template) if name}
+        if all(figures.get(name) is not None for name in fields):
+            return template.format(**figures)
+    raise ValueError(f"no fix template applies and none is field-free: {templates[-1]!r}")
+
+
+def grep_patterns() -> list[str]:
+    """The catalogue's literals as POSIX extended regexes, for `grep -E` comparisons."""
+    literals = {trigger.literal for signature in SIGNATURES for trigger in signature.triggers}
+    return sorted(re.sub(r"([][.^$*+?(){}|\\])", r"\\\1", literal) for literal in literals)
