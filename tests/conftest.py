@@ -1,0 +1,36 @@
+"""Shared pytest fixtures. Keep this file to fixtures; their logic lives in tests/<helper package>/."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack
+
+import pytest
+
+from tests.testfleet import TestFleet, start_test_fleet, unavailable_reason
+
+
+def _skip_without_test_fleet() -> None:
+    reason = unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+
+
+@pytest.fixture
+def test_fleet_factory() -> Iterator[Callable[..., TestFleet]]:
+    """`test_fleet_factory(["ct200"], shm_size="64m", gpu_profiles={...})`; closed after the test."""
+    _skip_without_test_fleet()
+    with ExitStack() as made:
+
+        def make(names: list[str], shm_size: str = "256m", **options: object) -> TestFleet:
+            return made.enter_context(start_test_fleet(names, shm_size, **options))
+
+        yield make
+
+
+@pytest.fixture(scope="module")
+def two_hosts() -> Iterator[TestFleet]:
+    """ct200 and ct201, shared by the tests of one module (a test that cuts a link restores it)."""
+    _skip_without_test_fleet()
+    with start_test_fleet(["ct200", "ct201"]) as fleet:
+        yield fleet
