@@ -117,7 +117,7 @@ def disk_space_fact(paths: Mapping[str, str]) -> Fact[dict[str, DiskSpace]]:
     quoted = " ".join(shlex.quote(path) for path in paths.values())
     command = (
         f"set --; for path in {quoted}; do "
-        'while [ ! -e "$path" ]; do path=$(dirname -- "$path"); done; '
+        'while [ ! -e "$path" ]; do path=$(dirname "$path"); done; '
         'set -- "$@" "$path"; done; '
         f'printf "%s\\n" "$@"; echo {DF_SEPARATOR}; df -P -T -B1 "$@"'
     )

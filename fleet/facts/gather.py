@@ -10,9 +10,7 @@ step that installs a toolkit without rebooting must call `FactsCache.invalidate`
 
 from __future__ import annotations
 
-import os
 import re
-import tempfile
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
@@ -24,7 +22,8 @@ from fleet.facts import commands
 from fleet.facts.commands import Fact, composite_script, parse_section, split_sections
 from fleet.facts.models import Driver, FactsRequest, HostFacts
 from fleet.facts.parsers import FactError
-from fleet.transport.base import Transport
+from fleet.inventory import NAME_PATTERN
+from fleet.transport.base import Transport, atomic_local_file
 
 STAGING_PATH_KEY = "staging"
 DEFAULT_TIMEOUT_S = 180.0
@@ -124,27 +123,7 @@ def refresh_volatile(transport: Transport, facts: HostFacts, timeout: float = DE
     return facts.model_copy(update={**_volatile_fields(values), "problems": {**kept, **problems}})
 
 
-_HOST_FILE_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Write a whole file or nothing: temp file in the same directory, fsync, rename, fsync the directory."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temp, path)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise
-    directory = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(directory)
-    finally:
-        os.close(directory)
+_HOST_FILE_NAME = re.compile(NAME_PATTERN)
 
 
 class FactsCache:
@@ -166,7 +145,8 @@ class FactsCache:
             return None
 
     def store(self, host: str, facts: HostFacts) -> None:
-        write_atomic(self.path(host), facts.model_dump_json(indent=2) + "\n")
+        with atomic_local_file(self.path(host)) as handle:
+            handle.write((facts.model_dump_json(indent=2) + "\n").encode())
 
     def invalidate(self, host: str) -> None:
         self.path(host).unlink(missing_ok=True)

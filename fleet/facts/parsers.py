@@ -11,7 +11,7 @@ import json
 import re
 import shlex
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from fleet.errors import FleetError
 from fleet.facts.engine_probe import PROBE_MARK
@@ -253,16 +253,7 @@ def parse_disk_space(text: str, exit_code: int, requested: Mapping[str, str]) ->
     if not len(measured_paths) == len(rows) == len(requested):
         raise FactError("disks", f"expected {len(requested)} paths and df rows, got {len(measured_paths)} and {len(rows)}", text)
     return {
-        key: DiskSpace(
-            path=path,
-            measured_path=measured_path,
-            filesystem=row.filesystem,
-            fstype=row.fstype,
-            mount_point=row.mount_point,
-            total_bytes=row.total_bytes,
-            used_bytes=row.used_bytes,
-            available_bytes=row.available_bytes,
-        )
+        key: DiskSpace(path=path, measured_path=measured_path, **asdict(row))
         for (key, path), measured_path, row in zip(requested.items(), measured_paths, rows)
     }
 

@@ -31,7 +31,7 @@ def _engine(facts: HostFacts) -> str:
 
 def _disks(facts: HostFacts) -> str:
     return "\n".join(
-        f"{key}: {d.available_bytes / GIB:.0f}/{d.total_bytes / GIB:.0f} GiB free" + (f" ({d.fstype})" if d.fstype else "")
+        f"{key}: {d.available_bytes / GIB:.1f}/{d.total_bytes / GIB:.1f} GiB free" + (f" ({d.fstype})" if d.fstype else "")
         for key, d in facts.disks.items()
     )
 
@@ -42,7 +42,7 @@ def facts_table(facts_by_host: Mapping[str, HostFacts]) -> Table:
         table.add_column(column)
     for host, facts in facts_by_host.items():
         driver = f"{facts.driver.version} / {facts.driver.cuda_version or '?'}" if facts.driver else "?"
-        memory = f"{facts.memory.available_bytes / GIB:.0f}/{facts.memory.total_bytes / GIB:.0f} GiB" if facts.memory else "?"
+        memory = f"{facts.memory.available_bytes / GIB:.1f}/{facts.memory.total_bytes / GIB:.1f} GiB" if facts.memory else "?"
         system = " ".join(filter(None, [facts.os.pretty_name if facts.os else None, facts.kernel.release if facts.kernel else None]))
         systemd = "?" if facts.systemd is None else (facts.systemd.state or "absent")
         table.add_row(

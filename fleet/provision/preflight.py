@@ -25,10 +25,10 @@ from fleet.inventory import EngineKind, Host, ServiceManager
 MODEL_CACHE_KEY = "model_cache"
 STAGING_KEY = "staging"
 GIB = 1024**3
-# below this much spare room after a download or a staging copy, warn: logs, JIT caches and
-# the next model also need the disk
+# below this much spare room after a copy, warn: a model's size on the hub is not exact, and the
+# cache disk also holds logs, JIT caches and the next model
 HEADROOM_FRACTION = 0.05
-HEADROOM_MIN_BYTES = 2 * GIB
+CACHE_HEADROOM_MIN_BYTES = 2 * GIB
 # GPU memory in use beyond what the listed processes hold; an idle GPU shows a few MiB at most
 UNLISTED_MEMORY_MIB = 1024
 
@@ -498,14 +498,14 @@ def check_driver_runs_engine_cuda(facts: HostFacts, needs: PreflightRequirements
 def check_model_cache_space(facts: HostFacts, needs: PreflightRequirements) -> Finding:
     if needs.model_bytes_to_fetch is None:
         return Finding(Verdict.skip, "nothing to download")
-    return _space_finding(facts, MODEL_CACHE_KEY, needs.model_bytes_to_fetch, "download",
+    return _space_finding(facts, MODEL_CACHE_KEY, needs.model_bytes_to_fetch, "download", CACHE_HEADROOM_MIN_BYTES,
                           f"free space there, or point paths.model_cache in {needs.host_file} at a larger disk")
 
 
 def check_staging_space(facts: HostFacts, needs: PreflightRequirements) -> Finding:
     if needs.bytes_to_stage is None:
         return Finding(Verdict.skip, "nothing to stage")
-    found = _space_finding(facts, STAGING_KEY, needs.bytes_to_stage, "stage",
+    found = _space_finding(facts, STAGING_KEY, needs.bytes_to_stage, "stage", 0,
                            "enlarge the tmpfs (`mount -o remount,size=<N>G /dev/shm`), or unset paths.staging to serve from the cache")
     if found.verdict is Verdict.fail:
         return found
@@ -526,13 +526,13 @@ def check_staging_space(facts: HostFacts, needs: PreflightRequirements) -> Findi
     return found
 
 
-def _space_finding(facts: HostFacts, key: str, needed: int, verb: str, hint: str) -> Finding:
+def _space_finding(facts: HostFacts, key: str, needed: int, verb: str, min_headroom: int, hint: str) -> Finding:
     disk = facts.disks.get(key)
     if disk is None:
         why = facts.problems.get("disks", f"paths.{key} is not configured")
         return Finding(Verdict.fail, f"cannot {verb} {_size(needed)}: free space of paths.{key} unknown ({why})", hint)
     where = f"{disk.path} (on {disk.mount_point})"
-    headroom = max(HEADROOM_MIN_BYTES, int(needed * HEADROOM_FRACTION))
+    headroom = max(min_headroom, int(needed * HEADROOM_FRACTION))
     figures = f"{_size(disk.available_bytes)} free of {_size(disk.total_bytes)}"
     if disk.available_bytes < needed:
         return Finding(Verdict.fail, f"{verb} {_size(needed)} into {where}: only {figures}", hint)

@@ -10,8 +10,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 
-from fleet.facts import FactsCache, gather_facts
+from fleet.facts import FactsCache, facts_table, gather_facts
 from fleet.facts.commands import Fact, composite_script, engine_fact, parse_section, split_sections
 from fleet.facts.engine_probe import PROBE_MARK
 from fleet.facts.parsers import (
@@ -452,3 +453,14 @@ def test_cache_file_is_written_atomically_and_unreadable_entries_are_misses(tmp_
     assert cache.load("ct200") is None
     with pytest.raises(ValueError, match="host name"):
         cache.path("../etc/passwd")
+
+
+def test_facts_table_shows_each_hosts_figures(fake_host):
+    _, _, paths = fake_host
+    facts = gather_facts(LocalTransport("fake"), paths, sys.executable, timeout=120)
+    console = Console(record=True, width=400, color_system=None)
+    console.print(facts_table({"ct200": facts}))
+    text = console.export_text()
+    assert f"8x {RTX_NAME} (cc 12.0, 97887 MiB)" in text
+    assert "580.159.04 / 13.0" in text and "12.8 (" in text and "no torch" in text
+    assert "staging:" in text and "GiB free" in text

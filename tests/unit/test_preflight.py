@@ -265,6 +265,8 @@ def test_staging_needs_tmpfs_space_and_ram():
     assert small.verdict is Verdict.fail and "only 32.0 GiB free" in small.message and "remount" in small.hint
     low_ram = check(run_preflight(rtx_facts(ram_available_kib=40 * 1024 * 1024), needs), "staging-space")
     assert low_ram.verdict is Verdict.fail and "only 40.0 GiB available" in low_ram.message
+    tight = check(run_preflight(rtx_facts(shm_avail_gib=53), needs), "staging-space")
+    assert tight.verdict is Verdict.warn and "leaves under 2.6 GiB" in tight.message
     on_disk = check(run_preflight(rtx_facts(shm_type="ext4"), needs), "staging-space")
     assert on_disk.verdict is Verdict.warn and "not tmpfs" in on_disk.message
     assert check(run_preflight(rtx_facts(), needs), "staging-space").verdict is Verdict.ok
