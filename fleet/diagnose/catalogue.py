@@ -84,7 +84,7 @@ C = FailureClass
 _EXC = r"^(?:[\w.]+\.)?"  # an exception line, possibly module-qualified: "torch.OutOfMemoryError: ..."
 
 _MEMORY_KNOBS = (
-    "raise --mem-fraction-static (now {mem_fraction_static}) a little, or give the pool more room: "
+    "raise --mem-fraction-static a little, or give the pool more room: "
     "a shorter --context-length, a smaller --cuda-graph-max-bs, fewer --speculative-num-draft-tokens, "
     "or a larger --tp-size"
 )
@@ -139,7 +139,7 @@ SIGNATURES: tuple[Signature, ...] = (
             T("Repository Not Found", r"(?:huggingface\.co/(?P<repo>[\w.-]+/[\w.-]+)/)?"),
             T("RepositoryNotFoundError"),
             T("is not a valid model identifier", r"(?P<path>\S+?)'? is not a local folder"),
-            T("does not appear to have a file named", r"(?P<path>\S+) does not appear to have a file named (?P<file>\S+?)\.?$"),
+            T("does not appear to have a file named", r"(?P<path>\S+) does not appear to have a file named (?P<file>[\w.-]+?)\.?(?:\s|$)"),
             T("Cannot find any model weights with", r"with `(?P<path>[^`]+)`"),
             T("Can't load the configuration of", r"configuration of '(?P<path>[^']+)'"),
             T("Can't load tokenizer for", r"tokenizer for '(?P<path>[^']+)'"),
@@ -277,13 +277,11 @@ SIGNATURES: tuple[Signature, ...] = (
         "The weights leave no room for the KV cache: raise --mem-fraction-static above {minimum_fraction}, "
         "or use a larger --tp-size.",
         "The hybrid state cache does not fit: {rest_gb} GB are left after the weights and one request's "
-        "state needs {per_req_mb} MB (times the draft tokens under speculative decoding). "
+        "state needs {per_req_mb} MB (times the draft tokens under speculative decoding): "
         + _MEMORY_KNOBS
         + "; or set a small --max-running-requests.",
         "The KV cache pool is too small (mem_fraction_static={mem_fraction_static}): " + _MEMORY_KNOBS + ".",
-        "The KV cache pool is too small for this configuration: raise --mem-fraction-static a little, or "
-        "give the pool more room: a shorter --context-length, a smaller --cuda-graph-max-bs or "
-        "--max-running-requests, fewer --speculative-num-draft-tokens, or a larger --tp-size.",
+        "The KV cache pool is too small for this configuration: " + _MEMORY_KNOBS + ".",
     ),
     # --- a request did not fit --------------------------------------------------------------------
     _fatal(
@@ -318,9 +316,9 @@ SIGNATURES: tuple[Signature, ...] = (
         "{derived_context}, or set SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1 in the service environment "
         "if the model really supports it (DFlash drafts inherit the target's context).",
         "A request needs {total_tokens} tokens ({input_tokens} prompt + {max_new_tokens} to generate) but "
-        "the server's context is {context_len}: cap the workload's prompt at {context_len} - "
-        "{max_new_tokens} tokens minus a margin for chat-template tokens, lower max_new_tokens, or raise "
-        "--context-length if the model allows it.",
+        "the server's context is {context_len}: keep the workload's prompts below {max_prompt_tokens} "
+        "tokens with a margin for chat-template tokens, lower max_new_tokens, or raise --context-length "
+        "if the model allows it.",
         "A prompt of {input_tokens} tokens exceeds the {max_allowed} tokens this server accepts, which is "
         "set by its KV pool ({kv_tokens} tokens), not by --context-length ({context_len}): shorten the "
         "workload's prompts, or grow the pool with a higher --mem-fraction-static or a larger --tp-size.",
@@ -365,6 +363,7 @@ SIGNATURES: tuple[Signature, ...] = (
         910,
         (T("CUDA error:", r"CUDA error: (?P<cuda_error>[^.\n]+)"),),
         "CUDA reported '{cuda_error}': re-run with CUDA_LAUNCH_BLOCKING=1 to find the failing kernel.",
+        "CUDA reported an error: re-run with CUDA_LAUNCH_BLOCKING=1 to find the failing kernel.",
     ),
     _generic(
         "process_failed",
@@ -409,6 +408,8 @@ SIGNATURES: tuple[Signature, ...] = (
         ),
         "The context length ({requested_context}) is above what the model config derives "
         "({derived_context}); SGLang warns of wrong outputs or CUDA errors past {derived_context} tokens.",
+        "The context length is above what the model config derives; SGLang warns of wrong outputs or CUDA "
+        "errors past the derived length.",
     ),
     _finding(
         "max_running_requests_reduced",
@@ -420,12 +421,15 @@ SIGNATURES: tuple[Signature, ...] = (
         "above {granted} will queue.",
         "max_running_requests was capped to {granted} by the mamba state cache: concurrency above "
         "{granted} will queue.",
+        "max_running_requests was lowered by the available cache capacity: higher concurrency will queue.",
     ),
     _finding(
         "ddtree_accepts_nothing",
         (T("avg_accepted_drafts=0.00", r"budget=(?P<ddtree_budget>\d+)"),),
         "DDTree (budget {ddtree_budget}) accepted no draft token: the tree is pure overhead here; check the "
         "draft model pairing, or use a larger budget.",
+        "DDTree accepted no draft token: the tree is pure overhead here; check the draft model pairing, or "
+        "use a larger budget.",
     ),
     _finding(
         "memory_unbalanced",
@@ -437,6 +441,7 @@ SIGNATURES: tuple[Signature, ...] = (
         "torch_lacks_gpu_arch",
         (T("is not compatible with the current PyTorch installation", r"(?P<arch>sm_\d+)"),),
         "This PyTorch build has no kernels for {arch}: install a wheel built with CUDA >= 12.8 for Blackwell.",
+        "This PyTorch build has no kernels for this GPU: install a wheel built for its architecture.",
     ),
     _finding(
         "kv_pool_full_retracting",
@@ -463,7 +468,7 @@ SIGNATURES: tuple[Signature, ...] = (
     _finding(
         "startup_incomplete",
         (),
-        "The log ends during startup (last step: {last_phase}) without an error: the server was stopped, "
+        "The log ends during startup (it was last {last_phase}) without an error: the server was stopped, "
         "or the log was cut.",
         "The log ends during startup without an error: the server was stopped, or the log was cut.",
     ),
@@ -472,13 +477,13 @@ SIGNATURES: tuple[Signature, ...] = (
 # Not triggered by a line: chosen when the caller knows the server was killed for not becoming
 # ready, and the log shows no fatal line.
 SERVER_START_TIMEOUT_FIXES: tuple[str, ...] = (
-    "The server was not ready within {timeout_s:.0f} s and logged no error; its last startup step was "
-    "'{last_phase}'. Loading weights: stage the model on local NVMe or /dev/shm; CUDA graph capture: "
-    "lower --cuda-graph-max-bs; otherwise raise the start timeout.",
+    "The server was not ready within {timeout_s:.0f} s and logged no error; it was last {last_phase}. "
+    "If loading weights: stage the model on local NVMe or /dev/shm; if capturing CUDA graphs: lower "
+    "--cuda-graph-max-bs; otherwise raise the start timeout.",
     "The server was not ready within {timeout_s:.0f} s and logged no error: stage the model on local "
     "disk, lower --cuda-graph-max-bs, or raise the start timeout.",
-    "The server was not ready in time and logged no error; its last startup step was '{last_phase}': "
-    "stage the model on local disk, lower --cuda-graph-max-bs, or raise the start timeout.",
+    "The server was not ready in time and logged no error; it was last {last_phase}: stage the model on "
+    "local disk, lower --cuda-graph-max-bs, or raise the start timeout.",
     "The server was not ready in time and logged no error: stage the model on local disk, lower "
     "--cuda-graph-max-bs, or raise the start timeout.",
 )

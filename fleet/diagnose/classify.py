@@ -74,6 +74,19 @@ _SUMMARY_MARKERS = (
 # {error_str}")`, `assert ..., "max_running_request is zero"`): code, not a message.
 _SOURCE_LINE = re.compile(r"^\s{4,}(?:raise\b|assert\b|return\b|logger\.|[\w.\[\]]+\s*[(=]|f?[\"'])")
 _CAPTURE_PHASES = {"cuda_graph_begin", "draft_cuda_graph_begin", "piecewise_cuda_graph_begin"}
+# What the server was doing when a startup step was its last line, for fix texts.
+_PHASE_ACTIVITY = {
+    "init_distributed_begin": "initialising torch distributed / NCCL",
+    "init_distributed_end": "about to load weights",
+    "load_weight_begin": "loading weights",
+    "memory_pool_end": "about to capture CUDA graphs",
+    "cuda_graph_begin": "capturing CUDA graphs",
+    "cuda_graph_end": "finishing startup after CUDA graph capture",
+    "draft_cuda_graph_begin": "capturing the draft model's CUDA graphs",
+    "draft_cuda_graph_end": "finishing startup after the draft's CUDA graphs",
+    "piecewise_cuda_graph_begin": "capturing piecewise CUDA graphs",
+    "piecewise_cuda_graph_end": "finishing startup after piecewise CUDA graphs",
+}
 _RESULT_SUFFIXES = {".json"}
 _LOG_SUFFIXES = {".log", ".txt", ".out", ".err", ".journal"}
 _EVIDENCE_KEYS = re.compile(r"error|evidence|message|detail|reason|traceback|stderr", re.IGNORECASE)
@@ -270,25 +283,30 @@ class _Scanner:
                         self._flush_latest()
                     self.summary.add(event)
                 break
-        matched: set[str] = set()
+        matched: dict[Signature, dict[str, str]] = {}  # groups of all of a signature's triggers
+        message = ""
         for literal, entries in _INDEX:
             if literal not in raw:
                 continue
             if text is None:
                 text = raw.decode("utf-8", "replace")
-            message = strip_prefix(text).message
-            if _SOURCE_LINE.match(message):
-                return
-            message = message.strip()
+            if not message:
+                message = strip_prefix(text).message
+                if _SOURCE_LINE.match(message):
+                    return
+                message = message.strip()
             for signature, pattern in entries:
-                if signature.name in matched:
-                    continue
                 found = pattern.search(message) if pattern is not None else None
                 if pattern is not None and found is None:
                     continue
-                matched.add(signature.name)
-                groups = {k: v for k, v in found.groupdict().items() if v is not None} if found else {}
-                self._record(signature, line_no, text, message, groups)
+                groups = matched.setdefault(signature, {})
+                if found is not None:
+                    for key, value in found.groupdict().items():
+                        if value is not None:
+                            groups.setdefault(key, value)
+        for signature, groups in matched.items():
+            assert text is not None
+            self._record(signature, line_no, text, message, groups)
 
     def _record(self, signature: Signature, line_no: int, text: str, message: str, groups: dict[str, str]) -> None:
         hits = self.hits.setdefault((self.summary.starts, signature.name), _SignatureHits())
@@ -323,13 +341,20 @@ def _figures(scan: _Scanner, start: int, hint: DiagnosisHint | None) -> dict[str
         figures["ddtree_budget"] = summary.last_ddtree.budget
         figures["ddtree_accepted"] = f"{summary.last_ddtree.avg_accepted_drafts:.2f}"
     if summary.last_phase is not None:
-        figures["last_phase"] = summary.last_phase.phase
+        figures["last_phase"] = _PHASE_ACTIVITY[summary.last_phase.phase]
         if summary.last_phase.phase in _CAPTURE_PHASES:
             figures["capture_step"] = "CUDA graph capture"
     if (start, "cuda_graph_capture_failed") in scan.hits:
         figures["capture_step"] = "CUDA graph capture"
     if hint is not None and hint.start_timeout_s is not None:
         figures["timeout_s"] = hint.start_timeout_s
+    return figures
+
+
+def _derive(figures: dict[str, object]) -> dict[str, object]:
+    """Figures computed from others, for fix texts."""
+    if figures.get("context_len") is not None and figures.get("max_new_tokens") is not None:
+        figures["max_prompt_tokens"] = int(str(figures["context_len"])) - int(str(figures["max_new_tokens"]))
     return figures
 
 
@@ -375,7 +400,7 @@ def _classify(scan: _Scanner, path: str, hint: DiagnosisHint | None) -> Diagnosi
         evidence = tuple(Evidence(line, text) for line, text, _ in root_hits.examples)
         if root.kind is Kind.GENERIC:
             evidence = _generic_evidence([hits for signature, hits in fatal if signature.kind is Kind.GENERIC])
-        fix = fill_fix(root.fixes, {**figures, **_first_groups(root_hits)})
+        fix = fill_fix(root.fixes, _derive({**figures, **_first_groups(root_hits)}))
         consequences = tuple(
             dict.fromkeys(
                 signature.failure_class.value
@@ -387,7 +412,8 @@ def _classify(scan: _Scanner, path: str, hint: DiagnosisHint | None) -> Diagnosi
         failure_class = FailureClass.SERVER_START_TIMEOUT.value
         fix = fill_fix(SERVER_START_TIMEOUT_FIXES, figures)
         if scan.summary.last_phase is not None:
-            evidence = (Evidence(scan.summary.last_phase.line_no, f"last startup step: {scan.summary.last_phase.phase}"),)
+            phase = scan.summary.last_phase
+            evidence = (Evidence(phase.line_no, f"last startup step: {_PHASE_ACTIVITY[phase.phase]}"),)
 
     findings = _findings(scan, start, figures, recovered, failure_class)
     return Diagnosis(path, failure_class, evidence, findings, fix, consequences, scan.summary)

@@ -1,0 +1,308 @@
+"""`fleet diagnose`: the catalogue and the classifier.
+
+Real logs: tests/fixtures/sample-logs (labelled in manifest.jsonl). Constructed logs:
+tests/fixtures/logs (see its README: seed stories and SGLang source messages)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from fleet.diagnose import classify
+from fleet.diagnose.catalogue import SIGNATURES, FailureClass, Kind, fill_fix, grep_patterns
+from fleet.diagnose.classify import (
+    Diagnosis,
+    DiagnosisHint,
+    diagnose_file,
+    diagnose_paths,
+    diagnose_text,
+    read_result_json,
+    render_diagnoses,
+)
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+SAMPLES = FIXTURES / "sample-logs"
+LOGS = FIXTURES / "logs"
+MANIFEST = [json.loads(line) for line in (SAMPLES / "manifest.jsonl").read_text().splitlines() if line.strip()]
+
+
+def _expected(label: str) -> str | None:
+    # "healthy": no failure. "unknown" (017) is the manifest's hard negative: its note says "healthy
+    # startup ... no failure" -- the label means "no failure class applies", so a classifier that
+    # answers "unknown" (an unexplained error) or any class would be inventing a failure. No
+    # error line is in the excerpt, so the right answer is no failure at all.
+    return None if label in ("healthy", "unknown") else label
+
+
+@pytest.mark.parametrize("entry", MANIFEST, ids=[entry["file"] for entry in MANIFEST])
+def test_every_labelled_sample(entry: dict[str, str]) -> None:
+    diagnosis = diagnose_file(SAMPLES / entry["file"])
+    assert diagnosis.failure_class == _expected(entry["label"])
+    if diagnosis.failure_class is not None:
+        assert diagnosis.evidence and diagnosis.fix
+    else:
+        assert diagnosis.evidence == () and diagnosis.fix is None
+
+
+def test_sample_evidence_lines_and_fix_figures() -> None:
+    context = diagnose_file(SAMPLES / "007-context_length_exceeded.log")
+    # The root cause (line 3), not the TypeError it provokes (line 2) nor the scheduler exception.
+    assert [item.line for item in context.evidence] == [3]
+    assert "160062" in (context.fix or "") and "59862" in (context.fix or "")
+
+    capture = diagnose_file(SAMPLES / "027-cuda_illegal_memory_access.log")
+    assert capture.evidence[0].line == 3 and "illegal memory access" in capture.evidence[0].text
+
+    gated = diagnose_file(SAMPLES / "011-model_load_error.log")
+    assert "meta-llama/Llama-2-7b-chat-hf" in (gated.fix or "") and "HF_TOKEN" in (gated.fix or "")
+
+    nccl = diagnose_file(SAMPLES / "009-nccl_error.log")
+    # The quoted source line `raise RuntimeError(f"NCCL error: {error_str}")` is code, not evidence.
+    assert [item.line for item in nccl.evidence] == [13]
+    assert "unhandled system error" in (nccl.fix or "")
+
+
+def test_healthy_docs_log_reports_the_context_warning_as_a_finding() -> None:
+    diagnosis = diagnose_file(SAMPLES / "021-healthy.log")
+    assert diagnosis.failure_class is None
+    assert [(f.name, f.line) for f in diagnosis.findings] == [("context_length_above_derived", 39)]
+    assert "131072" in diagnosis.findings[0].advice and "2048" in diagnosis.findings[0].advice
+
+
+# -- the seed stories --------------------------------------------------------------------------
+def test_seed_max_running_request_zero_after_kv_allocation() -> None:
+    diagnosis = diagnose_file(LOGS / "seed-max-running-request-zero.journal.txt")
+    assert diagnosis.failure_class == "max_running_requests_zero"
+    assert [item.line for item in diagnosis.evidence] == [18]
+    fix = diagnosis.fix or ""
+    for figure in ("11893", "2 slots", "32768", "--max-running-requests", "it was 8", "0.75", "--disable-radix-cache"):
+        assert figure in fix
+    assert [f.name for f in diagnosis.findings] == ["flashinfer_sm12_needs_cuda_12_9"]
+    assert diagnosis.findings[0].count == 2
+
+
+@pytest.mark.parametrize("name", ["seed-ddtree-b8-illegal-instruction.log", "interleaved-ranks-nccl-first.log"])
+def test_seed_ddtree_b8_root_cause_beats_watchdog_and_scheduler_exception(name: str) -> None:
+    diagnosis = diagnose_file(LOGS / name)
+    assert diagnosis.failure_class == "cuda_illegal_instruction"
+    assert diagnosis.consequences == ("nccl_error",)
+    assert all("illegal instruction" in item.text for item in diagnosis.evidence)
+    assert "budget=8" in (diagnosis.fix or "")
+    names = {f.name: f for f in diagnosis.findings}
+    assert set(names) == {"flashinfer_sm12_needs_cuda_12_9", "ddtree_accepts_nothing"}
+    assert "FLASHINFER_CUDA_ARCH_LIST" in names["flashinfer_sm12_needs_cuda_12_9"].advice
+    assert names["ddtree_accepts_nothing"].line == 23
+
+
+def test_seed_context_overflow_http_400() -> None:
+    diagnosis = diagnose_file(LOGS / "context-length-generate-400.log")
+    assert diagnosis.failure_class == "context_length_exceeded"
+    assert "32956" in (diagnosis.fix or "") and "32512" in (diagnosis.fix or "")
+    assert [f.name for f in diagnosis.findings] == ["http_400_responses"]
+
+
+# -- variants built from SGLang's source messages --------------------------------------------
+@pytest.mark.parametrize(
+    ("name", "failure_class", "in_fix"),
+    [
+        ("port-in-use-uvicorn.log", "port_in_use", "--port"),
+        ("port-in-use-nccl-port.log", "port_in_use", "Port 30005"),
+        ("cuda-graph-oom.log", "cuda_oom", "during CUDA graph capture (mem_fraction_static=0.88)"),
+        ("not-enough-memory.log", "kv_pool_too_small", "mem_fraction_static=0.55"),
+        ("mamba-state-too-small.log", "max_running_requests_zero", "--disable-radix-cache"),
+        ("mamba-state-no-memory.log", "kv_pool_too_small", "1.84 GB"),
+        ("no-kernel-image-sm120.log", "unsupported_gpu_arch", "SM120"),
+        ("import-error-undefined-symbol.log", "import_error", "_ZN3c104cuda9SetDeviceEa"),
+        ("missing-model-path.log", "model_load_error", "/dev/shm/Qwen3.6-27B"),
+        ("nccl-carries-illegal-memory-access.log", "cuda_illegal_memory_access", "--disable-cuda-graph"),
+        ("unknown-keyerror.log", "unknown", "exception"),
+    ],
+)
+def test_constructed_failures(name: str, failure_class: str, in_fix: str) -> None:
+    diagnosis = diagnose_file(LOGS / name)
+    assert diagnosis.failure_class == failure_class
+    assert in_fix in (diagnosis.fix or "")
+
+
+def test_unknown_shows_the_final_exception() -> None:
+    diagnosis = diagnose_file(LOGS / "unknown-keyerror.log")
+    assert any(item.text.startswith("KeyError:") for item in diagnosis.evidence)
+
+
+@pytest.mark.parametrize(
+    ("name", "finding"),
+    [
+        ("recovered-request-error.log", "recovered_error"),
+        ("restart-oom-then-healthy.journal.txt", "earlier_start_failed"),
+        ("unbalanced-memory-tp4.log", "memory_unbalanced"),
+        ("no-kernel-image-sm120.log", "torch_lacks_gpu_arch"),
+    ],
+)
+def test_findings(name: str, finding: str) -> None:
+    assert finding in {f.name for f in diagnose_file(LOGS / name).findings}
+
+
+def test_recovered_and_restarted_logs_are_not_failures() -> None:
+    assert diagnose_file(LOGS / "recovered-request-error.log").failure_class is None
+    restarted = diagnose_file(LOGS / "restart-oom-then-healthy.journal.txt")
+    assert restarted.failure_class is None
+    assert restarted.summary is not None and restarted.summary.starts == 2 and restarted.summary.is_ready
+    reduced = next(f for f in restarted.findings if f.name == "max_running_requests_reduced")
+    assert "64" in reduced.advice and "48" in reduced.advice
+
+
+def test_start_timeout_needs_the_callers_word() -> None:
+    log = (LOGS / "sweep" / "tp1-b12-timeout" / "server.log").read_text().splitlines()
+    plain = diagnose_text(log, "server.log")
+    assert plain.failure_class is None
+    assert [f.name for f in plain.findings] == ["startup_incomplete"]
+    timed_out = diagnose_text(log, "server.log", DiagnosisHint(server_start_timed_out=True, start_timeout_s=600))
+    assert timed_out.failure_class == "server_start_timeout"
+    assert "600 s" in (timed_out.fix or "") and "capturing CUDA graphs" in (timed_out.fix or "")
+    # A fatal line outranks the timeout: the server was killed, but it had already failed.
+    failed = diagnose_file(LOGS / "cuda-graph-oom.log", DiagnosisHint(server_start_timed_out=True))
+    assert failed.failure_class == "cuda_oom"
+
+
+# -- messy input --------------------------------------------------------------------------------
+def test_crlf_and_ansi_colours_change_nothing() -> None:
+    plain = (LOGS / "seed-max-running-request-zero.journal.txt").read_text().splitlines()
+    coloured = [f"\x1b[1;31m{line}\x1b[0m\r" for line in plain]
+    a, b = diagnose_text(plain, "x"), diagnose_text(coloured, "x")
+    assert (a.failure_class, a.fix, [e.line for e in a.evidence]) == (b.failure_class, b.fix, [e.line for e in b.evidence])
+    assert b.evidence[0].text == plain[17]
+
+
+def test_text_and_file_agree(tmp_path: Path) -> None:
+    source = LOGS / "seed-ddtree-b8-illegal-instruction.log"
+    from_text = diagnose_text(source.read_text().splitlines(), str(source))
+    assert from_text.to_json() == diagnose_file(source).to_json()
+
+
+def _long_log(decode_lines: int) -> list[str]:
+    head = (LOGS / "seed-ddtree-b8-illegal-instruction.log").read_text().splitlines()
+    serving = [
+        f"[2026-05-23 10:12:5{i % 10} TP0] Decode batch, #running-req: 2, #full token: {1000 + i}, full token usage: 0.01, "
+        f"mamba num: 6, mamba usage: 0.02, accept len: 1.00, accept rate: 0.00, cuda graph: True, "
+        f"gen throughput (token/s): {i}.00, #queue-req: 0"
+        for i in range(decode_lines)
+    ]
+    extra = [f'[2026-05-23 10:12:55] INFO:     127.0.0.1:{40000 + i} - "POST /generate HTTP/1.1" 200 OK' for i in range(50)]
+    return head[:24] + serving + extra + head[24:]
+
+
+def test_small_chunks_and_blocks_give_the_same_answer(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    lines = _long_log(3000)
+    path = tmp_path / "long.log"
+    path.write_text("\n".join(lines))  # no final newline
+    reference = diagnose_file(path)
+    monkeypatch.setattr(classify, "CHUNK_BYTES", 4096)
+    monkeypatch.setattr(classify, "BLOCK_BYTES", 700)
+    small = diagnose_file(path)
+    assert small.to_json() == reference.to_json()
+    assert reference.failure_class == "cuda_illegal_instruction"
+    crash_line = lines.index("RuntimeError: CUDA error: an illegal instruction was encountered") + 1
+    assert [item.line for item in small.evidence] == [crash_line]
+    for diagnosis in (reference, small):
+        summary = diagnosis.summary
+        assert summary is not None
+        assert (summary.lines, summary.decode_lines, summary.prefill_lines) == (len(lines), 3000, 2)
+        assert summary.last_decode is not None and summary.last_decode.gen_throughput == 2999.0
+        assert summary.last_decode.line_no == 24 + 3000
+
+
+def test_a_line_longer_than_the_buffer(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setattr(classify, "CHUNK_BYTES", 1024)
+    path = tmp_path / "long-line.log"
+    path.write_text("x" * 5000 + "\nRuntimeError: CUDA error: an illegal memory access was encountered\n")
+    diagnosis = diagnose_file(path)
+    assert diagnosis.failure_class == "cuda_illegal_memory_access" and diagnosis.evidence[0].line == 2
+
+
+def test_grep_finds_every_line_the_classifier_cites() -> None:
+    """The benchmark's grep patterns are the classifier's prefilter: same lines, so a fair race."""
+    patterns = [arg for pattern in grep_patterns() for arg in ("-e", pattern)]
+    for path in sorted(LOGS.glob("*.log")) + sorted(SAMPLES.glob("*.log")):
+        found = subprocess.run(["grep", "-E", "-n", *patterns, str(path)], capture_output=True, text=True, check=False)
+        grep_lines = {int(line.split(":", 1)[0]) for line in found.stdout.splitlines()}
+        diagnosis = diagnose_file(path)
+        cited = {item.line for item in diagnosis.evidence} | {f.line for f in diagnosis.findings if f.text}
+        assert cited <= grep_lines, path.name
+
+
+# -- folders and result JSON --------------------------------------------------------------------
+def test_sweep_folder_reports_only_runs_that_matter() -> None:
+    sweep = LOGS / "sweep"
+    by_path = {Path(d.path).relative_to(sweep).as_posix(): d for d in diagnose_paths([sweep])}
+    assert set(by_path) == {"tp1-auto-ctx30k/result.json", "tp1-auto-ctx30k/server.log", "tp1-b12-timeout/server.log"}
+    result = by_path["tp1-auto-ctx30k/result.json"]
+    assert result.failure_class == "context_length_exceeded"
+    assert [item.line for item in result.evidence] == [8]  # the line of the JSON file holding the error
+    assert by_path["tp1-auto-ctx30k/server.log"].failure_class is None
+    assert [f.name for f in by_path["tp1-auto-ctx30k/server.log"].findings] == ["http_400_responses"]
+    timeout = by_path["tp1-b12-timeout/server.log"]
+    assert timeout.failure_class == "server_start_timeout" and "900 s" in (timeout.fix or "")
+
+
+def test_named_files_are_always_reported() -> None:
+    [diagnosis] = diagnose_paths([SAMPLES / "024-healthy.log"])
+    assert diagnosis.failure_class is None and diagnosis.findings == ()
+
+
+def test_result_json_reading(tmp_path: Path) -> None:
+    evidence = read_result_json(LOGS / "sweep" / "tp1-b12-timeout" / "result.json")
+    assert evidence.hint == DiagnosisHint(server_start_timed_out=True, start_timeout_s=900.0)
+    broken = tmp_path / "result.json"
+    broken.write_text("{not json")
+    with pytest.raises(ValueError, match="result.json: not valid JSON"):
+        diagnose_paths([broken])
+    with pytest.raises(FileNotFoundError, match="nothing-here"):
+        diagnose_paths([tmp_path / "nothing-here"])
+
+
+def test_folder_with_a_timeout_result_and_no_log(tmp_path: Path) -> None:
+    shutil.copy(LOGS / "sweep" / "tp1-b12-timeout" / "result.json", tmp_path / "result.json")
+    [diagnosis] = diagnose_paths([tmp_path])
+    assert diagnosis.failure_class == "server_start_timeout"
+
+
+# -- output ----------------------------------------------------------------------------------------
+def test_to_json_shape() -> None:
+    document = diagnose_file(LOGS / "seed-ddtree-b8-illegal-instruction.log").to_json()
+    assert list(document) == ["path", "failure_class", "evidence", "findings", "fix"]
+    assert document["evidence"] == [{"line": 31, "text": "RuntimeError: CUDA error: an illegal instruction was encountered"}]
+    assert json.loads(json.dumps(document)) == document
+
+
+def test_render() -> None:
+    text = render_diagnoses(diagnose_paths([LOGS / "cuda-graph-oom.log", SAMPLES / "024-healthy.log"]))
+    assert "cuda-graph-oom.log: cuda_oom" in text and "fix: CUDA ran out of memory" in text
+    assert "024-healthy.log: no failure" in text
+    assert render_diagnoses([]) == "No failures or findings.\n"
+
+
+# -- the catalogue as data ---------------------------------------------------------------------
+def test_catalogue_covers_every_class_and_every_fix_list_has_a_fallback() -> None:
+    triggered = {s.failure_class for s in SIGNATURES if s.kind is Kind.FATAL}
+    assert triggered == set(FailureClass) - {FailureClass.SERVER_START_TIMEOUT, FailureClass.UNKNOWN}
+    for signature in SIGNATURES:
+        fill_fix(signature.fixes, {})  # raises if no template is field-free
+    ranks = [s.rank for s in SIGNATURES if s.kind is not Kind.FINDING]
+    assert len(ranks) == len(set(ranks))
+
+
+def test_benchmark_log_generator_yields_the_planted_failure(tmp_path: Path) -> None:
+    spec = importlib.util.spec_from_file_location("bench_diagnose", FIXTURES.parent.parent / "benchmarks" / "bench_diagnose.py")
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    path = tmp_path / "bench.log"
+    bench.generate(path, 3 << 20)
+    diagnosis: Diagnosis = diagnose_file(path)
+    assert diagnosis.failure_class == "cuda_illegal_instruction"
+    assert diagnosis.summary is not None and diagnosis.summary.is_ready and diagnosis.summary.decode_lines > 10_000
