@@ -129,6 +129,32 @@ def hosts(
 
 
 @app.command()
+def facts(
+    hosts_spec: Annotated[Optional[str], typer.Argument(metavar="HOSTS", help="Hosts, groups or `all`.")] = None,
+    refresh: Annotated[bool, typer.Option("--refresh", help="Gather everything again, ignoring the cache.")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """What each host has: GPUs, driver, CUDA toolkit, the engine's torch/CUDA, disks, RAM, OS, systemd, boot id."""
+    from fleet.connect import facts_of
+    from fleet.facts import facts_table
+
+    chosen = _select_hosts(hosts_spec)
+    outcomes = facts_of(chosen, refresh=refresh)
+    if as_json:
+        data = {
+            name: (o.value.model_dump(mode="json") if o.ok else {"error": str(o.error)}) for name, o in outcomes.items()
+        }
+        print(json.dumps({"facts": data}, indent=2))
+    else:
+        if outcomes.succeeded:
+            out.print(facts_table(outcomes.succeeded))
+        for name, error in outcomes.failed.items():
+            err.print(f"[red]{name}: {error}[/]", highlight=False)
+    if outcomes.failed:
+        raise typer.Exit(EXIT_FAILED)
+
+
+@app.command()
 def plan(
     playbook: PlaybookOpt = None,
     hosts_spec: HostsOpt = None,
