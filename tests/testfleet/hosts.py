@@ -42,6 +42,7 @@ from tests.testfleet.registry import (
     run_ip,
     slot_address,
     teardown_instance,
+    write_atomic,
 )
 
 SSHD = "/usr/sbin/sshd"
@@ -54,16 +55,6 @@ HOST_VETH_PEER = "eth0"
 PERSISTENT_DIRS = {"/var/lib/fleet": "var-lib-fleet", "/srv/models": "srv-models", "/root": "root"}
 NEEDED_TOOLS = ("ip", "unshare", "nsenter", "ssh", "ssh-keygen", "rsync", "sh", "awk")
 HOSTNAME_PATTERN = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
-
-
-def _write_atomic(path: Path, text: str, mode: int = 0o644) -> None:
-    temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(temp, "w") as handle:
-        handle.write(text)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.chmod(temp, mode)
-    os.replace(temp, path)
 
 
 @dataclass
@@ -106,8 +97,8 @@ class TestHost:
         self._write_gpu_profile({**self.gpu_profile(), **changes})
 
     def _write_gpu_profile(self, profile: Mapping[str, object]) -> None:
-        _write_atomic(self.fake_gpu_dir / "profile.json", json.dumps(profile, indent=1) + "\n")
-        _write_atomic(self.base / "proc-driver" / "nvidia" / "version", fake_gpu.driver_version_file(dict(profile)))
+        write_atomic(self.fake_gpu_dir / "profile.json", json.dumps(profile, indent=1) + "\n")
+        write_atomic(self.base / "proc-driver" / "nvidia" / "version", fake_gpu.driver_version_file(dict(profile)))
 
     def ssh_options(self, connect_timeout: float = 5) -> list[str]:
         """Options for the OpenSSH client (also usable in `rsync -e`): key, known_hosts, strict."""
@@ -160,6 +151,7 @@ class TestFleet:
         self._links_down: set[str] = set()
         self._lock = threading.RLock()
         self._closing = threading.Event()
+        self._closed = False
         _OPEN_FLEETS.append(self)
 
     def _describe(self, record: HostRecord) -> TestHost:
@@ -205,11 +197,11 @@ class TestFleet:
         for host in self.hosts:
             host_key = " ".join((host.base / "etc" / "ssh_host_ed25519_key.pub").read_text().split()[:2])
             every_key.append(f"{host.address} {host_key}\n")
-            _write_atomic(host.known_hosts, every_key[-1])
-            _write_atomic(host.base / "etc" / "authorized_keys", client_key)
-            _write_atomic(host.base / "etc" / "sshd_config", self._sshd_config(host))
+            write_atomic(host.known_hosts, every_key[-1])
+            write_atomic(host.base / "etc" / "authorized_keys", client_key)
+            write_atomic(host.base / "etc" / "sshd_config", self._sshd_config(host))
             self._install_gpu_tools(host, profiles.get(host.name, {}))
-        _write_atomic(self.known_hosts, "".join(every_key))
+        write_atomic(self.known_hosts, "".join(every_key))
         self._make_networks()
         for host in self.hosts:
             self._start(host)
@@ -272,7 +264,7 @@ class TestFleet:
         shutil.copyfile(fake_gpu.__file__, lib / "fake_gpu.py")
         launcher = f"#!{sys.executable} -IS\nimport sys\nsys.path.insert(0, {str(lib)!r})\nfrom fake_gpu import main\nsys.exit(main())\n"
         for tool in ("nvidia-smi", "nvcc"):
-            _write_atomic(host.bin_dir / tool, launcher, mode=0o755)
+            write_atomic(host.bin_dir / tool, launcher, mode=0o755)
         host._write_gpu_profile({**fake_gpu.DEFAULT_PROFILE, **profile})
 
     def _make_networks(self) -> None:
@@ -330,11 +322,11 @@ class TestFleet:
         return "\n".join(lines) + "\n"
 
     def _start(self, host: TestHost) -> None:
-        _write_atomic(host.base / "boot_id", f"{uuid.uuid4()}\n")
+        write_atomic(host.base / "boot_id", f"{uuid.uuid4()}\n")
         for stale in ("sshd.pid", "init.pid"):
             (host.base / "run" / stale).unlink(missing_ok=True)
         script = host.base / "boot.sh"
-        _write_atomic(script, self._boot_script(host))
+        write_atomic(script, self._boot_script(host))
         with open(host.base / "log" / "console.log", "ab") as console:
             boot = subprocess.Popen(
                 ["ip", "netns", "exec", host.netns, "unshare", "--uts", "--mount", "--pid", "--fork",
@@ -417,7 +409,7 @@ class TestFleet:
 
     def reboot(self, host: TestHost | str, down_seconds: float = 0.0) -> None:
         """Power cut and boot: every process dies, /dev/shm and /tmp empty, new boot id, SSH
-        refuses connections while down; /var/lib/fleet and /srv/models keep their content."""
+        refuses connections while down; /var/lib/fleet, /srv/models and /root keep their content."""
         self.power_off(host)
         if down_seconds > 0:
             self._closing.wait(down_seconds)
@@ -520,7 +512,7 @@ class TestFleet:
                 "service_manager": "process",
                 "groups": ["testfleet"],
             }
-            _write_atomic(directory / f"{host.name}.yaml", yaml.safe_dump(_merged(entry, overrides), sort_keys=False))
+            write_atomic(directory / f"{host.name}.yaml", yaml.safe_dump(_merged(entry, overrides), sort_keys=False))
         return directory
 
     def write_ssh_config(self, path: Path) -> Path:
@@ -531,24 +523,23 @@ class TestFleet:
             "  StrictHostKeyChecking yes\n  IdentitiesOnly yes\n"
             for h in self.hosts
         ]
-        _write_atomic(Path(path), "\n".join(blocks))
+        write_atomic(Path(path), "\n".join(blocks))
         return Path(path)
 
     # ---------------------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Kill every host, remove namespaces, veths and files. Safe to call twice."""
-        if self._closing.is_set():
-            return
-        self._closing.set()
+        """Kill every host, remove namespaces, veths and files. Safe to call again, also after
+        a close that was interrupted (every step of the teardown may be repeated)."""
+        self._closing.set()  # ends pending drop_link restores and reboot down windows
         with self._lock:
-            try:
-                teardown_instance(self._record)
-                for boot in self._boots.values():
-                    boot.wait(timeout=10)  # `unshare` exits once its child, the host, is gone
-            finally:
-                if self in _OPEN_FLEETS:
-                    _OPEN_FLEETS.remove(self)
+            if self._closed:
+                return
+            teardown_instance(self._record)
+            for boot in self._boots.values():
+                boot.wait(timeout=10)  # `unshare` exits once its child, the host, is gone
+            self._closed = True
+            _OPEN_FLEETS.remove(self)
 
     def __enter__(self) -> TestFleet:
         return self
@@ -585,6 +576,9 @@ def close_all_fleets() -> None:
 
 
 def _close_on_sigterm(signum: int, frame: object) -> None:
+    # A second SIGTERM (`timeout` signals the child and then its whole process group) must not
+    # run this again in the middle of the first cleanup and end the process half-way.
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     close_all_fleets()
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     os.kill(os.getpid(), signal.SIGTERM)
@@ -597,7 +591,6 @@ def _install_safety_nets() -> None:
     in_main_thread = threading.current_thread() is threading.main_thread()
     if in_main_thread and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
         signal.signal(signal.SIGTERM, _close_on_sigterm)
-
 
 
 def start_test_fleet(

@@ -17,6 +17,7 @@ import re
 import shutil
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -29,6 +30,17 @@ LOCK_FILE = STATE_ROOT / "fleet-testfleet.lock"
 NETNS_PREFIX = "fleet-tf-"
 SUBNET_PREFIX = "10.201"
 SLOTS = range(1, 255)
+
+
+def write_atomic(path: Path, text: str, mode: int = 0o644) -> None:
+    """Readers (the fake GPU tools, other fleets' cleanup) never see half a file. No fsync: these
+    files live as long as the fleet, and a machine crash takes the namespaces with them; fsync
+    was half of a fleet's start-up time on a busy disk."""
+    temp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    with open(temp, "w") as handle:
+        handle.write(text)
+    os.chmod(temp, mode)
+    os.replace(temp, path)
 
 
 def netns_name(slot: int) -> str:
@@ -94,13 +106,7 @@ class InstanceRecord:
 
     def save(self) -> None:
         self.base.mkdir(parents=True, exist_ok=True)
-        path = self.base / "state.json"
-        temp = path.with_suffix(".tmp")
-        with open(temp, "w") as handle:
-            json.dump(asdict(self), handle, indent=1)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temp, path)
+        write_atomic(self.base / "state.json", json.dumps(asdict(self), indent=1))
 
     @classmethod
     def load(cls, path: Path) -> InstanceRecord:
