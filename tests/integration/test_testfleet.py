@@ -221,9 +221,11 @@ def test_write_inventory_loads_with_fleets_own_loader(two_hosts: TestFleet, tmp_
 
 
 def test_close_leaves_no_namespace_veth_process_or_directory(test_fleet_factory):
-    fleet = test_fleet_factory(["ct210", "ct211"], shm_size="64m")
+    fleet = test_fleet_factory(["ct210", "ct211"], shm_size="64m", gpu_profiles={"ct210": {"toolkit": "12.8"}})
     host = fleet["ct211"]
     assert "64M" in fleet.exec(host, ["df", "-h", "/dev/shm"]).stdout
+    assert "release 12.8," in fleet.exec("ct210", ["nvcc", "--version"]).stdout
+    assert "release 13.1," in fleet.exec(host, ["nvcc", "--version"]).stdout
     fleet.exec(host, ["sh", "-c", "setsid nohup sleep 3600 >/dev/null 2>&1 < /dev/null &"])
     processes = {pid: process_start_time(pid) for h in fleet.hosts for pid in fleet.processes(h)}
     assert len(processes) >= 3

@@ -53,6 +53,7 @@ HOST_VETH_PEER = "eth0"
 # A home of its own keeps hosts from sharing (and tests from littering) the machine's /root, and
 # keeps the machine's ~/.bashrc (PATH changes, slow shell init) out of every SSH command.
 PERSISTENT_DIRS = {"/var/lib/fleet": "var-lib-fleet", "/srv/models": "srv-models", "/root": "root"}
+HOST_PRIVATE_DIRS = ("/root/", "/tmp/", "/dev/shm/")
 NEEDED_TOOLS = ("ip", "unshare", "nsenter", "ssh", "ssh-keygen", "rsync", "sh", "awk")
 HOSTNAME_PATTERN = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
 
@@ -215,8 +216,8 @@ class TestFleet:
                 (host.base / sub).mkdir(parents=True, exist_ok=True)
             for backing in PERSISTENT_DIRS.values():
                 (host.base / "persist" / backing).mkdir(parents=True, exist_ok=True)
-            for python_dir in _python_dirs_under_root():
-                host.persistent_path(python_dir).mkdir(parents=True, exist_ok=True)
+            for index, _ in enumerate(_python_dirs_hidden_on_hosts()):
+                (host.base / "mnt" / f"python-{index}").mkdir(parents=True, exist_ok=True)
         return self.hosts
 
     @staticmethod
@@ -299,21 +300,23 @@ class TestFleet:
     def _boot_script(self, host: TestHost) -> str:
         q = shlex.quote
         init_pid = host.base / "run" / "init.pid"
+        python_mounts = [(d, host.base / "mnt" / f"python-{i}") for i, d in enumerate(_python_dirs_hidden_on_hosts())]
         lines = [
             # The shell is the PID namespace's first process; /proc still shows the machine's
             # view, so /proc/self/stat tells the machine pid the fleet must kill for a power cut.
             "read -r pid rest < /proc/self/stat",
             f'echo "$pid" > {q(str(init_pid))}',
             "mount -t proc proc /proc",
+            *(f"mount --bind -o ro {q(d)} {q(str(staged))}" for d, staged in python_mounts),
             f"hostname {q(host.name)}",
             f"mount -t tmpfs -o size={q(self.shm_size)},mode=1777 tmpfs /dev/shm",
             "mount -t tmpfs -o mode=1777 tmpfs /tmp",
             f"mount --bind -o ro {q(str(host.base / 'boot_id'))} /proc/sys/kernel/random/boot_id",
             f"mount --bind {q(str(host.base / 'proc-driver'))} /proc/driver",
-            # The interpreter of the tests (sys.executable: the sim engine, the fake GPU tools)
-            # may live under the machine's /root: show it, read-only, inside the host's home.
-            *(f"mount --bind -o ro {q(d)} {q(str(host.persistent_path(d)))}" for d in _python_dirs_under_root()),
             *(f"mount --rbind {q(str(host.base / 'persist' / backing))} {q(path)}" for path, backing in PERSISTENT_DIRS.items()),
+            # The interpreter of the tests (sys.executable: the sim engine, the fake GPU tools)
+            # may live under /root or /tmp, which the host has of its own: show it read-only.
+            *(f"mkdir -p {q(d)} && mount --move {q(str(staged))} {q(d)}" for d, staged in python_mounts),
             # Our copy of the machine's mount table pins every namespace under /run/netns; drop
             # them so that `ip netns del` of other fleets (and other tools) really frees theirs.
             "awk '$5 ~ \"^/run/netns\" {print $5}' /proc/self/mountinfo | sort -r | xargs -r -n1 umount -l",
@@ -549,10 +552,11 @@ class TestFleet:
 
 
 @cache
-def _python_dirs_under_root() -> tuple[str, ...]:
+def _python_dirs_hidden_on_hosts() -> tuple[str, ...]:
+    """Directories of this interpreter that the hosts' own /root, /tmp or /dev/shm would hide."""
     prefixes = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix)}
-    under_root = sorted(p for p in prefixes if p.startswith("/root/"))
-    return tuple(p for p in under_root if not any(p.startswith(other + "/") for other in under_root))
+    hidden = sorted(p for p in prefixes if p.startswith(HOST_PRIVATE_DIRS))
+    return tuple(p for p in hidden if not any(p.startswith(other + "/") for other in hidden))
 
 
 def _merged(base: dict, overrides: Mapping[str, object]) -> dict:
