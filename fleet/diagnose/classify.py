@@ -20,7 +20,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO
+from typing import Protocol
 
 from fleet.diagnose.catalogue import (
     SERVER_START_TIMEOUT_FIXES,
@@ -90,9 +90,17 @@ _PHASE_ACTIVITY = {
 _RESULT_SUFFIXES = {".json"}
 _LOG_SUFFIXES = {".log", ".txt", ".out", ".err", ".journal"}
 _EVIDENCE_KEYS = re.compile(r"error|evidence|message|detail|reason|traceback|stderr", re.IGNORECASE)
-_STATUS_KEYS = {"status", "outcome", "failure", "failure_class", "stop_reason", "error_kind"}
-_START_TIMEOUT_VALUES = {"server_start_timeout", "start_timeout", "startup_timeout", "server_timeout"}
-_TIMEOUT_KEYS = {"start_timeout_s", "server_start_timeout_s", "startup_timeout_s", "timeout_s"}
+# The agent's result document (fleet/agent/results.py) says why a run failed in
+# {"failure": {"class": ..., "message": ..., "evidence": [...], "log_path": ...}}.
+_STATUS_KEYS = {"status", "class", "error_class", "failure_class"}
+_START_TIMEOUT_VALUES = {"server_start_timeout"}
+_TIMEOUT_SECONDS = re.compile(r"not ready after (\d+(?:\.\d+)?) s")
+
+
+class ReadInto(Protocol):
+    """A binary stream read into a caller's buffer: an open file (buffering=0) or io.BytesIO."""
+
+    def readinto(self, buffer: memoryview, /) -> int | None: ...
 
 
 @dataclass(frozen=True)
@@ -172,7 +180,7 @@ class _Scanner:
         self._latest: dict[bytes, tuple[int, bytes]] = {}  # serving marker -> its latest line, unparsed
 
     # -- reading ------------------------------------------------------------------------------
-    def scan(self, stream: BinaryIO) -> None:
+    def scan(self, stream: ReadInto) -> None:
         buffer = bytearray(CHUNK_BYTES)
         carried = 0
         next_line = 1
@@ -455,7 +463,7 @@ def _findings(
     return tuple(sorted(findings.values(), key=lambda finding: finding.line))
 
 
-def diagnose_stream(stream: BinaryIO, path: str, hint: DiagnosisHint | None = None) -> Diagnosis:
+def diagnose_stream(stream: ReadInto, path: str, hint: DiagnosisHint | None = None) -> Diagnosis:
     scan = _Scanner()
     scan.scan(stream)
     return _classify(scan, path, hint)
@@ -473,29 +481,37 @@ def diagnose_file(path: Path, hint: DiagnosisHint | None = None) -> Diagnosis:
 
 
 # -- result JSON ----------------------------------------------------------------------------------
-def _walk_json(value: object, key: str, strings: list[str], statuses: list[str], timeouts: list[float]) -> None:
+@dataclass
+class _JsonStrings:
+    evidence: list[str] = field(default_factory=list)
+    statuses: list[str] = field(default_factory=list)
+    log_paths: list[str] = field(default_factory=list)
+
+
+def _walk_json(value: object, key: str, found: _JsonStrings) -> None:
     if isinstance(value, dict):
         for child_key, child in value.items():
-            _walk_json(child, str(child_key), strings, statuses, timeouts)
+            _walk_json(child, str(child_key), found)
     elif isinstance(value, list):
         for child in value:
-            _walk_json(child, key, strings, statuses, timeouts)
+            _walk_json(child, key, found)
     elif isinstance(value, str):
-        if key.lower() in _STATUS_KEYS:
-            statuses.append(value.lower())
-        if _EVIDENCE_KEYS.search(key) and value.strip():
-            strings.append(value)
-    elif isinstance(value, (int, float)) and not isinstance(value, bool) and key in _TIMEOUT_KEYS:
-        timeouts.append(float(value))
+        if key in _STATUS_KEYS:
+            found.statuses.append(value)
+        elif key == "log_path":
+            found.log_paths.append(value)
+        elif _EVIDENCE_KEYS.search(key) and value.strip():
+            found.evidence.append(value)
 
 
 @dataclass(frozen=True)
 class ResultEvidence:
     """What a run's result JSON says about its failure: error texts (with the JSON line they start
-    on) and whether the server was killed for a start timeout."""
+    on), whether the server was killed for a start timeout, and the file names of its logs."""
 
     lines: tuple[tuple[int, str], ...]
     hint: DiagnosisHint
+    log_names: tuple[str, ...]
 
 
 def read_result_json(path: Path) -> ResultEvidence:
@@ -504,22 +520,27 @@ def read_result_json(path: Path) -> ResultEvidence:
         document = json.loads(raw)
     except json.JSONDecodeError as error:
         raise ValueError(f"{path}: not valid JSON (line {error.lineno}: {error.msg})") from error
-    strings: list[str] = []
-    statuses: list[str] = []
-    timeouts: list[float] = []
-    _walk_json(document, "", strings, statuses, timeouts)
+    found = _JsonStrings()
+    _walk_json(document, "", found)
     lines: list[tuple[int, str]] = []
-    for value in strings:
-        encoded = json.dumps(value)[1:41]
-        where = raw.find(encoded)
-        json_line = raw.count("\n", 0, where) + 1 if where >= 0 else 0
+    cursor = 0  # the walk meets strings in file order: search each one after the previous
+    for value in found.evidence:
+        json_line = 0  # unknown, if the file escapes differently from either json.dumps form
+        for encoded in (json.dumps(value), json.dumps(value, ensure_ascii=False)):
+            where = raw.find(encoded, cursor)
+            if where >= 0:
+                cursor = where + len(encoded)
+                json_line = raw.count("\n", 0, where) + 1
+                break
         lines.extend((json_line, part) for part in value.splitlines() if part.strip())
-    timed_out = any(status in _START_TIMEOUT_VALUES for status in statuses)
-    return ResultEvidence(tuple(lines), DiagnosisHint(timed_out, timeouts[0] if timeouts else None))
+    timed_out = any(status in _START_TIMEOUT_VALUES for status in found.statuses)
+    seconds = next((float(m.group(1)) for text in found.evidence if (m := _TIMEOUT_SECONDS.search(text))), None)
+    names = tuple(dict.fromkeys(Path(log_path).name for log_path in found.log_paths))
+    return ResultEvidence(tuple(lines), DiagnosisHint(timed_out, seconds if timed_out else None), names)
 
 
 def _diagnose_result(path: Path, evidence: ResultEvidence) -> Diagnosis:
-    diagnosis = diagnose_text([text for _, text in evidence.lines], path)
+    diagnosis = diagnose_text([text for _, text in evidence.lines], path, evidence.hint)
     # Line numbers inside the extracted text -> lines of the JSON file.
     json_lines = [line for line, _ in evidence.lines]
 
@@ -537,28 +558,28 @@ def _diagnose_result(path: Path, evidence: ResultEvidence) -> Diagnosis:
     )
 
 
-def _matters(diagnosis: Diagnosis) -> bool:
-    return diagnosis.failure_class is not None or bool(diagnosis.findings)
-
-
 def _diagnose_folder(folder: Path) -> list[Diagnosis]:
-    logs = sorted(p for p in folder.iterdir() if p.is_file() and p.suffix in _LOG_SUFFIXES)
-    results = sorted(p for p in folder.iterdir() if p.is_file() and p.suffix in _RESULT_SUFFIXES)
-    diagnoses: list[Diagnosis] = []
-    hint: DiagnosisHint | None = None
-    for result in results:
+    """The logs of a folder that show a failure or a finding, and the result files whose failure
+    the logs do not show (a client-side HTTP 400, a start timeout without a log)."""
+    files = sorted(p for p in folder.iterdir() if p.is_file())
+    logs = {p for p in files if p.suffix in _LOG_SUFFIXES}
+    results: list[tuple[Path, ResultEvidence]] = []
+    for path in (p for p in files if p.suffix in _RESULT_SUFFIXES):
         try:
-            evidence = read_result_json(result)
+            results.append((path, read_result_json(path)))
         except ValueError:
             continue  # not a result file of ours: a folder may hold other JSON
-        if evidence.hint.server_start_timed_out:
-            hint = evidence.hint
-        if evidence.lines:
-            diagnoses.append(_diagnose_result(result, evidence))
-    diagnoses.extend(diagnose_file(log, hint) for log in logs)
-    if hint is not None and not logs:
-        diagnoses.append(diagnose_text([], folder, hint))
-    return [diagnosis for diagnosis in diagnoses if _matters(diagnosis)]
+    hint = next((evidence.hint for _, evidence in results if evidence.hint.server_start_timed_out), None)
+    for _, evidence in results:  # the server log a result names, fetched next to it
+        logs.update(folder / name for name in evidence.log_names if (folder / name).is_file())
+    diagnoses = [diagnose_file(log, hint) for log in sorted(logs)]
+    shown = {diagnosis.failure_class for diagnosis in diagnoses}
+    for path, evidence in results:
+        diagnosis = _diagnose_result(path, evidence)
+        if diagnosis.failure_class not in shown:
+            diagnoses.append(diagnosis)
+            shown.add(diagnosis.failure_class)
+    return [diagnosis for diagnosis in diagnoses if diagnosis.failure_class is not None or diagnosis.findings]
 
 
 def diagnose_paths(paths: Sequence[Path]) -> list[Diagnosis]:

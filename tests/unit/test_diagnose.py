@@ -242,7 +242,8 @@ def test_sweep_folder_reports_only_runs_that_matter() -> None:
     assert set(by_path) == {"tp1-auto-ctx30k/result.json", "tp1-auto-ctx30k/server.log", "tp1-b12-timeout/server.log"}
     result = by_path["tp1-auto-ctx30k/result.json"]
     assert result.failure_class == "context_length_exceeded"
-    assert [item.line for item in result.evidence] == [8]  # the line of the JSON file holding the error
+    # The lines of the JSON file holding the error: the failure's message and the request's error.
+    assert [item.line for item in result.evidence] == [8, 14]
     assert by_path["tp1-auto-ctx30k/server.log"].failure_class is None
     assert [f.name for f in by_path["tp1-auto-ctx30k/server.log"].findings] == ["http_400_responses"]
     timeout = by_path["tp1-b12-timeout/server.log"]
