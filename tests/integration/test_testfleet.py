@@ -73,7 +73,7 @@ def test_reboot_wipes_volatile_state_keeps_persistent_dirs_and_kills_detached_pr
         ssh_ok(
             host,
             f"mkdir -p /dev/shm/fleet && echo {marker} > /dev/shm/fleet/m && echo {marker} > /tmp/m"
-            f" && echo {marker} > /var/lib/fleet/m && echo {marker} > /srv/models/m"
+            f" && echo {marker} > /var/lib/fleet/m && echo {marker} > /srv/models/m && echo {marker} > ~/m"
             f" && (setsid nohup sh -c 'sleep 3600; :' {marker} >/dev/null 2>&1 < /dev/null &)",
         )
     detached = {pid: process_start_time(pid) for pid, cmd in two_hosts.processes(ct200).items() if marker in cmd}
@@ -82,11 +82,12 @@ def test_reboot_wipes_volatile_state_keeps_persistent_dirs_and_kills_detached_pr
 
     two_hosts.reboot(ct200)
 
-    after = ssh_ok(ct200, "cat /proc/sys/kernel/random/boot_id; ls -A /dev/shm /tmp; cat /var/lib/fleet/m /srv/models/m")
-    lines = after.split("\n")
-    assert lines[0] == ct200.boot_id() != before200
-    assert marker not in "\n".join(lines[1:-3]), after  # /dev/shm and /tmp listings are empty
-    assert lines[-3:-1] == [marker, marker]  # /var/lib/fleet and /srv/models survived
+    after = ssh_ok(
+        ct200, "cat /proc/sys/kernel/random/boot_id; find /dev/shm /tmp -mindepth 1 | wc -l; cat /var/lib/fleet/m /srv/models/m ~/m"
+    ).split()
+    # New boot id, nothing left in /dev/shm and /tmp, the persistent dirs kept their content.
+    assert after == [ct200.boot_id(), "0", marker, marker, marker] and after[0] != before200
+    assert ct200.persistent_path("/var/lib/fleet/m").read_text() == f"{marker}\n"
     assert not [pid for pid, start in detached.items() if process_start_time(pid) == start]
     assert not [cmd for cmd in two_hosts.processes(ct200).values() if marker in cmd]
     # The other host saw nothing of it. ("[m]arker" keeps pgrep from matching its own shell.)

@@ -515,7 +515,7 @@ class TestFleet:
                 "service_manager": "process",
                 "groups": ["testfleet"],
             }
-            write_atomic(directory / f"{host.name}.yaml", yaml.safe_dump(_merged(entry, overrides), sort_keys=False))
+            write_atomic(directory / f"{host.name}.yaml", yaml.safe_dump(deep_merged(entry, overrides), sort_keys=False))
         return directory
 
     def write_ssh_config(self, path: Path) -> Path:
@@ -559,13 +559,13 @@ def _python_dirs_hidden_on_hosts() -> tuple[str, ...]:
     return tuple(p for p in hidden if not any(p.startswith(other + "/") for other in hidden))
 
 
-def _merged(base: dict, overrides: Mapping[str, object]) -> dict:
+def deep_merged(base: dict, overrides: Mapping[str, object]) -> dict:
     merged = copy.deepcopy(base)
     for key, value in overrides.items():
         if value is None:
             merged.pop(key, None)
         elif isinstance(value, Mapping) and isinstance(merged.get(key), dict):
-            merged[key] = _merged(merged[key], value)
+            merged[key] = deep_merged(merged[key], value)
         else:
             merged[key] = copy.deepcopy(value)
     return merged
