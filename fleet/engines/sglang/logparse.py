@@ -21,7 +21,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Literal, Union
+from typing import Literal, TypedDict, Union
 
 _ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 _JOURNALD_RE = re.compile(
@@ -82,6 +82,12 @@ _PHASE_STARTS: tuple[tuple[str, StartupPhaseName], ...] = (
     ("Capture piecewise CUDA graph begin", "piecewise_cuda_graph_begin"),
     ("Capture piecewise CUDA graph end", "piecewise_cuda_graph_end"),
 )
+
+
+class _Stamp(TypedDict):
+    line_no: int
+    timestamp: datetime | None
+    rank: str | None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -304,7 +310,7 @@ def _split_server_args(body: str) -> dict[str, str]:
     return args
 
 
-def _parse_serving(kind: str, message: str, head_end: int, base: dict) -> LogEvent | None:
+def _parse_serving(kind: str, message: str, head_end: int, base: _Stamp) -> LogEvent | None:
     fields = _serving_fields(message, head_end)
     usage = fields.get("token usage", fields.get("full token usage"))
     graph = fields.get("cuda graph")
@@ -349,7 +355,7 @@ def _parse_serving(kind: str, message: str, head_end: int, base: dict) -> LogEve
     )
 
 
-def _parse_message(message: str, base: dict) -> LogEvent | None:
+def _parse_message(message: str, base: _Stamp) -> LogEvent | None:
     serving = _SERVING_RE.match(message)
     if serving:
         return _parse_serving(serving.group(1), message, serving.end(), base)
@@ -430,7 +436,7 @@ def parse_line(text: str, line_no: int = 0) -> LogEvent | None:
     prefix = strip_prefix(text)
     if not prefix.message.strip():
         return None
-    base = {"line_no": line_no, "timestamp": prefix.timestamp, "rank": prefix.rank}
+    base = _Stamp(line_no=line_no, timestamp=prefix.timestamp, rank=prefix.rank)
     event = _parse_message(prefix.message, base)
     return event if event is not None else Other(**base, text=prefix.message)
 
