@@ -215,7 +215,7 @@ def diagnose(
     if as_json:
         print(json.dumps({"diagnoses": [d.to_json() for d in diagnoses]}, indent=2))
     else:
-        out.print(render_diagnoses(diagnoses), highlight=False)
+        typer.echo(render_diagnoses(diagnoses))
     if any(d.failure_class for d in diagnoses):
         raise typer.Exit(EXIT_FAILED)
 
