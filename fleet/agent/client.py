@@ -1,0 +1,454 @@
+"""A streaming HTTP client for SGLang's `/generate` and `/v1/completions`. Standard library only.
+
+Every request has a deadline (wall clock from send to the last byte) and a no-token watchdog: the
+socket read timeout is never longer than `no_token_timeout_s`, and a stream whose chunks stop
+carrying tokens for that long is abandoned too. A hung server therefore costs one watchdog period,
+never the whole sweep. `abort_all()` shuts the sockets of requests in flight from another thread,
+so an agent that is told to stop does not wait for them.
+
+Inter-token latency under speculative decoding: one streamed chunk can carry k tokens. The gap
+before such a chunk is spread evenly over its tokens (k entries of gap/k), so that the per-token
+ITL of a chunk averages to that chunk's time per token; one gap plus k-1 zeros would make the
+percentiles bimodal (p50 = 0 as soon as most chunks carry two tokens). Tokens per chunk are
+recorded as well -- a client-side view of the acceptance length. Tokens that arrive in the same
+chunk as the first token belong to the TTFT and get no ITL entry.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import re
+import socket
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+CONNECT_TIMEOUT_S = 10.0
+
+# Error classes a request can end with.
+HTTP_400_CONTEXT = "http_400_context"
+HTTP_400 = "http_400"
+HTTP_ERROR = "http_error"
+TIMEOUT = "timeout"
+NO_TOKEN_TIMEOUT = "no_token_timeout"
+CONNECTION_REFUSED = "connection_refused"
+CONNECTION_RESET = "connection_reset"
+SERVER_ERROR_CHUNK = "server_error_chunk"
+ABORTED_BY_SERVER = "aborted_by_server"
+ABORTED_BY_AGENT = "aborted_by_agent"
+INCOMPLETE_STREAM = "incomplete_stream"
+BAD_RESPONSE = "bad_response"
+# Classes after which the agent checks whether the server is still alive.
+LIVENESS_SUSPECT = frozenset({TIMEOUT, NO_TOKEN_TIMEOUT, CONNECTION_REFUSED, CONNECTION_RESET, INCOMPLETE_STREAM})
+
+# SGLang's over-context texts (TokenizerManager._validate_one_request, and the scheduler's
+# older "Input length ... exceeds the maximum allowed length").
+_CONTEXT_ERROR = re.compile(
+    r"longer than the model's context length|exceeds the model's maximum context length"
+    r"|exceeds the maximum allowed length"
+)
+_PROMPT_COUNT_IN_ERROR = re.compile(
+    r"The input \((\d+) tokens\)|: (\d+) tokens from the input|Input length \((\d+) tokens\)"
+)
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    host: str
+    port: int
+
+
+@dataclass
+class RequestOutcome:
+    """One request as the client saw it. Durations in seconds; `started_at` is epoch seconds."""
+
+    started_at: float
+    ok: bool = False
+    prompt_tokens: int | None = None  # as the server counted them
+    output_tokens: int = 0
+    ttft_s: float | None = None
+    e2e_s: float | None = None
+    itl_s: list[float] = field(default_factory=list)  # one entry per token after the first chunk
+    tokens_per_chunk: list[int] = field(default_factory=list)
+    spec_verify_ct: int | None = None
+    spec_accept_length: float | None = None
+    finish_reason: str | None = None
+    text: str = ""
+    error_class: str | None = None
+    error_message: str | None = None
+    http_status: int | None = None
+
+    @property
+    def tpot_s(self) -> float | None:
+        """Time per output token after the first: (E2E - TTFT) / (tokens - 1)."""
+        if self.e2e_s is None or self.ttft_s is None or self.output_tokens < 2:
+            return None
+        return (self.e2e_s - self.ttft_s) / (self.output_tokens - 1)
+
+
+def is_context_error(message: str) -> bool:
+    return bool(_CONTEXT_ERROR.search(message))
+
+
+def prompt_tokens_in_error(message: str) -> int | None:
+    """The prompt length an over-context error reports (the server's own count), if it says."""
+    match = _PROMPT_COUNT_IN_ERROR.search(message)
+    if not match:
+        return None
+    return int(next(group for group in match.groups() if group))
+
+
+# ---------------------------------------------------------------------------------------------
+# Pure parts: SSE framing, chunk interpretation, token timing
+
+
+class SseDecoder:
+    """Server-sent events, one line at a time: returns an event's data when its blank line arrives."""
+
+    def __init__(self) -> None:
+        self._data: list[str] = []
+
+    def feed_line(self, line: str) -> str | None:
+        line = line.rstrip("\r\n")
+        if line == "":
+            if not self._data:
+                return None
+            data, self._data = "\n".join(self._data), []
+            return data
+        if line.startswith(":"):
+            return None  # a comment (keep-alive)
+        name, _, value = line.partition(":")
+        if name == "data":
+            self._data.append(value[1:] if value.startswith(" ") else value)
+        return None
+
+    def flush(self) -> str | None:
+        """Data of a last event not followed by a blank line (a server that closed early)."""
+        if not self._data:
+            return None
+        data, self._data = "\n".join(self._data), []
+        return data
+
+
+class StreamError(Exception):
+    def __init__(self, error_class: str, message: str) -> None:
+        super().__init__(message)
+        self.error_class = error_class
+        self.message = message
+
+
+def _error_from_payload(error: Any) -> StreamError:
+    message = error.get("message") if isinstance(error, dict) else None
+    message = str(message if message is not None else error)
+    return StreamError(HTTP_400_CONTEXT if is_context_error(message) else SERVER_ERROR_CHUNK, message)
+
+
+def _finish_type(reason: Any) -> str | None:
+    if isinstance(reason, dict):
+        return str(reason.get("type")) if reason.get("type") is not None else None
+    return str(reason) if reason is not None else None
+
+
+@dataclass
+class StreamState:
+    """What the stream has said so far. `apply_*` take one decoded JSON payload and return the
+    number of new tokens it carried."""
+
+    text: str = ""
+    completion_tokens: int = 0
+    prompt_tokens: int | None = None
+    finish_reason: str | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def apply_generate(self, payload: Any) -> int:
+        """A `/generate` chunk: cumulative `text` and `meta_info.completion_tokens`."""
+        if not isinstance(payload, dict):
+            raise StreamError(BAD_RESPONSE, f"expected a JSON object chunk, got {payload!r}")
+        if "error" in payload:
+            raise _error_from_payload(payload["error"])
+        meta = payload.get("meta_info") or {}
+        self.meta.update(meta)
+        if isinstance(payload.get("text"), str):
+            self.text = payload["text"]
+        if meta.get("prompt_tokens") is not None:
+            self.prompt_tokens = int(meta["prompt_tokens"])
+        new_tokens = 0
+        if meta.get("completion_tokens") is not None:
+            total = int(meta["completion_tokens"])
+            new_tokens, self.completion_tokens = max(total - self.completion_tokens, 0), max(total, self.completion_tokens)
+        finish = _finish_type(meta.get("finish_reason"))
+        if finish is not None:
+            self.finish_reason = finish
+            if finish == "abort":
+                reason = meta["finish_reason"]
+                detail = reason.get("message") if isinstance(reason, dict) else None
+                raise StreamError(ABORTED_BY_SERVER, str(detail or reason))
+        return new_tokens
+
+    def apply_completions(self, payload: Any) -> int:
+        """A `/v1/completions` chunk: delta text per choice; `usage` per chunk when the server
+        honours `continuous_usage_stats`, else only in the last chunk (one token per text chunk)."""
+        if not isinstance(payload, dict):
+            raise StreamError(BAD_RESPONSE, f"expected a JSON object chunk, got {payload!r}")
+        if "error" in payload or payload.get("object") == "error":
+            raise _error_from_payload(payload.get("error", payload))
+        choices = payload.get("choices") or []
+        delta = "".join(str(c.get("text") or "") for c in choices if isinstance(c, dict))
+        self.text += delta
+        for choice in choices:
+            if isinstance(choice, dict) and choice.get("finish_reason") is not None:
+                self.finish_reason = _finish_type(choice["finish_reason"])
+        usage = payload.get("usage") or {}
+        if usage.get("prompt_tokens") is not None:
+            self.prompt_tokens = int(usage["prompt_tokens"])
+        if usage.get("completion_tokens") is not None:
+            total = int(usage["completion_tokens"])
+            new_tokens, self.completion_tokens = max(total - self.completion_tokens, 0), max(total, self.completion_tokens)
+            return new_tokens
+        if delta:
+            self.completion_tokens += 1
+            return 1
+        return 0
+
+
+@dataclass
+class TokenClock:
+    """Arrival times of tokens, relative to the request's send time."""
+
+    ttft_s: float | None = None
+    itl_s: list[float] = field(default_factory=list)
+    tokens_per_chunk: list[int] = field(default_factory=list)
+    _last: float | None = None
+
+    def arrived(self, elapsed_s: float, tokens: int) -> None:
+        if tokens <= 0:
+            return
+        self.tokens_per_chunk.append(tokens)
+        if self._last is None:
+            self.ttft_s = elapsed_s
+        else:
+            gap = (elapsed_s - self._last) / tokens
+            self.itl_s.extend([gap] * tokens)
+        self._last = elapsed_s
+
+
+# ---------------------------------------------------------------------------------------------
+# I/O
+
+
+class _InFlight:
+    """Sockets of requests in flight, so that another thread can cut them all at once."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._sockets: set[socket.socket] = set()
+        self.aborted = threading.Event()
+
+    def add(self, sock: socket.socket) -> None:
+        with self._lock:
+            self._sockets.add(sock)
+
+    def discard(self, sock: socket.socket) -> None:
+        with self._lock:
+            self._sockets.discard(sock)
+
+    def abort_all(self) -> None:
+        self.aborted.set()
+        with self._lock:
+            for sock in self._sockets:
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+
+class Client:
+    """Requests against one server. Thread-safe: each request uses its own connection."""
+
+    def __init__(self, endpoint: Endpoint, *, api: str = "generate", model: str | None = None) -> None:
+        self.endpoint = endpoint
+        self.api = api
+        self.model = model
+        self._in_flight = _InFlight()
+
+    def abort_all(self) -> None:
+        """Cut every request in flight and refuse new ones (they end as aborted_by_agent)."""
+        self._in_flight.abort_all()
+
+    def _body(self, prompt: str, max_new_tokens: int, temperature: float) -> tuple[str, bytes]:
+        if self.api == "completions":
+            body = {
+                "model": self.model or "default",
+                "prompt": prompt,
+                "max_tokens": max_new_tokens,
+                "temperature": temperature,
+                "stream": True,
+                "stream_options": {"include_usage": True, "continuous_usage_stats": True},
+            }
+            return "/v1/completions", json.dumps(body).encode()
+        body = {
+            "text": prompt,
+            "sampling_params": {"max_new_tokens": max_new_tokens, "temperature": temperature},
+            "stream": True,
+        }
+        return "/generate", json.dumps(body).encode()
+
+    def generate(
+        self,
+        prompt: str,
+        max_new_tokens: int,
+        *,
+        deadline_s: float,
+        no_token_timeout_s: float,
+        temperature: float = 0.0,
+    ) -> RequestOutcome:
+        outcome = RequestOutcome(started_at=time.time())
+        if self._in_flight.aborted.is_set():
+            outcome.error_class, outcome.error_message = ABORTED_BY_AGENT, "the agent is stopping"
+            return outcome
+        path, body = self._body(prompt, max_new_tokens, temperature)
+        start = time.monotonic()
+        clock = TokenClock()
+        state = StreamState()
+        conn = http.client.HTTPConnection(self.endpoint.host, self.endpoint.port, timeout=CONNECT_TIMEOUT_S)
+        try:
+            conn.connect()
+            assert conn.sock is not None
+            self._in_flight.add(conn.sock)
+            conn.sock.settimeout(min(no_token_timeout_s, deadline_s))
+            conn.request("POST", path, body=body, headers={"Content-Type": "application/json", "Accept": "text/event-stream"})
+            response = conn.getresponse()
+            outcome.http_status = response.status
+            if response.status != 200:
+                raise _http_error(response)
+            self._read_stream(response, conn.sock, state, clock, start, deadline_s, no_token_timeout_s)
+            outcome.ok = True
+        except StreamError as exc:
+            outcome.error_class, outcome.error_message = exc.error_class, exc.message
+        except (TimeoutError, socket.timeout):
+            outcome.error_class, outcome.error_message = _timeout_class(start, deadline_s, no_token_timeout_s, clock)
+        except ConnectionRefusedError as exc:
+            outcome.error_class, outcome.error_message = CONNECTION_REFUSED, f"{self.endpoint.host}:{self.endpoint.port}: {exc}"
+        except (ConnectionError, http.client.HTTPException, OSError) as exc:
+            if self._in_flight.aborted.is_set():
+                outcome.error_class, outcome.error_message = ABORTED_BY_AGENT, "the agent is stopping"
+            else:
+                outcome.error_class, outcome.error_message = CONNECTION_RESET, f"{type(exc).__name__}: {exc}"
+        finally:
+            if conn.sock is not None:
+                self._in_flight.discard(conn.sock)
+            conn.close()
+        outcome.e2e_s = time.monotonic() - start if outcome.ok else None
+        outcome.prompt_tokens = state.prompt_tokens
+        outcome.output_tokens = state.completion_tokens
+        outcome.ttft_s = clock.ttft_s
+        outcome.itl_s = clock.itl_s
+        outcome.tokens_per_chunk = clock.tokens_per_chunk
+        outcome.finish_reason = state.finish_reason
+        outcome.text = state.text
+        if state.meta.get("spec_verify_ct") is not None:
+            outcome.spec_verify_ct = int(state.meta["spec_verify_ct"])
+        if state.meta.get("spec_accept_length") is not None:
+            outcome.spec_accept_length = float(state.meta["spec_accept_length"])
+        return outcome
+
+    def _read_stream(
+        self,
+        response: http.client.HTTPResponse,
+        sock: socket.socket,
+        state: StreamState,
+        clock: TokenClock,
+        start: float,
+        deadline_s: float,
+        no_token_timeout_s: float,
+    ) -> None:
+        decoder = SseDecoder()
+        apply = state.apply_completions if self.api == "completions" else state.apply_generate
+        last_token = start
+        while True:
+            now = time.monotonic()
+            remaining = deadline_s - (now - start)
+            watchdog = no_token_timeout_s - (now - last_token)
+            if remaining <= 0 or watchdog <= 0:
+                raise socket.timeout()
+            sock.settimeout(min(remaining, watchdog))
+            raw = response.readline()
+            if not raw:
+                data = decoder.flush()
+                if data is None or data == "[DONE]":
+                    break
+            else:
+                data = decoder.feed_line(raw.decode("utf-8", errors="replace"))
+                if data is None:
+                    continue
+            if data == "[DONE]":
+                break
+            try:
+                payload = json.loads(data)
+            except json.JSONDecodeError as exc:
+                raise StreamError(BAD_RESPONSE, f"not JSON: {data!r}: {exc}") from exc
+            tokens = apply(payload)
+            if tokens:
+                last_token = time.monotonic()
+                clock.arrived(last_token - start, tokens)
+        if state.finish_reason is None:
+            raise StreamError(INCOMPLETE_STREAM, f"the stream ended after {state.completion_tokens} tokens without a finish reason")
+
+
+def _timeout_class(start: float, deadline_s: float, no_token_timeout_s: float, clock: TokenClock) -> tuple[str, str]:
+    elapsed = time.monotonic() - start
+    if elapsed >= deadline_s - 0.05:
+        return TIMEOUT, f"the request did not finish within its {deadline_s:.0f} s deadline"
+    got = sum(clock.tokens_per_chunk)
+    return NO_TOKEN_TIMEOUT, f"no token for {no_token_timeout_s:.0f} s (after {got} tokens, {elapsed:.1f} s into the request)"
+
+
+def _http_error(response: http.client.HTTPResponse) -> StreamError:
+    raw = response.read().decode("utf-8", errors="replace")
+    message = raw
+    try:
+        data = json.loads(raw)
+    except json.JSONDecodeError:
+        data = None
+    if isinstance(data, dict):
+        error = data.get("error")
+        if isinstance(error, dict) and error.get("message") is not None:
+            message = str(error["message"])
+        elif data.get("message") is not None:
+            message = str(data["message"])
+        elif data.get("detail") is not None:
+            message = str(data["detail"])
+    text = f"HTTP {response.status}: {message}"
+    if response.status == 400:
+        return StreamError(HTTP_400_CONTEXT if is_context_error(message) else HTTP_400, text)
+    return StreamError(HTTP_ERROR, text)
+
+
+def get_json(endpoint: Endpoint, path: str, timeout_s: float) -> Any:
+    """GET a JSON document; raises OSError / http.client.HTTPException / ValueError on failure."""
+    conn = http.client.HTTPConnection(endpoint.host, endpoint.port, timeout=timeout_s)
+    try:
+        conn.request("GET", path)
+        response = conn.getresponse()
+        body = response.read()
+        if response.status != 200:
+            raise ValueError(f"GET {path}: HTTP {response.status}: {body[:2000].decode('utf-8', errors='replace')}")
+        return json.loads(body)
+    finally:
+        conn.close()
+
+
+def health_ok(endpoint: Endpoint, timeout_s: float) -> bool:
+    """`GET /health` answered 200 within the timeout (SGLang runs a 1-token generation behind it)."""
+    conn = http.client.HTTPConnection(endpoint.host, endpoint.port, timeout=timeout_s)
+    try:
+        conn.request("GET", "/health")
+        response = conn.getresponse()
+        response.read()
+        return response.status == 200
+    except (OSError, http.client.HTTPException):
+        return False
+    finally:
+        conn.close()

@@ -1,0 +1,239 @@
+"""The shard: what one host's agent must do in one sweep. Written by the controller as
+`<work_dir>/sweeps/<sweep_id>/shard.json`, read by the agent. Standard library only.
+
+Servers are listed in the controller's order. `after` names the servers that must have finished
+before this one may start, because they share GPUs with it; servers on disjoint GPUs run side by
+side. Each run carries its workload already resolved into a plain request plan
+(`fleet.workloads.resolve_workload`), so the agent needs no prompt library of its own.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal, Mapping
+
+SHARD_FORMAT = 1
+SERVICE_MANAGERS = ("systemd", "process")
+API_KINDS = ("generate", "completions")
+WORKLOAD_KINDS = ("short", "long_context", "concurrency", "agentic")
+
+
+class ShardError(ValueError):
+    """The shard is malformed. The message names the source, the field and what was expected."""
+
+
+@dataclass(frozen=True)
+class AgentLimits:
+    server_start_timeout_s: float = 1200.0
+    request_timeout_s: float = 600.0
+    no_token_timeout_s: float = 120.0
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    run_id: str
+    label: str
+    workload: dict[str, Any]  # a resolved workload: {"name", "kind", ...}; see fleet.workloads
+    repeats: int = 1
+
+
+@dataclass(frozen=True)
+class ServerSpec:
+    server_id: str
+    label: str
+    gpus: list[int]
+    port: int
+    argv: list[str]  # ignored under systemd: the controller bakes it into the installed unit
+    env: dict[str, str]
+    unit_name: str
+    after: list[str] = field(default_factory=list)
+    runs: list[RunSpec] = field(default_factory=list)
+    api: Literal["generate", "completions"] = "generate"
+    cwd: str | None = None
+
+
+@dataclass(frozen=True)
+class Shard:
+    sweep_id: str
+    host: str
+    boot_id: str  # the host's boot id when the controller wrote the shard
+    service_manager: Literal["systemd", "process"]
+    limits: AgentLimits
+    servers: list[ServerSpec]
+    format: int = SHARD_FORMAT
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=1, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str, source: str = "shard.json") -> Shard:
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ShardError(f"{source}: not valid JSON: {exc}") from exc
+        return shard_from_dict(data, source)
+
+    def server(self, server_id: str) -> ServerSpec:
+        for server in self.servers:
+            if server.server_id == server_id:
+                return server
+        raise KeyError(server_id)
+
+    @property
+    def runs(self) -> list[tuple[ServerSpec, RunSpec]]:
+        return [(server, run) for server in self.servers for run in server.runs]
+
+
+class _Reader:
+    """Typed access to one JSON object, with errors that name the source and the field path."""
+
+    def __init__(self, data: Any, source: str, where: str) -> None:
+        if not isinstance(data, Mapping):
+            raise ShardError(f"{source}: {where or 'top level'}: expected an object, got {type(data).__name__}")
+        self.data = data
+        self.source = source
+        self.where = where
+
+    def _path(self, key: str) -> str:
+        return f"{self.where}.{key}" if self.where else key
+
+    def fail(self, key: str, expected: str, got: Any) -> ShardError:
+        return ShardError(f"{self.source}: {self._path(key)}: expected {expected}, got {got!r}")
+
+    def get(self, key: str, kinds: type | tuple[type, ...], expected: str, default: Any = ...) -> Any:
+        if key not in self.data:
+            if default is ...:
+                raise ShardError(f"{self.source}: {self._path(key)}: missing (expected {expected})")
+            return default
+        value = self.data[key]
+        kinds = kinds if isinstance(kinds, tuple) else (kinds,)
+        # bool is an int in Python; a port given as `true` is a mistake worth naming.
+        if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
+            raise self.fail(key, expected, value)
+        return value
+
+    def text(self, key: str, default: Any = ...) -> str:
+        value = self.get(key, str, "a non-empty string", default)
+        if value == "":
+            raise self.fail(key, "a non-empty string", value)
+        return value
+
+    def number(self, key: str, default: Any = ..., positive: bool = True) -> float:
+        value = self.get(key, (int, float), "a number", default)
+        if positive and value <= 0:
+            raise self.fail(key, "a number > 0", value)
+        return float(value)
+
+    def choice(self, key: str, choices: tuple[str, ...], default: Any = ...) -> str:
+        value = self.get(key, str, f"one of {list(choices)}", default)
+        if value not in choices:
+            raise self.fail(key, f"one of {list(choices)}", value)
+        return value
+
+    def strings(self, key: str, default: Any = ...) -> list[str]:
+        value = self.get(key, list, "a list of strings", default)
+        if not all(isinstance(item, str) for item in value):
+            raise self.fail(key, "a list of strings", value)
+        return list(value)
+
+    def child(self, key: str) -> _Reader:
+        return _Reader(self.get(key, dict, "an object"), self.source, self._path(key))
+
+    def children(self, key: str) -> list[_Reader]:
+        items = self.get(key, list, "a list of objects")
+        return [_Reader(item, self.source, f"{self._path(key)}[{i}]") for i, item in enumerate(items)]
+
+
+def _limits(reader: _Reader) -> AgentLimits:
+    defaults = AgentLimits()
+    return AgentLimits(
+        server_start_timeout_s=reader.number("server_start_timeout_s", defaults.server_start_timeout_s),
+        request_timeout_s=reader.number("request_timeout_s", defaults.request_timeout_s),
+        no_token_timeout_s=reader.number("no_token_timeout_s", defaults.no_token_timeout_s),
+    )
+
+
+def _run(reader: _Reader) -> RunSpec:
+    workload = reader.child("workload")
+    workload.text("name")
+    workload.choice("kind", WORKLOAD_KINDS)
+    repeats = reader.get("repeats", int, "an integer >= 1", 1)
+    if repeats < 1:
+        raise reader.fail("repeats", "an integer >= 1", repeats)
+    return RunSpec(run_id=reader.text("run_id"), label=reader.text("label"), workload=dict(workload.data), repeats=repeats)
+
+
+def _server(reader: _Reader) -> ServerSpec:
+    gpus = reader.get("gpus", list, "a list of GPU indexes")
+    if not all(isinstance(g, int) and not isinstance(g, bool) and g >= 0 for g in gpus):
+        raise reader.fail("gpus", "a list of GPU indexes (integers >= 0)", gpus)
+    port = reader.get("port", int, "a TCP port")
+    if not 0 < port < 65536:
+        raise reader.fail("port", "a TCP port (1-65535)", port)
+    env = reader.get("env", dict, "an object of strings", {})
+    if not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items()):
+        raise reader.fail("env", "an object of string values", env)
+    return ServerSpec(
+        server_id=reader.text("server_id"),
+        label=reader.text("label"),
+        gpus=list(gpus),
+        port=port,
+        argv=reader.strings("argv"),
+        env=dict(env),
+        unit_name=reader.text("unit_name"),
+        after=reader.strings("after", []),
+        runs=[_run(run) for run in reader.children("runs")],
+        api=reader.choice("api", API_KINDS, "generate"),  # type: ignore[arg-type]
+        cwd=reader.get("cwd", (str, type(None)), "a directory or null", None),
+    )
+
+
+def shard_from_dict(data: Any, source: str = "shard.json") -> Shard:
+    reader = _Reader(data, source, "")
+    version = reader.get("format", int, f"shard format {SHARD_FORMAT}", SHARD_FORMAT)
+    if version != SHARD_FORMAT:
+        raise reader.fail("format", f"shard format {SHARD_FORMAT} (agent and controller differ in version)", version)
+    servers = [_server(server) for server in reader.children("servers")]
+    shard = Shard(
+        sweep_id=reader.text("sweep_id"),
+        host=reader.text("host"),
+        boot_id=reader.get("boot_id", str, "the host's boot id"),
+        service_manager=reader.choice("service_manager", SERVICE_MANAGERS),  # type: ignore[arg-type]
+        limits=_limits(reader.child("limits")) if "limits" in reader.data else AgentLimits(),
+        servers=servers,
+    )
+    _check_references(shard, source)
+    return shard
+
+
+def _check_references(shard: Shard, source: str) -> None:
+    ids = [server.server_id for server in shard.servers]
+    duplicates = sorted({i for i in ids if ids.count(i) > 1})
+    if duplicates:
+        raise ShardError(f"{source}: servers: expected distinct server_id values, got duplicates {duplicates}")
+    run_ids = [run.run_id for _, run in shard.runs]
+    duplicate_runs = sorted({i for i in run_ids if run_ids.count(i) > 1})
+    if duplicate_runs:
+        raise ShardError(f"{source}: servers[].runs: expected distinct run_id values, got duplicates {duplicate_runs}")
+    known = set(ids)
+    for index, server in enumerate(shard.servers):
+        unknown = [dep for dep in server.after if dep not in known]
+        if unknown:
+            raise ShardError(f"{source}: servers[{index}].after: expected server ids of this shard, got {unknown}")
+    order = dependency_order(shard.servers)
+    if order is None:
+        raise ShardError(f"{source}: servers[].after: expected no cycle between servers")
+
+
+def dependency_order(servers: list[ServerSpec]) -> list[str] | None:
+    """Server ids in an order that respects `after` (stable: earlier in the shard first); None on a cycle."""
+    done: list[str] = []
+    pending = list(servers)
+    while pending:
+        ready = [s for s in pending if all(dep in done for dep in s.after)]
+        if not ready:
+            return None
+        done.append(ready[0].server_id)
+        pending.remove(ready[0])
+    return done

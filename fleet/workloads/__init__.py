@@ -1,0 +1,99 @@
+"""Workloads: a playbook run's workload resolved into the plain-JSON request plan of a shard.
+
+Runs on the controller. The prompts are data (`fleet/workloads/data/`, see its README); what
+depends on the server -- the long-context prompt size, the concurrency levels of `auto` -- is
+left for the agent to settle on the host, where the server can be asked.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from fleet.errors import FleetError
+from fleet.playbook import AgenticWorkload, ConcurrencyWorkload, LongContextWorkload, Run, ShortWorkload
+
+DATA_DIR = Path(__file__).resolve().parent / "data"
+# A generous bound on characters per token (real BPE on English and code: about 3-4.5), so that
+# the corpus slice shipped in a shard holds at least the target number of tokens.
+MAX_CHARS_PER_TOKEN = 8
+
+
+class WorkloadError(FleetError):
+    """A workload names something fleet's workload data does not have."""
+
+
+@lru_cache(maxsize=None)
+def _load(name: str) -> Any:
+    path = DATA_DIR / name
+    try:
+        return json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise WorkloadError(f"{path}: cannot read workload data: {exc}") from exc
+
+
+@lru_cache(maxsize=None)
+def _corpus() -> str:
+    return (DATA_DIR / _load("long_context.json")["corpus_file"]).read_text(encoding="utf-8")
+
+
+def prompt_names() -> list[str]:
+    """The names a playbook may use in `prompts:` (short) and `prompt:` (concurrency)."""
+    return sorted(_load("prompts.json"))
+
+
+def _prompt(workload_name: str, name: str) -> dict[str, str]:
+    library = _load("prompts.json")
+    if name not in library:
+        raise WorkloadError(
+            f"workload {workload_name!r}: prompt {name!r} is not in fleet's prompt library "
+            f"({DATA_DIR / 'prompts.json'}); known: {', '.join(sorted(library))}"
+        )
+    return {"name": name, "category": library[name]["category"], "text": library[name]["text"]}
+
+
+def corpus_slice(prompt_tokens: int) -> str:
+    """Enough of the corpus for a prompt of `prompt_tokens` (the agent repeats it if the server
+    counts fewer tokens than wanted, and shrinks it to size)."""
+    return _corpus()[: prompt_tokens * MAX_CHARS_PER_TOKEN]
+
+
+def resolve_workload(run: Run) -> dict[str, Any]:
+    """The run's workload as the shard carries it: plain JSON, everything the agent needs."""
+    workload = run.workload
+    base: dict[str, Any] = {"name": run.workload_name, "kind": workload.kind, "max_new_tokens": workload.max_new_tokens}
+    if isinstance(workload, ShortWorkload):
+        return {**base, "prompts": [_prompt(run.workload_name, name) for name in workload.prompts]}
+    if isinstance(workload, LongContextWorkload):
+        spec = _load("long_context.json")
+        return {
+            **base,
+            "prompt_tokens": workload.prompt_tokens,
+            "margin_tokens": workload.margin_tokens,
+            "requests": workload.requests,
+            "instruction": spec["instruction"],
+            "question": spec["question"],
+            "corpus": corpus_slice(workload.prompt_tokens),
+        }
+    if isinstance(workload, ConcurrencyWorkload):
+        return {
+            **base,
+            "levels": workload.levels,
+            "prompt": _prompt(run.workload_name, workload.prompt),
+            "requests_per_level": workload.requests_per_level,
+        }
+    if isinstance(workload, AgenticWorkload):
+        spec = _load("agentic.json")
+        tools = "\n".join(json.dumps(tool, sort_keys=True) for tool in spec["tools"])
+        return {
+            **base,
+            "turns": workload.turns,
+            "sessions": workload.sessions,
+            "chat": spec["chat"],
+            "system": spec["system"].replace("{tools}", tools),
+            "tasks": spec["tasks"],
+            "tool_results": [json.dumps(result, sort_keys=True) for result in spec["tool_results"]],
+        }
+    raise WorkloadError(f"workload {run.workload_name!r}: unknown kind {workload.kind!r}")

@@ -1,0 +1,308 @@
+"""The agent run locally (no SSH) against the real simulator (`python -m fleet.engines.sim`),
+with the test hosts' fake nvidia-smi on PATH: real processes, real HTTP streams, real log files.
+
+- a shard of healthy servers (two side by side, a third waiting for the first's GPU) completes
+  with ok results and plausible figures;
+- servers that fail are failed runs with their evidence, never 0 tok/s: an assertion at start-up
+  (DFlash, max_running_requests 8 on a 96 GB GPU) fails fast, DDTree b8 on cc 12.0 crashes with
+  an illegal instruction, a hung server trips the no-token watchdog;
+- stopping the agent (STOP file) and killing it (SIGKILL) mid-run, then restarting it, ends with
+  exactly one result per run, the interrupted run redone.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+from fleet.agent.services import pid_alive
+from fleet.agent.shard import AgentLimits, RunSpec, ServerSpec, Shard
+from fleet.playbook import ConcurrencyWorkload, Run, expand_runs, load_playbook
+from fleet.workloads import resolve_workload
+from tests.testfleet import fake_gpu
+
+REPO = Path(__file__).resolve().parents[2]
+SPEED = 0.02
+MODEL = ["--model-path", "qwen3.6-27b", "--context-length", "32768", "--mem-fraction-static", "0.75", "--trust-remote-code"]
+DRAFT = ["--speculative-draft-model-path", "qwen3.6-27b-dflash", "--speculative-num-draft-tokens", "16",
+         "--mamba-scheduler-strategy", "extra_buffer", "--mamba-full-memory-ratio", "0.5"]
+AUTOREGRESSIVE = MODEL + ["--max-running-requests", "4"]
+DFLASH = MODEL + ["--speculative-algorithm", "DFLASH", *DRAFT]
+DDTREE_B8 = MODEL + ["--speculative-algorithm", "DDTREE", "--speculative-ddtree-budget", "8", *DRAFT, "--max-running-requests", "4"]
+LIMITS = AgentLimits(server_start_timeout_s=60, request_timeout_s=30, no_token_timeout_s=2)
+
+pytestmark = pytest.mark.timeout(180)
+
+
+@pytest.fixture(scope="module")
+def seed_runs() -> dict[str, Run]:
+    """The seed playbook's four workloads, as runs of its TP1 autoregressive configuration."""
+    runs = [r for r in expand_runs(load_playbook(REPO / "playbooks" / "qwen36-specdec.yaml")) if r.server.label == "tp1-autoregressive"]
+    return {run.workload_name: run for run in runs}
+
+
+@pytest.fixture
+def host_env(tmp_path: Path) -> dict[str, str]:
+    """The agent's environment: fake nvidia-smi first on PATH, its state in FLEET_FAKE_GPU_DIR."""
+    base = tmp_path / "gpu-tools"
+    bin_dir, lib, state = base / "bin", base / "lib", base / "gpu"
+    for directory in (bin_dir, lib, state / "procs"):
+        directory.mkdir(parents=True)
+    shutil.copyfile(fake_gpu.__file__, lib / "fake_gpu.py")
+    launcher = f"#!{sys.executable} -IS\nimport sys\nsys.path.insert(0, {str(lib)!r})\nfrom fake_gpu import main\nsys.exit(main())\n"
+    for tool in ("nvidia-smi", "nvcc"):
+        (bin_dir / tool).write_text(launcher)
+        (bin_dir / tool).chmod(0o755)
+    (state / "profile.json").write_text(json.dumps(fake_gpu.DEFAULT_PROFILE))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("FLEET_", "SGLANG_", "CUDA_VISIBLE"))}
+    env.update(PATH=f"{bin_dir}:{env['PATH']}", FLEET_FAKE_GPU_DIR=str(state), PYTHONPATH=str(REPO))
+    return env
+
+
+def free_port() -> int:
+    # Ports are shared with everything else running on this machine: never a fixed number.
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def server(server_id: str, gpu: int, args: list[str], runs: list[Run], *, speed: float = SPEED,
+           after: list[str] | None = None, faults: Path | None = None) -> ServerSpec:
+    port = free_port()
+    env = {"CUDA_VISIBLE_DEVICES": str(gpu), "FLEET_SIM_SPEED": str(speed)}
+    if faults is not None:
+        env["FLEET_SIM_FAULTS"] = str(faults)
+    return ServerSpec(
+        server_id=server_id,
+        label=server_id,
+        gpus=[gpu],
+        port=port,
+        argv=[sys.executable, "-m", "fleet.engines.sim", *args, "--port", str(port)],
+        env=env,
+        unit_name=f"fleet-test-{server_id}",
+        after=after or [],
+        # The run id is the playbook's; suffixed so that one run can be served by several servers here.
+        runs=[RunSpec(f"{run.id}-{server_id}", f"{server_id}/{run.workload_name}", resolve_workload(run)) for run in runs],
+    )
+
+
+def write_shard(sweep: Path, servers: list[ServerSpec]) -> Shard:
+    shard = Shard(sweep_id=sweep.name, host="local", boot_id="", service_manager="process", limits=LIMITS, servers=servers)
+    sweep.mkdir(parents=True, exist_ok=True)
+    (sweep / "shard.json").write_text(shard.to_json())
+    return shard
+
+
+def start_agent(sweep: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
+    log = open(sweep / "agent.log", "ab")
+    return subprocess.Popen(
+        [sys.executable, "-m", "fleet.agent", "run", "--sweep-dir", str(sweep)],
+        env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+    )
+
+
+def results(sweep: Path) -> dict[str, dict[str, Any]]:
+    return {path.stem: json.loads(path.read_text()) for path in (sweep / "runs").glob("*.json")}
+
+
+def progress(sweep: Path) -> dict[str, Any]:
+    return json.loads((sweep / "progress.json").read_text())
+
+
+def service_pids(sweep: Path) -> list[int]:
+    return [json.loads(p.read_text())["pid"] for p in (sweep / "services").glob("*.pid")]
+
+
+@pytest.fixture
+def agents() -> Iterator[list[subprocess.Popen[bytes]]]:
+    """Agents a test started; whatever is left of them and their servers is killed at the end."""
+    started: list[subprocess.Popen[bytes]] = []
+    yield started
+    for agent in started:
+        if agent.poll() is None:
+            os.killpg(agent.pid, signal.SIGKILL)
+            agent.wait()
+
+
+def kill_leftover_servers(sweep: Path) -> None:
+    for pid in service_pids(sweep):
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def assert_never_zero_tok_s(result: dict[str, Any]) -> None:
+    for figures in [result["figures"], *result.get("levels", [])]:
+        for key in ("output_tok_s", "output_tok_s_per_request", "request_throughput"):
+            assert figures[key] is None or figures[key] > 0, (result["label"], key, figures[key])
+
+
+def test_sweep_of_healthy_and_failing_servers(tmp_path: Path, host_env: dict[str, str], seed_runs: dict[str, Run], agents: list) -> None:
+    hang = tmp_path / "hang.json"
+    hang.write_text(json.dumps({"hang_after_requests": 3}))  # 2 warm-up requests + 1 measured, then silence
+    short, long_context, concurrency, agentic = (seed_runs[k] for k in ("short", "long_context", "concurrency", "agentic"))
+    servers = [
+        server("ar", 0, AUTOREGRESSIVE, [short, concurrency]),
+        server("dflash", 1, DFLASH + ["--max-running-requests", "4"], [long_context, agentic]),
+        server("ar-again", 0, AUTOREGRESSIVE, [short, long_context], after=["ar"]),  # GPU 0 again: waits for "ar"
+        server("dflash-mrr8", 2, DFLASH + ["--max-running-requests", "8"], [short, concurrency]),
+        server("ddtree-b8", 3, DDTREE_B8, [short, agentic]),
+        server("hung", 4, AUTOREGRESSIVE, [short, concurrency], faults=hang),
+    ]
+    sweep = tmp_path / "sweep-a"
+    shard = write_shard(sweep, servers)
+    began = time.time()
+    agents.append(start_agent(sweep, host_env))
+    try:
+        assert agents[0].wait(timeout=120) == 0, (sweep / "agent.log").read_text()
+    finally:
+        kill_leftover_servers(sweep)
+    by_run = results(sweep)
+    assert sorted(by_run) == sorted(run.run_id for _, run in shard.runs)  # exactly one result per run
+    state = progress(sweep)
+    assert state["state"] == "finished" and state["counts"]["remaining"] == 0 and state["counts"]["done"] == 12
+    by_label = {r["label"]: r for r in by_run.values()}
+    for result in by_label.values():
+        assert_never_zero_tok_s(result)
+
+    # Healthy servers: ok, with figures that hang together.
+    for label in ("ar/short", "ar/concurrency", "dflash/long_context", "dflash/agentic", "ar-again/short", "ar-again/long_context"):
+        result = by_label[label]
+        figures = result["figures"]
+        assert result["status"] == "ok" and result["failure"] is None, (label, result["failure"])
+        assert figures["requests"]["ok"] == figures["requests"]["sent"] > 0
+        assert figures["output_tok_s"] > 0 and figures["ttft_s"]["p50"] < figures["e2e_s"]["p50"]
+        assert figures["itl_s"]["p99"] < figures["e2e_s"]["max"]
+        assert result["server"]["context_len"] == 32768 and result["server"]["max_running_requests"] == 4
+        assert result["attempt"] == 1 and result["host_facts"] is None
+    assert by_label["ar/short"]["figures"]["output_tokens"] == 4 * 256
+    assert by_label["ar/short"]["figures"]["acceptance_length"] is None
+    assert by_label["ar/short"]["figures"]["tokens_per_chunk"]["mean"] == 1.0
+    dflash = by_label["dflash/agentic"]["figures"]
+    assert dflash["acceptance_length"] > 1.5 and dflash["tokens_per_chunk"]["mean"] > 1.5
+    # One gap per chunk spread over its tokens: as many ITL entries as tokens after the first chunk.
+    assert dflash["itl_s"]["count"] < dflash["output_tokens"]
+    assert [level["level"] for level in by_label["ar/concurrency"]["levels"]] == [1, 2, 4]
+    turns = by_label["dflash/agentic"]["turns"]
+    assert [t["ok"] for t in turns] == [1] * 6
+    assert all(a["prompt_tokens_mean"] < b["prompt_tokens_mean"] for a, b in zip(turns, turns[1:]))  # a growing conversation
+    calibration = by_label["ar-again/long_context"]["calibration"]
+    assert 2 <= len(calibration["probes"]) <= 5
+    assert calibration["chosen_prompt_tokens"] + 256 + 64 <= 32768
+    assert calibration["chosen_prompt_tokens"] >= 0.99 * calibration["target_prompt_tokens"]
+    assert by_label["ar-again/long_context"]["requests"][0]["prompt_tokens"] <= calibration["chosen_prompt_tokens"] + 2
+    # "ar-again" shares GPU 0 with "ar": it started only after "ar" was done.
+    assert min(by_label[f"ar-again/{w}"]["started_at"] for w in ("short", "long_context")) >= max(
+        by_label[f"ar/{w}"]["ended_at"] for w in ("short", "concurrency"))
+
+    # DFlash with max_running_requests 8 on 96 GB: asserts at start-up; failed fast, with evidence.
+    for workload in ("short", "concurrency"):
+        result = by_label[f"dflash-mrr8/{workload}"]
+        assert result["status"] == "failed" and result["figures"]["output_tok_s"] is None
+        failure = result["failure"]
+        assert failure["class"] == "server_start_failed"
+        assert any("AssertionError: max_running_request is zero" in line for line in failure["evidence"])
+        assert failure["exit_code"] not in (None, 0) and Path(failure["log_path"]).exists()
+        assert result["ended_at"] - began < 20  # the start timeout is 60 s: nobody waited it out
+
+    # DDTree b8 on compute capability 12.0: an illegal instruction on the first decode.
+    for workload in ("short", "agentic"):
+        result = by_label[f"ddtree-b8/{workload}"]
+        assert result["status"] == "failed" and result["figures"]["output_tok_s"] is None
+        assert result["failure"]["class"] == "server_died"
+        assert any("CUDA error: an illegal instruction was encountered" in line for line in result["failure"]["evidence"])
+
+    # A server that hangs after its first measured request: the watchdog cuts the stream, the run
+    # keeps what it measured, the next run is failed -- both with the class and evidence.
+    first, second = by_label["hung/short"], by_label["hung/concurrency"]
+    assert first["status"] == "partial" and first["failure"]["class"] == "server_hung"
+    assert first["figures"]["requests"]["ok"] == 1 and first["figures"]["output_tok_s"] > 0
+    assert first["figures"]["errors"]["no_token_timeout"]["count"] == 1
+    assert first["figures"]["requests"]["timed_out"] == 1
+    assert second["status"] == "failed" and second["failure"]["class"] == "server_hung"
+
+    # Everything was stopped: no server process, no port held, no GPU process left.
+    assert not [pid for pid in service_pids(sweep) if pid_alive(pid)]
+    alive = [p for p in (Path(host_env["FLEET_FAKE_GPU_DIR"]) / "procs").glob("*.json") if pid_alive(int(p.stem))]
+    assert alive == []
+    for spec in servers:
+        with socket.socket() as probe:
+            assert probe.connect_ex(("127.0.0.1", spec.port)) != 0
+
+
+def wait_for(predicate, timeout: float, what: str) -> Any:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def running_run(sweep: Path) -> str | None:
+    """The label of a run in progress that has no result yet, from progress.json."""
+    try:
+        servers = progress(sweep)["servers"]
+    except (OSError, ValueError):
+        return None
+    done = {r["label"] for r in results(sweep).values()}
+    labels = [s["run"] for s in servers.values() if s["phase"] == "running" and s["run"] and s["run"] not in done]
+    return labels[0] if labels else None
+
+
+def test_stop_kill_and_resume_leave_exactly_one_result_per_run(
+    tmp_path: Path, host_env: dict[str, str], seed_runs: dict[str, Run], agents: list
+) -> None:
+    short, agentic = seed_runs["short"], seed_runs["agentic"]
+    # Wide enough levels that a run lasts long enough to be interrupted.
+    wide = Run(short.server, "concurrency", ConcurrencyWorkload(kind="concurrency", levels=[1, 2, 4], requests_per_level=6), 1)
+    servers = [
+        server("a", 0, AUTOREGRESSIVE, [short, wide, agentic], speed=0.05),
+        server("b", 1, AUTOREGRESSIVE, [agentic, short, wide], speed=0.05),
+    ]
+    sweep = tmp_path / "sweep-b"
+    shard = write_shard(sweep, servers)
+    try:
+        # 1. A clean stop through the STOP file while runs are in progress.
+        agents.append(start_agent(sweep, host_env))
+        wait_for(lambda: running_run(sweep) and results(sweep), 40, "a first result")
+        (sweep / "STOP").write_text("")
+        assert agents[-1].wait(timeout=40) == 3
+        assert progress(sweep)["state"] == "stopped" and not (sweep / "STOP").exists()
+        assert not [pid for pid in service_pids(sweep) if pid_alive(pid)]
+        after_stop = results(sweep)
+
+        # 2. A crash: SIGKILL in the middle of a run; its servers live on.
+        agents.append(start_agent(sweep, host_env))
+        wait_for(lambda: len(results(sweep)) > len(after_stop), 40, "a result after the restart")
+        interrupted = wait_for(lambda: running_run(sweep), 40, "a run in progress")
+        orphans = wait_for(lambda: [pid for pid in service_pids(sweep) if pid_alive(pid)], 10, "a running server")
+        os.kill(agents[-1].pid, signal.SIGKILL)
+        agents[-1].wait()
+        assert all(pid_alive(pid) for pid in orphans)
+
+        # 3. Resume: the orphaned servers are killed (not adopted), the interrupted run redone.
+        agents.append(start_agent(sweep, host_env))
+        assert agents[-1].wait(timeout=90) == 0, (sweep / "agent.log").read_text()
+    finally:
+        kill_leftover_servers(sweep)
+    assert not any(pid_alive(pid) for pid in orphans)
+    by_run = results(sweep)
+    assert sorted(by_run) == sorted(run.run_id for _, run in shard.runs)
+    assert {r["status"] for r in by_run.values()} == {"ok"}
+    by_label = {r["label"]: r for r in by_run.values()}
+    assert by_label[interrupted]["attempt"] >= 2
+    assert progress(sweep)["state"] == "finished" and progress(sweep)["counts"]["ok"] == 6
+    assert not list((sweep / "runs").glob(".*.tmp"))
