@@ -319,3 +319,37 @@ def _source(data: dict[str, Any], origin: Path | str) -> dict[str, str]:
     if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
         raise ConfigError(origin, "source", "an object mapping field names to text")
     return dict(value)
+
+
+def hf_files_from_card(card: ModelCard) -> dict[str, Any]:
+    """A weightless Hugging Face style model directory for a card: `config.json` and a
+    `model.safetensors.index.json` that declares the weights' size.
+
+    This is what the sim engine serves: `load_model_card` on the directory gives the card back. No
+    weights are needed (the simulator has no GPU to put them on), so a sim host never downloads any.
+    """
+    layer_types = [
+        "linear_attention" if i in card.linear_attention_layer_ids else "full_attention" for i in range(card.num_hidden_layers)
+    ]
+    text: dict[str, Any] = {
+        "num_hidden_layers": card.num_hidden_layers,
+        "layer_types": layer_types,
+        "num_attention_heads": card.num_attention_heads,
+        "hidden_size": card.num_attention_heads * card.head_dim,
+        "head_dim": card.head_dim,
+        "num_key_value_heads": card.num_key_value_heads,
+        "dtype": card.kv_dtype,
+        "max_position_embeddings": card.max_position_embeddings,
+        "vocab_size": card.vocab_size,
+    }
+    if card.is_hybrid:
+        text.update({name: getattr(card, name) for name in _LINEAR_FIELDS})
+        text["mamba_ssm_dtype"] = card.mamba_ssm_dtype
+    config: dict[str, Any] = {"architectures": [card.architecture], "text_config": text}
+    if card.is_multimodal:
+        vision = {"num_hidden_layers": card.vision_num_hidden_layers, "hidden_size": card.vision_hidden_size}
+        config["vision_config"] = {key: value for key, value in vision.items() if value is not None}
+    if card.dflash_block_size:
+        config["block_size"] = card.dflash_block_size
+    index = {"metadata": {"total_size": card.weights_bytes}, "weight_map": {}}
+    return {"config.json": config, "model.safetensors.index.json": index}

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
 import pytest
 
 from fleet.errors import ConfigError
-from fleet.planning.modelcard import load_model_card, shipped_card_names
+from fleet.planning.modelcard import ModelCard, hf_files_from_card, load_model_card, shipped_card_names
 
 
 def test_shipped_target_card_matches_the_qwen36_config() -> None:
@@ -131,3 +132,18 @@ def test_invalid_json_names_the_file(tmp_path: Path) -> None:
 def test_unknown_name_lists_the_shipped_cards() -> None:
     with pytest.raises(ConfigError, match="qwen3.6-27b-dflash"):
         load_model_card("no-such-model")
+
+
+@pytest.mark.parametrize("name", ["qwen3.6-27b", "qwen3.6-27b-dflash"])
+def test_weightless_model_dir_gives_the_card_back(tmp_path: Path, name: str) -> None:
+    """What a sim host serves: config.json + an index declaring the weights' size, and no weights."""
+    card = load_model_card(name)
+    directory = tmp_path / name
+    directory.mkdir()
+    for file_name, content in hf_files_from_card(card).items():
+        (directory / file_name).write_text(json.dumps(content))
+    back = load_model_card(directory)
+    ignored = {"checkpoint_bytes", "hf_repo"}  # not in a config.json
+    for field in dataclasses.fields(ModelCard):
+        if field.compare and field.name not in ignored:
+            assert getattr(back, field.name) == getattr(card, field.name), field.name
