@@ -177,9 +177,30 @@ def plan(
 
 
 @app.command()
-def provision(hosts_spec: Annotated[Optional[str], typer.Argument(metavar="HOSTS", help="Hosts, groups or `all`.")] = None) -> None:
-    """Make hosts ready: facts, preflight checks, model fetch and staging, service units."""
-    _not_yet("provision", 4)
+def provision(
+    hosts_spec: Annotated[Optional[str], typer.Argument(metavar="HOSTS", help="Hosts, groups or `all`.")] = None,
+    playbook: PlaybookOpt = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Show what would change (unit diffs, downloads, staging); change nothing.")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Make hosts ready: facts, preflight checks, model fetch and staging, service units. Safe to repeat."""
+    from fleet.provision.provision import ProvisionOptions
+    from fleet.provision.provision import provision as provision_hosts
+    from fleet.views import provision_table
+
+    chosen = _select_hosts(hosts_spec)
+    book_path = playbook or _default_playbook()
+    book = _load_playbook(book_path)
+    secrets = {name: os.environ[name] for name in ("HF_TOKEN",) if os.environ.get(name)}
+    options = ProvisionOptions(dry_run=dry_run, mirror_root=book_path.parent.resolve(), secrets=secrets)
+    with err.status(f"provisioning {', '.join(h.name for h in chosen)} for {book.name}", spinner="dots"):
+        reports = provision_hosts(chosen, book, options)
+    if as_json:
+        print(json.dumps({"dry_run": dry_run, "hosts": [r.to_json() for r in reports]}, indent=2))
+    else:
+        out.print(provision_table(reports, dry_run=dry_run))
+    if any(r.status == "failed" for r in reports):
+        raise typer.Exit(EXIT_FAILED)
 
 
 @app.command()

@@ -73,3 +73,17 @@ def plan_tables(plan) -> list[Any]:
             )
         )
     return renderables
+
+
+def provision_table(reports, dry_run: bool = False) -> Table:
+    """One row per host: ok / changed / failed, what changed and why a host failed."""
+    title = "provision (dry run: nothing was changed)" if dry_run else "provision"
+    table = Table(title=title, title_justify="left", show_lines=True)
+    for column in ("host", "status", "changes", "reason", "time"):
+        table.add_column(column)
+    styles = {"ok": "green", "changed": "yellow", "failed": "bold red"}
+    for report in reports:
+        changes = "\n".join(f"{c.action}: {c.detail}" for c in report.changes) or "-"
+        status = ("would change" if dry_run and report.status == "changed" else report.status)
+        table.add_row(report.host, Text(status, style=styles[report.status]), changes, report.reason or "", duration(report.seconds))
+    return table

@@ -23,6 +23,11 @@ def systemd_quote(value: str) -> str:
     return f'"{escaped}"'
 
 
+def systemd_quote_keep_specifiers(value: str) -> str:
+    """Like systemd_quote, but `%i` (the instance name) is left for systemd to fill in."""
+    return systemd_quote(value).replace("%%i", "%i")
+
+
 def systemd_path(value: str) -> str:
     if "\n" in value or not value.startswith("/"):
         raise ValueError(f"a unit path must be absolute and on one line: {value!r}")
@@ -41,6 +46,7 @@ def _environment() -> jinja2.Environment:
     )
     env.filters["systemd_quote"] = systemd_quote
     env.filters["systemd_path"] = systemd_path
+    env.filters["systemd_quote_keep_specifiers"] = systemd_quote_keep_specifiers
     return env
 
 
@@ -71,8 +77,11 @@ def server_unit_name(sweep_id: str, server_id: str) -> str:
     return f"fleet-srv-{sweep_id}-{server_id}.service"
 
 
-def agent_unit_name(sweep_id: str) -> str:
-    return f"fleet-agent-{sweep_id}.service"
+AGENT_UNIT = "fleet-agent@.service"
+
+
+def agent_unit_instance(sweep_id: str) -> str:
+    return f"fleet-agent@{sweep_id}.service"
 
 
 def render_server_unit(
@@ -102,14 +111,9 @@ def render_server_unit(
     return Unit(_check_name(server_unit_name(sweep_id, server_id)), text)
 
 
-def render_agent_unit(
-    *, sweep_id: str, argv: Sequence[str], env: Mapping[str, str], working_dir: str, log_file: str, stop_timeout_s: float = 120
-) -> Unit:
+def render_agent_unit(*, work_dir: str, agent_dir: str, python: str, stop_timeout_s: float = 120) -> Unit:
+    """The agent's template unit; `fleet-agent@<sweep-id>` runs the agent on that sweep's directory."""
     text = _environment().get_template("agent.service.j2").render(
-        sweep_id=sweep_id,
-        argv=list(argv),
-        environment=_env_items({**env, "FLEET_LOG": log_file}),
-        working_dir=working_dir,
-        stop_timeout_s=int(stop_timeout_s),
+        work_dir=work_dir, agent_dir=agent_dir, python=python, stop_timeout_s=int(stop_timeout_s)
     )
-    return Unit(_check_name(agent_unit_name(sweep_id)), text)
+    return Unit(_check_name(AGENT_UNIT), text)

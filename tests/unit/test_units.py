@@ -46,13 +46,13 @@ def test_server_unit_passes_systemd_analyze_verify(tmp_path: Path) -> None:
 
 @needs_analyze
 def test_agent_unit_passes_systemd_analyze_verify(tmp_path: Path) -> None:
-    unit = render_agent_unit(
-        sweep_id="s1", argv=["/usr/bin/python3", "-m", "fleet.agent", "run", "--sweep-dir", "/var/lib/fleet/sweeps/s1"],
-        env={"PYTHONPATH": "/var/lib/fleet/agent"}, working_dir="/var/lib/fleet", log_file="/var/lib/fleet/sweeps/s1/agent.log",
-    )
-    result = verify(tmp_path, unit.name, unit.text)
+    unit = render_agent_unit(work_dir="/var/lib/fleet", agent_dir="/var/lib/fleet/agent", python="/usr/bin/python3")
+    assert unit.name == "fleet-agent@.service"
+    # verify wants an instance of a template unit.
+    result = verify(tmp_path, "fleet-agent@qwen36-20261129-1.service", unit.text)
     assert result.returncode == 0 and not result.stderr.strip(), result.stderr
     assert "Restart=on-failure" in unit.text
+    assert '"--sweep-dir" "/var/lib/fleet/sweeps/%i"' in unit.text
 
 
 @needs_analyze

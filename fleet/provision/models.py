@@ -1,0 +1,393 @@
+"""Model weights on a host: fetched once into the persistent cache, staged to the fast dir when asked.
+
+A copy is complete only when its marker file (`.fleet-complete.json`) is present and the files on
+disk match the marker's listing (every file, every size). The marker is written last, so an
+interrupted fetch or copy is never mistaken for a complete one. Staging copies into
+`<staged>.partial` and renames it into place, so a reader never sees half a model.
+
+After a reboot wipes the fast dir, staging runs again from the cache: nothing is downloaded twice.
+Long copies run detached on the host (under `flock`, so a second caller waits instead of racing)
+and are polled with short calls, so a dropped link only delays them.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+import shlex
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from fleet.errors import FleetError
+from fleet.inventory import Host
+from fleet.layout import model_cache_dir, model_serve_dir
+from fleet.playbook import ModelRef
+from fleet.transport.base import Transport
+
+MARKER = ".fleet-complete.json"
+_IGNORED_PREFIXES = (".fleet-", ".rsync-partial", ".cache")
+QUICK_S = 30.0
+# Polls are short, so that a dropped link is noticed (and retried) quickly.
+POLL_S = 8.0
+
+
+class ModelError(FleetError):
+    """A model could not be fetched, verified or staged; the message says which and why."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Listings: pure
+
+
+def listing_command(directory: str) -> str:
+    """Every regular file under `directory` with its size, one `path<TAB>size` per line (GNU find)."""
+    return f"cd {shlex.quote(directory)} && find . -type f -printf '%P\\t%s\\n'"
+
+
+def parse_listing(text: str) -> dict[str, int]:
+    files: dict[str, int] = {}
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        path, _, size = line.rpartition("\t")
+        if not path or not size.isdigit():
+            raise ValueError(f"not a `path<TAB>size` line: {line!r}")
+        if not path.startswith(_IGNORED_PREFIXES) and "/.rsync-partial/" not in path:
+            files[path] = int(size)
+    return files
+
+
+def local_listing(directory: Path) -> dict[str, int]:
+    return {
+        str(p.relative_to(directory)): p.stat().st_size
+        for p in sorted(directory.rglob("*"))
+        if p.is_file() and not str(p.relative_to(directory)).startswith(_IGNORED_PREFIXES)
+    }
+
+
+@dataclass(frozen=True)
+class ListingDiff:
+    missing: tuple[str, ...] = ()
+    wrong_size: tuple[tuple[str, int, int], ...] = ()  # path, expected, found
+
+    @property
+    def ok(self) -> bool:
+        return not self.missing and not self.wrong_size
+
+    def describe(self) -> str:
+        parts = []
+        if self.missing:
+            parts.append(f"{len(self.missing)} missing ({', '.join(self.missing[:3])}{', ...' if len(self.missing) > 3 else ''})")
+        for path, want, got in self.wrong_size[:3]:
+            parts.append(f"{path}: {got} bytes, expected {want}")
+        return "; ".join(parts) or "complete"
+
+
+def compare_listing(expected: Mapping[str, int], actual: Mapping[str, int]) -> ListingDiff:
+    return ListingDiff(
+        missing=tuple(sorted(p for p in expected if p not in actual)),
+        wrong_size=tuple(sorted((p, s, actual[p]) for p, s in expected.items() if p in actual and actual[p] != s)),
+    )
+
+
+@dataclass(frozen=True)
+class Marker:
+    source: str
+    revision: str
+    files: dict[str, int]
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(self.files.values())
+
+    def to_bytes(self) -> bytes:
+        return json.dumps({"source": self.source, "revision": self.revision, "files": self.files}, sort_keys=True, indent=1).encode()
+
+    @classmethod
+    def parse(cls, text: str) -> Marker | None:
+        try:
+            data = json.loads(text)
+            return cls(str(data["source"]), str(data["revision"]), {str(k): int(v) for k, v in data["files"].items()})
+        except (ValueError, KeyError, TypeError, AttributeError):
+            return None
+
+
+# ---------------------------------------------------------------------------------------------
+# Host state: one cheap call reads both markers
+
+
+@dataclass(frozen=True)
+class ModelState:
+    cache_dir: str
+    serve_dir: str
+    cached: Marker | None
+    staged: Marker | None
+
+    @property
+    def needs_staging(self) -> bool:
+        return self.serve_dir != self.cache_dir and (self.staged is None or self.staged != self.cached)
+
+
+def _read_marker_command(directory: str) -> str:
+    path = shlex.quote(posixpath.join(directory, MARKER))
+    return f"cat {path} 2>/dev/null; echo; echo '--fleet--'"
+
+
+def read_state(t: Transport, model: ModelRef, host: Host) -> ModelState:
+    cache, serve = model_cache_dir(model, host), model_serve_dir(model, host)
+    result = t.run(f"{_read_marker_command(cache)}; {_read_marker_command(serve)}", timeout=QUICK_S)
+    cached_text, staged_text, _ = (result.stdout.split("--fleet--\n") + ["", ""])[:3]
+    return ModelState(cache, serve, Marker.parse(cached_text.strip()), Marker.parse(staged_text.strip()))
+
+
+def remote_listing(t: Transport, directory: str, timeout: float = QUICK_S) -> dict[str, int]:
+    result = t.run(listing_command(directory), timeout=timeout)
+    if not result.ok:
+        return {}
+    return parse_listing(result.stdout)
+
+
+def verify_copy(t: Transport, directory: str, marker: Marker) -> ListingDiff:
+    return compare_listing(marker.files, remote_listing(t, directory))
+
+
+# ---------------------------------------------------------------------------------------------
+# Fetching into the cache
+
+
+@dataclass
+class Change:
+    """What provisioning did (or, in a dry run, would do) to one host."""
+
+    action: str
+    detail: str
+    bytes: int = 0
+
+
+@dataclass
+class ModelOutcome:
+    model: str
+    changes: list[Change] = field(default_factory=list)
+
+
+def _source_label(model: ModelRef) -> str:
+    if model.path:
+        return f"path:{model.path}"
+    if model.mirror:
+        return f"mirror:{model.mirror}"
+    return f"hf:{model.repo}@{model.revision}"
+
+
+def ensure_cached(
+    t: Transport,
+    model: ModelRef,
+    host: Host,
+    state: ModelState,
+    *,
+    dry_run: bool,
+    mirror_root: Path,
+    transfer: Callable[[Callable[[], object]], object],
+    timeout: float,
+    secrets: Mapping[str, str] = {},
+) -> list[Change]:
+    """Make the cache hold a complete, verified copy. Returns what changed (nothing when it was there)."""
+    if model.path:
+        check = t.run(["test", "-f", posixpath.join(model.path, "config.json")], timeout=QUICK_S)
+        if not check.ok:
+            raise ModelError(f"{t.host}: model path {model.path} has no config.json (is it mounted on this host?)")
+        return []
+    if state.cached is not None and state.cached.source == _source_label(model):
+        diff = verify_copy(t, state.cache_dir, state.cached)
+        if diff.ok:
+            return []
+        detail = f"cached copy is damaged: {diff.describe()}"
+    else:
+        detail = "not cached"
+    if model.mirror is None:
+        return _fetch_from_hub(t, model, host, state, detail, dry_run=dry_run, poll=transfer, timeout=timeout, secrets=secrets)
+    source = (mirror_root / model.mirror).resolve() if not Path(model.mirror).is_absolute() else Path(model.mirror)
+    if not source.is_dir():
+        raise ModelError(f"mirror {source} of {model.label} is not a directory on this controller")
+    files = local_listing(source)
+    change = Change("fetch", f"{model.label} from {source} ({detail})", sum(files.values()))
+    if dry_run:
+        return [change]
+    marker_path = posixpath.join(state.cache_dir, MARKER)
+    # An old marker must go first: a copy being replaced is not complete until the new marker lands.
+    t.run(["rm", "-f", marker_path], timeout=QUICK_S, check=True)
+    transfer(lambda: t.rsync_push(source, state.cache_dir + "/", timeout=timeout, delete=True).check())
+    return [_seal(t, state.cache_dir, Marker(_source_label(model), model.revision, files), change)]
+
+
+def _seal(t: Transport, directory: str, marker: Marker, change: Change) -> Change:
+    """Verify a fresh copy against its expected listing, then write the marker that makes it complete."""
+    diff = verify_copy(t, directory, marker)
+    if not diff.ok:
+        raise ModelError(f"{t.host}: copy in {directory} does not match its source: {diff.describe()}")
+    t.put_bytes(marker.to_bytes(), posixpath.join(directory, MARKER), timeout=QUICK_S)
+    return change
+
+
+# Runs on the host with the engine's own Python (huggingface_hub comes with the engine). The token,
+# if any, is HF_TOKEN in the environment: huggingface_hub reads it there; it is never an argument.
+HUB_FETCH_SCRIPT = r"""
+import json, os, sys
+from huggingface_hub import HfApi, snapshot_download
+repo, revision, dest = sys.argv[1:4]
+info = HfApi().model_info(repo, revision=revision, files_metadata=True)
+expected = {s.rfilename: s.size for s in info.siblings if s.size is not None}
+tmp = dest + ".fleet-expected.json.tmp"
+with open(tmp, "w") as f:
+    json.dump({"sha": info.sha, "files": expected}, f)
+os.replace(tmp, dest + ".fleet-expected.json")
+# Pinned to the commit the metadata came from; snapshot_download resumes what an earlier try left.
+snapshot_download(repo_id=repo, revision=info.sha, local_dir=dest)
+"""
+
+
+def hub_fetch_job(python: str, model: ModelRef, dest: str) -> DetachedJob:
+    script = f"exec {shlex.quote(python)} -c {shlex.quote(HUB_FETCH_SCRIPT)} \"$1\" \"$2\" \"$3\""
+    return DetachedJob("fleet-fetch", script, (model.repo or "", model.revision, dest), dest + ".lock", dest + ".fetch.log")
+
+
+def _fetch_from_hub(
+    t: Transport,
+    model: ModelRef,
+    host: Host,
+    state: ModelState,
+    detail: str,
+    *,
+    dry_run: bool,
+    poll: Callable[[Callable[[], object]], object],
+    timeout: float,
+    secrets: Mapping[str, str],
+) -> list[Change]:
+    change = Change("fetch", f"{model.label}@{model.revision} from the Hugging Face hub ({detail})")
+    if dry_run:
+        return [change]
+    dest = state.cache_dir
+    t.run(["rm", "-f", posixpath.join(dest, MARKER)], timeout=QUICK_S, check=True)
+    job = hub_fetch_job(host.engine.python, model, dest)
+    # The token rides in the environment of the starting call (delivered by the transport, never on
+    # a command line); the detached job inherits it and huggingface_hub reads HF_TOKEN itself.
+    t.run(job.start_command(), timeout=QUICK_S, env=dict(secrets), check=True)
+    run_detached_started(t, job, poll=poll, timeout=timeout)
+    expected_text = poll(lambda: t.run(["cat", dest + ".fleet-expected.json"], timeout=QUICK_S, check=True).stdout)
+    expected = json.loads(str(expected_text))
+    marker = Marker(_source_label(model), str(expected["sha"]), {k: int(v) for k, v in expected["files"].items()})
+    change.bytes = marker.total_bytes
+    return [_seal(t, dest, marker, change)]
+
+
+@dataclass(frozen=True)
+class DetachedJob:
+    """A shell job that runs on the host under `flock`, detached from the SSH session that started it.
+
+    Its log ends with `fleet-exit=N`; a second start waits on the lock instead of racing the first.
+    """
+
+    name: str
+    script: str  # POSIX sh; sees its arguments as $1, $2, ...
+    args: tuple[str, ...]
+    lock: str
+    log: str
+
+    def start_command(self) -> str:
+        body = f"( {self.script} ); echo fleet-exit=$?"
+        locked = f"flock {shlex.quote(self.lock)} sh -c {shlex.quote(body)} {shlex.quote(self.name)} \"$@\""
+        return (
+            f"mkdir -p {shlex.quote(posixpath.dirname(self.lock))} && "
+            f"setsid -f sh -c {shlex.quote(locked)} {shlex.quote(self.name)} {shlex.join(self.args)} "
+            f">{shlex.quote(self.log)} 2>&1 </dev/null"
+        )
+
+    def poll_command(self) -> str:
+        return f"if flock -n {shlex.quote(self.lock)} true; then echo free; else echo busy; fi; cat {shlex.quote(self.log)} 2>/dev/null"
+
+
+def parse_job_poll(stdout: str) -> tuple[bool, int | None, str]:
+    """(lock free, exit code if the job finished, log text)."""
+    first, _, log = stdout.partition("\n")
+    exit_code = None
+    for line in reversed(log.splitlines()):
+        if line.startswith("fleet-exit="):
+            exit_code = int(line.partition("=")[2])
+            break
+    return first == "free", exit_code, log
+
+
+def run_detached(
+    t: Transport, job: DetachedJob, *, poll: Callable[[Callable[[], object]], object], timeout: float, interval_s: float = 0.3
+) -> None:
+    """Start `job` and wait for it with short polls; `poll` wraps each poll in a retry policy."""
+    t.run(job.start_command(), timeout=QUICK_S, check=True)
+    run_detached_started(t, job, poll=poll, timeout=timeout, interval_s=interval_s)
+
+
+def run_detached_started(
+    t: Transport, job: DetachedJob, *, poll: Callable[[Callable[[], object]], object], timeout: float, interval_s: float = 0.3
+) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        free, exit_code, log = parse_job_poll(str(poll(lambda: t.run(job.poll_command(), timeout=POLL_S).stdout)))
+        if free and exit_code is not None:
+            if exit_code != 0:
+                raise ModelError(f"{t.host}: {job.name} failed (exit {exit_code}): {log.strip()[-4000:]}")
+            return
+        if time.monotonic() > deadline:
+            raise ModelError(f"{t.host}: {job.name} did not finish within {timeout:.0f} s (it may still run; log {job.log})")
+        time.sleep(interval_s)
+
+
+# ---------------------------------------------------------------------------------------------
+# Staging to the fast dir, detached on the host
+
+STAGE_SCRIPT = r"""
+set -eu
+src=$1; dst=$2
+if cmp -s "$src/.fleet-complete.json" "$dst/.fleet-complete.json" 2>/dev/null; then exit 0; fi
+rm -rf "$dst.partial"
+cp -a "$src" "$dst.partial"
+rm -f "$dst.partial/.fleet-complete.json"
+sync
+rm -rf "$dst"
+mv "$dst.partial" "$dst"
+cp "$src/.fleet-complete.json" "$dst/.fleet-complete.json.tmp"
+mv "$dst/.fleet-complete.json.tmp" "$dst/.fleet-complete.json"
+"""
+
+
+def staging_job(state: ModelState) -> DetachedJob:
+    return DetachedJob("fleet-stage", STAGE_SCRIPT, (state.cache_dir, state.serve_dir), state.serve_dir + ".lock", state.serve_dir + ".stage.log")
+
+
+def ensure_staged(
+    t: Transport,
+    state: ModelState,
+    *,
+    dry_run: bool,
+    poll: Callable[[Callable[[], object]], object],
+    timeout: float,
+) -> list[Change]:
+    """Copy cache -> fast dir when the fast copy is missing or stale (after a reboot: always)."""
+    if not state.needs_staging:
+        return []
+    assert state.cached is not None
+    change = Change("stage", f"{state.cache_dir} -> {state.serve_dir}", state.cached.total_bytes)
+    if dry_run:
+        return [change]
+    run_detached(t, staging_job(state), poll=poll, timeout=timeout)
+    diff = verify_copy(t, state.serve_dir, state.cached)
+    if not diff.ok:
+        raise ModelError(f"{t.host}: staged copy in {state.serve_dir} is incomplete: {diff.describe()}")
+    return [change]
+
+
+def model_ready(t: Transport, model: ModelRef, host: Host) -> bool:
+    """Cheap check for the sweep: is the copy the engine loads from complete?"""
+    if model.path:
+        return t.run(["test", "-f", posixpath.join(model.path, "config.json")], timeout=QUICK_S).ok
+    state = read_state(t, model, host)
+    return state.cached is not None and not state.needs_staging

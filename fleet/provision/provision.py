@@ -1,0 +1,251 @@
+"""`fleet provision`: make hosts ready for a sweep, idempotently, and say what was found and changed.
+
+Per host, in parallel: facts -> stale fleet servers cleared -> preflight (stops here on a failed
+check) -> directories -> each model of the playbook fetched into the cache and staged -> the
+agent's systemd unit. A second run finds everything in place and changes nothing.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import posixpath
+import shlex
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from fleet.connect import collect_facts, transport_for
+from fleet.errors import FleetError
+from fleet.facts import HostFacts
+from fleet.inventory import EngineKind, Host, ServiceManager
+from fleet.layout import agent_dir, model_cache_dir
+from fleet.planning.modelcard import hf_files_from_card, load_model_card
+from fleet.playbook import ModelRef, Playbook
+from fleet.provision.models import (
+    MARKER,
+    QUICK_S,
+    Change,
+    Marker,
+    ModelError,
+    ensure_cached,
+    ensure_staged,
+    local_listing,
+    read_state,
+)
+from fleet.provision.preflight import PreflightReport, PreflightRequirements, run_preflight
+from fleet.provision.units import render_agent_unit
+from fleet.retry import CONNECT, TRANSFER, retrying
+from fleet.transport.base import Transport
+from fleet.transport.fanout import fan_out
+
+# Processes of fleet-launched servers. The bracket keeps the pattern from matching the shell
+# that runs pgrep, whose own command line contains it.
+STALE_SERVER_PATTERN = r"-m [s]glang\.launch_server|-m [f]leet\.engines\.sim"
+AGENT_PATTERN = r"-m [f]leet\.agent run"
+FETCH_TIMEOUT_S = 6 * 3600.0
+STAGE_TIMEOUT_S = 3600.0
+
+
+@dataclass
+class HostReport:
+    host: str
+    status: str = "ok"  # ok | changed | failed
+    changes: list[Change] = field(default_factory=list)
+    reason: str = ""
+    preflight: PreflightReport | None = None
+    facts: HostFacts | None = None
+    seconds: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "host": self.host,
+            "status": self.status,
+            "reason": self.reason or None,
+            "changes": [{"action": c.action, "detail": c.detail, "bytes": c.bytes} for c in self.changes],
+            "preflight": self.preflight.model_dump(mode="json") if self.preflight else None,
+            "seconds": round(self.seconds, 2),
+        }
+
+
+@dataclass(frozen=True)
+class ProvisionOptions:
+    dry_run: bool = False
+    mirror_root: Path = Path(".")
+    secrets: Mapping[str, str] = field(default_factory=dict)  # HF_TOKEN, from the controller's environment
+    fetch_timeout_s: float = FETCH_TIMEOUT_S
+    stage_timeout_s: float = STAGE_TIMEOUT_S
+
+
+def models_of(playbook: Playbook) -> list[ModelRef]:
+    """The target model and every draft a method uses, each once."""
+    models = [playbook.model]
+    used = {m.draft for m in playbook.methods.values() if m.draft}
+    for name, draft in playbook.drafts.items():
+        if name in used and draft not in models:
+            models.append(draft)
+    return models
+
+
+# ---------------------------------------------------------------------------------------------
+# Steps
+
+
+def clear_stale_servers(t: Transport, dry_run: bool) -> list[Change]:
+    """Servers left by an earlier run hold ports and GPUs; clear them unless a fleet agent is running."""
+    script = (
+        f"if pgrep -f {shlex.quote(AGENT_PATTERN)} >/dev/null; then echo agent; exit 0; fi; "
+        f"pgrep -f {shlex.quote(STALE_SERVER_PATTERN)} || true"
+    )
+    found = t.run(script, timeout=QUICK_S).stdout.split()
+    if not found or found == ["agent"]:
+        return []
+    change = Change("clear", f"stale server processes {', '.join(found)} (killed with their process groups)")
+    if dry_run:
+        return [change]
+    pids = " ".join(shlex.quote(p) for p in found if p.isdigit())
+    kill = (
+        f"for p in {pids}; do g=$(ps -o pgid= -p $p | tr -d ' '); [ -n \"$g\" ] && kill -TERM -- -$g 2>/dev/null; done; "
+        f"sleep 2; for p in {pids}; do g=$(ps -o pgid= -p $p | tr -d ' '); [ -n \"$g\" ] && kill -KILL -- -$g 2>/dev/null; done; true"
+    )
+    t.run(kill, timeout=QUICK_S, check=True)
+    return [change]
+
+
+def ensure_dirs(t: Transport, host: Host, dry_run: bool) -> list[Change]:
+    wanted = [host.paths.work_dir, posixpath.join(host.paths.work_dir, "sweeps"), host.paths.model_cache]
+    if host.paths.staging:
+        wanted.append(host.paths.staging)
+    missing = t.run(" ".join(f"[ -d {shlex.quote(d)} ] || echo {shlex.quote(d)};" for d in wanted), timeout=QUICK_S).stdout.split("\n")
+    missing = [d for d in missing if d]
+    if not missing:
+        return []
+    if not dry_run:
+        t.run(["mkdir", "-p", *missing], timeout=QUICK_S, check=True)
+    return [Change("mkdir", ", ".join(missing))]
+
+
+def ensure_sim_model(t: Transport, model: ModelRef, host: Host, dry_run: bool) -> list[Change]:
+    """A sim host serves a weightless model directory made from the model card; it fetches nothing."""
+    if not model.card:
+        raise ModelError(f"{host.name}: {model.label} needs `card:` (a model card) to be served by the sim engine")
+    directory = model_cache_dir(model, host)
+    files = {name: (json.dumps(content, indent=1, sort_keys=True) + "\n").encode() for name, content in hf_files_from_card(load_model_card(model.card)).items()}
+    marker = Marker(f"card:{model.card}", model.revision, {name: len(data) for name, data in files.items()})
+    present = t.run(["cat", posixpath.join(directory, MARKER)], timeout=QUICK_S)
+    if present.ok and Marker.parse(present.stdout) == marker:
+        return []
+    change = Change("fetch", f"{model.label}: weightless sim model from card {model.card} into {directory}")
+    if not dry_run:
+        for name, data in files.items():
+            t.put_bytes(data, posixpath.join(directory, name), timeout=QUICK_S)
+        t.put_bytes(marker.to_bytes(), posixpath.join(directory, MARKER), timeout=QUICK_S)
+    return [change]
+
+
+def ensure_agent_unit(t: Transport, host: Host, dry_run: bool) -> list[Change]:
+    if host.service_manager is not ServiceManager.systemd:
+        return []
+    unit = render_agent_unit(work_dir=host.paths.work_dir, agent_dir=agent_dir(host), python=host.engine.python)
+    current = t.run(["cat", unit.path], timeout=QUICK_S)
+    old = current.stdout if current.ok else ""
+    if old == unit.text:
+        return []
+    diff = "".join(difflib.unified_diff(old.splitlines(True), unit.text.splitlines(True), unit.path + " (now)", unit.path + " (new)"))
+    if not dry_run:
+        t.put_bytes(unit.text.encode(), unit.path, timeout=QUICK_S)
+        t.run(["systemctl", "daemon-reload"], timeout=60, check=True)
+    return [Change("unit", f"{unit.name}\n{diff}")]
+
+
+def _fetch_estimate(model: ModelRef, options: ProvisionOptions) -> int | None:
+    if model.mirror:
+        source = Path(model.mirror) if Path(model.mirror).is_absolute() else options.mirror_root / model.mirror
+        return sum(local_listing(source).values()) if source.is_dir() else None
+    if model.card:
+        card = load_model_card(model.card)
+        return card.checkpoint_bytes or card.weights_bytes
+    return None
+
+
+def provision_host(host: Host, playbook: Playbook, options: ProvisionOptions, transport: Transport | None = None) -> HostReport:
+    t = transport or transport_for(host)
+    report = HostReport(host.name)
+    try:
+        facts = retrying(CONNECT, host.name, lambda: collect_facts(t, host), idempotent=True)
+        report.changes += clear_stale_servers(t, options.dry_run)
+        if report.changes and not options.dry_run:
+            facts = collect_facts(t, host)  # GPUs and ports were just freed
+        report.facts = facts
+        models = models_of(playbook)
+        sim = host.engine.kind is EngineKind.sim
+        states = {m.label: read_state(t, m, host) for m in models if not (sim and not m.mirror and not m.path)}
+        to_fetch = sum(
+            (_fetch_estimate(m, options) or 0) for m in models if m.label in states and states[m.label].cached is None and not m.path
+        )
+        to_stage = sum(
+            (s.cached.total_bytes if s.cached else (_fetch_estimate(m, options) or 0))
+            for m in models
+            if (s := states.get(m.label)) and s.needs_staging
+        )
+        requirements = PreflightRequirements.for_host(
+            host, model_bytes_to_fetch=to_fetch or None, bytes_to_stage=to_stage or None, own_process_pattern=STALE_SERVER_PATTERN
+        )
+        report.preflight = run_preflight(facts, requirements, host=host.name)
+        if not report.preflight.ok:
+            report.status, report.reason = "failed", report.preflight.summary()
+            return report
+        report.changes += ensure_dirs(t, host, options.dry_run)
+        for model in models:
+            if model.label not in states:
+                report.changes += ensure_sim_model(t, model, host, options.dry_run)
+                continue
+            report.changes += _provision_model(t, model, host, options)
+        report.changes += ensure_agent_unit(t, host, options.dry_run)
+        report.status = "changed" if report.changes else "ok"
+    except (FleetError, OSError) as exc:
+        report.status, report.reason = "failed", str(exc)
+    finally:
+        if transport is None:
+            t.close()
+    return report
+
+
+def _provision_model(t: Transport, model: ModelRef, host: Host, options: ProvisionOptions) -> list[Change]:
+    def transfer(action: Callable[[], object]) -> object:
+        return retrying(TRANSFER, host.name, action, idempotent=True)
+
+    def poll(action: Callable[[], object]) -> object:
+        return retrying(CONNECT, host.name, action, idempotent=True)
+
+    state = read_state(t, model, host)
+    changes = ensure_cached(
+        t,
+        model,
+        host,
+        state,
+        dry_run=options.dry_run,
+        mirror_root=options.mirror_root,
+        transfer=transfer,
+        timeout=options.fetch_timeout_s,
+        secrets=options.secrets,
+    )
+    if changes and not options.dry_run:
+        state = read_state(t, model, host)
+    if options.dry_run and changes:
+        # The cache will be filled first; staging follows from it.
+        return changes + ([Change("stage", f"{model.label} -> {state.serve_dir}")] if state.serve_dir != state.cache_dir else [])
+    return changes + ensure_staged(t, state, dry_run=options.dry_run, poll=poll, timeout=options.stage_timeout_s)
+
+
+def provision(hosts: Sequence[Host], playbook: Playbook, options: ProvisionOptions, deadline_s: float = 8 * 3600) -> list[HostReport]:
+    outcomes = fan_out({h.name: h for h in hosts}, lambda h: provision_host(h, playbook, options), deadline_s=deadline_s)
+    reports = []
+    for name, outcome in outcomes.items():
+        if outcome.ok and outcome.value is not None:
+            outcome.value.seconds = outcome.duration_s
+            reports.append(outcome.value)
+        else:
+            reports.append(HostReport(name, "failed", reason=str(outcome.error), seconds=outcome.duration_s))
+    return reports

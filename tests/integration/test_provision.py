@@ -1,0 +1,126 @@
+"""`fleet provision` against real SSH test hosts: idempotence, preflight, staging after reboots and drops."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from fleet.inventory import load_inventory
+from fleet.playbook import load_playbook
+from fleet.planning.modelcard import hf_files_from_card, load_model_card
+from fleet.provision.provision import ProvisionOptions, provision
+
+pytestmark = pytest.mark.testfleet
+
+STAGED = "/dev/shm/fleet/Qwen--Qwen3.6-27B--main"
+CACHED = "/srv/models/Qwen--Qwen3.6-27B/main"
+
+
+def make_mirror(directory: Path) -> Path:
+    """A small model the tests make themselves: the card's config plus two weight shards."""
+    directory.mkdir(parents=True)
+    for name, content in hf_files_from_card(load_model_card("qwen3.6-27b")).items():
+        (directory / name).write_text(json.dumps(content))
+    (directory / "model-00001-of-00002.safetensors").write_bytes(os.urandom(3 << 20))
+    (directory / "model-00002-of-00002.safetensors").write_bytes(os.urandom(1 << 20))
+    return directory
+
+
+def make_playbook(tmp_path: Path) -> Path:
+    mirror = make_mirror(tmp_path / "mirror" / "qwen36")
+    data = {
+        "name": "provision-test",
+        "model": {"repo": "Qwen/Qwen3.6-27B", "revision": "main", "card": "qwen3.6-27b", "mirror": str(mirror)},
+        "methods": {"autoregressive": {}},
+        "tp": [1],
+        "workloads": {"short": {"kind": "short", "prompts": ["fib"]}},
+    }
+    path = tmp_path / "provision-test.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def actions(report) -> list[str]:
+    return [c.action for c in report.changes]
+
+
+def provision_all(fleet, tmp_path: Path, **options):
+    hosts = list(load_inventory(fleet.write_inventory(tmp_path / "hosts")))
+    playbook = load_playbook(make_playbook(tmp_path) if not (tmp_path / "provision-test.yaml").exists() else tmp_path / "provision-test.yaml")
+    return {r.host: r for r in provision(hosts, playbook, ProvisionOptions(**options))}
+
+
+def test_first_provision_changes_second_changes_nothing_then_reboot_restages(two_hosts, tmp_path: Path) -> None:
+    dry = provision_all(two_hosts, tmp_path, dry_run=True)
+    for report in dry.values():
+        assert report.status == "changed", report.reason
+        assert {"fetch", "stage"} <= set(actions(report))
+    assert not two_hosts["ct200"].persistent_path(CACHED).exists()  # a dry run changes nothing
+
+    first = provision_all(two_hosts, tmp_path)
+    for report in first.values():
+        assert report.status == "changed", report.reason
+        assert actions(report)[-2:] == ["fetch", "stage"], report.changes
+    for host in two_hosts.hosts:
+        listing = two_hosts.exec(host, ["ls", STAGED]).stdout.split()
+        assert "model-00001-of-00002.safetensors" in listing and "config.json" in listing
+
+    second = provision_all(two_hosts, tmp_path)
+    assert {r.status for r in second.values()} == {"ok"}
+    assert all(not r.changes for r in second.values())
+
+    # A reboot wipes /dev/shm: the next provision stages again from the cache, and fetches nothing.
+    two_hosts.reboot("ct200")
+    assert two_hosts.exec("ct200", ["ls", "/dev/shm"]).stdout.strip() == ""
+    third = provision_all(two_hosts, tmp_path)
+    assert actions(third["ct200"]) == ["mkdir", "stage"], third["ct200"].changes  # mkdir: /dev/shm/fleet is gone too
+    assert third["ct201"].status == "ok"
+    assert "config.json" in two_hosts.exec("ct200", ["ls", STAGED]).stdout
+
+
+def test_toolkit_too_old_for_blackwell_fails_preflight_with_reason_and_hint(test_fleet_factory, tmp_path: Path) -> None:
+    fleet = test_fleet_factory(["ct200"], gpu_profiles={"ct200": {"toolkit": "12.8", "compute_cap": "12.0"}})
+    report = provision_all(fleet, tmp_path)["ct200"]
+    assert report.status == "failed"
+    assert "12.9" in report.reason and "12.8" in report.reason, report.reason
+    failed = [c for c in report.preflight.checks if c.verdict.value == "fail"]
+    assert failed and all(c.hint for c in failed)
+    assert not fleet["ct200"].persistent_path(CACHED).exists()  # nothing fetched for a host that cannot run
+
+
+def test_link_drop_during_staging_finishes_once_the_link_is_back(test_fleet_factory, tmp_path: Path) -> None:
+    fleet = test_fleet_factory(["ct200"])
+    host = fleet["ct200"]
+    # A slow disk: the host's cp takes a few seconds, so the link can drop while staging runs.
+    slow_cp = host.bin_dir / "cp"
+    slow_cp.write_text("#!/bin/sh\nsleep 4\nexec /bin/cp \"$@\"\n")
+    slow_cp.chmod(0o755)
+    seen_partial = threading.Event()
+
+    def drop_when_staging() -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if fleet.exec(host, ["sh", "-c", f"test -e {STAGED}.partial || test -e {STAGED}.lock"]).returncode == 0:
+                seen_partial.set()
+                fleet.drop_link(host, 8).join()
+                return
+            time.sleep(0.05)
+
+    watcher = threading.Thread(target=drop_when_staging, daemon=True)
+    watcher.start()
+    started = time.monotonic()
+    report = provision_all(fleet, tmp_path)["ct200"]
+    watcher.join(timeout=70)
+    assert seen_partial.is_set(), "staging never started"
+    assert report.status == "changed", report.reason
+    assert actions(report)[-1] == "stage"
+    assert time.monotonic() - started >= 8  # it really waited out the drop
+    listing = fleet.exec(host, ["ls", "-a", "/dev/shm/fleet"]).stdout.split()
+    assert not any(name.endswith(".partial") for name in listing), listing
+    assert ".fleet-complete.json" in fleet.exec(host, ["ls", "-a", STAGED]).stdout
