@@ -153,6 +153,7 @@ class Engine:
         self._last_decode_log = time.monotonic()
         self._last_prefill_log = time.monotonic()
         self._prefix_cache: OrderedDict[int, None] = OrderedDict()
+        self._request_ids = random.Random(config.seed)
         self._ddtree_crash: DDTreeCrash | None = (
             faults.ddtree_crash_for(config.compute_cap_major, config.ddtree_budget) if config.algorithm == "DDTREE" else None
         )
@@ -163,7 +164,8 @@ class Engine:
         self, prompt_text: str | None, prompt_tokens: int, max_new_tokens: int | None, sink: RequestSink,
         log_metrics: bool = True,
     ) -> SimRequest:
-        """A request for `prompt_tokens` tokens; its outputs depend only on the seed and the prompt."""
+        """A request for `prompt_tokens` tokens; its outputs depend only on the seed and the prompt,
+        its id on the seed and the order of requests."""
         self.stats.num_requests += log_metrics
         text = prompt_text or ""
         key = zlib.crc32(text.encode("utf-8", "surrogatepass")) ^ (self.config.seed * 0x9E3779B1) ^ prompt_tokens
@@ -173,7 +175,7 @@ class Engine:
             natural = 64 + rng.randrange(448)
             max_new_tokens = self.config.context_len - prompt_tokens
         return SimRequest(
-            rid=f"{rng.getrandbits(128):032x}",
+            rid=f"{self._request_ids.getrandbits(128):032x}",
             prompt_tokens=prompt_tokens,
             max_new_tokens=max_new_tokens,
             natural_stop=natural,

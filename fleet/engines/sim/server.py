@@ -19,7 +19,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, NoReturn, Sequence
+from typing import Any, Callable, Mapping, NoReturn, Sequence, TextIO
 
 from fleet.engines.sim import gpu as gpumod
 from fleet.engines.sim import perf, sgltext
@@ -31,7 +31,7 @@ from fleet.engines.sim.faults import FaultProfile, FaultProfileError, load_fault
 from fleet.engines.sim.httpserver import serve
 from fleet.engines.sim.serverargs import DFLASH_FAMILY, EAGLE_FAMILY, ResolvedArgs, resolve_server_args
 from fleet.errors import ConfigError
-from fleet.planning.memory import MemoryInputs, MemoryPlan, plan_memory
+from fleet.planning.memory import DEFAULT_GPU_RESERVED_MIB, MemoryInputs, MemoryPlan, plan_memory
 from fleet.planning.modelcard import SHIPPED_CARDS_DIR, ModelCard, load_model_card, shipped_card_names
 
 # The SGLang release whose memory formulas the simulator applies by default: the seed campaign's
@@ -136,6 +136,8 @@ class SimServer:
         self.graph_gb = 0.0
         self.final_avail_gb = 0.0
         self.engine: Engine | None = None
+        # The process' death on a fatal error; tests that run a server in-process replace it.
+        self.kill_self: Callable[[], None] = lambda: os.kill(self.pid, signal.SIGKILL)
 
     # --- small helpers ---------------------------------------------------------------------------
 
@@ -147,13 +149,13 @@ class SimServer:
             used = max((self.total_gb - avail_gb) * 1024, 0.0)
             gpumod.register_process(self.fake_gpu_dir, self.pid, self.gpu_indices, int(used))
 
-    def die(self, exit_signal: int = signal.SIGKILL) -> NoReturn:
+    def die(self) -> NoReturn:
         """kill_process_tree(os.getpid()): the process SIGKILLs itself; the driver frees its memory."""
         self.console.flush()
         if self.fake_gpu_dir:
             gpumod.unregister_process(self.fake_gpu_dir, self.pid)
-        os.kill(self.pid, exit_signal)
-        raise SystemExit(137)  # not reached
+        self.kill_self()
+        raise SystemExit(137)  # not reached when kill_self kills the process
 
     def fail_scheduler(self, phase: str, exception: str, message: str, draft: bool = False) -> NoReturn:
         lines = sgltext.init_failure_traceback(phase, exception, message, draft)
@@ -461,15 +463,16 @@ async def http_json(host: str, port: int, method: str, path: str, body: Any) -> 
         return 0, None
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    env = os.environ
-    raw, settings = parse_command_line(sys.argv[1:] if argv is None else argv, env)
-    console = Console(raw["tp_size"])
+def prepare(argv: Sequence[str], env: Mapping[str, str], err: TextIO | None = None, out: TextIO | None = None) -> SimServer | int:
+    """Everything SGLang does before it launches the scheduler: flags, model, ServerArgs hooks, GPUs,
+    memory plan, and the `server_args=` line. An exit code when it stops there, as SGLang would."""
+    raw, settings = parse_command_line(argv, env)
+    console = Console(raw["tp_size"], err, out)
     console.raw(sgltext.launch_server_deprecation())
     try:
         faults = load_fault_profile(settings.faults_path)
     except FaultProfileError as exc:
-        print(f"fleet sim: {exc}", file=sys.stderr)
+        console.raw([f"fleet sim: {exc}"])
         return 2
     launch = Launch(raw, settings, faults, env, env.get("FLEET_SIM_SGLANG_VERSION") or DEFAULT_SGLANG_VERSION)
 
@@ -480,12 +483,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         console.raw(sgltext.format_traceback(sgltext.LAUNCH_FRAMES, f"ValueError: {exc}"))
         return 1
-    if target is None:
-        console.raw(sgltext.missing_model_traceback(raw["model_path"]))
-        return 1
-    if draft_path and draft is None:
-        console.raw(sgltext.missing_model_traceback(draft_path))
-        return 1
+    for path, card in ((raw["model_path"], target), (draft_path, draft)):
+        if path and card is None:
+            console.raw(sgltext.missing_model_traceback(path))
+            return 1
+    assert target is not None
 
     resolved = resolve_server_args(raw, target, draft, env, settings.seed)
     console.raw([sgltext.pre_logging_warning(w.logger, w.message) for w in resolved.warnings])
@@ -499,9 +501,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     except gpumod.GpuDetectionError as exc:
         console.raw(sgltext.format_traceback(sgltext.LAUNCH_FRAMES, f"RuntimeError: No CUDA GPUs are available ({exc})"))
         return 1
+    try:
+        plan = plan_memory(target, memory_inputs(resolved, host, launch), draft if resolved.algorithm in DFLASH_FAMILY else None)
+    except ValueError as exc:
+        console.raw(sgltext.format_traceback(sgltext.LAUNCH_FRAMES, f"ValueError: {exc}"))
+        return 1
+    shown = dict(resolved.values)
+    shown.update(mem_fraction_static=plan.mem_fraction_static, chunked_prefill_size=plan.chunked_prefill_size,
+                 cuda_graph_max_bs=plan.cuda_graph_max_bs)
+    console.main("server_args=" + render_server_args(shown))
+    return SimServer(launch, resolved, target, draft, host, plan, console)
+
+
+def memory_inputs(resolved: ResolvedArgs, host: gpumod.GpuHost, launch: Launch) -> MemoryInputs:
     values = resolved.values
-    reserved = gpu_reserved_mib(env, host, values["tp_size"])
-    inputs = MemoryInputs(
+    others = other_processes_mib(launch.env.get("FLEET_FAKE_GPU_DIR"), [g.index for g in host.gpus[: values["tp_size"]]], os.getpid())
+    return MemoryInputs(
         gpu_memory_mib=host.gpus[0].memory_total_mib,
         tp_size=values["tp_size"],
         mem_fraction_static=values["mem_fraction_static"],
@@ -522,27 +537,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         max_total_tokens=values["max_total_tokens"],
         mamba_ssm_dtype=values["mamba_ssm_dtype"],
         disable_overlap_schedule=values["disable_overlap_schedule"],
-        **({"gpu_reserved_mib": reserved} if reserved is not None else {}),
+        # Other servers on the same GPU hold memory before we measure it, as on a real host.
+        gpu_reserved_mib=DEFAULT_GPU_RESERVED_MIB + others,
     )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    prepared = prepare(sys.argv[1:] if argv is None else argv, os.environ)
+    if isinstance(prepared, int):
+        return prepared
     try:
-        plan = plan_memory(target, inputs, draft if resolved.algorithm in DFLASH_FAMILY else None)
-    except ValueError as exc:
-        console.raw(sgltext.format_traceback(sgltext.LAUNCH_FRAMES, f"ValueError: {exc}"))
-        return 1
-    shown = dict(values)
-    shown.update(mem_fraction_static=plan.mem_fraction_static, chunked_prefill_size=plan.chunked_prefill_size,
-                 cuda_graph_max_bs=plan.cuda_graph_max_bs)
-    console.main("server_args=" + render_server_args(shown))
-    server = SimServer(launch, resolved, target, draft, host, plan, console)
-    try:
-        return asyncio.run(server.run())
+        return asyncio.run(prepared.run())
     except KeyboardInterrupt:
         return 130
-
-
-def gpu_reserved_mib(env: Mapping[str, str], host: gpumod.GpuHost, tp_size: int) -> float | None:
-    """The planner's default reserve plus what other (simulated) servers already hold on our GPU."""
-    from fleet.planning.memory import DEFAULT_GPU_RESERVED_MIB
-
-    others = other_processes_mib(env.get("FLEET_FAKE_GPU_DIR"), [g.index for g in host.gpus[:tp_size]], os.getpid())
-    return DEFAULT_GPU_RESERVED_MIB + others if others else None

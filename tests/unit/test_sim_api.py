@@ -1,0 +1,85 @@
+"""The HTTP layer in-process: health while starting, routing errors, keep-alive, chunked SSE."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import re
+import time
+
+from fleet.engines.sim import perf
+from fleet.engines.sim.api import Api, ServerState
+from fleet.engines.sim.console import Console
+from fleet.engines.sim.engine import Engine
+from fleet.engines.sim.faults import FaultProfile
+from fleet.engines.sim.httpserver import serve
+
+from tests.unit.test_sim_engine import CONFIG, MODEL
+
+
+def state() -> ServerState:
+    return ServerState(
+        server_args={"model_path": "qwen3.6-27b", "tokenizer_path": "qwen3.6-27b"},
+        scheduler_info={"status": "ready", "max_total_num_tokens": 87061, "max_req_input_len": 32762},
+        context_len=32768, served_model_name="qwen3.6-27b", model_type="qwen3_5",
+        architectures=["Qwen3_5ForConditionalGeneration"], has_image_understanding=True,
+        memory_usage={"weight": 51.05, "kvcache": 9.0, "token_capacity": 87061, "graph": 0.35},
+        max_running_requests=4, reserved_spec_tokens=0, spec_num_draft_tokens=None, started_at=time.time(),
+    )
+
+
+async def exchange(port: int, raw: bytes, expect_responses: int = 1, until: tuple[bytes, ...] = (b"\r\n\r\n", b"}")) -> bytes:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(raw)
+    data = b""
+    while data.count(b"HTTP/1.1 ") < expect_responses or not data.endswith(until):
+        chunk = await asyncio.wait_for(reader.read(65536), 5)
+        if not chunk:
+            break
+        data += chunk
+    writer.close()
+    return data
+
+
+def test_health_is_503_while_starting_then_200_and_routes_answer_like_fastapi() -> None:
+    access = io.StringIO()
+
+    async def go() -> dict[str, bytes]:
+        console = Console(1, io.StringIO(), access)
+        engine = Engine(CONFIG, MODEL, FaultProfile(), console, 0.001, lambda error: None)
+        engine_task = asyncio.create_task(engine.run())
+        server_state = state()
+        api = Api(server_state, engine, console, 0.001, enable_metrics=False, enable_cache_report=False)
+        server = await serve("127.0.0.1", 0, api, console)
+        port = server.sockets[0].getsockname()[1]
+        results = {"starting": await exchange(port, b"GET /health HTTP/1.1\r\nhost: x\r\n\r\n")}
+        server_state.status = "Up"
+        results["up"] = await exchange(port, b"GET /health_generate HTTP/1.1\r\nhost: x\r\n\r\n")
+        results["missing"] = await exchange(port, b"GET /nope HTTP/1.1\r\nhost: x\r\n\r\n")
+        results["method"] = await exchange(port, b"DELETE /generate HTTP/1.1\r\nhost: x\r\n\r\n")
+        results["metrics_off"] = await exchange(port, b"GET /metrics HTTP/1.1\r\nhost: x\r\n\r\n")
+        # Two requests on one kept-alive connection.
+        results["keepalive"] = await exchange(
+            port, b"GET /v1/models HTTP/1.1\r\nhost: x\r\n\r\nGET /model_info HTTP/1.1\r\nhost: x\r\n\r\n", 2)
+        body = json.dumps({"text": "Hello", "sampling_params": {"max_new_tokens": 5}, "stream": True}).encode()
+        results["stream"] = await exchange(
+            port, b"POST /generate HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n%s"
+            % (len(body), body), until=(b"0\r\n\r\n",))
+        server.close()
+        engine_task.cancel()
+        return results
+
+    results = asyncio.run(go())
+    assert results["starting"].startswith(b"HTTP/1.1 503 Service Unavailable\r\n") and b"content-length: 0" in results["starting"]
+    assert results["up"].startswith(b"HTTP/1.1 200 OK\r\n")
+    assert results["missing"].startswith(b"HTTP/1.1 404 Not Found") and results["missing"].endswith(b'{"detail":"Not Found"}')
+    assert results["method"].startswith(b"HTTP/1.1 405 Method Not Allowed")
+    assert results["metrics_off"].startswith(b"HTTP/1.1 404")
+    assert results["keepalive"].count(b"HTTP/1.1 200 OK") == 2 and b'"max_model_len":32768' in results["keepalive"]
+    stream = results["stream"]
+    assert b"transfer-encoding: chunked" in stream and b"content-type: text/event-stream" in stream
+    assert stream.count(b"data: {") == 5 and b"data: [DONE]\n\n" in stream and stream.endswith(b"0\r\n\r\n")
+    lines = access.getvalue().splitlines()
+    assert re.fullmatch(r'\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\] INFO:     127\.0\.0\.1:\d+ - "GET /health HTTP/1\.1" 503 Service Unavailable', lines[0])
+    assert '"POST /generate HTTP/1.1" 200 OK' in lines[-1]

@@ -1,0 +1,131 @@
+"""A simulated server's startup log, run in-process: every line parses with fleet's SGLang log parser,
+and the figures it extracts are the memory planner's."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+from pathlib import Path
+
+import pytest
+
+from fleet.engines.sglang import logparse
+from fleet.engines.sim.server import SimServer, prepare
+
+SEED = ["--model-path", "qwen3.6-27b", "--context-length", "32768", "--mem-fraction-static", "0.75", "--trust-remote-code"]
+DFLASH = ["--speculative-algorithm", "DFLASH", "--speculative-draft-model-path", "qwen3.6-27b-dflash",
+          "--mamba-scheduler-strategy", "extra_buffer", "--mamba-full-memory-ratio", "0.5"]
+
+
+class Died(Exception):
+    pass
+
+
+@pytest.fixture(autouse=True)
+def no_gpu_tools(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """No nvidia-smi or nvcc on PATH: the GPUs come from the --sim-gpu-* defaults (8x RTX PRO 6000)."""
+    monkeypatch.setenv("PATH", str(tmp_path))
+
+
+def start(args: list[str]) -> tuple[SimServer | int, list[logparse.LogEvent | None], str]:
+    err, out = io.StringIO(), io.StringIO()
+    server = prepare(args + ["--sim-speed", "0.00001"], {}, err, out)
+    if isinstance(server, SimServer):
+        def died() -> None:
+            raise Died
+
+        server.kill_self = died
+        try:
+            asyncio.run(server.start_scheduler())
+        except Died:
+            pass
+    text = err.getvalue()
+    return server, [logparse.parse_line(line, n) for n, line in enumerate(text.splitlines(), 1)], text
+
+
+def summary_of(events) -> logparse.LogSummary:
+    summary = logparse.LogSummary()
+    for event in events:
+        if event is not None and not isinstance(event, logparse.Other):
+            summary.add(event)
+    return summary
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        SEED + ["--max-running-requests", "4"],
+        SEED + ["--tp-size", "2", "--disable-cuda-graph"],
+        SEED + DFLASH + ["--max-running-requests", "4"],
+        SEED + ["--speculative-algorithm", "DDTREE", "--speculative-ddtree-budget", "15", "--speculative-draft-model-path",
+                "qwen3.6-27b-dflash", "--tp-size", "4", "--mamba-scheduler-strategy", "extra_buffer", "--max-running-requests", "16"],
+        ["--model-path", "qwen3.6-27b", "--tp-size", "8", "--disable-radix-cache"],
+    ],
+    ids=["ar-tp1", "ar-tp2-nographs", "dflash-tp1", "ddtree-tp4", "ar-tp8-defaults"],
+)
+def test_startup_figures_are_the_memory_plan(args: list[str]) -> None:
+    server, events, text = start(args)
+    assert isinstance(server, SimServer)
+    plan, tp = server.plan, server.tp
+    summary = summary_of(events)
+    assert summary.server_args.args["tp_size"] == str(tp)
+    assert summary.server_args.number("mem_fraction_static") == pytest.approx(plan.mem_fraction_static)
+    assert summary.weights_loaded.mem_usage_gb == round(plan.weights_gb_per_gpu, 2)
+    assert summary.weights_loaded.avail_mem_gb == round(plan.post_load_avail_gb, 2)
+    assert summary.mamba_cache.max_mamba_cache_size == plan.max_mamba_cache_size
+    assert (summary.mamba_cache.conv_state_gb, summary.mamba_cache.ssm_state_gb) == (
+        round(plan.conv_state_gb, 2), round(plan.ssm_state_gb, 2))
+    if server.resolved.algorithm:
+        assert summary.mamba_cache.intermediate_ssm_state_gb == round(plan.intermediate_ssm_gb, 2)
+        assert summary.draft_kv_cache.k_gb == round(plan.draft_k_size_gb, 2)
+    else:
+        assert summary.mamba_cache.intermediate_ssm_state_gb is None
+    assert (summary.kv_cache.tokens, summary.kv_cache.k_gb, summary.kv_cache.v_gb) == (
+        plan.kv_tokens, round(plan.k_size_gb, 2), round(plan.v_size_gb, 2))
+    assert summary.kv_cache.dtype == "torch.bfloat16"
+    assert (summary.scheduler.max_total_num_tokens, summary.scheduler.max_running_requests, summary.scheduler.context_len,
+            summary.scheduler.chunked_prefill_size) == (plan.kv_tokens, plan.max_running_requests, plan.context_len,
+                                                        plan.chunked_prefill_size)
+    ranks = {event.rank for event in events if isinstance(event, logparse.WeightsLoaded)}
+    assert ranks == ({None} if tp == 1 else {f"TP{r}" for r in range(tp)})
+    # The scheduler line is TP0's alone.
+    assert [e.rank for e in events if isinstance(e, logparse.SchedulerReady)] == [None if tp == 1 else "TP0"]
+    phases = [e.phase for e in events if isinstance(e, logparse.StartupPhase)]
+    assert ("cuda_graph_begin" in phases) != ("--disable-cuda-graph" in args)
+    assert text.index("Load weight begin") < text.index("Mamba Cache is allocated") < text.index("KV Cache is allocated") < text.index("Memory pool end")
+
+
+def test_seed_failure_lines_stop_after_the_pools() -> None:
+    server, events, text = start(SEED + DFLASH + ["--max-running-requests", "8"])
+    summary = summary_of(events)
+    assert (summary.mamba_cache.max_mamba_cache_size, summary.kv_cache.tokens) == (2, 11893)
+    assert summary.scheduler is None and "Capture cuda graph" not in text
+    assert text.rstrip().endswith("Received sigquit from a child process. It usually means the child failed.")
+    assert "AssertionError: max_running_request is zero\n" in text
+
+
+def test_cuda_graph_capture_runs_out_of_memory_at_a_high_fraction() -> None:
+    server, events, text = start(["--model-path", "qwen3.6-27b", "--context-length", "32768", "--mem-fraction-static", "0.99"])
+    assert "Exception: Capture cuda graph failed: CUDA out of memory. Tried to allocate" in text
+    assert "2. set --cuda-graph-max-bs to a smaller value (e.g., 16)" in text
+    assert text.index("Capture cuda graph begin") < text.index("Scheduler hit an exception")
+
+
+def test_fa3_on_sm120_fails_like_sglang() -> None:
+    server, events, text = start(SEED + ["--attention-backend", "fa3"])
+    assert "AssertionError: FlashAttention v3 Backend requires SM>=80 and SM<=90. Please use `--attention-backend flashinfer`." in text
+
+
+def test_more_tp_ranks_than_gpus_fails_on_the_device() -> None:
+    server, events, text = start(SEED + ["--tp-size", "4", "--sim-gpu-count", "2"])
+    assert "CUDA error: invalid device ordinal" in text and "[" in text
+
+
+def test_missing_model_and_bad_fault_profile_stop_before_server_args(tmp_path: Path) -> None:
+    code, events, text = start(["--model-path", "/srv/models/absent/Qwen3.6-27B"])
+    assert code == 1 and "server_args=" not in text
+    assert "HFValidationError: Repo id must be in the form" in text
+    bad = tmp_path / "faults.json"
+    bad.write_text('{"hang": 1}')
+    code, events, text = start(["--model-path", "qwen3.6-27b", "--sim-faults", str(bad)])
+    assert code == 2 and "unknown keys ['hang']" in text
