@@ -23,7 +23,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, Protocol, runtime_checkable
+from typing import BinaryIO, Protocol
 
 from fleet.errors import CommandFailed
 
@@ -42,6 +42,13 @@ class RunResult:
     stderr: str
     duration_s: float
 
+    @classmethod
+    def from_output(
+        cls, host: str, command: str, exit_code: int, stdout: bytes, stderr: bytes, duration_s: float
+    ) -> RunResult:
+        """Decode raw output; undecodable bytes become U+FFFD rather than failing the call."""
+        return cls(host, command, exit_code, stdout.decode(errors="replace"), stderr.decode(errors="replace"), duration_s)
+
     @property
     def ok(self) -> bool:
         return self.exit_code == 0
@@ -53,7 +60,6 @@ class RunResult:
         return self
 
 
-@runtime_checkable
 class Transport(Protocol):
     """One host. Not safe to share between threads: give each thread its own, or call in turn."""
 
@@ -68,7 +74,14 @@ class Transport(Protocol):
         stdin: bytes | None = None,
         check: bool = False,
     ) -> RunResult:
-        """Run `command` and wait for it. On timeout raise `CommandTimeout`: it may still run."""
+        """Run `command` and wait for it and for its stdout/stderr to close.
+
+        On timeout raise `CommandTimeout`: over SSH the command may still be running. A background
+        child that keeps stdout/stderr open keeps the call waiting until the timeout: start
+        detached work with its output redirected (`setsid cmd >log 2>&1 </dev/null &`).
+        `exit_code` is negative when a signal killed the command (-1 over SSH, which does not
+        say which signal).
+        """
         ...
 
     def put(self, local: Path, remote: str, *, mode: int | None = None, timeout: float) -> None:

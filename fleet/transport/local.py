@@ -18,7 +18,7 @@ from typing import BinaryIO
 from fleet.errors import CommandFailed, CommandTimeout
 from fleet.transport.base import RunResult, atomic_local_file, command_text
 from fleet.transport.process import run_process
-from fleet.transport.rsync import push_source, rsync_argv, rsync_io_timeout, run_rsync
+from fleet.transport.rsync import push_source, rsync_transfer
 
 _CHUNK = 1 << 20
 
@@ -42,13 +42,8 @@ class LocalTransport:
         outcome = run_process(
             self.host, [self._shell, "-c", text], timeout=timeout, env=env, stdin=stdin, cwd=self._home, what=text
         )
-        result = RunResult(
-            host=self.host,
-            command=text,
-            exit_code=outcome.exit_code,
-            stdout=outcome.stdout.decode(errors="replace"),
-            stderr=outcome.stderr.decode(errors="replace"),
-            duration_s=outcome.duration_s,
+        result = RunResult.from_output(
+            self.host, text, outcome.exit_code, outcome.stdout, outcome.stderr, outcome.duration_s
         )
         return result.check() if check else result
 
@@ -73,28 +68,11 @@ class LocalTransport:
     def rsync_pull(
         self, remote: str, local: Path, *, timeout: float, delete: bool = False, excludes: Sequence[str] = ()
     ) -> RunResult:
-        local.parent.mkdir(parents=True, exist_ok=True)
-        argv = rsync_argv(
-            str(self._path(remote)) + ("/" if remote.endswith("/") else ""),
-            str(local),
-            ssh=None,
-            io_timeout_s=rsync_io_timeout(timeout),
-            delete=delete,
-            excludes=excludes,
-        )
-        return run_rsync(self.host, argv, timeout=timeout)
+        source = str(self._path(remote)) + ("/" if remote.endswith("/") else "")
+        return rsync_transfer(self.host, source, local, ssh=None, timeout=timeout, delete=delete, excludes=excludes)
 
     def rsync_push(self, local: Path, remote: str, *, timeout: float, delete: bool = False) -> RunResult:
-        destination = self._path(remote)
-        destination.parent.mkdir(parents=True, exist_ok=True)
-        argv = rsync_argv(
-            push_source(local),
-            str(destination),
-            ssh=None,
-            io_timeout_s=rsync_io_timeout(timeout),
-            delete=delete,
-        )
-        return run_rsync(self.host, argv, timeout=timeout)
+        return rsync_transfer(self.host, push_source(local), self._path(remote), ssh=None, timeout=timeout, delete=delete)
 
     def close(self) -> None:
         """Nothing to release: every call is its own process."""

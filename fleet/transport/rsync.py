@@ -1,6 +1,6 @@
 """rsync, with its `ssh` command built from the same `SSHTarget` paramiko uses.
 
-The argv is built by pure functions (tested on their own); `run_rsync` runs it as a local
+The argv is built by pure functions (tested on their own); `rsync_transfer` runs it as a local
 subprocess under a wall-clock deadline and turns exits that mean "the link or the login failed"
 into `TransportError`s, so that the transfer retry policy can tell a flaky link from a bad key.
 """
@@ -141,20 +141,33 @@ def push_source(local: Path) -> str:
     return f"{local}/" if local.is_dir() else str(local)
 
 
-def run_rsync(host: str, argv: Sequence[str], *, timeout: float) -> RunResult:
-    """Run an rsync argv under a wall-clock deadline (process group killed on expiry)."""
-    outcome = run_process(host, argv, timeout=timeout, what=f"rsync {argv[-2]} {argv[-1]}")
-    stderr = outcome.stderr.decode(errors="replace")
-    failure = classify_rsync_failure(outcome.exit_code, stderr)
+def rsync_transfer(
+    host: str,
+    source: str | Path,
+    dest: str | Path,
+    *,
+    ssh: SSHTarget | None,
+    timeout: float,
+    delete: bool = False,
+    excludes: Sequence[str] = (),
+) -> RunResult:
+    """Run rsync under a wall-clock deadline (process group killed on expiry).
+
+    A local `dest` (a Path) gets its parent directories; rsync creates only the last level.
+    Exits that mean the link or the login failed raise the matching `TransportError`.
+    """
+    if isinstance(dest, Path):
+        dest.parent.mkdir(parents=True, exist_ok=True)
+    argv = rsync_argv(
+        str(source), str(dest), ssh=ssh, io_timeout_s=rsync_io_timeout(timeout), delete=delete, excludes=excludes
+    )
+    outcome = run_process(host, argv, timeout=timeout, what=f"rsync {source} {dest}")
+    result = RunResult.from_output(
+        host, shlex.join(argv), outcome.exit_code, outcome.stdout, outcome.stderr, outcome.duration_s
+    )
+    failure = classify_rsync_failure(result.exit_code, result.stderr)
     if failure is not None:
         error_class, reason = failure
-        tail = " | ".join(stderr.strip().splitlines()[-3:])
-        raise error_class(host, f"rsync {argv[-2]} -> {argv[-1]}: {reason} (exit {outcome.exit_code}): {tail}")
-    return RunResult(
-        host=host,
-        command=shlex.join(argv),
-        exit_code=outcome.exit_code,
-        stdout=outcome.stdout.decode(errors="replace"),
-        stderr=stderr,
-        duration_s=outcome.duration_s,
-    )
+        tail = " | ".join(result.stderr.strip().splitlines()[-3:])
+        raise error_class(host, f"rsync {source} -> {dest}: {reason} (exit {result.exit_code}): {tail}")
+    return result

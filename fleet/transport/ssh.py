@@ -25,6 +25,7 @@ import os
 import posixpath
 import select
 import shlex
+import socket
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -46,7 +47,7 @@ from fleet.errors import (
     TransportError,
 )
 from fleet.transport.base import RunResult, atomic_local_file, command_text, env_exports
-from fleet.transport.rsync import push_source, remote_spec, rsync_argv, rsync_io_timeout, run_rsync
+from fleet.transport.rsync import push_source, remote_spec, rsync_transfer
 from fleet.transport.target import SSHTarget
 
 log = logging.getLogger("fleet.transport")
@@ -225,13 +226,8 @@ class SSHTransport:
             return self._exec(epoch, script, stdin=io.BytesIO(stdin) if stdin is not None else None, call=call)
 
         outcome = self._bounded(f"`{text}`", timeout, work)
-        result = RunResult(
-            host=self.host,
-            command=text,
-            exit_code=outcome.exit_code,
-            stdout=outcome.stdout.decode(errors="replace"),
-            stderr=outcome.stderr.decode(errors="replace"),
-            duration_s=time.monotonic() - started,
+        result = RunResult.from_output(
+            self.host, text, outcome.exit_code, outcome.stdout, outcome.stderr, time.monotonic() - started
         )
         return result.check() if check else result
 
@@ -258,29 +254,21 @@ class SSHTransport:
     def rsync_pull(
         self, remote: str, local: Path, *, timeout: float, delete: bool = False, excludes: Sequence[str] = ()
     ) -> RunResult:
-        local.parent.mkdir(parents=True, exist_ok=True)
-        argv = rsync_argv(
-            remote_spec(self.target, remote),
-            str(local),
-            ssh=self.target,
-            io_timeout_s=rsync_io_timeout(timeout),
-            delete=delete,
-            excludes=excludes,
-        )
-        return run_rsync(self.host, argv, timeout=timeout)
+        source = remote_spec(self.target, remote)
+        return rsync_transfer(self.host, source, local, ssh=self.target, timeout=timeout, delete=delete, excludes=excludes)
 
     def rsync_push(self, local: Path, remote: str, *, timeout: float, delete: bool = False) -> RunResult:
         deadline = time.monotonic() + timeout
         # rsync creates only the last level of the destination; older rsyncs lack --mkpath.
         self.run(["mkdir", "-p", posixpath.dirname(remote.rstrip("/")) or "."], timeout=timeout, check=True)
-        argv = rsync_argv(
+        return rsync_transfer(
+            self.host,
             push_source(local),
             remote_spec(self.target, remote),
             ssh=self.target,
-            io_timeout_s=rsync_io_timeout(timeout),
+            timeout=max(1.0, deadline - time.monotonic()),
             delete=delete,
         )
-        return run_rsync(self.host, argv, timeout=max(1.0, deadline - time.monotonic()))
 
     def close(self) -> None:
         self._drop()
@@ -382,6 +370,12 @@ class SSHTransport:
             _close_quietly(conn)
             raise
         conn.transport.set_keepalive(_KEEPALIVE_S)
+        hop = conn
+        while isinstance(hop, Connection):
+            if isinstance(hop.transport.sock, socket.socket):
+                # Without it every channel open waits ~40 ms on Nagle + delayed ACK.
+                hop.transport.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            hop = hop.gateway
         return conn
 
     def _new_client(self) -> paramiko.SSHClient:

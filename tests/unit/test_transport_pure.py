@@ -33,7 +33,6 @@ from fleet.transport.rsync import (
     classify_rsync_failure,
     remote_spec,
     rsync_argv,
-    ssh_argv,
 )
 from fleet.transport.ssh import UnknownHostKey, classify_exception, env_prelude, host_key_hint, put_script
 from fleet.transport.target import SSHTarget
