@@ -332,14 +332,14 @@ class Client:
         except ConnectionRefusedError as exc:
             outcome.error_class, outcome.error_message = CONNECTION_REFUSED, f"{self.endpoint.host}:{self.endpoint.port}: {exc}"
         except (ConnectionError, http.client.HTTPException, OSError) as exc:
-            if self._in_flight.aborted.is_set():
-                outcome.error_class, outcome.error_message = ABORTED_BY_AGENT, "the agent is stopping"
-            else:
-                outcome.error_class, outcome.error_message = CONNECTION_RESET, f"{type(exc).__name__}: {exc}"
+            outcome.error_class, outcome.error_message = CONNECTION_RESET, f"{type(exc).__name__}: {exc}"
         finally:
             if conn.sock is not None:
                 self._in_flight.discard(conn.sock)
             conn.close()
+        if not outcome.ok and self._in_flight.aborted.is_set():
+            # The agent cut the socket: whatever the read then saw (EOF, reset) is not the server's fault.
+            outcome.error_class, outcome.error_message = ABORTED_BY_AGENT, "the agent is stopping"
         outcome.e2e_s = time.monotonic() - start if outcome.ok else None
         outcome.prompt_tokens = state.prompt_tokens
         outcome.output_tokens = state.completion_tokens

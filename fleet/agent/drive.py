@@ -131,29 +131,41 @@ class Probe:
     error: str | None = None
 
 
+def calibration_tolerance(target: int) -> int:
+    """How far under the target a prompt may stay: 0.5 % (16 tokens at least). Closer costs more
+    calibration requests: characters per token wobble locally (digits, code, long words)."""
+    return max(16, target // 200)
+
+
 def next_probe_chars(probes: list[Probe], target: int, body_chars: int) -> int:
-    """Where to cut the body next: interpolate between the best probe under the target and the
-    best over it (token counts are nearly linear in characters), bisect when an over-target
-    probe has no count, extrapolate from a single probe."""
-    under = [p for p in probes if p.prompt_tokens is not None and p.prompt_tokens <= target]
-    over = [p for p in probes if p.prompt_tokens is None or p.prompt_tokens > target]
-    low = max(under, key=lambda p: p.chars) if under else None
-    high = min(over, key=lambda p: p.chars) if over else None
-    if low and high:
-        if high.prompt_tokens is None or high.prompt_tokens == low.prompt_tokens:
-            guess = (low.chars + high.chars) // 2
-        else:
-            slope = (high.chars - low.chars) / (high.prompt_tokens - low.prompt_tokens)
-            guess = low.chars + int((target - low.prompt_tokens) * slope * 0.998)
-        return min(max(guess, low.chars + 1), high.chars - 1)
-    if high:
-        if high.prompt_tokens is None:
-            return high.chars // 2
-        return int(high.chars * target / high.prompt_tokens * 0.99)
-    assert low is not None
-    if low.chars >= body_chars:
-        return body_chars
-    return min(body_chars, int(low.chars * target / max(low.prompt_tokens or 1, 1) * 0.998) + 1)
+    """Where to cut the body next. Token counts grow about linearly with characters, so: the
+    secant through the two counted probes that bracket the target, or else the two nearest it on
+    one side, or else the line through the origin and the only count; halve when nothing has a
+    count yet (the server refused the prompt without saying how long it was). Aims half a
+    tolerance under the target, so that local wobble in characters per token does not overshoot."""
+    aim = target - calibration_tolerance(target) // 2
+    counted = sorted((p for p in probes if p.prompt_tokens is not None), key=lambda p: p.chars)
+    under = [p for p in counted if p.prompt_tokens <= target]  # type: ignore[operator]
+    over = [p for p in counted if p.prompt_tokens > target]  # type: ignore[operator]
+    refused = [p.chars for p in probes if p.prompt_tokens is None]
+    ceiling = min([body_chars + 1, *refused, *(p.chars for p in over)])
+    floor = under[-1].chars if under else 0
+    if not counted:
+        return ceiling // 2
+    if under and over:
+        a, b = under[-1], over[0]
+    elif len(under) >= 2:
+        a, b = under[-2], under[-1]
+    elif len(over) >= 2:
+        a, b = over[0], over[1]
+    else:
+        a, b = Probe(0, 0), counted[0]
+    if b.prompt_tokens == a.prompt_tokens:
+        guess = (floor + ceiling) // 2
+    else:
+        slope = (b.chars - a.chars) / (b.prompt_tokens - a.prompt_tokens)  # type: ignore[operator]
+        guess = a.chars + int((aim - a.prompt_tokens) * slope)  # type: ignore[operator]
+    return min(max(guess, floor + 1), ceiling - 1)
 
 
 def calibration_done(probes: list[Probe], target: int, body_chars: int) -> bool:
@@ -161,8 +173,7 @@ def calibration_done(probes: list[Probe], target: int, body_chars: int) -> bool:
     if not under:
         return False
     best = max(under, key=lambda p: p.prompt_tokens or 0)
-    tolerance = max(8, target // 500)
-    return target - (best.prompt_tokens or 0) <= tolerance or best.chars >= body_chars
+    return target - (best.prompt_tokens or 0) <= calibration_tolerance(target) or best.chars >= body_chars
 
 
 def _long_context(driver: Driver, out: WorkloadOutcome) -> None:

@@ -1,0 +1,149 @@
+"""Service lifecycle with real processes (ProcessServices), port and GPU holders, and the pure
+parsers of nvidia-smi and systemctl output."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from fleet.agent.services import (
+    SERVICE_ENV_MARKER,
+    ProcessServices,
+    ServiceError,
+    ServiceSpec,
+    clear_stale,
+    parse_compute_apps,
+    parse_gpu_uuids,
+    parse_systemctl_show,
+    pid_alive,
+    port_listeners,
+    started_by_fleet,
+    systemd_status,
+    wait_free,
+)
+
+REAL = Path(__file__).resolve().parents[1] / "fixtures" / "real-tool-output" / "h200-driver580-cuda13.0"
+LISTEN = "import socket,sys,time; s=socket.socket(); s.bind(('127.0.0.1', int(sys.argv[1]))); s.listen(); time.sleep(60)"
+
+
+def spec(tmp_path: Path, name: str, argv: list[str], **env: str) -> ServiceSpec:
+    return ServiceSpec(name, argv, dict(env), str(tmp_path / f"{name}.log"))
+
+
+def wait(predicate, timeout: float = 5.0) -> bool:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def test_start_status_stop_and_the_log(tmp_path: Path) -> None:
+    services = ProcessServices(tmp_path / "state")
+    started = services.start(spec(tmp_path, "srv", ["sh", "-c", "echo hello $GREETING; sleep 60"], GREETING="world"))
+    assert started.running and started.pid is not None
+    assert os.getsid(started.pid) == started.pid  # a session of its own: the agent's signals do not reach it
+    assert wait(lambda: "hello world" in (tmp_path / "srv.log").read_text())
+    with pytest.raises(ServiceError, match="already running"):
+        services.start(spec(tmp_path, "srv", ["sleep", "1"]))
+    stopped = services.stop("srv", grace_s=5)
+    assert stopped.state == "exited" and not pid_alive(started.pid)
+    assert services.status("srv").state == "absent"
+
+
+def test_exit_codes_are_recorded(tmp_path: Path) -> None:
+    services = ProcessServices(tmp_path / "state")
+    services.start(spec(tmp_path, "three", ["sh", "-c", "exit 3"]))
+    services.start(spec(tmp_path, "killed", ["sh", "-c", "kill -9 $$"]))
+    assert wait(lambda: services.status("three").state == "exited" and services.status("killed").state == "exited")
+    assert services.status("three").exit_code == 3
+    assert services.status("killed").exit_code == 137  # 128 + SIGKILL, as the shell reports it
+
+
+def test_a_restarted_agent_finds_its_server_by_the_pid_file(tmp_path: Path) -> None:
+    first = ProcessServices(tmp_path / "state")
+    pid = first.start(spec(tmp_path, "srv", ["sleep", "60"])).pid
+    again = ProcessServices(tmp_path / "state")  # a new agent process: no Popen handle, only the pid file
+    assert again.status("srv").running and again.status("srv").pid == pid
+    assert pid in again.pids("srv")
+    again.stop("srv", grace_s=5)
+    assert not pid_alive(pid) and again.status("srv").state == "absent"
+
+
+def test_a_pid_file_from_another_boot_is_ignored(tmp_path: Path) -> None:
+    services = ProcessServices(tmp_path / "state")
+    record = {"pid": os.getpid(), "start_ticks": 1, "boot_id": "not-this-boot", "argv": ["x"], "log_path": "x", "started_at": 0}
+    (tmp_path / "state" / "old.pid").write_text(json.dumps(record))
+    assert services.status("old").state == "absent"
+    assert not (tmp_path / "state" / "old.pid").exists()
+
+
+def test_stop_kills_the_whole_group_and_escalates_to_sigkill(tmp_path: Path) -> None:
+    services = ProcessServices(tmp_path / "state")
+    stubborn = "import signal,time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('ready', flush=True); time.sleep(60)"
+    services.start(spec(tmp_path, "srv", ["sh", "-c", f"sleep 60 & {sys.executable} -c \"{stubborn}\""]))
+    assert wait(lambda: "ready" in (tmp_path / "srv.log").read_text())
+    members = services.pids("srv")
+    assert len(members) >= 3  # the wrapper, sh, the background sleep, python
+    began = time.monotonic()
+    services.stop("srv", grace_s=0.5)
+    assert 0.4 < time.monotonic() - began < 5
+    assert not [pid for pid in members if pid_alive(pid)]
+
+
+def test_stale_fleet_servers_on_the_port_are_cleared_strangers_are_not(tmp_path: Path) -> None:
+    port = free_port()
+    earlier = ProcessServices(tmp_path / "earlier-sweep")
+    stale = earlier.start(spec(tmp_path, "stale", [sys.executable, "-c", LISTEN, str(port)])).pid
+    assert wait(lambda: bool(port_listeners(port)))
+    assert started_by_fleet(next(iter(port_listeners(port))))
+    killed, blockers = clear_stale(port, [], grace_s=5)
+    assert [h.holds for h in killed] == [f"port {port}"] and blockers == []
+    assert wait(lambda: not pid_alive(stale))
+
+    stranger = subprocess.Popen([sys.executable, "-c", LISTEN, str(port)], env={k: v for k, v in os.environ.items() if k != SERVICE_ENV_MARKER})
+    try:
+        assert wait(lambda: stranger.pid in port_listeners(port))
+        killed, blockers = clear_stale(port, [], grace_s=5)
+        assert killed == [] and [h.pid for h in blockers] == [stranger.pid] and stranger.poll() is None
+        assert [h.pid for h in wait_free(port, [], timeout_s=0.3)] == [stranger.pid]
+    finally:
+        stranger.kill()
+        stranger.wait()
+    assert wait_free(port, [], timeout_s=5) == []
+
+
+def test_nvidia_smi_parsers_on_real_output() -> None:
+    apps = parse_compute_apps((REAL / "query-apps-one-process.csv").read_text())
+    assert apps == [(426, "GPU-1208484a-35cc-eb1d-a5b8-8afc67034931")]
+    assert parse_compute_apps((REAL / "query-apps.csv").read_text()) == []
+    header, row = (REAL / "query-gpu.csv").read_text().splitlines()[:2]
+    fields = [f.strip() for f in row.split(",")]
+    assert parse_gpu_uuids(f"{fields[0]}, {fields[2]}\n") == {"GPU-1208484a-35cc-eb1d-a5b8-8afc67034931": 0}
+
+
+def test_systemd_status_from_show_properties() -> None:
+    # `systemctl show -p ...` prints Key=Value lines (systemctl(1)); ExecMainCode is a CLD_* code.
+    running = parse_systemctl_show("LoadState=loaded\nActiveState=active\nSubState=running\nMainPID=4242\nExecMainPID=4242\nExecMainCode=0\nExecMainStatus=0\n")
+    assert systemd_status("u", running).running and systemd_status("u", running).pid == 4242
+    exited = parse_systemctl_show("LoadState=loaded\nActiveState=failed\nSubState=failed\nMainPID=0\nExecMainPID=4242\nExecMainCode=1\nExecMainStatus=1\n")
+    assert systemd_status("u", exited).state == "exited" and systemd_status("u", exited).exit_code == 1
+    killed = parse_systemctl_show("LoadState=loaded\nActiveState=failed\nMainPID=0\nExecMainPID=4242\nExecMainCode=2\nExecMainStatus=9\n")
+    assert systemd_status("u", killed).exit_code == -9
+    never = parse_systemctl_show("LoadState=loaded\nActiveState=inactive\nMainPID=0\nExecMainPID=0\nExecMainCode=0\nExecMainStatus=0\n")
+    assert systemd_status("u", never).exit_code is None
+    assert systemd_status("u", parse_systemctl_show("LoadState=not-found\nActiveState=inactive\n")).state == "absent"

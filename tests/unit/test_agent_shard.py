@@ -1,0 +1,74 @@
+"""The shard: a lossless round trip, and errors that name the field and what was expected."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from fleet.agent.shard import AgentLimits, RunSpec, ServerSpec, Shard, ShardError, dependency_order
+
+
+def make_shard() -> Shard:
+    short = {"name": "short", "kind": "short", "max_new_tokens": 256, "prompts": [{"name": "fib", "category": "code", "text": "Write fib"}]}
+    return Shard(
+        sweep_id="sw1",
+        host="ct200",
+        boot_id="6fb66154-1f64-4a0f-b966-e39d6e9e0c28",
+        service_manager="process",
+        limits=AgentLimits(server_start_timeout_s=900, request_timeout_s=300, no_token_timeout_s=60),
+        servers=[
+            ServerSpec("a1", "tp1-ar", [0], 30000, ["python", "-m", "sglang.launch_server"], {"CUDA_VISIBLE_DEVICES": "0"}, "fleet-srv-sw1-a1",
+                       runs=[RunSpec("r1", "tp1-ar/short", short, repeats=2)]),
+            ServerSpec("b2", "tp4-dflash", [0, 1, 2, 3], 30000, ["python"], {}, "fleet-srv-sw1-b2", after=["a1"], api="completions",
+                       runs=[RunSpec("r2", "tp4-dflash/short", short)]),
+        ],
+    )
+
+
+def test_round_trip_is_lossless() -> None:
+    shard = make_shard()
+    again = Shard.from_json(shard.to_json())
+    assert again == shard
+    assert [run.run_id for _, run in again.runs] == ["r1", "r2"]
+    assert again.server("b2").gpus == [0, 1, 2, 3]
+
+
+def mutated(change) -> str:  # type: ignore[no-untyped-def]
+    data = json.loads(make_shard().to_json())
+    change(data)
+    return json.dumps(data)
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        (lambda d: d.pop("sweep_id"), "shard.json: sweep_id: missing (expected a non-empty string)"),
+        (lambda d: d.update(service_manager="docker"), "service_manager: expected one of ['systemd', 'process'], got 'docker'"),
+        (lambda d: d["servers"][1].update(port="30000"), "servers[1].port: expected a TCP port, got '30000'"),
+        (lambda d: d["servers"][0].update(port=True), "servers[0].port: expected a TCP port, got True"),
+        (lambda d: d["servers"][0].update(gpus=[0, -1]), "servers[0].gpus: expected a list of GPU indexes (integers >= 0), got [0, -1]"),
+        (lambda d: d["servers"][0]["runs"][0]["workload"].update(kind="batch"), "servers[0].runs[0].workload.kind: expected one of"),
+        (lambda d: d["servers"][0]["runs"][0].update(repeats=0), "servers[0].runs[0].repeats: expected an integer >= 1, got 0"),
+        (lambda d: d["limits"].update(no_token_timeout_s=0), "limits.no_token_timeout_s: expected a number > 0, got 0"),
+        (lambda d: d["servers"][1].update(after=["zz"]), "servers[1].after: expected server ids of this shard, got ['zz']"),
+        (lambda d: d["servers"][0].update(after=["b2"]), "servers[].after: expected no cycle between servers"),
+        (lambda d: d["servers"][1]["runs"][0].update(run_id="r1"), "expected distinct run_id values, got duplicates ['r1']"),
+        (lambda d: d.update(format=2), "format: expected shard format 1 (agent and controller differ in version), got 2"),
+    ],
+)
+def test_bad_shards_are_refused_with_the_field_named(change, expected: str) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(ShardError) as error:
+        Shard.from_json(mutated(change))
+    assert expected in str(error.value)
+
+
+def test_not_json_names_the_file() -> None:
+    with pytest.raises(ShardError, match=r"^/var/lib/fleet/sweeps/x/shard.json: not valid JSON"):
+        Shard.from_json("{", source="/var/lib/fleet/sweeps/x/shard.json")
+
+
+def test_dependency_order_is_stable_and_respects_after() -> None:
+    servers = make_shard().servers
+    c = ServerSpec("c3", "c", [1], 30001, ["python"], {}, "u", after=[])
+    assert dependency_order([servers[1], servers[0], c]) == ["a1", "b2", "c3"]
