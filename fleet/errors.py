@@ -89,3 +89,8 @@ class CommandFailed(FleetError):
         self.stderr = stderr
         tail = (stderr or stdout).strip().splitlines()[-5:]
         super().__init__(f"{host}: `{command}` exited {exit_code}" + (": " + " | ".join(tail) if tail else ""))
+
+
+class EngineConfigError(FleetError):
+    """A server configuration that the engine would refuse, or whose explicit settings contradict
+    each other. The message names the server, the setting and what would work instead."""
