@@ -315,7 +315,7 @@ class SSHTransport:
         if error_class is HostKeyError:
             message = host_key_hint(exc, self.target.known_hosts)
         else:
-            message = f"{what}: {type(exc).__name__}: {exc}"
+            message = f"{what}: {type(exc).__name__}: {str(exc) or 'the host closed the connection'}"
             if error_class is ConnectionLost and call.started:
                 message += " (the connection dropped while the command ran; it may have run, check before re-running)"
         error = error_class(self.host, message)

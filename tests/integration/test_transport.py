@@ -176,6 +176,15 @@ def test_a_slow_command_times_out_within_its_bound(transport: Transport) -> None
         transport.run(["pkill", "-f", f"sleep {marker}"], timeout=10)
 
 
+def test_local_copy_that_misses_its_deadline_leaves_nothing_behind(tmp_path: Path) -> None:
+    source = tmp_path / "big"
+    source.write_bytes(os.urandom(4_000_000))
+    destination = tmp_path / "out" / "big"
+    with pytest.raises(CommandTimeout, match="nothing was written"):
+        LocalTransport().put(source, str(destination), timeout=0)
+    assert list(destination.parent.iterdir()) == []
+
+
 # ----------------------------------------------------------------------------- SSH only
 
 

@@ -469,7 +469,8 @@ def test_fan_out_limits_parallelism_and_gives_each_host_its_own_deadline() -> No
             running[0] -= 1
         return delay
 
-    hosts = {f"h{i}": 0.2 for i in range(4)}
-    result = fan_out(hosts, work, deadline_s=0.5, max_parallel=2)
+    # Two waves of 0.6 s: the second ends after 1.2 s, past a deadline shared by all hosts.
+    hosts = {f"h{i}": 0.6 for i in range(4)}
+    result = fan_out(hosts, work, deadline_s=1.0, max_parallel=2)
     assert peak[0] == 2
     assert all(o.ok for o in result.values()), "later waves must not inherit the first wave's deadline"
