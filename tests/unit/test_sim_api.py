@@ -8,7 +8,6 @@ import json
 import re
 import time
 
-from fleet.engines.sim import perf
 from fleet.engines.sim.api import Api, ServerState
 from fleet.engines.sim.console import Console
 from fleet.engines.sim.engine import Engine
@@ -83,3 +82,45 @@ def test_health_is_503_while_starting_then_200_and_routes_answer_like_fastapi() 
     lines = access.getvalue().splitlines()
     assert re.fullmatch(r'\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\] INFO:     127\.0\.0\.1:\d+ - "GET /health HTTP/1\.1" 503 Service Unavailable', lines[0])
     assert '"POST /generate HTTP/1.1" 200 OK' in lines[-1]
+
+
+class CapturingConnection:
+    def __init__(self) -> None:
+        self.chunks: list[bytes] = []
+
+    def write_chunk(self, data: bytes) -> bool:
+        self.chunks.append(data)
+        return True
+
+    def end_stream(self) -> None:
+        pass
+
+
+def test_templated_stream_chunks_equal_the_json_of_their_dicts() -> None:
+    from fleet.engines.sim.api import _GenerateStream, _OpenAIStream
+    from fleet.engines.sim.httpserver import dumps
+
+    async def go() -> None:
+        console = Console(1, io.StringIO(), io.StringIO())
+        engine = Engine(CONFIG, MODEL, FaultProfile(), console, 0.001, lambda error: None)
+        api = Api(state(), engine, console, 0.001, enable_metrics=False, enable_cache_report=False)
+        connection = CapturingConnection()
+        sinks = [_GenerateStream(connection, api), _OpenAIStream(connection, api, 'my "model" 100%', True, False),
+                 _OpenAIStream(connection, api, "m", False, False)]
+        for sink in sinks:
+            request = engine.new_request('Return JSON: {"name": "x"}', 9, 6, sink)
+            connection.chunks.clear()
+            for pieces in (['{', ' "'], ['name', '"', ':'], [' \\"', '\n']):
+                request.text_parts.extend(pieces)
+                request.output_ids.extend(range(len(pieces)))
+                request.completion_tokens += len(pieces)
+                sink.on_tokens(request, pieces)
+                sent = json.loads(connection.chunks[-1][len(b"data: "):])
+                if isinstance(sink, _GenerateStream):
+                    expected = {"text": request.text, "output_ids": request.output_ids, "meta_info": api._meta_info(request)}
+                else:
+                    expected = json.loads(sink._chunk(request, "".join(pieces), None)[len(b"data: "):])
+                assert sent == expected
+                assert connection.chunks[-1] == b"data: " + dumps(expected) + b"\n\n"
+
+    asyncio.run(go())

@@ -7,8 +7,6 @@ import asyncio
 import dataclasses
 import io
 
-import pytest
-
 from fleet.engines.sglang import logparse
 from fleet.engines.sim import perf, tokenizer
 from fleet.engines.sim.console import Console

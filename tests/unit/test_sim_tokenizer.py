@@ -52,7 +52,6 @@ def test_chat_template_adds_fixed_tokens_per_message() -> None:
 def test_token_ids_are_stable_and_distinct_for_generated_pieces() -> None:
     ids = [tokenizer.piece_id(p) for vocab in tokenizer.GENERATION_VOCABULARY.values() for p in vocab]
     assert len(set(ids)) == len({p for vocab in tokenizer.GENERATION_VOCABULARY.values() for p in vocab})
-    assert tokenizer.token_ids_of("Hello, world!") == tokenizer.token_ids_of("Hello, world!")
 
 
 def test_counting_is_fast() -> None:

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from fleet.engines.sim import metrics, sgltext, tokenizer
-from fleet.engines.sim.console import Console
+from fleet.engines.sim.console import ERROR, WARNING, Console
 from fleet.engines.sim.engine import Engine, SimRequest
 from fleet.engines.sim.httpserver import Connection, HttpRequest, dumps
 
@@ -84,6 +84,12 @@ class Api:
             self.routes[("GET", "/metrics")] = self.metrics
 
     async def __call__(self, request: HttpRequest, connection: Connection) -> None:
+        api_key = self.state.server_args.get("api_key")
+        # utils/auth.py: health and metrics stay open; everything else needs the bearer token.
+        if api_key and not request.path.startswith(("/health", "/metrics")) and (
+            request.headers.get("authorization") != f"Bearer {api_key}"
+        ):
+            return connection.send(401, {"error": "Unauthorized"})
         handler = self.routes.get((request.method, request.path))
         if handler is None:
             if request.method == "GET" and request.path.startswith("/v1/models/"):
@@ -116,7 +122,7 @@ class Api:
                 self.state.status = "Up"
                 return connection.send(200, b"")
         self.engine.abort(probe)
-        self.console.main(sgltext.health_check_failed(HEALTH_CHECK_TIMEOUT_S, tic, self.engine.last_progress))
+        self.console.main(sgltext.health_check_failed(HEALTH_CHECK_TIMEOUT_S, tic, self.engine.last_progress), ERROR)
         self.state.status = "UnHealthy"
         connection.send(503, b"")
 
@@ -139,7 +145,8 @@ class Api:
 
     async def get_model_info(self, request: HttpRequest, connection: Connection) -> None:
         self.console.main(
-            "Endpoint '/get_model_info' is deprecated and will be removed in a future version. Please use '/model_info' instead."
+            "Endpoint '/get_model_info' is deprecated and will be removed in a future version. Please use '/model_info' instead.",
+            WARNING,
         )
         connection.send(200, self._model_info())
 
@@ -164,7 +171,8 @@ class Api:
 
     async def get_server_info(self, request: HttpRequest, connection: Connection) -> None:
         self.console.main(
-            "Endpoint '/get_server_info' is deprecated and will be removed in a future version. Please use '/server_info' instead."
+            "Endpoint '/get_server_info' is deprecated and will be removed in a future version. Please use '/server_info' instead.",
+            WARNING,
         )
         connection.send(200, self._server_info())
 
@@ -276,7 +284,7 @@ class Api:
             input_ids = input_ids[0]
         if text is None and input_ids is None:
             return self._generate_error(connection, bool(body.get("stream")), "Either text or input_ids should be provided.")
-        prompt_tokens = tokenizer.count_tokens(text) if text is not None else len(input_ids)
+        prompt_tokens = tokenizer.count_tokens(text) if text is not None else len(input_ids or [])
         max_new_tokens = params.get("max_new_tokens", DEFAULT_MAX_NEW_TOKENS)
         try:
             self._validate_length(prompt_tokens, max_new_tokens)
@@ -294,13 +302,13 @@ class Api:
         if not body.get("stream"):
             reason = sim_request.finish_reason or {}
             if reason.get("type") == "abort" and reason.get("status_code"):
-                self.console.main(sgltext.http_error(reason["message"]))
+                self.console.main(sgltext.http_error(reason["message"]), ERROR)
                 return connection.send(400, {"error": {"message": reason["message"]}})
             connection.send(200, {"text": sim_request.text, "output_ids": sim_request.output_ids,
                                   "meta_info": self._meta_info(sim_request)})
 
     def _generate_error(self, connection: Connection, stream: bool, message: str) -> None:
-        self.console.main(sgltext.http_error(message))
+        self.console.main(sgltext.http_error(message), ERROR)
         if stream:
             connection.start_stream()
             error = {"error": {"message": message, "type": "invalid_request_error", "code": 400, "retryable": False}}
@@ -419,11 +427,45 @@ class _StreamSink(_Sink):
         super().on_finish(request)
 
 
+# Streamed chunks are formatted from templates on the hot path (one per token step and stream);
+# they produce exactly what json.dumps of the equivalent dict would (tests compare the two).
+_RUNNING_META = (
+    '{"id":"%s","finish_reason":null,"prompt_tokens":%d,"weight_version":"default","num_retractions":0,'
+    '"reasoning_tokens":0,"completion_tokens":%d,"cached_tokens":%d}'
+)
+_escaped_pieces: dict[str, str] = {}
+
+
+def json_escaped(pieces: list[str]) -> str:
+    """The JSON string body (no quotes) of "".join(pieces), cached per piece."""
+    parts = []
+    for piece in pieces:
+        escaped = _escaped_pieces.get(piece)
+        if escaped is None:
+            escaped = dumps(piece).decode()[1:-1]
+            if len(_escaped_pieces) < 65536:
+                _escaped_pieces[piece] = escaped
+        parts.append(escaped)
+    return "".join(parts)
+
+
 class _GenerateStream(_StreamSink):
+    def __init__(self, connection: Connection, api: Api) -> None:
+        super().__init__(connection, api)
+        self._text = ""  # the cumulative text, JSON-escaped
+        self._ids = ""  # the cumulative output_ids, comma-separated
+
     def on_tokens(self, request: SimRequest, pieces: list[str]) -> None:
         # Non-incremental streaming (SGLang's default): cumulative text and output_ids every chunk.
-        payload = {"text": request.text, "output_ids": request.output_ids, "meta_info": self.api._meta_info(request)}
-        self._send(request, b"data: " + dumps(payload) + b"\n\n")
+        if pieces:
+            self._text += json_escaped(pieces)
+            new_ids = ",".join(map(str, request.output_ids[-len(pieces):]))
+            self._ids = f"{self._ids},{new_ids}" if self._ids else new_ids
+        if request.finish_reason is None:
+            meta = _RUNNING_META % (request.rid, request.prompt_tokens, request.completion_tokens, request.cached_tokens)
+        else:
+            meta = dumps(self.api._meta_info(request)).decode()
+        self._send(request, f'data: {{"text":"{self._text}","output_ids":[{self._ids}],"meta_info":{meta}}}\n\n'.encode())
 
     def on_finish(self, request: SimRequest) -> None:
         reason = request.finish_reason or {}
@@ -441,6 +483,14 @@ class _OpenAIStream(_StreamSink):
         self.include_usage = include_usage
         self.first = True
         self.created = int(time.time())
+        kind = "chat.completion.chunk" if chat else "text_completion"
+        body = '"delta":{"role":null,"content":"%s","reasoning_content":null,"tool_calls":null}' if chat else '"text":"%s"'
+        # The content chunk as a %-template of (rid, escaped content): the dict-built chunk, pre-serialized.
+        self._content_template = (
+            'data: {"id":"%s","object":"' + kind + '","created":' + str(self.created) + ',"model":'
+            + dumps(model).decode().replace("%", "%%") + ',"choices":[{"index":0,' + body
+            + ',"logprobs":null,"finish_reason":null,"matched_stop":null}],"usage":null}\n\n'
+        )
 
     def _chunk(self, request: SimRequest, content: str | None, finish: str | None, role: str | None = None) -> bytes:
         if self.chat:
@@ -459,7 +509,7 @@ class _OpenAIStream(_StreamSink):
         if self.first and self.chat:
             self.first = False
             self._send(request, self._chunk(request, "", None, role="assistant"))
-        self._send(request, self._chunk(request, "".join(pieces), None))
+        self._send(request, (self._content_template % (request.rid, json_escaped(pieces))).encode())
 
     def on_finish(self, request: SimRequest) -> None:
         if not self.done.done():
@@ -468,9 +518,9 @@ class _OpenAIStream(_StreamSink):
                 error = openai_error(reason["message"])
                 self.connection.write_chunk(b"data: " + dumps(error) + b"\n\n")
             elif not request.aborted:
-                self.connection.write_chunk(self._chunk(request, "" if self.chat else "", finish_type(request)))
+                self.connection.write_chunk(self._chunk(request, None if self.chat else "", finish_type(request)))
                 if self.include_usage:
-                    usage = {"id": request.rid, "object": "chat.completion.chunk" if self.chat else "text_completion",
+                    usage: dict[str, Any] = {"id": request.rid, "object": "chat.completion.chunk" if self.chat else "text_completion",
                              "created": self.created, "model": self.model, "choices": [],
                              "usage": self.api._usage(request)}
                     self.connection.write_chunk(b"data: " + dumps(usage) + b"\n\n")

@@ -6,10 +6,10 @@ and sim-only --sim-* flags. An unknown flag is an argparse error (exit 2), as wi
 from __future__ import annotations
 
 import argparse
-import os
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
+from fleet.engines.sim.faults import fault_profile_path
 from fleet.engines.sim.gpu import GpuOverrides
 
 ATTENTION_BACKENDS = (
@@ -43,7 +43,7 @@ class Flag:
 
     dest: str
     flags: tuple[str, ...]
-    type: Callable[[str], Any] | None = str
+    type: Callable[[str], Any] = str
     default: Any = None
     store_true: bool = False
     choices: tuple[str, ...] | None = None
@@ -196,8 +196,6 @@ def parse_command_line(argv: Sequence[str], env: Mapping[str, str]) -> tuple[dic
         driver=pick(namespace["sim_gpu_driver"], "FLEET_SIM_GPU_DRIVER", defaults.driver, str),
         cuda_toolkit=pick(namespace["sim_cuda_toolkit"], "FLEET_SIM_CUDA_TOOLKIT", defaults.cuda_toolkit, str),
     )
-    from fleet.engines.sim.faults import fault_profile_path
-
     settings = SimSettings(
         speed=speed,
         seed=pick(namespace["sim_seed"], "FLEET_SIM_SEED", 0, int),
@@ -210,7 +208,3 @@ def parse_command_line(argv: Sequence[str], env: Mapping[str, str]) -> tuple[dic
 def render_server_args(values: Mapping[str, Any]) -> str:
     """`ServerArgs(model_path='...', ...)` as the dataclass repr prints it, in field order."""
     return "ServerArgs(" + ", ".join(f"{flag.dest}={values[flag.dest]!r}" for flag in SERVER_FLAGS) + ")"
-
-
-def environment() -> Mapping[str, str]:
-    return os.environ

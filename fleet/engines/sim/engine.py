@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Protocol
 
 from fleet.engines.sim import metrics, perf, sgltext, tokenizer
-from fleet.engines.sim.console import Console
+from fleet.engines.sim.console import ERROR, Console
 from fleet.engines.sim.faults import DDTreeCrash, FaultProfile
 
 EOS_TOKEN_ID = 248046  # Qwen3.5/3.6 <|im_end|>
@@ -166,7 +166,8 @@ class Engine:
     ) -> SimRequest:
         """A request for `prompt_tokens` tokens; its outputs depend only on the seed and the prompt,
         its id on the seed and the order of requests."""
-        self.stats.num_requests += log_metrics
+        if log_metrics:
+            self.stats.num_requests += 1
         text = prompt_text or ""
         key = zlib.crc32(text.encode("utf-8", "surrogatepass")) ^ (self.config.seed * 0x9E3779B1) ^ prompt_tokens
         rng = random.Random(key)
@@ -189,7 +190,7 @@ class Engine:
     def submit(self, request: SimRequest) -> None:
         if request.prompt_tokens > self.config.max_req_input_len:
             message = sgltext.input_too_long(request.prompt_tokens, self.config.max_req_input_len)
-            self.console.rank(0, message)
+            self.console.rank(0, message, ERROR)
             request.finish_reason = {"type": "abort", "message": message, "status_code": 400, "err_type": "BadRequest"}
             self._finish(request)
             return
@@ -201,7 +202,7 @@ class Engine:
         if request.finish_reason is not None:
             return
         request.aborted = True
-        request.finish_reason = {"type": "abort", "message": "Abort before prefill" if request.completion_tokens == 0 else "Abort in waiting queue"}
+        request.finish_reason = {"type": "abort", "message": "The client disconnected."}
         if request in self.waiting:
             self.waiting.remove(request)
         if request in self.running:

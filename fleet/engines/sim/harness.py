@@ -10,7 +10,7 @@ import socket
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
 
@@ -28,7 +28,6 @@ class SimProcess:
     process: subprocess.Popen
     log_path: Path
     port: int
-    _offset: int = field(default=0, repr=False)
 
     @property
     def base_url(self) -> str:

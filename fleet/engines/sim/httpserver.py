@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from dataclasses import dataclass
 from email.utils import formatdate
 from http import HTTPStatus
@@ -70,9 +71,12 @@ class Connection:
         return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
 
     def send(self, status: int, body: bytes | Any, content_type: str = "application/json") -> None:
+        """A whole response; an empty body goes without content-type, as Starlette's Response(status_code=...)."""
         payload = body if isinstance(body, bytes) else dumps(body)
-        head = self._head(status, [("content-length", str(len(payload))), ("content-type", content_type)] if payload or content_type != "application/json" else [("content-length", "0")])
-        self._writer.write(head + payload)
+        headers = [("content-length", str(len(payload)))]
+        if payload:
+            headers.append(("content-type", content_type))
+        self._writer.write(self._head(status, headers) + payload)
 
     def start_stream(self, content_type: str = "text/event-stream; charset=utf-8") -> None:
         self.streaming = True
@@ -103,8 +107,6 @@ _date_cache: tuple[int, str] = (0, "")
 
 def _http_date() -> str:
     global _date_cache
-    import time
-
     now = int(time.time())
     if _date_cache[0] != now:
         _date_cache = (now, formatdate(now, usegmt=True))
@@ -145,7 +147,7 @@ async def _read_request(reader: asyncio.StreamReader, client: str) -> HttpReques
 
 
 async def _read_chunked(reader: asyncio.StreamReader) -> bytes:
-    parts = []
+    parts: list[bytes] = []
     while True:
         size_line = await reader.readuntil(b"\r\n")
         size = int(size_line.split(b";", 1)[0].strip() or b"0", 16)

@@ -25,7 +25,7 @@ from fleet.engines.sim import gpu as gpumod
 from fleet.engines.sim import perf, sgltext
 from fleet.engines.sim.api import Api, ServerState
 from fleet.engines.sim.cli import SimSettings, parse_command_line, render_server_args
-from fleet.engines.sim.console import Console
+from fleet.engines.sim.console import ERROR, Console
 from fleet.engines.sim.engine import Engine, EngineConfig
 from fleet.engines.sim.faults import FaultProfile, FaultProfileError, load_fault_profile
 from fleet.engines.sim.httpserver import serve
@@ -160,20 +160,20 @@ class SimServer:
     def fail_scheduler(self, phase: str, exception: str, message: str, draft: bool = False) -> NoReturn:
         lines = sgltext.init_failure_traceback(phase, exception, message, draft)
         for rank in range(self.tp):
-            self.console.rank(rank, "Scheduler hit an exception: " + lines[0])
+            self.console.rank(rank, "Scheduler hit an exception: " + lines[0], ERROR)
             self.console.raw(lines[1:])
-        self.console.main(sgltext.SIGQUIT_LAUNCH)
+        self.console.main(sgltext.SIGQUIT_LAUNCH, ERROR)
         self.die()
 
     def crash(self, error: str) -> None:
         """A CUDA error in a decode step: the scheduler dies, NCCL's watchdog takes the other ranks."""
         lines = sgltext.runtime_crash_traceback(self.resolved.algorithm, error)
-        self.console.rank(0, "Scheduler hit an exception: " + lines[0])
+        self.console.rank(0, "Scheduler hit an exception: " + lines[0], ERROR)
         self.console.raw(lines[1:])
         stamp = time.strftime("%m%d %H:%M:%S", time.localtime()) + ".%09d" % (time.time_ns() % 1_000_000_000)
         for rank in range(1, self.tp):
             self.console.raw(sgltext.nccl_watchdog_lines(rank, error, stamp))
-        self.console.main(sgltext.sigquit_running(f"<frame at 0x7f3a2c1e5a40, file '{sgltext.SGLANG}/srt/entrypoints/http_server.py', line 2318, code _setup_and_run_http_server>"))
+        self.console.main(sgltext.sigquit_running(f"<frame at 0x7f3a2c1e5a40, file '{sgltext.SGLANG}/srt/entrypoints/http_server.py', line 2318, code _setup_and_run_http_server>"), ERROR)
         self.die()
 
     # --- startup ---------------------------------------------------------------------------------
@@ -375,21 +375,21 @@ class SimServer:
         api = Api(state, self.engine, self.console, self.speed, values["enable_metrics"], values["enable_cache_report"])
         await self.pause(1.0)
         for line in sgltext.uvicorn_startup(self.pid):
-            self.console.main(line)
+            self.console.http(line)
         host, port = values["host"], values["port"]
         try:
             if self.launch.faults.port_in_use:
                 raise OSError(98, sgltext.bind_error(host, port).split("] ", 1)[1])
             server = await serve(host, port, api, self.console)
         except OSError as exc:
-            self.console.main(sgltext.UVICORN_ERROR + str(exc))
+            self.console.http(sgltext.UVICORN_ERROR + str(exc), ERROR)
             for line in sgltext.uvicorn_shutdown():
-                self.console.main(line)
+                self.console.http(line)
             self.console.flush()
             if self.fake_gpu_dir:
                 gpumod.unregister_process(self.fake_gpu_dir, self.pid)
             return 1
-        self.console.main(sgltext.uvicorn_running(host, port))
+        self.console.http(sgltext.uvicorn_running(host, port))
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):
@@ -398,11 +398,11 @@ class SimServer:
         await stop.wait()
         warmup.cancel()
         engine_task.cancel()
-        self.console.main(sgltext.UVICORN_INFO + "Shutting down")
+        self.console.http(sgltext.UVICORN_INFO + "Shutting down")
         server.close()
         for line in sgltext.uvicorn_shutdown():
-            self.console.main(line)
-        self.console.main(sgltext.UVICORN_INFO + f"Finished server process [{self.pid}]")
+            self.console.http(line)
+        self.console.http(sgltext.UVICORN_INFO + f"Finished server process [{self.pid}]")
         if self.fake_gpu_dir:
             gpumod.unregister_process(self.fake_gpu_dir, self.pid)
         self.console.flush()
@@ -467,7 +467,7 @@ def prepare(argv: Sequence[str], env: Mapping[str, str], err: TextIO | None = No
     """Everything SGLang does before it launches the scheduler: flags, model, ServerArgs hooks, GPUs,
     memory plan, and the `server_args=` line. An exit code when it stops there, as SGLang would."""
     raw, settings = parse_command_line(argv, env)
-    console = Console(raw["tp_size"], err, out)
+    console = Console(raw["tp_size"], err, out, raw["log_level"], raw["log_level_http"])
     console.raw(sgltext.launch_server_deprecation())
     try:
         faults = load_fault_profile(settings.faults_path)

@@ -36,7 +36,7 @@ class ArgsFailure:
 
 
 @dataclass(frozen=True)
-class Warning_:
+class ArgsWarning:
     logger: str  # the Python logger name SGLang uses for it
     message: str
 
@@ -47,7 +47,7 @@ class ResolvedArgs:
     algorithm: str | None  # upper-cased, NEXTN -> EAGLE
     num_draft_tokens: int | None  # the draft block / chain length (DDTREE: its block, not budget + 1)
     ddtree_budget: int | None
-    warnings: tuple[Warning_, ...]
+    warnings: tuple[ArgsWarning, ...]
     failure: ArgsFailure | None
 
     @property
@@ -68,7 +68,7 @@ def resolve_server_args(
     sim_seed: int,
 ) -> ResolvedArgs:
     values = dict(raw)
-    warnings: list[Warning_] = []
+    warnings: list[ArgsWarning] = []
 
     def done(failure: ArgsFailure | None = None) -> ResolvedArgs:
         return ResolvedArgs(values, algorithm, num_draft_tokens, values.get("speculative_ddtree_budget"), tuple(warnings), failure)
@@ -118,13 +118,13 @@ def resolve_server_args(
     return done(failure)
 
 
-def _default_max_running(values: dict[str, Any], warnings: list[Warning_]) -> None:
+def _default_max_running(values: dict[str, Any], warnings: list[ArgsWarning]) -> None:
     if values["max_running_requests"] is None:
         values["max_running_requests"] = SPECULATIVE_DEFAULT_MAX_RUNNING_REQUESTS
-        warnings.append(Warning_("sglang.srt.arg_groups.speculative_hook", MAX_RUNNING_RESET_WARNING))
+        warnings.append(ArgsWarning("sglang.srt.arg_groups.speculative_hook", MAX_RUNNING_RESET_WARNING))
 
 
-def _handle_dflash(values: dict[str, Any], draft: ModelCard | None, warnings: list[Warning_]) -> ArgsFailure | None:
+def _handle_dflash(values: dict[str, Any], draft: ModelCard | None, warnings: list[ArgsWarning]) -> ArgsFailure | None:
     """speculative_hook._handle_dflash; the DDTree fork (sglang PR #29907) runs DFLASH's hook too."""
     hook = "sglang.srt.arg_groups.speculative_hook"
     if values["dp_size"] > 1 and values["enable_dp_attention"]:
@@ -138,7 +138,7 @@ def _handle_dflash(values: dict[str, Any], draft: ModelCard | None, warnings: li
         return ArgsFailure("ValueError", "DDTREE speculative decoding requires setting --speculative-ddtree-budget.", "speculative_hook")
     for name in ("speculative_num_steps", "speculative_eagle_topk"):
         if values[name] is not None and values[name] != 1:
-            warnings.append(Warning_(hook, f"DFLASH only supports {name} == 1; overriding {name}={values[name]} to 1."))
+            warnings.append(ArgsWarning(hook, f"DFLASH only supports {name} == 1; overriding {name}={values[name]} to 1."))
         values[name] = 1
     block = values["speculative_dflash_block_size"]
     if block is not None:
@@ -157,7 +157,7 @@ def _handle_dflash(values: dict[str, Any], draft: ModelCard | None, warnings: li
         inferred = draft.dflash_block_size if draft is not None else None
         if inferred is None:
             inferred = DFLASH_DEFAULT_BLOCK_SIZE
-            warnings.append(Warning_(hook, f"speculative_num_draft_tokens is not set; defaulting to {inferred} for DFLASH."))
+            warnings.append(ArgsWarning(hook, f"speculative_num_draft_tokens is not set; defaulting to {inferred} for DFLASH."))
         values["speculative_num_draft_tokens"] = inferred
     window = values["speculative_draft_window_size"]
     if window is not None and window < values["speculative_num_draft_tokens"]:
@@ -169,12 +169,12 @@ def _handle_dflash(values: dict[str, Any], draft: ModelCard | None, warnings: li
         )
     _default_max_running(values, warnings)
     values["disable_overlap_schedule"] = True
-    warnings.append(Warning_(hook, "Overlap scheduler is disabled when using DFLASH speculative decoding (spec v2 is not supported yet)."))
+    warnings.append(ArgsWarning(hook, "Overlap scheduler is disabled when using DFLASH speculative decoding (spec v2 is not supported yet)."))
     return None
 
 
 def _handle_mamba_radix_cache(
-    values: dict[str, Any], target: ModelCard, algorithm: str | None, warnings: list[Warning_]
+    values: dict[str, Any], target: ModelCard, algorithm: str | None, warnings: list[ArgsWarning]
 ) -> ArgsFailure | None:
     """ServerArgs._handle_mamba_radix_cache for hybrid GDN targets (Qwen3-Next / 3.5 / 3.6)."""
     strategy = values["mamba_scheduler_strategy"]
@@ -208,14 +208,14 @@ def _handle_mamba_radix_cache(
                 )
     elif not values["disable_radix_cache"]:
         if values["page_size"] != 1:
-            warnings.append(Warning_(
+            warnings.append(ArgsWarning(
                 "sglang.srt.server_args",
                 f"{arch} with radix cache requires page_size=1 in the current Mamba scheduling mode (no_buffer), "
                 f"but got {values['page_size']}. Automatically setting page_size=1.",
             ))
             values["page_size"] = 1
         if algorithm is None:
-            warnings.append(Warning_(
+            warnings.append(ArgsWarning(
                 "sglang.srt.server_args",
                 "Disabling overlap schedule since mamba no_buffer is not compatible with overlap schedule, "
                 "try to use --disable-radix-cache if overlap schedule is necessary",
@@ -235,7 +235,7 @@ def _handle_mamba_radix_cache(
 
 
 def _derive_context_length(
-    values: dict[str, Any], target: ModelCard, draft: ModelCard | None, env: Mapping[str, str], warnings: list[Warning_]
+    values: dict[str, Any], target: ModelCard, draft: ModelCard | None, env: Mapping[str, str], warnings: list[ArgsWarning]
 ) -> ArgsFailure | None:
     """ModelConfig._derive_context_length, for the target and then for a DFLASH draft, whose
     context is forced to the target's (hence z-lab's `export SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1`)."""
@@ -258,5 +258,5 @@ def _derive_context_length(
                 f"{message} To allow overriding this maximum, set the env var SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1",
                 "context_length",
             )
-        warnings.append(Warning_("sglang.srt.configs.model_config", message))
+        warnings.append(ArgsWarning("sglang.srt.configs.model_config", message))
     return None

@@ -466,7 +466,3 @@ def nccl_watchdog_lines(rank: int, error: str, stamp: str) -> list[str]:
         "terminate called after throwing an instance of 'c10::DistBackendError'",
         f"  what():  {head}",
     ]
-
-
-def pre_logging_warnings(warnings: Iterable[tuple[str, str]]) -> list[str]:
-    return [pre_logging_warning(name, message) for name, message in warnings]

@@ -12,7 +12,7 @@ neighbours, so re-tokenizing generated text gives back exactly the completion to
 from __future__ import annotations
 
 import re
-from typing import Iterable, Mapping, Sequence
+from typing import Mapping, Sequence
 
 # Alternatives in priority order: a word (letters only) with an optional leading space, a digit,
 # any other visible character, a newline, a run of other whitespace.
@@ -94,15 +94,3 @@ _PIECE_ID = {piece: index + 1000 for index, piece in enumerate(_ALL_PIECES)}
 def piece_id(piece: str) -> int:
     return _PIECE_ID[piece]
 
-
-def token_ids_of(text: str) -> list[int]:
-    """Stable ids for the pieces of arbitrary text (hash-free, so equal across processes)."""
-    ids = []
-    for piece in tokenize(text):
-        known = _PIECE_ID.get(piece)
-        ids.append(known if known is not None else 5000 + sum(map(ord, piece)) % 140000)
-    return ids
-
-
-def join_pieces(pieces: Iterable[str]) -> str:
-    return "".join(pieces)
