@@ -124,3 +124,34 @@ def test_templated_stream_chunks_equal_the_json_of_their_dicts() -> None:
                 assert connection.chunks[-1] == b"data: " + dumps(expected) + b"\n\n"
 
     asyncio.run(go())
+
+
+def test_api_key_guards_all_but_health_and_metrics_and_deprecated_paths_warn() -> None:
+    err = io.StringIO()
+
+    async def go() -> dict[str, bytes]:
+        console = Console(1, err, io.StringIO())
+        engine = Engine(CONFIG, MODEL, FaultProfile(), console, 0.001, lambda error: None)
+        engine_task = asyncio.create_task(engine.run())
+        server_state = state()
+        server_state.server_args["api_key"] = "s3cret"
+        server_state.status = "Up"
+        api = Api(server_state, engine, console, 0.001, enable_metrics=True, enable_cache_report=False)
+        server = await serve("127.0.0.1", 0, api, console)
+        port = server.sockets[0].getsockname()[1]
+        results = {
+            "anonymous": await exchange(port, b"GET /v1/models HTTP/1.1\r\nhost: x\r\n\r\n"),
+            "bearer": await exchange(port, b"GET /get_model_info HTTP/1.1\r\nhost: x\r\nauthorization: Bearer s3cret\r\n\r\n"),
+            "health": await exchange(port, b"GET /health HTTP/1.1\r\nhost: x\r\n\r\n"),
+            "metrics": await exchange(port, b"GET /metrics HTTP/1.1\r\nhost: x\r\n\r\n", until=(b"\n",)),
+        }
+        server.close()
+        engine_task.cancel()
+        return results
+
+    results = asyncio.run(go())
+    assert results["anonymous"].startswith(b"HTTP/1.1 401 Unauthorized") and results["anonymous"].endswith(b'{"error":"Unauthorized"}')
+    assert results["bearer"].startswith(b"HTTP/1.1 200 OK") and b'"model_type":"qwen3_5"' in results["bearer"]
+    assert results["health"].startswith(b"HTTP/1.1 200 OK") and results["metrics"].startswith(b"HTTP/1.1 200 OK")
+    assert ("Endpoint '/get_model_info' is deprecated and will be removed in a future version. "
+            "Please use '/model_info' instead.") in err.getvalue()

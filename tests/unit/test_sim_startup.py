@@ -129,3 +129,39 @@ def test_missing_model_and_bad_fault_profile_stop_before_server_args(tmp_path: P
     bad.write_text('{"hang": 1}')
     code, events, text = start(["--model-path", "qwen3.6-27b", "--sim-faults", str(bad)])
     assert code == 2 and "unknown keys ['hang']" in text
+
+
+def write_faults(tmp_path: Path, **faults: object) -> str:
+    import json
+
+    path = tmp_path / "sim-faults.json"
+    path.write_text(json.dumps(faults))
+    return str(path)
+
+
+def test_slow_start_stretches_weight_loading(tmp_path: Path) -> None:
+    args = ["--model-path", "qwen3.6-27b", "--sim-speed", "0.001"]
+    err = io.StringIO()
+    server = prepare(args + ["--sim-faults", write_faults(tmp_path, slow_start_s=300)], {}, err, io.StringIO())
+    asyncio.run(server.start_scheduler())
+    loaded = [e for e in map(logparse.parse_line, err.getvalue().splitlines()) if isinstance(e, logparse.WeightsLoaded)]
+    assert loaded[0].elapsed_s >= 0.3  # 300 simulated seconds at speed 0.001
+
+
+def test_missing_model_and_port_in_use_faults(tmp_path: Path) -> None:
+    code, events, text = start(["--model-path", "qwen3.6-27b", "--sim-faults", write_faults(tmp_path, missing_model_path=True)])
+    assert code == 1 and "HFValidationError" not in text and "OSError: We couldn't connect to 'https://huggingface.co'" in text
+
+    err = io.StringIO()
+    server = prepare(["--model-path", "qwen3.6-27b", "--port", "31555", "--sim-speed", "0.00001",
+                      "--sim-faults", write_faults(tmp_path, port_in_use=True)], {}, err, io.StringIO())
+    assert asyncio.run(server.run()) == 1
+    lines = err.getvalue().splitlines()
+    assert lines[-3].endswith("ERROR:    [Errno 98] error while attempting to bind on address ('127.0.0.1', 31555): address already in use")
+    assert lines[-2:] == [lines[-2][:21] + " INFO:     Waiting for application shutdown.", lines[-1][:21] + " INFO:     Application shutdown complete."]
+
+
+def test_log_level_warning_keeps_errors_only() -> None:
+    server, events, text = start(SEED + DFLASH + ["--max-running-requests", "8", "--log-level", "warning"])
+    assert "Load weight begin" not in text and "KV Cache is allocated" not in text
+    assert "Scheduler hit an exception: Traceback" in text and "AssertionError: max_running_request is zero" in text

@@ -69,9 +69,9 @@ class Api:
             ("GET", "/health"): self.health,
             ("GET", "/health_generate"): self.health,
             ("GET", "/model_info"): self.model_info,
-            ("GET", "/get_model_info"): self.get_model_info,
+            ("GET", "/get_model_info"): self.deprecated_info,
             ("GET", "/server_info"): self.server_info,
-            ("GET", "/get_server_info"): self.get_server_info,
+            ("GET", "/get_server_info"): self.deprecated_info,
             ("GET", "/v1/models"): self.models,
             ("POST", "/generate"): self.generate,
             ("PUT", "/generate"): self.generate,
@@ -143,12 +143,14 @@ class Api:
     async def model_info(self, request: HttpRequest, connection: Connection) -> None:
         connection.send(200, self._model_info())
 
-    async def get_model_info(self, request: HttpRequest, connection: Connection) -> None:
+    async def deprecated_info(self, request: HttpRequest, connection: Connection) -> None:
+        """/get_model_info and /get_server_info: the same data, with SGLang's deprecation warning."""
+        current = request.path.replace("/get_", "/", 1)
         self.console.main(
-            "Endpoint '/get_model_info' is deprecated and will be removed in a future version. Please use '/model_info' instead.",
+            f"Endpoint '{request.path}' is deprecated and will be removed in a future version. Please use '{current}' instead.",
             WARNING,
         )
-        connection.send(200, self._model_info())
+        connection.send(200, self._model_info() if current == "/model_info" else self._server_info())
 
     def _server_info(self) -> dict[str, Any]:
         stats = self.engine.stats
@@ -167,13 +169,6 @@ class Api:
         }
 
     async def server_info(self, request: HttpRequest, connection: Connection) -> None:
-        connection.send(200, self._server_info())
-
-    async def get_server_info(self, request: HttpRequest, connection: Connection) -> None:
-        self.console.main(
-            "Endpoint '/get_server_info' is deprecated and will be removed in a future version. Please use '/server_info' instead.",
-            WARNING,
-        )
         connection.send(200, self._server_info())
 
     def _model_card(self) -> dict[str, Any]:

@@ -336,35 +336,38 @@ ARGS_FAILURE_FRAMES: dict[str, tuple[Frame, ...]] = {
          "config_dict, kwargs = cls._get_config_dict(pretrained_model_name_or_path, **kwargs)"),
         (f"{SITE}/transformers/configuration_utils.py", 721, "_get_config_dict", "resolved_config_file = cached_file("),
         (f"{SITE}/transformers/utils/hub.py", 322, "cached_file", "file = cached_files(path_or_repo_id=path_or_repo_id, filenames=[filename], **kwargs)"),
-        (f"{SITE}/transformers/utils/hub.py", 553, "cached_files", "raise e"),
-        (f"{SITE}/transformers/utils/hub.py", 478, "cached_files", "hf_hub_download("),
-        (f"{SITE}/huggingface_hub/utils/_validators.py", 106, "_inner_fn", "validate_repo_id(arg_value)"),
-        (f"{SITE}/huggingface_hub/utils/_validators.py", 154, "validate_repo_id", "raise HFValidationError("),
     ),
 }
+# How transformers' cached_files ends for a path that is not a directory: a string that cannot be
+# a Hub repo id fails validation; a plausible repo id fails to download on a host without the Hub.
+_INVALID_REPO_FRAMES: tuple[Frame, ...] = (
+    (f"{SITE}/transformers/utils/hub.py", 553, "cached_files", "raise e"),
+    (f"{SITE}/transformers/utils/hub.py", 478, "cached_files", "hf_hub_download("),
+    (f"{SITE}/huggingface_hub/utils/_validators.py", 106, "_inner_fn", "validate_repo_id(arg_value)"),
+    (f"{SITE}/huggingface_hub/utils/_validators.py", 154, "validate_repo_id", "raise HFValidationError("),
+)
+_OFFLINE_FRAMES: tuple[Frame, ...] = (
+    (f"{SITE}/transformers/utils/hub.py", 554, "cached_files", "raise OSError("),
+)
 
 
-def missing_model_error(path: str) -> str:
-    """What transformers/huggingface_hub raise for a path that neither exists nor is a repo id."""
+def missing_model_traceback(path: str) -> list[str]:
+    """What transformers/huggingface_hub raise for a model path that is not there."""
+    frames = LAUNCH_FRAMES + ARGS_FAILURE_FRAMES["model_path"]
     if path.count("/") > 1:
-        return (
+        return format_traceback(frames + _INVALID_REPO_FRAMES, (
             "huggingface_hub.errors.HFValidationError: Repo id must be in the form 'repo_name' or "
             f"'namespace/repo_name': '{path}'. Use `repo_type` argument if needed."
-        )
-    # A plausible repo id on a host that cannot reach the Hub (test hosts have no internet).
-    return (
+        ))
+    return format_traceback(frames + _OFFLINE_FRAMES, (
         "OSError: We couldn't connect to 'https://huggingface.co' to load the files, and couldn't find them in the "
         "cached files.\nCheck your internet connection or see how to run the library in offline mode at "
         "'https://huggingface.co/docs/transformers/installation#offline-mode'."
-    )
+    ))
 
 
 def args_failure_traceback(site: str, exception: str, message: str) -> list[str]:
     return format_traceback(LAUNCH_FRAMES + ARGS_FAILURE_FRAMES[site], f"{exception}: {message}")
-
-
-def missing_model_traceback(path: str) -> list[str]:
-    return format_traceback(LAUNCH_FRAMES + ARGS_FAILURE_FRAMES["model_path"], missing_model_error(path))
 
 
 SCHEDULER_FRAMES: tuple[Frame, ...] = (
