@@ -199,3 +199,13 @@ def test_long_prompts_prefill_in_chunks_and_prefixes_are_cached() -> None:
     assert [e.new_token for e in prefill[:3]] == [8192, 8192, 3616]
     assert first.cached_tokens == 0 and second.cached_tokens > 19000
     assert prefill[-1].cached_token == second.cached_tokens
+
+
+def test_dense_model_lines_use_the_plain_format() -> None:
+    harness = Harness(dataclasses.replace(CONFIG, hybrid=False, max_mamba_cache_size=0))
+    run(harness, [(f"Summarize chapter {i}", 30) for i in range(3)])
+    decode = [e for e in harness.events() if isinstance(e, logparse.DecodeBatch)]
+    prefill = [e for e in harness.events() if isinstance(e, logparse.PrefillBatch)]
+    assert decode and all(e.tokens is not None and e.full_tokens is None and e.mamba_num is None for e in decode)
+    assert prefill and all(e.mamba_usage is None and e.token_usage is not None for e in prefill)
+    assert "token usage: " in harness.log.getvalue() and "full token usage" not in harness.log.getvalue()

@@ -165,3 +165,14 @@ def test_log_level_warning_keeps_errors_only() -> None:
     server, events, text = start(SEED + DFLASH + ["--max-running-requests", "8", "--log-level", "warning"])
     assert "Load weight begin" not in text and "KV Cache is allocated" not in text
     assert "Scheduler hit an exception: Traceback" in text and "AssertionError: max_running_request is zero" in text
+
+
+def test_a_hugging_face_model_directory_starts_with_plain_kv_lines() -> None:
+    directory = Path(__file__).resolve().parents[1] / "fixtures" / "sim" / "llama-3.1-8b-instruct"
+    server, events, text = start(["--model-path", str(directory), "--context-length", "8192"])
+    assert isinstance(server, SimServer) and not server.target.is_hybrid
+    summary = summary_of(events)
+    assert summary.weights_loaded.model_class == "LlamaForCausalLM"
+    assert summary.weights_loaded.mem_usage_gb == round(16060522496 / (1 << 30), 2)
+    assert summary.mamba_cache is None and "Mamba Cache" not in text
+    assert summary.kv_cache.tokens == server.plan.kv_tokens and summary.scheduler.context_len == 8192
