@@ -314,9 +314,13 @@ def test_config_errors_fail_before_the_server_starts(launch, tmp_path: Path) -> 
 
     missing = launch(["--model-path", "/dev/shm/Qwen3.6-27B"], "missing")
     assert missing.wait_exit() == 1
-    assert missing.log().rstrip().endswith(
-        "huggingface_hub.errors.HFValidationError: Repo id must be in the form 'repo_name' or "
-        "'namespace/repo_name': '/dev/shm/Qwen3.6-27B'. Use `repo_type` argument if needed.")
+    assert ("huggingface_hub.errors.HFValidationError: Repo id must be in the form 'repo_name' or "
+            "'namespace/repo_name': '/dev/shm/Qwen3.6-27B'. Use `repo_type` argument if needed.") in missing.log()
+    assert missing.log().rstrip().endswith("OSError: Can't load the configuration of '/dev/shm/Qwen3.6-27B'. If you "
+                                           "were trying to load it from 'https://huggingface.co/models', make sure you "
+                                           "don't have a local directory with the same name. Otherwise, make sure "
+                                           "'/dev/shm/Qwen3.6-27B' is the correct path to a directory containing a "
+                                           "config.json file")
 
     unknown = launch(["--model-path", "qwen3.6-27b", "--no-such-flag"], "unknown")
     assert unknown.wait_exit() == 2

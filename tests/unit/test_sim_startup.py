@@ -122,9 +122,9 @@ def test_more_tp_ranks_than_gpus_fails_on_the_device() -> None:
 
 
 def test_missing_model_and_bad_fault_profile_stop_before_server_args(tmp_path: Path) -> None:
-    code, events, text = start(["--model-path", "/srv/models/absent/Qwen3.6-27B"])
+    code, events, text = start(["--model-path", "Qwen/Qwen3.6-27B-Instruct"])
     assert code == 1 and "server_args=" not in text
-    assert "HFValidationError: Repo id must be in the form" in text
+    assert text.rstrip().endswith("'https://huggingface.co/docs/transformers/installation#offline-mode'.")
     bad = tmp_path / "faults.json"
     bad.write_text('{"hang": 1}')
     code, events, text = start(["--model-path", "qwen3.6-27b", "--sim-faults", str(bad)])
@@ -176,3 +176,22 @@ def test_a_hugging_face_model_directory_starts_with_plain_kv_lines() -> None:
     assert summary.weights_loaded.mem_usage_gb == round(16060522496 / (1 << 30), 2)
     assert summary.mamba_cache is None and "Mamba Cache" not in text
     assert summary.kv_cache.tokens == server.plan.kv_tokens and summary.scheduler.context_len == 8192
+
+
+def test_partial_model_directories_fail_like_transformers_and_sglang(tmp_path: Path) -> None:
+    empty = tmp_path / "Qwen3.6-27B"
+    empty.mkdir()
+    code, events, text = start(["--model-path", str(empty)])
+    assert code == 1 and f"ValueError: Unrecognized model in {empty}. Should have a `model_type` key in its config.json" in text
+    (empty / "config.json").write_text((Path(__file__).resolve().parents[1] / "fixtures" / "sim" / "llama-3.1-8b-instruct"
+                                        / "config.json").read_text())
+    code, events, text = start(["--model-path", str(empty)])
+    assert code == 1 and text.rstrip().endswith(f"RuntimeError: Cannot find any model weights with `{empty}`")
+
+
+def test_wiped_model_path_raises_through_transformers_chain() -> None:
+    code, events, text = start(["--model-path", "/dev/shm/Qwen3.6-27B"])
+    assert code == 1
+    assert "HFValidationError: Repo id must be in the form 'repo_name' or 'namespace/repo_name': '/dev/shm/Qwen3.6-27B'." in text
+    assert "During handling of the above exception, another exception occurred:" in text
+    assert text.rstrip().endswith("make sure '/dev/shm/Qwen3.6-27B' is the correct path to a directory containing a config.json file")

@@ -76,6 +76,8 @@ def resolve_model(path: str, faults: FaultProfile) -> ModelCard | None:
     if faults.missing_model_path:
         return None
     candidate = Path(path)
+    if candidate.is_dir() and not (candidate / "config.json").is_file():
+        return None  # a partial download: transformers finds no config
     if candidate.exists():
         return load_model_card(candidate)
     if path.lower() in shipped_card_names():
@@ -134,7 +136,6 @@ class SimServer:
         self.started = time.time()
         self.load_weights_s = 0.0
         self.graph_gb = 0.0
-        self.final_avail_gb = 0.0
         self.engine: Engine | None = None
         # The process' death on a fatal error; tests that run a server in-process replace it.
         self.kill_self: Callable[[], None] = lambda: os.kill(self.pid, signal.SIGKILL)
@@ -230,7 +231,6 @@ class SimServer:
         if self.resolved.algorithm in DFLASH_FAMILY and self.draft is not None:
             avail = await self.start_draft(avail)
         self.graph_gb = graph_gb
-        self.final_avail_gb = avail
         console.rank(0, sgltext.scheduler_ready(
             plan.kv_tokens, plan.chunked_prefill_size, values["max_prefill_tokens"], plan.max_running_requests,
             plan.context_len, avail,
@@ -481,11 +481,16 @@ def prepare(argv: Sequence[str], env: Mapping[str, str], err: TextIO | None = No
         draft_path = raw["speculative_draft_model_path"]
         draft = resolve_model(draft_path, FaultProfile()) if draft_path else None
     except ConfigError as exc:
-        console.raw(sgltext.format_traceback(sgltext.LAUNCH_FRAMES, f"ValueError: {exc}"))
+        if exc.field == "weights":
+            # SGLang gets further (it fails in the weight loader), but with this final line.
+            message = f"RuntimeError: Cannot find any model weights with `{exc.path}`"
+        else:
+            message = f"ValueError: {exc}"
+        console.raw(sgltext.format_traceback(sgltext.LAUNCH_FRAMES, message))
         return 1
     for path, card in ((raw["model_path"], target), (draft_path, draft)):
         if path and card is None:
-            console.raw(sgltext.missing_model_traceback(path))
+            console.raw(sgltext.missing_model_traceback(path, Path(path).is_dir()))
             return 1
     assert target is not None
 

@@ -325,45 +325,61 @@ ARGS_FAILURE_FRAMES: dict[str, tuple[Frame, ...]] = {
         (_srt("configs/model_config.py"), 232, "__init__", "self._derive_context_length(context_length)"),
         (_srt("configs/model_config.py"), 579, "_derive_context_length", "raise ValueError("),
     ),
-    "model_path": (
-        (_srt("server_args.py"), 966, "__post_init__", "self._handle_model_specific_adjustments()"),
-        (_srt("server_args.py"), 2521, "_handle_model_specific_adjustments", "model_config=self.get_model_config(),"),
-        (_srt("server_args.py"), 7334, "get_model_config", "self.model_config = ModelConfig.from_server_args(self)"),
-        (_srt("configs/model_config.py"), 395, "from_server_args", "return ModelConfig("),
-        (_srt("configs/model_config.py"), 201, "__init__", "self.hf_config = get_config("),
-        (_srt("utils/hf_transformers/config.py"), 250, "get_config", "config = parser.parse("),
-        (f"{SITE}/transformers/configuration_utils.py", 662, "get_config_dict",
-         "config_dict, kwargs = cls._get_config_dict(pretrained_model_name_or_path, **kwargs)"),
-        (f"{SITE}/transformers/configuration_utils.py", 721, "_get_config_dict", "resolved_config_file = cached_file("),
-        (f"{SITE}/transformers/utils/hub.py", 322, "cached_file", "file = cached_files(path_or_repo_id=path_or_repo_id, filenames=[filename], **kwargs)"),
-    ),
 }
-# How transformers' cached_files ends for a path that is not a directory: a string that cannot be
-# a Hub repo id fails validation; a plausible repo id fails to download on a host without the Hub.
-_INVALID_REPO_FRAMES: tuple[Frame, ...] = (
-    (f"{SITE}/transformers/utils/hub.py", 553, "cached_files", "raise e"),
-    (f"{SITE}/transformers/utils/hub.py", 478, "cached_files", "hf_hub_download("),
-    (f"{SITE}/huggingface_hub/utils/_validators.py", 106, "_inner_fn", "validate_repo_id(arg_value)"),
-    (f"{SITE}/huggingface_hub/utils/_validators.py", 154, "validate_repo_id", "raise HFValidationError("),
+# SGLang's path into transformers when it reads a model's config.json (ServerArgs -> ModelConfig
+# -> hf_transformers.get_config -> AutoConfig.from_pretrained).
+_CONFIG_FRAMES: tuple[Frame, ...] = (
+    (_srt("server_args.py"), 966, "__post_init__", "self._handle_model_specific_adjustments()"),
+    (_srt("server_args.py"), 2521, "_handle_model_specific_adjustments", "model_config=self.get_model_config(),"),
+    (_srt("server_args.py"), 7334, "get_model_config", "self.model_config = ModelConfig.from_server_args(self)"),
+    (_srt("configs/model_config.py"), 395, "from_server_args", "return ModelConfig("),
+    (_srt("configs/model_config.py"), 201, "__init__", "self.hf_config = get_config("),
+    (_srt("utils/hf_transformers/config.py"), 250, "get_config", "config = parser.parse("),
+    (_srt("utils/hf_transformers/config.py"), 63, "parse", "config = AutoConfig.from_pretrained("),
+    (f"{SITE}/transformers/models/auto/configuration_auto.py", 1332, "from_pretrained",
+     "config_dict, unused_kwargs = PretrainedConfig.get_config_dict(pretrained_model_name_or_path, **kwargs)"),
 )
-_OFFLINE_FRAMES: tuple[Frame, ...] = (
-    (f"{SITE}/transformers/utils/hub.py", 554, "cached_files", "raise OSError("),
+_GET_CONFIG_DICT_FRAME: Frame = (f"{SITE}/transformers/configuration_utils.py", 662, "get_config_dict",
+                                 "config_dict, kwargs = cls._get_config_dict(pretrained_model_name_or_path, **kwargs)")
+_CACHED_FILE_FRAMES: tuple[Frame, ...] = (
+    (f"{SITE}/transformers/configuration_utils.py", 721, "_get_config_dict", "resolved_config_file = cached_file("),
+    (f"{SITE}/transformers/utils/hub.py", 322, "cached_file", "file = cached_files(path_or_repo_id=path_or_repo_id, filenames=[filename], **kwargs)"),
 )
+# AutoConfig's message lists every model type it knows (hundreds); the list is cut after its first entries.
+_KNOWN_MODEL_TYPES = "aimv2, aimv2_vision_model, albert, align, altclip, apertus, arcee, aria, aria_text, autoformer, aya_vision, ..."
 
 
-def missing_model_traceback(path: str) -> list[str]:
-    """What transformers/huggingface_hub raise for a model path that is not there."""
-    frames = LAUNCH_FRAMES + ARGS_FAILURE_FRAMES["model_path"]
+def missing_model_traceback(path: str, is_directory: bool) -> list[str]:
+    """What SGLang prints (through transformers 4.57 / huggingface_hub) for a model that is not
+    there: a directory without config.json (a partial download), a string that cannot be a Hub
+    repo id (an absolute path, e.g. in a /dev/shm wiped by a reboot), or a repo id on a host that
+    cannot reach the Hub."""
+    if is_directory:
+        return format_traceback(LAUNCH_FRAMES + _CONFIG_FRAMES + (
+            (f"{SITE}/transformers/models/auto/configuration_auto.py", 1380, "from_pretrained", "raise ValueError("),
+        ), f"ValueError: Unrecognized model in {path}. Should have a `model_type` key in its config.json, or contain "
+           f"one of the following strings in its name: {_KNOWN_MODEL_TYPES}")
+    frames = LAUNCH_FRAMES + _CONFIG_FRAMES + (_GET_CONFIG_DICT_FRAME,)
     if path.count("/") > 1:
-        return format_traceback(frames + _INVALID_REPO_FRAMES, (
-            "huggingface_hub.errors.HFValidationError: Repo id must be in the form 'repo_name' or "
-            f"'namespace/repo_name': '{path}'. Use `repo_type` argument if needed."
-        ))
-    return format_traceback(frames + _OFFLINE_FRAMES, (
-        "OSError: We couldn't connect to 'https://huggingface.co' to load the files, and couldn't find them in the "
-        "cached files.\nCheck your internet connection or see how to run the library in offline mode at "
-        "'https://huggingface.co/docs/transformers/installation#offline-mode'."
-    ))
+        # HFValidationError is no OSError: _get_config_dict re-raises it as its generic OSError.
+        cause = format_traceback(_CACHED_FILE_FRAMES + (
+            (f"{SITE}/transformers/utils/hub.py", 553, "cached_files", "raise e"),
+            (f"{SITE}/transformers/utils/hub.py", 478, "cached_files", "hf_hub_download("),
+            (f"{SITE}/huggingface_hub/utils/_validators.py", 106, "_inner_fn", "validate_repo_id(arg_value)"),
+            (f"{SITE}/huggingface_hub/utils/_validators.py", 154, "validate_repo_id", "raise HFValidationError("),
+        ), "huggingface_hub.errors.HFValidationError: Repo id must be in the form 'repo_name' or "
+           f"'namespace/repo_name': '{path}'. Use `repo_type` argument if needed.")
+        effect = format_traceback(frames + (
+            (f"{SITE}/transformers/configuration_utils.py", 744, "_get_config_dict", "raise OSError("),
+        ), f"OSError: Can't load the configuration of '{path}'. If you were trying to load it from "
+           "'https://huggingface.co/models', make sure you don't have a local directory with the same name. "
+           f"Otherwise, make sure '{path}' is the correct path to a directory containing a config.json file")
+        return cause + ["", "During handling of the above exception, another exception occurred:", ""] + effect
+    return format_traceback(frames + _CACHED_FILE_FRAMES + (
+        (f"{SITE}/transformers/utils/hub.py", 554, "cached_files", "raise OSError("),
+    ), "OSError: We couldn't connect to 'https://huggingface.co' to load the files, and couldn't find them in the "
+       "cached files.\nCheck your internet connection or see how to run the library in offline mode at "
+       "'https://huggingface.co/docs/transformers/installation#offline-mode'.")
 
 
 def args_failure_traceback(site: str, exception: str, message: str) -> list[str]:
