@@ -2,8 +2,9 @@
 
     python -m fleet.agent run --sweep-dir DIR
         work through DIR/shard.json; resumes where an earlier agent stopped. Exit 0 when every
-        run has a result, 1 after an agent error, 3 when stopped (SIGTERM or DIR/STOP), 4 when
-        another agent already works on DIR.
+        run has a result or when stopped on request (SIGTERM or a DIR/STOP file; progress.json
+        then says "stopped"), 1 after an agent error, 2 on a bad shard, 4 when another agent
+        already works on DIR.
     python -m fleet.agent service start NAME --manager process --state-dir DIR --log FILE
             [--cwd DIR] [--env K=V ...] [--env-file FILE.json] -- ARGV...
     python -m fleet.agent service stop NAME --manager process --state-dir DIR [--grace S]

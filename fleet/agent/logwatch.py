@@ -1,5 +1,5 @@
-"""Reading a server's log while it runs: readiness, the scheduler's figures, and the first fatal
-line with the lines around it as evidence. Standard library plus fleet's SGLang log parser
+"""Reading a server's log while it runs: the scheduler's figures, and the first fatal line with
+the lines around it as evidence (readiness itself is `/health` answering 200). Standard library plus fleet's SGLang log parser
 (shipped with the agent).
 
 `LogScan` is the pure part (lines in, state out); `LogWatcher` feeds it from a growing file in a
@@ -12,9 +12,10 @@ from __future__ import annotations
 import threading
 from collections import deque
 from pathlib import Path
+from typing import Any
 
 from fleet.agent.fatal import fatal_marker
-from fleet.engines.sglang.logparse import SchedulerReady, ServerReady, parse_line
+from fleet.engines.sglang.logparse import SchedulerReady, parse_line
 
 LINES_BEFORE_FATAL = 10
 LINES_AFTER_FATAL = 120
@@ -24,7 +25,6 @@ TAIL_LINES = 40
 class LogScan:
     def __init__(self) -> None:
         self.lines_seen = 0
-        self.ready = False
         self.scheduler: SchedulerReady | None = None
         self.fatal_marker: str | None = None
         self.fatal_line: str | None = None
@@ -48,9 +48,7 @@ class LogScan:
             return
         self._before.append(line)
         event = parse_line(line, self.lines_seen)
-        if isinstance(event, ServerReady):
-            self.ready = True
-        elif isinstance(event, SchedulerReady):
+        if isinstance(event, SchedulerReady):
             self.scheduler = event
 
     def evidence(self) -> list[str]:
@@ -115,25 +113,13 @@ class LogWatcher:
                 self._scan.feed(self._partial.decode("utf-8", errors="replace"))
                 self._partial = b""
 
-    @property
-    def ready(self) -> bool:
+    def _read_scan(self, name: str) -> Any:
         with self._lock:
-            return self._scan.ready
+            return getattr(self._scan, name)
 
-    @property
-    def scheduler(self) -> SchedulerReady | None:
-        with self._lock:
-            return self._scan.scheduler
-
-    @property
-    def fatal_marker(self) -> str | None:
-        with self._lock:
-            return self._scan.fatal_marker
-
-    @property
-    def fatal_line(self) -> str | None:
-        with self._lock:
-            return self._scan.fatal_line
+    scheduler: SchedulerReady | None = property(lambda self: self._read_scan("scheduler"))  # type: ignore[assignment]
+    fatal_marker: str | None = property(lambda self: self._read_scan("fatal_marker"))  # type: ignore[assignment]
+    fatal_line: str | None = property(lambda self: self._read_scan("fatal_line"))  # type: ignore[assignment]
 
     def evidence(self) -> list[str]:
         with self._lock:

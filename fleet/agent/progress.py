@@ -40,7 +40,7 @@ class Progress:
         write_json_atomic(self.path, self._state)
 
     def phase(self, server_id: str, label: str, phase: str, run: str | None = None) -> None:
-        """starting | warmup | running | stopping | done, with the run's label while running."""
+        """starting | warmup | running | stopping, with the run's label while running."""
         with self._lock:
             self._state["servers"][server_id] = {"label": label, "phase": phase, "run": run, "since": time.time()}
             self._write()
@@ -61,7 +61,7 @@ class Progress:
             self._write()
 
     def end(self, state: str) -> None:
-        """finished | stopped | crashed"""
+        """finished | finished_with_errors | stopped"""
         with self._lock:
             self._state["state"] = state
             self._write()

@@ -23,7 +23,7 @@ from fleet.agent.client import NO_TOKEN_TIMEOUT, TIMEOUT, RequestOutcome
 from fleet.agent.stats import histogram, ratio, summary
 
 RESULT_SCHEMA = "fleet.run_result/1"
-STATUS_OK, STATUS_PARTIAL, STATUS_FAILED, STATUS_SKIPPED = "ok", "partial", "failed", "skipped"
+STATUS_OK, STATUS_PARTIAL, STATUS_FAILED = "ok", "partial", "failed"  # "skipped" is the controller's (infeasible runs)
 NO_OUTPUT_TOKENS = "no_output_tokens"
 REQUESTS_FAILED = "requests_failed"
 

@@ -128,8 +128,10 @@ class Agent:
         return self.stopping.is_set()
 
     def run(self) -> int:
-        """Work through the shard. Exit code: 0 done (whatever the runs' statuses), 1 an agent
-        error left runs without a result, 3 stopped before the end."""
+        """Work through the shard. Exit code: 0 when every run has a result (whatever its status)
+        or when told to stop (progress.json says "stopped": a requested stop is no failure, so a
+        systemd unit with Restart=on-failure stays down); 1 when an agent error left runs
+        without a result."""
         self.sweep_dir.mkdir(parents=True, exist_ok=True)
         lock_handle = open(self.sweep_dir / "agent.lock", "a+")
         try:
@@ -196,7 +198,7 @@ class Agent:
         if stopping:
             self.progress.end("stopped")
             self.stop_file.unlink(missing_ok=True)
-            return 3
+            return 0
         self.progress.end("finished" if not self.errors else "finished_with_errors")
         return 1 if self.errors else 0
 

@@ -31,7 +31,7 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Protocol
+from typing import Any, Callable, Iterable, Protocol
 
 from fleet.agent.results import write_json_atomic
 
@@ -143,7 +143,7 @@ def started_by_fleet(pid: int) -> bool:
     return any(item.startswith(SERVICE_ENV_MARKER.encode() + b"=") for item in environ.split(b"\0"))
 
 
-def _wait_until(predicate, timeout_s: float, interval_s: float = 0.05) -> bool:  # type: ignore[no-untyped-def]
+def _wait_until(predicate: Callable[[], bool], timeout_s: float, interval_s: float = 0.05) -> bool:
     deadline = time.monotonic() + timeout_s
     while True:
         if predicate():
@@ -153,7 +153,7 @@ def _wait_until(predicate, timeout_s: float, interval_s: float = 0.05) -> bool: 
         time.sleep(interval_s)
 
 
-def kill_group(pgid: int, grace_s: float, reap=lambda: None) -> None:  # type: ignore[no-untyped-def]
+def kill_group(pgid: int, grace_s: float, reap: Callable[[], None] = lambda: None) -> None:
     """SIGTERM the group, SIGKILL what is left after `grace_s`. `reap` collects our own children
     (an unreaped child is a zombie, which would look alive to a signal-0 probe)."""
 
@@ -186,7 +186,7 @@ class ProcessServices:
     def _exit_file(self, name: str) -> Path:
         return self.state_dir / f"{name}.exit"
 
-    def _record(self, name: str) -> dict | None:
+    def _record(self, name: str) -> dict[str, Any] | None:
         try:
             record = json.loads(self._pid_file(name).read_text())
         except (OSError, json.JSONDecodeError):
@@ -201,7 +201,7 @@ class ProcessServices:
         for child in self._children.values():
             child.poll()
 
-    def _members(self, record: dict) -> set[int]:
+    def _members(self, record: dict[str, Any]) -> set[int]:
         pid = int(record["pid"])
         leader_ticks = start_ticks(pid)
         if leader_ticks is not None and leader_ticks != record.get("start_ticks"):
@@ -475,7 +475,8 @@ def clear_stale(port: int, gpus: Iterable[int], grace_s: float) -> tuple[list[Ho
     """Kill (by process group) the services fleet started earlier that hold the port or GPUs.
     Returns (killed, blockers): blockers are holders fleet did not start, left alone -- or that
     survived."""
-    killed, blockers = [], []
+    killed: list[Holder] = []
+    blockers: list[Holder] = []
     for holder in find_holders(port, gpus):
         if not started_by_fleet(holder.pid):
             blockers.append(holder)

@@ -6,8 +6,8 @@ with the test hosts' fake nvidia-smi on PATH: real processes, real HTTP streams,
 - servers that fail are failed runs with their evidence, never 0 tok/s: an assertion at start-up
   (DFlash, max_running_requests 8 on a 96 GB GPU) fails fast, DDTree b8 on cc 12.0 crashes with
   an illegal instruction, a hung server trips the no-token watchdog;
-- stopping the agent (STOP file) and killing it (SIGKILL) mid-run, then restarting it, ends with
-  exactly one result per run, the interrupted run redone.
+- stopping the agent (STOP file, SIGTERM) and killing it (SIGKILL) mid-run, then restarting it,
+  ends with exactly one result per run, the interrupted runs redone, orphaned servers killed.
 """
 
 from __future__ import annotations
@@ -279,7 +279,7 @@ def test_stop_kill_and_resume_leave_exactly_one_result_per_run(
         agents.append(start_agent(sweep, host_env))
         wait_for(lambda: running_run(sweep) and results(sweep), 40, "a first result")
         (sweep / "STOP").write_text("")
-        assert agents[-1].wait(timeout=40) == 3
+        assert agents[-1].wait(timeout=40) == 0
         assert progress(sweep)["state"] == "stopped" and not (sweep / "STOP").exists()
         assert not [pid for pid in service_pids(sweep) if pid_alive(pid)]
         after_stop = results(sweep)
@@ -293,12 +293,21 @@ def test_stop_kill_and_resume_leave_exactly_one_result_per_run(
         agents[-1].wait()
         assert all(pid_alive(pid) for pid in orphans)
 
-        # 3. Resume: the orphaned servers are killed (not adopted), the interrupted run redone.
+        # 3. SIGTERM while the servers are starting: they are stopped, nothing is written.
+        before = results(sweep)
+        agents.append(start_agent(sweep, host_env))
+        wait_for(lambda: progress(sweep)["agent_pid"] == agents[-1].pid and progress(sweep)["servers"], 20, "servers starting")
+        wait_for(lambda: not any(pid_alive(pid) for pid in orphans), 20, "the orphans killed, not adopted")
+        agents[-1].send_signal(signal.SIGTERM)
+        assert agents[-1].wait(timeout=40) == 0
+        assert progress(sweep)["state"] == "stopped" and results(sweep).keys() == before.keys()
+        assert not [pid for pid in service_pids(sweep) if pid_alive(pid)]
+
+        # 4. Resume to the end: the interrupted runs are redone.
         agents.append(start_agent(sweep, host_env))
         assert agents[-1].wait(timeout=90) == 0, (sweep / "agent.log").read_text()
     finally:
         kill_leftover_servers(sweep)
-    assert not any(pid_alive(pid) for pid in orphans)
     by_run = results(sweep)
     assert sorted(by_run) == sorted(run.run_id for _, run in shard.runs)
     assert {r["status"] for r in by_run.values()} == {"ok"}

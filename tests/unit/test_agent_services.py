@@ -109,6 +109,7 @@ def test_stale_fleet_servers_on_the_port_are_cleared_strangers_are_not(tmp_path:
     port = free_port()
     earlier = ProcessServices(tmp_path / "earlier-sweep")
     stale = earlier.start(spec(tmp_path, "stale", [sys.executable, "-c", LISTEN, str(port)])).pid
+    assert stale is not None
     assert wait(lambda: bool(port_listeners(port)))
     assert started_by_fleet(next(iter(port_listeners(port))))
     killed, blockers = clear_stale(port, [], grace_s=5)
