@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
+from typing import Any
 
 import pytest
 
@@ -22,7 +23,7 @@ def test_fleet_factory() -> Iterator[Callable[..., TestFleet]]:
     _skip_without_test_fleet()
     with ExitStack() as made:
 
-        def make(names: list[str], shm_size: str = "256m", **options: object) -> TestFleet:
+        def make(names: list[str], shm_size: str = "256m", **options: Any) -> TestFleet:
             return made.enter_context(start_test_fleet(names, shm_size, **options))
 
         yield make

@@ -20,7 +20,7 @@ import pytest
 
 from fleet.inventory import load_inventory
 from tests.testfleet import TestFleet, TestHost
-from tests.testfleet.registry import process_start_time
+from tests.testfleet.registry import INSTANCE_PREFIX, process_start_time, reap_dead_locked, registry_lock
 
 pytestmark = pytest.mark.testfleet
 
@@ -37,8 +37,13 @@ def ssh_ok(host: TestHost, command: str) -> str:
     return done.stdout
 
 
-def machine_state() -> str:
-    return subprocess.run("ip netns list; ip -o link", shell=True, capture_output=True, text=True).stdout
+def machine_names() -> set[str]:
+    """Network namespaces and interfaces of the machine, by exact name."""
+    namespaces = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=True).stdout
+    links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True, check=True).stdout
+    return {line.split()[0] for line in namespaces.splitlines() if line.strip()} | {
+        line.split(":")[1].strip().split("@")[0] for line in links.splitlines()
+    }
 
 
 def tcp_connect_error(host: TestHost, timeout: float) -> str | None:
@@ -100,7 +105,7 @@ def test_reboot_wipes_volatile_state_keeps_persistent_dirs_and_kills_detached_pr
 def test_ssh_is_refused_during_the_down_window_of_a_reboot(two_hosts: TestFleet):
     ct201 = two_hosts["ct201"]
     before = ct201.boot_id()
-    rebooting = threading.Thread(target=two_hosts.reboot, args=(ct201,), kwargs={"down_seconds": 1.5})
+    rebooting = threading.Thread(target=two_hosts.reboot, args=(ct201,), kwargs={"down_seconds": 2.0})
     rebooting.start()
     deadline = time.monotonic() + 5
     while tcp_connect_error(ct201, 0.5) != "ConnectionRefusedError":
@@ -142,12 +147,13 @@ def read_for(fd: int, seconds: float, stop_at_first: bool = False) -> bytes:
 def test_drop_link_hangs_an_open_session_silently_then_it_resumes(two_hosts: TestFleet):
     ct201 = two_hosts["ct201"]
     session = subprocess.Popen(ct201.ssh_argv("while sleep 0.05; do echo tick; done"), stdout=subprocess.PIPE)
+    assert session.stdout is not None
     fd = session.stdout.fileno()
     try:
         assert b"tick" in read_for(fd, 10, stop_at_first=True)
-        restorer = two_hosts.drop_link(ct201, 1.5)
-        read_for(fd, 0.3)  # ticks already in flight
-        assert read_for(fd, 0.7) == b"", "nothing may arrive while the link is cut"
+        restorer = two_hosts.drop_link(ct201, 2.0)
+        read_for(fd, 0.5)  # ticks already on their way to this process
+        assert read_for(fd, 0.8) == b"", "nothing may arrive while the link is cut"
         assert session.poll() is None, "a silent drop must not end the session"
         restorer.join(timeout=5)
         assert b"tick" in read_for(fd, 10, stop_at_first=True), "the session must resume once the link is back"
@@ -167,19 +173,22 @@ def test_fake_nvidia_smi_lists_live_gpu_processes_and_ignores_dead_ones(two_host
         ssh_ok(ct200, f'printf "%s\\n" {shlex.quote(entry)} > "{target}.tmp" && mv "{target}.tmp" "{target}"')
     try:
         apps = ssh_ok(ct200, "nvidia-smi --query-compute-apps=pid,process_name,used_memory,gpu_uuid --format=csv")
-        gpus = ssh_ok(ct200, "nvidia-smi --query-gpu=index,uuid,memory.used,memory.total --format=csv,noheader,nounits")
+        per_gpu = ssh_ok(ct200, "nvidia-smi --query-gpu=index,uuid,memory.used,memory.total --format=csv,noheader,nounits")
         table = ssh_ok(ct200, "nvidia-smi")
     finally:
         ssh_ok(ct200, f"kill {live_pid}")
     app_rows = list(csv.DictReader(io.StringIO(apps), skipinitialspace=True))
-    gpu_rows = list(csv.reader(io.StringIO(gpus), skipinitialspace=True))
+    gpu_rows = list(csv.reader(io.StringIO(per_gpu), skipinitialspace=True))
     uuid_of = {int(index): uuid for index, uuid, _, _ in gpu_rows}
     assert [(int(r["pid"]), r["used_gpu_memory [MiB]"], r["gpu_uuid"]) for r in app_rows] == [
         (live_pid, "81234 MiB", uuid_of[0]), (live_pid, "81234 MiB", uuid_of[1])
     ]
     assert [int(used) for _, _, used, _ in gpu_rows] == [81234, 81234] + [0] * 6
     assert {int(total) for _, _, _, total in gpu_rows} == {97887}
-    assert f"{live_pid}      C   sglang::scheduler" in table and str(dead_pid) not in table
+    process_rows = [line.split() for line in table.splitlines() if line.endswith("MiB |") and "   C   " in line]
+    assert [(row[1], int(row[4]), row[6], row[7]) for row in process_rows] == [
+        ("0", live_pid, "sglang::scheduler", "81234MiB"), ("1", live_pid, "sglang::scheduler", "81234MiB")
+    ]
     assert ssh_ok(ct200, "nvidia-smi --query-compute-apps=pid --format=csv,noheader") == ""
 
 
@@ -218,7 +227,7 @@ def test_write_inventory_loads_with_fleets_own_loader(two_hosts: TestFleet, tmp_
     assert (host.address, host.port, host.user) == (two_hosts["ct201"].address, 22, "root")
     assert host.engine.kind.value == "sim" and host.engine.python == sys.executable and host.engine.sim_speed == 0.01
     assert host.service_manager.value == "process" and host.gpus.count == 8 and host.groups == ("lab",)
-    assert host.paths.staging == "/dev/shm/fleet" and Path(host.known_hosts) == two_hosts["ct201"].known_hosts
+    assert host.paths.staging == "/dev/shm/fleet" and host.known_hosts == str(two_hosts["ct201"].known_hosts)
 
 
 def test_close_leaves_no_namespace_veth_process_or_directory(test_fleet_factory):
@@ -230,19 +239,18 @@ def test_close_leaves_no_namespace_veth_process_or_directory(test_fleet_factory)
     fleet.exec(host, ["sh", "-c", "setsid nohup sleep 3600 >/dev/null 2>&1 < /dev/null &"])
     processes = {pid: process_start_time(pid) for h in fleet.hosts for pid in fleet.processes(h)}
     assert len(processes) >= 3
-    names = [h.netns for h in fleet.hosts] + [f"ftf{h.address.split('.')[2]}h" for h in fleet.hosts]
-    assert all(name in machine_state() for name in names)
+    names = {h.netns for h in fleet.hosts} | {f"ftf{h.address.split('.')[2]}h" for h in fleet.hosts}
+    assert names <= machine_names()
 
     fleet.close()
     fleet.close()
 
-    state = machine_state()
-    assert not [name for name in names if name in state], state
+    assert not names & machine_names()
     assert not [pid for pid, start in processes.items() if process_start_time(pid) == start]
     assert not fleet.base.exists()
 
 
-def test_atexit_and_cleanup_command_remove_fleets_of_dead_processes():
+def test_atexit_and_cleanup_remove_fleets_of_dead_processes():
     starter = (
         "import sys; from tests.testfleet import start_test_fleet; "
         "fleet = start_test_fleet([sys.argv[1]]); print(fleet.hosts[0].netns, fleet.base, flush=True); "
@@ -253,20 +261,25 @@ def test_atexit_and_cleanup_command_remove_fleets_of_dead_processes():
     def start(name: str, mode: str) -> tuple[subprocess.Popen, str, Path]:
         child = subprocess.Popen([sys.executable, "-c", starter, name, mode], cwd=REPO, env=env,
                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        assert child.stdout is not None
         netns, base = child.stdout.readline().split()
         return child, netns, Path(base)
 
     # Exiting without close(): the atexit safety net tears the host down.
     child, netns, base = start("ct220", "exit")
     assert child.wait(timeout=30) == 0
-    assert netns not in machine_state() and not base.exists()
+    assert netns not in machine_names() and not base.exists()
 
-    # Killed outright: nothing runs in the process; the cleanup command finds the leftovers.
+    # Killed outright: nothing runs in the process any more, cleanup finds the leftovers. The
+    # registry lock keeps concurrent fleet starts (they reap dead fleets too) from doing it first.
     child, netns, base = start("ct221", "hang")
-    child.kill()
-    child.wait()
-    assert netns in machine_state() and base.exists()
+    with registry_lock():
+        child.kill()
+        child.wait()
+        assert netns in machine_names() and base.exists()
+        removed = reap_dead_locked()
+    assert [line for line in removed if base.name.removeprefix(INSTANCE_PREFIX) in line], removed
+    assert netns not in machine_names() and not base.exists()
     done = subprocess.run([sys.executable, "-m", "tests.testfleet", "cleanup"], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0 and base.name.removeprefix("fleet-testfleet-") in done.stdout, done
-    assert netns not in machine_state() and not base.exists()
+    assert done.returncode == 0 and done.stdout.strip(), done

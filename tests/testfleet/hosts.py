@@ -191,8 +191,9 @@ class TestFleet:
         keygens = [self._keygen(self.identity_file, "fleet-testfleet-client")]
         keygens += [self._keygen(h.base / "etc" / "ssh_host_ed25519_key", h.name) for h in self._make_dirs()]
         for keygen in keygens:
-            if keygen.wait() != 0:
-                raise RuntimeError(f"ssh-keygen failed: {keygen.stderr.read().decode().strip()}")
+            _, error = keygen.communicate()
+            if keygen.returncode != 0:
+                raise RuntimeError(f"ssh-keygen failed: {error.decode().strip()}")
         client_key = (self.identity_file.with_suffix(".pub")).read_text()
         every_key = []
         for host in self.hosts:

@@ -184,14 +184,15 @@ def claim_slots(instance_id: str, names: list[str]) -> InstanceRecord:
 
 def kill_host_processes(host: HostRecord, timeout: float = 10.0) -> None:
     """SIGKILL the PID namespace's first process: the kernel then kills everything in it."""
-    if not is_same_process(host.init_pid, host.init_start):
+    pid, start = host.init_pid, host.init_start
+    if pid is None or not is_same_process(pid, start):
         return
-    os.kill(host.init_pid, signal.SIGKILL)
+    os.kill(pid, signal.SIGKILL)
     deadline = time.monotonic() + timeout
     # The init turns zombie only after every process of its namespace is gone.
-    while is_same_process(host.init_pid, host.init_start) and process_state(host.init_pid) != "Z":
+    while is_same_process(pid, start) and process_state(pid) != "Z":
         if time.monotonic() > deadline:
-            raise RuntimeError(f"test host {host.name}: pid {host.init_pid} did not die within {timeout}s")
+            raise RuntimeError(f"test host {host.name}: pid {pid} did not die within {timeout}s")
         time.sleep(0.005)
 
 
@@ -231,7 +232,7 @@ def reap_dead_locked() -> list[str]:
     """Tear down instances whose owner died, and our named leftovers no live instance claims."""
     removed = []
     records, broken = load_instances()
-    live_slots = set()
+    live_slots: set[int] = set()
     for record in records:
         if record.owner_alive():
             live_slots.update(h.slot for h in record.hosts)

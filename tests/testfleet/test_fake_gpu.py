@@ -9,6 +9,7 @@ import re
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -35,7 +36,7 @@ H200 = {
 }
 
 
-def state_dir(tmp_path: Path, profile: dict, procs: list[dict] = ()) -> Path:
+def state_dir(tmp_path: Path, profile: dict, procs: Sequence[dict] = ()) -> Path:
     (tmp_path / "procs").mkdir()
     (tmp_path / "profile.json").write_text(json.dumps(profile))
     for proc in procs:
