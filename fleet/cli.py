@@ -203,16 +203,72 @@ def provision(
         raise typer.Exit(EXIT_FAILED)
 
 
-@app.command()
-def sweep(playbook: PlaybookOpt = None, hosts_spec: HostsOpt = None) -> None:
-    """Run every run of a playbook on the given hosts, detached from SSH, resumable."""
-    _not_yet("sweep", 5)
+def _results_root() -> Path:
+    return Path(os.environ.get("FLEET_RESULTS_DIR", "results"))
 
 
 @app.command()
-def status() -> None:
-    """Progress of running sweeps, per host."""
-    _not_yet("status", 5)
+def sweep(
+    playbook: PlaybookOpt = None,
+    hosts_spec: HostsOpt = None,
+    resume: Annotated[Optional[str], typer.Option("--resume", metavar="SWEEP_ID", help="Reattach to a sweep (its agents may still be running).")] = None,
+    poll: Annotated[float, typer.Option("--poll", help="Seconds between polls of each host.")] = 2.0,
+) -> None:
+    """Run every run of a playbook on the given hosts, detached from SSH; resumable after drops and reboots."""
+    from rich.live import Live
+
+    from fleet.sweep.controller import SweepError, resume_sweep, start_sweep
+    from fleet.views import provision_table, sweep_table
+
+    root = _results_root()
+    live = Live(console=err, refresh_per_second=2, transient=False)
+
+    def watch(statuses) -> None:
+        live.update(sweep_table(statuses, title="sweep progress"))
+
+    try:
+        with live:
+            if resume:
+                outcome = resume_sweep(resume, root, watch=watch, poll_interval_s=poll)
+            else:
+                chosen = _select_hosts(hosts_spec)
+                path = playbook or _default_playbook()
+                _load_playbook(path)  # clear errors for a malformed file before anything starts
+                outcome = start_sweep(
+                    path, chosen, root, on_provisioned=lambda reports: err.print(provision_table(reports)), watch=watch, poll_interval_s=poll
+                )
+    except (SweepError, FleetError) as exc:
+        _fail(str(exc), EXIT_FAILED)
+    for host, reason in outcome.excluded.items():
+        err.print(f"[red]{host} takes no part: {reason}[/]", highlight=False)
+    out.print(f"results: {outcome.directory}/<host>/runs/ (summary: {outcome.directory}/summary.json)", highlight=False)
+    if outcome.interrupted:
+        out.print(f"the agents work on: `fleet status {outcome.sweep_id}`, `fleet sweep --resume {outcome.sweep_id}`", highlight=False)
+        raise typer.Exit(130)
+    failed_hosts = [s.host for s in outcome.statuses.values() if s.phase != "finished"]
+    failed_runs = sum(s.counts.get("failed", 0) + s.counts.get("partial", 0) for s in outcome.statuses.values())
+    if failed_hosts or failed_runs or outcome.excluded:
+        raise typer.Exit(EXIT_FAILED)
+
+
+@app.command()
+def status(
+    sweep_id: Annotated[Optional[str], typer.Argument(metavar="SWEEP_ID", help="Default: the latest sweep.")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Progress of a sweep, per host, read from the hosts' agents (the sweep may be running or done)."""
+    from fleet.sweep.controller import SweepError
+    from fleet.sweep.status import sweep_status
+    from fleet.views import sweep_table
+
+    try:
+        statuses = sweep_status(_results_root(), sweep_id)
+    except SweepError as exc:
+        _fail(str(exc))
+    if as_json:
+        print(json.dumps({name: s.__dict__ for name, s in statuses.items()}, indent=2, default=str))
+    else:
+        out.print(sweep_table(statuses, title="sweep status"))
 
 
 @app.command("fetch-logs")

@@ -12,7 +12,7 @@ from typing import Any
 
 from fleet.engines import launch_spec
 from fleet.engines.sglang.argv import LaunchSpec
-from fleet.inventory import Host
+from fleet.inventory import EngineKind, Host
 from fleet.layout import model_serve_dir, server_port
 from fleet.planning.estimate import run_seconds, server_start_seconds
 from fleet.planning.schedule import HostSlots, Job, Schedule, schedule
@@ -76,17 +76,24 @@ def _run_json(server: PlannedServer, run: Run) -> dict[str, Any]:
     }
 
 
+def _time_scale(hosts: Sequence[Host]) -> float:
+    """Sim hosts run faster than real time by their sim_speed; the estimates follow when all agree."""
+    scales = {h.engine.sim_speed if h.engine.kind is EngineKind.sim else 1.0 for h in hosts}
+    return scales.pop() if len(scales) == 1 else 1.0
+
+
 def make_plan(playbook: Playbook, hosts: Sequence[Host]) -> Plan:
     by_server: dict[str, list[Run]] = defaultdict(list)
     configs: dict[str, ServerConfig] = {}
     for run in expand_runs(playbook):
         by_server[run.server.id].append(run)
         configs[run.server.id] = run.server
+    scale = _time_scale(hosts)
     jobs = [
         Job(
             key=key,
             gpus=config.tp,
-            seconds=server_start_seconds(config) + sum(run_seconds(r) for r in by_server[key]),
+            seconds=scale * (server_start_seconds(config) + sum(run_seconds(r) for r in by_server[key])),
             label=config.label,
         )
         for key, config in configs.items()

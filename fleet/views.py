@@ -87,3 +87,35 @@ def provision_table(reports, dry_run: bool = False) -> Table:
         status = ("would change" if dry_run and report.status == "changed" else report.status)
         table.add_row(report.host, Text(status, style=styles[report.status]), changes, report.reason or "", duration(report.seconds))
     return table
+
+
+def sweep_table(statuses, title: str = "sweep") -> Table:
+    """Per host: phase, done/total, ok/failed, what its servers are doing, last error."""
+    table = Table(title=title, title_justify="left")
+    for column in ("host", "phase", "done", "ok", "partial", "failed", "skipped", "now", "events", "last error"):
+        table.add_column(column, overflow="fold")
+    styles = {"finished": "green", "failed": "bold red", "recovering": "yellow", "detached": "cyan"}
+    for status in statuses.values():
+        now = "; ".join(
+            f"{s.get('label')}: {s.get('phase')}" + (f" {s.get('run')}" if s.get("run") else "") for s in status.servers.values()
+        )
+        events = ", ".join(
+            text
+            for count, text in ((status.reboots, "reboot"), (status.link_drops, "link drop"), (status.agent_restarts, "agent restart"))
+            if count
+            for text in [f"{count} {text}{'s' if count > 1 else ''}"]
+        )
+        counts = status.counts
+        table.add_row(
+            status.host,
+            Text(status.phase, style=styles.get(status.phase, "")),
+            f"{status.done}/{status.total}",
+            str(counts.get("ok", 0)),
+            str(counts.get("partial", 0)),
+            Text(str(counts.get("failed", 0)), style="red" if counts.get("failed") else ""),
+            str(counts.get("skipped", 0)),
+            now or "-",
+            events or "-",
+            status.last_error[:160],
+        )
+    return table

@@ -1,0 +1,266 @@
+"""`fleet sweep`: provision, plan, ship shards, start agents, watch them, bring results back.
+
+The controller can be stopped at any time (Ctrl-C, a crash, a closed laptop): the agents work on,
+and `fleet sweep --resume ID` or `fleet status ID` reattach. Everything needed to resume is in
+`results/<sweep-id>/`: the playbook as it was, the hosts, the plan and each host's shard.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import secrets
+import shutil
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from fleet.agent.shard import Shard
+from fleet.connect import transport_for
+from fleet.errors import FleetError
+from fleet.inventory import Host
+from fleet.plan import Plan, make_plan
+from fleet.playbook import Playbook, load_playbook
+from fleet.provision.provision import HostReport, ProvisionOptions, provision
+from fleet.sweep.bundle import write_bundle
+from fleet.sweep.driver import HostDriver, HostStatus, drive_all, is_sim
+from fleet.sweep.shards import build_shards
+from fleet.transport.base import atomic_local_file
+
+LATEST = "LATEST"
+
+
+class SweepError(FleetError):
+    pass
+
+
+def new_sweep_id(playbook: Playbook, now: datetime | None = None) -> str:
+    stamp = (now or datetime.now(timezone.utc)).strftime("%Y%m%d-%H%M%S")
+    return f"{playbook.name}-{stamp}-{secrets.token_hex(2)}"
+
+
+def write_json(path: Path, data: Any) -> None:
+    with atomic_local_file(path) as handle:
+        handle.write((json.dumps(data, indent=2, sort_keys=True) + "\n").encode())
+
+
+def latest_sweep(results_root: Path) -> str:
+    try:
+        return (results_root / LATEST).read_text().strip()
+    except OSError:
+        raise SweepError(f"no sweep recorded in {results_root} yet (run `fleet sweep` first, or give --sweep ID)") from None
+
+
+@dataclass
+class SweepRecord:
+    """results/<id>/sweep.json: what a resume, `fleet status` and `fleet fetch-logs` need."""
+
+    sweep_id: str
+    playbook_name: str
+    playbook_sha256: str
+    hosts: list[str]
+    excluded: dict[str, str] = field(default_factory=dict)  # host -> why it takes no part
+    created_at: float = field(default_factory=time.time)
+    state: str = "running"
+
+    def save(self, directory: Path) -> None:
+        write_json(directory / "sweep.json", self.__dict__)
+
+    @classmethod
+    def load(cls, directory: Path) -> SweepRecord:
+        path = directory / "sweep.json"
+        try:
+            return cls(**json.loads(path.read_text()))
+        except (OSError, ValueError, TypeError) as exc:
+            raise SweepError(f"{path}: not a readable sweep record ({exc})") from None
+
+
+@dataclass
+class SweepOutcome:
+    sweep_id: str
+    directory: Path
+    statuses: dict[str, HostStatus]
+    excluded: dict[str, str]
+    plan: Plan | None
+    interrupted: bool = False
+
+
+# Called about twice a second with every host's status, for a live display.
+Watcher = Callable[[dict[str, HostStatus]], None]
+
+
+def _wait(threads: Sequence[threading.Thread], statuses: dict[str, HostStatus], watch: Watcher | None) -> None:
+    while any(thread.is_alive() for thread in threads):
+        if watch is not None:
+            watch(statuses)
+        time.sleep(0.5)
+    if watch is not None:
+        watch(statuses)
+
+
+def start_sweep(
+    playbook_path: Path,
+    hosts: Sequence[Host],
+    results_root: Path,
+    *,
+    on_provisioned: Callable[[list[HostReport]], None] | None = None,
+    watch: Watcher | None = None,
+    poll_interval_s: float = 2.0,
+    stop: threading.Event | None = None,
+) -> SweepOutcome:
+    playbook = load_playbook(playbook_path)
+    sweep_id = new_sweep_id(playbook)
+    directory = results_root / sweep_id
+    directory.mkdir(parents=True)
+    # The playbook as it was: a resume runs exactly this, whatever happens to the file later.
+    shutil.copyfile(playbook_path, directory / "playbook.yaml")
+    for host in hosts:
+        write_json(directory / "hosts" / f"{host.name}.json", host.model_dump(mode="json"))
+    (results_root / LATEST).write_text(sweep_id + "\n")
+
+    options = ProvisionOptions(mirror_root=playbook_path.parent.resolve())
+    reports = provision(hosts, playbook, options)
+    if on_provisioned:
+        on_provisioned(reports)
+    usable = [h for h in hosts if any(r.host == h.name and r.status != "failed" for r in reports)]
+    excluded = {r.host: r.reason for r in reports if r.status == "failed"}
+    record = SweepRecord(sweep_id, playbook.name, _sha256(playbook_path), [h.name for h in usable], excluded)
+    record.save(directory)
+    if not usable:
+        record.state = "failed"
+        record.save(directory)
+        raise SweepError("no host passed provisioning: " + "; ".join(f"{h}: {why}" for h, why in excluded.items()))
+
+    # Hosts that failed are left out of the plan: their share goes to the others.
+    plan = make_plan(playbook, usable)
+    write_json(directory / "plan.json", plan.to_json())
+    boot_ids = {r.host: (r.facts.boot_id or "") for r in reports if r.facts}
+    shards = build_shards(plan, {h.name: h for h in usable}, sweep_id, boot_ids)
+    for name, shard in shards.items():
+        (directory / name).mkdir(exist_ok=True)
+        (directory / name / "shard.json").write_text(shard.to_json())
+    return _drive(directory, playbook, {h.name: h for h in usable if h.name in shards}, shards, options, watch, poll_interval_s, stop, plan, excluded)
+
+
+@dataclass
+class LoadedSweep:
+    directory: Path
+    record: SweepRecord
+    playbook: Playbook
+    hosts: dict[str, Host]
+    shards: dict[str, Shard]
+
+
+def load_sweep(results_root: Path, sweep_id: str | None) -> LoadedSweep:
+    """Everything recorded for a sweep (the latest when `sweep_id` is None)."""
+    directory = results_root / (sweep_id or latest_sweep(results_root))
+    if not directory.is_dir():
+        raise SweepError(f"no sweep {directory.name} in {results_root}")
+    record = SweepRecord.load(directory)
+    playbook = load_playbook(directory / "playbook.yaml")
+    hosts = {name: Host.model_validate(json.loads((directory / "hosts" / f"{name}.json").read_text())) for name in record.hosts}
+    shards = {
+        name: Shard.from_json((directory / name / "shard.json").read_text(), source=str(directory / name / "shard.json"))
+        for name in record.hosts
+        if (directory / name / "shard.json").exists()
+    }
+    return LoadedSweep(directory, record, playbook, {n: hosts[n] for n in shards}, shards)
+
+
+def resume_sweep(
+    sweep_id: str,
+    results_root: Path,
+    *,
+    watch: Watcher | None = None,
+    poll_interval_s: float = 2.0,
+    stop: threading.Event | None = None,
+) -> SweepOutcome:
+    sweep = load_sweep(results_root, sweep_id)
+    options = ProvisionOptions(mirror_root=sweep.directory.resolve())
+    return _drive(sweep.directory, sweep.playbook, sweep.hosts, sweep.shards, options, watch, poll_interval_s, stop, None, sweep.record.excluded)
+
+
+def _drive(
+    directory: Path,
+    playbook: Playbook,
+    hosts: dict[str, Host],
+    shards: dict[str, Shard],
+    options: ProvisionOptions,
+    watch: Watcher | None,
+    poll_interval_s: float,
+    stop: threading.Event | None,
+    plan: Plan | None,
+    excluded: dict[str, str],
+) -> SweepOutcome:
+    stop = stop or threading.Event()
+    sweep_id = directory.name
+    bundle = directory / ".bundle"
+    write_bundle(bundle, with_sim=any(is_sim(h) for h in hosts.values()))
+    drivers = [
+        HostDriver(
+            host,
+            shards[name],
+            playbook,
+            directory,
+            bundle,
+            transport_for(host),
+            poll_interval_s=poll_interval_s,
+            provision_options=options,
+            stop=stop,
+        )
+        for name, host in hosts.items()
+    ]
+    statuses = {d.host.name: d.status for d in drivers}
+    threads = drive_all(drivers)
+    interrupted = False
+    try:
+        _wait(threads, statuses, watch)
+    except KeyboardInterrupt:
+        # The agents work on; `fleet sweep --resume` or `fleet status` reattach.
+        interrupted = True
+        stop.set()
+        for thread in threads:
+            thread.join(timeout=20)
+    finally:
+        for driver in drivers:
+            driver.t.close()
+    record = SweepRecord.load(directory)
+    if not interrupted and not stop.is_set():
+        record.state = "finished" if all(s.phase == "finished" for s in statuses.values()) else "incomplete"
+    record.save(directory)
+    write_json(directory / "summary.json", summarize(directory, statuses))
+    return SweepOutcome(sweep_id, directory, statuses, excluded, plan, interrupted or stop.is_set())
+
+
+def collect_results(directory: Path) -> list[dict[str, Any]]:
+    results = []
+    for path in sorted(directory.glob("*/runs/*.json")):
+        try:
+            results.append({"host": path.parent.parent.name, **json.loads(path.read_text())})
+        except (OSError, ValueError):
+            continue
+    return results
+
+
+def summarize(directory: Path, statuses: dict[str, HostStatus]) -> dict[str, Any]:
+    results = collect_results(directory)
+    by_status: dict[str, int] = {}
+    for result in results:
+        by_status[result.get("status", "?")] = by_status.get(result.get("status", "?"), 0) + 1
+    return {
+        "sweep_id": directory.name,
+        "results": len(results),
+        "by_status": by_status,
+        "hosts": {
+            name: {"phase": s.phase, "reboots": s.reboots, "agent_restarts": s.agent_restarts, "last_error": s.last_error}
+            for name, s in statuses.items()
+        },
+    }
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()

@@ -1,0 +1,75 @@
+"""From a plan to each host's shard: what its agent must run, in which order, with which command. Pure."""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import Mapping
+
+from fleet.agent.shard import AgentLimits, RunSpec, ServerSpec, Shard
+from fleet.inventory import EngineKind, Host, ServiceManager
+from fleet.layout import agent_dir, sweep_dir
+from fleet.plan import Plan, PlannedServer
+from fleet.workloads import resolve_workload
+
+SIM_FAULTS_FILE = "sim-faults.json"  # a host's own fault profile for the sim engine, in its work dir
+
+
+def server_name(sweep_id: str, server_id: str) -> str:
+    """The service name of a server (systemd unit `<name>.service`, or the process manager's pid files)."""
+    return f"fleet-srv-{sweep_id}-{server_id}"
+
+
+def server_env(server: PlannedServer, host: Host) -> dict[str, str]:
+    env = dict(server.launch.env)
+    env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, server.gpus))
+    if host.engine.kind is EngineKind.sim:
+        env["PYTHONPATH"] = agent_dir(host)
+        env["FLEET_SIM_SPEED"] = repr(host.engine.sim_speed)
+        env["FLEET_SIM_FAULTS"] = posixpath.join(host.paths.work_dir, SIM_FAULTS_FILE)
+    return env
+
+
+def _after(server: PlannedServer, mine: list[PlannedServer]) -> list[str]:
+    """Servers planned earlier on any of the same GPUs: this one starts when they have finished."""
+    return [
+        other.config.id
+        for other in mine
+        if other is not server and set(other.gpus) & set(server.gpus) and (other.start_s, other.gpus) < (server.start_s, server.gpus)
+    ]
+
+
+def build_shards(plan: Plan, hosts: Mapping[str, Host], sweep_id: str, boot_ids: Mapping[str, str]) -> dict[str, Shard]:
+    limits = AgentLimits(
+        server_start_timeout_s=plan.playbook.limits.server_start_timeout_s,
+        request_timeout_s=plan.playbook.limits.request_timeout_s,
+        no_token_timeout_s=plan.playbook.limits.no_token_timeout_s,
+    )
+    shards = {}
+    for name, host in hosts.items():
+        mine = [s for s in plan.servers if s.host == name]
+        if not mine:
+            continue
+        servers = [
+            ServerSpec(
+                server_id=s.config.id,
+                label=s.config.label,
+                gpus=list(s.gpus),
+                port=s.port,
+                argv=list(s.launch.argv),
+                env=server_env(s, host),
+                unit_name=server_name(sweep_id, s.config.id),
+                after=_after(s, mine),
+                runs=[RunSpec(run.id, run.label, resolve_workload(run), run.repeats) for run in s.runs],
+                cwd=sweep_dir(host, sweep_id),
+            )
+            for s in mine
+        ]
+        shards[name] = Shard(
+            sweep_id=sweep_id,
+            host=name,
+            boot_id=boot_ids.get(name, ""),
+            service_manager="systemd" if host.service_manager is ServiceManager.systemd else "process",
+            limits=limits,
+            servers=servers,
+        )
+    return shards
