@@ -65,11 +65,16 @@ def test_health_is_503_while_starting_then_200_and_routes_answer_like_fastapi() 
         results["stream"] = await exchange(
             port, b"POST /generate HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n%s"
             % (len(body), body), until=(b"0\r\n\r\n",))
+        batch = json.dumps({"input_ids": [[1, 2, 3], [4, 5]], "sampling_params": {"max_new_tokens": 3}}).encode()
+        results["batch"] = await exchange(
+            port, b"POST /generate HTTP/1.1\r\nhost: x\r\ncontent-length: %d\r\n\r\n%s" % (len(batch), batch), until=(b"]",))
         server.close()
         engine_task.cancel()
         return results
 
     results = asyncio.run(go())
+    batch = json.loads(results["batch"].split(b"\r\n\r\n", 1)[1])
+    assert [(r["meta_info"]["prompt_tokens"], r["meta_info"]["completion_tokens"]) for r in batch] == [(3, 3), (2, 3)]
     assert results["starting"].startswith(b"HTTP/1.1 503 Service Unavailable\r\n") and b"content-length: 0" in results["starting"]
     assert results["up"].startswith(b"HTTP/1.1 200 OK\r\n")
     assert results["missing"].startswith(b"HTTP/1.1 404 Not Found") and results["missing"].endswith(b'{"detail":"Not Found"}')

@@ -270,37 +270,39 @@ class Api:
         body = request.json()
         if not isinstance(body, dict):
             return connection.send(400, {"error": {"message": "The request body must be a JSON object."}})
+        stream = bool(body.get("stream"))
         params = body.get("sampling_params") or {}
-        text = body.get("text")
-        if isinstance(text, list):
-            text = text[0] if text else ""
-        input_ids = body.get("input_ids")
-        if isinstance(input_ids, list) and input_ids and isinstance(input_ids[0], list):
-            input_ids = input_ids[0]
-        if text is None and input_ids is None:
-            return self._generate_error(connection, bool(body.get("stream")), "Either text or input_ids should be provided.")
-        prompt_tokens = tokenizer.count_tokens(text) if text is not None else len(input_ids or [])
         max_new_tokens = params.get("max_new_tokens", DEFAULT_MAX_NEW_TOKENS)
+        prompts = _generate_prompts(body)
+        if not prompts:
+            return self._generate_error(connection, stream, "Either text or input_ids should be provided.")
+        if stream and len(prompts) > 1:
+            return self._generate_error(connection, stream, "The simulator streams one prompt per request, not a batch.")
         try:
-            self._validate_length(prompt_tokens, max_new_tokens)
+            for _, prompt_tokens in prompts:
+                self._validate_length(prompt_tokens, max_new_tokens)
         except RequestError as exc:
-            return self._generate_error(connection, bool(body.get("stream")), str(exc))
-        if body.get("stream"):
-            sink: _Sink = _GenerateStream(connection, self)
-        else:
-            sink = _Collect()
-        sim_request = self.engine.new_request(text, prompt_tokens, max_new_tokens, sink)
-        if body.get("stream"):
+            return self._generate_error(connection, stream, str(exc))
+        if stream:
+            sink = _GenerateStream(connection, self)
+            sim_request = self.engine.new_request(prompts[0][0], prompts[0][1], max_new_tokens, sink)
             connection.start_stream()
-        self.engine.submit(sim_request)
-        await sink.done
-        if not body.get("stream"):
+            self.engine.submit(sim_request)
+            await sink.done
+            return
+        sinks = [_Collect() for _ in prompts]
+        collected = [self.engine.new_request(text, tokens, max_new_tokens, sink) for (text, tokens), sink in zip(prompts, sinks)]
+        for sim_request in collected:
+            self.engine.submit(sim_request)
+        await asyncio.gather(*(sink.done for sink in sinks))
+        for sim_request in collected:
             reason = sim_request.finish_reason or {}
             if reason.get("type") == "abort" and reason.get("status_code"):
                 self.console.main(sgltext.http_error(reason["message"]), ERROR)
                 return connection.send(400, {"error": {"message": reason["message"]}})
-            connection.send(200, {"text": sim_request.text, "output_ids": sim_request.output_ids,
-                                  "meta_info": self._meta_info(sim_request)})
+        results = [{"text": r.text, "output_ids": r.output_ids, "meta_info": self._meta_info(r)} for r in collected]
+        # A batch (a list of texts or of input_ids lists) gets a list back, one prompt a single object.
+        connection.send(200, results if _is_batch(body) else results[0])
 
     def _generate_error(self, connection: Connection, stream: bool, message: str) -> None:
         self.console.main(sgltext.http_error(message), ERROR)
@@ -377,6 +379,25 @@ class Api:
         details = {"cached_tokens": request.cached_tokens} if self.enable_cache_report else None
         return {"prompt_tokens": request.prompt_tokens, "total_tokens": request.prompt_tokens + request.completion_tokens,
                 "completion_tokens": request.completion_tokens, "prompt_tokens_details": details, "reasoning_tokens": 0}
+
+
+def _is_batch(body: dict[str, Any]) -> bool:
+    text, input_ids = body.get("text"), body.get("input_ids")
+    return isinstance(text, list) or (isinstance(input_ids, list) and bool(input_ids) and isinstance(input_ids[0], list))
+
+
+def _generate_prompts(body: dict[str, Any]) -> list[tuple[str | None, int]]:
+    """(text, prompt tokens) per prompt of a /generate body: `text` (a string or a list of them) or
+    `input_ids` (a list of ids or a list of such lists)."""
+    text, input_ids = body.get("text"), body.get("input_ids")
+    if isinstance(text, str):
+        return [(text, tokenizer.count_tokens(text))]
+    if isinstance(text, list):
+        return [(t, tokenizer.count_tokens(t)) for t in text if isinstance(t, str)]
+    if isinstance(input_ids, list) and input_ids:
+        batches = input_ids if isinstance(input_ids[0], list) else [input_ids]
+        return [(None, len(ids)) for ids in batches]
+    return []
 
 
 class _Sink:

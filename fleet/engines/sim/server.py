@@ -46,6 +46,7 @@ POOL_ALLOC_S = 0.6
 GRAPH_CAPTURE_S_PER_BS = 0.25
 ATTENTION_WORKSPACE_GB = 0.4  # allocated between "Memory pool end" and "Capture cuda graph begin"
 GRAPH_HEADROOM_GB = 0.2
+WARMUP_ATTEMPTS = 120  # _execute_server_warmup polls /model_info once a second, 120 times
 
 
 def version_tuple(text: str) -> tuple[int, ...]:
@@ -415,11 +416,14 @@ class SimServer:
             host = self.values["host"]
             target = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
             port = self.values["port"]
-            while True:
+            info: Any = None
+            for _ in range(WARMUP_ATTEMPTS):
                 await asyncio.sleep(self.speed)
                 status, info = await http_json(target, port, "GET", "/model_info", None)
                 if status == 200:
                     break
+            else:
+                self.warmup_failed(f"res=<Response [{status}]>, /model_info did not answer")
             if info.get("has_image_understanding"):
                 path = "/v1/chat/completions"
                 body: dict[str, Any] = {
@@ -432,11 +436,22 @@ class SimServer:
             else:
                 path = "/generate"
                 body = {"sampling_params": {"temperature": 0, "max_new_tokens": 8}, "text": "The capital city of France is"}
-            await http_json(target, port, "POST", path, body)
+            status, answer = await http_json(target, port, "POST", path, body)
+            if status != 200:
+                self.warmup_failed(json.dumps(answer))
         state.status = "Up"
         state.ready_at = time.time()
         self.engine.ready = True
         self.console.main(sgltext.FIRED_UP)
+
+
+    def warmup_failed(self, detail: str) -> NoReturn:
+        """_execute_server_warmup's failure: the error log, then kill_process_tree(os.getpid())."""
+        lines = sgltext.format_traceback(
+            ((f"{sgltext.SGLANG}/srt/entrypoints/http_server.py", 2019, "_execute_server_warmup",
+              'assert res.status_code == 200, f"{res.text}"'),), f"AssertionError: {detail}")
+        self.console.main("Initialization failed. warmup error: " + "\n".join(lines), ERROR)
+        self.die()
 
 
 async def http_json(host: str, port: int, method: str, path: str, body: Any) -> tuple[int, Any]:
