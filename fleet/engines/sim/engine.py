@@ -211,7 +211,8 @@ class Engine:
         if self.chunked is request:
             self.chunked = None
             self._reserved_tokens -= self._reservation(request)
-        self.stats.num_aborted += request.log_metrics
+        if request.log_metrics:
+            self.stats.num_aborted += 1
         request.finished_at = time.time()
 
     # --- the loop ------------------------------------------------------------------------------
