@@ -272,9 +272,27 @@ def status(
 
 
 @app.command("fetch-logs")
-def fetch_logs() -> None:
-    """Bring server and agent logs and journald output back into results/<sweep>/<host>/logs/."""
-    _not_yet("fetch-logs", 6)
+def fetch_logs(
+    sweep_id: Annotated[Optional[str], typer.Option("--sweep", metavar="SWEEP_ID", help="Default: the latest sweep.")] = None,
+    hosts_spec: Annotated[Optional[str], typer.Option("--hosts", "-H", help="Only these hosts of the sweep (comma-separated).")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Bring server and agent logs and the complete journald output back into results/<sweep>/<host>/."""
+    from fleet.sweep.controller import SweepError
+    from fleet.sweep.logs import fetch_logs as fetch
+
+    names = [n.strip() for n in hosts_spec.split(",")] if hosts_spec else None
+    try:
+        fetched = fetch(_results_root(), sweep_id, names)
+    except SweepError as exc:
+        _fail(str(exc))
+    if as_json:
+        print(json.dumps({n: {**f.__dict__, "directory": str(f.directory)} for n, f in fetched.items()}, indent=2))
+    else:
+        for item in fetched.values():
+            out.print(f"{item.host}: {item.files} log files in {item.directory}" + (f", {item.journal_units} journals" if item.journal_units else "") + (f" ({item.note})" if item.note else ""), highlight=False)
+    if any(f.note.startswith("failed") for f in fetched.values()):
+        raise typer.Exit(EXIT_FAILED)
 
 
 @app.command()

@@ -179,15 +179,17 @@ def provision_host(host: Host, playbook: Playbook, options: ProvisionOptions, tr
             facts = collect_facts(t, host)  # GPUs and ports were just freed
         report.facts = facts
         models = models_of(playbook)
-        sim = host.engine.kind is EngineKind.sim
-        states = {m.label: read_state(t, m, host) for m in models if not (sim and not m.mirror and not m.path)}
+        weightless = {m.label for m in models if host.engine.kind is EngineKind.sim and not (m.mirror or m.path)}
+        states = {m.label: read_state(t, m, host) for m in models}
         to_fetch = sum(
-            (_fetch_estimate(m, options) or 0) for m in models if m.label in states and states[m.label].cached is None and not m.path
+            (_fetch_estimate(m, options) or 0)
+            for m in models
+            if m.label not in weightless and states[m.label].cached is None and not m.path
         )
         to_stage = sum(
             (s.cached.total_bytes if s.cached else (_fetch_estimate(m, options) or 0))
             for m in models
-            if (s := states.get(m.label)) and s.needs_staging
+            if m.label not in weightless and (s := states[m.label]).needs_staging
         )
         requirements = PreflightRequirements.for_host(
             host, model_bytes_to_fetch=to_fetch or None, bytes_to_stage=to_stage or None, own_process_pattern=STALE_SERVER_PATTERN
@@ -198,10 +200,7 @@ def provision_host(host: Host, playbook: Playbook, options: ProvisionOptions, tr
             return report
         report.changes += ensure_dirs(t, host, options.dry_run)
         for model in models:
-            if model.label not in states:
-                report.changes += ensure_sim_model(t, model, host, options.dry_run)
-                continue
-            report.changes += _provision_model(t, model, host, options)
+            report.changes += _provision_model(t, model, host, options, weightless=model.label in weightless)
         report.changes += ensure_agent_unit(t, host, options.dry_run)
         report.status = "changed" if report.changes else "ok"
     except (FleetError, OSError) as exc:
@@ -212,7 +211,7 @@ def provision_host(host: Host, playbook: Playbook, options: ProvisionOptions, tr
     return report
 
 
-def _provision_model(t: Transport, model: ModelRef, host: Host, options: ProvisionOptions) -> list[Change]:
+def _provision_model(t: Transport, model: ModelRef, host: Host, options: ProvisionOptions, *, weightless: bool) -> list[Change]:
     def transfer(action: Callable[[], object]) -> object:
         return retrying(TRANSFER, host.name, action, idempotent=True)
 
@@ -220,17 +219,20 @@ def _provision_model(t: Transport, model: ModelRef, host: Host, options: Provisi
         return retrying(CONNECT, host.name, action, idempotent=True)
 
     state = read_state(t, model, host)
-    changes = ensure_cached(
-        t,
-        model,
-        host,
-        state,
-        dry_run=options.dry_run,
-        mirror_root=options.mirror_root,
-        transfer=transfer,
-        timeout=options.fetch_timeout_s,
-        secrets=options.secrets,
-    )
+    if weightless:
+        changes = ensure_sim_model(t, model, host, options.dry_run)
+    else:
+        changes = ensure_cached(
+            t,
+            model,
+            host,
+            state,
+            dry_run=options.dry_run,
+            mirror_root=options.mirror_root,
+            transfer=transfer,
+            timeout=options.fetch_timeout_s,
+            secrets=options.secrets,
+        )
     if changes and not options.dry_run:
         state = read_state(t, model, host)
     if options.dry_run and changes:

@@ -34,6 +34,8 @@ log = logging.getLogger("fleet.sweep")
 SEPARATOR = "--fleet--"
 QUICK_S = 15.0
 MAX_AGENT_RESTARTS = 5
+# Host-side bookkeeping that means nothing on the controller.
+PULL_EXCLUDES = ("attempts/", "services/", "*.lock", "STOP")
 
 
 @dataclass
@@ -71,18 +73,23 @@ def agent_service_name(sweep_id: str) -> str:
 
 
 def parse_poll(stdout: str) -> Poll:
+    """The agent's service status first, then the boot id, the progress file and the result files.
+
+    Status comes first on purpose: an agent that exits between the two reads is seen as exited
+    with its final progress, never as "running" in its progress yet gone.
+    """
     parts = stdout.split(SEPARATOR + "\n")
     parts += [""] * (4 - len(parts))
+    status_text, boot_id, progress_text, listing = parts[:4]
     try:
-        progress = json.loads(parts[0]) if parts[0].strip() else {}
-    except ValueError:
-        progress = {}  # caught between two writes is impossible (atomic rename); a hand edit is not
-    status_text = parts[2].strip()
-    try:
-        alive = json.loads(status_text).get("state") == "running" if status_text else False
+        alive = json.loads(status_text).get("state") == "running" if status_text.strip() else False
     except ValueError:
         alive = False
-    return Poll(progress if isinstance(progress, dict) else {}, parts[1].strip(), alive, len(parts[3].split()))
+    try:
+        progress = json.loads(progress_text) if progress_text.strip() else {}
+    except ValueError:
+        progress = {}  # written by atomic rename, so only a hand edit gets here
+    return Poll(progress if isinstance(progress, dict) else {}, boot_id.strip(), alive, len(listing.split()))
 
 
 class HostDriver:
@@ -162,8 +169,8 @@ class HostDriver:
         status = shlex.join(self._agent_cli("service", "status", *self._service_args()))
         runs = shlex.quote(posixpath.join(self.remote_dir, "runs"))
         command = (
-            f"cat {progress} 2>/dev/null; echo; echo {SEPARATOR}; cat {BOOT_ID_PATH}; echo {SEPARATOR}; "
-            f"{status} 2>/dev/null; echo; echo {SEPARATOR}; ls {runs} 2>/dev/null | grep '[.]json$' || true"
+            f"{status} 2>/dev/null; echo; echo {SEPARATOR}; cat {BOOT_ID_PATH}; echo {SEPARATOR}; "
+            f"cat {progress} 2>/dev/null; echo; echo {SEPARATOR}; ls {runs} 2>/dev/null | grep '[.]json$' || true"
         )
         return parse_poll(self._retry(lambda: self.t.run(command, timeout=QUICK_S)).stdout)
 
@@ -189,19 +196,13 @@ class HostDriver:
         at_most_once(CONNECT, self.host.name, action, running)
 
     def pull(self) -> None:
+        """Results, logs and progress of this host's share into results/<sweep>/<host>/ (incremental)."""
         local = self.results_dir / self.host.name
         local.mkdir(parents=True, exist_ok=True)
-        self._retry(lambda: self.t.rsync_pull(self.remote_dir + "/runs/", local / "runs", timeout=300).check(), TRANSFER)
-        self.status.pulled = len(list((local / "runs").glob("*.json")))
-
-    def pull_logs(self) -> None:
-        local = self.results_dir / self.host.name
         self._retry(
-            lambda: self.t.rsync_pull(
-                self.remote_dir + "/", local / "logs", timeout=600, excludes=("runs/", "shard.json", "attempts/")
-            ).check(),
-            TRANSFER,
+            lambda: self.t.rsync_pull(self.remote_dir + "/", local, timeout=600, excludes=PULL_EXCLUDES).check(), TRANSFER
         )
+        self.status.pulled = len(list((local / "runs").glob("*.json")))
 
     def recover_from_reboot(self) -> None:
         """The host rebooted: its fast dir is empty and the agent is gone. Stage again, restart."""
@@ -258,7 +259,6 @@ class HostDriver:
             agent_state = state.progress.get("state")
             if agent_state in ("finished", "finished_with_errors") and not state.agent_alive:
                 self.pull()
-                self.pull_logs()
                 self.status.phase = "finished"
                 return
             if not state.agent_alive and state.progress:
