@@ -1,6 +1,6 @@
 """Reading a server's log while it runs: the scheduler's figures, and the first fatal line with
-the lines around it as evidence (readiness itself is `/health` answering 200). Standard library plus fleet's SGLang log parser
-(shipped with the agent).
+the lines around it as evidence (readiness itself is `/health` answering 200). Standard library
+plus fleet's SGLang log parser (shipped with the agent).
 
 `LogScan` is the pure part (lines in, state out); `LogWatcher` feeds it from a growing file in a
 thread of its own, starting at the offset the file had when the server was started, so that an
@@ -17,46 +17,68 @@ from typing import Any
 from fleet.agent.fatal import fatal_marker
 from fleet.engines.sglang.logparse import SchedulerReady, parse_line
 
-LINES_BEFORE_FATAL = 10
-LINES_AFTER_FATAL = 120
+LINES_BEFORE = 40  # enough for the traceback that leads to a decisive line
+LINES_AFTER = 120
 TAIL_LINES = 40
 
 
+class _Capture:
+    """A marked line with the lines before it and as many after it as arrive (up to a limit)."""
+
+    def __init__(self, before: deque[str], line: str) -> None:
+        self.line = line
+        self.lines = [*before, line]
+        self._room = LINES_AFTER
+
+    def add(self, line: str) -> None:
+        if self._room > 0:
+            self.lines.append(line)
+            self._room -= 1
+
+
 class LogScan:
+    """`fatal_*`: the first decisive fatal line (the server is dying); `suspect_line`: the first
+    traceback-like line, which only counts together with an exit or a failed health probe."""
+
     def __init__(self) -> None:
         self.lines_seen = 0
         self.scheduler: SchedulerReady | None = None
+        self._fatal: _Capture | None = None
         self.fatal_marker: str | None = None
-        self.fatal_line: str | None = None
-        self._before: deque[str] = deque(maxlen=LINES_BEFORE_FATAL)
-        self._fatal: list[str] = []
+        self._suspect: _Capture | None = None
+        self._before: deque[str] = deque(maxlen=LINES_BEFORE)
         self._tail: deque[str] = deque(maxlen=TAIL_LINES)
+
+    @property
+    def fatal_line(self) -> str | None:
+        return self._fatal.line if self._fatal else None
+
+    @property
+    def suspect_line(self) -> str | None:
+        return self._suspect.line if self._suspect else None
 
     def feed(self, line: str) -> None:
         line = line.rstrip("\r\n")
         self.lines_seen += 1
         self._tail.append(line)
-        if self.fatal_marker is not None:
-            if len(self._fatal) < 1 + LINES_AFTER_FATAL:
-                self._fatal.append(line)
-            return
-        marker = fatal_marker(line)
-        if marker is not None:
-            self.fatal_marker = marker
-            self.fatal_line = line
-            self._fatal = [line]
-            return
+        for capture in (self._fatal, self._suspect):
+            if capture is not None:
+                capture.add(line)
+        marker = fatal_marker(line) if self._fatal is None else None
+        if marker is not None and marker.decisive:
+            self._fatal = _Capture(self._before, line)
+            self.fatal_marker = marker.name
+        elif marker is not None and self._suspect is None:
+            self._suspect = _Capture(self._before, line)
         self._before.append(line)
         event = parse_line(line, self.lines_seen)
         if isinstance(event, SchedulerReady):
             self.scheduler = event
 
     def evidence(self) -> list[str]:
-        """From a little before the first fatal line to as far after it as was logged; without a
-        fatal line, the last lines of the log."""
-        if self.fatal_marker is not None:
-            return [*self._before, *self._fatal]
-        return list(self._tail)
+        """Around the first decisive fatal line, else the first suspect one, else the last lines."""
+        capture = self._fatal or self._suspect
+        return list(capture.lines) if capture else list(self._tail)
 
 
 class LogWatcher:
@@ -120,6 +142,7 @@ class LogWatcher:
     scheduler: SchedulerReady | None = property(lambda self: self._read_scan("scheduler"))  # type: ignore[assignment]
     fatal_marker: str | None = property(lambda self: self._read_scan("fatal_marker"))  # type: ignore[assignment]
     fatal_line: str | None = property(lambda self: self._read_scan("fatal_line"))  # type: ignore[assignment]
+    suspect_line: str | None = property(lambda self: self._read_scan("suspect_line"))  # type: ignore[assignment]
 
     def evidence(self) -> list[str]:
         with self._lock:

@@ -1,5 +1,5 @@
 """`<sweep_dir>/progress.json`: what the agent is doing, for `fleet status`. Rewritten atomically
-at every phase change. Standard library only."""
+at every phase change, and at least every HEARTBEAT_S while the agent lives. Standard library only."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from typing import Any
 from fleet.agent.results import write_json_atomic
 
 PROGRESS_SCHEMA = "fleet.agent_progress/1"
+HEARTBEAT_S = 30.0
 
 
 class Progress:
@@ -38,6 +39,13 @@ class Progress:
         self._state["counts"]["done"] = sum(self._state["counts"].get(k, 0) for k in ("ok", "partial", "failed", "skipped"))
         self._state["counts"]["remaining"] = self._state["total"] - self._state["counts"]["done"]
         write_json_atomic(self.path, self._state)
+
+    def heartbeat(self) -> None:
+        """Rewrite the file when nothing else has for a while, so that `updated_at` tells a live
+        agent in a long run from a dead one."""
+        with self._lock:
+            if time.time() - self._state["updated_at"] >= HEARTBEAT_S:
+                self._write()
 
     def phase(self, server_id: str, label: str, phase: str, run: str | None = None) -> None:
         """starting | warmup | running | stopping, with the run's label while running."""

@@ -115,16 +115,18 @@ class Agent:
     # -- control ----------------------------------------------------------------------------
 
     def request_stop(self) -> None:
+        """Safe in a signal handler: only sets a flag; the main loop does the rest."""
         self.stopping.set()
-        with self._lock:
-            sessions = list(self._sessions.values())
-        for session in sessions:
-            session.abort()
 
     def _stop_requested(self) -> bool:
         if self.stop_file.exists() and not self.stopping.is_set():
             log.info("stop file %s found: stopping", self.stop_file)
-            self.request_stop()
+            self.stopping.set()
+        if self.stopping.is_set():
+            with self._lock:
+                sessions = list(self._sessions.values())
+            for session in sessions:
+                session.abort()
         return self.stopping.is_set()
 
     def run(self) -> int:
@@ -172,7 +174,8 @@ class Agent:
                     session.abort()
                 session.execute()
             except Exception as exc:  # a bug must not take the other servers down with it
-                self.errors += 1
+                with self._lock:
+                    self.errors += 1
                 log.error("server %s: %s", spec.label, traceback.format_exc())
                 assert self.progress is not None
                 self.progress.error(spec.label, AGENT_ERROR, f"{type(exc).__name__}: {exc}")
@@ -195,6 +198,7 @@ class Agent:
                 if not running and (stopping or len(threads) == len(self.shard.servers)):
                     break
                 changed.wait(0.5)
+            self.progress.heartbeat()
         if stopping:
             self.progress.end("stopped")
             self.stop_file.unlink(missing_ok=True)
@@ -316,6 +320,8 @@ class ServerSession:
         parts = [f"the server {when}"]
         if self.watcher.fatal_line is not None:
             parts.append(f"fatal log line ({self.watcher.fatal_marker}): {self.watcher.fatal_line.strip()}")
+        elif self.watcher.suspect_line is not None:
+            parts.append(f"first traceback line: {self.watcher.suspect_line.strip()}")
         parts.append("its process is still running" if status.running else f"its process exited with code {status.exit_code}")
         return Failure(error_class, "; ".join(parts), tuple(evidence), str(self.log_path), status.exit_code)
 

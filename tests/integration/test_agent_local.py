@@ -159,7 +159,11 @@ def test_sweep_of_healthy_and_failing_servers(tmp_path: Path, host_env: dict[str
         server("dflash-mrr8", 2, DFLASH + ["--max-running-requests", "8"], [short, concurrency]),
         server("ddtree-b8", 3, DDTREE_B8, [short, agentic]),
         server("hung", 4, AUTOREGRESSIVE, [short, concurrency], faults=hang),
+        server("noisy", 5, AUTOREGRESSIVE, [short]),
     ]
+    # A server that logs a traceback it survives (as servers do when a client hangs up) still serves.
+    noisy = servers[-1]
+    noisy.argv[:] = ["sh", "-c", 'echo "Traceback (most recent call last):"; echo "ValueError: client went away"; exec "$@"', "sh", *noisy.argv]
     sweep = tmp_path / "sweep-a"
     shard = write_shard(sweep, servers)
     began = time.time()
@@ -171,13 +175,13 @@ def test_sweep_of_healthy_and_failing_servers(tmp_path: Path, host_env: dict[str
     by_run = results(sweep)
     assert sorted(by_run) == sorted(run.run_id for _, run in shard.runs)  # exactly one result per run
     state = progress(sweep)
-    assert state["state"] == "finished" and state["counts"]["remaining"] == 0 and state["counts"]["done"] == 12
+    assert state["state"] == "finished" and state["counts"]["remaining"] == 0 and state["counts"]["done"] == 13
     by_label = {r["label"]: r for r in by_run.values()}
     for result in by_label.values():
         assert_never_zero_tok_s(result)
 
     # Healthy servers: ok, with figures that hang together.
-    for label in ("ar/short", "ar/concurrency", "dflash/long_context", "dflash/agentic", "ar-again/short", "ar-again/long_context"):
+    for label in ("ar/short", "ar/concurrency", "dflash/long_context", "dflash/agentic", "ar-again/short", "ar-again/long_context", "noisy/short"):
         result = by_label[label]
         figures = result["figures"]
         assert result["status"] == "ok" and result["failure"] is None, (label, result["failure"])
