@@ -215,7 +215,7 @@ class ServerSession:
         self.spec = spec
         self.limits = agent.shard.limits
         self.endpoint = Endpoint("127.0.0.1", spec.port)
-        self.log_path = agent.logs_dir / f"{spec.server_id}.log"
+        self.log_path = agent.logs_dir / spec.log_name
         self.watcher: LogWatcher | None = None
         self.client: Client | None = None
         self.facts = ServerFacts()

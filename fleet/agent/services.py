@@ -79,10 +79,6 @@ class Services(Protocol):
 
     def stop(self, name: str, grace_s: float) -> ServiceStatus: ...
 
-    def pids(self, name: str) -> set[int]:
-        """Every live process of the service (to tell its GPU use from a stranger's)."""
-        ...
-
 
 def boot_id() -> str:
     try:
@@ -262,10 +258,6 @@ class ProcessServices:
             # The wrapper itself was killed by a signal: Popen knows it (as -signal) if we are its parent.
             return child.returncode if child is not None else None
 
-    def pids(self, name: str) -> set[int]:
-        record = self._record(name)
-        return self._members(record) if record else set()
-
     def stop(self, name: str, grace_s: float) -> ServiceStatus:
         record = self._record(name)
         if record is not None and self._members(record):
@@ -308,7 +300,7 @@ def systemd_status(name: str, show: dict[str, str]) -> ServiceStatus:
 
 
 class SystemdServices:
-    PROPERTIES = "LoadState,ActiveState,SubState,MainPID,ExecMainPID,ExecMainCode,ExecMainStatus,ControlGroup"
+    PROPERTIES = "LoadState,ActiveState,SubState,MainPID,ExecMainPID,ExecMainCode,ExecMainStatus"
 
     def _systemctl(self, *args: str, timeout_s: float = 60) -> subprocess.CompletedProcess[str]:
         try:
@@ -331,18 +323,6 @@ class SystemdServices:
 
     def status(self, name: str) -> ServiceStatus:
         return systemd_status(name, self._show(name))
-
-    def pids(self, name: str) -> set[int]:
-        show = self._show(name)
-        group = show.get("ControlGroup")
-        if group:
-            try:
-                procs = Path("/sys/fs/cgroup", group.lstrip("/"), "cgroup.procs").read_text()
-                return {int(pid) for pid in procs.split()}
-            except OSError:
-                pass
-        pid = int(show.get("MainPID") or 0)
-        return {pid} if pid else set()
 
     def stop(self, name: str, grace_s: float) -> ServiceStatus:
         result = self._systemctl("stop", f"{name}.service", timeout_s=grace_s + 60)

@@ -52,6 +52,12 @@ class ServerSpec:
     api: Literal["generate", "completions"] = "generate"
     cwd: str | None = None
 
+    @property
+    def log_name(self) -> str:
+        """The server's log file under `<sweep_dir>/logs/`: the agent tails it, so a systemd unit
+        must write there too."""
+        return self.label.replace("/", "_") + ".log"
+
 
 @dataclass(frozen=True)
 class Shard:
@@ -73,12 +79,6 @@ class Shard:
         except json.JSONDecodeError as exc:
             raise ShardError(f"{source}: not valid JSON: {exc}") from exc
         return shard_from_dict(data, source)
-
-    def server(self, server_id: str) -> ServerSpec:
-        for server in self.servers:
-            if server.server_id == server_id:
-                return server
-        raise KeyError(server_id)
 
     @property
     def runs(self) -> list[tuple[ServerSpec, RunSpec]]:

@@ -19,6 +19,7 @@ from fleet.agent.services import (
     ServiceError,
     ServiceSpec,
     clear_stale,
+    group_members,
     parse_compute_apps,
     parse_gpu_uuids,
     parse_systemctl_show,
@@ -79,7 +80,7 @@ def test_a_restarted_agent_finds_its_server_by_the_pid_file(tmp_path: Path) -> N
     pid = first.start(spec(tmp_path, "srv", ["sleep", "60"])).pid
     again = ProcessServices(tmp_path / "state")  # a new agent process: no Popen handle, only the pid file
     assert again.status("srv").running and again.status("srv").pid == pid
-    assert pid in again.pids("srv")
+    assert pid is not None and pid in group_members(pid)
     again.stop("srv", grace_s=5)
     assert not pid_alive(pid) and again.status("srv").state == "absent"
 
@@ -97,7 +98,9 @@ def test_stop_kills_the_whole_group_and_escalates_to_sigkill(tmp_path: Path) -> 
     stubborn = "import signal,time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('ready', flush=True); time.sleep(60)"
     services.start(spec(tmp_path, "srv", ["sh", "-c", f"sleep 60 & {sys.executable} -c \"{stubborn}\""]))
     assert wait(lambda: "ready" in (tmp_path / "srv.log").read_text())
-    members = services.pids("srv")
+    leader = services.status("srv").pid
+    assert leader is not None
+    members = group_members(leader)
     assert len(members) >= 3  # the wrapper, sh, the background sleep, python
     began = time.monotonic()
     services.stop("srv", grace_s=0.5)

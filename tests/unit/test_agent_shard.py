@@ -31,7 +31,8 @@ def test_round_trip_is_lossless() -> None:
     again = Shard.from_json(shard.to_json())
     assert again == shard
     assert [run.run_id for _, run in again.runs] == ["r1", "r2"]
-    assert again.server("b2").gpus == [0, 1, 2, 3]
+    assert again.servers[1].gpus == [0, 1, 2, 3]
+    assert again.servers[1].log_name == "tp4-dflash.log"  # where a systemd unit must write its log
 
 
 def mutated(change) -> str:  # type: ignore[no-untyped-def]

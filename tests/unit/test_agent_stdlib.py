@@ -1,4 +1,4 @@
-"""The agent ships to hosts that have nothing but Python: its shipped files alone, with the
+"""The agent ships to hosts that have nothing but Python: the controller's bundle alone, with the
 standard library only (site-packages off), must run it."""
 
 from __future__ import annotations
@@ -8,17 +8,17 @@ import subprocess
 import sys
 from pathlib import Path
 
-from fleet.agent import shipped_files
+from fleet.sweep.bundle import bundle_files
 
 
 
 def test_the_shipped_files_run_the_agent_with_the_standard_library_only(tmp_path: Path) -> None:
     host_dir = tmp_path / "agent"
-    files = shipped_files()
+    files = bundle_files(with_sim=False)  # what the controller ships to a host
     assert "fleet/agent/runner.py" in files and "fleet/engines/sglang/logparse.py" in files
-    for relative, text in files.items():
+    for relative, content in files.items():
         (host_dir / relative).parent.mkdir(parents=True, exist_ok=True)
-        (host_dir / relative).write_text(text)
+        (host_dir / relative).write_bytes(content)
     # -S: no site-packages (no pydantic, typer, ...); -I: no user site, no PYTHON* variables.
     python = [sys.executable, "-I", "-S"]
     code = (
