@@ -320,7 +320,8 @@ class TestFleet:
             *(f"mkdir -p {q(d)} && mount --move {q(str(staged))} {q(d)}" for d, staged in python_mounts),
             # Our copy of the machine's mount table pins every namespace under /run/netns; drop
             # them so that `ip netns del` of other fleets (and other tools) really frees theirs.
-            "awk '$5 ~ \"^/run/netns\" {print $5}' /proc/self/mountinfo | sort -r | xargs -r -n1 umount -l",
+            # Another fleet may delete its namespace meanwhile: a mount gone by then is fine.
+            "awk '$5 ~ \"^/run/netns\" {print $5}' /proc/self/mountinfo | sort -r | xargs -r -n1 umount -l || true",
             f"exec {SSHD} -D -f {q(str(host.base / 'etc' / 'sshd_config'))} -E {q(str(host.base / 'log' / 'sshd.log'))}",
         ]
         return "\n".join(lines) + "\n"

@@ -175,7 +175,17 @@ def test_nvcc_absent_is_none_and_broken_is_an_error():
 # --- the engine's Python ------------------------------------------------------------------------
 
 
-def run_probe(python: str = sys.executable, pythonpath: Path | None = None) -> subprocess.CompletedProcess[str]:
+def bare_python(directory: Path) -> str:
+    """This interpreter without its site-packages: an engine Python with nothing installed, whatever
+    this machine happens to have (CI installs CPU torch and sglang for the argument-parser test)."""
+    bare = directory / "python-bare"
+    if not bare.exists():
+        bare.write_text(f"#!/bin/sh\nexec {sys.executable} -S \"$@\"\n")
+        bare.chmod(0o755)
+    return str(bare)
+
+
+def run_probe(python: str, pythonpath: Path | None = None) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     if pythonpath:
         env["PYTHONPATH"] = str(pythonpath)
@@ -183,8 +193,8 @@ def run_probe(python: str = sys.executable, pythonpath: Path | None = None) -> s
     return subprocess.run(["sh", "-c", command], capture_output=True, text=True, env=env, timeout=60)
 
 
-def test_probe_with_this_machines_python_without_torch_reports_none():
-    done = run_probe()
+def test_probe_with_a_python_without_torch_reports_none(tmp_path: Path):
+    done = run_probe(bare_python(tmp_path))
     engine = parse_engine_probe(done.stdout + done.stderr, done.returncode)
     assert done.returncode == 0
     assert engine.python_version == platform.python_version()
@@ -213,7 +223,7 @@ def test_probe_reads_torch_cuda_arch_list_and_package_versions(tmp_path):
     write_package(tmp_path, "torch", torch_source)
     write_package(tmp_path, "sglang", "raise RuntimeError('sglang must not be imported by the probe')\n", "sglang", "0.5.9")
     write_package(tmp_path, "flashinfer", "raise RuntimeError('nor flashinfer')\n", "flashinfer-python", "0.6.7.post3")
-    done = run_probe(pythonpath=tmp_path)
+    done = run_probe(bare_python(tmp_path), pythonpath=tmp_path)
     engine = parse_engine_probe(done.stdout + done.stderr, done.returncode)
     assert (engine.torch_version, engine.torch_cuda) == ("2.11.0+cu130", "13.0")
     assert engine.torch_arch_list == ["sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120"]
@@ -223,7 +233,7 @@ def test_probe_reads_torch_cuda_arch_list_and_package_versions(tmp_path):
 
 def test_probe_reports_a_torch_that_fails_to_import(tmp_path):
     write_package(tmp_path, "torch", "raise OSError('libcudart.so.13: cannot open shared object file')\n")
-    done = run_probe(pythonpath=tmp_path)
+    done = run_probe(bare_python(tmp_path), pythonpath=tmp_path)
     engine = parse_engine_probe(done.stdout, done.returncode)
     assert engine.torch_version is None
     assert engine.torch_error == "OSError: libcudart.so.13: cannot open shared object file"
@@ -376,7 +386,7 @@ def fake_host(tmp_path, monkeypatch):
 
 def test_gather_facts_in_one_round_trip(fake_host):
     tmp_path, _, paths = fake_host
-    facts = gather_facts(LocalTransport("fake"), paths, sys.executable, timeout=120)
+    facts = gather_facts(LocalTransport("fake"), paths, bare_python(tmp_path), timeout=120)
     assert facts.problems == {}
     assert len(facts.gpus) == 8 and facts.gpus[0].name == RTX_NAME
     assert facts.gpu_processes == []
@@ -406,7 +416,7 @@ def test_cache_keeps_stable_facts_within_a_boot_and_refreshes_volatile_ones(fake
     tmp_path, state, paths = fake_host
     cache = FactsCache(tmp_path / "cache")
     transport = LocalTransport("fake")
-    first = cache.facts("ct200", transport, paths, sys.executable, timeout=120)
+    first = cache.facts("ct200", transport, paths, bare_python(tmp_path), timeout=120)
     assert first.toolkit.version == "12.8" and first.staging_dir_bytes is None
 
     # without a reboot: a new toolkit is not seen (stable, cached), new GPU work and staged files are
@@ -414,7 +424,7 @@ def test_cache_keeps_stable_facts_within_a_boot_and_refreshes_volatile_ones(fake
     (state / "apps.csv").write_text(read(RTX / "fleet-query-apps-busy.csv"))
     Path(paths["staging"]).mkdir(parents=True)
     Path(paths["staging"], "shard").write_bytes(b"x" * 65536)
-    second = cache.facts("ct200", transport, paths, sys.executable, timeout=120)
+    second = cache.facts("ct200", transport, paths, bare_python(tmp_path), timeout=120)
     assert second.toolkit.version == "12.8"
     assert len(second.gpu_processes) == 9
     assert second.staging_dir_bytes >= 65536
@@ -424,7 +434,7 @@ def test_cache_keeps_stable_facts_within_a_boot_and_refreshes_volatile_ones(fake
     # an entry from an earlier boot is not trusted: everything is gathered again
     stale = second.model_copy(update={"boot_id": "00000000-0000-4000-8000-000000000000"})
     cache.store("ct200", stale)
-    third = cache.facts("ct200", transport, paths, sys.executable, timeout=120)
+    third = cache.facts("ct200", transport, paths, bare_python(tmp_path), timeout=120)
     assert third.toolkit.version == "13.1" and third.boot_id == second.boot_id
 
 
@@ -432,18 +442,18 @@ def test_cache_answers_only_the_same_request_and_can_be_forced(fake_host):
     tmp_path, state, paths = fake_host
     cache = FactsCache(tmp_path / "cache")
     transport = LocalTransport("fake")
-    cache.facts("ct200", transport, paths, sys.executable, timeout=120)
+    cache.facts("ct200", transport, paths, bare_python(tmp_path), timeout=120)
     (state / "nvcc.txt").write_text(read(NVCC / "nvcc-13.1.txt"))
     other_paths = {**paths, "staging": str(tmp_path / "elsewhere")}
-    assert cache.facts("ct200", transport, other_paths, sys.executable, timeout=120).toolkit.version == "13.1"
+    assert cache.facts("ct200", transport, other_paths, bare_python(tmp_path), timeout=120).toolkit.version == "13.1"
     (state / "nvcc.txt").write_text(read(NVCC / "nvcc-12.8.txt"))
-    assert cache.facts("ct200", transport, other_paths, sys.executable, timeout=120, refresh=True).toolkit.version == "12.8"
+    assert cache.facts("ct200", transport, other_paths, bare_python(tmp_path), timeout=120, refresh=True).toolkit.version == "12.8"
 
 
 def test_cache_file_is_written_atomically_and_unreadable_entries_are_misses(tmp_path, fake_host):
     _, _, paths = fake_host
     cache = FactsCache(tmp_path / "cache")
-    facts = gather_facts(LocalTransport("fake"), paths, sys.executable, timeout=120)
+    facts = gather_facts(LocalTransport("fake"), paths, bare_python(tmp_path), timeout=120)
     cache.store("ct200", facts)
     assert [p.name for p in (tmp_path / "cache").iterdir()] == ["ct200.json"]
     assert cache.load("ct200") == facts
@@ -456,8 +466,8 @@ def test_cache_file_is_written_atomically_and_unreadable_entries_are_misses(tmp_
 
 
 def test_facts_table_shows_each_hosts_figures(fake_host):
-    _, _, paths = fake_host
-    facts = gather_facts(LocalTransport("fake"), paths, sys.executable, timeout=120)
+    tmp_path, _, paths = fake_host
+    facts = gather_facts(LocalTransport("fake"), paths, bare_python(tmp_path), timeout=120)
     console = Console(record=True, width=400, color_system=None)
     console.print(facts_table({"ct200": facts}))
     text = console.export_text()

@@ -275,8 +275,11 @@ def test_staging_needs_tmpfs_space_and_ram():
 # --- the engine's Python ------------------------------------------------------------------------
 
 
-def test_probe_of_this_machines_python_without_torch_fails_the_engine_checks_without_crashing():
-    done = subprocess.run(["sh", "-c", engine_fact(sys.executable).command], capture_output=True, text=True, timeout=60)
+def test_probe_of_a_python_without_torch_fails_the_engine_checks_without_crashing(tmp_path):
+    bare = tmp_path / "python-bare"  # this interpreter without site-packages: nothing installed
+    bare.write_text(f"#!/bin/sh\nexec {sys.executable} -S \"$@\"\n")
+    bare.chmod(0o755)
+    done = subprocess.run(["sh", "-c", engine_fact(str(bare)).command], capture_output=True, text=True, timeout=60)
     engine = parse_engine_probe(done.stdout, done.returncode)
     assert engine.torch_version is None and engine.torch_cuda is None and engine.sglang_version is None
     report = run_preflight(rtx_facts(engine=engine), blackwell_needs(engine_kind="sglang"))
