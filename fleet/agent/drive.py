@@ -38,10 +38,19 @@ class ServerFacts:
     max_running_requests: int | None = None  # effective, after the engine's own clamps
     served_model: str | None = None
     sources: dict[str, str] = field(default_factory=dict)
+    # The longest prompt the scheduler takes: below context_len when the KV pool is smaller.
+    max_req_input_len: int | None = None
+
+    @property
+    def prompt_room(self) -> int | None:
+        """Tokens a prompt and its new tokens may use together."""
+        limits = [n for n in (self.context_len, self.max_req_input_len) if n is not None]
+        return min(limits) if limits else None
 
     def to_json(self) -> dict[str, Any]:
         return {
             "context_len": self.context_len,
+            "max_req_input_len": self.max_req_input_len,
             "max_running_requests": self.max_running_requests,
             "served_model": self.served_model,
             "sources": dict(self.sources),
@@ -179,14 +188,14 @@ def calibration_done(probes: list[Probe], target: int, body_chars: int) -> bool:
 def _long_context(driver: Driver, out: WorkloadOutcome) -> None:
     workload = driver.run.workload
     max_new = workload["max_new_tokens"]
-    context = driver.facts.context_len
+    room = driver.facts.prompt_room
     target = workload["prompt_tokens"]
-    if context is not None:
-        target = min(target, context - max_new - workload["margin_tokens"])
+    if room is not None:
+        target = min(target, room - max_new - workload["margin_tokens"])
     if target <= 0:
         out.failure = Failure(
             CONTEXT_TOO_SMALL,
-            f"context length {context} leaves no room for a prompt next to {max_new} new tokens and a "
+            f"a context of {room} tokens leaves no room for a prompt next to {max_new} new tokens and a "
             f"{workload['margin_tokens']}-token margin",
         )
         return
@@ -222,7 +231,8 @@ def _long_context(driver: Driver, out: WorkloadOutcome) -> None:
     out.extras["calibration"] = {
         "target_prompt_tokens": target,
         "requested_prompt_tokens": workload["prompt_tokens"],
-        "context_len": context,
+        "context_len": driver.facts.context_len,
+        "max_req_input_len": driver.facts.max_req_input_len,
         "max_new_tokens": max_new,
         "margin_tokens": workload["margin_tokens"],
         "probes": [{"chars": p.chars, "prompt_tokens": p.prompt_tokens, "error": p.error} for p in probes],

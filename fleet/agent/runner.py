@@ -357,7 +357,8 @@ class ServerSession:
             max_running, sources["max_running_requests"] = int(info["max_running_requests"]), "/server_info max_running_requests"
         if context_len is None and info.get("context_length"):
             context_len, sources["context_len"] = int(info["context_length"]), "/server_info context_length"
-        return ServerFacts(context_len, max_running, served, sources)
+        max_input = int(info["max_req_input_len"]) if info.get("max_req_input_len") else None
+        return ServerFacts(context_len, max_running, served, sources, max_input)
 
     def _new_client(self) -> Client:
         self.client = Client(self.endpoint, api=self.spec.api, model=self.facts.served_model)
@@ -471,10 +472,12 @@ class ServerSession:
         except ServiceError as exc:
             self.progress.error(spec.label, SERVICE_ERROR, str(exc))
         if self.watcher is not None:
+            # It was started: make sure it let go of its port and GPUs. (Never started: nothing of
+            # ours holds them, and a stranger's hold is already reported.)
             self.watcher.close()
-        holders = wait_free(spec.port, spec.gpus, FREE_TIMEOUT_S)
-        if holders:
-            held = "; ".join(f"pid {h.pid} holds {h.holds}: {h.command}" for h in holders)
-            self.progress.error(spec.label, PORT_OR_GPU_BUSY, f"still held after the stop: {held}")
+            holders = wait_free(spec.port, spec.gpus, FREE_TIMEOUT_S)
+            if holders:
+                held = "; ".join(f"pid {h.pid} holds {h.holds}: {h.command}" for h in holders)
+                self.progress.error(spec.label, PORT_OR_GPU_BUSY, f"still held after the stop: {held}")
         self.progress.finished_server(spec.server_id)
 

@@ -25,9 +25,10 @@ from typing import Any, Iterator
 
 import pytest
 
-from fleet.agent.services import pid_alive
+from fleet.agent.services import ProcessServices, ServiceSpec, pid_alive
 from fleet.agent.shard import AgentLimits, RunSpec, ServerSpec, Shard
 from fleet.playbook import ConcurrencyWorkload, Run, expand_runs, load_playbook
+from fleet.engines.sim.gpu import register_process
 from fleet.workloads import resolve_workload
 from tests.testfleet import fake_gpu
 
@@ -160,28 +161,42 @@ def test_sweep_of_healthy_and_failing_servers(tmp_path: Path, host_env: dict[str
         server("ddtree-b8", 3, DDTREE_B8, [short, agentic]),
         server("hung", 4, AUTOREGRESSIVE, [short, concurrency], faults=hang),
         server("noisy", 5, AUTOREGRESSIVE, [short]),
+        server("reclaimed", 6, AUTOREGRESSIVE, [short]),  # GPU 6 held by a stale fleet server of an earlier sweep
+        server("blocked", 7, AUTOREGRESSIVE, [short]),  # GPU 7 held by someone else's process
     ]
     # A server that logs a traceback it survives (as servers do when a client hangs up) still serves.
     noisy = servers[-1]
     noisy.argv[:] = ["sh", "-c", 'echo "Traceback (most recent call last):"; echo "ValueError: client went away"; exec "$@"', "sh", *noisy.argv]
     sweep = tmp_path / "sweep-a"
     shard = write_shard(sweep, servers)
+    gpu_procs = Path(host_env["FLEET_FAKE_GPU_DIR"]) / "procs"
+    earlier = ProcessServices(tmp_path / "earlier-sweep")
+    stale_port = free_port()
+    earlier.start(ServiceSpec("fleet-srv-old", [sys.executable, "-m", "fleet.engines.sim", *AUTOREGRESSIVE, "--port", str(stale_port)],
+                                      {**host_env, "CUDA_VISIBLE_DEVICES": "6", "FLEET_SIM_SPEED": str(SPEED)}, str(tmp_path / "old.log")))
+    stranger = subprocess.Popen(["sleep", "120"])
+    register_process(str(gpu_procs.parent), stranger.pid, [7], 2048)
+    # The stale server registers its GPU use once it loads weights.
+    wait_for(lambda: len(list(gpu_procs.glob("*.json"))) >= 2, 30, "the stale server on GPU 6")
     began = time.time()
     agents.append(start_agent(sweep, host_env))
     try:
         assert agents[0].wait(timeout=120) == 0, (sweep / "agent.log").read_text()
     finally:
         kill_leftover_servers(sweep)
+        earlier.stop("fleet-srv-old", grace_s=5)
+        stranger.kill()
+        stranger.wait()
     by_run = results(sweep)
     assert sorted(by_run) == sorted(run.run_id for _, run in shard.runs)  # exactly one result per run
     state = progress(sweep)
-    assert state["state"] == "finished" and state["counts"]["remaining"] == 0 and state["counts"]["done"] == 13
+    assert state["state"] == "finished" and state["counts"]["remaining"] == 0 and state["counts"]["done"] == 15
     by_label = {r["label"]: r for r in by_run.values()}
     for result in by_label.values():
         assert_never_zero_tok_s(result)
 
     # Healthy servers: ok, with figures that hang together.
-    for label in ("ar/short", "ar/concurrency", "dflash/long_context", "dflash/agentic", "ar-again/short", "ar-again/long_context", "noisy/short"):
+    for label in ("ar/short", "ar/concurrency", "dflash/long_context", "dflash/agentic", "ar-again/short", "ar-again/long_context", "noisy/short", "reclaimed/short"):
         result = by_label[label]
         figures = result["figures"]
         assert result["status"] == "ok" and result["failure"] is None, (label, result["failure"])
@@ -189,6 +204,7 @@ def test_sweep_of_healthy_and_failing_servers(tmp_path: Path, host_env: dict[str
         assert figures["output_tok_s"] > 0 and figures["ttft_s"]["p50"] < figures["e2e_s"]["p50"]
         assert figures["itl_s"]["p99"] < figures["e2e_s"]["max"]
         assert result["server"]["context_len"] == 32768 and result["server"]["max_running_requests"] == 4
+        assert 32768 - 10 < result["server"]["max_req_input_len"] < 32768
         assert result["attempt"] == 1 and result["host_facts"] is None
     assert by_label["ar/short"]["figures"]["output_tokens"] == 4 * 256
     assert by_label["ar/short"]["figures"]["acceptance_length"] is None
@@ -236,9 +252,15 @@ def test_sweep_of_healthy_and_failing_servers(tmp_path: Path, host_env: dict[str
     assert first["figures"]["requests"]["timed_out"] == 1
     assert second["status"] == "failed" and second["failure"]["class"] == "server_hung"
 
-    # Everything was stopped: no server process, no port held, no GPU process left.
+    # GPU 6: the earlier sweep's server was killed to make room; GPU 7: a stranger, left alone, the run failed.
+    assert by_label["reclaimed/short"]["status"] == "ok"
+    blocked = by_label["blocked/short"]
+    assert blocked["status"] == "failed" and blocked["failure"]["class"] == "port_or_gpu_busy"
+    assert blocked["failure"]["evidence"] == [f"pid {stranger.pid} holds GPU 7: sleep 120"]
+
+    # Everything fleet started was stopped: no server process, no port held, no GPU process left but the stranger's.
     assert not [pid for pid in service_pids(sweep) if pid_alive(pid)]
-    alive = [p for p in (Path(host_env["FLEET_FAKE_GPU_DIR"]) / "procs").glob("*.json") if pid_alive(int(p.stem))]
+    alive = [p for p in gpu_procs.glob("*.json") if pid_alive(int(p.stem))]
     assert alive == []
     for spec in servers:
         with socket.socket() as probe:
