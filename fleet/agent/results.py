@@ -37,6 +37,8 @@ class Failure:
     evidence: tuple[str, ...] = ()
     log_path: str | None = None
     exit_code: int | None = None
+    # The root cause read from the whole server log by fleet.diagnose (class, evidence lines, fix).
+    diagnosis: Mapping[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -45,6 +47,7 @@ class Failure:
             "evidence": list(self.evidence),
             "log_path": self.log_path,
             "exit_code": self.exit_code,
+            "diagnosis": dict(self.diagnosis) if self.diagnosis else None,
         }
 
 
@@ -174,7 +177,6 @@ def build_result(
         "requests": [request_record(s) for s in outcome.sent],
         "started_at": started_at,
         "ended_at": ended_at,
-        "host_facts": None,
     }
 
 

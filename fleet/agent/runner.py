@@ -33,6 +33,7 @@ from fleet.agent.progress import Progress
 from fleet.agent.results import Failure, WorkloadOutcome, build_result, write_json_atomic
 from fleet.agent.services import ServiceError, ServiceSpec, Services, boot_id, clear_stale, make_services, wait_free
 from fleet.agent.shard import RunSpec, ServerSpec, Shard
+from fleet.diagnose.classify import DiagnosisHint, diagnose_file
 
 log = logging.getLogger("fleet.agent")
 
@@ -80,6 +81,14 @@ class Agent:
         self._lock = threading.Lock()
         self.progress: Progress | None = None
         self.errors = 0
+        self.host_facts = self._read_host_facts()
+
+    def _read_host_facts(self) -> dict[str, Any] | None:
+        """What the controller knows of this host (GPUs, driver, CUDA, engine versions), for every result."""
+        try:
+            return json.loads((self.sweep_dir / "host_facts.json").read_text())
+        except (OSError, ValueError):
+            return None
 
     # -- results ----------------------------------------------------------------------------
 
@@ -303,6 +312,7 @@ class ServerSession:
                     f"the server was not ready after {self.limits.server_start_timeout_s:.0f} s",
                     evidence=tuple(self.watcher.evidence()),
                     log_path=str(self.log_path),
+                    diagnosis=self._diagnosis(DiagnosisHint(True, self.limits.server_start_timeout_s)),
                 )
             time.sleep(READY_POLL_S)
 
@@ -323,7 +333,15 @@ class ServerSession:
         elif self.watcher.suspect_line is not None:
             parts.append(f"first traceback line: {self.watcher.suspect_line.strip()}")
         parts.append("its process is still running" if status.running else f"its process exited with code {status.exit_code}")
-        return Failure(error_class, "; ".join(parts), tuple(evidence), str(self.log_path), status.exit_code)
+        return Failure(error_class, "; ".join(parts), tuple(evidence), str(self.log_path), status.exit_code, self._diagnosis())
+
+    def _diagnosis(self, hint: DiagnosisHint | None = None) -> dict[str, Any] | None:
+        """The root cause from the whole server log (not a truncated tail), for the result and auto-fix."""
+        try:
+            return diagnose_file(self.log_path, hint).to_json()
+        except (OSError, ValueError) as exc:
+            log.warning("server %s: could not diagnose %s: %s", self.spec.label, self.log_path, exc)
+            return None
 
     def _read_facts(self) -> ServerFacts:
         assert self.watcher is not None
@@ -424,6 +442,7 @@ class ServerSession:
             "gpus": list(self.spec.gpus),
             "server": self.facts.to_json(),
             "log_path": str(self.log_path),
+            "host_facts": self.agent.host_facts,
         }
 
     def _serve(self, pending: list[RunSpec]) -> None:

@@ -57,6 +57,7 @@ class HostReport:
     preflight: PreflightReport | None = None
     facts: HostFacts | None = None
     seconds: float = 0.0
+    models: dict[str, dict[str, Any]] = field(default_factory=dict)  # label -> revision, source, bytes, dir
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -65,6 +66,7 @@ class HostReport:
             "reason": self.reason or None,
             "changes": [{"action": c.action, "detail": c.detail, "bytes": c.bytes} for c in self.changes],
             "preflight": self.preflight.model_dump(mode="json") if self.preflight else None,
+            "models": self.models,
             "seconds": round(self.seconds, 2),
         }
 
@@ -159,6 +161,19 @@ def ensure_agent_unit(t: Transport, host: Host, dry_run: bool) -> list[Change]:
     return [Change("unit", f"{unit.name}\n{diff}")]
 
 
+def _model_identity(t: Transport, model: ModelRef, host: Host) -> dict[str, Any]:
+    """Which copy of a model the engine will load: for results, so a figure names its weights."""
+    state = read_state(t, model, host)
+    marker = state.staged or state.cached
+    return {
+        "requested_revision": model.revision,
+        "revision": marker.revision if marker else None,
+        "source": marker.source if marker else f"path:{model.path}",
+        "bytes": marker.total_bytes if marker else None,
+        "dir": state.serve_dir,
+    }
+
+
 def _fetch_estimate(model: ModelRef, options: ProvisionOptions) -> int | None:
     if model.mirror:
         source = Path(model.mirror) if Path(model.mirror).is_absolute() else options.mirror_root / model.mirror
@@ -201,6 +216,8 @@ def provision_host(host: Host, playbook: Playbook, options: ProvisionOptions, tr
         report.changes += ensure_dirs(t, host, options.dry_run)
         for model in models:
             report.changes += _provision_model(t, model, host, options, weightless=model.label in weightless)
+            if not options.dry_run:
+                report.models[model.label] = _model_identity(t, model, host)
         report.changes += ensure_agent_unit(t, host, options.dry_run)
         report.status = "changed" if report.changes else "ok"
     except (FleetError, OSError) as exc:

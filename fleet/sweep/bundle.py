@@ -16,7 +16,7 @@ import fleet
 
 ROOT = Path(fleet.__file__).resolve().parent
 
-AGENT_MODULES = ("agent", "engines/sglang/logparse.py", "diagnose/catalogue.py")
+AGENT_MODULES = ("agent", "engines/sglang/logparse.py", "diagnose/catalogue.py", "diagnose/classify.py")
 SIM_MODULES = ("engines/sim", "planning/memory.py", "planning/modelcard.py", "modelcards", "errors.py")
 
 

@@ -139,6 +139,11 @@ def start_sweep(
     plan = make_plan(playbook, usable)
     write_json(directory / "plan.json", plan.to_json())
     boot_ids = {r.host: (r.facts.boot_id or "") for r in reports if r.facts}
+    for report in reports:
+        if report.facts is not None and report.host in record.hosts:
+            # Goes into every result of the host: a figure is only worth something with its hardware and software.
+            facts = {**report.facts.model_dump(mode="json"), "models": report.models}
+            write_json(directory / "hosts" / f"{report.host}.facts.json", facts)
     shards = build_shards(plan, {h.name: h for h in usable}, sweep_id, boot_ids)
     for name, shard in shards.items():
         (directory / name).mkdir(exist_ok=True)

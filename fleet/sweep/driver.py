@@ -144,6 +144,9 @@ class HostDriver:
         self._retry(lambda: self.t.run(["mkdir", "-p", posixpath.join(self.remote_dir, "runs")], timeout=QUICK_S, check=True))
         self._retry(lambda: self.t.rsync_push(self.bundle_dir, agent_dir(self.host) + "/", timeout=300, delete=True).check(), TRANSFER)
         self._retry(lambda: self.t.put_bytes(self.shard.to_json().encode(), posixpath.join(self.remote_dir, "shard.json"), timeout=60))
+        facts = self.results_dir / "hosts" / f"{self.host.name}.facts.json"
+        if facts.exists():
+            self._retry(lambda: self.t.put(facts, posixpath.join(self.remote_dir, "host_facts.json"), timeout=60))
         if self.host.service_manager is ServiceManager.systemd:
             self._install_server_units()
 
@@ -154,7 +157,8 @@ class HostDriver:
                 server_id=server.server_id,
                 label=server.label,
                 argv=server.argv,
-                env={k: v for k, v in server.env.items() if k != "CUDA_VISIBLE_DEVICES"},
+                # FLEET_SERVICE marks the processes as fleet's own: a later agent may clear them as stale.
+                env={**{k: v for k, v in server.env.items() if k != "CUDA_VISIBLE_DEVICES"}, "FLEET_SERVICE": server.unit_name},
                 gpus=server.gpus,
                 working_dir=self.remote_dir,
                 log_file=posixpath.join(self.remote_dir, "logs", f"{server.label}.log"),
@@ -223,6 +227,12 @@ class HostDriver:
     def drive(self) -> HostStatus:
         try:
             self.ship()
+            state = self.poll()
+            self.status.boot_id = state.boot_id
+            agent_boot = state.progress.get("boot_id")
+            if agent_boot and agent_boot != state.boot_id and not state.agent_alive:
+                # The host rebooted while no controller watched (a resume): stage before restarting.
+                self.recover_from_reboot()
             self.start_agent()
             self.status.phase = "running"
             self._watch()
@@ -260,6 +270,11 @@ class HostDriver:
             if agent_state in ("finished", "finished_with_errors") and not state.agent_alive:
                 self.pull()
                 self.status.phase = "finished"
+                return
+            if agent_state == "stopped" and not state.agent_alive:
+                # Someone stopped it on purpose (a STOP file, SIGTERM): not a crash to undo.
+                self.pull()
+                self.status.phase = "stopped"
                 return
             if not state.agent_alive and state.progress:
                 self._restart_agent(agent_state)

@@ -97,9 +97,10 @@ def test_result_document() -> None:
     workload = {"name": "long_context", "kind": "long_context", "max_new_tokens": 256, "prompt_tokens": 30000, "corpus": "x" * 10000,
                 "instruction": "Read", "question": "Q", "margin_tokens": 64, "requests": 1}
     outcome = WorkloadOutcome(sent=[Sent(ok(), {"request": 0})], wall_s=2.0, extras={"calibration": {"chosen_prompt_tokens": 29990}})
-    result = build_result(identity={"run_id": "r1", "label": "tp1-ar/long_context", "attempt": 2}, workload=workload, outcome=outcome,
-                          started_at=10.0, ended_at=12.5)
-    assert result["status"] == "ok" and result["failure"] is None and result["host_facts"] is None
+    facts = {"gpus": [{"name": "NVIDIA RTX PRO 6000 Blackwell Server Edition"}], "driver": {"version": "580.95.05"}}
+    result = build_result(identity={"run_id": "r1", "label": "tp1-ar/long_context", "attempt": 2, "host_facts": facts},
+                          workload=workload, outcome=outcome, started_at=10.0, ended_at=12.5)
+    assert result["status"] == "ok" and result["failure"] is None and result["host_facts"] == facts
     assert result["attempt"] == 2 and result["calibration"]["chosen_prompt_tokens"] == 29990
     assert "corpus" not in result["workload"] and result["workload"]["prompt_tokens"] == 30000
     assert result["requests"][0]["request"] == 0 and result["requests"][0]["tpot_s"] is not None
