@@ -97,8 +97,8 @@ def models_of(playbook: Playbook) -> list[ModelRef]:
 def clear_stale_servers(t: Transport, dry_run: bool) -> list[Change]:
     """Servers left by an earlier run hold ports and GPUs; clear them unless a fleet agent is running."""
     script = (
-        f"if pgrep -f {shlex.quote(AGENT_PATTERN)} >/dev/null; then echo agent; exit 0; fi; "
-        f"pgrep -f {shlex.quote(STALE_SERVER_PATTERN)} || true"
+        f"if pgrep -f -- {shlex.quote(AGENT_PATTERN)} >/dev/null; then echo agent; exit 0; fi; "
+        f"pgrep -f -- {shlex.quote(STALE_SERVER_PATTERN)} || true"
     )
     found = t.run(script, timeout=QUICK_S).stdout.split()
     if not found or found == ["agent"]:

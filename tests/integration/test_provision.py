@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import threading
 import time
 from pathlib import Path
@@ -124,3 +125,25 @@ def test_link_drop_during_staging_finishes_once_the_link_is_back(test_fleet_fact
     listing = fleet.exec(host, ["ls", "-a", "/dev/shm/fleet"]).stdout.split()
     assert not any(name.endswith(".partial") for name in listing), listing
     assert ".fleet-complete.json" in fleet.exec(host, ["ls", "-a", STAGED]).stdout
+
+
+def test_stale_servers_of_an_earlier_run_are_cleared(test_fleet_factory, tmp_path: Path) -> None:
+    fleet = test_fleet_factory(["ct200"])
+    host = fleet["ct200"]
+    # A server left behind by an earlier run: a real sim process holding a port and GPU 0.
+    start = (
+        "cd /tmp && setsid env CUDA_VISIBLE_DEVICES=0 FLEET_SIM_SPEED=0.01 "
+        f"{sys.executable} -m fleet.engines.sim --model-path qwen3.6-27b --port 30000 --mem-fraction-static 0.75 "
+        "--context-length 32768 >/tmp/stale.log 2>&1 </dev/null &"
+    )
+    fleet.exec(host, ["sh", "-c", start])
+    wait = time.monotonic() + 60
+    while "python3" not in fleet.exec(host, ["nvidia-smi", "--query-compute-apps=pid,process_name", "--format=csv,noheader"]).stdout:
+        assert time.monotonic() < wait, "the stale server never came up"
+        time.sleep(0.2)
+    report = provision_all(fleet, tmp_path)["ct200"]
+    assert report.status == "changed", report.reason
+    assert actions(report)[0] == "clear", report.changes
+    gpu_apps = fleet.exec(host, ["nvidia-smi", "--query-compute-apps=pid", "--format=csv,noheader"]).stdout.strip()
+    assert gpu_apps == ""
+    assert not any("fleet.engines.sim" in cmd for cmd in fleet.processes(host).values())

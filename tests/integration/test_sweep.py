@@ -120,3 +120,15 @@ def test_seed_matrix_survives_reboot_link_drop_and_a_killed_controller(test_flee
     assert {s.phase for s in outcome.statuses.values()} == {"finished"}
     boot_ids = {r[0]["boot_id"] for r in results.values() if r[0]["host"] == "ct200"}
     assert len(boot_ids) == 2, "ct200's results should span its two boots"
+
+
+def test_a_host_that_fails_preflight_is_reported_and_its_share_moves(test_fleet_factory, tmp_path: Path) -> None:
+    fleet = test_fleet_factory(["ct200", "ct201"], gpu_profiles={"ct201": {"toolkit": "12.8"}})
+    hosts = list(load_inventory(fleet.write_inventory(tmp_path / "hosts", engine={"sim_speed": 0.02})))
+    outcome = start_sweep(DEMO, hosts, tmp_path / "results", poll_interval_s=0.5)
+    assert set(outcome.excluded) == {"ct201"} and "12.9" in outcome.excluded["ct201"]
+    results = local_results(outcome.directory)
+    expected = {r.id for _, r in make_plan(load_playbook(DEMO), hosts).runs}
+    assert set(results) == expected
+    assert {rs[0]["host"] for rs in results.values()} == {"ct200"}
+    assert fleet.exec("ct201", ["ls", "/var/lib/fleet/sweeps"]).stdout.strip() == ""  # nothing launched there
