@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, NoReturn, Sequence, TextIO
 
 from fleet.engines.sim import gpu as gpumod
-from fleet.engines.sim import perf, sgltext
+from fleet.engines.sim import perf, serverargs, sgltext
 from fleet.engines.sim.api import Api, ServerState
 from fleet.engines.sim.cli import SimSettings, parse_command_line, render_server_args
 from fleet.engines.sim.console import ERROR, Console
@@ -534,29 +534,12 @@ def prepare(argv: Sequence[str], env: Mapping[str, str], err: TextIO | None = No
 
 
 def memory_inputs(resolved: ResolvedArgs, host: gpumod.GpuHost, launch: Launch) -> MemoryInputs:
-    values = resolved.values
-    others = other_processes_mib(launch.env.get("FLEET_FAKE_GPU_DIR"), [g.index for g in host.gpus[: values["tp_size"]]], os.getpid())
-    return MemoryInputs(
+    gpus = [g.index for g in host.gpus[: resolved.values["tp_size"]]]
+    others = other_processes_mib(launch.env.get("FLEET_FAKE_GPU_DIR"), gpus, os.getpid())
+    return serverargs.memory_inputs(
+        resolved,
         gpu_memory_mib=host.gpus[0].memory_total_mib,
-        tp_size=values["tp_size"],
-        mem_fraction_static=values["mem_fraction_static"],
-        context_length=values["context_length"],
-        max_running_requests=values["max_running_requests"],
-        speculative_algorithm=resolved.algorithm,
-        num_draft_tokens=values["speculative_num_draft_tokens"] if resolved.algorithm else None,
-        ddtree_budget=resolved.ddtree_budget,
-        disable_radix_cache=values["disable_radix_cache"],
-        mamba_scheduler_strategy=values["mamba_scheduler_strategy"],
-        max_mamba_cache_size=values["max_mamba_cache_size"],
-        mamba_full_memory_ratio=values["mamba_full_memory_ratio"],
-        chunked_prefill_size=values["chunked_prefill_size"],
-        cuda_graph_max_bs=values["cuda_graph_max_bs"],
-        kv_cache_dtype=values["kv_cache_dtype"],
-        page_size=values["page_size"],
         sglang_version=launch.sglang_version,
-        max_total_tokens=values["max_total_tokens"],
-        mamba_ssm_dtype=values["mamba_ssm_dtype"],
-        disable_overlap_schedule=values["disable_overlap_schedule"],
         # Other servers on the same GPU hold memory before we measure it, as on a real host.
         gpu_reserved_mib=DEFAULT_GPU_RESERVED_MIB + others,
     )

@@ -11,6 +11,7 @@ import zlib
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from fleet.planning.memory import DEFAULT_GPU_RESERVED_MIB, MemoryInputs
 from fleet.planning.modelcard import ModelCard
 
 DFLASH_FAMILY = ("DFLASH", "DDTREE")
@@ -53,6 +54,37 @@ class ResolvedArgs:
     @property
     def context_length(self) -> int | None:
         return self.values["context_length"]
+
+
+def memory_inputs(
+    resolved: ResolvedArgs, *, gpu_memory_mib: int, sglang_version: str, gpu_reserved_mib: float = DEFAULT_GPU_RESERVED_MIB
+) -> MemoryInputs:
+    """The memory planner's inputs for resolved flags: the one flags -> MemoryInputs mapping, used by
+    the simulator when it starts and by fleet's feasibility check before anything is launched."""
+    values = resolved.values
+    return MemoryInputs(
+        gpu_memory_mib=gpu_memory_mib,
+        tp_size=values["tp_size"],
+        mem_fraction_static=values["mem_fraction_static"],
+        context_length=values["context_length"],
+        max_running_requests=values["max_running_requests"],
+        speculative_algorithm=resolved.algorithm,
+        num_draft_tokens=values["speculative_num_draft_tokens"] if resolved.algorithm else None,
+        ddtree_budget=resolved.ddtree_budget,
+        disable_radix_cache=values["disable_radix_cache"],
+        mamba_scheduler_strategy=values["mamba_scheduler_strategy"],
+        max_mamba_cache_size=values["max_mamba_cache_size"],
+        mamba_full_memory_ratio=values["mamba_full_memory_ratio"],
+        chunked_prefill_size=values["chunked_prefill_size"],
+        cuda_graph_max_bs=values["cuda_graph_max_bs"],
+        kv_cache_dtype=values["kv_cache_dtype"],
+        page_size=values["page_size"],
+        sglang_version=sglang_version,
+        max_total_tokens=values["max_total_tokens"],
+        mamba_ssm_dtype=values["mamba_ssm_dtype"],
+        disable_overlap_schedule=values["disable_overlap_schedule"],
+        gpu_reserved_mib=gpu_reserved_mib,
+    )
 
 
 def default_random_seed(sim_seed: int, model_path: str) -> int:

@@ -1,0 +1,174 @@
+"""Will a server configuration start? The memory planner's verdict on the exact launch, before it runs.
+
+The planner's inputs are not rebuilt from the playbook: the launch's own argv and environment go
+through the simulator's copy of SGLang's flag handling (`fleet.engines.sim.cli.parse_command_line`,
+then `serverargs.resolve_server_args`: defaults, the speculative and mamba hooks) and its one
+flags -> `MemoryInputs` mapping (`serverargs.memory_inputs`). So what fleet predicts before a launch
+is what the sim computes when it starts, and what fleet adds to a launch on its own (a
+`--disable-radix-cache` for a hybrid model, the DFLASH context env) is part of the prediction.
+
+Pure: a configuration, its launch and the GPU's memory in; a `Feasibility` out.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from fleet.engines import SIM_MODULE, launch_spec
+from fleet.engines.sglang.argv import _RENAMED_FLAGS, LaunchSpec
+from fleet.engines.sim.cli import parse_command_line
+from fleet.engines.sim.server import DEFAULT_SGLANG_VERSION as SIM_DEFAULT_SGLANG_VERSION
+from fleet.engines.sim.serverargs import DFLASH_FAMILY, memory_inputs, resolve_server_args
+from fleet.planning.memory import Adjustment, MemoryFailure, MemoryInputs, MemoryPlan, plan_memory, smallest_fix
+from fleet.planning.modelcard import load_model_card
+from fleet.playbook import ServerConfig, ServerSettings
+
+PLANNER_DEFAULT_SGLANG_VERSION = MemoryInputs.__dataclass_fields__["sglang_version"].default
+SIM_VERSION_ENV = "FLEET_SIM_SGLANG_VERSION"
+# The simulator speaks SGLang 0.5.13's flag names; a launch for 0.5.14+ uses the new spelling of these.
+_OLD_SPELLING = {after: before for before, after in _RENAMED_FLAGS.values()}
+# ServerSettings fields an adjustment may set: the typed scalar settings, not the free-form flags/env.
+_ADJUSTABLE = frozenset(name for name in ServerSettings.model_fields if name not in ("flags", "env"))
+# Placeholders for a launch built only to be planned: memory does not depend on paths or the port.
+_PLANNING_PATHS = {"python": "python3", "model_path": "model", "port": 30000}
+
+
+@dataclass(frozen=True)
+class Feasibility:
+    """`ok`: the server is expected to start (or could not be checked: `plan` is None then, and
+    `reason` says why). `suggestion`: the planner's smallest change that makes it start and serve
+    the concurrency asked for; [] when none is needed, None when none was found or nothing was checked."""
+
+    ok: bool
+    plan: MemoryPlan | None
+    failure: MemoryFailure | None
+    suggestion: list[Adjustment] | None
+    reason: str
+    inputs: MemoryInputs | None = None  # what the planner was given, derived from the launch
+
+    @property
+    def checked(self) -> bool:
+        return self.plan is not None
+
+
+def check_server(
+    config: ServerConfig, launch: LaunchSpec, *, gpu_memory_mib: int, engine_version: str | None
+) -> Feasibility:
+    """The memory planner's verdict on `launch` (the launch of `config`) on a GPU of `gpu_memory_mib`.
+
+    `engine_version`: the SGLang release whose formulas apply. None: for a sim launch the release
+    the simulator emulates (its FLEET_SIM_SGLANG_VERSION, else its default), otherwise the
+    planner's default. The version matters: the seed's max_running_requests=8 launch fails under
+    0.5.12's formula and starts (capped at 2 requests) under 0.5.13's."""
+    if config.model.card is None:
+        return _unchecked("no model card: not checked")
+    target = load_model_card(config.model.card)
+    draft_card = config.draft.card if config.draft is not None else None
+    draft = load_model_card(draft_card) if draft_card else None
+    if config.algorithm in DFLASH_FAMILY and draft is None:
+        return _unchecked(f"no model card for the {config.algorithm} draft: not checked")
+
+    flags, module = _server_flags(launch.argv)
+    parse_error = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(parse_error):
+            raw, _ = parse_command_line(flags, launch.env)
+    except SystemExit:
+        detail = parse_error.getvalue().strip().splitlines()
+        return _unchecked(f"not checked: the planner cannot read this command line ({detail[-1] if detail else 'bad flags'})")
+
+    resolved = resolve_server_args(raw, target, draft, launch.env, sim_seed=0)
+    if resolved.failure is not None:
+        refused = resolved.failure
+        return Feasibility(False, None, None, None, f"SGLang refuses the flags: {refused.exception}: {refused.message}")
+
+    version = engine_version or _default_version(module, launch)
+    inputs = memory_inputs(resolved, gpu_memory_mib=gpu_memory_mib, sglang_version=version)
+    planned_draft = draft if resolved.algorithm in DFLASH_FAMILY else None
+    try:
+        plan = plan_memory(target, inputs, planned_draft)
+        suggestion = smallest_fix(target, inputs, planned_draft)
+    except ValueError as exc:  # something the planner does not model (a KV dtype, a version before DFLASH)
+        return _unchecked(f"not checked: {exc}")
+    return Feasibility(plan.failure is None, plan, plan.failure, suggestion, _verdict(plan, suggestion), inputs)
+
+
+def check_config(config: ServerConfig, *, engine: str, gpu_memory_mib: int, engine_version: str | None) -> Feasibility:
+    """`check_server` on the launch `config` would get from `engine` ("sglang" or "sim"), for when
+    no planned launch is at hand (a fix being worked out): the same flags, placeholder paths."""
+    launch = launch_spec(
+        engine,  # type: ignore[arg-type]  # EngineKind is a str enum; launch_spec compares by value
+        config,
+        python=_PLANNING_PATHS["python"],
+        model_path=_PLANNING_PATHS["model_path"],
+        draft_path="draft" if config.draft is not None else None,
+        port=_PLANNING_PATHS["port"],
+        sglang_version=engine_version,
+    )
+    return check_server(config, launch, gpu_memory_mib=gpu_memory_mib, engine_version=engine_version)
+
+
+def apply_adjustments(config: ServerConfig, adjustments: Sequence[Adjustment]) -> ServerConfig:
+    """A variant of `config` whose settings carry `adjustments` (so its id differs from the
+    original's); the original is left as it is. Raises ValueError for a field that is not a
+    server setting, and pydantic's ValidationError for a value the setting does not accept."""
+    changes: dict[str, object] = {}
+    for adjustment in adjustments:
+        if adjustment.field not in _ADJUSTABLE:
+            raise ValueError(
+                f"adjustment of {adjustment.field!r}: expected one of the server settings {', '.join(sorted(_ADJUSTABLE))}"
+            )
+        changes[adjustment.field] = adjustment.new
+    if not changes:
+        return config
+    return replace(config, settings=config.settings.merged(ServerSettings.model_validate(changes)))
+
+
+def describe_adjustments(adjustments: Sequence[Adjustment]) -> str:
+    """`max_running_requests 8 -> 4, ...`: the change itself, for provenance and tables."""
+    return ", ".join(f"{a.field} {a.old} -> {a.new}" for a in adjustments)
+
+
+def _unchecked(reason: str) -> Feasibility:
+    return Feasibility(True, None, None, None, reason)
+
+
+def _server_flags(argv: Sequence[str]) -> tuple[list[str], str]:
+    """The flags after `python -m MODULE`, in the spelling the simulator's parser reads, and MODULE."""
+    if len(argv) < 3 or argv[1] != "-m":
+        raise ValueError(f"launch argv {list(argv[:3])!r}: expected [python, '-m', module, flags...]")
+    return [_OLD_SPELLING.get(arg, arg) for arg in argv[3:]], argv[2]
+
+
+def _default_version(module: str, launch: LaunchSpec) -> str:
+    if module == SIM_MODULE:
+        return launch.env.get(SIM_VERSION_ENV) or SIM_DEFAULT_SGLANG_VERSION
+    return PLANNER_DEFAULT_SGLANG_VERSION
+
+
+def _verdict(plan: MemoryPlan, suggestion: list[Adjustment] | None) -> str:
+    where = f"sglang {plan.sglang_version}"
+    if plan.failure is not None:
+        failure = plan.failure
+        role = " (draft model)" if failure.model_role == "draft" else ""
+        text = f"{where} would stop at {failure.phase}{role}: {failure.exception}: {failure.message}"
+    elif plan.requested_max_running_requests not in (None, plan.max_running_requests):
+        text = (
+            f"{where} starts but caps max_running_requests at {plan.max_running_requests} of the "
+            f"{plan.requested_max_running_requests} asked (mamba cache {plan.max_mamba_cache_size} slots, "
+            f"KV pool {plan.kv_tokens} tokens)"
+        )
+    else:
+        text = (
+            f"{where} fits: KV pool {plan.kv_tokens} tokens, max_running_requests {plan.max_running_requests}"
+            + (f", mamba cache {plan.max_mamba_cache_size} slots" if plan.max_mamba_cache_size else "")
+        )
+    if suggestion:
+        text += f"; smallest fix: {describe_adjustments(suggestion)}"
+    elif suggestion is None and plan.failure is not None:
+        text += "; no single change of max_running_requests, mem_fraction_static or context_length fixes it"
+    return text
+
