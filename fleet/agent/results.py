@@ -23,7 +23,8 @@ from fleet.agent.client import NO_TOKEN_TIMEOUT, TIMEOUT, RequestOutcome
 from fleet.agent.stats import histogram, ratio, summary
 
 RESULT_SCHEMA = "fleet.run_result/1"
-STATUS_OK, STATUS_PARTIAL, STATUS_FAILED = "ok", "partial", "failed"  # "skipped" is the controller's (infeasible runs)
+STATUS_OK, STATUS_PARTIAL, STATUS_FAILED, STATUS_SKIPPED = "ok", "partial", "failed", "skipped"
+SKIPPED = "skipped"  # the failure class of a run the controller chose not to launch (quarantine, infeasible)
 NO_OUTPUT_TOKENS = "no_output_tokens"
 REQUESTS_FAILED = "requests_failed"
 
@@ -190,6 +191,21 @@ def workload_summary(workload: Mapping[str, Any]) -> dict[str, Any]:
     if isinstance(summary_.get("prompt"), Mapping):
         summary_["prompt"] = summary_["prompt"]["name"]
     return summary_
+
+
+def skipped_result(*, identity: Mapping[str, Any], workload: Mapping[str, Any], reason: str, at: float) -> dict[str, Any]:
+    """A run the controller decided not to launch: no figures at all, and the reason."""
+    return {
+        "schema": RESULT_SCHEMA,
+        **identity,
+        "workload": workload_summary(workload),
+        "status": STATUS_SKIPPED,
+        "failure": Failure(SKIPPED, reason).to_json(),
+        "figures": request_figures([], 0.0),
+        "requests": [],
+        "started_at": at,
+        "ended_at": at,
+    }
 
 
 def write_json_atomic(path: Path, data: Any) -> None:

@@ -30,7 +30,7 @@ from fleet.agent.client import Client, Endpoint, get_json, health_ok
 from fleet.agent.drive import Driver, Gate, ServerFacts, drive
 from fleet.agent.logwatch import LogWatcher
 from fleet.agent.progress import Progress
-from fleet.agent.results import Failure, WorkloadOutcome, build_result, write_json_atomic
+from fleet.agent.results import Failure, WorkloadOutcome, build_result, skipped_result, write_json_atomic
 from fleet.agent.services import ServiceError, ServiceSpec, Services, boot_id, clear_stale, make_services, wait_free
 from fleet.agent.shard import RunSpec, ServerSpec, Shard
 from fleet.diagnose.classify import DiagnosisHint, diagnose_file
@@ -82,6 +82,18 @@ class Agent:
         self.progress: Progress | None = None
         self.errors = 0
         self.host_facts = self._read_host_facts()
+
+    def skip_reason(self, spec: ServerSpec) -> str | None:
+        """Why not to launch this server: the shard says so, or the controller quarantined its
+        configuration while the sweep runs (`quarantine.json`: server id -> reason, read afresh)."""
+        if spec.skip_reason:
+            return spec.skip_reason
+        try:
+            reasons = json.loads((self.sweep_dir / "quarantine.json").read_text())
+        except (OSError, ValueError):
+            return None
+        reason = reasons.get(spec.server_id) if isinstance(reasons, dict) else None
+        return str(reason) if reason else None
 
     def _read_host_facts(self) -> dict[str, Any] | None:
         """What the controller knows of this host (GPUs, driver, CUDA, engine versions), for every result."""
@@ -245,6 +257,12 @@ class ServerSession:
         if not pending:
             # All done, but an agent killed while stopping this server may have left it running.
             self.agent.services.stop(self.spec.unit_name, STOP_GRACE_S)
+            return
+        reason = self.agent.skip_reason(self.spec)
+        if reason:
+            for run in pending:
+                identity = self._identity(run, self.agent.next_attempt(run.run_id))
+                self.agent.write_result(skipped_result(identity=identity, workload=run.workload, reason=reason, at=time.time()))
             return
         try:
             failure = self._bring_up()

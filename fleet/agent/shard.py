@@ -51,6 +51,9 @@ class ServerSpec:
     runs: list[RunSpec] = field(default_factory=list)
     api: Literal["generate", "completions"] = "generate"
     cwd: str | None = None
+    # Set by the controller for a configuration it will not launch (quarantined, predicted to fail):
+    # the agent writes a `skipped` result with this reason for each of its runs.
+    skip_reason: str | None = None
 
     @property
     def log_name(self) -> str:
@@ -186,6 +189,7 @@ def _server(reader: _Reader) -> ServerSpec:
         runs=[_run(run) for run in reader.children("runs")],
         api=reader.choice("api", API_KINDS, "generate"),  # type: ignore[arg-type]
         cwd=reader.get("cwd", (str, type(None)), "a directory or null", None),
+        skip_reason=reader.get("skip_reason", (str, type(None)), "a reason or null", None),
     )
 
 

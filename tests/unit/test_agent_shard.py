@@ -73,3 +73,18 @@ def test_dependency_order_is_stable_and_respects_after() -> None:
     servers = make_shard().servers
     c = ServerSpec("c3", "c", [1], 30001, ["python"], {}, "u", after=[])
     assert dependency_order([servers[1], servers[0], c]) == ["a1", "b2", "c3"]
+
+
+def test_skip_reason_round_trips_and_defaults_to_none() -> None:
+    from fleet.agent.shard import AgentLimits, RunSpec, ServerSpec, Shard
+
+    server = ServerSpec(
+        server_id="s1", label="tp1-ddtree-b8", gpus=[0], port=30000, argv=["python3"], env={}, unit_name="fleet-srv-x-s1",
+        runs=[RunSpec("r1", "tp1-ddtree-b8/short", {"name": "short", "kind": "short"})],
+        skip_reason="quarantined: cuda_illegal_instruction on sm_120",
+    )  # fmt: skip
+    shard = Shard("x", "ct200", "boot", "process", AgentLimits(), [server])
+    again = Shard.from_json(shard.to_json())
+    assert again.servers[0].skip_reason == "quarantined: cuda_illegal_instruction on sm_120"
+    plain = Shard.from_json(Shard("x", "ct200", "boot", "process", AgentLimits(), [ServerSpec(**{**server.__dict__, "skip_reason": None})]).to_json())
+    assert plain.servers[0].skip_reason is None
