@@ -1,0 +1,251 @@
+"""Does `fleet provision` scale out? Eight test hosts at once against one host, same playbook.
+
+Each measurement boots a fresh test fleet (real sshd per host, tests/testfleet) so that every host
+starts empty: nothing cached in /srv/models, nothing staged in /dev/shm. It then times
+`provision(hosts, playbook, ProvisionOptions())` -- facts, preflight, directories, the model
+copied from a mirror path into each host's cache with rsync and staged to /dev/shm -- and, on the
+same hosts, a second provision that must find everything in place and change nothing. Booting the
+fleet is not timed. One-host and eight-host measurements alternate, so that a burst of load on the
+machine hits both sides; the medians count.
+
+The model is a small mirror made here: the card's config files (from
+fleet.planning.modelcard.hf_files_from_card) and a few MB of random "weights" shards.
+
+Two variants of the hosts' engine Python (the facts read torch.version.cuda with it):
+- `torch`: this interpreter, as the test inventory writes it: importing torch costs ~2-3 CPU s
+  per host. Every test host runs on this machine's few CPUs, so that cost adds up here, where
+  real hosts each pay it on their own CPUs.
+- `bare`: /usr/bin/python3 without torch: what is left is fleet's own work (SSH, rsync, checks).
+Also shown: this process' CPU time (the controller's own cost) and how busy the machine's CPUs
+were meanwhile (near 100%: the hosts share too few CPUs to run side by side).
+
+    python benchmarks/bench_provision.py                  # 5 repetitions, 2 x 4 MiB shards
+    python benchmarks/bench_provision.py --quick          # 1 repetition, smaller model
+    python benchmarks/bench_provision.py --repeat 3 --hosts 8 --shard-mib 16 --json out.json
+
+Target (issue 4): provisioning 8 hosts at once takes well under 8 times one host's time.
+Prints the table and the ratio t8/t1; --json also writes the figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from fleet.inventory import load_inventory  # noqa: E402
+from fleet.planning.modelcard import hf_files_from_card, load_model_card  # noqa: E402
+from fleet.playbook import load_playbook  # noqa: E402
+from fleet.provision.provision import HostReport, ProvisionOptions, provision  # noqa: E402
+from tests.testfleet import start_test_fleet, unavailable_reason  # noqa: E402
+
+CARD = "qwen3.6-27b"
+SHARDS = 2
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str
+    python: str | None  # the hosts' engine.python; None: what the test inventory writes (this interpreter)
+    about: str
+
+
+VARIANTS = {
+    v.name: v
+    for v in (
+        Variant("torch", None, "engine Python = this interpreter: the facts import torch for torch.version.cuda"),
+        Variant("bare", "/usr/bin/python3", "engine Python without torch: what is left is fleet's own work (SSH, rsync, checks)"),
+    )
+}
+
+
+@dataclass(frozen=True)
+class Measurement:
+    hosts: int
+    first_s: float
+    second_s: float
+    controller_cpu_s: float  # this process' CPU time (all threads) during the first provision
+    machine_busy: float  # share of the machine's CPU time that was busy meanwhile (every process, 0..1)
+
+
+def make_mirror(directory: Path, shard_mib: int) -> Path:
+    """The card's config files plus SHARDS shards of random bytes (incompressible, like weights)."""
+    directory.mkdir(parents=True)
+    for name, content in hf_files_from_card(load_model_card(CARD)).items():
+        (directory / name).write_text(json.dumps(content))
+    for index in range(1, SHARDS + 1):
+        (directory / f"model-{index:05d}-of-{SHARDS:05d}.safetensors").write_bytes(os.urandom(shard_mib << 20))
+    return directory
+
+
+def make_playbook(directory: Path, mirror: Path) -> Path:
+    data = {
+        "name": "bench-provision",
+        "model": {"repo": "Qwen/Qwen3.6-27B", "revision": "main", "card": CARD, "mirror": str(mirror)},
+        "methods": {"autoregressive": {}},
+        "tp": [1],
+        "workloads": {"short": {"kind": "short", "prompts": ["fib"]}},
+    }
+    path = directory / "bench-provision.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def _check(reports: list[HostReport], expected: str, which: str) -> None:
+    wrong = [f"{r.host}: {r.status} {r.reason}" for r in reports if r.status != expected]
+    if wrong:
+        raise SystemExit(f"{which} provision: expected every host {expected!r}, got: " + "; ".join(wrong))
+    if expected == "changed":
+        for report in reports:
+            actions = [c.action for c in report.changes]
+            if "fetch" not in actions or "stage" not in actions:
+                raise SystemExit(f"{which} provision of {report.host}: no fetch+stage in {actions} -- the host was not fresh")
+
+
+def machine_cpu() -> tuple[int, int]:
+    """(busy, total) jiffies of all CPUs since boot, from /proc/stat (idle and iowait are not busy)."""
+    values = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = values[3] + values[4]
+    return sum(values) - idle, sum(values)
+
+
+def measure(count: int, playbook_path: Path, workdir: Path, shm_size: str, engine_python: str | None) -> Measurement:
+    """Provision `count` fresh hosts at once, twice."""
+    names = [f"ct{200 + i}" for i in range(count)]
+    playbook = load_playbook(playbook_path)
+    options = ProvisionOptions(mirror_root=playbook_path.parent)
+    engine = {"engine": {"python": engine_python}} if engine_python else {}
+    with start_test_fleet(names, shm_size=shm_size) as fleet:
+        hosts = list(load_inventory(fleet.write_inventory(workdir / f"hosts-{count}-{time.monotonic_ns()}", **engine)))
+        started, cpu_started, machine_started = time.perf_counter(), time.process_time(), machine_cpu()
+        first = provision(hosts, playbook, options)
+        first_s, controller_cpu_s = time.perf_counter() - started, time.process_time() - cpu_started
+        busy, total = (after - before for after, before in zip(machine_cpu(), machine_started))
+        _check(first, "changed", "first")
+        started = time.perf_counter()
+        second = provision(hosts, playbook, options)
+        second_s = time.perf_counter() - started
+        _check(second, "ok", "second")
+    return Measurement(count, first_s, second_s, controller_cpu_s, busy / total if total else 0.0)
+
+
+def _median(values: list[float]) -> float:
+    return statistics.median(values)
+
+
+def probe_cpu_s(python: str) -> float:
+    """CPU seconds one host spends importing torch for its CUDA facts (the engine probe's big cost)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    subprocess.run([python, "-c", "import torch"], capture_output=True, check=False)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def run_variant(variant: Variant, many: int, repeat: int, playbook_path: Path, workdir: Path, shm_size: str) -> dict[str, Any]:
+    results: dict[int, list[Measurement]] = {1: [], many: []}
+    for round_ in range(repeat):
+        # Alternate the order so that neither side always runs first (warm caches, load bursts).
+        for count in (1, many) if round_ % 2 == 0 else (many, 1):
+            m = measure(count, playbook_path, workdir, shm_size, variant.python)
+            results[count].append(m)
+            print(f"  {variant.name} round {round_ + 1}/{repeat}: {count} host(s): first {m.first_s:.2f} s, second {m.second_s:.2f} s", flush=True)
+    rows = []
+    for count, ms in results.items():
+        firsts = [m.first_s for m in ms]
+        rows.append(
+            {
+                "hosts": count,
+                "first_median_s": round(_median(firsts), 3),
+                "first_min_s": round(min(firsts), 3),
+                "first_max_s": round(max(firsts), 3),
+                "second_median_s": round(_median([m.second_s for m in ms]), 3),
+                "controller_cpu_median_s": round(_median([m.controller_cpu_s for m in ms]), 3),
+                "machine_busy_median": round(_median([m.machine_busy for m in ms]), 3),
+            }
+        )
+    t1, tn = rows[0]["first_median_s"], rows[1]["first_median_s"]
+    return {
+        "variant": variant.name,
+        "engine_python": variant.python or sys.executable,
+        "about": variant.about,
+        "rows": rows,
+        "t1_s": t1,
+        "tn_s": tn,
+        "ratio": round(tn / t1, 3),
+        "measurements": [m.__dict__ for ms in results.values() for m in ms],
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="one repetition, 1 MiB shards: a smoke run")
+    parser.add_argument("--repeat", type=int, help="measurements per host count and variant (default 5, quick 1)")
+    parser.add_argument("--hosts", type=int, default=8, help="the many-host side (default 8)")
+    parser.add_argument("--shard-mib", type=int, help="size of each of the 2 weight shards (default 4, quick 1)")
+    parser.add_argument("--variants", default=",".join(VARIANTS), help=f"comma-separated, of {', '.join(VARIANTS)}")
+    parser.add_argument("--json", type=Path, help="also write the figures here")
+    args = parser.parse_args()
+    repeat = args.repeat or (1 if args.quick else 5)
+    shard_mib = args.shard_mib or (1 if args.quick else 4)
+    why_not = unavailable_reason()
+    if why_not:
+        print(f"cannot start test hosts: {why_not}", file=sys.stderr)
+        return 2
+    variants = [VARIANTS[name] for name in args.variants.split(",")]
+    # The staged copy and the fleet's own files share each host's /dev/shm.
+    shm_size = f"{max(64, 4 * SHARDS * shard_mib)}m"
+    torch_cpu_s = probe_cpu_s(sys.executable)
+
+    with tempfile.TemporaryDirectory(prefix="bench-provision-") as tmp:
+        workdir = Path(tmp)
+        playbook_path = make_playbook(workdir, make_mirror(workdir / "mirror" / "qwen36", shard_mib))
+        outcomes = [run_variant(v, args.hosts, repeat, playbook_path, workdir, shm_size) for v in variants]
+
+    cpus = os.cpu_count() or 1
+    print()
+    print(f"fleet provision of fresh test hosts: model {SHARDS * shard_mib} MiB + config from a mirror path (rsync), "
+          f"then staged to /dev/shm; {repeat} repetition(s), median")
+    print(f"machine: {cpus} CPUs shared by every test host, load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(f"{'engine python':<14} {'hosts':>5}  {'first (changes)':>16}  {'min..max':>14}  {'second (no change)':>18}  {'controller CPU':>14}  {'machine busy':>12}")
+    for outcome in outcomes:
+        for row in outcome["rows"]:
+            span = f"{row['first_min_s']:.2f}..{row['first_max_s']:.2f}"
+            print(f"{outcome['variant']:<14} {row['hosts']:>5}  {row['first_median_s']:>14.2f} s  {span:>14}  {row['second_median_s']:>16.2f} s  {row['controller_cpu_median_s']:>12.2f} s  {row['machine_busy_median']:>11.0%}")
+    for outcome in outcomes:
+        print(f"{outcome['variant']}: t{args.hosts}/t1 = {outcome['tn_s']:.2f} s / {outcome['t1_s']:.2f} s = {outcome['ratio']:.2f}"
+              f"   (target: well under {args.hosts}; {args.hosts} = no parallelism)")
+    print(f"why `torch` scales worse here: importing torch for the CUDA facts costs {torch_cpu_s:.1f} CPU s per host; "
+          f"{args.hosts} test hosts need >= {args.hosts * torch_cpu_s / cpus:.1f} s of this machine's {cpus} CPUs for it alone, "
+          f"where real hosts each use their own CPUs")
+
+    if args.json:
+        figures = {
+            "benchmark": "provision",
+            "hosts": args.hosts,
+            "repeat": repeat,
+            "model_mib": SHARDS * shard_mib,
+            "cpus": cpus,
+            "torch_import_cpu_s": round(torch_cpu_s, 2),
+            "variants": outcomes,
+        }
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(figures, indent=2) + "\n")
+        print(f"figures: {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
