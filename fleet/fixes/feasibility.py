@@ -26,14 +26,15 @@ from fleet.planning.memory import Adjustment, MemoryFailure, MemoryInputs, Memor
 from fleet.planning.modelcard import load_model_card
 from fleet.playbook import ServerConfig, ServerSettings
 
-PLANNER_DEFAULT_SGLANG_VERSION = MemoryInputs.__dataclass_fields__["sglang_version"].default
+# The release whose formulas the planner applies when not told (MemoryInputs' default).
+PLANNER_DEFAULT_SGLANG_VERSION: str = MemoryInputs(gpu_memory_mib=1).sglang_version
 SIM_VERSION_ENV = "FLEET_SIM_SGLANG_VERSION"
 # The simulator speaks SGLang 0.5.13's flag names; a launch for 0.5.14+ uses the new spelling of these.
 _OLD_SPELLING = {after: before for before, after in _RENAMED_FLAGS.values()}
 # ServerSettings fields an adjustment may set: the typed scalar settings, not the free-form flags/env.
 _ADJUSTABLE = frozenset(name for name in ServerSettings.model_fields if name not in ("flags", "env"))
 # Placeholders for a launch built only to be planned: memory does not depend on paths or the port.
-_PLANNING_PATHS = {"python": "python3", "model_path": "model", "port": 30000}
+_PLANNING_PYTHON, _PLANNING_MODEL, _PLANNING_DRAFT, _PLANNING_PORT = "python3", "model", "draft", 30000
 
 
 @dataclass(frozen=True)
@@ -102,10 +103,10 @@ def check_config(config: ServerConfig, *, engine: str, gpu_memory_mib: int, engi
     launch = launch_spec(
         engine,  # type: ignore[arg-type]  # EngineKind is a str enum; launch_spec compares by value
         config,
-        python=_PLANNING_PATHS["python"],
-        model_path=_PLANNING_PATHS["model_path"],
-        draft_path="draft" if config.draft is not None else None,
-        port=_PLANNING_PATHS["port"],
+        python=_PLANNING_PYTHON,
+        model_path=_PLANNING_MODEL,
+        draft_path=_PLANNING_DRAFT if config.draft is not None else None,
+        port=_PLANNING_PORT,
         sglang_version=engine_version,
     )
     return check_server(config, launch, gpu_memory_mib=gpu_memory_mib, engine_version=engine_version)

@@ -21,6 +21,7 @@ machine never lose each other's entries and a crash mid-write leaves the previou
 
 from __future__ import annotations
 
+import builtins
 import fcntl
 import json
 import os
@@ -164,7 +165,8 @@ class QuarantineStore:
         self.path = Path(path)
         self._lock_path = self.path.with_name(self.path.name + ".lock")
 
-    def list(self) -> list[QuarantineEntry]:
+    # `builtins.list` below: inside the class, `list` is the method.
+    def list(self) -> builtins.list[QuarantineEntry]:
         """Entries in the order they were added."""
         return self._read()
 
@@ -218,7 +220,7 @@ class QuarantineStore:
         finally:
             os.close(descriptor)  # closing releases the lock; a killed process releases it too
 
-    def _read(self) -> list[QuarantineEntry]:
+    def _read(self) -> builtins.list[QuarantineEntry]:
         try:
             text = self.path.read_text(encoding="utf-8")
         except FileNotFoundError:
