@@ -39,9 +39,11 @@ _PLANNING_PYTHON, _PLANNING_MODEL, _PLANNING_DRAFT, _PLANNING_PORT = "python3", 
 
 @dataclass(frozen=True)
 class Feasibility:
-    """`ok`: the server is expected to start (or could not be checked: `plan` is None then, and
-    `reason` says why). `suggestion`: the planner's smallest change that makes it start and serve
-    the concurrency asked for; [] when none is needed, None when none was found or nothing was checked."""
+    """`ok`: the server is expected to start. `plan` None: nothing was planned, and `reason` says
+    why: not checkable (no model card, a flag the planner cannot read: `ok` stays True, so a
+    configuration is never skipped for the planner's sake) or refused by SGLang's flag checks
+    (`ok` False). `suggestion`: the planner's smallest change that makes it start and serve the
+    concurrency asked for; [] when none is needed, None when none was found or nothing was planned."""
 
     ok: bool
     plan: MemoryPlan | None
@@ -49,10 +51,6 @@ class Feasibility:
     suggestion: list[Adjustment] | None
     reason: str
     inputs: MemoryInputs | None = None  # what the planner was given, derived from the launch
-
-    @property
-    def checked(self) -> bool:
-        return self.plan is not None
 
 
 def check_server(
