@@ -356,7 +356,8 @@ class ServerSession:
     def _diagnosis(self, hint: DiagnosisHint | None = None) -> dict[str, Any] | None:
         """The root cause from the whole server log (not a truncated tail), for the result and auto-fix."""
         try:
-            return diagnose_file(self.log_path, hint).to_json()
+            diagnosis = diagnose_file(self.log_path, hint)
+            return {**diagnosis.to_json(), "figures": diagnosis.figures}
         except (OSError, ValueError) as exc:
             log.warning("server %s: could not diagnose %s: %s", self.spec.label, self.log_path, exc)
             return None

@@ -96,7 +96,9 @@ SIGNATURES: tuple[Signature, ...] = (
         C.PORT_IN_USE,
         10,
         (
-            T("ddress already in use", r"(?:(?:bind on address \('[^']*', |tcp://[^:\s]+:)(?P<port>\d+))?"),
+            # The group is optional (a bare "Address already in use" still counts); `.*?` lets it find the
+            # port anywhere in the line instead of matching empty at its start.
+            T("ddress already in use", r"(?:.*?(?:bind on address \('[^']*', |tcp://[^:\s]+:)(?P<port>\d+))?"),
             T("Port is already in use"),
             T("is not available in", r"(?P<port_name>\w+) at (?P<port>\d+) is not available in \d+ seconds"),
             T("is already in use", r"(?P<port_name>\w+_port) (?P<port>\d+) is already in use"),

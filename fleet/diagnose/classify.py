@@ -138,6 +138,8 @@ class Diagnosis:
     fix: str | None
     consequences: tuple[str, ...] = ()  # other failure classes seen after the root cause
     summary: LogSummary | None = field(default=None, compare=False, repr=False)
+    # The numbers read around the root cause (context_len, kv_tokens, port, ...): what a fix rests on.
+    figures: dict[str, object] = field(default_factory=dict, compare=False, repr=False)
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -408,7 +410,8 @@ def _classify(scan: _Scanner, path: str, hint: DiagnosisHint | None) -> Diagnosi
         evidence = tuple(Evidence(line, text) for line, text, _ in root_hits.examples)
         if root.kind is Kind.GENERIC:
             evidence = _generic_evidence([hits for signature, hits in fatal if signature.kind is Kind.GENERIC])
-        fix = fill_fix(root.fixes, _derive({**figures, **_first_groups(root_hits)}))
+        figures = _derive({**figures, **_first_groups(root_hits)})
+        fix = fill_fix(root.fixes, figures)
         consequences = tuple(
             dict.fromkeys(
                 signature.failure_class.value
@@ -424,7 +427,7 @@ def _classify(scan: _Scanner, path: str, hint: DiagnosisHint | None) -> Diagnosi
             evidence = (Evidence(phase.line_no, f"last startup step: {_PHASE_ACTIVITY[phase.phase]}"),)
 
     findings = _findings(scan, start, figures, recovered, failure_class)
-    return Diagnosis(path, failure_class, evidence, findings, fix, consequences, scan.summary)
+    return Diagnosis(path, failure_class, evidence, findings, fix, consequences, scan.summary, figures)
 
 
 def _generic_evidence(generic: list[_SignatureHits]) -> tuple[Evidence, ...]:

@@ -307,3 +307,10 @@ def test_benchmark_log_generator_yields_the_planted_failure(tmp_path: Path) -> N
     diagnosis: Diagnosis = diagnose_file(path)
     assert diagnosis.failure_class == "cuda_illegal_instruction"
     assert diagnosis.summary is not None and diagnosis.summary.is_ready and diagnosis.summary.decode_lines > 10_000
+
+
+def test_port_in_use_reads_the_port_from_uvicorns_bind_line() -> None:
+    diagnosis = diagnose_file(FIXTURES / "logs" / "port-in-use-uvicorn.log")
+    assert diagnosis.failure_class == "port_in_use"
+    assert diagnosis.figures["port"] == "30000"
+    assert "Port 30000 is taken" in (diagnosis.fix or "")
