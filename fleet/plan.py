@@ -6,17 +6,55 @@ Pure: the playbook and the chosen hosts in, a Plan out. `fleet plan` prints it; 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from fleet.engines import launch_spec
 from fleet.engines.sglang.argv import LaunchSpec
+from fleet.facts import HostFacts
+from fleet.fixes.feasibility import Feasibility, apply_adjustments, check_server, describe_adjustments
+from fleet.fixes.quarantine import QuarantineStore, gpu_arch
 from fleet.inventory import EngineKind, Host
 from fleet.layout import model_serve_dir, server_port
 from fleet.planning.estimate import run_seconds, server_start_seconds
 from fleet.planning.schedule import HostSlots, Job, Schedule, schedule
-from fleet.playbook import Playbook, Run, ServerConfig, expand_runs
+from fleet.playbook import AutoFix, Playbook, Run, ServerConfig, expand_runs
+
+# Per-GPU memory and compute capability of models fleet knows, for planning before any facts are
+# gathered (`nvidia-smi` figures; facts of the real host win).
+KNOWN_GPUS: dict[str, tuple[int, str]] = {
+    "NVIDIA RTX PRO 6000 Blackwell Server Edition": (97887, "12.0"),
+    "NVIDIA RTX PRO 6000 Blackwell Workstation Edition": (97887, "12.0"),
+    "NVIDIA H200": (143771, "9.0"),
+    "NVIDIA H100 80GB HBM3": (81559, "9.0"),
+    "NVIDIA B200": (183359, "10.0"),
+}
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """What planning needs to know of a host: per-GPU memory, architecture, engine release."""
+
+    gpu_memory_mib: int | None = None
+    arch: str | None = None  # "sm_120"
+    engine_version: str | None = None  # None: unknown (sglang) or the release the sim emulates
+
+
+def hardware_of(host: Host, facts: HostFacts | None = None) -> Hardware:
+    if facts is not None and facts.gpus:
+        gpu = facts.gpus[0]
+        version = facts.engine.sglang_version if facts.engine and host.engine.kind is EngineKind.sglang else None
+        return Hardware(gpu.memory_total_mib, gpu_arch(gpu.compute_capability), version)
+    known = KNOWN_GPUS.get(host.gpus.model or "")
+    return Hardware(known[0], gpu_arch(known[1])) if known else Hardware()
+
+
+@dataclass(frozen=True)
+class PlanOptions:
+    memory_check: bool = True  # False: launch what the playbook says, even when predicted to fail
+    quarantine: QuarantineStore | None = None
+    hardware: Mapping[str, Hardware] = field(default_factory=dict)  # host name -> what facts say
 
 
 @dataclass(frozen=True)
@@ -29,6 +67,9 @@ class PlannedServer:
     launch: LaunchSpec
     start_s: float
     end_s: float
+    skip_reason: str | None = None  # not launched: quarantined, or replaced by a fixed variant
+    prediction: str | None = None  # what the memory planner says of it
+    provenance: Mapping[str, Any] | None = None  # for a variant fleet made: what it fixes
 
 
 @dataclass(frozen=True)
@@ -71,9 +112,53 @@ def _run_json(server: PlannedServer, run: Run) -> dict[str, Any]:
         "env": server.launch.env,
         "upstream_flags": server.launch.upstream,
         "notes": server.launch.notes,
+        "skip_reason": server.skip_reason,
+        "prediction": server.prediction,
+        "provenance": dict(server.provenance) if server.provenance else None,
         "server_start_s": round(server.start_s, 1),
         "server_end_s": round(server.end_s, 1),
     }
+
+
+def _decide(planned: PlannedServer, host: Host, hardware: Hardware, playbook: Playbook, options: PlanOptions) -> list[PlannedServer]:
+    """Quarantine and memory feasibility, before anything launches. Returns the server, or the
+    server marked skipped plus the fixed variant that replaces it (its own id, same GPUs)."""
+    config = planned.config
+    if options.quarantine is not None and hardware.arch:
+        entry = options.quarantine.matches(hardware.arch, host.engine.kind.value, hardware.engine_version, config.algorithm, config.ddtree_budget)
+        if entry is not None:
+            return [replace(planned, skip_reason=f"quarantined ({entry.key}): {entry.reason}")]
+    if not options.memory_check or hardware.gpu_memory_mib is None:
+        return [planned]
+    verdict: Feasibility = check_server(config, planned.launch, gpu_memory_mib=hardware.gpu_memory_mib, engine_version=hardware.engine_version)
+    planned = replace(planned, prediction=verdict.reason)
+    if verdict.ok or not verdict.suggestion or playbook.auto_fix is not AutoFix.apply:
+        return [planned]
+    variant = apply_adjustments(config, verdict.suggestion)
+    fix = describe_adjustments(verdict.suggestion)
+    launch = launch_spec(
+        host.engine.kind,
+        variant,
+        python=host.engine.python,
+        model_path=model_serve_dir(variant.model, host),
+        draft_path=model_serve_dir(variant.draft, host) if variant.draft else None,
+        port=planned.port,
+    )
+    fixed = PlannedServer(
+        config=variant,
+        runs=tuple(replace(run, server=variant) for run in planned.runs),
+        host=planned.host,
+        gpus=planned.gpus,
+        port=planned.port,
+        launch=launch,
+        start_s=planned.start_s,
+        end_s=planned.end_s,
+        prediction=f"fixed before launch: {fix}",
+        provenance={"original_config_id": config.id, "failure_class": verdict.failure.failure_class if verdict.failure else None,
+                    "fix": fix, "attempt": 0, "predicted": verdict.reason},
+    )
+    skipped = replace(planned, skip_reason=f"predicted to fail ({verdict.reason}); replaced by {variant.id} ({fix})")
+    return [skipped, fixed]
 
 
 def _time_scale(hosts: Sequence[Host]) -> float:
@@ -82,7 +167,7 @@ def _time_scale(hosts: Sequence[Host]) -> float:
     return scales.pop() if len(scales) == 1 else 1.0
 
 
-def make_plan(playbook: Playbook, hosts: Sequence[Host]) -> Plan:
+def make_plan(playbook: Playbook, hosts: Sequence[Host], options: PlanOptions | None = None) -> Plan:
     by_server: dict[str, list[Run]] = defaultdict(list)
     configs: dict[str, ServerConfig] = {}
     for run in expand_runs(playbook):
@@ -101,7 +186,8 @@ def make_plan(playbook: Playbook, hosts: Sequence[Host]) -> Plan:
     slots = [HostSlots(h.name, h.gpus.count) for h in hosts]
     timetable = schedule(jobs, slots, exclusive=playbook.isolation.value == "exclusive")
     hosts_by_name = {h.name: h for h in hosts}
-    servers = []
+    options = options or PlanOptions()
+    servers: list[PlannedServer] = []
     for placement in timetable.placements:
         config = configs[placement.job.key]
         host = hosts_by_name[placement.host]
@@ -114,18 +200,18 @@ def make_plan(playbook: Playbook, hosts: Sequence[Host]) -> Plan:
             draft_path=model_serve_dir(config.draft, host) if config.draft else None,
             port=port,
         )
-        servers.append(
-            PlannedServer(
-                config=config,
-                runs=tuple(by_server[config.id]),
-                host=host.name,
-                gpus=placement.gpus,
-                port=port,
-                launch=launch,
-                start_s=placement.start_s,
-                end_s=placement.end_s,
-            )
+        planned = PlannedServer(
+            config=config,
+            runs=tuple(by_server[config.id]),
+            host=host.name,
+            gpus=placement.gpus,
+            port=port,
+            launch=launch,
+            start_s=placement.start_s,
+            end_s=placement.end_s,
         )
+        hardware = options.hardware.get(host.name) or hardware_of(host)
+        servers += _decide(planned, host, hardware, playbook, options)
     servers.sort(key=lambda s: (s.host, s.start_s, s.gpus))
     unplaceable = tuple((configs[u.job.key], u.reason) for u in timetable.unplaceable)
     return Plan(playbook, tuple(servers), timetable, unplaceable)

@@ -462,6 +462,7 @@ class ServerSession:
             "server": self.facts.to_json(),
             "log_path": str(self.log_path),
             "host_facts": self.agent.host_facts,
+            "provenance": run.provenance,
         }
 
     def _serve(self, pending: list[RunSpec]) -> None:

@@ -36,6 +36,8 @@ class RunSpec:
     label: str
     workload: dict[str, Any]  # a resolved workload: {"name", "kind", ...}; see fleet.workloads
     repeats: int = 1
+    # For a variant fleet made to fix a failure: what it fixes (original config, class, fix, attempt).
+    provenance: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -164,7 +166,10 @@ def _run(reader: _Reader) -> RunSpec:
     repeats = reader.get("repeats", int, "an integer >= 1", 1)
     if repeats < 1:
         raise reader.fail("repeats", "an integer >= 1", repeats)
-    return RunSpec(run_id=reader.text("run_id"), label=reader.text("label"), workload=dict(workload.data), repeats=repeats)
+    provenance = reader.get("provenance", (dict, type(None)), "an object or null", None)
+    return RunSpec(
+        run_id=reader.text("run_id"), label=reader.text("label"), workload=dict(workload.data), repeats=repeats, provenance=provenance
+    )
 
 
 def _server(reader: _Reader) -> ServerSpec:

@@ -23,11 +23,13 @@ from fleet.agent.shard import Shard
 from fleet.connect import transport_for
 from fleet.errors import FleetError
 from fleet.inventory import Host
-from fleet.plan import Plan, make_plan
+from fleet.fixes.quarantine import QuarantineStore
+from fleet.plan import Plan, PlanOptions, hardware_of, make_plan
 from fleet.playbook import Playbook, load_playbook
 from fleet.provision.provision import HostReport, ProvisionOptions, provision
 from fleet.sweep.bundle import write_bundle
 from fleet.sweep.driver import HostDriver, HostStatus, drive_all, is_sim
+from fleet.sweep.fixing import FixRecord, SweepFixer
 from fleet.sweep.shards import build_shards
 from fleet.transport.base import atomic_local_file
 
@@ -87,6 +89,7 @@ class SweepOutcome:
     excluded: dict[str, str]
     plan: Plan | None
     interrupted: bool = False
+    fixes: list[FixRecord] = field(default_factory=list)
 
 
 # Called about twice a second with every host's status, for a live display.
@@ -111,8 +114,15 @@ def start_sweep(
     watch: Watcher | None = None,
     poll_interval_s: float = 2.0,
     stop: threading.Event | None = None,
+    memory_check: bool = True,
+    quarantine: QuarantineStore | None = None,
 ) -> SweepOutcome:
+    """Provision, plan (memory checks and quarantine before anything launches), ship, watch.
+
+    `memory_check=False` launches configurations the memory planner predicts to fail, so that
+    they fail for real and the sweep's automatic fixes repair them."""
     playbook = load_playbook(playbook_path)
+    store = quarantine or QuarantineStore(results_root / "quarantine.json")
     sweep_id = new_sweep_id(playbook)
     directory = results_root / sweep_id
     directory.mkdir(parents=True)
@@ -136,7 +146,8 @@ def start_sweep(
         raise SweepError("no host passed provisioning: " + "; ".join(f"{h}: {why}" for h, why in excluded.items()))
 
     # Hosts that failed are left out of the plan: their share goes to the others.
-    plan = make_plan(playbook, usable)
+    hardware = {r.host: hardware_of(h, r.facts) for h in usable for r in reports if r.host == h.name}
+    plan = make_plan(playbook, usable, PlanOptions(memory_check=memory_check, quarantine=store, hardware=hardware))
     write_json(directory / "plan.json", plan.to_json())
     boot_ids = {r.host: (r.facts.boot_id or "") for r in reports if r.facts}
     for report in reports:
@@ -148,7 +159,9 @@ def start_sweep(
     for name, shard in shards.items():
         (directory / name).mkdir(exist_ok=True)
         (directory / name / "shard.json").write_text(shard.to_json())
-    return _drive(directory, playbook, {h.name: h for h in usable if h.name in shards}, shards, options, watch, poll_interval_s, stop, plan, excluded)
+    placed = {h.name: h for h in usable if h.name in shards}
+    fixer = SweepFixer(playbook, placed, hardware, store, sweep_id, {s.config.id: s for s in plan.servers})
+    return _drive(directory, playbook, placed, shards, options, watch, poll_interval_s, stop, plan, excluded, fixer)
 
 
 @dataclass
@@ -200,6 +213,7 @@ def _drive(
     stop: threading.Event | None,
     plan: Plan | None,
     excluded: dict[str, str],
+    fixer: SweepFixer | None = None,
 ) -> SweepOutcome:
     stop = stop or threading.Event()
     sweep_id = directory.name
@@ -216,6 +230,7 @@ def _drive(
             poll_interval_s=poll_interval_s,
             provision_options=options,
             stop=stop,
+            fixer=fixer,
         )
         for name, host in hosts.items()
     ]
@@ -237,8 +252,11 @@ def _drive(
     if not interrupted and not stop.is_set():
         record.state = "finished" if all(s.phase == "finished" for s in statuses.values()) else "incomplete"
     record.save(directory)
-    write_json(directory / "summary.json", summarize(directory, statuses))
-    return SweepOutcome(sweep_id, directory, statuses, excluded, plan, interrupted or stop.is_set())
+    summary = summarize(directory, statuses)
+    if fixer is not None:
+        summary["fixes"] = [record.__dict__ for record in fixer.records]
+    write_json(directory / "summary.json", summary)
+    return SweepOutcome(sweep_id, directory, statuses, excluded, plan, interrupted or stop.is_set(), fixer.records if fixer else [])
 
 
 def collect_results(directory: Path) -> list[dict[str, Any]]:

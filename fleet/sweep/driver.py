@@ -27,6 +27,7 @@ from fleet.playbook import Playbook
 from fleet.provision.provision import ProvisionOptions, provision_host
 from fleet.provision.units import render_server_unit, server_unit_name
 from fleet.retry import CONNECT, TRANSFER, WAIT_FOR_REBOOT, at_most_once, retrying
+from fleet.sweep.fixing import SweepFixer
 from fleet.transport.base import BOOT_ID_PATH, Transport
 
 log = logging.getLogger("fleet.sweep")
@@ -105,6 +106,7 @@ class HostDriver:
         poll_interval_s: float = 2.0,
         provision_options: ProvisionOptions | None = None,
         stop: threading.Event | None = None,
+        fixer: SweepFixer | None = None,
     ) -> None:
         self.host = host
         self.shard = shard
@@ -117,6 +119,9 @@ class HostDriver:
         self.stop = stop or threading.Event()
         self.remote_dir = sweep_dir(host, shard.sweep_id)
         self.status = HostStatus(host.name, total=len(shard.runs))
+        self.fixer = fixer
+        self._considered: set[str] = set()
+        self._pushed_quarantine: dict[str, str] = {}
 
     # ------------------------------------------------------------------------------ helpers
 
@@ -207,6 +212,42 @@ class HostDriver:
             lambda: self.t.rsync_pull(self.remote_dir + "/", local, timeout=600, excludes=PULL_EXCLUDES).check(), TRANSFER
         )
         self.status.pulled = len(list((local / "runs").glob("*.json")))
+        if self.fixer is not None:
+            fresh = []
+            for path in sorted((local / "runs").glob("*.json")):
+                if path.stem not in self._considered:
+                    self._considered.add(path.stem)
+                    try:
+                        fresh.append(json.loads(path.read_text()))
+                    except (OSError, ValueError):
+                        self._considered.discard(path.stem)  # mid-rsync: read it next time
+            self.fixer.consider(self.host.name, fresh)
+
+    def push_quarantine(self) -> None:
+        """Servers of this host that a quarantine found elsewhere now covers: the agent skips them."""
+        if self.fixer is None:
+            return
+        wanted = self.fixer.quarantine_for(self.host.name)
+        if wanted != self._pushed_quarantine:
+            data = json.dumps(wanted, indent=1, sort_keys=True).encode()
+            self._retry(lambda: self.t.put_bytes(data, posixpath.join(self.remote_dir, "quarantine.json"), timeout=60))
+            self._pushed_quarantine = wanted
+
+    def next_round(self) -> bool:
+        """Variants that fix this host's failed runs: extend the shard and start the agent again."""
+        if self.fixer is None:
+            return False
+        extended = self.fixer.next_round(self.host.name, self.shard)
+        if extended is None:
+            return False
+        self.shard = extended
+        self.status.total = len(extended.runs)
+        (self.results_dir / self.host.name).mkdir(parents=True, exist_ok=True)
+        (self.results_dir / self.host.name / "shard.json").write_text(extended.to_json())
+        self.ship()
+        self.start_agent()
+        self.status.phase = "running"
+        return True
 
     def recover_from_reboot(self) -> None:
         """The host rebooted: its fast dir is empty and the agent is gone. Stage again, restart."""
@@ -266,9 +307,13 @@ class HostDriver:
             if state.result_files != pulled_files:
                 self.pull()
                 pulled_files = state.result_files
+            self.push_quarantine()
             agent_state = state.progress.get("state")
             if agent_state in ("finished", "finished_with_errors") and not state.agent_alive:
                 self.pull()
+                if self.next_round():
+                    pulled_files = -1
+                    continue
                 self.status.phase = "finished"
                 return
             if agent_state == "stopped" and not state.agent_alive:

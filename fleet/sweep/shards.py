@@ -9,6 +9,7 @@ from fleet.agent.shard import AgentLimits, RunSpec, ServerSpec, Shard
 from fleet.inventory import EngineKind, Host, ServiceManager
 from fleet.layout import agent_dir, sweep_dir
 from fleet.plan import Plan, PlannedServer
+from fleet.playbook import Playbook
 from fleet.workloads import resolve_workload
 
 SIM_FAULTS_FILE = "sim-faults.json"  # a host's own fault profile for the sim engine, in its work dir
@@ -38,38 +39,43 @@ def _after(server: PlannedServer, mine: list[PlannedServer]) -> list[str]:
     ]
 
 
-def build_shards(plan: Plan, hosts: Mapping[str, Host], sweep_id: str, boot_ids: Mapping[str, str]) -> dict[str, Shard]:
-    limits = AgentLimits(
-        server_start_timeout_s=plan.playbook.limits.server_start_timeout_s,
-        request_timeout_s=plan.playbook.limits.request_timeout_s,
-        no_token_timeout_s=plan.playbook.limits.no_token_timeout_s,
+def server_spec(planned: PlannedServer, host: Host, sweep_id: str, after: list[str]) -> ServerSpec:
+    provenance = dict(planned.provenance) if planned.provenance else None
+    return ServerSpec(
+        server_id=planned.config.id,
+        label=planned.config.label,
+        gpus=list(planned.gpus),
+        port=planned.port,
+        argv=list(planned.launch.argv),
+        env=server_env(planned, host),
+        unit_name=server_name(sweep_id, planned.config.id),
+        after=after,
+        runs=[RunSpec(run.id, run.label, resolve_workload(run), run.repeats, provenance) for run in planned.runs],
+        cwd=sweep_dir(host, sweep_id),
+        skip_reason=planned.skip_reason,
     )
+
+
+def agent_limits(playbook: Playbook) -> AgentLimits:
+    return AgentLimits(
+        server_start_timeout_s=playbook.limits.server_start_timeout_s,
+        request_timeout_s=playbook.limits.request_timeout_s,
+        no_token_timeout_s=playbook.limits.no_token_timeout_s,
+    )
+
+
+def build_shards(plan: Plan, hosts: Mapping[str, Host], sweep_id: str, boot_ids: Mapping[str, str]) -> dict[str, Shard]:
     shards = {}
     for name, host in hosts.items():
         mine = [s for s in plan.servers if s.host == name]
         if not mine:
             continue
-        servers = [
-            ServerSpec(
-                server_id=s.config.id,
-                label=s.config.label,
-                gpus=list(s.gpus),
-                port=s.port,
-                argv=list(s.launch.argv),
-                env=server_env(s, host),
-                unit_name=server_name(sweep_id, s.config.id),
-                after=_after(s, mine),
-                runs=[RunSpec(run.id, run.label, resolve_workload(run), run.repeats) for run in s.runs],
-                cwd=sweep_dir(host, sweep_id),
-            )
-            for s in mine
-        ]
         shards[name] = Shard(
             sweep_id=sweep_id,
             host=name,
             boot_id=boot_ids.get(name, ""),
             service_manager="systemd" if host.service_manager is ServiceManager.systemd else "process",
-            limits=limits,
-            servers=servers,
+            limits=agent_limits(plan.playbook),
+            servers=[server_spec(s, host, sweep_id, _after(s, mine)) for s in mine],
         )
     return shards

@@ -1,0 +1,223 @@
+"""Automatic fixes during a sweep: what the controller does with the failed runs it brings back.
+
+Each failed result is classified (the root cause the agent read from the server log, or the
+class of the request errors), and `fleet.fixes.autofix` proposes the fix:
+- an illegal instruction quarantines the configuration for that GPU architecture and engine
+  release: its servers not yet started on any host are skipped (each host's `quarantine.json`),
+  and later sweeps skip it at planning time, until `fleet quarantine lift`;
+- a fixable failure (memory, context, CUDA graph, port) becomes a variant with its own id, run
+  on the same GPUs once the host has finished its current round; the original keeps its failure.
+Bounded by the playbook's `limits.max_fix_attempts`; under `auto_fix: suggest` fixes are only
+reported, under `off` nothing is proposed.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from fleet.agent.shard import ServerSpec, Shard
+from fleet.diagnose.classify import diagnose_text
+from fleet.engines import launch_spec
+from fleet.fixes.autofix import Fix, decide, propose_fix
+from fleet.fixes.quarantine import QuarantineEntry, QuarantineKey, QuarantineStore
+from fleet.inventory import Host
+from fleet.layout import model_serve_dir
+from fleet.plan import Hardware, PlannedServer
+from fleet.playbook import AutoFix, Playbook, Run
+from fleet.sweep.shards import server_spec
+
+log = logging.getLogger("fleet.sweep")
+
+NEW_PORT_STEP = 50  # a fixed server that needs another port moves this far per attempt
+
+
+@dataclass
+class FixRecord:
+    """One decision, for the summary: what failed, what fleet did about it."""
+
+    host: str
+    run_id: str
+    label: str
+    failure_class: str
+    action: str  # applied | suggested | quarantined
+    description: str
+    variant_id: str | None = None
+
+
+@dataclass
+class SweepFixer:
+    playbook: Playbook
+    hosts: Mapping[str, Host]
+    hardware: Mapping[str, Hardware]
+    store: QuarantineStore
+    sweep_id: str
+    planned: Mapping[str, PlannedServer]  # server id -> what the plan placed (variants added as made)
+    records: list[FixRecord] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _seen: set[str] = field(default_factory=set)
+    _attempts: dict[str, int] = field(default_factory=dict)  # original run id -> fixes made
+    _origin: dict[str, str] = field(default_factory=dict)  # run id -> the original run it descends from
+    _pending: dict[str, list[PlannedServer]] = field(default_factory=dict)  # host -> variants for its next round
+    _quarantined: dict[str, dict[str, str]] = field(default_factory=dict)  # host -> server id -> reason
+
+    def __post_init__(self) -> None:
+        self.planned = dict(self.planned)
+        self._runs: dict[str, tuple[PlannedServer, Run]] = {
+            run.id: (server, run) for server in self.planned.values() for run in server.runs
+        }
+
+    # ----------------------------------------------------------------------------- results in
+
+    def consider(self, host: str, results: Sequence[Mapping[str, Any]]) -> bool:
+        """Look at newly pulled results of `host`. True when the quarantine changed (push it)."""
+        changed = False
+        with self._lock:
+            for result in results:
+                run_id = str(result.get("run_id"))
+                if result.get("status") not in ("failed", "partial") or run_id in self._seen or run_id not in self._runs:
+                    continue
+                self._seen.add(run_id)
+                changed |= self._consider_one(host, run_id, result)
+        return changed
+
+    def _consider_one(self, host: str, run_id: str, result: Mapping[str, Any]) -> bool:
+        failure_class, figures = classify_result(result)
+        if failure_class is None or self.playbook.auto_fix is AutoFix.off:
+            return False
+        server, run = self._runs[run_id]
+        hardware = self.hardware.get(host) or Hardware()
+        origin = self._origin.get(run_id, run_id)
+        attempt = self._attempts.get(origin, 0) + 1
+        fix = propose_fix(
+            server.config,
+            run,
+            failure_class,
+            figures,
+            attempt,
+            gpu_memory_mib=hardware.gpu_memory_mib or 0,
+            engine_version=hardware.engine_version,
+            limits=self.playbook.limits,
+            engine=self.hosts[host].engine.kind.value,
+            gpu_arch=hardware.arch,
+            original_config_id=(server.provenance or {}).get("original_config_id"),
+        )
+        if fix is None:
+            return False
+        action = decide(self.playbook.auto_fix, fix)
+        if action == "suggest":
+            self.records.append(FixRecord(host, run_id, run.label, failure_class, "suggested", fix.description))
+            return False
+        if fix.quarantine is not None:
+            return self._quarantine(host, run_id, run.label, fix, failure_class, result)
+        variant_run = fix.new_run(run)
+        if variant_run is None and not fix.needs_new_port:
+            return False
+        self._attempts[origin] = attempt
+        self._add_variant(host, server, variant_run or run, fix, attempt, origin)
+        return False
+
+    def _quarantine(self, host: str, run_id: str, label: str, fix: Fix, failure_class: str, result: Mapping[str, Any]) -> bool:
+        assert fix.quarantine is not None
+        evidence = _first_evidence(result)
+        added = self.store.add(
+            QuarantineEntry(fix.quarantine, f"{failure_class}: {fix.description}", evidence, self.sweep_id, host, run_id)
+        )
+        if added:
+            self.records.append(FixRecord(host, run_id, label, failure_class, "quarantined", str(fix.quarantine)))
+            log.warning("%s: quarantined %s after %s", host, fix.quarantine, label)
+        changed = False
+        for name, other in self.hosts.items():
+            hardware = self.hardware.get(name) or Hardware()
+            for server in self.planned.values():
+                if server.host != name or server.skip_reason:
+                    continue
+                key = QuarantineKey.for_config(server.config, arch=hardware.arch or "?", engine=other.engine.kind.value, engine_version=hardware.engine_version)
+                if key == fix.quarantine and server.config.id not in self._quarantined.setdefault(name, {}):
+                    self._quarantined[name][server.config.id] = f"quarantined ({key}) after {label} failed with {failure_class}"
+                    changed = True
+        return changed
+
+    def _add_variant(self, host: str, server: PlannedServer, run: Run, fix: Fix, attempt: int, origin: str) -> None:
+        config = run.server
+        port = server.port + NEW_PORT_STEP * attempt if fix.needs_new_port else server.port
+        target = self.hosts[host]
+        pending = self._pending.setdefault(host, [])
+        index = next((i for i, p in enumerate(pending) if p.config.id == config.id and p.port == port), None)
+        if index is None:
+            launch = launch_spec(
+                target.engine.kind,
+                config,
+                python=target.engine.python,
+                model_path=model_serve_dir(config.model, target),
+                draft_path=model_serve_dir(config.draft, target) if config.draft else None,
+                port=port,
+            )
+            pending.append(
+                PlannedServer(config, (run,), host, server.gpus, port, launch, server.start_s, server.end_s, provenance=dict(fix.provenance))
+            )
+            index = len(pending) - 1
+        else:
+            pending[index] = replace(pending[index], runs=pending[index].runs + (run,))
+        self._runs[run.id] = (pending[index], run)
+        self._origin[run.id] = origin
+        failed = self._runs.get(str(fix.provenance.get("failed_run_id")), (server, run))[1]
+        self.records.append(FixRecord(host, failed.id, failed.label, str(fix.provenance.get("failure_class")), "applied", fix.description, run.id))
+        log.warning("%s: %s -> variant run %s (%s)", host, failed.label, run.id, fix.description)
+
+    # ----------------------------------------------------------------------------- to hosts
+
+    def quarantine_for(self, host: str) -> dict[str, str]:
+        with self._lock:
+            return dict(self._quarantined.get(host, {}))
+
+    def next_round(self, host: str, shard: Shard) -> Shard | None:
+        """The shard extended with the variants waiting for this host, or None when there are none."""
+        with self._lock:
+            pending = self._pending.pop(host, [])
+            for server in pending:
+                self.planned[server.config.id] = server
+        if not pending:
+            return None
+        known = {s.server_id for s in shard.servers}
+        added: list[ServerSpec] = []
+        for server in pending:
+            spec = server_spec(server, self.hosts[host], self.sweep_id, after=[])
+            if spec.server_id in known:
+                # The same variant again (a second round of fixes): keep one server, add its runs.
+                continue
+            added.append(spec)
+        if not added:
+            return None
+        return replace(shard, servers=[*shard.servers, *added])
+
+
+AGENT_CLASSES = {"http_400_context": "context_length_exceeded"}
+
+
+def classify_result(result: Mapping[str, Any]) -> tuple[str | None, dict[str, Any]]:
+    """The failure vocabulary class of a failed run, and the figures a fix needs."""
+    failure = result.get("failure") or {}
+    diagnosis = failure.get("diagnosis") or {}
+    if diagnosis.get("failure_class"):
+        return str(diagnosis["failure_class"]), dict(diagnosis.get("figures") or {})
+    samples = [str(e.get("sample", "")) for e in ((result.get("figures") or {}).get("errors") or {}).values()]
+    samples += [str(failure.get("message") or "")]
+    found = diagnose_text([line for line in samples if line], "request errors")
+    if found.failure_class:
+        return found.failure_class, dict(found.figures)
+    mapped = AGENT_CLASSES.get(str(failure.get("class")))
+    return mapped, {}
+
+
+def _first_evidence(result: Mapping[str, Any]) -> str:
+    failure = result.get("failure") or {}
+    diagnosis = failure.get("diagnosis") or {}
+    for item in diagnosis.get("evidence") or []:
+        return str(item.get("text", ""))
+    evidence = failure.get("evidence") or []
+    return str(evidence[0]) if evidence else str(failure.get("message", ""))
+
