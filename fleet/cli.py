@@ -45,6 +45,13 @@ PlaybookOpt = Annotated[
     ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print data as JSON instead of tables.")]
+MemoryCheckOpt = Annotated[
+    bool,
+    typer.Option(
+        "--memory-check/--no-memory-check",
+        help="Predict memory failures with SGLang's formulas before launch (and fix them under auto_fix: apply).",
+    ),
+]
 
 
 def _hosts_dir() -> Path:
@@ -83,6 +90,23 @@ def _load_playbook(path: Path | None) -> Playbook:
         return load_playbook(path or _default_playbook())
     except ConfigError as exc:
         _fail(str(exc))
+
+
+def _quarantine_store():
+    from fleet.fixes.quarantine import QuarantineStore
+
+    return QuarantineStore(_results_root() / "quarantine.json")
+
+
+def _plan_options(hosts, memory_check: bool):
+    """What planning knows of each host: its cached facts (`fleet facts`, `fleet provision`) or the inventory."""
+    from fleet.connect import facts_cache_dir
+    from fleet.facts import FactsCache
+    from fleet.plan import PlanOptions, hardware_of
+
+    cache = FactsCache(facts_cache_dir())
+    hardware = {h.name: hardware_of(h, cache.load(h.name)) for h in hosts}
+    return PlanOptions(memory_check=memory_check, quarantine=_quarantine_store(), hardware=hardware)
 
 
 def _not_yet(what: str, issue: int) -> NoReturn:
@@ -158,15 +182,16 @@ def facts(
 def plan(
     playbook: PlaybookOpt = None,
     hosts_spec: HostsOpt = None,
+    memory_check: MemoryCheckOpt = True,
     as_json: JsonOpt = False,
 ) -> None:
-    """Expand a playbook into runs, place them on hosts' GPUs, and show the launch commands and ETA."""
+    """Expand a playbook into runs, place them on hosts' GPUs, check memory and quarantine, show launch commands and ETA."""
     from fleet.plan import make_plan
     from fleet.views import plan_tables
 
     book = _load_playbook(playbook)
     chosen = _select_hosts(hosts_spec)
-    result = make_plan(book, chosen)
+    result = make_plan(book, chosen, _plan_options(chosen, memory_check))
     if as_json:
         print(json.dumps(result.to_json(), indent=2))
     else:
@@ -213,6 +238,7 @@ def sweep(
     hosts_spec: HostsOpt = None,
     resume: Annotated[Optional[str], typer.Option("--resume", metavar="SWEEP_ID", help="Reattach to a sweep (its agents may still be running).")] = None,
     poll: Annotated[float, typer.Option("--poll", help="Seconds between polls of each host.")] = 2.0,
+    memory_check: MemoryCheckOpt = True,
 ) -> None:
     """Run every run of a playbook on the given hosts, detached from SSH; resumable after drops and reboots."""
     from rich.live import Live
@@ -235,10 +261,19 @@ def sweep(
                 path = playbook or _default_playbook()
                 _load_playbook(path)  # clear errors for a malformed file before anything starts
                 outcome = start_sweep(
-                    path, chosen, root, on_provisioned=lambda reports: err.print(provision_table(reports)), watch=watch, poll_interval_s=poll
+                    path,
+                    chosen,
+                    root,
+                    on_provisioned=lambda reports: err.print(provision_table(reports)),
+                    watch=watch,
+                    poll_interval_s=poll,
+                    memory_check=memory_check,
+                    quarantine=_quarantine_store(),
                 )
     except (SweepError, FleetError) as exc:
         _fail(str(exc), EXIT_FAILED)
+    for fix in outcome.fixes:
+        err.print(f"[yellow]{fix.host}: {fix.label}: {fix.failure_class} -> {fix.action}: {fix.description}[/]", highlight=False)
     for host, reason in outcome.excluded.items():
         err.print(f"[red]{host} takes no part: {reason}[/]", highlight=False)
     out.print(f"results: {outcome.directory}/<host>/runs/ (summary: {outcome.directory}/summary.json)", highlight=False)
@@ -313,6 +348,34 @@ def diagnose(
         typer.echo(render_diagnoses(diagnoses))
     if any(d.failure_class for d in diagnoses):
         raise typer.Exit(EXIT_FAILED)
+
+
+quarantine_app = typer.Typer(help="Configurations skipped on a GPU architecture after a kernel crash.", no_args_is_help=True)
+app.add_typer(quarantine_app, name="quarantine")
+
+
+@quarantine_app.command("list")
+def quarantine_list(as_json: JsonOpt = False) -> None:
+    """What is quarantined, why, and since which sweep."""
+    from fleet.fixes.quarantine import quarantine_table
+
+    entries = _quarantine_store().list()
+    if as_json:
+        print(json.dumps({"quarantine": [e.to_json() for e in entries]}, indent=2))
+    else:
+        out.print(quarantine_table(entries))
+
+
+@quarantine_app.command("lift")
+def quarantine_lift(key: Annotated[str, typer.Argument(help="A key as `fleet quarantine list` prints it, or its number.")]) -> None:
+    """Run a quarantined configuration again (say, after an engine upgrade that fixes the kernel)."""
+    from fleet.fixes.quarantine import QuarantineError
+
+    try:
+        entry = _quarantine_store().lift(key)
+    except QuarantineError as exc:
+        _fail(str(exc))
+    out.print(f"lifted {entry.key}", highlight=False)
 
 
 @app.command()

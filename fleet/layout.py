@@ -42,9 +42,14 @@ def agent_dir(host: Host) -> str:
     return posixpath.join(host.paths.work_dir, "agent")
 
 
+# SGLang binds more than --port (internal sockets near it, an NCCL port): servers side by side on
+# one host keep 10 ports apart.
+PORT_STRIDE = 10
+
+
 def server_port(first_gpu: int) -> int:
     """Servers side by side on one host get distinct ports, derived from their first GPU."""
-    return BASE_PORT + first_gpu
+    return BASE_PORT + PORT_STRIDE * first_gpu
 
 
 def local_results_dir(results_root: Path, sweep_id: str, host_name: str | None = None) -> Path:

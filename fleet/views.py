@@ -39,6 +39,17 @@ def hosts_table(hosts: Sequence[Host], reach: Mapping[str, Any] | None = None) -
     return table
 
 
+def _server_notes(server) -> Text:
+    if server.skip_reason:
+        return Text(f"skipped: {server.skip_reason}", style="yellow")
+    notes = [] if server.launch.upstream else ["fork flags"]
+    if server.provenance:
+        notes.append(f"fixed: {server.provenance.get('fix')}")
+    elif server.prediction and "fits" not in server.prediction:
+        notes.append(server.prediction)
+    return Text("; ".join(notes), style="cyan" if server.provenance else "")
+
+
 def plan_tables(plan) -> list[Any]:
     """One table per host: its servers in start order, their GPUs, runs and estimated times."""
     renderables: list[Any] = []
@@ -57,7 +68,7 @@ def plan_tables(plan) -> list[Any]:
                 str(len(server.runs)),
                 duration(server.start_s),
                 duration(server.end_s),
-                "" if server.launch.upstream else "fork flags",
+                _server_notes(server),
             )
         renderables.append(table)
     for config, reason in plan.unplaceable:
