@@ -120,6 +120,18 @@ def _run_json(server: PlannedServer, run: Run) -> dict[str, Any]:
     }
 
 
+def launch_on(host: Host, config: ServerConfig, port: int) -> LaunchSpec:
+    """The exact command that starts `config` on `host`: its engine, its Python, its model copies."""
+    return launch_spec(
+        host.engine.kind,
+        config,
+        python=host.engine.python,
+        model_path=model_serve_dir(config.model, host),
+        draft_path=model_serve_dir(config.draft, host) if config.draft else None,
+        port=port,
+    )
+
+
 def _decide(planned: PlannedServer, host: Host, hardware: Hardware, playbook: Playbook, options: PlanOptions) -> list[PlannedServer]:
     """Quarantine and memory feasibility, before anything launches. Returns the server, or the
     server marked skipped plus the fixed variant that replaces it (its own id, same GPUs)."""
@@ -136,14 +148,7 @@ def _decide(planned: PlannedServer, host: Host, hardware: Hardware, playbook: Pl
         return [planned]
     variant = apply_adjustments(config, verdict.suggestion)
     fix = describe_adjustments(verdict.suggestion)
-    launch = launch_spec(
-        host.engine.kind,
-        variant,
-        python=host.engine.python,
-        model_path=model_serve_dir(variant.model, host),
-        draft_path=model_serve_dir(variant.draft, host) if variant.draft else None,
-        port=planned.port,
-    )
+    launch = launch_on(host, variant, planned.port)
     fixed = PlannedServer(
         config=variant,
         runs=tuple(replace(run, server=variant) for run in planned.runs),
@@ -192,14 +197,7 @@ def make_plan(playbook: Playbook, hosts: Sequence[Host], options: PlanOptions | 
         config = configs[placement.job.key]
         host = hosts_by_name[placement.host]
         port = server_port(placement.gpus[0])
-        launch = launch_spec(
-            host.engine.kind,
-            config,
-            python=host.engine.python,
-            model_path=model_serve_dir(config.model, host),
-            draft_path=model_serve_dir(config.draft, host) if config.draft else None,
-            port=port,
-        )
+        launch = launch_on(host, config, port)
         planned = PlannedServer(
             config=config,
             runs=tuple(by_server[config.id]),

@@ -21,12 +21,10 @@ from typing import Any
 
 from fleet.agent.shard import ServerSpec, Shard
 from fleet.diagnose.classify import diagnose_text
-from fleet.engines import launch_spec
 from fleet.fixes.autofix import Fix, decide, propose_fix
 from fleet.fixes.quarantine import QuarantineEntry, QuarantineKey, QuarantineStore
 from fleet.inventory import Host
-from fleet.layout import model_serve_dir
-from fleet.plan import Hardware, PlannedServer
+from fleet.plan import Hardware, PlannedServer, launch_on
 from fleet.playbook import AutoFix, Playbook, Run
 from fleet.sweep.shards import server_spec
 
@@ -148,14 +146,7 @@ class SweepFixer:
         pending = self._pending.setdefault(host, [])
         index = next((i for i, p in enumerate(pending) if p.config.id == config.id and p.port == port), None)
         if index is None:
-            launch = launch_spec(
-                target.engine.kind,
-                config,
-                python=target.engine.python,
-                model_path=model_serve_dir(config.model, target),
-                draft_path=model_serve_dir(config.draft, target) if config.draft else None,
-                port=port,
-            )
+            launch = launch_on(target, config, port)
             pending.append(
                 PlannedServer(config, (run,), host, server.gpus, port, launch, server.start_s, server.end_s, provenance=dict(fix.provenance))
             )

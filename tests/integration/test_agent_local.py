@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -30,7 +29,7 @@ from fleet.agent.shard import AgentLimits, RunSpec, ServerSpec, Shard
 from fleet.playbook import ConcurrencyWorkload, Run, expand_runs, load_playbook
 from fleet.engines.sim.gpu import register_process
 from fleet.workloads import resolve_workload
-from tests.testfleet import fake_gpu
+from tests.testfleet.gpu_tools import local_gpu_env
 
 REPO = Path(__file__).resolve().parents[2]
 SPEED = 0.02
@@ -55,18 +54,8 @@ def seed_runs() -> dict[str, Run]:
 @pytest.fixture
 def host_env(tmp_path: Path) -> dict[str, str]:
     """The agent's environment: fake nvidia-smi first on PATH, its state in FLEET_FAKE_GPU_DIR."""
-    base = tmp_path / "gpu-tools"
-    bin_dir, lib, state = base / "bin", base / "lib", base / "gpu"
-    for directory in (bin_dir, lib, state / "procs"):
-        directory.mkdir(parents=True)
-    shutil.copyfile(fake_gpu.__file__, lib / "fake_gpu.py")
-    launcher = f"#!{sys.executable} -IS\nimport sys\nsys.path.insert(0, {str(lib)!r})\nfrom fake_gpu import main\nsys.exit(main())\n"
-    for tool in ("nvidia-smi", "nvcc"):
-        (bin_dir / tool).write_text(launcher)
-        (bin_dir / tool).chmod(0o755)
-    (state / "profile.json").write_text(json.dumps(fake_gpu.DEFAULT_PROFILE))
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("FLEET_", "SGLANG_", "CUDA_VISIBLE"))}
-    env.update(PATH=f"{bin_dir}:{env['PATH']}", FLEET_FAKE_GPU_DIR=str(state), PYTHONPATH=str(REPO))
+    env = local_gpu_env(tmp_path / "gpu-tools", os.environ)
+    env["PYTHONPATH"] = str(REPO)
     return env
 
 

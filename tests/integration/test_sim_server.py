@@ -13,7 +13,6 @@ import os
 import shutil
 import signal
 import socket
-import sys
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -25,6 +24,7 @@ from fleet.engines.sim.harness import SimProcess, start_sim
 from fleet.planning.memory import MemoryInputs, plan_memory
 from fleet.planning.modelcard import load_model_card
 from tests.testfleet import fake_gpu
+from tests.testfleet.gpu_tools import local_gpu_env
 
 SPEED = 0.01
 SEED_DFLASH = [
@@ -46,18 +46,8 @@ def ddtree_args(budget: int) -> list[str]:
 @pytest.fixture(scope="module")
 def gpu_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     """PATH with fake nvidia-smi/nvcc first, FLEET_FAKE_GPU_DIR with an RTX PRO 6000 x8 profile."""
-    base = tmp_path_factory.mktemp("fakegpu")
-    bin_dir, lib, state = base / "bin", base / "lib", base / "gpu"
-    for directory in (bin_dir, lib, state / "procs"):
-        directory.mkdir(parents=True)
-    shutil.copyfile(fake_gpu.__file__, lib / "fake_gpu.py")
-    launcher = f"#!{sys.executable} -IS\nimport sys\nsys.path.insert(0, {str(lib)!r})\nfrom fake_gpu import main\nsys.exit(main())\n"
-    for tool in ("nvidia-smi", "nvcc"):
-        (bin_dir / tool).write_text(launcher)
-        (bin_dir / tool).chmod(0o755)
-    (state / "profile.json").write_text(json.dumps(fake_gpu.DEFAULT_PROFILE))
-    env = {key: value for key, value in os.environ.items() if not key.startswith(("FLEET_SIM", "SGLANG_", "CUDA_VISIBLE"))}
-    env.update(PATH=f"{bin_dir}:{env['PATH']}", FLEET_FAKE_GPU_DIR=str(state), FLEET_SIM_SPEED=str(SPEED))
+    env = local_gpu_env(tmp_path_factory.mktemp("fakegpu"), os.environ)
+    env["FLEET_SIM_SPEED"] = str(SPEED)
     return env
 
 

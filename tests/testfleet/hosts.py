@@ -31,6 +31,7 @@ from pathlib import Path
 import yaml
 
 from tests.testfleet import fake_gpu
+from tests.testfleet.gpu_tools import install_gpu_tools
 from tests.testfleet.registry import (
     HostRecord,
     InstanceRecord,
@@ -259,14 +260,7 @@ class TestFleet:
         )
 
     def _install_gpu_tools(self, host: TestHost, profile: Mapping[str, object]) -> None:
-        # A copy per host (a test editing the repo does not change running hosts), imported by
-        # tiny launchers so that its bytecode is cached after the first call.
-        lib = host.base / "lib"
-        lib.mkdir(exist_ok=True)
-        shutil.copyfile(fake_gpu.__file__, lib / "fake_gpu.py")
-        launcher = f"#!{sys.executable} -IS\nimport sys\nsys.path.insert(0, {str(lib)!r})\nfrom fake_gpu import main\nsys.exit(main())\n"
-        for tool in ("nvidia-smi", "nvcc"):
-            write_atomic(host.bin_dir / tool, launcher, mode=0o755)
+        install_gpu_tools(host.bin_dir, host.base / "lib")
         host._write_gpu_profile({**fake_gpu.DEFAULT_PROFILE, **profile})
 
     def _make_networks(self) -> None:
