@@ -17,7 +17,7 @@ import posixpath
 import shlex
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from fleet.errors import FleetError
@@ -164,12 +164,6 @@ class Change:
     action: str
     detail: str
     bytes: int = 0
-
-
-@dataclass
-class ModelOutcome:
-    model: str
-    changes: list[Change] = field(default_factory=list)
 
 
 def _source_label(model: ModelRef) -> str:
@@ -383,11 +377,3 @@ def ensure_staged(
     if not diff.ok:
         raise ModelError(f"{t.host}: staged copy in {state.serve_dir} is incomplete: {diff.describe()}")
     return [change]
-
-
-def model_ready(t: Transport, model: ModelRef, host: Host) -> bool:
-    """Cheap check for the sweep: is the copy the engine loads from complete?"""
-    if model.path:
-        return t.run(["test", "-f", posixpath.join(model.path, "config.json")], timeout=QUICK_S).ok
-    state = read_state(t, model, host)
-    return state.cached is not None and not state.needs_staging

@@ -147,3 +147,42 @@ def test_stale_servers_of_an_earlier_run_are_cleared(test_fleet_factory, tmp_pat
     gpu_apps = fleet.exec(host, ["nvidia-smi", "--query-compute-apps=pid", "--format=csv,noheader"]).stdout.strip()
     assert gpu_apps == ""
     assert not any("fleet.engines.sim" in cmd for cmd in fleet.processes(host).values())
+
+
+def test_hub_fetch_gets_the_token_in_its_environment_only(test_fleet_factory, tmp_path: Path) -> None:
+    """No hub is reachable here: the engine's Python is replaced by a recorder that fails like an
+    unreachable hub. What is checked is everything fleet does around huggingface_hub."""
+    from fleet.connect import transport_for
+    from fleet.provision.models import ModelError, ensure_cached, read_state
+
+    fleet = test_fleet_factory(["ct200"])
+    host = fleet["ct200"]
+    recorder = host.persistent_path("/var/lib/fleet/bin/python")
+    recorder.parent.mkdir(parents=True)
+    recorder.write_text(
+        "#!/bin/sh\n"
+        "printf '%s\\n' \"$@\" > /var/lib/fleet/python-call.txt\n"
+        "env | grep -c '^HF_TOKEN=hf_secret_123$' >> /var/lib/fleet/python-call.txt\n"
+        'echo "OSError: We couldn\'t connect to \'https://huggingface.co\'" >&2\n'
+        "exit 1\n"
+    )
+    recorder.chmod(0o755)
+    (inventory_host,) = load_inventory(fleet.write_inventory(tmp_path / "hosts", engine={"kind": "sglang", "python": "/var/lib/fleet/bin/python"}))
+    model = load_playbook(make_playbook(tmp_path)).model.model_copy(update={"mirror": None})
+    transport = transport_for(inventory_host)
+    try:
+        state = read_state(transport, model, inventory_host)
+        with pytest.raises(ModelError, match="couldn't connect to 'https://huggingface.co'"):
+            ensure_cached(
+                transport, model, inventory_host, state, dry_run=False, mirror_root=tmp_path,
+                transfer=lambda action: action(), timeout=60, secrets={"HF_TOKEN": "hf_secret_123"},
+            )  # fmt: skip
+        call = fleet.exec(host, ["cat", "/var/lib/fleet/python-call.txt"]).stdout.splitlines()
+        assert call[0] == "-c" and call[-4:-1] == ["Qwen/Qwen3.6-27B", "main", "/srv/models/Qwen--Qwen3.6-27B/main"]
+        assert not any("hf_secret_123" in line for line in call[:-1])  # never an argument
+        assert call[-1] == "1"  # but in the environment of the fetch
+        fetch_log = fleet.exec(host, ["cat", "/srv/models/Qwen--Qwen3.6-27B/main.fetch.log"]).stdout
+        assert "hf_secret_123" not in fetch_log and "fleet-exit=1" in fetch_log
+        assert read_state(transport, model, inventory_host).cached is None  # nothing counts as fetched
+    finally:
+        transport.close()
