@@ -101,32 +101,35 @@ def provision_table(reports, dry_run: bool = False) -> Table:
 
 
 def sweep_table(statuses, title: str = "sweep") -> Table:
-    """Per host: phase, done/total, ok/failed, what its servers are doing, last error."""
+    """Per host: phase, runs done, their statuses, what its servers do now, and what went wrong."""
     table = Table(title=title, title_justify="left")
-    for column in ("host", "phase", "done", "ok", "partial", "failed", "skipped", "now", "events", "last error"):
-        table.add_column(column, overflow="fold")
-    styles = {"finished": "green", "failed": "bold red", "recovering": "yellow", "detached": "cyan"}
+    table.add_column("host")
+    table.add_column("phase")
+    table.add_column("runs", justify="right")
+    table.add_column("results")
+    table.add_column("now / last event", overflow="fold", ratio=1)
+    styles = {"finished": "green", "failed": "bold red", "recovering": "yellow", "detached": "cyan", "unreachable": "red"}
     for status in statuses.values():
+        counts = status.counts
+        results = ", ".join(f"{counts[k]} {k}" for k in ("ok", "partial", "failed", "skipped") if counts.get(k)) or "-"
         now = "; ".join(
-            f"{s.get('label')}: {s.get('phase')}" + (f" {s.get('run')}" if s.get("run") else "") for s in status.servers.values()
+            f"{s.get('label')} {s.get('phase')}" + (f" {s.get('run').split('/')[-1]}" if s.get("run") else "") for s in status.servers.values()
         )
         events = ", ".join(
-            text
+            f"{count} {text}{'s' if count > 1 else ''}"
             for count, text in ((status.reboots, "reboot"), (status.link_drops, "link drop"), (status.agent_restarts, "agent restart"))
             if count
-            for text in [f"{count} {text}{'s' if count > 1 else ''}"]
         )
-        counts = status.counts
+        detail = Text(now or "-")
+        if events:
+            detail.append(f"\n{events}", style="yellow")
+        if status.last_error:
+            detail.append(f"\n{status.last_error[:200]}", style="red")
         table.add_row(
             status.host,
             Text(status.phase, style=styles.get(status.phase, "")),
             f"{status.done}/{status.total}",
-            str(counts.get("ok", 0)),
-            str(counts.get("partial", 0)),
-            Text(str(counts.get("failed", 0)), style="red" if counts.get("failed") else ""),
-            str(counts.get("skipped", 0)),
-            now or "-",
-            events or "-",
-            status.last_error[:160],
+            Text(results, style="red" if counts.get("failed") else ""),
+            detail,
         )
     return table

@@ -36,25 +36,31 @@ def _disks(facts: HostFacts) -> str:
     )
 
 
+def _rows(facts: HostFacts) -> dict[str, str]:
+    driver = f"{facts.driver.version} / {facts.driver.cuda_version or '?'}" if facts.driver else "?"
+    memory = f"{facts.memory.available_bytes / GIB:.1f}/{facts.memory.total_bytes / GIB:.1f} GiB" if facts.memory else "?"
+    system = " ".join(filter(None, [facts.os.pretty_name if facts.os else None, facts.kernel.release if facts.kernel else None]))
+    return {
+        "GPUs": _gpus(facts),
+        "driver / CUDA": driver,
+        "nvcc": f"{facts.toolkit.version} ({facts.toolkit.nvcc_path})" if facts.toolkit else "none",
+        "engine": _engine(facts),
+        "disks": _disks(facts),
+        "RAM": memory,
+        "OS / kernel": system or "?",
+        "systemd": "?" if facts.systemd is None else (facts.systemd.state or "absent"),
+        "boot id": facts.boot_id or "?",
+        "problems": "\n".join(f"{name}: {why}" for name, why in facts.problems.items()) or "-",
+    }
+
+
 def facts_table(facts_by_host: Mapping[str, HostFacts]) -> Table:
-    table = Table(title="host facts")
-    for column in ("host", "GPUs", "driver / CUDA", "nvcc", "engine", "disks", "RAM", "OS / kernel", "systemd", "problems"):
-        table.add_column(column)
-    for host, facts in facts_by_host.items():
-        driver = f"{facts.driver.version} / {facts.driver.cuda_version or '?'}" if facts.driver else "?"
-        memory = f"{facts.memory.available_bytes / GIB:.1f}/{facts.memory.total_bytes / GIB:.1f} GiB" if facts.memory else "?"
-        system = " ".join(filter(None, [facts.os.pretty_name if facts.os else None, facts.kernel.release if facts.kernel else None]))
-        systemd = "?" if facts.systemd is None else (facts.systemd.state or "absent")
-        table.add_row(
-            host,
-            _gpus(facts),
-            driver,
-            f"{facts.toolkit.version} ({facts.toolkit.nvcc_path})" if facts.toolkit else "none",
-            _engine(facts),
-            _disks(facts),
-            memory,
-            system or "?",
-            systemd,
-            "\n".join(f"{name}: {why}" for name, why in facts.problems.items()),
-        )
+    """One column per host (a handful of hosts side by side reads better than a row of ten columns)."""
+    table = Table(title="host facts", show_lines=True)
+    table.add_column("fact", style="bold")
+    for host in facts_by_host:
+        table.add_column(host, overflow="fold")
+    rows = {host: _rows(facts) for host, facts in facts_by_host.items()}
+    for name in next(iter(rows.values()), {}):
+        table.add_row(name, *(rows[host][name] for host in rows))
     return table
