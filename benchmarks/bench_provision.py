@@ -16,8 +16,10 @@ Two variants of the hosts' engine Python (the facts read torch.version.cuda with
   per host. Every test host runs on this machine's few CPUs, so that cost adds up here, where
   real hosts each pay it on their own CPUs.
 - `bare`: /usr/bin/python3 without torch: what is left is fleet's own work (SSH, rsync, checks).
-Also shown: this process' CPU time (the controller's own cost) and how busy the machine's CPUs
-were meanwhile (near 100%: the hosts share too few CPUs to run side by side).
+Also shown: this process' CPU time (the controller's own cost), the CPU time spent inside each
+host (its sshd and everything it started), the CPU floor = (hosts' + controller's CPU time) / this
+machine's CPUs -- no provision here can be faster --, and how busy the machine's CPUs were meanwhile
+(near 100%: the hosts queue for too few CPUs instead of running side by side).
 
     python benchmarks/bench_provision.py                  # 5 repetitions, 2 x 4 MiB shards
     python benchmarks/bench_provision.py --quick          # 1 repetition, smaller model
@@ -50,7 +52,7 @@ from fleet.inventory import load_inventory  # noqa: E402
 from fleet.planning.modelcard import hf_files_from_card, load_model_card  # noqa: E402
 from fleet.playbook import load_playbook  # noqa: E402
 from fleet.provision.provision import HostReport, ProvisionOptions, provision  # noqa: E402
-from tests.testfleet import start_test_fleet, unavailable_reason  # noqa: E402
+from tests.testfleet import TestFleet, TestHost, start_test_fleet, unavailable_reason  # noqa: E402
 
 CARD = "qwen3.6-27b"
 SHARDS = 2
@@ -79,6 +81,7 @@ class Measurement:
     second_s: float
     controller_cpu_s: float  # this process' CPU time (all threads) during the first provision
     machine_busy: float  # share of the machine's CPU time that was busy meanwhile (every process, 0..1)
+    host_cpu_s: float  # CPU time spent inside the hosts (sshd, shells, rsync, tools, engine probe), all hosts
 
 
 def make_mirror(directory: Path, shard_mib: int) -> Path:
@@ -122,6 +125,23 @@ def machine_cpu() -> tuple[int, int]:
     return sum(values) - idle, sum(values)
 
 
+def host_cpu_ticks(host: TestHost) -> int:
+    """CPU ticks used on a test host so far: its first process (the PID namespace's init) with every
+    descendant it or they have reaped (utime, stime, cutime, cstime: fields 14-17 of stat(5)).
+    Exact once the provision's sessions have ended."""
+    init_pid = int((host.base / "run" / "init.pid").read_text())
+    fields = Path(f"/proc/{init_pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return sum(int(v) for v in fields[11:15])
+
+
+def settle(fleet: TestFleet, idle_processes: dict[str, int], timeout_s: float = 10.0) -> None:
+    """Wait until every host is back to its idle process count: the SSH sessions have ended and
+    were reaped, so that their CPU time shows in the init's cutime."""
+    deadline = time.monotonic() + timeout_s
+    while any(len(fleet.processes(h)) > idle_processes[h.name] for h in fleet.hosts) and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
 def measure(count: int, playbook_path: Path, workdir: Path, shm_size: str, engine_python: str | None) -> Measurement:
     """Provision `count` fresh hosts at once, twice."""
     names = [f"ct{200 + i}" for i in range(count)]
@@ -130,16 +150,20 @@ def measure(count: int, playbook_path: Path, workdir: Path, shm_size: str, engin
     engine = {"engine": {"python": engine_python}} if engine_python else {}
     with start_test_fleet(names, shm_size=shm_size) as fleet:
         hosts = list(load_inventory(fleet.write_inventory(workdir / f"hosts-{count}-{time.monotonic_ns()}", **engine)))
+        idle_processes = {h.name: len(fleet.processes(h)) for h in fleet.hosts}
+        hosts_started = sum(host_cpu_ticks(h) for h in fleet.hosts)
         started, cpu_started, machine_started = time.perf_counter(), time.process_time(), machine_cpu()
         first = provision(hosts, playbook, options)
         first_s, controller_cpu_s = time.perf_counter() - started, time.process_time() - cpu_started
         busy, total = (after - before for after, before in zip(machine_cpu(), machine_started))
+        settle(fleet, idle_processes)
+        host_cpu_s = (sum(host_cpu_ticks(h) for h in fleet.hosts) - hosts_started) / os.sysconf("SC_CLK_TCK")
         _check(first, "changed", "first")
         started = time.perf_counter()
         second = provision(hosts, playbook, options)
         second_s = time.perf_counter() - started
         _check(second, "ok", "second")
-    return Measurement(count, first_s, second_s, controller_cpu_s, busy / total if total else 0.0)
+    return Measurement(count, first_s, second_s, controller_cpu_s, busy / total if total else 0.0, host_cpu_s)
 
 
 def _median(values: list[float]) -> float:
@@ -174,6 +198,9 @@ def run_variant(variant: Variant, many: int, repeat: int, playbook_path: Path, w
                 "second_median_s": round(_median([m.second_s for m in ms]), 3),
                 "controller_cpu_median_s": round(_median([m.controller_cpu_s for m in ms]), 3),
                 "machine_busy_median": round(_median([m.machine_busy for m in ms]), 3),
+                "host_cpu_per_host_median_s": round(_median([m.host_cpu_s / count for m in ms]), 3),
+                # No schedule on this machine's CPUs beats the CPU time it needs spread over all of them.
+                "cpu_floor_median_s": round(_median([(m.host_cpu_s + m.controller_cpu_s) / (os.cpu_count() or 1) for m in ms]), 3),
             }
         )
     t1, tn = rows[0]["first_median_s"], rows[1]["first_median_s"]
@@ -219,14 +246,16 @@ def main() -> int:
     print(f"fleet provision of fresh test hosts: model {SHARDS * shard_mib} MiB + config from a mirror path (rsync), "
           f"then staged to /dev/shm; {repeat} repetition(s), median")
     print(f"machine: {cpus} CPUs shared by every test host, load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    print(f"{'engine python':<14} {'hosts':>5}  {'first (changes)':>16}  {'min..max':>14}  {'second (no change)':>18}  {'controller CPU':>14}  {'machine busy':>12}")
+    print(f"{'engine python':<14} {'hosts':>5}  {'first (changes)':>16}  {'min..max':>14}  {'second (no change)':>18}  {'controller CPU':>14}  {'CPU per host':>12}  {'CPU floor':>9}  {'machine busy':>12}")
     for outcome in outcomes:
         for row in outcome["rows"]:
             span = f"{row['first_min_s']:.2f}..{row['first_max_s']:.2f}"
-            print(f"{outcome['variant']:<14} {row['hosts']:>5}  {row['first_median_s']:>14.2f} s  {span:>14}  {row['second_median_s']:>16.2f} s  {row['controller_cpu_median_s']:>12.2f} s  {row['machine_busy_median']:>11.0%}")
+            print(f"{outcome['variant']:<14} {row['hosts']:>5}  {row['first_median_s']:>14.2f} s  {span:>14}  {row['second_median_s']:>16.2f} s  {row['controller_cpu_median_s']:>12.2f} s  {row['host_cpu_per_host_median_s']:>10.2f} s  {row['cpu_floor_median_s']:>7.2f} s  {row['machine_busy_median']:>11.0%}")
     for outcome in outcomes:
+        many = outcome["rows"][1]
         print(f"{outcome['variant']}: t{args.hosts}/t1 = {outcome['tn_s']:.2f} s / {outcome['t1_s']:.2f} s = {outcome['ratio']:.2f}"
-              f"   (target: well under {args.hosts}; {args.hosts} = no parallelism)")
+              f"   (target: well under {args.hosts}; {args.hosts} = no parallelism);"
+              f" t{args.hosts} = {outcome['tn_s'] / many['cpu_floor_median_s']:.2f} x this machine's CPU floor")
     print(f"why `torch` scales worse here: importing torch for the CUDA facts costs {torch_cpu_s:.1f} CPU s per host; "
           f"{args.hosts} test hosts need >= {args.hosts * torch_cpu_s / cpus:.1f} s of this machine's {cpus} CPUs for it alone, "
           f"where real hosts each use their own CPUs")
