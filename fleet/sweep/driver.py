@@ -126,11 +126,22 @@ class HostDriver:
     # ------------------------------------------------------------------------------ helpers
 
     def _retry(self, fn: Callable[[], Any], policy=CONNECT) -> Any:
+        """An idempotent call under a retry policy; a call that needed retries counts as a link drop."""
+        hiccups = 0
+
+        def attempt() -> Any:
+            nonlocal hiccups
+            try:
+                return fn()
+            except TransportError as exc:
+                hiccups += exc.transient
+                raise
+
         try:
-            return retrying(policy, self.host.name, fn, idempotent=True)
-        except TransportError:
-            self.status.link_drops += 1
-            raise
+            return retrying(policy, self.host.name, attempt, idempotent=True)
+        finally:
+            if hiccups:
+                self.status.link_drops += 1
 
     def _agent_cli(self, *args: str) -> list[str]:
         return ["env", f"PYTHONPATH={agent_dir(self.host)}", self.host.engine.python, "-m", "fleet.agent", *args]

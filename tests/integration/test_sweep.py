@@ -117,6 +117,7 @@ def test_seed_matrix_survives_reboot_link_drop_and_a_killed_controller(test_flee
         if "ddtree-b8/short" in result["label"]:
             assert result["status"] == "failed", result["label"]
     assert {s.phase for s in outcome.statuses.values()} == {"finished"}
+    assert outcome.statuses["ct201"].link_drops >= 1, "the resumed controller rode out the dropped link"
     boot_ids = {r[0]["boot_id"] for r in results.values() if r[0]["host"] == "ct200"}
     assert len(boot_ids) == 2, "ct200's results should span its two boots"
 

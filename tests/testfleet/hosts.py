@@ -549,8 +549,12 @@ class TestFleet:
 
 @cache
 def _python_dirs_hidden_on_hosts() -> tuple[str, ...]:
-    """Directories of this interpreter that the hosts' own /root, /tmp or /dev/shm would hide."""
-    prefixes = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix)}
+    """Directories of this interpreter, and of the code under test (an editable install of fleet in
+    a checkout under /tmp, as CI makes), that the hosts' own /root, /tmp or /dev/shm would hide."""
+    import fleet
+
+    checkout = os.path.dirname(os.path.dirname(os.path.realpath(fleet.__file__)))
+    prefixes = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix)} | {checkout}
     hidden = sorted(p for p in prefixes if p.startswith(HOST_PRIVATE_DIRS))
     return tuple(p for p in hidden if not any(p.startswith(other + "/") for other in hidden))
 
