@@ -35,8 +35,11 @@ log = logging.getLogger("fleet.sweep")
 SEPARATOR = "--fleet--"
 QUICK_S = 15.0
 MAX_AGENT_RESTARTS = 5
-# Host-side bookkeeping that means nothing on the controller.
-PULL_EXCLUDES = ("attempts/", "services/", "*.lock", "STOP")
+# Host-side bookkeeping that means nothing on the controller, and the agent's atomic-write temp
+# files (`.<name>.<random>.tmp`), which vanish under rsync's feet (its exit 24).
+PULL_EXCLUDES = ("attempts/", "services/", "*.lock", "STOP", ".*.tmp")
+# rsync's "some source files vanished": a log rotated or a temp file renamed mid-pull; the next pull gets them.
+RSYNC_VANISHED = 24
 
 
 @dataclass
@@ -219,9 +222,12 @@ class HostDriver:
         """Results, logs and progress of this host's share into results/<sweep>/<host>/ (incremental)."""
         local = self.results_dir / self.host.name
         local.mkdir(parents=True, exist_ok=True)
-        self._retry(
-            lambda: self.t.rsync_pull(self.remote_dir + "/", local, timeout=600, excludes=PULL_EXCLUDES).check(), TRANSFER
-        )
+        def pull_once() -> None:
+            result = self.t.rsync_pull(self.remote_dir + "/", local, timeout=600, excludes=PULL_EXCLUDES)
+            if result.exit_code != RSYNC_VANISHED:
+                result.check()
+
+        self._retry(pull_once, TRANSFER)
         self.status.pulled = len(list((local / "runs").glob("*.json")))
         if self.fixer is not None:
             fresh = []
