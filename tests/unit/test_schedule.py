@@ -51,3 +51,14 @@ def test_a_server_too_wide_for_every_host_is_reported_not_dropped() -> None:
     assert [u.job.key for u in result.unplaceable] == ["tp8"]
     assert "needs 8 GPUs; the largest host has 4" in result.unplaceable[0].reason
     assert [p.job.key for p in result.placements] == ["tp1"]
+
+
+def test_trying_several_orders_beats_any_single_heuristic() -> None:
+    # Long narrow servers and short wide ones: GPU-time-first puts the long TP1s last.
+    jobs = [Job(f"tp8-{i}", 8, 40.0) for i in range(4)] + [Job(f"tp1-{i}", 1, 100.0) for i in range(4)]
+    hosts = [HostSlots("a", 8), HostSlots("b", 8)]
+    best = schedule(jobs, hosts)
+    only_area_first = schedule(jobs, hosts, shuffles=0)
+    assert best.makespan_s <= only_area_first.makespan_s
+    assert best.makespan_s == 100.0 + 40.0  # the four TP1s run beside each other while the TP8s queue
+    assert best == schedule(jobs, hosts)  # deterministic
