@@ -120,8 +120,9 @@ def _run_json(server: PlannedServer, run: Run) -> dict[str, Any]:
     }
 
 
-def launch_on(host: Host, config: ServerConfig, port: int) -> LaunchSpec:
-    """The exact command that starts `config` on `host`: its engine, its Python, its model copies."""
+def launch_on(host: Host, config: ServerConfig, port: int, hardware: Hardware | None = None) -> LaunchSpec:
+    """The exact command that starts `config` on `host`: its engine (and release: flag names
+    changed in SGLang 0.5.14), its Python, its model copies."""
     return launch_spec(
         host.engine.kind,
         config,
@@ -129,6 +130,7 @@ def launch_on(host: Host, config: ServerConfig, port: int) -> LaunchSpec:
         model_path=model_serve_dir(config.model, host),
         draft_path=model_serve_dir(config.draft, host) if config.draft else None,
         port=port,
+        sglang_version=hardware.engine_version if hardware else None,
     )
 
 
@@ -148,7 +150,7 @@ def _decide(planned: PlannedServer, host: Host, hardware: Hardware, playbook: Pl
         return [planned]
     variant = apply_adjustments(config, verdict.suggestion)
     fix = describe_adjustments(verdict.suggestion)
-    launch = launch_on(host, variant, planned.port)
+    launch = launch_on(host, variant, planned.port, hardware)
     fixed = PlannedServer(
         config=variant,
         runs=tuple(replace(run, server=variant) for run in planned.runs),
@@ -197,7 +199,8 @@ def make_plan(playbook: Playbook, hosts: Sequence[Host], options: PlanOptions | 
         config = configs[placement.job.key]
         host = hosts_by_name[placement.host]
         port = server_port(placement.gpus[0])
-        launch = launch_on(host, config, port)
+        hardware = options.hardware.get(host.name) or hardware_of(host)
+        launch = launch_on(host, config, port, hardware)
         planned = PlannedServer(
             config=config,
             runs=tuple(by_server[config.id]),
@@ -208,7 +211,6 @@ def make_plan(playbook: Playbook, hosts: Sequence[Host], options: PlanOptions | 
             start_s=placement.start_s,
             end_s=placement.end_s,
         )
-        hardware = options.hardware.get(host.name) or hardware_of(host)
         servers += _decide(planned, host, hardware, playbook, options)
     servers.sort(key=lambda s: (s.host, s.start_s, s.gpus))
     unplaceable = tuple((configs[u.job.key], u.reason) for u in timetable.unplaceable)

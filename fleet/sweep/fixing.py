@@ -146,7 +146,7 @@ class SweepFixer:
         pending = self._pending.setdefault(host, [])
         index = next((i for i, p in enumerate(pending) if p.config.id == config.id and p.port == port), None)
         if index is None:
-            launch = launch_on(target, config, port)
+            launch = launch_on(target, config, port, self.hardware.get(host))
             pending.append(
                 PlannedServer(config, (run,), host, server.gpus, port, launch, server.start_s, server.end_s, provenance=dict(fix.provenance))
             )
