@@ -19,6 +19,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from fleet.agent.results import write_json_atomic
 from fleet.agent.shard import Shard
 from fleet.connect import transport_for
 from fleet.errors import FleetError
@@ -45,11 +46,6 @@ def new_sweep_id(playbook: Playbook, now: datetime | None = None) -> str:
     return f"{playbook.name}-{stamp}-{secrets.token_hex(2)}"
 
 
-def write_json(path: Path, data: Any) -> None:
-    with atomic_local_file(path) as handle:
-        handle.write((json.dumps(data, indent=2, sort_keys=True) + "\n").encode())
-
-
 def latest_sweep(results_root: Path) -> str:
     try:
         return (results_root / LATEST).read_text().strip()
@@ -70,7 +66,7 @@ class SweepRecord:
     state: str = "running"
 
     def save(self, directory: Path) -> None:
-        write_json(directory / "sweep.json", self.__dict__)
+        write_json_atomic(directory / "sweep.json", self.__dict__)
 
     @classmethod
     def load(cls, directory: Path) -> SweepRecord:
@@ -129,8 +125,9 @@ def start_sweep(
     # The playbook as it was: a resume runs exactly this, whatever happens to the file later.
     shutil.copyfile(playbook_path, directory / "playbook.yaml")
     for host in hosts:
-        write_json(directory / "hosts" / f"{host.name}.json", host.model_dump(mode="json"))
-    (results_root / LATEST).write_text(sweep_id + "\n")
+        write_json_atomic(directory / "hosts" / f"{host.name}.json", host.model_dump(mode="json"))
+    with atomic_local_file(results_root / LATEST) as handle:
+        handle.write(f"{sweep_id}\n".encode())
 
     options = ProvisionOptions(mirror_root=playbook_path.parent.resolve())
     reports = provision(hosts, playbook, options)
@@ -148,17 +145,17 @@ def start_sweep(
     # Hosts that failed are left out of the plan: their share goes to the others.
     hardware = {r.host: hardware_of(h, r.facts) for h in usable for r in reports if r.host == h.name}
     plan = make_plan(playbook, usable, PlanOptions(memory_check=memory_check, quarantine=store, hardware=hardware))
-    write_json(directory / "plan.json", plan.to_json())
+    write_json_atomic(directory / "plan.json", plan.to_json())
     boot_ids = {r.host: (r.facts.boot_id or "") for r in reports if r.facts}
     for report in reports:
         if report.facts is not None and report.host in record.hosts:
             # Goes into every result of the host: a figure is only worth something with its hardware and software.
             facts = {**report.facts.model_dump(mode="json"), "models": report.models}
-            write_json(directory / "hosts" / f"{report.host}.facts.json", facts)
+            write_json_atomic(directory / "hosts" / f"{report.host}.facts.json", facts)
     shards = build_shards(plan, {h.name: h for h in usable}, sweep_id, boot_ids)
     for name, shard in shards.items():
         (directory / name).mkdir(exist_ok=True)
-        (directory / name / "shard.json").write_text(shard.to_json())
+        write_json_atomic(directory / name / "shard.json", json.loads(shard.to_json()))
     placed = {h.name: h for h in usable if h.name in shards}
     fixer = SweepFixer(playbook, placed, hardware, store, sweep_id, {s.config.id: s for s in plan.servers})
     return _drive(directory, playbook, placed, shards, options, watch, poll_interval_s, stop, plan, excluded, fixer)
@@ -255,7 +252,7 @@ def _drive(
     summary = summarize(directory, statuses)
     if fixer is not None:
         summary["fixes"] = [record.__dict__ for record in fixer.records]
-    write_json(directory / "summary.json", summary)
+    write_json_atomic(directory / "summary.json", summary)
     return SweepOutcome(sweep_id, directory, statuses, excluded, plan, interrupted or stop.is_set(), fixer.records if fixer else [])
 
 

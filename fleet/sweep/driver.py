@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from fleet.agent.results import write_json_atomic
 from fleet.agent.shard import Shard
 from fleet.errors import FleetError, TransportError
 from fleet.inventory import EngineKind, Host, ServiceManager
@@ -259,8 +260,7 @@ class HostDriver:
             return False
         self.shard = extended
         self.status.total = len(extended.runs)
-        (self.results_dir / self.host.name).mkdir(parents=True, exist_ok=True)
-        (self.results_dir / self.host.name / "shard.json").write_text(extended.to_json())
+        write_json_atomic(self.results_dir / self.host.name / "shard.json", json.loads(extended.to_json()))
         self.ship()
         self.start_agent()
         self.status.phase = "running"
