@@ -166,6 +166,13 @@ class Change:
     bytes: int = 0
 
 
+def mirror_dir(model: ModelRef, mirror_root: Path) -> Path:
+    """The controller directory a model is copied from; relative mirrors are relative to the playbook."""
+    assert model.mirror is not None
+    mirror = Path(model.mirror)
+    return mirror if mirror.is_absolute() else (mirror_root / mirror).resolve()
+
+
 def _source_label(model: ModelRef) -> str:
     if model.path:
         return f"path:{model.path}"
@@ -201,7 +208,7 @@ def ensure_cached(
         detail = "not cached"
     if model.mirror is None:
         return _fetch_from_hub(t, model, host, state, detail, dry_run=dry_run, poll=transfer, timeout=timeout, secrets=secrets)
-    source = (mirror_root / model.mirror).resolve() if not Path(model.mirror).is_absolute() else Path(model.mirror)
+    source = mirror_dir(model, mirror_root)
     if not source.is_dir():
         raise ModelError(f"mirror {source} of {model.label} is not a directory on this controller")
     files = local_listing(source)

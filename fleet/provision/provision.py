@@ -32,6 +32,7 @@ from fleet.provision.models import (
     ensure_cached,
     ensure_staged,
     local_listing,
+    mirror_dir,
     read_state,
 )
 from fleet.provision.preflight import PreflightReport, PreflightRequirements, run_preflight
@@ -176,7 +177,7 @@ def _model_identity(t: Transport, model: ModelRef, host: Host) -> dict[str, Any]
 
 def _fetch_estimate(model: ModelRef, options: ProvisionOptions) -> int | None:
     if model.mirror:
-        source = Path(model.mirror) if Path(model.mirror).is_absolute() else options.mirror_root / model.mirror
+        source = mirror_dir(model, options.mirror_root)
         return sum(local_listing(source).values()) if source.is_dir() else None
     if model.card:
         card = load_model_card(model.card)
