@@ -12,6 +12,7 @@ from typing import Any
 
 from fleet.engines import launch_spec
 from fleet.engines.sglang.argv import LaunchSpec
+from fleet.engines.sim.server import DEFAULT_SGLANG_VERSION as SIM_SGLANG_VERSION
 from fleet.facts import HostFacts
 from fleet.fixes.feasibility import Feasibility, apply_adjustments, check_server, describe_adjustments
 from fleet.fixes.quarantine import QuarantineStore, gpu_arch
@@ -42,12 +43,15 @@ class Hardware:
 
 
 def hardware_of(host: Host, facts: HostFacts | None = None) -> Hardware:
+    if host.engine.kind is EngineKind.sim:
+        version: str | None = SIM_SGLANG_VERSION  # the release whose formulas and behaviour the sim plays
+    else:
+        version = facts.engine.sglang_version if facts is not None and facts.engine else None
     if facts is not None and facts.gpus:
         gpu = facts.gpus[0]
-        version = facts.engine.sglang_version if facts.engine and host.engine.kind is EngineKind.sglang else None
         return Hardware(gpu.memory_total_mib, gpu_arch(gpu.compute_capability), version)
     known = KNOWN_GPUS.get(host.gpus.model or "")
-    return Hardware(known[0], gpu_arch(known[1])) if known else Hardware()
+    return Hardware(known[0], gpu_arch(known[1]), version) if known else Hardware(engine_version=version)
 
 
 @dataclass(frozen=True)

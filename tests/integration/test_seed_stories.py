@@ -120,7 +120,7 @@ def test_ddtree_b8_and_b12_are_quarantined_while_b15_and_above_complete(host, tm
         (result,) = labels[f"tp1-ddtree-b{budget}/short"]
         assert result["status"] == "ok" and result["figures"]["acceptance_length"] > 1
     keys = sorted(str(entry.key) for entry in store.list())
-    assert len(keys) == 2 and all(k.startswith("sm_120/sim@") for k in keys), keys
+    assert len(keys) == 2 and all(k.startswith("sm_120/sim@0.5.12/DDTREE/") for k in keys), keys
     assert {k.rsplit("/", 1)[1] for k in keys} == {"b8", "b12"}
 
     # A later sweep skips them at planning time, with the reason; the others run again.
