@@ -6,7 +6,6 @@ import json
 import os
 import platform
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -33,6 +32,7 @@ from fleet.facts.parsers import (
     parse_systemd,
 )
 from fleet.transport.local import LocalTransport
+from tests.interpreters import bare_python
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 H200 = FIXTURES / "real-tool-output" / "h200-driver580-cuda13.0"
@@ -173,16 +173,6 @@ def test_nvcc_absent_is_none_and_broken_is_an_error():
 
 
 # --- the engine's Python ------------------------------------------------------------------------
-
-
-def bare_python(directory: Path) -> str:
-    """This interpreter without its site-packages: an engine Python with nothing installed, whatever
-    this machine happens to have (CI installs CPU torch and sglang for the argument-parser test)."""
-    bare = directory / "python-bare"
-    if not bare.exists():
-        bare.write_text(f"#!/bin/sh\nexec {sys.executable} -S \"$@\"\n")
-        bare.chmod(0o755)
-    return str(bare)
 
 
 def run_probe(python: str, pythonpath: Path | None = None) -> subprocess.CompletedProcess[str]:

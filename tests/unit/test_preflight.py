@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import subprocess
-import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -33,6 +32,8 @@ from fleet.provision.preflight import (
     run_preflight,
     torch_arch_support,
 )
+
+from tests.interpreters import bare_python
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 H200 = FIXTURES / "real-tool-output" / "h200-driver580-cuda13.0"
@@ -276,10 +277,7 @@ def test_staging_needs_tmpfs_space_and_ram():
 
 
 def test_probe_of_a_python_without_torch_fails_the_engine_checks_without_crashing(tmp_path):
-    bare = tmp_path / "python-bare"  # this interpreter without site-packages: nothing installed
-    bare.write_text(f"#!/bin/sh\nexec {sys.executable} -S \"$@\"\n")
-    bare.chmod(0o755)
-    done = subprocess.run(["sh", "-c", engine_fact(str(bare)).command], capture_output=True, text=True, timeout=60)
+    done = subprocess.run(["sh", "-c", engine_fact(bare_python(tmp_path)).command], capture_output=True, text=True, timeout=60)
     engine = parse_engine_probe(done.stdout, done.returncode)
     assert engine.torch_version is None and engine.torch_cuda is None and engine.sglang_version is None
     report = run_preflight(rtx_facts(engine=engine), blackwell_needs(engine_kind="sglang"))
