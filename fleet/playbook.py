@@ -238,9 +238,14 @@ class ServerConfig:
     settings: ServerSettings
     method_flags: Mapping[str, FlagValue] = field(default_factory=dict)
     method_env: Mapping[str, str] = field(default_factory=dict)
+    # Set only by a port_in_use fix: the port is placement, not definition, except when another
+    # process took the planned one and the fixed variant must differ from the failed original.
+    port: int | None = None
 
     def defining(self) -> dict[str, Any]:
+        pinned = {"port": self.port} if self.port is not None else {}  # ids of unpinned configs stay as they were
         return {
+            **pinned,
             "model": self.model.model_dump(exclude={"mirror"}),
             "draft": self.draft.model_dump(exclude={"mirror"}) if self.draft else None,
             "tp": self.tp,

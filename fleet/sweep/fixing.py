@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from fleet.agent.shard import ServerSpec, Shard
+from fleet.agent.shard import Shard
 from fleet.diagnose.classify import diagnose_text
 from fleet.fixes.autofix import Fix, decide, propose_fix
 from fleet.fixes.quarantine import QuarantineEntry, QuarantineKey, QuarantineStore
@@ -111,11 +111,15 @@ class SweepFixer:
             return False
         if fix.quarantine is not None:
             return self._quarantine(host, run_id, run.label, fix, failure_class, result)
-        variant_run = fix.new_run(run)
-        if variant_run is None and not fix.needs_new_port:
+        if fix.needs_new_port:
+            # Another process holds the port: the variant pins a new one, which gives it its own id.
+            variant_run: Run | None = replace(run, server=replace(server.config, port=server.port + NEW_PORT_STEP * attempt))
+        else:
+            variant_run = fix.new_run(run)
+        if variant_run is None:
             return False
         self._attempts[origin] = attempt
-        self._add_variant(host, server, variant_run or run, fix, attempt, origin)
+        self._add_variant(host, server, variant_run, fix, origin)
         return False
 
     def _quarantine(self, host: str, run_id: str, label: str, fix: Fix, failure_class: str, result: Mapping[str, Any]) -> bool:
@@ -139,9 +143,9 @@ class SweepFixer:
                     changed = True
         return changed
 
-    def _add_variant(self, host: str, server: PlannedServer, run: Run, fix: Fix, attempt: int, origin: str) -> None:
+    def _add_variant(self, host: str, server: PlannedServer, run: Run, fix: Fix, origin: str) -> None:
         config = run.server
-        port = server.port + NEW_PORT_STEP * attempt if fix.needs_new_port else server.port
+        port = config.port or server.port
         target = self.hosts[host]
         pending = self._pending.setdefault(host, [])
         index = next((i for i, p in enumerate(pending) if p.config.id == config.id and p.port == port), None)
@@ -173,17 +177,16 @@ class SweepFixer:
                 self.planned[server.config.id] = server
         if not pending:
             return None
-        known = {s.server_id for s in shard.servers}
-        added: list[ServerSpec] = []
+        servers = {s.server_id: s for s in shard.servers}
         for server in pending:
             spec = server_spec(server, self.hosts[host], self.sweep_id, after=[])
-            if spec.server_id in known:
-                # The same variant again (a second round of fixes): keep one server, add its runs.
-                continue
-            added.append(spec)
-        if not added:
-            return None
-        return replace(shard, servers=[*shard.servers, *added])
+            existing = servers.get(spec.server_id)
+            if existing is not None:
+                # The same variant again (a later round of fixes): one server, its runs together.
+                have = {r.run_id for r in existing.runs}
+                spec = replace(existing, runs=[*existing.runs, *(r for r in spec.runs if r.run_id not in have)])
+            servers[spec.server_id] = spec
+        return replace(shard, servers=list(servers.values()))
 
 
 AGENT_CLASSES = {"http_400_context": "context_length_exceeded"}
