@@ -13,7 +13,6 @@ On the controller:
 from __future__ import annotations
 
 import posixpath
-from pathlib import Path
 
 from fleet.inventory import Host, slugify
 from fleet.playbook import ModelRef
@@ -50,8 +49,3 @@ PORT_STRIDE = 10
 def server_port(first_gpu: int) -> int:
     """Servers side by side on one host get distinct ports, derived from their first GPU."""
     return BASE_PORT + PORT_STRIDE * first_gpu
-
-
-def local_results_dir(results_root: Path, sweep_id: str, host_name: str | None = None) -> Path:
-    path = results_root / sweep_id
-    return path / host_name if host_name else path

@@ -80,9 +80,6 @@ def server_unit_name(sweep_id: str, server_id: str) -> str:
 AGENT_UNIT = "fleet-agent@.service"
 
 
-def agent_unit_instance(sweep_id: str) -> str:
-    return f"fleet-agent@{sweep_id}.service"
-
 
 def render_server_unit(
     *,
