@@ -25,8 +25,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from fleet.diagnose.catalogue import grep_patterns  # noqa: E402
-from fleet.diagnose.classify import diagnose_file  # noqa: E402
+from fleet.host.diagnose.catalogue import grep_patterns  # noqa: E402
+from fleet.host.diagnose.classify import diagnose_file  # noqa: E402
 
 CONTENT_VERSION = 2
 REQUIRED_RATIO = 3.0

@@ -9,7 +9,7 @@ fleet is not timed. One-host and eight-host measurements alternate, so that a bu
 machine hits both sides; the medians count.
 
 The model is a small mirror made here: the card's config files (from
-fleet.planning.modelcard.hf_files_from_card) and a few MB of random "weights" shards.
+fleet.host.modelcard.hf_files_from_card) and a few MB of random "weights" shards.
 
 Two variants of the hosts' engine Python (the facts read torch.version.cuda with it):
 - `torch`: this interpreter, as the test inventory writes it: importing torch costs ~2-3 CPU s
@@ -48,8 +48,8 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from fleet.host.modelcard import hf_files_from_card, load_model_card  # noqa: E402
 from fleet.inventory import load_inventory  # noqa: E402
-from fleet.planning.modelcard import hf_files_from_card, load_model_card  # noqa: E402
 from fleet.playbook import load_playbook  # noqa: E402
 from fleet.provision.provision import HostReport, ProvisionOptions, provision  # noqa: E402
 from tests.testfleet import TestFleet, TestHost, start_test_fleet, unavailable_reason  # noqa: E402

@@ -1,6 +1,6 @@
 """Is the simulator ever the bottleneck of what it simulates?
 
-Starts a real `python -m fleet.engines.sim` process, drives 64 concurrent streaming /generate
+Starts a real `python -m fleet.host.engines.sim` process, drives 64 concurrent streaming /generate
 requests at it from this process, and measures the server process' own CPU time (utime + stime
 from /proc/<pid>/stat) per emitted token. That overhead is compared with the simulated decode step
 time at batch 64 (the perf model's step, scaled by the speed factor): the simulator keeps up as
@@ -26,9 +26,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from fleet.engines.sim import perf  # noqa: E402
-from fleet.engines.sim.harness import start_sim  # noqa: E402
-from fleet.engines.sim.server import SimServer, prepare  # noqa: E402
+from fleet.host.engines.sim import perf  # noqa: E402
+from fleet.host.engines.sim.harness import start_sim  # noqa: E402
+from fleet.host.engines.sim.server import SimServer, prepare  # noqa: E402
 
 STREAMS = 64
 BASE = ["--model-path", "qwen3.6-27b", "--context-length", "32768", "--max-running-requests", str(STREAMS),

@@ -57,14 +57,14 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from fleet.agent.shard import Shard  # noqa: E402
+from bench_provision import machine_cpu  # noqa: E402  (this script's directory is on sys.path)
+
+from fleet.host.agent.shard import Shard  # noqa: E402
 from fleet.inventory import Host, load_inventory  # noqa: E402
 from fleet.layout import agent_dir, sweep_dir  # noqa: E402
 from fleet.planning.schedule import HostSlots, Job, aligned_blocks, schedule  # noqa: E402
 from fleet.sweep.controller import SweepOutcome, resume_sweep, start_sweep  # noqa: E402
 from tests.testfleet import TestFleet, start_test_fleet, unavailable_reason  # noqa: E402
-
-from bench_provision import machine_cpu  # noqa: E402  (this script's directory is on sys.path)
 
 SEED = REPO / "playbooks" / "qwen36-specdec.yaml"
 HOSTS = ["ct200", "ct201"]
@@ -400,8 +400,8 @@ class CpuSampler:
             sims = 0
             for host in self.hosts:
                 processes = self.fleet.processes(host) if self.fleet.is_up(host) else {}
-                sample[f"agent {host}"] = self._used(p for p, cmd in processes.items() if "fleet.agent run" in cmd)
-                sims += self._used(p for p, cmd in processes.items() if "fleet.engines.sim" in cmd)
+                sample[f"agent {host}"] = self._used(p for p, cmd in processes.items() if "fleet.host.agent run" in cmd)
+                sims += self._used(p for p, cmd in processes.items() if "fleet.host.engines.sim" in cmd)
             now, machine = time.monotonic(), machine_cpu()
             elapsed = now - last
             self.samples.append(
@@ -464,7 +464,7 @@ def exclusive_copy(playbook: Path, directory: Path) -> Path:
 # GPUs are free; before the next start, clear stale holders (each asks nvidia-smi twice).
 HANDOVER_CHECKS = """
 import statistics, sys, time
-from fleet.agent.services import clear_stale, wait_free
+from fleet.host.agent.services import clear_stale, wait_free
 took = []
 for _ in range(5):
     began = time.perf_counter()

@@ -336,7 +336,7 @@ def diagnose(
     as_json: JsonOpt = False,
 ) -> None:
     """Name the cause of each failure from whole logs, with evidence lines and a fix."""
-    from fleet.diagnose.classify import diagnose_paths, render_diagnoses
+    from fleet.host.diagnose.classify import diagnose_paths, render_diagnoses
 
     missing = [str(p) for p in paths if not p.exists()]
     if missing:

@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fleet.facts import FactsCache, HostFacts
-
 from fleet.inventory import Host, TransportKind
 from fleet.transport.base import Transport
 from fleet.transport.fanout import FanoutResult, fan_out

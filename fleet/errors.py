@@ -1,4 +1,4 @@
-"""One error hierarchy for all of fleet (httpx-style).
+"""One error hierarchy for all of fleet (httpx-style); import errors from here.
 
 Everything fleet raises on purpose derives from `FleetError`, so callers can catch one type.
 Transport errors carry `transient`: True means "the network or the host hiccupped, retrying the
@@ -7,31 +7,9 @@ same idempotent call may succeed"; False means "an operator must act" (bad key, 
 
 from __future__ import annotations
 
-from pathlib import Path
-
-
-class FleetError(Exception):
-    """Base of every error fleet raises on purpose."""
-
-
-class ConfigError(FleetError):
-    """A host or playbook file is malformed. Names the file, the field and what was expected."""
-
-    def __init__(
-        self, path: Path | str, field: str, expected: str, got: object = None, *, more: tuple[str, ...] = ()
-    ) -> None:
-        self.path = str(path)
-        self.field = field
-        self.expected = expected
-        self.got = got
-        self.more = more
-        where = f"{self.path}: {field}" if field else self.path
-        detail = f"{where}: expected {expected}"
-        if got is not None:
-            detail += f", got {got!r}"
-        # Every other problem of the same file, so one run of the command shows them all.
-        detail += "".join(f"\n{self.path}: {line}" for line in more)
-        super().__init__(detail)
+# The base and the errors that host code raises live in the shipped package; callers import them here.
+from fleet.host.errors import ConfigError as ConfigError
+from fleet.host.errors import FleetError as FleetError
 
 
 class HostSelectionError(FleetError):

@@ -10,13 +10,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from fleet.engines import launch_spec
-from fleet.engines.sglang.argv import LaunchSpec
-from fleet.engines.sim.server import DEFAULT_SGLANG_VERSION as SIM_SGLANG_VERSION
 from fleet.facts import HostFacts
 from fleet.fixes.feasibility import Feasibility, apply_adjustments, check_server, describe_adjustments
 from fleet.fixes.quarantine import QuarantineStore, gpu_arch
+from fleet.host.engines.sim.server import DEFAULT_SGLANG_VERSION as SIM_SGLANG_VERSION
 from fleet.inventory import EngineKind, Host
+from fleet.launch import launch_spec
+from fleet.launch.sglang import LaunchSpec
 from fleet.layout import model_serve_dir, server_port
 from fleet.planning.estimate import run_seconds, server_start_seconds
 from fleet.planning.schedule import HostSlots, Job, Schedule, schedule

@@ -20,7 +20,7 @@ The rules (issue 6, "Automatic fixes"):
   a retry, so not bounded by the attempt limit;
 - port_in_use -> another port, which the sweep's planner picks.
 
-Figures (`diagnosis_numbers`) are the named values `fleet.diagnose` extracts, as str or numbers:
+Figures (`diagnosis_numbers`) are the named values `fleet.host.diagnose` extracts, as str or numbers:
 context_len, total_tokens, input_tokens, max_new_tokens, max_allowed, requested_context,
 derived_context, requested_max_running_requests, mem_fraction_static, capture_step,
 cuda_graph_max_bs, port.
@@ -35,11 +35,11 @@ from enum import Enum
 from functools import cached_property
 from typing import Any, Literal, Union
 
-from fleet.diagnose.catalogue import FailureClass
 from fleet.fixes.feasibility import Feasibility, apply_adjustments, check_config, describe_adjustments
 from fleet.fixes.quarantine import QuarantineKey
-from fleet.planning.memory import SAFE_MAX_MEM_FRACTION_STATIC, SPECULATIVE_DEFAULT_MAX_RUNNING_REQUESTS, Adjustment
-from fleet.planning.modelcard import load_model_card
+from fleet.host.diagnose.catalogue import FailureClass
+from fleet.host.engines.sglang.memory import SAFE_MAX_MEM_FRACTION_STATIC, SPECULATIVE_DEFAULT_MAX_RUNNING_REQUESTS, Adjustment
+from fleet.host.modelcard import load_model_card
 from fleet.playbook import (
     AgenticWorkload,
     AutoFix,

@@ -1,7 +1,7 @@
 """Will a server configuration start? The memory planner's verdict on the exact launch, before it runs.
 
 The planner's inputs are not rebuilt from the playbook: the launch's own argv and environment go
-through the simulator's copy of SGLang's flag handling (`fleet.engines.sim.cli.parse_command_line`,
+through the simulator's copy of SGLang's flag handling (`fleet.host.engines.sim.cli.parse_command_line`,
 then `serverargs.resolve_server_args`: defaults, the speculative and mamba hooks) and its one
 flags -> `MemoryInputs` mapping (`serverargs.memory_inputs`). So what fleet predicts before a launch
 is what the sim computes when it starts, and what fleet adds to a launch on its own (a
@@ -17,13 +17,13 @@ import io
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from fleet.engines import SIM_MODULE, launch_spec
-from fleet.engines.sglang.argv import _RENAMED_FLAGS, LaunchSpec
-from fleet.engines.sim.cli import parse_command_line
-from fleet.engines.sim.server import DEFAULT_SGLANG_VERSION as SIM_DEFAULT_SGLANG_VERSION
-from fleet.engines.sim.serverargs import DFLASH_FAMILY, memory_inputs, resolve_server_args
-from fleet.planning.memory import Adjustment, MemoryFailure, MemoryInputs, MemoryPlan, plan_memory, smallest_fix
-from fleet.planning.modelcard import load_model_card
+from fleet.host.engines.sglang.memory import Adjustment, MemoryFailure, MemoryInputs, MemoryPlan, plan_memory, smallest_fix
+from fleet.host.engines.sim.cli import parse_command_line
+from fleet.host.engines.sim.server import DEFAULT_SGLANG_VERSION as SIM_DEFAULT_SGLANG_VERSION
+from fleet.host.engines.sim.serverargs import DFLASH_FAMILY, memory_inputs, resolve_server_args
+from fleet.host.modelcard import load_model_card
+from fleet.launch import SIM_MODULE, launch_spec
+from fleet.launch.sglang import _RENAMED_FLAGS, LaunchSpec
 from fleet.playbook import ServerConfig, ServerSettings
 
 # The release whose formulas the planner applies when not told (MemoryInputs' default).

@@ -10,6 +10,7 @@ from __future__ import annotations
 import difflib
 import json
 import posixpath
+import re
 import shlex
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -19,9 +20,12 @@ from typing import Any
 from fleet.connect import collect_facts, transport_for
 from fleet.errors import FleetError
 from fleet.facts import HostFacts
+from fleet.host.agent import AGENT_MODULE
+from fleet.host.modelcard import hf_files_from_card, load_model_card
 from fleet.inventory import EngineKind, Host, ServiceManager
+from fleet.launch import SIM_MODULE
+from fleet.launch.sglang import SGLANG_MODULE
 from fleet.layout import agent_dir, model_cache_dir
-from fleet.planning.modelcard import hf_files_from_card, load_model_card
 from fleet.playbook import ModelRef, Playbook
 from fleet.provision.models import (
     MARKER,
@@ -41,10 +45,16 @@ from fleet.retry import CONNECT, TRANSFER, retrying
 from fleet.transport.base import Transport
 from fleet.transport.fanout import fan_out
 
-# Processes of fleet-launched servers. The bracket keeps the pattern from matching the shell
-# that runs pgrep, whose own command line contains it.
-STALE_SERVER_PATTERN = r"-m [s]glang\.launch_server|-m [f]leet\.engines\.sim"
-AGENT_PATTERN = r"-m [f]leet\.agent run"
+
+def _module_pattern(module: str, *args: str) -> str:
+    """A pgrep pattern of `python -m module args...`. The bracket keeps the pattern from matching
+    the shell that runs pgrep, whose own command line contains it."""
+    return " ".join([f"-m [{module[0]}]{re.escape(module[1:])}", *map(re.escape, args)])
+
+
+# Processes of fleet-launched servers, and of its agent.
+STALE_SERVER_PATTERN = f"{_module_pattern(SGLANG_MODULE)}|{_module_pattern(SIM_MODULE)}"
+AGENT_PATTERN = _module_pattern(AGENT_MODULE, "run")
 FETCH_TIMEOUT_S = 6 * 3600.0
 STAGE_TIMEOUT_S = 3600.0
 

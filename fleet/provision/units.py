@@ -1,7 +1,7 @@
 """systemd units for servers and the agent, rendered from jinja2 templates. Pure: data in, unit text out.
 
 Hosts under the `process` service manager get no units; the agent starts the same argv and
-environment itself with `setsid`, a pid file and a log file (fleet/agent/services.py).
+environment itself with `setsid`, a pid file and a log file (fleet/host/agent/services.py).
 """
 
 from __future__ import annotations
@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 import jinja2
+
+from fleet.host.agent import AGENT_MODULE
 
 UNIT_DIR = "/etc/systemd/system"
 _UNIT_NAME = re.compile(r"^[A-Za-z0-9:_.@-]+$")
@@ -111,6 +113,6 @@ def render_server_unit(
 def render_agent_unit(*, work_dir: str, agent_dir: str, python: str, stop_timeout_s: float = 120) -> Unit:
     """The agent's template unit; `fleet-agent@<sweep-id>` runs the agent on that sweep's directory."""
     text = _environment().get_template("agent.service.j2").render(
-        work_dir=work_dir, agent_dir=agent_dir, python=python, stop_timeout_s=int(stop_timeout_s)
+        work_dir=work_dir, agent_dir=agent_dir, python=python, agent_module=AGENT_MODULE, stop_timeout_s=int(stop_timeout_s)
     )
     return Unit(_check_name(AGENT_UNIT), text)

@@ -1,9 +1,8 @@
-"""The code a host needs, shipped by the controller: the agent (standard library only) and, for
-hosts that run the `sim` engine, the simulator with its model cards.
+"""The code a host needs, shipped by the controller: the `fleet.host` package, whole.
 
-Shipped as plain files under `<work_dir>/agent/`, importable with PYTHONPATH set there. Package
-`__init__` files are written empty, so importing a shipped module never pulls in the controller's
-own dependencies (pydantic, typer, ...) that the host does not have.
+Shipped as plain files under `<work_dir>/agent/`, importable with PYTHONPATH set there. The
+top-level `fleet/__init__.py` is written empty, so importing a shipped module never runs the
+controller's package (whose dependencies -- pydantic, typer, ... -- the host does not have).
 """
 
 from __future__ import annotations
@@ -12,30 +11,18 @@ import hashlib
 import shutil
 from pathlib import Path
 
-import fleet
+import fleet.host
 
-ROOT = Path(fleet.__file__).resolve().parent
-
-AGENT_MODULES = ("agent", "engines/sglang/logparse.py", "diagnose/catalogue.py", "diagnose/classify.py")
-SIM_MODULES = ("engines/sim", "planning/memory.py", "planning/modelcard.py", "modelcards", "errors.py")
+HOST_PACKAGE = Path(fleet.host.__file__).resolve().parent
+SHIPPED_SUFFIXES = (".py", ".json", ".txt")
 
 
-def bundle_files(with_sim: bool) -> dict[str, bytes]:
-    """Relative path (under the bundle root, e.g. `fleet/agent/runner.py`) -> content."""
-    files: dict[str, bytes] = {}
-    for entry in AGENT_MODULES + (SIM_MODULES if with_sim else ()):
-        source = ROOT / entry
-        paths = sorted(source.rglob("*")) if source.is_dir() else [source]
-        for path in paths:
-            if path.is_file() and "__pycache__" not in path.parts and path.suffix in (".py", ".json", ".txt"):
-                files[f"fleet/{path.relative_to(ROOT).as_posix()}"] = path.read_bytes()
-    packages = {str(Path(name).parent) for name in files}
-    for package in list(packages):
-        parts = Path(package).parts
-        for depth in range(1, len(parts) + 1):
-            init = Path(*parts[:depth]) / "__init__.py"
-            files.setdefault(init.as_posix(), b"")
-    # Modules shipped whole keep their own __init__; the others get an empty one (above).
+def bundle_files() -> dict[str, bytes]:
+    """Relative path (under the bundle root, e.g. `fleet/host/agent/runner.py`) -> content."""
+    files: dict[str, bytes] = {"fleet/__init__.py": b""}
+    for path in sorted(HOST_PACKAGE.rglob("*")):
+        if path.is_file() and "__pycache__" not in path.parts and path.suffix in SHIPPED_SUFFIXES:
+            files[f"fleet/host/{path.relative_to(HOST_PACKAGE).as_posix()}"] = path.read_bytes()
     return dict(sorted(files.items()))
 
 
@@ -46,9 +33,9 @@ def bundle_digest(files: dict[str, bytes]) -> str:
     return digest.hexdigest()[:16]
 
 
-def write_bundle(directory: Path, with_sim: bool) -> str:
+def write_bundle(directory: Path) -> str:
     """Materialise the bundle in `directory` (replaced), for rsync; returns its digest."""
-    files = bundle_files(with_sim)
+    files = bundle_files()
     if directory.exists():
         shutil.rmtree(directory)
     for name, content in files.items():

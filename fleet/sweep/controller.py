@@ -19,17 +19,17 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from fleet.agent.results import write_json_atomic
-from fleet.agent.shard import Shard
 from fleet.connect import transport_for
 from fleet.errors import FleetError
-from fleet.inventory import Host
 from fleet.fixes.quarantine import QuarantineStore
+from fleet.host.agent.results import write_json_atomic
+from fleet.host.agent.shard import Shard
+from fleet.inventory import Host
 from fleet.plan import Plan, PlanOptions, hardware_of, make_plan
 from fleet.playbook import Playbook, load_playbook
 from fleet.provision.provision import HostReport, ProvisionOptions, provision
 from fleet.sweep.bundle import write_bundle
-from fleet.sweep.driver import HostDriver, HostStatus, drive_all, is_sim
+from fleet.sweep.driver import HostDriver, HostStatus, drive_all
 from fleet.sweep.fixing import FixRecord, SweepFixer
 from fleet.sweep.shards import build_shards
 from fleet.transport.base import atomic_local_file
@@ -215,7 +215,7 @@ def _drive(
     stop = stop or threading.Event()
     sweep_id = directory.name
     bundle = directory / ".bundle"
-    write_bundle(bundle, with_sim=any(is_sim(h) for h in hosts.values()))
+    write_bundle(bundle)
     drivers = [
         HostDriver(
             host,

@@ -19,10 +19,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fleet.agent.results import write_json_atomic
-from fleet.agent.shard import Shard
 from fleet.errors import FleetError, TransportError
-from fleet.inventory import EngineKind, Host, ServiceManager
+from fleet.host.agent import AGENT_MODULE
+from fleet.host.agent.results import write_json_atomic
+from fleet.host.agent.shard import Shard
+from fleet.inventory import Host, ServiceManager
 from fleet.layout import agent_dir, sweep_dir
 from fleet.playbook import Playbook
 from fleet.provision.provision import ProvisionOptions, provision_host
@@ -148,7 +149,7 @@ class HostDriver:
                 self.status.link_drops += 1
 
     def _agent_cli(self, *args: str) -> list[str]:
-        return ["env", f"PYTHONPATH={agent_dir(self.host)}", self.host.engine.python, "-m", "fleet.agent", *args]
+        return ["env", f"PYTHONPATH={agent_dir(self.host)}", self.host.engine.python, "-m", AGENT_MODULE, *args]
 
     def _service_args(self) -> list[str]:
         name = agent_service_name(self.shard.sweep_id)
@@ -201,7 +202,7 @@ class HostDriver:
     def start_agent(self) -> None:
         """Start the agent unless it already runs (checked first: a start is not blindly repeated)."""
         log_file = posixpath.join(self.remote_dir, "agent.log")
-        argv = [self.host.engine.python, "-m", "fleet.agent", "run", "--sweep-dir", self.remote_dir]
+        argv = [self.host.engine.python, "-m", AGENT_MODULE, "run", "--sweep-dir", self.remote_dir]
         if self.host.service_manager is ServiceManager.systemd:
             start = self._agent_cli("service", "start", *self._service_args())
         else:
@@ -367,6 +368,3 @@ def drive_all(drivers: Sequence[HostDriver]) -> list[threading.Thread]:
         thread.start()
     return threads
 
-
-def is_sim(host: Host) -> bool:
-    return host.engine.kind is EngineKind.sim

@@ -19,10 +19,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from fleet.agent.shard import Shard
-from fleet.diagnose.classify import diagnose_text
 from fleet.fixes.autofix import Fix, decide, propose_fix
 from fleet.fixes.quarantine import QuarantineEntry, QuarantineKey, QuarantineStore
+from fleet.host.agent.shard import Shard
+from fleet.host.diagnose.classify import diagnose_text
 from fleet.inventory import Host
 from fleet.plan import Hardware, PlannedServer, launch_on
 from fleet.playbook import AutoFix, Playbook, Run

@@ -1,4 +1,4 @@
-"""The agent run locally (no SSH) against the real simulator (`python -m fleet.engines.sim`),
+"""The agent run locally (no SSH) against the real simulator (`python -m fleet.host.engines.sim`),
 with the test hosts' fake nvidia-smi on PATH: real processes, real HTTP streams, real log files.
 
 - a shard of healthy servers (two side by side, a third waiting for the first's GPU) completes
@@ -24,10 +24,10 @@ from typing import Any, Iterator
 
 import pytest
 
-from fleet.agent.services import ProcessServices, ServiceSpec, pid_alive
-from fleet.agent.shard import AgentLimits, RunSpec, ServerSpec, Shard
+from fleet.host.agent.services import ProcessServices, ServiceSpec, pid_alive
+from fleet.host.agent.shard import AgentLimits, RunSpec, ServerSpec, Shard
+from fleet.host.engines.sim.gpu import register_process
 from fleet.playbook import ConcurrencyWorkload, Run, expand_runs, load_playbook
-from fleet.engines.sim.gpu import register_process
 from fleet.workloads import resolve_workload
 from tests.testfleet.gpu_tools import local_gpu_env
 
@@ -77,7 +77,7 @@ def server(server_id: str, gpu: int, args: list[str], runs: list[Run], *, speed:
         label=server_id,
         gpus=[gpu],
         port=port,
-        argv=[sys.executable, "-m", "fleet.engines.sim", *args, "--port", str(port)],
+        argv=[sys.executable, "-m", "fleet.host.engines.sim", *args, "--port", str(port)],
         env=env,
         unit_name=f"fleet-test-{server_id}",
         after=after or [],
@@ -96,7 +96,7 @@ def write_shard(sweep: Path, servers: list[ServerSpec]) -> Shard:
 def start_agent(sweep: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
     log = open(sweep / "agent.log", "ab")
     return subprocess.Popen(
-        [sys.executable, "-m", "fleet.agent", "run", "--sweep-dir", str(sweep)],
+        [sys.executable, "-m", "fleet.host.agent", "run", "--sweep-dir", str(sweep)],
         env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
     )
 
@@ -161,7 +161,7 @@ def test_sweep_of_healthy_and_failing_servers(tmp_path: Path, host_env: dict[str
     gpu_procs = Path(host_env["FLEET_FAKE_GPU_DIR"]) / "procs"
     earlier = ProcessServices(tmp_path / "earlier-sweep")
     stale_port = free_port()
-    earlier.start(ServiceSpec("fleet-srv-old", [sys.executable, "-m", "fleet.engines.sim", *AUTOREGRESSIVE, "--port", str(stale_port)],
+    earlier.start(ServiceSpec("fleet-srv-old", [sys.executable, "-m", "fleet.host.engines.sim", *AUTOREGRESSIVE, "--port", str(stale_port)],
                                       {**host_env, "CUDA_VISIBLE_DEVICES": "6", "FLEET_SIM_SPEED": str(SPEED)}, str(tmp_path / "old.log")))
     stranger = subprocess.Popen(["sleep", "120"])
     register_process(str(gpu_procs.parent), stranger.pid, [7], 2048)

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from fleet.host.modelcard import hf_files_from_card, load_model_card
 from fleet.inventory import load_inventory
 from fleet.playbook import load_playbook
-from fleet.planning.modelcard import hf_files_from_card, load_model_card
 from fleet.provision.provision import ProvisionOptions, provision
 
 pytestmark = pytest.mark.testfleet
@@ -133,7 +133,7 @@ def test_stale_servers_of_an_earlier_run_are_cleared(test_fleet_factory, tmp_pat
     # A server left behind by an earlier run: a real sim process holding a port and GPU 0.
     start = (
         "cd /tmp && setsid env CUDA_VISIBLE_DEVICES=0 FLEET_SIM_SPEED=0.01 "
-        f"{sys.executable} -m fleet.engines.sim --model-path qwen3.6-27b --port 30000 --mem-fraction-static 0.75 "
+        f"{sys.executable} -m fleet.host.engines.sim --model-path qwen3.6-27b --port 30000 --mem-fraction-static 0.75 "
         "--context-length 32768 >/tmp/stale.log 2>&1 </dev/null &"
     )
     fleet.exec(host, ["sh", "-c", start])
@@ -146,7 +146,7 @@ def test_stale_servers_of_an_earlier_run_are_cleared(test_fleet_factory, tmp_pat
     assert actions(report)[0] == "clear", report.changes
     gpu_apps = fleet.exec(host, ["nvidia-smi", "--query-compute-apps=pid", "--format=csv,noheader"]).stdout.strip()
     assert gpu_apps == ""
-    assert not any("fleet.engines.sim" in cmd for cmd in fleet.processes(host).values())
+    assert not any("fleet.host.engines.sim" in cmd for cmd in fleet.processes(host).values())
 
 
 def test_hub_fetch_gets_the_token_in_its_environment_only(test_fleet_factory, tmp_path: Path) -> None:

@@ -20,10 +20,10 @@ from typing import Any
 import pytest
 import yaml
 
-from fleet.engines import launch_spec
-from fleet.engines.sglang.argv import FORK_ALGORITHMS, SGLANG_VERSION_TESTED, LaunchSpec
+from fleet.host.modelcard import load_model_card
 from fleet.inventory import EngineKind
-from fleet.planning.modelcard import load_model_card
+from fleet.launch import launch_spec
+from fleet.launch.sglang import FORK_ALGORITHMS, SGLANG_VERSION_TESTED, LaunchSpec
 from fleet.playbook import Playbook, ServerConfig, load_playbook, server_configs
 
 pytestmark = pytest.mark.sglang_parser

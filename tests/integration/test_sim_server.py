@@ -18,11 +18,11 @@ from typing import Any, Iterator
 
 import pytest
 
-from fleet.engines.sglang import logparse
-from fleet.engines.sim import tokenizer
-from fleet.engines.sim.harness import SimProcess, start_sim
-from fleet.planning.memory import MemoryInputs, plan_memory
-from fleet.planning.modelcard import load_model_card
+from fleet.host.engines.sglang import logparse
+from fleet.host.engines.sglang.memory import MemoryInputs, plan_memory
+from fleet.host.engines.sim import tokenizer
+from fleet.host.engines.sim.harness import SimProcess, start_sim
+from fleet.host.modelcard import load_model_card
 from tests.testfleet import fake_gpu
 from tests.testfleet.gpu_tools import local_gpu_env
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from fleet.agent.client import (
+from fleet.host.agent.client import (
     ABORTED_BY_AGENT,
     ABORTED_BY_SERVER,
     BAD_RESPONSE,

@@ -7,8 +7,8 @@ from typing import Callable
 
 import pytest
 
-from fleet.agent.drive import MAX_CALIBRATION_PROBES, Probe, auto_levels, calibration_done, calibration_tolerance, next_probe_chars
-from fleet.engines.sim.tokenizer import count_tokens
+from fleet.host.agent.drive import MAX_CALIBRATION_PROBES, Probe, auto_levels, calibration_done, calibration_tolerance, next_probe_chars
+from fleet.host.engines.sim.tokenizer import count_tokens
 from fleet.workloads import corpus_slice
 
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from fleet.agent.fatal import fatal_marker
-from fleet.agent.logwatch import LogScan, LogWatcher
+from fleet.host.agent.fatal import fatal_marker
+from fleet.host.agent.logwatch import LogScan, LogWatcher
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "agent"
 

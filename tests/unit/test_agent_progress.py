@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from fleet.agent import progress as progress_module
-from fleet.agent.progress import Progress
+from fleet.host.agent import progress as progress_module
+from fleet.host.agent.progress import Progress
 
 
 def read(path: Path) -> dict:

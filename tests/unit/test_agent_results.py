@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from fleet.agent.client import RequestOutcome
-from fleet.agent.results import (
+from fleet.host.agent.client import RequestOutcome
+from fleet.host.agent.results import (
     Failure,
     Sent,
     WorkloadOutcome,

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from fleet.agent.services import (
+from fleet.host.agent.services import (
     SERVICE_ENV_MARKER,
     ProcessServices,
     ServiceError,

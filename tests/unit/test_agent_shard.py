@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from fleet.agent.shard import AgentLimits, RunSpec, ServerSpec, Shard, ShardError, dependency_order
+from fleet.host.agent.shard import AgentLimits, RunSpec, ServerSpec, Shard, ShardError, dependency_order
 
 
 def make_shard() -> Shard:
@@ -76,7 +76,7 @@ def test_dependency_order_is_stable_and_respects_after() -> None:
 
 
 def test_skip_reason_round_trips_and_defaults_to_none() -> None:
-    from fleet.agent.shard import AgentLimits, RunSpec, ServerSpec, Shard
+    from fleet.host.agent.shard import AgentLimits, RunSpec, ServerSpec, Shard
 
     server = ServerSpec(
         server_id="s1", label="tp1-ddtree-b8", gpus=[0], port=30000, argv=["python3"], env={}, unit_name="fleet-srv-x-s1",

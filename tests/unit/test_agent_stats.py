@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from fleet.agent.stats import histogram, percentile, ratio, summary
+from fleet.host.agent.stats import histogram, percentile, ratio, summary
 
 
 @pytest.mark.parametrize(

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from fleet.diagnose import classify
-from fleet.diagnose.catalogue import SIGNATURES, FailureClass, Kind, fill_fix, grep_patterns
-from fleet.diagnose.classify import (
+from fleet.host.diagnose import classify
+from fleet.host.diagnose.catalogue import SIGNATURES, FailureClass, Kind, fill_fix, grep_patterns
+from fleet.host.diagnose.classify import (
     Diagnosis,
     DiagnosisHint,
     diagnose_file,

@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 import yaml
 
-from fleet.engines import launch_spec
-from fleet.engines.sglang.argv import LaunchSpec
-from fleet.engines.sim import server as sim_server
 from fleet.fixes.feasibility import apply_adjustments, check_config, check_server
-from fleet.planning.memory import Adjustment
+from fleet.host.engines.sglang.memory import Adjustment
+from fleet.host.engines.sim import server as sim_server
+from fleet.launch import launch_spec
+from fleet.launch.sglang import LaunchSpec
 from fleet.playbook import Playbook, ServerConfig, server_configs
 
 PLAYBOOK = Path(__file__).resolve().parents[2] / "playbooks" / "qwen36-specdec.yaml"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from fleet.engines.sglang.logparse import (
+from fleet.host.engines.sglang.logparse import (
     DDTreeMetrics,
     DecodeBatch,
     KVCacheAllocated,

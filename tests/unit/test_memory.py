@@ -6,13 +6,13 @@ from dataclasses import replace
 
 import pytest
 
-from fleet.planning.memory import (
+from fleet.host.engines.sglang.memory import (
     SAFE_MAX_MEM_FRACTION_STATIC,
     MemoryInputs,
     plan_memory,
     smallest_fix,
 )
-from fleet.planning.modelcard import load_model_card
+from fleet.host.modelcard import load_model_card
 
 TARGET = load_model_card("qwen3.6-27b")
 DRAFT = load_model_card("qwen3.6-27b-dflash")
@@ -269,7 +269,7 @@ def test_planner_imports_with_the_standard_library_only() -> None:
         "        raise ImportError('third-party import: ' + name)\n"
         "    return real(name, *args, **kwargs)\n"
         "builtins.__import__ = guard\n"
-        "import fleet.planning.memory, fleet.planning.modelcard\n"
+        "import fleet.host.engines.sglang.memory, fleet.host.modelcard\n"
     )
     root = Path(__file__).resolve().parents[2]
     result = subprocess.run([sys.executable, "-c", probe], cwd=root, capture_output=True, text=True, timeout=60)

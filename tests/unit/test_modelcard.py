@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from fleet.errors import ConfigError
-from fleet.planning.modelcard import ModelCard, hf_files_from_card, load_model_card, shipped_card_names
+from fleet.host.modelcard import ModelCard, hf_files_from_card, load_model_card, shipped_card_names
 
 
 def test_shipped_target_card_matches_the_qwen36_config() -> None:
@@ -101,7 +101,7 @@ def test_hf_dir_error_names_the_nested_field(tmp_path: Path) -> None:
 
 
 def test_malformed_json_card_names_file_and_field(tmp_path: Path) -> None:
-    data = json.loads((Path(__file__).resolve().parents[2] / "fleet/modelcards/qwen3.6-27b.json").read_text())
+    data = json.loads((Path(__file__).resolve().parents[2] / "fleet/host/modelcards/qwen3.6-27b.json").read_text())
     data["head_dim"] = -1
     card_path = tmp_path / "card.json"
     card_path.write_text(json.dumps(data))
@@ -113,7 +113,7 @@ def test_malformed_json_card_names_file_and_field(tmp_path: Path) -> None:
 
 
 def test_hybrid_card_without_gdn_geometry_is_refused(tmp_path: Path) -> None:
-    data = json.loads((Path(__file__).resolve().parents[2] / "fleet/modelcards/qwen3.6-27b.json").read_text())
+    data = json.loads((Path(__file__).resolve().parents[2] / "fleet/host/modelcards/qwen3.6-27b.json").read_text())
     data["linear_num_value_heads"] = None
     card_path = tmp_path / "card.json"
     card_path.write_text(json.dumps(data))

@@ -32,7 +32,6 @@ from fleet.provision.preflight import (
     run_preflight,
     torch_arch_support,
 )
-
 from tests.interpreters import bare_python
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"

@@ -9,8 +9,11 @@ from typing import Any
 import pytest
 import yaml
 
-from fleet.engines import SIM_MODULE, launch_spec
-from fleet.engines.sglang.argv import (
+from fleet.errors import EngineConfigError
+from fleet.host.modelcard import load_model_card
+from fleet.inventory import EngineKind
+from fleet.launch import SIM_MODULE, launch_spec
+from fleet.launch.sglang import (
     ALLOW_LONGER_CONTEXT_ENV,
     SPEC_V2_ENV,
     LaunchSpec,
@@ -18,9 +21,6 @@ from fleet.engines.sglang.argv import (
     parse_sglang_version,
     render_flag,
 )
-from fleet.errors import EngineConfigError
-from fleet.inventory import EngineKind
-from fleet.planning.modelcard import load_model_card
 from fleet.playbook import Playbook, ServerConfig, expand_runs, load_playbook, server_configs
 
 PLAYBOOKS = Path(__file__).resolve().parents[2] / "playbooks"

@@ -8,12 +8,11 @@ import json
 import re
 import time
 
-from fleet.engines.sim.api import Api, ServerState
-from fleet.engines.sim.console import Console
-from fleet.engines.sim.engine import Engine
-from fleet.engines.sim.faults import FaultProfile
-from fleet.engines.sim.httpserver import serve
-
+from fleet.host.engines.sim.api import Api, ServerState
+from fleet.host.engines.sim.console import Console
+from fleet.host.engines.sim.engine import Engine
+from fleet.host.engines.sim.faults import FaultProfile
+from fleet.host.engines.sim.httpserver import serve
 from tests.unit.test_sim_engine import CONFIG, MODEL
 
 
@@ -102,8 +101,8 @@ class CapturingConnection:
 
 
 def test_templated_stream_chunks_equal_the_json_of_their_dicts() -> None:
-    from fleet.engines.sim.api import _GenerateStream, _OpenAIStream
-    from fleet.engines.sim.httpserver import dumps
+    from fleet.host.engines.sim.api import _GenerateStream, _OpenAIStream
+    from fleet.host.engines.sim.httpserver import dumps
 
     async def go() -> None:
         console = Console(1, io.StringIO(), io.StringIO())

@@ -7,11 +7,11 @@ import asyncio
 import dataclasses
 import io
 
-from fleet.engines.sglang import logparse
-from fleet.engines.sim import perf, tokenizer
-from fleet.engines.sim.console import Console
-from fleet.engines.sim.engine import Engine, EngineConfig, SimRequest
-from fleet.engines.sim.faults import FaultProfile
+from fleet.host.engines.sglang import logparse
+from fleet.host.engines.sim import perf, tokenizer
+from fleet.host.engines.sim.console import Console
+from fleet.host.engines.sim.engine import Engine, EngineConfig, SimRequest
+from fleet.host.engines.sim.faults import FaultProfile
 
 GIB = 1 << 30
 CONFIG = EngineConfig(

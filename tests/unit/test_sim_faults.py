@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from fleet.engines.sim import faults
+from fleet.host.engines.sim import faults
 
 
 def test_defaults_are_the_seed_story_on_sm120() -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from fleet.engines.sim import gpu
+from fleet.host.engines.sim import gpu
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "sim"
 

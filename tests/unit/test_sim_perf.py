@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from fleet.engines.sim import perf
+from fleet.host.engines.sim import perf
 
 GIB = 1 << 30
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from fleet.engines.sim.cli import parse_command_line, render_server_args
-from fleet.engines.sim.serverargs import resolve_server_args
-from fleet.planning.modelcard import load_model_card
+from fleet.host.engines.sim.cli import parse_command_line, render_server_args
+from fleet.host.engines.sim.serverargs import resolve_server_args
+from fleet.host.modelcard import load_model_card
 
 TARGET = load_model_card("qwen3.6-27b")
 DRAFT = load_model_card("qwen3.6-27b-dflash")

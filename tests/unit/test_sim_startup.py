@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from fleet.engines.sglang import logparse
-from fleet.engines.sim.server import SimServer, prepare
+from fleet.host.engines.sglang import logparse
+from fleet.host.engines.sim.server import SimServer, prepare
 
 SEED = ["--model-path", "qwen3.6-27b", "--context-length", "32768", "--mem-fraction-static", "0.75", "--trust-remote-code"]
 DFLASH = ["--speculative-algorithm", "DFLASH", "--speculative-draft-model-path", "qwen3.6-27b-dflash",

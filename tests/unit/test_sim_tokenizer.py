@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from fleet.engines.sim import tokenizer
+from fleet.host.engines.sim import tokenizer
 
 
 @pytest.mark.parametrize(

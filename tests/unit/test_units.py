@@ -46,7 +46,7 @@ def test_server_unit_passes_systemd_analyze_verify(tmp_path: Path) -> None:
 
 @needs_analyze
 def test_agent_unit_passes_systemd_analyze_verify(tmp_path: Path) -> None:
-    unit = render_agent_unit(work_dir="/var/lib/fleet", agent_dir="/var/lib/fleet/agent", python="/usr/bin/python3")
+    unit = render_agent_unit(work_dir="/var/lib/fleet", agent_dir="/var/lib/fleet/host/agent", python="/usr/bin/python3")
     assert unit.name == "fleet-agent@.service"
     # verify wants an instance of a template unit.
     result = verify(tmp_path, "fleet-agent@qwen36-20261129-1.service", unit.text)

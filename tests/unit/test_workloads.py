@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from fleet.engines.sim.tokenizer import count_tokens
+from fleet.host.engines.sim.tokenizer import count_tokens
 from fleet.playbook import ShortWorkload, expand_runs, load_playbook
 from fleet.workloads import MAX_CHARS_PER_TOKEN, WorkloadError, corpus_slice, prompt_names, resolve_workload
 

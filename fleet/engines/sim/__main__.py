@@ -1,5 +1,0 @@
-import sys
-
-from fleet.engines.sim.server import main
-
-sys.exit(main())

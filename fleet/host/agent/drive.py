@@ -1,0 +1,377 @@
+"""Driving a ready server through one run's workload. Standard library only.
+
+The workload arrives resolved by the controller (fleet.workloads.resolve_workload); what depends
+on the server is settled here, with the server's own answers:
+- long context: the prompt is sized by the server's token count -- calibration requests with
+  max_new_tokens=1 read `meta_info.prompt_tokens` (or the count an over-context 400 reports), and
+  the text is cut by characters (interpolation search, a few requests) until
+  prompt + max_new_tokens + margin fits the context length;
+- concurrency `auto`: 1, 2, 4, ... up to the server's effective max_running_requests.
+
+Every measured request goes through one `Gate`: after an error that may mean the server is gone
+(timeout, reset, refused), and between sections, the server's liveness is checked; once it has
+failed no further request is sent, and the run ends with that failure as its evidence.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from fleet.host.agent.client import HTTP_400_CONTEXT, LIVENESS_SUSPECT, Client, RequestOutcome, prompt_tokens_in_error
+from fleet.host.agent.results import Failure, Sent, WorkloadOutcome, request_figures
+from fleet.host.agent.shard import AgentLimits, RunSpec
+
+MAX_CALIBRATION_PROBES = 5
+UNKNOWN_MAX_RUNNING = "unknown_max_running_requests"
+CALIBRATION_FAILED = "calibration_failed"
+CONTEXT_TOO_SMALL = "context_too_small"
+
+
+@dataclass(frozen=True)
+class ServerFacts:
+    """What the server says about itself, and where each figure came from."""
+
+    context_len: int | None = None
+    max_running_requests: int | None = None  # effective, after the engine's own clamps
+    served_model: str | None = None
+    sources: dict[str, str] = field(default_factory=dict)
+    # The longest prompt the scheduler takes: below context_len when the KV pool is smaller.
+    max_req_input_len: int | None = None
+
+    @property
+    def prompt_room(self) -> int | None:
+        """Tokens a prompt and its new tokens may use together."""
+        limits = [n for n in (self.context_len, self.max_req_input_len) if n is not None]
+        return min(limits) if limits else None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "context_len": self.context_len,
+            "max_req_input_len": self.max_req_input_len,
+            "max_running_requests": self.max_running_requests,
+            "served_model": self.served_model,
+            "sources": dict(self.sources),
+        }
+
+
+class Gate:
+    """Whether requests may still be sent to this server, shared by a run's threads."""
+
+    def __init__(self, liveness: Callable[[], Failure | None], stopping: threading.Event) -> None:
+        self._liveness = liveness
+        self._stopping = stopping
+        self._lock = threading.Lock()
+        self.failure: Failure | None = None
+
+    @property
+    def open(self) -> bool:
+        return self.failure is None and not self._stopping.is_set()
+
+    def checkpoint(self) -> None:
+        """Check the server (between sections, or after a suspicious error)."""
+        with self._lock:
+            if self.failure is None and not self._stopping.is_set():
+                self.failure = self._liveness()
+
+
+@dataclass
+class Driver:
+    client: Client
+    limits: AgentLimits
+    facts: ServerFacts
+    gate: Gate
+    run: RunSpec
+
+    def send(self, prompt: str, max_new_tokens: int) -> RequestOutcome:
+        outcome = self.client.generate(
+            prompt,
+            max_new_tokens,
+            deadline_s=self.limits.request_timeout_s,
+            no_token_timeout_s=self.limits.no_token_timeout_s,
+        )
+        if outcome.error_class in LIVENESS_SUSPECT:
+            self.gate.checkpoint()
+        return outcome
+
+    def timed(self, out: WorkloadOutcome, prompt: str, max_new_tokens: int, tags: dict[str, Any]) -> RequestOutcome:
+        began = time.monotonic()
+        outcome = self.send(prompt, max_new_tokens)
+        out.wall_s += time.monotonic() - began
+        out.sent.append(Sent(outcome, tags))
+        return outcome
+
+
+def drive(driver: Driver) -> WorkloadOutcome:
+    kind = driver.run.workload["kind"]
+    handler = {"short": _short, "long_context": _long_context, "concurrency": _concurrency, "agentic": _agentic}[kind]
+    out = WorkloadOutcome()
+    handler(driver, out)
+    if out.failure is None:
+        out.failure = driver.gate.failure
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# short
+
+
+def _short(driver: Driver, out: WorkloadOutcome) -> None:
+    workload = driver.run.workload
+    for repeat in range(driver.run.repeats):
+        if repeat:
+            driver.gate.checkpoint()
+        for prompt in workload["prompts"]:
+            if not driver.gate.open:
+                return
+            driver.timed(out, prompt["text"], workload["max_new_tokens"], {"repeat": repeat, "prompt": prompt["name"]})
+
+
+# ---------------------------------------------------------------------------------------------
+# long context
+
+
+@dataclass(frozen=True)
+class Probe:
+    chars: int
+    prompt_tokens: int | None  # None: the server refused it and did not say how long it was
+    error: str | None = None
+
+
+def calibration_tolerance(target: int) -> int:
+    """How far under the target a prompt may stay: 0.5 % (16 tokens at least). Closer costs more
+    calibration requests: characters per token wobble locally (digits, code, long words)."""
+    return max(16, target // 200)
+
+
+def next_probe_chars(probes: list[Probe], target: int, body_chars: int) -> int:
+    """Where to cut the body next. Token counts grow about linearly with characters, so: the
+    secant through the two counted probes that bracket the target, or else the two nearest it on
+    one side, or else the line through the origin and the only count; halve when nothing has a
+    count yet (the server refused the prompt without saying how long it was). Aims half a
+    tolerance under the target, so that local wobble in characters per token does not overshoot."""
+    aim = target - calibration_tolerance(target) // 2
+    counted = sorted((p for p in probes if p.prompt_tokens is not None), key=lambda p: p.chars)
+    under = [p for p in counted if p.prompt_tokens <= target]  # type: ignore[operator]
+    over = [p for p in counted if p.prompt_tokens > target]  # type: ignore[operator]
+    refused = [p.chars for p in probes if p.prompt_tokens is None]
+    ceiling = min([body_chars + 1, *refused, *(p.chars for p in over)])
+    floor = under[-1].chars if under else 0
+    if not counted:
+        return ceiling // 2
+    if under and over:
+        a, b = under[-1], over[0]
+    elif len(under) >= 2:
+        a, b = under[-2], under[-1]
+    elif len(over) >= 2:
+        a, b = over[0], over[1]
+    else:
+        a, b = Probe(0, 0), counted[0]
+    if b.prompt_tokens == a.prompt_tokens:
+        guess = (floor + ceiling) // 2
+    else:
+        slope = (b.chars - a.chars) / (b.prompt_tokens - a.prompt_tokens)  # type: ignore[operator]
+        guess = a.chars + int((aim - a.prompt_tokens) * slope)  # type: ignore[operator]
+    return min(max(guess, floor + 1), ceiling - 1)
+
+
+def calibration_done(probes: list[Probe], target: int, body_chars: int) -> bool:
+    under = [p for p in probes if p.prompt_tokens is not None and p.prompt_tokens <= target]
+    if not under:
+        return False
+    best = max(under, key=lambda p: p.prompt_tokens or 0)
+    return target - (best.prompt_tokens or 0) <= calibration_tolerance(target) or best.chars >= body_chars
+
+
+def _long_context(driver: Driver, out: WorkloadOutcome) -> None:
+    workload = driver.run.workload
+    max_new = workload["max_new_tokens"]
+    room = driver.facts.prompt_room
+    target = workload["prompt_tokens"]
+    if room is not None:
+        target = min(target, room - max_new - workload["margin_tokens"])
+    if target <= 0:
+        out.failure = Failure(
+            CONTEXT_TOO_SMALL,
+            f"a context of {room} tokens leaves no room for a prompt next to {max_new} new tokens and a "
+            f"{workload['margin_tokens']}-token margin",
+        )
+        return
+    body = workload["corpus"]
+    # The shard carries a generous slice; repeat it if the server still counts too few tokens.
+    while len(body) < target * 6:
+        body += "\n\n" + workload["corpus"]
+
+    def prompt(index: int, chars: int) -> str:
+        # A per-request tag at the very start: no two requests share a cacheable prefix, so the
+        # calibration requests do not warm the prefix cache for the measured ones.
+        return f"[{driver.run.run_id} #{index:03d}] {workload['instruction']}\n\n{body[:chars]}\n\n{workload['question']}"
+
+    probes: list[Probe] = []
+    chars = min(len(body), target * 3)
+    while len(probes) < MAX_CALIBRATION_PROBES and driver.gate.open:
+        probe_outcome = driver.send(prompt(900 + len(probes), chars), 1)
+        if probe_outcome.ok and probe_outcome.prompt_tokens is not None:
+            probes.append(Probe(chars, probe_outcome.prompt_tokens))
+        elif probe_outcome.error_class == HTTP_400_CONTEXT:
+            probes.append(Probe(chars, prompt_tokens_in_error(probe_outcome.error_message or ""), probe_outcome.error_message))
+        else:
+            out.failure = driver.gate.failure or Failure(
+                CALIBRATION_FAILED,
+                f"a calibration request failed: {probe_outcome.error_class}: {probe_outcome.error_message}",
+            )
+            break
+        if calibration_done(probes, target, len(body)):
+            break
+        chars = next_probe_chars(probes, target, len(body))
+    under = [p for p in probes if p.prompt_tokens is not None and p.prompt_tokens <= target]
+    chosen = max(under, key=lambda p: p.chars) if under else None
+    out.extras["calibration"] = {
+        "target_prompt_tokens": target,
+        "requested_prompt_tokens": workload["prompt_tokens"],
+        "context_len": driver.facts.context_len,
+        "max_req_input_len": driver.facts.max_req_input_len,
+        "max_new_tokens": max_new,
+        "margin_tokens": workload["margin_tokens"],
+        "probes": [{"chars": p.chars, "prompt_tokens": p.prompt_tokens, "error": p.error} for p in probes],
+        "chosen_chars": chosen.chars if chosen else None,
+        "chosen_prompt_tokens": chosen.prompt_tokens if chosen else None,
+    }
+    if chosen is None:
+        if out.failure is None and driver.gate.open:
+            out.failure = Failure(
+                CALIBRATION_FAILED, f"no cut of the corpus fitted {target} prompt tokens in {len(probes)} calibration requests"
+            )
+        return
+    for repeat in range(driver.run.repeats):
+        for index in range(workload["requests"]):
+            if not driver.gate.open:
+                return
+            driver.timed(out, prompt(index + repeat * workload["requests"], chosen.chars), max_new, {"repeat": repeat, "request": index})
+
+
+# ---------------------------------------------------------------------------------------------
+# concurrency
+
+
+def auto_levels(max_running: int) -> list[int]:
+    """1, 2, 4, ... below max_running, then max_running itself."""
+    levels = []
+    level = 1
+    while level < max_running:
+        levels.append(level)
+        level *= 2
+    levels.append(max_running)
+    return levels
+
+
+def _parallel(driver: Driver, prompt: str, max_new: int, count: int, width: int, tags: dict[str, Any]) -> tuple[list[Sent], float]:
+    """`count` requests, `width` at a time; (what was sent, wall seconds from first send to last end)."""
+    sent: list[Sent] = []
+    lock = threading.Lock()
+    issued = 0
+
+    def worker() -> None:
+        nonlocal issued
+        while True:
+            with lock:
+                if issued >= count or not driver.gate.open:
+                    return
+                index = issued
+                issued += 1
+            outcome = driver.send(prompt, max_new)
+            with lock:
+                sent.append(Sent(outcome, {**tags, "request": index}))
+
+    began = time.monotonic()
+    threads = [threading.Thread(target=worker, name=f"level{width}-{i}", daemon=True) for i in range(width)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return sorted(sent, key=lambda s: s.tags["request"]), time.monotonic() - began
+
+
+def _concurrency(driver: Driver, out: WorkloadOutcome) -> None:
+    workload = driver.run.workload
+    if workload["levels"] == "auto":
+        if driver.facts.max_running_requests is None:
+            out.failure = Failure(
+                UNKNOWN_MAX_RUNNING, "levels `auto` needs the server's max_running_requests: neither /server_info nor the log gave it"
+            )
+            return
+        levels = auto_levels(driver.facts.max_running_requests)
+    else:
+        levels = list(workload["levels"])
+    per_level: list[dict[str, Any]] = []
+    out.extras["levels"] = per_level
+    for repeat in range(driver.run.repeats):
+        for level in levels:
+            driver.gate.checkpoint()
+            if not driver.gate.open:
+                return
+            count = workload["requests_per_level"] or 2 * level
+            sent, wall = _parallel(driver, workload["prompt"]["text"], workload["max_new_tokens"], count, level, {"repeat": repeat, "level": level})
+            out.sent.extend(sent)
+            out.wall_s += wall
+            per_level.append({"repeat": repeat, "level": level, **request_figures([s.outcome for s in sent], wall)})
+
+
+# ---------------------------------------------------------------------------------------------
+# agentic
+
+
+def _agentic(driver: Driver, out: WorkloadOutcome) -> None:
+    workload = driver.run.workload
+    chat = workload["chat"]
+    lock = threading.Lock()
+
+    def fill(template: str, content: str) -> str:
+        return template.replace("{content}", content)
+
+    def session(number: int, repeat: int) -> None:
+        task = workload["tasks"][number % len(workload["tasks"])]
+        prompt = fill(chat["system"], workload["system"]) + fill(chat["user"], task) + chat["assistant_open"]
+        for turn in range(workload["turns"]):
+            if not driver.gate.open:
+                return
+            outcome = driver.send(prompt, workload["max_new_tokens"])
+            with lock:
+                out.sent.append(Sent(outcome, {"repeat": repeat, "session": number, "turn": turn}))
+            if not outcome.ok:
+                return  # the conversation cannot go on without the answer
+            result = workload["tool_results"][turn % len(workload["tool_results"])]
+            # The next prompt is this one plus the answer and a tool result: the whole prefix is reused.
+            prompt += outcome.text + chat["assistant_close"] + fill(chat["tool"], result) + chat["assistant_open"]
+
+    for repeat in range(driver.run.repeats):
+        driver.gate.checkpoint()
+        if not driver.gate.open:
+            break
+        began = time.monotonic()
+        threads = [
+            threading.Thread(target=session, args=(number, repeat), name=f"session{number}", daemon=True)
+            for number in range(workload["sessions"])
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        out.wall_s += time.monotonic() - began
+    out.sent.sort(key=lambda s: (s.tags["repeat"], s.tags["session"], s.tags["turn"]))
+    turns = []
+    for turn in range(workload["turns"]):
+        at_turn = [s.outcome for s in out.sent if s.tags["turn"] == turn]
+        ok = [o for o in at_turn if o.ok]
+        turns.append(
+            {
+                "turn": turn,
+                "sent": len(at_turn),
+                "ok": len(ok),
+                "prompt_tokens_mean": sum(o.prompt_tokens or 0 for o in ok) / len(ok) if ok else None,
+                "ttft_s_mean": sum(o.ttft_s or 0 for o in ok) / len(ok) if ok else None,
+            }
+        )
+    out.extras["turns"] = turns

@@ -1,0 +1,522 @@
+"""The agent's main loop: work through a shard, one server launch per server configuration,
+side by side where they use different GPUs. Standard library only (plus fleet.host.agent.* and the
+shipped SGLang log parser).
+
+Per server: clear what an earlier agent or run left on its port and GPUs; start it; wait until
+`/health` answers, failing fast on a fatal log line or an exited process; read its context length
+and effective max_running_requests; warm it up (two 16-token requests, not measured); drive each
+pending run's workload, checking liveness between sections; write one result per run; stop it and
+make sure its port and GPUs are free.
+
+Resume: a run is done when `<sweep_dir>/runs/<run_id>.json` exists. A run interrupted by a stop
+or a crash has no result file, so a restarted agent redoes exactly that one (with `attempt`
+one higher). Stop: SIGTERM or a `STOP` file in the sweep directory; requests in flight are cut,
+servers are stopped, the progress file says "stopped", the interrupted run writes nothing.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import logging
+import os
+import threading
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from fleet.host.agent.client import Client, Endpoint, get_json, health_ok
+from fleet.host.agent.drive import Driver, Gate, ServerFacts, drive
+from fleet.host.agent.logwatch import LogWatcher
+from fleet.host.agent.progress import Progress
+from fleet.host.agent.results import Failure, WorkloadOutcome, build_result, skipped_result, write_json_atomic
+from fleet.host.agent.services import ServiceError, Services, ServiceSpec, boot_id, clear_stale, make_services, wait_free
+from fleet.host.agent.shard import RunSpec, ServerSpec, Shard
+from fleet.host.diagnose.classify import DiagnosisHint, diagnose_file
+
+log = logging.getLogger("fleet.host.agent")
+
+WARMUP_PROMPT = "Write one sentence about the sea."
+WARMUP_REQUESTS = 2
+WARMUP_TOKENS = 16
+STOP_GRACE_S = 30.0
+FREE_TIMEOUT_S = 30.0
+DEATH_GRACE_S = 5.0  # after a fatal line: time for the process to finish logging and exit
+READY_POLL_S = 0.2
+HEALTH_TIMEOUT_CAP_S = 20.0
+FACTS_TIMEOUT_S = 10.0
+
+# Failure classes of servers (requests have theirs in fleet.host.agent.client).
+SERVER_START_FAILED = "server_start_failed"
+SERVER_START_TIMEOUT = "server_start_timeout"
+SERVER_DIED = "server_died"
+SERVER_HUNG = "server_hung"
+WARMUP_FAILED = "warmup_failed"
+SERVICE_ERROR = "service_error"
+PORT_OR_GPU_BUSY = "port_or_gpu_busy"
+AGENT_ERROR = "agent_error"
+
+
+class AgentBusy(Exception):
+    """Another agent already works on this sweep directory."""
+
+
+class _Stopped(Exception):
+    """The agent was told to stop while a server was starting."""
+
+
+class Agent:
+    def __init__(self, sweep_dir: Path, services: Services | None = None) -> None:
+        self.sweep_dir = Path(sweep_dir)
+        shard_path = self.sweep_dir / "shard.json"
+        self.shard = Shard.from_json(shard_path.read_text(), source=str(shard_path))
+        self.services = services or make_services(self.shard.service_manager, self.sweep_dir / "services")
+        self.boot_id = boot_id()
+        self.stopping = threading.Event()
+        self.runs_dir = self.sweep_dir / "runs"
+        self.logs_dir = self.sweep_dir / "logs"
+        self.stop_file = self.sweep_dir / "STOP"
+        self._sessions: dict[str, ServerSession] = {}
+        self._lock = threading.Lock()
+        self.progress: Progress | None = None
+        self.errors = 0
+        self.host_facts = self._read_host_facts()
+
+    def skip_reason(self, spec: ServerSpec) -> str | None:
+        """Why not to launch this server: the shard says so, or the controller quarantined its
+        configuration while the sweep runs (`quarantine.json`: server id -> reason, read afresh)."""
+        if spec.skip_reason:
+            return spec.skip_reason
+        try:
+            reasons = json.loads((self.sweep_dir / "quarantine.json").read_text())
+        except (OSError, ValueError):
+            return None
+        reason = reasons.get(spec.server_id) if isinstance(reasons, dict) else None
+        return str(reason) if reason else None
+
+    def _read_host_facts(self) -> dict[str, Any] | None:
+        """What the controller knows of this host (GPUs, driver, CUDA, engine versions), for every result."""
+        try:
+            return json.loads((self.sweep_dir / "host_facts.json").read_text())
+        except (OSError, ValueError):
+            return None
+
+    # -- results ----------------------------------------------------------------------------
+
+    def result_path(self, run_id: str) -> Path:
+        return self.runs_dir / f"{run_id}.json"
+
+    def existing_status(self, run_id: str) -> str | None:
+        path = self.result_path(run_id)
+        try:
+            return json.loads(path.read_text())["status"]
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError, KeyError, TypeError):
+            # Cannot happen with atomic writes, short of a hand edit: keep it aside and redo the run.
+            path.rename(path.with_suffix(".unreadable"))
+            return None
+
+    def next_attempt(self, run_id: str) -> int:
+        path = self.sweep_dir / "attempts" / f"{run_id}.json"
+        try:
+            attempt = int(json.loads(path.read_text())["attempt"]) + 1
+        except (OSError, ValueError, KeyError, TypeError):
+            attempt = 1
+        write_json_atomic(path, {"attempt": attempt, "boot_id": self.boot_id, "at": time.time()})
+        return attempt
+
+    def write_result(self, result: dict[str, Any]) -> None:
+        write_json_atomic(self.result_path(result["run_id"]), result)
+        assert self.progress is not None
+        self.progress.run_done(result["status"])
+        log.info("run %s: %s", result["label"], result["status"])
+
+    # -- control ----------------------------------------------------------------------------
+
+    def request_stop(self) -> None:
+        """Safe in a signal handler: only sets a flag; the main loop does the rest."""
+        self.stopping.set()
+
+    def _stop_requested(self) -> bool:
+        if self.stop_file.exists() and not self.stopping.is_set():
+            log.info("stop file %s found: stopping", self.stop_file)
+            self.stopping.set()
+        if self.stopping.is_set():
+            with self._lock:
+                sessions = list(self._sessions.values())
+            for session in sessions:
+                session.abort()
+        return self.stopping.is_set()
+
+    def run(self) -> int:
+        """Work through the shard. Exit code: 0 when every run has a result (whatever its status)
+        or when told to stop (progress.json says "stopped": a requested stop is no failure, so a
+        systemd unit with Restart=on-failure stays down); 1 when an agent error left runs
+        without a result."""
+        self.sweep_dir.mkdir(parents=True, exist_ok=True)
+        lock_handle = open(self.sweep_dir / "agent.lock", "a+")
+        try:
+            fcntl.flock(lock_handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock_handle.seek(0)
+            raise AgentBusy(f"{self.sweep_dir}: another agent (pid {lock_handle.read().strip() or '?'}) works on this sweep") from None
+        lock_handle.seek(0)
+        lock_handle.truncate()
+        lock_handle.write(str(os.getpid()))
+        lock_handle.flush()
+        try:
+            return self._run_locked()
+        finally:
+            fcntl.flock(lock_handle, fcntl.LOCK_UN)
+            lock_handle.close()
+
+    def _run_locked(self) -> int:
+        counts: dict[str, int] = {}
+        for _, run in self.shard.runs:
+            status = self.existing_status(run.run_id)
+            if status:
+                counts[status] = counts.get(status, 0) + 1
+        self.progress = Progress(
+            self.sweep_dir / "progress.json", sweep_id=self.shard.sweep_id, boot_id=self.boot_id, total_runs=len(self.shard.runs), counts=counts
+        )
+        log.info("sweep %s: %d runs, %d already done", self.shard.sweep_id, len(self.shard.runs), sum(counts.values()))
+        finished: set[str] = set()
+        threads: dict[str, threading.Thread] = {}
+        changed = threading.Condition()
+
+        def serve(spec: ServerSpec) -> None:
+            try:
+                session = ServerSession(self, spec)
+                with self._lock:
+                    self._sessions[spec.server_id] = session
+                if self.stopping.is_set():
+                    session.abort()
+                session.execute()
+            except Exception as exc:  # a bug must not take the other servers down with it
+                with self._lock:
+                    self.errors += 1
+                log.error("server %s: %s", spec.label, traceback.format_exc())
+                assert self.progress is not None
+                self.progress.error(spec.label, AGENT_ERROR, f"{type(exc).__name__}: {exc}")
+            finally:
+                with self._lock:
+                    self._sessions.pop(spec.server_id, None)
+                with changed:
+                    finished.add(spec.server_id)
+                    changed.notify_all()
+
+        while True:
+            stopping = self._stop_requested()
+            with changed:
+                if not stopping:
+                    for spec in self.shard.servers:
+                        if spec.server_id not in threads and all(dep in finished for dep in spec.after):
+                            threads[spec.server_id] = threading.Thread(target=serve, args=(spec,), name=spec.label, daemon=True)
+                            threads[spec.server_id].start()
+                running = [sid for sid in threads if sid not in finished]
+                if not running and (stopping or len(threads) == len(self.shard.servers)):
+                    break
+                changed.wait(0.5)
+            self.progress.heartbeat()
+        if stopping:
+            self.progress.end("stopped")
+            self.stop_file.unlink(missing_ok=True)
+            return 0
+        self.progress.end("finished" if not self.errors else "finished_with_errors")
+        return 1 if self.errors else 0
+
+
+class ServerSession:
+    """One server of the shard, from start to stop, and the runs it serves."""
+
+    def __init__(self, agent: Agent, spec: ServerSpec) -> None:
+        self.agent = agent
+        self.spec = spec
+        self.limits = agent.shard.limits
+        self.endpoint = Endpoint("127.0.0.1", spec.port)
+        self.log_path = agent.logs_dir / spec.log_name
+        self.watcher: LogWatcher | None = None
+        self.client: Client | None = None
+        self.facts = ServerFacts()
+        self._aborted = threading.Event()
+
+    @property
+    def progress(self) -> Progress:
+        assert self.agent.progress is not None
+        return self.agent.progress
+
+    def abort(self) -> None:
+        self._aborted.set()
+        if self.client is not None:
+            self.client.abort_all()
+
+    def execute(self) -> None:
+        pending = [run for run in self.spec.runs if self.agent.existing_status(run.run_id) is None]
+        if not pending:
+            # All done, but an agent killed while stopping this server may have left it running.
+            self.agent.services.stop(self.spec.unit_name, STOP_GRACE_S)
+            return
+        reason = self.agent.skip_reason(self.spec)
+        if reason:
+            for run in pending:
+                identity = self._identity(run, self.agent.next_attempt(run.run_id))
+                self.agent.write_result(skipped_result(identity=identity, workload=run.workload, reason=reason, at=time.time()))
+            return
+        try:
+            failure = self._bring_up()
+            if failure is None:
+                failure = self._warm_up()
+            if failure is not None:
+                self.progress.error(self.spec.label, failure.error_class, failure.message)
+                self._fail_runs(pending, failure)
+            else:
+                self._serve(pending)
+        except _Stopped:
+            pass
+        finally:
+            self._bring_down()
+
+    # -- start ------------------------------------------------------------------------------
+
+    def _bring_up(self) -> Failure | None:
+        spec = self.spec
+        self.progress.phase(spec.server_id, spec.label, "starting")
+        services = self.agent.services
+        try:
+            # Left running by an agent that was killed or crashed: a fresh start, never adoption
+            # (see fleet.host.agent.services).
+            services.stop(spec.unit_name, STOP_GRACE_S)
+        except ServiceError as exc:
+            return Failure(SERVICE_ERROR, str(exc), log_path=str(self.log_path))
+        killed, blockers = clear_stale(spec.port, spec.gpus, STOP_GRACE_S)
+        for holder in killed:
+            log.warning("server %s: killed stale server pid %d holding %s: %s", spec.label, holder.pid, holder.holds, holder.command)
+        if blockers:
+            return Failure(
+                PORT_OR_GPU_BUSY,
+                f"port {spec.port} / GPUs {spec.gpus} are held by processes that are not fleet's servers",
+                evidence=tuple(f"pid {h.pid} holds {h.holds}: {h.command}" for h in blockers),
+            )
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        offset = self.log_path.stat().st_size if self.log_path.exists() else 0
+        began = time.monotonic()
+        try:
+            services.start(ServiceSpec(spec.unit_name, spec.argv, spec.env, str(self.log_path), spec.cwd))
+        except ServiceError as exc:
+            return Failure(SERVICE_ERROR, str(exc), log_path=str(self.log_path))
+        self.watcher = LogWatcher(self.log_path, offset)
+        failure = self._wait_ready(began)
+        if failure is None:
+            log.info("server %s: ready in %.1f s", spec.label, time.monotonic() - began)
+            self.facts = self._read_facts()
+        return failure
+
+    def _wait_ready(self, began: float) -> Failure | None:
+        assert self.watcher is not None
+        deadline = began + self.limits.server_start_timeout_s
+        while True:
+            if self._aborted.is_set():
+                raise _Stopped()
+            self.watcher.sync()
+            if self.watcher.fatal_marker is not None or not self.agent.services.status(self.spec.unit_name).running:
+                return self._death(SERVER_START_FAILED, "failed during start-up")
+            if health_ok(self.endpoint, 2.0):
+                return None
+            if time.monotonic() > deadline:
+                return Failure(
+                    SERVER_START_TIMEOUT,
+                    f"the server was not ready after {self.limits.server_start_timeout_s:.0f} s",
+                    evidence=tuple(self.watcher.evidence()),
+                    log_path=str(self.log_path),
+                    diagnosis=self._diagnosis(DiagnosisHint(True, self.limits.server_start_timeout_s)),
+                )
+            time.sleep(READY_POLL_S)
+
+    def _death(self, error_class: str, when: str) -> Failure:
+        """The server is dying or dead: let it finish logging and exiting, then collect the evidence."""
+        assert self.watcher is not None
+        services, unit = self.agent.services, self.spec.unit_name
+        deadline = time.monotonic() + DEATH_GRACE_S
+        while services.status(unit).running and time.monotonic() < deadline:
+            time.sleep(0.1)
+        time.sleep(0.2)  # the last lines written between the exit and now
+        self.watcher.sync()
+        status = services.status(unit)
+        evidence = self.watcher.evidence()
+        parts = [f"the server {when}"]
+        if self.watcher.fatal_line is not None:
+            parts.append(f"fatal log line ({self.watcher.fatal_marker}): {self.watcher.fatal_line.strip()}")
+        elif self.watcher.suspect_line is not None:
+            parts.append(f"first traceback line: {self.watcher.suspect_line.strip()}")
+        parts.append("its process is still running" if status.running else f"its process exited with code {status.exit_code}")
+        return Failure(error_class, "; ".join(parts), tuple(evidence), str(self.log_path), status.exit_code, self._diagnosis())
+
+    def _diagnosis(self, hint: DiagnosisHint | None = None) -> dict[str, Any] | None:
+        """The root cause from the whole server log (not a truncated tail), for the result and auto-fix."""
+        try:
+            diagnosis = diagnose_file(self.log_path, hint)
+            return {**diagnosis.to_json(), "figures": diagnosis.figures}
+        except (OSError, ValueError) as exc:
+            log.warning("server %s: could not diagnose %s: %s", self.spec.label, self.log_path, exc)
+            return None
+
+    def _read_facts(self) -> ServerFacts:
+        assert self.watcher is not None
+        context_len = max_running = served = None
+        sources: dict[str, str] = {}
+        try:
+            models = get_json(self.endpoint, "/v1/models", FACTS_TIMEOUT_S)
+            first = models["data"][0]
+            served = first.get("id")
+            if first.get("max_model_len"):
+                context_len, sources["context_len"] = int(first["max_model_len"]), "/v1/models max_model_len"
+        except (OSError, ValueError, KeyError, IndexError, TypeError) as exc:
+            log.warning("server %s: /v1/models: %s", self.spec.label, exc)
+        info: dict[str, Any] = {}
+        try:
+            info = get_json(self.endpoint, "/server_info", FACTS_TIMEOUT_S)
+            state = (info.get("internal_states") or [{}])[0]
+            per_dp = state.get("effective_max_running_requests_per_dp")
+            if per_dp:
+                max_running = int(per_dp) * int(info.get("dp_size") or 1)
+                sources["max_running_requests"] = "/server_info internal_states[0].effective_max_running_requests_per_dp"
+        except (OSError, ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
+            log.warning("server %s: /server_info: %s", self.spec.label, exc)
+        scheduler = self.watcher.scheduler
+        if scheduler is not None:
+            if max_running is None:
+                max_running, sources["max_running_requests"] = scheduler.max_running_requests, "log: scheduler line"
+            if context_len is None:
+                context_len, sources["context_len"] = scheduler.context_len, "log: scheduler line"
+        if max_running is None and info.get("max_running_requests"):
+            max_running, sources["max_running_requests"] = int(info["max_running_requests"]), "/server_info max_running_requests"
+        if context_len is None and info.get("context_length"):
+            context_len, sources["context_len"] = int(info["context_length"]), "/server_info context_length"
+        max_input = int(info["max_req_input_len"]) if info.get("max_req_input_len") else None
+        return ServerFacts(context_len, max_running, served, sources, max_input)
+
+    def _new_client(self) -> Client:
+        self.client = Client(self.endpoint, api=self.spec.api, model=self.facts.served_model)
+        if self._aborted.is_set():
+            self.client.abort_all()
+        return self.client
+
+    def _warm_up(self) -> Failure | None:
+        self.progress.phase(self.spec.server_id, self.spec.label, "warmup")
+        client = self._new_client()
+        for _ in range(WARMUP_REQUESTS):
+            outcome = client.generate(
+                WARMUP_PROMPT, WARMUP_TOKENS, deadline_s=self.limits.request_timeout_s, no_token_timeout_s=self.limits.no_token_timeout_s
+            )
+            if self._aborted.is_set():
+                raise _Stopped()
+            if not outcome.ok:
+                dead = self.liveness("during the warm-up")
+                if dead is not None:
+                    return dead
+                assert self.watcher is not None
+                return Failure(
+                    WARMUP_FAILED,
+                    f"a warm-up request failed: {outcome.error_class}: {outcome.error_message}",
+                    tuple(self.watcher.evidence()),
+                    str(self.log_path),
+                )
+        return None
+
+    # -- serve ------------------------------------------------------------------------------
+
+    def liveness(self, when: str = "while serving") -> Failure | None:
+        """None when the server still serves; else why not, with its evidence."""
+        assert self.watcher is not None
+        services, unit = self.agent.services, self.spec.unit_name
+        self.watcher.sync()
+        if self.watcher.fatal_marker is not None or not services.status(unit).running:
+            return self._death(SERVER_DIED, f"died {when}")
+        timeout = min(HEALTH_TIMEOUT_CAP_S, self.limits.no_token_timeout_s)
+        if health_ok(self.endpoint, timeout):
+            return None
+        self.watcher.sync()
+        if self.watcher.fatal_marker is not None or not services.status(unit).running:
+            return self._death(SERVER_DIED, f"died {when}")
+        return Failure(
+            SERVER_HUNG,
+            f"the server process is alive but /health did not answer within {timeout:.0f} s",
+            tuple(self.watcher.evidence()),
+            str(self.log_path),
+        )
+
+    def _identity(self, run: RunSpec, attempt: int) -> dict[str, Any]:
+        return {
+            "run_id": run.run_id,
+            "label": run.label,
+            "server_id": self.spec.server_id,
+            "server_label": self.spec.label,
+            "sweep_id": self.agent.shard.sweep_id,
+            "host": self.agent.shard.host,
+            "boot_id": self.agent.boot_id,
+            "attempt": attempt,
+            "agent_pid": os.getpid(),
+            "gpus": list(self.spec.gpus),
+            "server": self.facts.to_json(),
+            "log_path": str(self.log_path),
+            "host_facts": self.agent.host_facts,
+            "provenance": run.provenance,
+        }
+
+    def _serve(self, pending: list[RunSpec]) -> None:
+        client = self._new_client()
+        for index, run in enumerate(pending):
+            if self._aborted.is_set():
+                return
+            self.progress.phase(self.spec.server_id, self.spec.label, "running", run.label)
+            attempt = self.agent.next_attempt(run.run_id)
+            started = time.time()
+            gate = Gate(self.liveness, self._aborted)
+            gate.checkpoint()
+            outcome = drive(Driver(client, self.limits, self.facts, gate, run)) if gate.open else WorkloadOutcome(failure=gate.failure)
+            if self._aborted.is_set():
+                return  # interrupted: no result, so a resumed agent redoes this run
+            self.agent.write_result(
+                build_result(identity=self._identity(run, attempt), workload=run.workload, outcome=outcome, started_at=started, ended_at=time.time())
+            )
+            if gate.failure is not None:
+                self.progress.error(self.spec.label, gate.failure.error_class, gate.failure.message)
+                self._fail_runs(pending[index + 1 :], gate.failure)
+                return
+
+    def _fail_runs(self, runs: list[RunSpec], failure: Failure) -> None:
+        for run in runs:
+            if self._aborted.is_set():
+                return
+            now = time.time()
+            self.agent.write_result(
+                build_result(
+                    identity=self._identity(run, self.agent.next_attempt(run.run_id)),
+                    workload=run.workload,
+                    outcome=WorkloadOutcome(failure=failure),
+                    started_at=now,
+                    ended_at=now,
+                )
+            )
+
+    # -- stop -------------------------------------------------------------------------------
+
+    def _bring_down(self) -> None:
+        spec = self.spec
+        self.progress.phase(spec.server_id, spec.label, "stopping")
+        try:
+            self.agent.services.stop(spec.unit_name, STOP_GRACE_S)
+        except ServiceError as exc:
+            self.progress.error(spec.label, SERVICE_ERROR, str(exc))
+        if self.watcher is not None:
+            # It was started: make sure it let go of its port and GPUs. (Never started: nothing of
+            # ours holds them, and a stranger's hold is already reported.)
+            self.watcher.close()
+            holders = wait_free(spec.port, spec.gpus, FREE_TIMEOUT_S)
+            if holders:
+                held = "; ".join(f"pid {h.pid} holds {h.holds}: {h.command}" for h in holders)
+                self.progress.error(spec.label, PORT_OR_GPU_BUSY, f"still held after the stop: {held}")
+        self.progress.finished_server(spec.server_id)
+

@@ -1,0 +1,487 @@
+"""Starting, watching and stopping long-lived processes (servers, the agent itself) on a host.
+Standard library only.
+
+Two implementations of one interface:
+- `SystemdServices`: units the controller installed as `<name>.service` (argv, env and the log
+  file -- `StandardOutput=append:<log>` -- are baked into the unit, with
+  `Environment=FLEET_SERVICE=<name>`); `systemctl start/stop/show`.
+- `ProcessServices`: for hosts without systemd. The process runs in a session of its own
+  (`setsid`), under a tiny `sh` that records its exit code in `<state_dir>/<name>.exit`; a pid
+  file `<state_dir>/<name>.pid` (JSON: pid, start time, boot id) finds it again after the agent
+  itself restarted. Stopping sends SIGTERM to the whole process group, then SIGKILL after a grace
+  period.
+
+A restarted agent that finds one of its servers still running KILLS it rather than adopting it:
+the run it was serving was interrupted and will be redone, and a server that already served part
+of that run holds its prompts in the prefix cache and its counters -- a fresh start is what makes
+the redone run comparable with the others. (The agent's own service is never stopped by itself.)
+
+Also here: making sure a port and GPUs are free after a stop, and clearing stale servers of an
+earlier run that still hold them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterable, Protocol
+
+from fleet.host.agent.results import write_json_atomic
+
+RUNNING, EXITED, ABSENT = "running", "exited", "absent"
+# Set in the environment of every service fleet starts (systemd units must set it too): a process
+# that holds a port or GPU the agent needs is killed only if it carries it -- a stale server of an
+# earlier run or sweep. Anything else (someone's own server) is reported, never killed.
+SERVICE_ENV_MARKER = "FLEET_SERVICE"
+# Runs the service, then records its exit code atomically: `sh -c SCRIPT fleet-service EXITFILE argv...`.
+_WRAPPER = 'f=$1; shift; "$@"; c=$?; printf "%s\\n" "$c" > "$f.tmp" && mv -f "$f.tmp" "$f"; exit "$c"'
+
+
+class ServiceError(Exception):
+    """A service could not be started, stopped or queried."""
+
+
+@dataclass(frozen=True)
+class ServiceSpec:
+    name: str
+    argv: list[str]
+    env: dict[str, str]
+    log_path: str
+    cwd: str | None = None
+
+
+@dataclass(frozen=True)
+class ServiceStatus:
+    name: str
+    state: str  # running | exited | absent
+    pid: int | None = None
+    exit_code: int | None = None  # negative: killed by that signal; None: unknown
+
+    @property
+    def running(self) -> bool:
+        return self.state == RUNNING
+
+    def to_json(self) -> dict[str, object]:
+        return {"name": self.name, "state": self.state, "pid": self.pid, "exit_code": self.exit_code}
+
+
+class Services(Protocol):
+    def start(self, spec: ServiceSpec) -> ServiceStatus: ...
+
+    def status(self, name: str) -> ServiceStatus: ...
+
+    def stop(self, name: str, grace_s: float) -> ServiceStatus: ...
+
+
+def boot_id() -> str:
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return "unknown"
+
+
+# ---------------------------------------------------------------------------------------------
+# /proc helpers
+
+
+def _stat_fields(pid: int) -> list[str] | None:
+    """Fields of /proc/<pid>/stat after the command name: [state, ppid, pgrp, ...]."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return text.rsplit(")", 1)[1].split()
+
+
+def pid_alive(pid: int) -> bool:
+    """Alive and not a zombie."""
+    fields = _stat_fields(pid)
+    return fields is not None and fields[0] != "Z"
+
+
+def start_ticks(pid: int) -> int | None:
+    """The process start time in clock ticks since boot: with the pid, a name that is never reused."""
+    fields = _stat_fields(pid)
+    return int(fields[19]) if fields else None
+
+
+def group_members(pgid: int) -> set[int]:
+    """Live processes of a process group."""
+    members = set()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            fields = _stat_fields(int(entry.name))
+            if fields and fields[0] != "Z" and int(fields[2]) == pgid:
+                members.add(int(entry.name))
+    return members
+
+
+def cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+    except OSError:
+        return ""
+
+
+def started_by_fleet(pid: int) -> bool:
+    """The process carries fleet's service marker in its environment (readable by root or its owner)."""
+    try:
+        environ = Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return False
+    return any(item.startswith(SERVICE_ENV_MARKER.encode() + b"=") for item in environ.split(b"\0"))
+
+
+def _wait_until(predicate: Callable[[], bool], timeout_s: float, interval_s: float = 0.05) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        if predicate():
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(interval_s)
+
+
+def kill_group(pgid: int, grace_s: float, reap: Callable[[], None] = lambda: None) -> None:
+    """SIGTERM the group, SIGKILL what is left after `grace_s`. `reap` collects our own children
+    (an unreaped child is a zombie, which would look alive to a signal-0 probe)."""
+
+    def gone() -> bool:
+        reap()
+        return not group_members(pgid)
+
+    for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 10.0)):
+        try:
+            os.killpg(pgid, sig)
+        except ProcessLookupError:
+            return
+        if _wait_until(gone, wait):
+            return
+
+
+# ---------------------------------------------------------------------------------------------
+# ProcessServices
+
+
+class ProcessServices:
+    def __init__(self, state_dir: Path) -> None:
+        self.state_dir = Path(state_dir)
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        self._children: dict[str, subprocess.Popen[bytes]] = {}
+
+    def _pid_file(self, name: str) -> Path:
+        return self.state_dir / f"{name}.pid"
+
+    def _exit_file(self, name: str) -> Path:
+        return self.state_dir / f"{name}.exit"
+
+    def _record(self, name: str) -> dict[str, Any] | None:
+        try:
+            record = json.loads(self._pid_file(name).read_text())
+        except (OSError, json.JSONDecodeError):
+            return None
+        if record.get("boot_id") != boot_id():
+            # From before a reboot: that process is gone, whatever now holds its pid.
+            self._pid_file(name).unlink(missing_ok=True)
+            return None
+        return record
+
+    def _reap(self) -> None:
+        for child in self._children.values():
+            child.poll()
+
+    def _members(self, record: dict[str, Any]) -> set[int]:
+        pid = int(record["pid"])
+        leader_ticks = start_ticks(pid)
+        if leader_ticks is not None and leader_ticks != record.get("start_ticks"):
+            return set()  # the pid (and so the group id) now belongs to another process
+        return group_members(pid)
+
+    def start(self, spec: ServiceSpec) -> ServiceStatus:
+        current = self.status(spec.name)
+        if current.running:
+            raise ServiceError(f"{spec.name}: already running as pid {current.pid}; stop it first")
+        if not spec.argv:
+            raise ServiceError(f"{spec.name}: empty argv")
+        exit_file = self._exit_file(spec.name)
+        exit_file.unlink(missing_ok=True)
+        Path(spec.log_path).parent.mkdir(parents=True, exist_ok=True)
+        with open(spec.log_path, "ab") as log:
+            try:
+                child = subprocess.Popen(
+                    ["/bin/sh", "-c", _WRAPPER, "fleet-service", str(exit_file), *spec.argv],
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    env={**os.environ, **spec.env, SERVICE_ENV_MARKER: spec.name},
+                    cwd=spec.cwd,
+                    start_new_session=True,
+                )
+            except OSError as exc:
+                raise ServiceError(f"{spec.name}: cannot start {spec.argv[0]}: {exc}") from exc
+        self._children[spec.name] = child
+        write_json_atomic(
+            self._pid_file(spec.name),
+            {
+                "pid": child.pid,
+                "start_ticks": start_ticks(child.pid),
+                "boot_id": boot_id(),
+                "argv": spec.argv,
+                "log_path": spec.log_path,
+                "started_at": time.time(),
+            },
+        )
+        return ServiceStatus(spec.name, RUNNING, child.pid)
+
+    def status(self, name: str) -> ServiceStatus:
+        self._reap()
+        record = self._record(name)
+        if record is None:
+            return ServiceStatus(name, ABSENT)
+        pid = int(record["pid"])
+        if self._members(record):
+            return ServiceStatus(name, RUNNING, pid)
+        return ServiceStatus(name, EXITED, pid, self._exit_code(name))
+
+    def _exit_code(self, name: str) -> int | None:
+        try:
+            return int(self._exit_file(name).read_text().strip())
+        except (OSError, ValueError):
+            child = self._children.get(name)
+            # The wrapper itself was killed by a signal: Popen knows it (as -signal) if we are its parent.
+            return child.returncode if child is not None else None
+
+    def stop(self, name: str, grace_s: float) -> ServiceStatus:
+        record = self._record(name)
+        if record is not None and self._members(record):
+            kill_group(int(record["pid"]), grace_s, self._reap)
+        final = self.status(name)
+        if final.running:
+            raise ServiceError(f"{name}: process group {final.pid} survived SIGKILL")
+        self._pid_file(name).unlink(missing_ok=True)
+        self._children.pop(name, None)
+        return final
+
+
+# ---------------------------------------------------------------------------------------------
+# SystemdServices
+
+
+def parse_systemctl_show(text: str) -> dict[str, str]:
+    """`systemctl show -p A,B unit` prints `A=value` lines."""
+    values = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition("=")
+        if sep:
+            values[key.strip()] = value.strip()
+    return values
+
+
+def systemd_status(name: str, show: dict[str, str]) -> ServiceStatus:
+    """A unit's status from its `systemctl show` properties."""
+    if show.get("LoadState") == "not-found":
+        return ServiceStatus(name, ABSENT)
+    pid = int(show.get("MainPID") or 0) or None
+    if show.get("ActiveState") in ("active", "activating", "reloading", "deactivating"):
+        return ServiceStatus(name, RUNNING, pid)
+    code: int | None = None
+    status = show.get("ExecMainStatus", "")
+    if status.isdigit() and show.get("ExecMainPID", "0") != "0":
+        # ExecMainCode 1 = CLD_EXITED (status is the exit code); 2/3 = killed/dumped (status is the signal).
+        code = int(status) if show.get("ExecMainCode") == "1" else -int(status)
+    return ServiceStatus(name, EXITED, pid, code)
+
+
+class SystemdServices:
+    PROPERTIES = "LoadState,ActiveState,SubState,MainPID,ExecMainPID,ExecMainCode,ExecMainStatus"
+
+    def _systemctl(self, *args: str, timeout_s: float = 60) -> subprocess.CompletedProcess[str]:
+        try:
+            return subprocess.run(["systemctl", *args], capture_output=True, text=True, timeout=timeout_s, check=False)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise ServiceError(f"systemctl {' '.join(args)}: {exc}") from exc
+
+    def _show(self, name: str) -> dict[str, str]:
+        result = self._systemctl("show", f"--property={self.PROPERTIES}", f"{name}.service")
+        if result.returncode != 0:
+            raise ServiceError(f"systemctl show {name}.service: {result.stderr.strip()}")
+        return parse_systemctl_show(result.stdout)
+
+    def start(self, spec: ServiceSpec) -> ServiceStatus:
+        self._systemctl("reset-failed", f"{spec.name}.service")
+        result = self._systemctl("start", f"{spec.name}.service")
+        if result.returncode != 0:
+            raise ServiceError(f"systemctl start {spec.name}.service: {result.stderr.strip()}")
+        return self.status(spec.name)
+
+    def status(self, name: str) -> ServiceStatus:
+        return systemd_status(name, self._show(name))
+
+    def stop(self, name: str, grace_s: float) -> ServiceStatus:
+        result = self._systemctl("stop", f"{name}.service", timeout_s=grace_s + 60)
+        if result.returncode != 0 and "not loaded" not in result.stderr:
+            raise ServiceError(f"systemctl stop {name}.service: {result.stderr.strip()}")
+        return self.status(name)
+
+
+def make_services(manager: str, state_dir: Path) -> Services:
+    if manager == "systemd":
+        return SystemdServices()
+    if manager == "process":
+        return ProcessServices(state_dir)
+    raise ServiceError(f"unknown service manager {manager!r}; expected systemd or process")
+
+
+# ---------------------------------------------------------------------------------------------
+# Ports and GPUs
+
+
+def port_open(port: int, host: str = "127.0.0.1", timeout_s: float = 1.0) -> bool:
+    """Something accepts connections on the port."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout_s):
+            return True
+    except OSError:
+        return False
+
+
+def _listening_inodes(port: int) -> set[str]:
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            local, state, inode = fields[1], fields[3], fields[9]
+            if state == "0A" and int(local.rsplit(":", 1)[1], 16) == port:  # 0A = LISTEN
+                inodes.add(inode)
+    return inodes
+
+
+def port_listeners(port: int) -> set[int]:
+    """Pids with a listening socket on the port (from /proc; needs root to see other users')."""
+    inodes = _listening_inodes(port)
+    if not inodes:
+        return set()
+    wanted = {f"socket:[{inode}]" for inode in inodes}
+    pids = set()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            links = {os.readlink(fd) for fd in (entry / "fd").iterdir()}
+        except OSError:
+            continue
+        if links & wanted:
+            pids.add(int(entry.name))
+    return pids
+
+
+def parse_gpu_uuids(text: str) -> dict[str, int]:
+    """`nvidia-smi --query-gpu=index,uuid --format=csv,noheader` -> {uuid: index}."""
+    uuids = {}
+    for line in text.splitlines():
+        fields = [f.strip() for f in line.split(",")]
+        if len(fields) == 2 and fields[0].isdigit():
+            uuids[fields[1]] = int(fields[0])
+    return uuids
+
+
+def parse_compute_apps(text: str) -> list[tuple[int, str]]:
+    """`nvidia-smi --query-compute-apps=pid,gpu_uuid --format=csv[,noheader]` -> [(pid, uuid)].
+    Also accepts wider queries whose first column is the pid and last the GPU uuid."""
+    apps = []
+    for line in text.splitlines():
+        fields = [f.strip() for f in line.split(",")]
+        if len(fields) >= 2 and fields[0].isdigit():
+            apps.append((int(fields[0]), fields[-1]))
+    return apps
+
+
+def gpu_pids(gpus: Iterable[int]) -> dict[int, set[int]] | None:
+    """{pid: {GPU indexes}} of compute processes on these GPUs; None when there is no nvidia-smi
+    (nothing can be checked) or it fails."""
+    if shutil.which("nvidia-smi") is None:
+        return None
+    try:
+        index_run = subprocess.run(
+            ["nvidia-smi", "--query-gpu=index,uuid", "--format=csv,noheader"], capture_output=True, text=True, timeout=30
+        )
+        apps_run = subprocess.run(
+            ["nvidia-smi", "--query-compute-apps=pid,gpu_uuid", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if index_run.returncode != 0 or apps_run.returncode != 0:
+        return None
+    wanted = set(gpus)
+    uuids = parse_gpu_uuids(index_run.stdout)
+    holders: dict[int, set[int]] = {}
+    for pid, uuid in parse_compute_apps(apps_run.stdout):
+        index = uuids.get(uuid)
+        if index in wanted:
+            holders.setdefault(pid, set()).add(index)
+    return holders
+
+
+@dataclass(frozen=True)
+class Holder:
+    pid: int
+    command: str
+    holds: str  # "port 30000" or "GPU 0,1"
+
+
+def find_holders(port: int, gpus: Iterable[int]) -> list[Holder]:
+    """Processes that hold the port or any of the GPUs."""
+    holders = [Holder(pid, cmdline(pid), f"port {port}") for pid in sorted(port_listeners(port))]
+    for pid, indexes in sorted((gpu_pids(gpus) or {}).items()):
+        holders.append(Holder(pid, cmdline(pid), "GPU " + ",".join(map(str, sorted(indexes)))))
+    return holders
+
+
+def clear_stale(port: int, gpus: Iterable[int], grace_s: float) -> tuple[list[Holder], list[Holder]]:
+    """Kill (by process group) the services fleet started earlier that hold the port or GPUs.
+    Returns (killed, blockers): blockers are holders fleet did not start, left alone -- or that
+    survived."""
+    killed: list[Holder] = []
+    blockers: list[Holder] = []
+    for holder in find_holders(port, gpus):
+        if not started_by_fleet(holder.pid):
+            blockers.append(holder)
+            continue
+        try:
+            pgid = os.getpgid(holder.pid)
+        except ProcessLookupError:
+            continue
+        kill_group(pgid, grace_s)
+        (blockers if pid_alive(holder.pid) else killed).append(holder)
+    return killed, blockers
+
+
+def wait_free(port: int, gpus: Iterable[int], timeout_s: float) -> list[Holder]:
+    """Wait until nothing listens on the port and no process uses the GPUs; what still holds them."""
+    gpus = list(gpus)
+    holders: list[Holder] = []
+
+    def free() -> bool:
+        nonlocal holders
+        holders = find_holders(port, gpus)
+        if not holders and port_open(port):
+            # Something answers but /proc does not say what (another user's process, another namespace).
+            holders = [Holder(0, "(unknown)", f"port {port}")]
+        return not holders
+
+    _wait_until(free, timeout_s, interval_s=0.25)
+    return holders

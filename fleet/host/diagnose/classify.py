@@ -1,0 +1,628 @@
+"""Classify why a run failed from its logs: `fleet diagnose`.
+
+How a log is read, and why it is fast: logs of long runs are almost all serving lines
+("Decode batch", "Prefill batch", uvicorn's `200 OK`, DDTree metrics), which never carry a failure.
+The file is read in large binary chunks; for each chunk the newlines and the serving markers are
+counted in C (`bytes.count`). When every line of a chunk is a serving line it is skipped whole (only
+its last decode line is parsed, for the summary). Only chunks with other lines are cut into small
+blocks, and only blocks with other lines are split into lines; each such line is tested against the
+catalogue's literals (`in` on bytes) and, on a hit, against the signature's regex. So the cost per
+gigabyte is a handful of C scans, whatever the size of the catalogue.
+
+Standard library only, like the catalogue and the log parser.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from fleet.host.diagnose.catalogue import (
+    SERVER_START_TIMEOUT_FIXES,
+    SIGNATURE_BY_NAME,
+    SIGNATURES,
+    FailureClass,
+    Kind,
+    Signature,
+    fill_fix,
+)
+from fleet.host.engines.sglang.logparse import (
+    DDTreeMetrics,
+    DecodeBatch,
+    LogSummary,
+    Other,
+    PrefillBatch,
+    ServerArgsLogged,
+    clean_line,
+    parse_line,
+    strip_prefix,
+)
+
+CHUNK_BYTES = 8 << 20
+BLOCK_BYTES = 64 << 10
+# A generic error followed by this many serving lines did not stop the server (one or two stray
+# lines can still come from rank 0 while another rank is dying).
+RECOVERY_SERVING_LINES = 3
+EVIDENCE_PER_SIGNATURE = 3
+
+_DECODE = b"] Decode batch"
+_PREFILL = b"] Prefill batch"
+_HTTP_OK = b'HTTP/1.1" 200 OK'
+_DDTREE = b"DDTREE metrics:"
+_DDTREE_ZERO = b"avg_accepted_drafts=0.00"
+# Lines worth handing to the log parser for the summary (startup figures, readiness).
+_SUMMARY_MARKERS = (
+    b"server_args=ServerArgs(",
+    b"Init torch distributed",
+    b"Load weight ",
+    b"Mamba Cache is allocated",
+    b"KV Cache is allocated",
+    b"Memory pool end",
+    b"Capture ",
+    b"max_total_num_tokens=",
+    b"fired up and ready",
+    _DDTREE,
+    b"Decode batch",
+    b"Prefill batch",
+)
+# Traceback frames quote the source of the failing statement (`raise RuntimeError(f"NCCL error:
+# {error_str}")`, `assert ..., "max_running_request is zero"`): code, not a message.
+_SOURCE_LINE = re.compile(r"^\s{4,}(?:raise\b|assert\b|return\b|logger\.|[\w.\[\]]+\s*[(=]|f?[\"'])")
+_CAPTURE_PHASES = {"cuda_graph_begin", "draft_cuda_graph_begin", "piecewise_cuda_graph_begin"}
+# What the server was doing when a startup step was its last line, for fix texts.
+_PHASE_ACTIVITY = {
+    "init_distributed_begin": "initialising torch distributed / NCCL",
+    "init_distributed_end": "about to load weights",
+    "load_weight_begin": "loading weights",
+    "memory_pool_end": "about to capture CUDA graphs",
+    "cuda_graph_begin": "capturing CUDA graphs",
+    "cuda_graph_end": "finishing startup after CUDA graph capture",
+    "draft_cuda_graph_begin": "capturing the draft model's CUDA graphs",
+    "draft_cuda_graph_end": "finishing startup after the draft's CUDA graphs",
+    "piecewise_cuda_graph_begin": "capturing piecewise CUDA graphs",
+    "piecewise_cuda_graph_end": "finishing startup after piecewise CUDA graphs",
+}
+_RESULT_SUFFIXES = {".json"}
+_LOG_SUFFIXES = {".log", ".txt", ".out", ".err", ".journal"}
+_EVIDENCE_KEYS = re.compile(r"error|evidence|message|detail|reason|traceback|stderr", re.IGNORECASE)
+# The agent's result document (fleet/host/agent/results.py) says why a run failed in
+# {"failure": {"class": ..., "message": ..., "evidence": [...], "log_path": ...}}.
+_STATUS_KEYS = {"status", "class", "error_class", "failure_class"}
+_START_TIMEOUT_VALUES = {"server_start_timeout"}
+_TIMEOUT_SECONDS = re.compile(r"not ready after (\d+(?:\.\d+)?) s")
+
+
+class ReadInto(Protocol):
+    """A binary stream read into a caller's buffer: an open file (buffering=0) or io.BytesIO."""
+
+    def readinto(self, buffer: memoryview, /) -> int | None: ...
+
+
+@dataclass(frozen=True)
+class Evidence:
+    line: int
+    text: str
+
+
+@dataclass(frozen=True)
+class Finding:
+    name: str
+    line: int
+    text: str
+    advice: str
+    count: int
+
+    def to_json(self) -> dict[str, object]:
+        return {"name": self.name, "line": self.line, "text": self.text, "advice": self.advice, "count": self.count}
+
+
+@dataclass(frozen=True)
+class DiagnosisHint:
+    """What the caller knows beyond the log: the server was killed for not becoming ready in time."""
+
+    server_start_timed_out: bool = False
+    start_timeout_s: float | None = None
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    path: str
+    failure_class: str | None  # a FailureClass value; None: no failure in this log
+    evidence: tuple[Evidence, ...]
+    findings: tuple[Finding, ...]
+    fix: str | None
+    consequences: tuple[str, ...] = ()  # other failure classes seen after the root cause
+    summary: LogSummary | None = field(default=None, compare=False, repr=False)
+    # The numbers read around the root cause (context_len, kv_tokens, port, ...): what a fix rests on.
+    figures: dict[str, object] = field(default_factory=dict, compare=False, repr=False)
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "path": self.path,
+            "failure_class": self.failure_class,
+            "evidence": [{"line": item.line, "text": item.text} for item in self.evidence],
+            "findings": [finding.to_json() for finding in self.findings],
+            "fix": self.fix,
+        }
+
+
+@dataclass
+class _SignatureHits:
+    count: int = 0
+    examples: list[tuple[int, str, dict[str, str]]] = field(default_factory=list)
+    messages: set[str] = field(default_factory=set)
+    serving_at_last: int = 0
+
+
+def _compile_index() -> tuple[tuple[bytes, tuple[tuple[Signature, re.Pattern[str] | None], ...]], ...]:
+    by_literal: dict[bytes, list[tuple[Signature, re.Pattern[str] | None]]] = {}
+    for signature in SIGNATURES:
+        for trigger in signature.triggers:
+            pattern = re.compile(trigger.pattern) if trigger.pattern else None
+            by_literal.setdefault(trigger.literal.encode(), []).append((signature, pattern))
+    return tuple((literal, tuple(entries)) for literal, entries in by_literal.items())
+
+
+_INDEX = _compile_index()
+
+
+class _Scanner:
+    """Reads one log, keeps the summary and the catalogue hits of every server start."""
+
+    def __init__(self) -> None:
+        self.summary = LogSummary()
+        self.hits: dict[tuple[int, str], _SignatureHits] = {}
+        self.serving = 0
+        self.lines = 0
+        self._latest: dict[bytes, tuple[int, bytes]] = {}  # serving marker -> its latest line, unparsed
+
+    # -- reading ------------------------------------------------------------------------------
+    def scan(self, stream: ReadInto) -> None:
+        buffer = bytearray(CHUNK_BYTES)
+        carried = 0
+        next_line = 1
+        while True:
+            with memoryview(buffer) as view, view[carried:] as free:
+                read = stream.readinto(free)
+            if not read:
+                if carried:
+                    buffer[carried:carried] = b"\n"
+                    next_line = self._blocks(buffer, carried + 1, next_line)
+                break
+            end = carried + read
+            last_newline = buffer.rfind(b"\n", 0, end)
+            if last_newline < 0:
+                carried = end
+                if carried == len(buffer):  # one line longer than the buffer
+                    buffer.extend(bytes(len(buffer)))
+                continue
+            next_line = self._blocks(buffer, last_newline + 1, next_line)
+            rest = end - last_newline - 1
+            buffer[:rest] = buffer[last_newline + 1 : end]
+            carried = rest
+        self._flush_latest()
+        self.lines = next_line - 1
+        self.summary.lines = self.lines
+
+    def _blocks(self, buffer: bytearray, end: int, first_line: int) -> int:
+        """Scan the whole lines buffer[:end] block by block; returns the number of the next line."""
+        line = first_line
+        start = 0
+        while start < end:
+            cut = buffer.find(b"\n", min(start + BLOCK_BYTES, end) - 1, end) + 1
+            line = self._block(buffer, start, cut, line)
+            start = cut
+        return line
+
+    def _block(self, buffer: bytearray, start: int, end: int, first_line: int) -> int:
+        newlines = buffer.count(b"\n", start, end)
+        decode = buffer.count(_DECODE, start, end)
+        prefill = buffer.count(_PREFILL, start, end)
+        ddtree = buffer.count(_DDTREE, start, end)
+        if decode + prefill + ddtree + buffer.count(_HTTP_OK, start, end) == newlines:
+            self._serving_only(buffer, start, end, first_line, newlines, decode, prefill, ddtree)
+        else:
+            self._line_by_line(bytes(buffer[start:end]), first_line)
+        return first_line + newlines
+
+    def _line_of(self, buffer: bytearray, position: int, end: int, first_line: int, newlines: int) -> tuple[int, bytes]:
+        line_start = buffer.rfind(b"\n", 0, position) + 1
+        line_end = buffer.find(b"\n", position, end)
+        return first_line + newlines - buffer.count(b"\n", position, end), bytes(buffer[line_start:line_end])
+
+    def _serving_only(
+        self, buffer: bytearray, start: int, end: int, first_line: int, newlines: int, decode: int, prefill: int, ddtree: int
+    ) -> None:
+        """A block of serving lines only: count them, remember the latest of each kind, parse nothing."""
+        self.summary.skip_serving(decode, prefill)
+        self.serving += decode + prefill
+        for count, marker in ((decode, _DECODE), (prefill, _PREFILL), (ddtree, _DDTREE)):
+            if count:
+                self._latest[marker] = self._line_of(buffer, buffer.rfind(marker, start, end), end, first_line, newlines)
+        zero = buffer.find(_DDTREE_ZERO, start, end) if ddtree else -1
+        if zero >= 0:
+            line_no, raw = self._line_of(buffer, zero, end, first_line, newlines)
+            self._examine(line_no, raw)
+            more = buffer.count(_DDTREE_ZERO, start, end) - 1
+            self.hits.setdefault((self.summary.starts, "ddtree_accepts_nothing"), _SignatureHits()).count += more
+
+    def _line_by_line(self, block: bytes, first_line: int) -> None:
+        lines = block.split(b"\n")
+        lines.pop()  # the block ends with a newline
+        for index, raw in enumerate(lines):
+            if _DECODE in raw:
+                self.serving += 1
+                self.summary.skip_serving(1, 0)
+                self._latest[_DECODE] = (first_line + index, raw)
+            elif _PREFILL in raw:
+                self.serving += 1
+                self.summary.skip_serving(0, 1)
+                self._latest[_PREFILL] = (first_line + index, raw)
+            elif _HTTP_OK not in raw:
+                self._examine(first_line + index, raw)
+
+    def _flush_latest(self) -> None:
+        """Parse the latest serving lines met since the last flush, for the summary."""
+        for line_no, raw in sorted(self._latest.values()):
+            event = parse_line(raw.decode("utf-8", "replace"), line_no)
+            if isinstance(event, (DecodeBatch, PrefillBatch, DDTreeMetrics)):
+                self.summary.set_latest(event)
+        self._latest.clear()
+
+    # -- one interesting line -----------------------------------------------------------------
+    def _examine(self, line_no: int, raw: bytes) -> None:
+        text: str | None = None
+        for marker in _SUMMARY_MARKERS:
+            if marker in raw:
+                text = raw.decode("utf-8", "replace")
+                event = parse_line(text, line_no)
+                if isinstance(event, (DecodeBatch, PrefillBatch)):  # a bare serving line, no prefix
+                    decode = isinstance(event, DecodeBatch)
+                    self.serving += 1
+                    self.summary.skip_serving(int(decode), int(not decode))
+                    self._latest[_DECODE if decode else _PREFILL] = (line_no, raw)
+                elif isinstance(event, DDTreeMetrics):
+                    self._latest[_DDTREE] = (line_no, raw)
+                elif event is not None and not isinstance(event, Other):
+                    if isinstance(event, ServerArgsLogged):
+                        self._flush_latest()
+                    self.summary.add(event)
+                break
+        matched: dict[Signature, dict[str, str]] = {}  # groups of all of a signature's triggers
+        message = ""
+        for literal, entries in _INDEX:
+            if literal not in raw:
+                continue
+            if text is None:
+                text = raw.decode("utf-8", "replace")
+            if not message:
+                message = strip_prefix(text).message
+                if _SOURCE_LINE.match(message):
+                    return
+                message = message.strip()
+            for signature, pattern in entries:
+                found = pattern.search(message) if pattern is not None else None
+                if pattern is not None and found is None:
+                    continue
+                groups = matched.setdefault(signature, {})
+                if found is not None:
+                    for key, value in found.groupdict().items():
+                        if value is not None:
+                            groups.setdefault(key, value)
+        for signature, groups in matched.items():
+            assert text is not None
+            self._record(signature, line_no, text, message, groups)
+
+    def _record(self, signature: Signature, line_no: int, text: str, message: str, groups: dict[str, str]) -> None:
+        hits = self.hits.setdefault((self.summary.starts, signature.name), _SignatureHits())
+        hits.count += 1
+        hits.serving_at_last = self.serving
+        if message not in hits.messages and len(hits.examples) < EVIDENCE_PER_SIGNATURE:
+            hits.messages.add(message)
+            hits.examples.append((line_no, clean_line(text), groups))
+
+
+def _figures(scan: _Scanner, start: int, hint: DiagnosisHint | None) -> dict[str, object]:
+    summary = scan.summary
+    figures: dict[str, object] = {}
+    if summary.kv_cache is not None:
+        figures["kv_tokens"] = summary.kv_cache.tokens
+    if summary.mamba_cache is not None:
+        figures["max_mamba_cache_size"] = summary.mamba_cache.max_mamba_cache_size
+    if summary.scheduler is not None:
+        figures["context_len"] = summary.scheduler.context_len
+        figures["max_total_num_tokens"] = summary.scheduler.max_total_num_tokens
+    if summary.server_args is not None:
+        args = summary.server_args.args
+        for name, figure in (
+            ("mem_fraction_static", "mem_fraction_static"),
+            ("max_running_requests", "requested_max_running_requests"),
+            ("context_length", "context_len"),
+        ):
+            value = args.get(name)
+            if value not in (None, "None") and figure not in figures:
+                figures[figure] = value
+    if summary.last_ddtree is not None:
+        figures["ddtree_budget"] = summary.last_ddtree.budget
+        figures["ddtree_accepted"] = f"{summary.last_ddtree.avg_accepted_drafts:.2f}"
+    if summary.last_phase is not None:
+        figures["last_phase"] = _PHASE_ACTIVITY[summary.last_phase.phase]
+        if summary.last_phase.phase in _CAPTURE_PHASES:
+            figures["capture_step"] = "CUDA graph capture"
+    if (start, "cuda_graph_capture_failed") in scan.hits:
+        figures["capture_step"] = "CUDA graph capture"
+    if hint is not None and hint.start_timeout_s is not None:
+        figures["timeout_s"] = hint.start_timeout_s
+    return figures
+
+
+def _derive(figures: dict[str, object]) -> dict[str, object]:
+    """Figures computed from others, for fix texts."""
+    if figures.get("context_len") is not None and figures.get("max_new_tokens") is not None:
+        figures["max_prompt_tokens"] = int(str(figures["context_len"])) - int(str(figures["max_new_tokens"]))
+    return figures
+
+
+def _first_groups(hits: _SignatureHits) -> dict[str, str]:
+    groups: dict[str, str] = {}
+    for _, _, found in hits.examples:
+        for key, value in found.items():
+            groups.setdefault(key, value)
+    return groups
+
+
+def _classify(scan: _Scanner, path: str, hint: DiagnosisHint | None) -> Diagnosis:
+    start = scan.summary.starts
+    current = {name: hits for (hit_start, name), hits in scan.hits.items() if hit_start == start}
+    fatal: list[tuple[Signature, _SignatureHits]] = []
+    recovered: list[_SignatureHits] = []
+    explained = any(SIGNATURE_BY_NAME[name].kind is Kind.FATAL for name in current)
+    for name, hits in current.items():
+        signature = SIGNATURE_BY_NAME[name]
+        if signature.kind is Kind.FINDING:
+            continue
+        # Beside a known failure, generic errors are its cascade; alone, they count only if the
+        # server stopped serving after them.
+        if (
+            signature.kind is Kind.GENERIC
+            and not explained
+            and scan.serving - hits.serving_at_last >= RECOVERY_SERVING_LINES
+        ):
+            recovered.append(hits)
+            continue
+        fatal.append((signature, hits))
+    fatal.sort(key=lambda item: (item[0].rank, item[1].examples[0][0]))
+
+    figures = _figures(scan, start, hint)
+    failure_class: str | None = None
+    evidence: tuple[Evidence, ...] = ()
+    fix: str | None = None
+    consequences: tuple[str, ...] = ()
+    if fatal:
+        root, root_hits = fatal[0]
+        assert root.failure_class is not None
+        failure_class = root.failure_class.value
+        evidence = tuple(Evidence(line, text) for line, text, _ in root_hits.examples)
+        if root.kind is Kind.GENERIC:
+            evidence = _generic_evidence([hits for signature, hits in fatal if signature.kind is Kind.GENERIC])
+        figures = _derive({**figures, **_first_groups(root_hits)})
+        fix = fill_fix(root.fixes, figures)
+        consequences = tuple(
+            dict.fromkeys(
+                signature.failure_class.value
+                for signature, _ in fatal[1:]
+                if signature.failure_class not in (None, root.failure_class, FailureClass.UNKNOWN)
+            )
+        )
+    elif hint is not None and hint.server_start_timed_out and not scan.summary.is_ready:
+        failure_class = FailureClass.SERVER_START_TIMEOUT.value
+        fix = fill_fix(SERVER_START_TIMEOUT_FIXES, figures)
+        if scan.summary.last_phase is not None:
+            phase = scan.summary.last_phase
+            evidence = (Evidence(phase.line_no, f"last startup step: {_PHASE_ACTIVITY[phase.phase]}"),)
+
+    findings = _findings(scan, start, figures, recovered, failure_class)
+    return Diagnosis(path, failure_class, evidence, findings, fix, consequences, scan.summary, figures)
+
+
+def _generic_evidence(generic: list[_SignatureHits]) -> tuple[Evidence, ...]:
+    """For an unexplained error: the distinct error lines of every generic signature, in file order."""
+    lines = sorted({(line, text) for hits in generic for line, text, _ in hits.examples})
+    return tuple(Evidence(line, text) for line, text in lines[: 2 * EVIDENCE_PER_SIGNATURE])
+
+
+def _findings(
+    scan: _Scanner, start: int, figures: dict[str, object], recovered: list[_SignatureHits], failure_class: str | None
+) -> tuple[Finding, ...]:
+    findings: dict[str, Finding] = {}
+
+    def add(name: str, line: int, text: str, count: int, extra: dict[str, str]) -> None:
+        if name in findings:
+            previous = findings[name]
+            findings[name] = Finding(name, previous.line, previous.text, previous.advice, previous.count + count)
+            return
+        advice = fill_fix(SIGNATURE_BY_NAME[name].fixes, {**figures, **extra})
+        findings[name] = Finding(name, line, text, advice, count)
+
+    for (hit_start, name), hits in sorted(scan.hits.items(), key=lambda item: item[1].examples[0][0]):
+        signature = SIGNATURE_BY_NAME[name]
+        line, text, groups = hits.examples[0]
+        if signature.kind is Kind.FINDING:
+            add(name, line, text, hits.count, groups)
+        elif hit_start < start and signature.kind is Kind.FATAL:
+            add("earlier_start_failed", line, text, 1, {})
+    for hits in recovered:
+        line, text, _ = hits.examples[0]
+        add("recovered_error", line, text, hits.count, {})
+    summary = scan.summary
+    startup_seen = summary.weights_loaded or summary.kv_cache or summary.last_phase
+    if failure_class is None and not summary.is_ready and startup_seen is not None:
+        add("startup_incomplete", startup_seen.line_no, "", 1, {})
+    return tuple(sorted(findings.values(), key=lambda finding: finding.line))
+
+
+def diagnose_stream(stream: ReadInto, path: str, hint: DiagnosisHint | None = None) -> Diagnosis:
+    scan = _Scanner()
+    scan.scan(stream)
+    return _classify(scan, path, hint)
+
+
+def diagnose_text(lines: Iterable[str], path: str | Path = "<text>", hint: DiagnosisHint | None = None) -> Diagnosis:
+    """Diagnose log lines already in memory (a pasted excerpt, a journald capture)."""
+    data = "\n".join(line.rstrip("\n") for line in lines).encode("utf-8", "surrogateescape")
+    return diagnose_stream(io.BytesIO(data + b"\n" if data else b""), str(path), hint)
+
+
+def diagnose_file(path: Path, hint: DiagnosisHint | None = None) -> Diagnosis:
+    with open(path, "rb", buffering=0) as stream:
+        return diagnose_stream(stream, str(path), hint)
+
+
+# -- result JSON ----------------------------------------------------------------------------------
+@dataclass
+class _JsonStrings:
+    evidence: list[str] = field(default_factory=list)
+    statuses: list[str] = field(default_factory=list)
+    log_paths: list[str] = field(default_factory=list)
+
+
+def _walk_json(value: object, key: str, found: _JsonStrings) -> None:
+    if isinstance(value, dict):
+        for child_key, child in value.items():
+            _walk_json(child, str(child_key), found)
+    elif isinstance(value, list):
+        for child in value:
+            _walk_json(child, key, found)
+    elif isinstance(value, str):
+        if key in _STATUS_KEYS:
+            found.statuses.append(value)
+        elif key == "log_path":
+            found.log_paths.append(value)
+        elif _EVIDENCE_KEYS.search(key) and value.strip():
+            found.evidence.append(value)
+
+
+@dataclass(frozen=True)
+class ResultEvidence:
+    """What a run's result JSON says about its failure: error texts (with the JSON line they start
+    on), whether the server was killed for a start timeout, and the file names of its logs."""
+
+    lines: tuple[tuple[int, str], ...]
+    hint: DiagnosisHint
+    log_names: tuple[str, ...]
+
+
+def read_result_json(path: Path) -> ResultEvidence:
+    raw = path.read_text(encoding="utf-8", errors="replace")
+    try:
+        document = json.loads(raw)
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{path}: not valid JSON (line {error.lineno}: {error.msg})") from error
+    found = _JsonStrings()
+    _walk_json(document, "", found)
+    lines: list[tuple[int, str]] = []
+    cursor = 0  # the walk meets strings in file order: search each one after the previous
+    for value in found.evidence:
+        json_line = 0  # unknown, if the file escapes differently from either json.dumps form
+        for encoded in (json.dumps(value), json.dumps(value, ensure_ascii=False)):
+            where = raw.find(encoded, cursor)
+            if where >= 0:
+                cursor = where + len(encoded)
+                json_line = raw.count("\n", 0, where) + 1
+                break
+        lines.extend((json_line, part) for part in value.splitlines() if part.strip())
+    timed_out = any(status in _START_TIMEOUT_VALUES for status in found.statuses)
+    seconds = next((float(m.group(1)) for text in found.evidence if (m := _TIMEOUT_SECONDS.search(text))), None)
+    names = tuple(dict.fromkeys(Path(log_path).name for log_path in found.log_paths))
+    return ResultEvidence(tuple(lines), DiagnosisHint(timed_out, seconds if timed_out else None), names)
+
+
+def _diagnose_result(path: Path, evidence: ResultEvidence) -> Diagnosis:
+    diagnosis = diagnose_text([text for _, text in evidence.lines], path, evidence.hint)
+    # Line numbers inside the extracted text -> lines of the JSON file.
+    json_lines = [line for line, _ in evidence.lines]
+
+    def remap(line: int) -> int:
+        return json_lines[line - 1] if 0 < line <= len(json_lines) else line
+
+    return Diagnosis(
+        diagnosis.path,
+        diagnosis.failure_class,
+        tuple(Evidence(remap(item.line), item.text) for item in diagnosis.evidence),
+        tuple(Finding(f.name, remap(f.line), f.text, f.advice, f.count) for f in diagnosis.findings),
+        diagnosis.fix,
+        diagnosis.consequences,
+        diagnosis.summary,
+    )
+
+
+def _diagnose_folder(folder: Path) -> list[Diagnosis]:
+    """The logs of a folder that show a failure or a finding, and the result files whose failure
+    the logs do not show (a client-side HTTP 400, a start timeout without a log)."""
+    files = sorted(p for p in folder.iterdir() if p.is_file())
+    logs = {p for p in files if p.suffix in _LOG_SUFFIXES}
+    results: list[tuple[Path, ResultEvidence]] = []
+    for path in (p for p in files if p.suffix in _RESULT_SUFFIXES):
+        try:
+            results.append((path, read_result_json(path)))
+        except ValueError:
+            continue  # not a result file of ours: a folder may hold other JSON
+    hint = next((evidence.hint for _, evidence in results if evidence.hint.server_start_timed_out), None)
+    for _, evidence in results:  # the server log a result names, fetched next to it
+        logs.update(folder / name for name in evidence.log_names if (folder / name).is_file())
+    diagnoses = [diagnose_file(log, hint) for log in sorted(logs)]
+    shown = {diagnosis.failure_class for diagnosis in diagnoses}
+    for path, evidence in results:
+        diagnosis = _diagnose_result(path, evidence)
+        if diagnosis.failure_class not in shown:
+            diagnoses.append(diagnosis)
+            shown.add(diagnosis.failure_class)
+    return [diagnosis for diagnosis in diagnoses if diagnosis.failure_class is not None or diagnosis.findings]
+
+
+def diagnose_paths(paths: Sequence[Path]) -> list[Diagnosis]:
+    """Diagnose log files, result JSON files, run folders and whole sweep folders.
+
+    A file named explicitly is always reported; inside folders (searched recursively) only logs and
+    results that show a failure or a finding are.
+    """
+    diagnoses: list[Diagnosis] = []
+    for path in paths:
+        if path.is_dir():
+            folders = [path, *sorted(p for p in path.rglob("*") if p.is_dir())]
+            for folder in folders:
+                diagnoses.extend(_diagnose_folder(folder))
+        elif path.is_file():
+            if path.suffix in _RESULT_SUFFIXES:
+                evidence = read_result_json(path)
+                diagnoses.append(_diagnose_result(path, evidence))
+            else:
+                diagnoses.append(diagnose_file(path))
+        else:
+            raise FileNotFoundError(f"{path}: no such file or folder to diagnose")
+    return diagnoses
+
+
+def render_diagnoses(diagnoses: Sequence[Diagnosis]) -> str:
+    """Plain text for a terminal: one block per log."""
+    if not diagnoses:
+        return "No failures or findings.\n"
+    blocks: list[str] = []
+    for diagnosis in diagnoses:
+        head = f"{diagnosis.path}: {diagnosis.failure_class or 'no failure'}"
+        if diagnosis.consequences:
+            head += f"  (then: {', '.join(diagnosis.consequences)})"
+        lines = [head]
+        lines += [f"  line {item.line}: {item.text}" for item in diagnosis.evidence]
+        if diagnosis.fix:
+            lines.append(f"  fix: {diagnosis.fix}")
+        for finding in diagnosis.findings:
+            times = f" (x{finding.count})" if finding.count > 1 else ""
+            lines.append(f"  finding {finding.name}{times} at line {finding.line}: {finding.advice}")
+        blocks.append("\n".join(lines))
+    return "\n\n".join(blocks) + "\n"

@@ -1,0 +1,21 @@
+"""`sim`: an SGLang server stand-in that starts, serves and fails the way SGLang does.
+
+Standard library only (it ships to hosts with the agent); it uses fleet.host.engines.sglang.memory and
+fleet.host.modelcard for SGLang's memory formulas and the model description.
+
+    python -m fleet.host.engines.sim --model-path qwen3.6-27b --tp-size 1 --port 30000 [sglang.launch_server flags]
+
+Sim-only settings (flags win over the environment):
+- FLEET_SIM_SPEED / --sim-speed: wall seconds per simulated second (0.01: everything 100x faster).
+  Every time the server reports (e2e_latency, throughputs, log elapsed) is wall-clock.
+- FLEET_SIM_SEED / --sim-seed: seed of the generated tokens and acceptance (default 0).
+- FLEET_SIM_FAULTS / --sim-faults: fault profile JSON (see faults.py); default
+  `$FLEET_SIM_WORK_DIR/sim-faults.json` when FLEET_SIM_WORK_DIR is set.
+- FLEET_SIM_SGLANG_VERSION: whose memory formulas apply (default 0.5.12, see server.py).
+- GPUs: from `nvidia-smi` (honouring CUDA_VISIBLE_DEVICES), else --sim-gpu-name/-count/-memory-mib/
+  -compute-cap/-driver and --sim-cuda-toolkit (or FLEET_SIM_GPU_* / FLEET_SIM_CUDA_TOOLKIT).
+  With FLEET_FAKE_GPU_DIR set, the server registers itself in `$FLEET_FAKE_GPU_DIR/procs/<pid>.json`.
+
+Logs: SGLang's and uvicorn's lines on stderr, uvicorn's access log on stdout. Token counts come
+from `fleet.host.engines.sim.tokenizer.count_tokens`, which fleet's workloads use to size prompts.
+"""

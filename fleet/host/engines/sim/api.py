@@ -1,0 +1,543 @@
+"""SGLang's HTTP API on top of the simulated engine: the routes, request validation and the exact
+JSON and SSE shapes of `entrypoints/http_server.py` and `entrypoints/openai/serving_*.py` (v0.5.13).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from fleet.host.engines.sim import metrics, sgltext, tokenizer
+from fleet.host.engines.sim.console import ERROR, WARNING, Console
+from fleet.host.engines.sim.engine import Engine, SimRequest
+from fleet.host.engines.sim.httpserver import Connection, HttpRequest, dumps
+
+SGLANG_VERSION_REPORTED = "0.5.13"
+HEALTH_CHECK_TIMEOUT_S = 20  # sglang's HEALTH_CHECK_TIMEOUT
+DEFAULT_MAX_NEW_TOKENS = 128  # SamplingParams.max_new_tokens
+DEFAULT_COMPLETION_MAX_TOKENS = 16  # CompletionRequest.max_tokens
+
+
+class RequestError(Exception):
+    """A request SGLang rejects with HTTP 400 before it reaches the scheduler."""
+
+
+@dataclass
+class ServerState:
+    server_args: dict[str, Any]  # ServerArgs fields, resolved
+    scheduler_info: dict[str, Any]  # status, max_total_num_tokens, max_req_input_len
+    context_len: int
+    served_model_name: str
+    model_type: str
+    architectures: list[str]
+    has_image_understanding: bool
+    memory_usage: dict[str, Any]
+    max_running_requests: int
+    reserved_spec_tokens: int  # EAGLE reserves draft slots on top of the input
+    spec_num_draft_tokens: int | None
+    started_at: float
+    ready_at: float | None = None
+    load_weights_s: float = 0.0
+    status: str = "Starting"  # Starting | Up | UnHealthy (ServerStatus)
+    created: int = field(default_factory=lambda: int(time.time()))
+
+
+def openai_error(message: str, error_type: str = "BadRequestError", code: int = 400) -> dict[str, Any]:
+    return {"object": "error", "message": message, "type": error_type, "param": None, "code": code}
+
+
+def finish_type(request: SimRequest) -> str | None:
+    return request.finish_reason["type"] if request.finish_reason else None
+
+
+def matched_stop(request: SimRequest) -> Any:
+    return request.finish_reason.get("matched") if request.finish_reason else None
+
+
+class Api:
+    def __init__(self, state: ServerState, engine: Engine, console: Console, speed: float, enable_metrics: bool,
+                 enable_cache_report: bool) -> None:
+        self.state = state
+        self.engine = engine
+        self.console = console
+        self.speed = speed
+        self.enable_metrics = enable_metrics
+        self.enable_cache_report = enable_cache_report
+        self.routes: dict[tuple[str, str], Callable[[HttpRequest, Connection], Any]] = {
+            ("GET", "/health"): self.health,
+            ("GET", "/health_generate"): self.health,
+            ("GET", "/model_info"): self.model_info,
+            ("GET", "/get_model_info"): self.deprecated_info,
+            ("GET", "/server_info"): self.server_info,
+            ("GET", "/get_server_info"): self.deprecated_info,
+            ("GET", "/v1/models"): self.models,
+            ("POST", "/generate"): self.generate,
+            ("PUT", "/generate"): self.generate,
+            ("POST", "/v1/completions"): self.completions,
+            ("POST", "/v1/chat/completions"): self.chat_completions,
+            ("POST", "/flush_cache"): self.flush_cache,
+            ("GET", "/flush_cache"): self.flush_cache,
+        }
+        if enable_metrics:
+            self.routes[("GET", "/metrics")] = self.metrics
+
+    async def __call__(self, request: HttpRequest, connection: Connection) -> None:
+        api_key = self.state.server_args.get("api_key")
+        # utils/auth.py: health and metrics stay open; everything else needs the bearer token.
+        if api_key and not request.path.startswith(("/health", "/metrics")) and (
+            request.headers.get("authorization") != f"Bearer {api_key}"
+        ):
+            return connection.send(401, {"error": "Unauthorized"})
+        handler = self.routes.get((request.method, request.path))
+        if handler is None:
+            if request.method == "GET" and request.path.startswith("/v1/models/"):
+                return self.model_card(request, connection, request.path[len("/v1/models/"):])
+            known_path = any(path == request.path for _, path in self.routes)
+            if known_path:
+                return connection.send(405, {"detail": "Method Not Allowed"})
+            return connection.send(404, {"detail": "Not Found"})
+        try:
+            await handler(request, connection)
+        except ValueError as exc:  # malformed JSON body
+            if not connection.responded:
+                connection.send(400, {"error": {"message": f"Invalid request body: {exc}"}})
+
+    # --- health and info -----------------------------------------------------------------------
+
+    async def health(self, request: HttpRequest, connection: Connection) -> None:
+        """Sends a 1-token generation; 200 as soon as the scheduler shows any progress."""
+        if self.state.status == "Starting":
+            return connection.send(503, b"")
+        sink = _DiscardSink()
+        probe = self.engine.new_request(None, 1, 1, sink, log_metrics=False)
+        tic = time.time()
+        self.engine.submit(probe)
+        deadline = tic + HEALTH_CHECK_TIMEOUT_S * self.speed
+        while time.time() < deadline:
+            await asyncio.sleep(self.speed)
+            if self.engine.last_progress > tic:
+                self.engine.abort(probe)
+                self.state.status = "Up"
+                return connection.send(200, b"")
+        self.engine.abort(probe)
+        self.console.main(sgltext.health_check_failed(HEALTH_CHECK_TIMEOUT_S, tic, self.engine.last_progress), ERROR)
+        self.state.status = "UnHealthy"
+        connection.send(503, b"")
+
+    def _model_info(self) -> dict[str, Any]:
+        args = self.state.server_args
+        return {
+            "model_path": args["model_path"],
+            "tokenizer_path": args["tokenizer_path"],
+            "is_generation": True,
+            "preferred_sampling_params": None,
+            "weight_version": "default",
+            "has_image_understanding": self.state.has_image_understanding,
+            "has_audio_understanding": False,
+            "model_type": self.state.model_type,
+            "architectures": self.state.architectures,
+        }
+
+    async def model_info(self, request: HttpRequest, connection: Connection) -> None:
+        connection.send(200, self._model_info())
+
+    async def deprecated_info(self, request: HttpRequest, connection: Connection) -> None:
+        """/get_model_info and /get_server_info: the same data, with SGLang's deprecation warning."""
+        current = request.path.replace("/get_", "/", 1)
+        self.console.main(
+            f"Endpoint '{request.path}' is deprecated and will be removed in a future version. Please use '{current}' instead.",
+            WARNING,
+        )
+        connection.send(200, self._model_info() if current == "/model_info" else self._server_info())
+
+    def _server_info(self) -> dict[str, Any]:
+        stats = self.engine.stats
+        internal = dict(self.state.server_args)
+        internal["last_gen_throughput"] = stats.last_gen_throughput
+        internal["memory_usage"] = self.state.memory_usage
+        internal["effective_max_running_requests_per_dp"] = self.state.max_running_requests
+        if stats.avg_spec_accept_length is not None:
+            internal["avg_spec_accept_length"] = stats.avg_spec_accept_length
+        return {
+            **self.state.server_args,
+            **self.state.scheduler_info,
+            "internal_states": [internal],
+            "version": SGLANG_VERSION_REPORTED,
+            "kv_events": None,
+        }
+
+    async def server_info(self, request: HttpRequest, connection: Connection) -> None:
+        connection.send(200, self._server_info())
+
+    def _model_card(self) -> dict[str, Any]:
+        name = self.state.served_model_name
+        return {"id": name, "object": "model", "created": self.state.created, "owned_by": "sglang", "root": name,
+                "parent": None, "max_model_len": self.state.context_len}
+
+    async def models(self, request: HttpRequest, connection: Connection) -> None:
+        connection.send(200, {"object": "list", "data": [self._model_card()]})
+
+    def model_card(self, request: HttpRequest, connection: Connection, name: str) -> None:
+        if name != self.state.served_model_name:
+            return connection.send(404, {"error": {"message": f"The model '{name}' does not exist",
+                                                   "type": "invalid_request_error", "param": "model", "code": "model_not_found"}})
+        connection.send(200, self._model_card())
+
+    async def flush_cache(self, request: HttpRequest, connection: Connection) -> None:
+        connection.send(
+            200,
+            b"Cache flushed.\nPlease check backend logs for more details. (When there are running or waiting requests, the operation will not be performed.)\n",
+            "text/plain; charset=utf-8",
+        )
+
+    async def metrics(self, request: HttpRequest, connection: Connection) -> None:
+        engine = self.engine
+        stats = engine.stats
+        config = engine.config
+        used = sum(r.context_tokens for r in engine.running)
+        snapshot = metrics.MetricsSnapshot(
+            model_name=self.state.served_model_name,
+            num_running_reqs=len(engine.running),
+            num_queue_reqs=len(engine.waiting),
+            num_used_tokens=used,
+            token_usage=used / config.max_total_num_tokens,
+            mamba_usage=len(engine.running) / config.max_mamba_cache_size if config.max_mamba_cache_size else 0.0,
+            max_total_num_tokens=config.max_total_num_tokens,
+            context_len=config.context_len,
+            gen_throughput=stats.last_gen_throughput,
+            cache_hit_rate=stats.cached_tokens / stats.prompt_tokens if stats.prompt_tokens else 0.0,
+            spec_accept_length=stats.avg_spec_accept_length,
+            spec_accept_rate=(
+                (stats.accepted_tokens - stats.verify_ct) / (stats.verify_ct * max(self.state.spec_num_draft_tokens - 1, 1))
+                if stats.verify_ct and self.state.spec_num_draft_tokens else None
+            ),
+            spec_num_draft_tokens=self.state.spec_num_draft_tokens,
+            spec_verify_calls=stats.verify_ct,
+            prompt_tokens=stats.prompt_tokens,
+            generation_tokens=stats.generation_tokens,
+            num_requests=stats.num_requests,
+            num_aborted_requests=stats.num_aborted,
+            is_cuda_graph=config.cuda_graph_max_bs > 0,
+            engine_startup_time=(self.state.ready_at or time.time()) - self.state.started_at,
+            engine_load_weights_time=self.state.load_weights_s,
+            ttft=stats.ttft,
+            itl=stats.itl,
+            e2e=stats.e2e,
+        )
+        connection.send(200, metrics.render(snapshot).encode(), "text/plain; version=0.0.4; charset=utf-8")
+
+    # --- generation ----------------------------------------------------------------------------
+
+    def _validate_length(self, input_tokens: int, max_new_tokens: int | None) -> None:
+        """TokenizerManager._validate_one_request."""
+        context = self.state.context_len
+        counted = input_tokens + self.state.reserved_spec_tokens
+        if counted >= context:
+            raise RequestError(sgltext.input_exceeds_context(counted, context))
+        if max_new_tokens is not None and counted + max_new_tokens > context:
+            raise RequestError(sgltext.context_exceeded(context, counted + max_new_tokens, counted, max_new_tokens))
+
+    def _meta_info(self, request: SimRequest) -> dict[str, Any]:
+        meta: dict[str, Any] = {
+            "id": request.rid,
+            "finish_reason": request.finish_reason,
+            "prompt_tokens": request.prompt_tokens,
+            "weight_version": "default",
+            "num_retractions": 0,
+            "reasoning_tokens": 0,
+            "completion_tokens": request.completion_tokens,
+            "cached_tokens": request.cached_tokens,
+        }
+        if request.finish_reason is not None:
+            meta["e2e_latency"] = request.e2e_latency
+            drafts = self.state.spec_num_draft_tokens
+            if drafts and request.verify_ct > 0:
+                proposed = request.verify_ct * (drafts - 1)
+                meta["spec_accept_rate"] = request.correct_drafts / proposed
+                meta["spec_accept_length"] = request.completion_tokens / request.verify_ct
+                meta["spec_num_correct_drafts"] = request.correct_drafts
+                meta["spec_num_proposed_drafts"] = proposed
+                meta["spec_verify_ct"] = request.verify_ct
+                meta["spec_accepted_drafts"] = request.correct_drafts
+                meta["spec_proposed_drafts"] = proposed
+                meta["spec_correct_drafts_histogram"] = list(request.histogram)
+                meta["spec_accept_histogram"] = list(request.histogram)
+        return meta
+
+    async def generate(self, request: HttpRequest, connection: Connection) -> None:
+        body = request.json()
+        if not isinstance(body, dict):
+            return connection.send(400, {"error": {"message": "The request body must be a JSON object."}})
+        stream = bool(body.get("stream"))
+        params = body.get("sampling_params") or {}
+        max_new_tokens = params.get("max_new_tokens", DEFAULT_MAX_NEW_TOKENS)
+        prompts = _generate_prompts(body)
+        if not prompts:
+            return self._generate_error(connection, stream, "Either text or input_ids should be provided.")
+        if stream and len(prompts) > 1:
+            return self._generate_error(connection, stream, "The simulator streams one prompt per request, not a batch.")
+        try:
+            for _, prompt_tokens in prompts:
+                self._validate_length(prompt_tokens, max_new_tokens)
+        except RequestError as exc:
+            return self._generate_error(connection, stream, str(exc))
+        if stream:
+            sink = _GenerateStream(connection, self)
+            sim_request = self.engine.new_request(prompts[0][0], prompts[0][1], max_new_tokens, sink)
+            connection.start_stream()
+            self.engine.submit(sim_request)
+            await sink.done
+            return
+        sinks = [_Collect() for _ in prompts]
+        collected = [self.engine.new_request(text, tokens, max_new_tokens, sink) for (text, tokens), sink in zip(prompts, sinks)]
+        for sim_request in collected:
+            self.engine.submit(sim_request)
+        await asyncio.gather(*(sink.done for sink in sinks))
+        for sim_request in collected:
+            reason = sim_request.finish_reason or {}
+            if reason.get("type") == "abort" and reason.get("status_code"):
+                self.console.main(sgltext.http_error(reason["message"]), ERROR)
+                return connection.send(400, {"error": {"message": reason["message"]}})
+        results = [{"text": r.text, "output_ids": r.output_ids, "meta_info": self._meta_info(r)} for r in collected]
+        # A batch (a list of texts or of input_ids lists) gets a list back, one prompt a single object.
+        connection.send(200, results if _is_batch(body) else results[0])
+
+    def _generate_error(self, connection: Connection, stream: bool, message: str) -> None:
+        self.console.main(sgltext.http_error(message), ERROR)
+        if stream:
+            connection.start_stream()
+            error = {"error": {"message": message, "type": "invalid_request_error", "code": 400, "retryable": False}}
+            connection.write_chunk(b"data: " + dumps(error) + b"\n\n")
+            connection.write_chunk(b"data: [DONE]\n\n")
+            connection.end_stream()
+        else:
+            connection.send(400, {"error": {"message": message}})
+
+    async def completions(self, request: HttpRequest, connection: Connection) -> None:
+        body = request.json()
+        if not isinstance(body, dict) or "prompt" not in body:
+            return connection.send(400, openai_error("The request must have a prompt."))
+        prompt = body["prompt"]
+        if isinstance(prompt, list) and prompt and isinstance(prompt[0], str):
+            prompt = prompt[0]
+        if isinstance(prompt, str):
+            text: str | None = prompt
+            prompt_tokens = tokenizer.count_tokens(prompt)
+        else:
+            text = None
+            prompt_tokens = len(prompt[0] if prompt and isinstance(prompt[0], list) else prompt)
+        max_tokens = body.get("max_tokens", DEFAULT_COMPLETION_MAX_TOKENS)
+        await self._openai(body, connection, text, prompt_tokens, max_tokens, chat=False)
+
+    async def chat_completions(self, request: HttpRequest, connection: Connection) -> None:
+        body = request.json()
+        messages = body.get("messages") if isinstance(body, dict) else None
+        if not isinstance(messages, list) or not messages:
+            return connection.send(400, openai_error("The request must have a non-empty list of messages."))
+        text = "\n".join(tokenizer.message_text(m) for m in messages if isinstance(m, dict))
+        prompt_tokens = tokenizer.count_chat_tokens([m for m in messages if isinstance(m, dict)])
+        max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
+        await self._openai(body, connection, text, prompt_tokens, max_tokens, chat=True)
+
+    async def _openai(self, body: dict, connection: Connection, text: str | None, prompt_tokens: int,
+                      max_tokens: int | None, chat: bool) -> None:
+        try:
+            self._validate_length(prompt_tokens, max_tokens)
+        except RequestError as exc:
+            # Streaming requests are validated before the 200 goes out: same 400 JSON.
+            return connection.send(400, openai_error(str(exc)))
+        model = body.get("model") or self.state.served_model_name
+        stream = bool(body.get("stream"))
+        include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+        sink: _Sink = _OpenAIStream(connection, self, model, chat, include_usage) if stream else _Collect()
+        sim_request = self.engine.new_request(text, prompt_tokens, max_tokens, sink)
+        if stream:
+            connection.start_stream()
+        self.engine.submit(sim_request)
+        await sink.done
+        if stream:
+            return
+        reason = sim_request.finish_reason or {}
+        if reason.get("type") == "abort" and reason.get("status_code"):
+            return connection.send(400, openai_error(reason["message"]))
+        usage = self._usage(sim_request)
+        if chat:
+            choice = {"index": 0, "message": {"role": "assistant", "content": sim_request.text, "reasoning_content": None,
+                                              "tool_calls": None},
+                      "logprobs": None, "finish_reason": finish_type(sim_request), "matched_stop": matched_stop(sim_request)}
+            kind = "chat.completion"
+        else:
+            choice = {"index": 0, "text": sim_request.text, "logprobs": None, "finish_reason": finish_type(sim_request),
+                      "matched_stop": matched_stop(sim_request)}
+            kind = "text_completion"
+        connection.send(200, {"id": sim_request.rid, "object": kind, "created": int(time.time()), "model": model,
+                              "choices": [choice], "usage": usage, "metadata": {"weight_version": "default"}})
+
+    def _usage(self, request: SimRequest) -> dict[str, Any]:
+        details = {"cached_tokens": request.cached_tokens} if self.enable_cache_report else None
+        return {"prompt_tokens": request.prompt_tokens, "total_tokens": request.prompt_tokens + request.completion_tokens,
+                "completion_tokens": request.completion_tokens, "prompt_tokens_details": details, "reasoning_tokens": 0}
+
+
+def _is_batch(body: dict[str, Any]) -> bool:
+    text, input_ids = body.get("text"), body.get("input_ids")
+    return isinstance(text, list) or (isinstance(input_ids, list) and bool(input_ids) and isinstance(input_ids[0], list))
+
+
+def _generate_prompts(body: dict[str, Any]) -> list[tuple[str | None, int]]:
+    """(text, prompt tokens) per prompt of a /generate body: `text` (a string or a list of them) or
+    `input_ids` (a list of ids or a list of such lists)."""
+    text, input_ids = body.get("text"), body.get("input_ids")
+    if isinstance(text, str):
+        return [(text, tokenizer.count_tokens(text))]
+    if isinstance(text, list):
+        return [(t, tokenizer.count_tokens(t)) for t in text if isinstance(t, str)]
+    if isinstance(input_ids, list) and input_ids:
+        batches = input_ids if isinstance(input_ids[0], list) else [input_ids]
+        return [(None, len(ids)) for ids in batches]
+    return []
+
+
+class _Sink:
+    def __init__(self) -> None:
+        self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    def on_tokens(self, request: SimRequest, pieces: list[str]) -> None:
+        pass
+
+    def on_finish(self, request: SimRequest) -> None:
+        if not self.done.done():
+            self.done.set_result(None)
+
+
+class _Collect(_Sink):
+    """Non-streamed responses: everything is read from the request once it finishes."""
+
+
+class _DiscardSink:
+    def on_tokens(self, request: SimRequest, pieces: list[str]) -> None:
+        pass
+
+    def on_finish(self, request: SimRequest) -> None:
+        pass
+
+
+class _StreamSink(_Sink):
+    def __init__(self, connection: Connection, api: Api) -> None:
+        super().__init__()
+        self.connection = connection
+        self.api = api
+
+    def _send(self, request: SimRequest, payload: bytes) -> None:
+        if not self.connection.write_chunk(payload):
+            # The client hung up: SGLang aborts the request (create_abort_task).
+            self.api.engine.abort(request)
+            self.on_finish(request)
+
+    def on_finish(self, request: SimRequest) -> None:
+        if not self.done.done():
+            self.connection.write_chunk(b"data: [DONE]\n\n")
+            self.connection.end_stream()
+        super().on_finish(request)
+
+
+# Streamed chunks are formatted from templates on the hot path (one per token step and stream);
+# they produce exactly what json.dumps of the equivalent dict would (tests compare the two).
+_RUNNING_META = (
+    '{"id":"%s","finish_reason":null,"prompt_tokens":%d,"weight_version":"default","num_retractions":0,'
+    '"reasoning_tokens":0,"completion_tokens":%d,"cached_tokens":%d}'
+)
+_escaped_pieces: dict[str, str] = {}
+
+
+def json_escaped(pieces: list[str]) -> str:
+    """The JSON string body (no quotes) of "".join(pieces), cached per piece."""
+    parts = []
+    for piece in pieces:
+        escaped = _escaped_pieces.get(piece)
+        if escaped is None:
+            escaped = dumps(piece).decode()[1:-1]
+            if len(_escaped_pieces) < 65536:
+                _escaped_pieces[piece] = escaped
+        parts.append(escaped)
+    return "".join(parts)
+
+
+class _GenerateStream(_StreamSink):
+    def __init__(self, connection: Connection, api: Api) -> None:
+        super().__init__(connection, api)
+        self._text = ""  # the cumulative text, JSON-escaped
+        self._ids = ""  # the cumulative output_ids, comma-separated
+
+    def on_tokens(self, request: SimRequest, pieces: list[str]) -> None:
+        # Non-incremental streaming (SGLang's default): cumulative text and output_ids every chunk.
+        if pieces:
+            self._text += json_escaped(pieces)
+            new_ids = ",".join(map(str, request.output_ids[-len(pieces):]))
+            self._ids = f"{self._ids},{new_ids}" if self._ids else new_ids
+        if request.finish_reason is None:
+            meta = _RUNNING_META % (request.rid, request.prompt_tokens, request.completion_tokens, request.cached_tokens)
+        else:
+            meta = dumps(self.api._meta_info(request)).decode()
+        self._send(request, f'data: {{"text":"{self._text}","output_ids":[{self._ids}],"meta_info":{meta}}}\n\n'.encode())
+
+    def on_finish(self, request: SimRequest) -> None:
+        reason = request.finish_reason or {}
+        if reason.get("type") == "abort" and reason.get("status_code") and request.completion_tokens == 0:
+            error = {"error": {"message": reason["message"], "type": "invalid_request_error", "code": 400, "retryable": False}}
+            self.connection.write_chunk(b"data: " + dumps(error) + b"\n\n")
+        super().on_finish(request)
+
+
+class _OpenAIStream(_StreamSink):
+    def __init__(self, connection: Connection, api: Api, model: str, chat: bool, include_usage: bool) -> None:
+        super().__init__(connection, api)
+        self.model = model
+        self.chat = chat
+        self.include_usage = include_usage
+        self.first = True
+        self.created = int(time.time())
+        kind = "chat.completion.chunk" if chat else "text_completion"
+        body = '"delta":{"role":null,"content":"%s","reasoning_content":null,"tool_calls":null}' if chat else '"text":"%s"'
+        # The content chunk as a %-template of (rid, escaped content): the dict-built chunk, pre-serialized.
+        self._content_template = (
+            'data: {"id":"%s","object":"' + kind + '","created":' + str(self.created) + ',"model":'
+            + dumps(model).decode().replace("%", "%%") + ',"choices":[{"index":0,' + body
+            + ',"logprobs":null,"finish_reason":null,"matched_stop":null}],"usage":null}\n\n'
+        )
+
+    def _chunk(self, request: SimRequest, content: str | None, finish: str | None, role: str | None = None) -> bytes:
+        if self.chat:
+            choice = {"index": 0, "delta": {"role": role, "content": content, "reasoning_content": None, "tool_calls": None},
+                      "logprobs": None, "finish_reason": finish, "matched_stop": matched_stop(request) if finish else None}
+            kind = "chat.completion.chunk"
+        else:
+            choice = {"index": 0, "text": content or "", "logprobs": None, "finish_reason": finish,
+                      "matched_stop": matched_stop(request) if finish else None}
+            kind = "text_completion"
+        chunk = {"id": request.rid, "object": kind, "created": self.created, "model": self.model, "choices": [choice],
+                 "usage": None}
+        return b"data: " + dumps(chunk) + b"\n\n"
+
+    def on_tokens(self, request: SimRequest, pieces: list[str]) -> None:
+        if self.first and self.chat:
+            self.first = False
+            self._send(request, self._chunk(request, "", None, role="assistant"))
+        self._send(request, (self._content_template % (request.rid, json_escaped(pieces))).encode())
+
+    def on_finish(self, request: SimRequest) -> None:
+        if not self.done.done():
+            reason = request.finish_reason or {}
+            if reason.get("type") == "abort" and reason.get("status_code"):
+                error = openai_error(reason["message"])
+                self.connection.write_chunk(b"data: " + dumps(error) + b"\n\n")
+            elif not request.aborted:
+                self.connection.write_chunk(self._chunk(request, None if self.chat else "", finish_type(request)))
+                if self.include_usage:
+                    usage: dict[str, Any] = {"id": request.rid, "object": "chat.completion.chunk" if self.chat else "text_completion",
+                             "created": self.created, "model": self.model, "choices": [],
+                             "usage": self.api._usage(request)}
+                    self.connection.write_chunk(b"data: " + dumps(usage) + b"\n\n")
+        super().on_finish(request)

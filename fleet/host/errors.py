@@ -1,0 +1,31 @@
+"""The base of fleet's errors and the ones that code on hosts raises (model cards, the simulator's
+settings). They live here because this package ships to hosts; `fleet.errors` re-exports them, and
+the rest of the hierarchy (transport, selection, engine configuration) lives there."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class FleetError(Exception):
+    """Base of every error fleet raises on purpose."""
+
+
+class ConfigError(FleetError):
+    """A host or playbook file is malformed. Names the file, the field and what was expected."""
+
+    def __init__(
+        self, path: Path | str, field: str, expected: str, got: object = None, *, more: tuple[str, ...] = ()
+    ) -> None:
+        self.path = str(path)
+        self.field = field
+        self.expected = expected
+        self.got = got
+        self.more = more
+        where = f"{self.path}: {field}" if field else self.path
+        detail = f"{where}: expected {expected}"
+        if got is not None:
+            detail += f", got {got!r}"
+        # Every other problem of the same file, so one run of the command shows them all.
+        detail += "".join(f"\n{self.path}: {line}" for line in more)
+        super().__init__(detail)

@@ -1,0 +1,1 @@
+"""Shipped model cards (JSON). Read them with `fleet.host.modelcard.load_model_card`."""
