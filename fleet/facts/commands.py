@@ -28,7 +28,6 @@ from fleet.facts.models import (
 from fleet.facts.parsers import (
     DF_SEPARATOR,
     DIR_ABSENT,
-    GPU_APPS_QUERY_FIELDS,
     GPU_QUERY_FIELDS,
     NVCC_ABSENT,
     NVCC_PATH_LABEL,
@@ -48,6 +47,7 @@ from fleet.facts.parsers import (
     parse_os_release,
     parse_systemd,
 )
+from fleet.host import nvidia_smi
 from fleet.transport.base import BOOT_ID_PATH
 
 T = TypeVar("T")
@@ -71,13 +71,9 @@ class Fact(Generic[T]):
     timeout_s: int = SECTION_TIMEOUT_S
 
 
-def _nvidia_smi_csv(query: str, fields: Sequence[str]) -> str:
-    return shlex.join(["nvidia-smi", f"--{query}={','.join(fields)}", "--format=csv,noheader,nounits"])
-
-
-GPUS: Fact[list[Gpu]] = Fact("gpus", _nvidia_smi_csv("query-gpu", GPU_QUERY_FIELDS), parse_gpus)
+GPUS: Fact[list[Gpu]] = Fact("gpus", shlex.join(nvidia_smi.query_command("query-gpu", GPU_QUERY_FIELDS)), parse_gpus)
 GPU_PROCESSES: Fact[list[GpuProcess]] = Fact(
-    "gpu_processes", _nvidia_smi_csv("query-compute-apps", GPU_APPS_QUERY_FIELDS), parse_gpu_processes
+    "gpu_processes", shlex.join(nvidia_smi.query_command("query-compute-apps", nvidia_smi.COMPUTE_APPS_FIELDS)), parse_gpu_processes
 )
 # only the plain table's header carries the CUDA version the driver supports
 DRIVER: Fact[Driver] = Fact("driver", "nvidia-smi", parse_driver_header)

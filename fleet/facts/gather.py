@@ -22,8 +22,9 @@ from fleet.facts import commands
 from fleet.facts.commands import Fact, composite_script, parse_section, split_sections
 from fleet.facts.models import Driver, FactsRequest, HostFacts
 from fleet.facts.parsers import FactError
+from fleet.host.atomic import atomic_file
 from fleet.inventory import NAME_PATTERN
-from fleet.transport.base import Transport, atomic_local_file
+from fleet.transport.base import Transport
 
 STAGING_PATH_KEY = "staging"
 DEFAULT_TIMEOUT_S = 180.0
@@ -145,7 +146,7 @@ class FactsCache:
             return None
 
     def store(self, host: str, facts: HostFacts) -> None:
-        with atomic_local_file(self.path(host)) as handle:
+        with atomic_file(self.path(host)) as handle:
             handle.write((facts.model_dump_json(indent=2) + "\n").encode())
 
     def invalidate(self, host: str) -> None:

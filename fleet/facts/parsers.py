@@ -27,6 +27,7 @@ from fleet.facts.models import (
     OperatingSystem,
     Systemd,
 )
+from fleet.host import nvidia_smi
 
 # the exit code of `sh` when a command is not found
 COMMAND_NOT_FOUND = 127
@@ -42,7 +43,6 @@ GPU_QUERY_FIELDS: tuple[str, ...] = (
     "memory.free",
     "driver_version",
 )
-GPU_APPS_QUERY_FIELDS: tuple[str, ...] = ("pid", "process_name", "used_memory", "gpu_uuid")
 
 NVCC_PATH_LABEL = "nvcc-path:"
 NVCC_ABSENT = "none"
@@ -69,28 +69,11 @@ def _require_success(fact: str, text: str, exit_code: int) -> None:
         raise FactError(fact, f"exited {exit_code}", text)
 
 
-def _is_not_available(value: str) -> bool:
-    return value.strip().strip("[]").upper() in ("N/A", "NOT SUPPORTED", "UNKNOWN ERROR")
-
-
 def _mib(fact: str, value: str) -> int | None:
-    """'97887', '97887 MiB' -> 97887; '[N/A]' -> None."""
-    if _is_not_available(value):
-        return None
-    number = value.strip().removesuffix("MiB").strip()
-    if not number.isdigit():
-        raise FactError(fact, f"expected a MiB figure, got {value!r}")
-    return int(number)
-
-
-def _csv_lines(text: str) -> list[list[str]]:
-    # nvidia-smi never quotes fields and separates them with ", "
-    return [[cell.strip() for cell in line.split(",")] for line in text.splitlines() if line.strip()]
-
-
-def _header_fields(cells: Sequence[str]) -> tuple[str, ...]:
-    # "memory.total [MiB]" -> "memory.total"
-    return tuple(re.sub(r"\s*\[.*\]$", "", cell) for cell in cells)
+    try:
+        return nvidia_smi.mib(value)
+    except nvidia_smi.NvidiaSmiError as exc:
+        raise FactError(fact, f"expected a MiB figure, got {value!r}") from exc
 
 
 def parse_gpus(text: str, exit_code: int = 0, fields: Sequence[str] = GPU_QUERY_FIELDS) -> list[Gpu]:
@@ -100,19 +83,17 @@ def parse_gpus(text: str, exit_code: int = 0, fields: Sequence[str] = GPU_QUERY_
     they are `fields`. index, name, compute_cap, memory.total and driver_version are required.
     """
     _require_success("gpus", text, exit_code)
-    rows = _csv_lines(text)
-    if rows and rows[0] and rows[0][0] == "index":
-        fields, rows = _header_fields(rows[0]), rows[1:]
-    missing = {"index", "name", "compute_cap", "memory.total", "driver_version"} - set(fields)
-    if missing:
-        raise FactError("gpus", f"query lacks the fields {sorted(missing)}")
+    try:
+        rows = nvidia_smi.parse_csv(text, fields)
+    except nvidia_smi.NvidiaSmiError as exc:
+        raise FactError("gpus", exc.reason, exc.line) from exc
     gpus = []
-    for row in rows:
-        if len(row) != len(fields):
-            raise FactError("gpus", f"expected {len(fields)} comma-separated fields, got {len(row)}", ", ".join(row))
-        cell = dict(zip(fields, row))
+    for cell in rows:
+        missing = {"index", "name", "compute_cap", "memory.total", "driver_version"} - set(cell)
+        if missing:
+            raise FactError("gpus", f"query lacks the fields {sorted(missing)}")
         if not cell["index"].isdigit() or not re.fullmatch(r"\d+\.\d+", cell["compute_cap"]):
-            raise FactError("gpus", "expected an integer index and a compute capability like 12.0", ", ".join(row))
+            raise FactError("gpus", "expected an integer index and a compute capability like 12.0", ", ".join(cell.values()))
         gpus.append(
             Gpu(
                 index=int(cell["index"]),
@@ -132,24 +113,11 @@ def parse_gpus(text: str, exit_code: int = 0, fields: Sequence[str] = GPU_QUERY_
 def parse_gpu_processes(text: str, exit_code: int = 0) -> list[GpuProcess]:
     """`nvidia-smi --query-compute-apps=pid,process_name,used_memory,gpu_uuid --format=csv[,noheader][,nounits]`."""
     _require_success("gpu_processes", text, exit_code)
-    processes = []
-    for line in text.splitlines():
-        line = line.strip()
-        if not line or line.startswith("pid,") or "no running processes found" in line.lower():
-            continue
-        cells = [cell.strip() for cell in line.split(",")]
-        if len(cells) < 4 or not cells[0].isdigit():
-            raise FactError("gpu_processes", "expected `pid, process_name, used_memory, gpu_uuid`", line)
-        # the process name is the executable path and may itself contain ", "
-        processes.append(
-            GpuProcess(
-                pid=int(cells[0]),
-                process_name=", ".join(cells[1:-2]),
-                used_memory_mib=_mib("gpu_processes", cells[-2]),
-                gpu_uuid=cells[-1],
-            )
-        )
-    return processes
+    try:
+        apps = nvidia_smi.parse_compute_apps(text)
+    except nvidia_smi.NvidiaSmiError as exc:
+        raise FactError("gpu_processes", exc.reason, exc.line) from exc
+    return [GpuProcess(pid=a.pid, process_name=a.process_name, used_memory_mib=a.used_memory_mib, gpu_uuid=a.gpu_uuid) for a in apps]
 
 
 def parse_driver_header(text: str, exit_code: int = 0) -> Driver:

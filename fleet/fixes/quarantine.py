@@ -36,8 +36,8 @@ from typing import Any
 from rich.table import Table
 
 from fleet.errors import FleetError
+from fleet.host.atomic import atomic_file
 from fleet.playbook import ServerConfig
-from fleet.transport.base import atomic_local_file
 
 DEFAULT_QUARANTINE_PATH = Path("results") / "quarantine.json"
 SCHEMA = "fleet.quarantine/1"
@@ -237,7 +237,7 @@ class QuarantineStore:
 
     def _write(self, entries: Sequence[QuarantineEntry]) -> None:
         document = {"schema": SCHEMA, "entries": [entry.to_json() for entry in entries]}
-        with atomic_local_file(self.path) as handle:
+        with atomic_file(self.path) as handle:
             handle.write((json.dumps(document, indent=1, sort_keys=True) + "\n").encode())
 
 

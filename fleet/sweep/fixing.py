@@ -22,6 +22,7 @@ from typing import Any
 from fleet.fixes.autofix import Fix, decide, propose_fix
 from fleet.fixes.quarantine import QuarantineEntry, QuarantineKey, QuarantineStore
 from fleet.host.agent.shard import Shard
+from fleet.host.contract import RunResult, RunStatus
 from fleet.host.diagnose.classify import diagnose_text
 from fleet.inventory import Host
 from fleet.plan import Hardware, PlannedServer, launch_on
@@ -70,19 +71,19 @@ class SweepFixer:
 
     # ----------------------------------------------------------------------------- results in
 
-    def consider(self, host: str, results: Sequence[Mapping[str, Any]]) -> bool:
+    def consider(self, host: str, results: Sequence[RunResult]) -> bool:
         """Look at newly pulled results of `host`. True when the quarantine changed (push it)."""
         changed = False
         with self._lock:
             for result in results:
-                run_id = str(result.get("run_id"))
-                if result.get("status") not in ("failed", "partial") or run_id in self._seen or run_id not in self._runs:
+                run_id = result.run_id
+                if result.status not in (RunStatus.failed, RunStatus.partial) or run_id in self._seen or run_id not in self._runs:
                     continue
                 self._seen.add(run_id)
                 changed |= self._consider_one(host, run_id, result)
         return changed
 
-    def _consider_one(self, host: str, run_id: str, result: Mapping[str, Any]) -> bool:
+    def _consider_one(self, host: str, run_id: str, result: RunResult) -> bool:
         failure_class, figures = classify_result(result)
         if failure_class is None or self.playbook.auto_fix is AutoFix.off:
             return False
@@ -122,7 +123,7 @@ class SweepFixer:
         self._add_variant(host, server, variant_run, fix, origin)
         return False
 
-    def _quarantine(self, host: str, run_id: str, label: str, fix: Fix, failure_class: str, result: Mapping[str, Any]) -> bool:
+    def _quarantine(self, host: str, run_id: str, label: str, fix: Fix, failure_class: str, result: RunResult) -> bool:
         assert fix.quarantine is not None
         evidence = _first_evidence(result)
         added = self.store.add(
@@ -192,26 +193,27 @@ class SweepFixer:
 AGENT_CLASSES = {"http_400_context": "context_length_exceeded"}
 
 
-def classify_result(result: Mapping[str, Any]) -> tuple[str | None, dict[str, Any]]:
-    """The failure vocabulary class of a failed run, and the figures a fix needs."""
-    failure = result.get("failure") or {}
-    diagnosis = failure.get("diagnosis") or {}
+def classify_result(result: RunResult) -> tuple[str | None, dict[str, Any]]:
+    """The failure vocabulary class of a failed run, and the figures a fix needs: the agent's
+    diagnosis of the server log when it made one, else the class of the request errors."""
+    failure = result.failure
+    if failure is None:
+        return None, {}
+    diagnosis = failure.diagnosis or {}
     if diagnosis.get("failure_class"):
         return str(diagnosis["failure_class"]), dict(diagnosis.get("figures") or {})
-    samples = [str(e.get("sample", "")) for e in ((result.get("figures") or {}).get("errors") or {}).values()]
-    samples += [str(failure.get("message") or "")]
-    found = diagnose_text([line for line in samples if line], "request errors")
+    samples = [str(e.get("sample", "")) for e in (result.figures.get("errors") or {}).values()]
+    found = diagnose_text([line for line in [*samples, failure.message] if line], "request errors")
     if found.failure_class:
         return found.failure_class, dict(found.figures)
-    mapped = AGENT_CLASSES.get(str(failure.get("class")))
-    return mapped, {}
+    return AGENT_CLASSES.get(failure.error_class), {}
 
 
-def _first_evidence(result: Mapping[str, Any]) -> str:
-    failure = result.get("failure") or {}
-    diagnosis = failure.get("diagnosis") or {}
-    for item in diagnosis.get("evidence") or []:
+def _first_evidence(result: RunResult) -> str:
+    failure = result.failure
+    if failure is None:
+        return ""
+    for item in (failure.diagnosis or {}).get("evidence") or []:
         return str(item.get("text", ""))
-    evidence = failure.get("evidence") or []
-    return str(evidence[0]) if evidence else str(failure.get("message", ""))
+    return failure.evidence[0] if failure.evidence else failure.message
 

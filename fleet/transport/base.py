@@ -15,15 +15,12 @@ log or a `RunResult`; each implementation documents how it delivers them.
 
 from __future__ import annotations
 
-import os
 import re
 import shlex
-import tempfile
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, Protocol
+from typing import Protocol
 
 from fleet.errors import CommandFailed
 
@@ -131,23 +128,3 @@ def env_exports(env: Mapping[str, str]) -> str:
         if not _ENV_NAME.match(name):
             raise ValueError(f"environment variable name {name!r} is not a shell identifier")
     return "".join(f"export {name}={shlex.quote(value)}\n" for name, value in env.items())
-
-
-@contextmanager
-def atomic_local_file(path: Path, mode: int = 0o644) -> Iterator[BinaryIO]:
-    """Yield a temp file next to `path`; on success fsync it and rename it over `path`.
-
-    On error the temp file is removed and `path` is left as it was.
-    """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".fleet-tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            yield handle
-            handle.flush()
-            os.fchmod(handle.fileno(), mode)
-            os.fsync(handle.fileno())
-        os.replace(tmp_name, path)
-    except BaseException:
-        Path(tmp_name).unlink(missing_ok=True)
-        raise

@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import BinaryIO
 
 from fleet.errors import CommandFailed, CommandTimeout
-from fleet.transport.base import RunResult, atomic_local_file, command_text
+from fleet.host.atomic import atomic_file
+from fleet.transport.base import RunResult, command_text
 from fleet.transport.process import run_process
 from fleet.transport.rsync import push_source, rsync_transfer
 
@@ -53,7 +54,7 @@ class LocalTransport:
             self._copy_in(source, self._path(remote), file_mode, timeout, f"put {local} -> {remote}")
 
     def put_bytes(self, data: bytes, remote: str, *, mode: int | None = None, timeout: float) -> None:
-        with atomic_local_file(self._path(remote), 0o644 if mode is None else mode) as handle:
+        with atomic_file(self._path(remote), 0o644 if mode is None else mode) as handle:
             handle.write(data)
 
     def get(self, remote: str, local: Path, *, timeout: float) -> None:
@@ -82,7 +83,7 @@ class LocalTransport:
 
     def _copy_in(self, source: BinaryIO, target: Path, mode: int, timeout: float, what: str) -> None:
         deadline = time.monotonic() + timeout
-        with atomic_local_file(target, mode) as handle:
+        with atomic_file(target, mode) as handle:
             while chunk := source.read(_CHUNK):
                 if time.monotonic() > deadline:
                     raise CommandTimeout(self.host, f"{what} did not finish within {timeout:g}s; nothing was written")

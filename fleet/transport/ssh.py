@@ -46,7 +46,8 @@ from fleet.errors import (
     PermanentTransportError,
     TransportError,
 )
-from fleet.transport.base import RunResult, atomic_local_file, command_text, env_exports
+from fleet.host.atomic import atomic_file
+from fleet.transport.base import RunResult, command_text, env_exports
 from fleet.transport.rsync import push_source, remote_spec, rsync_transfer
 from fleet.transport.target import SSHTarget
 
@@ -244,7 +245,7 @@ class SSHTransport:
         command = shlex.join(["cat", "--", remote])
 
         def work(call: _Call, epoch: int) -> None:
-            with atomic_local_file(local) as sink:
+            with atomic_file(local) as sink:
                 outcome = self._exec(epoch, command, stdin=None, stdout_sink=sink, call=call)
                 if outcome.exit_code != 0:
                     raise CommandFailed(self.host, what, outcome.exit_code, "", outcome.stderr.decode(errors="replace"))

@@ -4,22 +4,21 @@ length, and atomic files. A failed run never reads 0 tok/s."""
 from __future__ import annotations
 
 import json
-import os
-from pathlib import Path
 
 import pytest
 
 from fleet.host.agent.client import RequestOutcome
 from fleet.host.agent.results import (
     Failure,
+    RunIdentity,
     Sent,
     WorkloadOutcome,
     build_result,
     request_figures,
     run_status,
     workload_summary,
-    write_json_atomic,
 )
+from fleet.host.contract import RunResult
 
 
 def ok(tokens: int = 256, e2e: float = 2.0, ttft: float = 0.1, verify: int | None = None) -> RequestOutcome:
@@ -98,23 +97,17 @@ def test_result_document() -> None:
                 "instruction": "Read", "question": "Q", "margin_tokens": 64, "requests": 1}
     outcome = WorkloadOutcome(sent=[Sent(ok(), {"request": 0})], wall_s=2.0, extras={"calibration": {"chosen_prompt_tokens": 29990}})
     facts = {"gpus": [{"name": "NVIDIA RTX PRO 6000 Blackwell Server Edition"}], "driver": {"version": "580.95.05"}}
-    result = build_result(identity={"run_id": "r1", "label": "tp1-ar/long_context", "attempt": 2, "host_facts": facts},
-                          workload=workload, outcome=outcome, started_at=10.0, ended_at=12.5)
-    assert result["status"] == "ok" and result["failure"] is None and result["host_facts"] == facts
-    assert result["attempt"] == 2 and result["calibration"]["chosen_prompt_tokens"] == 29990
-    assert "corpus" not in result["workload"] and result["workload"]["prompt_tokens"] == 30000
-    assert result["requests"][0]["request"] == 0 and result["requests"][0]["tpot_s"] is not None
-    json.dumps(result)  # plain JSON
+    identity = RunIdentity(run_id="r1", label="tp1-ar/long_context", server_id="s1", server_label="tp1-ar", sweep_id="sw", host="ct200",
+                           boot_id="b", attempt=2, agent_pid=7, gpus=(0,), server={"version": "0.5.23"}, log_path="logs/tp1-ar.log",
+                           host_facts=facts, provenance=None, engine_release="0.5.23")
+    result = build_result(identity=identity, workload=workload, outcome=outcome, started_at=10.0, ended_at=12.5)
+    document = result.to_json()
+    assert document["schema"] == "fleet.run_result/1" and document["status"] == "ok" and document["failure"] is None
+    assert document["host_facts"] == facts and document["engine_release"] == "0.5.23"
+    assert document["attempt"] == 2 and document["calibration"]["chosen_prompt_tokens"] == 29990
+    assert "corpus" not in document["workload"] and document["workload"]["prompt_tokens"] == 30000
+    assert document["requests"][0]["request"] == 0 and document["requests"][0]["tpot_s"] is not None
+    # The controller reads back exactly what the agent wrote, through plain JSON.
+    assert RunResult.from_json(json.dumps(document)) == result
     short = workload_summary({"name": "s", "kind": "short", "prompts": [{"name": "fib", "text": "..."}], "max_new_tokens": 256})
     assert short["prompts"] == ["fib"]
-
-
-def test_write_json_atomic_replaces_whole_files(tmp_path: Path) -> None:
-    target = tmp_path / "runs" / "r1.json"
-    write_json_atomic(target, {"status": "partial"})
-    write_json_atomic(target, {"status": "ok"})
-    assert json.loads(target.read_text()) == {"status": "ok"}
-    assert os.listdir(target.parent) == ["r1.json"]
-    with pytest.raises(TypeError):
-        write_json_atomic(target, {"status": object()})
-    assert json.loads(target.read_text()) == {"status": "ok"} and os.listdir(target.parent) == ["r1.json"]

@@ -20,8 +20,6 @@ from fleet.host.agent.services import (
     ServiceSpec,
     clear_stale,
     group_members,
-    parse_compute_apps,
-    parse_gpu_uuids,
     parse_systemctl_show,
     pid_alive,
     port_listeners,
@@ -129,15 +127,6 @@ def test_stale_fleet_servers_on_the_port_are_cleared_strangers_are_not(tmp_path:
         stranger.kill()
         stranger.wait()
     assert wait_free(port, [], timeout_s=5) == []
-
-
-def test_nvidia_smi_parsers_on_real_output() -> None:
-    apps = parse_compute_apps((REAL / "query-apps-one-process.csv").read_text())
-    assert apps == [(426, "GPU-1208484a-35cc-eb1d-a5b8-8afc67034931")]
-    assert parse_compute_apps((REAL / "query-apps.csv").read_text()) == []
-    header, row = (REAL / "query-gpu.csv").read_text().splitlines()[:2]
-    fields = [f.strip() for f in row.split(",")]
-    assert parse_gpu_uuids(f"{fields[0]}, {fields[2]}\n") == {"GPU-1208484a-35cc-eb1d-a5b8-8afc67034931": 0}
 
 
 def test_systemd_status_from_show_properties() -> None:

@@ -314,3 +314,17 @@ def test_port_in_use_reads_the_port_from_uvicorns_bind_line() -> None:
     assert diagnosis.failure_class == "port_in_use"
     assert diagnosis.figures["port"] == "30000"
     assert "Port 30000 is taken" in (diagnosis.fix or "")
+
+
+def test_a_sweep_folder_reads_failures_from_run_results_only(tmp_path: Path) -> None:
+    # What a sweep folder holds beside its results: facts that mention a missing torch (a sim
+    # host), a plan whose notes speak of KV pools, an ok run. None of them is a failure.
+    (tmp_path / "hosts").mkdir()
+    (tmp_path / "hosts" / "ct200.facts.json").write_text(json.dumps({"engine": {"error": "ModuleNotFoundError: No module named 'torch'"}}))
+    (tmp_path / "plan.json").write_text(json.dumps({"notes": ["tp1-ddtree-b32 fits: KV pool 1155 tokens; KV cache pool is too small"]}))
+    runs = tmp_path / "ct200" / "runs"
+    runs.mkdir(parents=True)
+    shutil.copy(LOGS / "sweep" / "tp1-linear-fib" / "result.json", runs / "ok.json")
+    assert diagnose_paths([tmp_path]) == []
+    shutil.copy(LOGS / "sweep" / "tp1-b12-timeout" / "result.json", runs / "timeout.json")
+    assert [d.failure_class for d in diagnose_paths([tmp_path])] == ["server_start_timeout"]

@@ -129,7 +129,7 @@ def test_a_crash_mid_write_leaves_the_previous_file(tmp_path: Path) -> None:
         from pathlib import Path
         from fleet.fixes import quarantine as q
 
-        real = q.atomic_local_file
+        real = q.atomic_file
 
         class HalfThenDie:
             def __init__(self, handle):
@@ -145,7 +145,7 @@ def test_a_crash_mid_write_leaves_the_previous_file(tmp_path: Path) -> None:
             with real(path, mode) as handle:
                 yield HalfThenDie(handle)
 
-        q.atomic_local_file = dying
+        q.atomic_file = dying
         key = q.QuarantineKey.of(arch="sm_120", engine="sglang", engine_version="0.5.23", algorithm="DDTREE", budget=12)
         q.QuarantineStore(Path(sys.argv[1])).add(q.QuarantineEntry(key, "cuda_illegal_instruction", "x"))
         """,

@@ -6,6 +6,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from fleet.fixes.quarantine import QuarantineStore
+from fleet.host.contract import Failure, RunResult, RunStatus
 from fleet.inventory import load_inventory
 from fleet.plan import PlanOptions, hardware_of, make_plan
 from fleet.playbook import load_playbook, server_configs
@@ -25,8 +26,14 @@ def setup(tmp_path: Path):
     return plan, fixer, shard
 
 
-def failed(run_id: str, failure_class: str, figures: dict) -> dict:
-    return {"run_id": run_id, "status": "failed", "failure": {"class": "server_start_failed", "diagnosis": {"failure_class": failure_class, "figures": figures}}}
+def result(run_id: str, status: RunStatus, failure: Failure | None = None, figures: dict | None = None) -> RunResult:
+    return RunResult(run_id=run_id, label="l", server_id="s", server_label="s", sweep_id="s1", host="local", status=status,
+                     failure=failure, figures=figures or {}, workload={}, started_at=0.0, ended_at=1.0)
+
+
+def failed(run_id: str, failure_class: str, figures: dict) -> RunResult:
+    diagnosis = {"failure_class": failure_class, "figures": figures}
+    return result(run_id, RunStatus.failed, Failure("server_start_failed", "the server exited", diagnosis=diagnosis))
 
 
 def test_port_in_use_becomes_a_variant_on_another_port_with_its_own_id(tmp_path: Path) -> None:
@@ -48,11 +55,11 @@ def test_port_in_use_becomes_a_variant_on_another_port_with_its_own_id(tmp_path:
 def test_results_already_seen_or_ok_are_not_fixed_twice(tmp_path: Path) -> None:
     plan, fixer, shard = setup(tmp_path)
     run = plan.servers[0].runs[0]
-    fixer.consider("local", [{"run_id": run.id, "status": "ok"}])
+    fixer.consider("local", [result(run.id, RunStatus.ok)])
     assert fixer.next_round("local", shard) is None
-    result = failed(run.id, "port_in_use", {})
-    fixer.consider("local", [result])
-    fixer.consider("local", [result])
+    once = failed(run.id, "port_in_use", {})
+    fixer.consider("local", [once])
+    fixer.consider("local", [once])
     extended = fixer.next_round("local", shard)
     assert extended is not None and len(extended.servers) == len(shard.servers) + 1
     assert len(extended.servers[-1].runs) == 1
@@ -64,9 +71,8 @@ def test_request_errors_are_classified_with_the_catalogue() -> None:
         "33012 tokens: 32756 tokens from the input messages and 256 tokens for the completion. Please reduce the "
         "number of tokens in the input messages or the completion to fit within the limit."
     )
-    result = {"status": "failed", "failure": {"class": "requests_failed", "message": "1 of 1 requests failed"},
-              "figures": {"errors": {"http_400_context": {"count": 1, "sample": message}}}}
-    failure_class, figures = classify_result(result)
+    errors = {"errors": {"http_400_context": {"count": 1, "sample": message}}}
+    failure_class, figures = classify_result(result("r", RunStatus.failed, Failure("requests_failed", "1 of 1 requests failed"), errors))
     assert failure_class == "context_length_exceeded"
     assert figures["context_len"] == "32768" and figures["input_tokens"] == "32756"
 

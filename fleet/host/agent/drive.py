@@ -21,8 +21,9 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from fleet.host.agent.client import HTTP_400_CONTEXT, LIVENESS_SUSPECT, Client, RequestOutcome, prompt_tokens_in_error
-from fleet.host.agent.results import Failure, Sent, WorkloadOutcome, request_figures
+from fleet.host.agent.results import Sent, WorkloadOutcome, request_figures
 from fleet.host.agent.shard import AgentLimits, RunSpec
+from fleet.host.contract import Failure
 
 MAX_CALIBRATION_PROBES = 5
 UNKNOWN_MAX_RUNNING = "unknown_max_running_requests"

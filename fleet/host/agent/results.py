@@ -12,44 +12,16 @@ Rules that make a result trustworthy:
 
 from __future__ import annotations
 
-import json
-import os
-import tempfile
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from fleet.host.agent.client import NO_TOKEN_TIMEOUT, TIMEOUT, RequestOutcome
 from fleet.host.agent.stats import histogram, ratio, summary
+from fleet.host.contract import Failure, RunResult, RunStatus
 
-RESULT_SCHEMA = "fleet.run_result/1"
-STATUS_OK, STATUS_PARTIAL, STATUS_FAILED, STATUS_SKIPPED = "ok", "partial", "failed", "skipped"
 SKIPPED = "skipped"  # the failure class of a run the controller chose not to launch (quarantine, infeasible)
 NO_OUTPUT_TOKENS = "no_output_tokens"
 REQUESTS_FAILED = "requests_failed"
-
-
-@dataclass(frozen=True)
-class Failure:
-    """Why a run (or a server) failed, with the evidence `fleet diagnose` reads."""
-
-    error_class: str
-    message: str
-    evidence: tuple[str, ...] = ()
-    log_path: str | None = None
-    exit_code: int | None = None
-    # The root cause read from the whole server log by fleet.host.diagnose (class, evidence lines, fix).
-    diagnosis: Mapping[str, Any] | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "class": self.error_class,
-            "message": self.message,
-            "evidence": list(self.evidence),
-            "log_path": self.log_path,
-            "exit_code": self.exit_code,
-            "diagnosis": dict(self.diagnosis) if self.diagnosis else None,
-        }
 
 
 @dataclass
@@ -110,19 +82,19 @@ def _mean(values: Sequence[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
-def run_status(figures: Mapping[str, Any], failure: Failure | None) -> tuple[str, Failure | None]:
+def run_status(figures: Mapping[str, Any], failure: Failure | None) -> tuple[RunStatus, Failure | None]:
     """The status of a run from its request counts and the failure (if any) that stopped it.
     Returns the failure to record: the given one, or one derived from the requests."""
     counts = figures["requests"]
     if counts["ok"] == 0:
         if failure is None:
             failure = _failure_from_errors(figures, "no request of the run succeeded")
-        return STATUS_FAILED, failure
+        return RunStatus.failed, failure
     if not figures["output_tokens"]:
-        return STATUS_FAILED, failure or Failure(NO_OUTPUT_TOKENS, "the successful requests produced no output token")
+        return RunStatus.failed, failure or Failure(NO_OUTPUT_TOKENS, "the successful requests produced no output token")
     if failure is None and counts["failed"] == 0:
-        return STATUS_OK, None
-    return STATUS_PARTIAL, failure or _failure_from_errors(figures, f"{counts['failed']} of {counts['sent']} requests failed")
+        return RunStatus.ok, None
+    return RunStatus.partial, failure or _failure_from_errors(figures, f"{counts['failed']} of {counts['sent']} requests failed")
 
 
 def _failure_from_errors(figures: Mapping[str, Any], message: str) -> Failure:
@@ -154,31 +126,49 @@ def request_record(sent: Sent) -> dict[str, Any]:
     }
 
 
+@dataclass(frozen=True)
+class RunIdentity:
+    """What a result says of the run it belongs to, besides its outcome."""
+
+    run_id: str
+    label: str
+    server_id: str
+    server_label: str
+    sweep_id: str
+    host: str
+    boot_id: str
+    attempt: int
+    agent_pid: int
+    gpus: tuple[int, ...]
+    server: dict[str, Any]  # what the server said of itself
+    log_path: str
+    host_facts: dict[str, Any] | None
+    provenance: dict[str, Any] | None
+    engine_release: str | None
+
+
 def build_result(
     *,
-    identity: Mapping[str, Any],
+    identity: RunIdentity,
     workload: Mapping[str, Any],
     outcome: WorkloadOutcome,
     started_at: float,
     ended_at: float,
-) -> dict[str, Any]:
-    """The result document of one run. `identity` holds run_id, label, server_id, sweep_id, host,
-    boot_id, attempt, server facts; `workload` is the shard's resolved workload (its bulky texts
-    are left out)."""
+) -> RunResult:
+    """The result of one run; `workload` is the shard's resolved workload (its bulky texts are left out)."""
     figures = request_figures([s.outcome for s in outcome.sent], outcome.wall_s)
     status, failure = run_status(figures, outcome.failure)
-    return {
-        "schema": RESULT_SCHEMA,
-        **identity,
-        "workload": workload_summary(workload),
-        "status": status,
-        "failure": failure.to_json() if failure else None,
-        "figures": figures,
-        **outcome.extras,
-        "requests": [request_record(s) for s in outcome.sent],
-        "started_at": started_at,
-        "ended_at": ended_at,
-    }
+    return RunResult(
+        **vars(identity),
+        workload=workload_summary(workload),
+        status=status,
+        failure=failure,
+        figures=figures,
+        extras=dict(outcome.extras),
+        requests=tuple(request_record(s) for s in outcome.sent),
+        started_at=started_at,
+        ended_at=ended_at,
+    )
 
 
 _BULKY_KEYS = ("corpus", "system", "tasks", "tool_results", "chat")
@@ -193,41 +183,14 @@ def workload_summary(workload: Mapping[str, Any]) -> dict[str, Any]:
     return summary_
 
 
-def skipped_result(*, identity: Mapping[str, Any], workload: Mapping[str, Any], reason: str, at: float) -> dict[str, Any]:
+def skipped_result(*, identity: RunIdentity, workload: Mapping[str, Any], reason: str, at: float) -> RunResult:
     """A run the controller decided not to launch: no figures at all, and the reason."""
-    return {
-        "schema": RESULT_SCHEMA,
-        **identity,
-        "workload": workload_summary(workload),
-        "status": STATUS_SKIPPED,
-        "failure": Failure(SKIPPED, reason).to_json(),
-        "figures": request_figures([], 0.0),
-        "requests": [],
-        "started_at": at,
-        "ended_at": at,
-    }
-
-
-def write_json_atomic(path: Path, data: Any) -> None:
-    """Write JSON so that readers see the old file or the new one, never a torn one, even across
-    a power cut: temp file in the same directory, fsync, rename, fsync the directory."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as handle:
-            json.dump(data, handle, indent=1, sort_keys=True)
-            handle.write("\n")
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        try:
-            os.unlink(temporary)
-        except FileNotFoundError:
-            pass
-        raise
-    directory = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(directory)
-    finally:
-        os.close(directory)
+    return RunResult(
+        **vars(identity),
+        workload=workload_summary(workload),
+        status=RunStatus.skipped,
+        failure=Failure(SKIPPED, reason),
+        figures=request_figures([], 0.0),
+        started_at=at,
+        ended_at=at,
+    )

@@ -29,10 +29,12 @@ from typing import Any
 from fleet.host.agent.client import Client, Endpoint, get_json, health_ok
 from fleet.host.agent.drive import Driver, Gate, ServerFacts, drive
 from fleet.host.agent.logwatch import LogWatcher
-from fleet.host.agent.progress import Progress
-from fleet.host.agent.results import Failure, WorkloadOutcome, build_result, skipped_result, write_json_atomic
+from fleet.host.agent.progress import ProgressFile
+from fleet.host.agent.results import RunIdentity, WorkloadOutcome, build_result, skipped_result
 from fleet.host.agent.services import ServiceError, Services, ServiceSpec, boot_id, clear_stale, make_services, wait_free
 from fleet.host.agent.shard import RunSpec, ServerSpec, Shard
+from fleet.host.atomic import write_json_atomic
+from fleet.host.contract import AgentState, ContractError, Failure, HostQuarantine, RunResult, RunStatus, ServerPhase, SweepDir, load_result
 from fleet.host.diagnose.classify import DiagnosisHint, diagnose_file
 
 log = logging.getLogger("fleet.host.agent")
@@ -69,17 +71,16 @@ class _Stopped(Exception):
 class Agent:
     def __init__(self, sweep_dir: Path, services: Services | None = None) -> None:
         self.sweep_dir = Path(sweep_dir)
-        shard_path = self.sweep_dir / "shard.json"
-        self.shard = Shard.from_json(shard_path.read_text(), source=str(shard_path))
-        self.services = services or make_services(self.shard.service_manager, self.sweep_dir / "services")
+        self.files = SweepDir(str(self.sweep_dir))
+        self.shard = Shard.from_json(Path(self.files.shard).read_text(), source=self.files.shard)
+        self.services = services or make_services(self.shard.service_manager, Path(self.files.services))
         self.boot_id = boot_id()
         self.stopping = threading.Event()
-        self.runs_dir = self.sweep_dir / "runs"
-        self.logs_dir = self.sweep_dir / "logs"
-        self.stop_file = self.sweep_dir / "STOP"
+        self.logs_dir = Path(self.files.logs)
+        self.stop_file = Path(self.files.stop_file)
         self._sessions: dict[str, ServerSession] = {}
         self._lock = threading.Lock()
-        self.progress: Progress | None = None
+        self.progress: ProgressFile | None = None
         self.errors = 0
         self.host_facts = self._read_host_facts()
 
@@ -89,37 +90,36 @@ class Agent:
         if spec.skip_reason:
             return spec.skip_reason
         try:
-            reasons = json.loads((self.sweep_dir / "quarantine.json").read_text())
-        except (OSError, ValueError):
+            return HostQuarantine.load(self.files.quarantine).reasons.get(spec.server_id)
+        except ContractError as exc:
+            # Written atomically by the controller: only a hand edit or an older fleet gets here.
+            log.error("%s; launching as if nothing were quarantined", exc)
             return None
-        reason = reasons.get(spec.server_id) if isinstance(reasons, dict) else None
-        return str(reason) if reason else None
 
     def _read_host_facts(self) -> dict[str, Any] | None:
         """What the controller knows of this host (GPUs, driver, CUDA, engine versions), for every result."""
         try:
-            return json.loads((self.sweep_dir / "host_facts.json").read_text())
+            return json.loads(Path(self.files.host_facts).read_text())
         except (OSError, ValueError):
             return None
 
     # -- results ----------------------------------------------------------------------------
 
-    def result_path(self, run_id: str) -> Path:
-        return self.runs_dir / f"{run_id}.json"
-
-    def existing_status(self, run_id: str) -> str | None:
-        path = self.result_path(run_id)
-        try:
-            return json.loads(path.read_text())["status"]
-        except FileNotFoundError:
+    def existing_status(self, run_id: str) -> RunStatus | None:
+        path = Path(self.files.result(run_id))
+        if not path.exists():
             return None
-        except (OSError, ValueError, KeyError, TypeError):
-            # Cannot happen with atomic writes, short of a hand edit: keep it aside and redo the run.
+        try:
+            return load_result(path).status
+        except ContractError as exc:
+            # Cannot happen with atomic writes, short of a hand edit or another fleet's schema:
+            # keep it aside, say so, and redo the run.
+            log.error("%s; kept as %s and the run is done again", exc, path.with_suffix(".unreadable").name)
             path.rename(path.with_suffix(".unreadable"))
             return None
 
     def next_attempt(self, run_id: str) -> int:
-        path = self.sweep_dir / "attempts" / f"{run_id}.json"
+        path = Path(self.files.attempt(run_id))
         try:
             attempt = int(json.loads(path.read_text())["attempt"]) + 1
         except (OSError, ValueError, KeyError, TypeError):
@@ -127,11 +127,11 @@ class Agent:
         write_json_atomic(path, {"attempt": attempt, "boot_id": self.boot_id, "at": time.time()})
         return attempt
 
-    def write_result(self, result: dict[str, Any]) -> None:
-        write_json_atomic(self.result_path(result["run_id"]), result)
+    def write_result(self, result: RunResult) -> None:
+        write_json_atomic(Path(self.files.result(result.run_id)), result.to_json())
         assert self.progress is not None
-        self.progress.run_done(result["status"])
-        log.info("run %s: %s", result["label"], result["status"])
+        self.progress.run_done(result.status)
+        log.info("run %s: %s", result.label, result.status.value)
 
     # -- control ----------------------------------------------------------------------------
 
@@ -156,7 +156,7 @@ class Agent:
         systemd unit with Restart=on-failure stays down); 1 when an agent error left runs
         without a result."""
         self.sweep_dir.mkdir(parents=True, exist_ok=True)
-        lock_handle = open(self.sweep_dir / "agent.lock", "a+")
+        lock_handle = open(self.files.agent_lock, "a+")
         try:
             fcntl.flock(lock_handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -177,9 +177,9 @@ class Agent:
         for _, run in self.shard.runs:
             status = self.existing_status(run.run_id)
             if status:
-                counts[status] = counts.get(status, 0) + 1
-        self.progress = Progress(
-            self.sweep_dir / "progress.json", sweep_id=self.shard.sweep_id, boot_id=self.boot_id, total_runs=len(self.shard.runs), counts=counts
+                counts[status.value] = counts.get(status.value, 0) + 1
+        self.progress = ProgressFile(
+            Path(self.files.progress), sweep_id=self.shard.sweep_id, boot_id=self.boot_id, total_runs=len(self.shard.runs), counts=counts
         )
         log.info("sweep %s: %d runs, %d already done", self.shard.sweep_id, len(self.shard.runs), sum(counts.values()))
         finished: set[str] = set()
@@ -221,10 +221,10 @@ class Agent:
                 changed.wait(0.5)
             self.progress.heartbeat()
         if stopping:
-            self.progress.end("stopped")
+            self.progress.end(AgentState.stopped)
             self.stop_file.unlink(missing_ok=True)
             return 0
-        self.progress.end("finished" if not self.errors else "finished_with_errors")
+        self.progress.end(AgentState.finished if not self.errors else AgentState.finished_with_errors)
         return 1 if self.errors else 0
 
 
@@ -243,7 +243,7 @@ class ServerSession:
         self._aborted = threading.Event()
 
     @property
-    def progress(self) -> Progress:
+    def progress(self) -> ProgressFile:
         assert self.agent.progress is not None
         return self.agent.progress
 
@@ -282,7 +282,7 @@ class ServerSession:
 
     def _bring_up(self) -> Failure | None:
         spec = self.spec
-        self.progress.phase(spec.server_id, spec.label, "starting")
+        self.progress.phase(spec.server_id, spec.label, ServerPhase.starting)
         services = self.agent.services
         try:
             # Left running by an agent that was killed or crashed: a fresh start, never adoption
@@ -404,7 +404,7 @@ class ServerSession:
         return self.client
 
     def _warm_up(self) -> Failure | None:
-        self.progress.phase(self.spec.server_id, self.spec.label, "warmup")
+        self.progress.phase(self.spec.server_id, self.spec.label, ServerPhase.warmup)
         client = self._new_client()
         for _ in range(WARMUP_REQUESTS):
             outcome = client.generate(
@@ -447,30 +447,31 @@ class ServerSession:
             str(self.log_path),
         )
 
-    def _identity(self, run: RunSpec, attempt: int) -> dict[str, Any]:
-        return {
-            "run_id": run.run_id,
-            "label": run.label,
-            "server_id": self.spec.server_id,
-            "server_label": self.spec.label,
-            "sweep_id": self.agent.shard.sweep_id,
-            "host": self.agent.shard.host,
-            "boot_id": self.agent.boot_id,
-            "attempt": attempt,
-            "agent_pid": os.getpid(),
-            "gpus": list(self.spec.gpus),
-            "server": self.facts.to_json(),
-            "log_path": str(self.log_path),
-            "host_facts": self.agent.host_facts,
-            "provenance": run.provenance,
-        }
+    def _identity(self, run: RunSpec, attempt: int) -> RunIdentity:
+        return RunIdentity(
+            run_id=run.run_id,
+            label=run.label,
+            server_id=self.spec.server_id,
+            server_label=self.spec.label,
+            sweep_id=self.agent.shard.sweep_id,
+            host=self.agent.shard.host,
+            boot_id=self.agent.boot_id,
+            attempt=attempt,
+            agent_pid=os.getpid(),
+            gpus=tuple(self.spec.gpus),
+            server=self.facts.to_json(),
+            log_path=str(self.log_path),
+            host_facts=self.agent.host_facts,
+            provenance=dict(run.provenance) if run.provenance else None,
+            engine_release=self.spec.engine_release,
+        )
 
     def _serve(self, pending: list[RunSpec]) -> None:
         client = self._new_client()
         for index, run in enumerate(pending):
             if self._aborted.is_set():
                 return
-            self.progress.phase(self.spec.server_id, self.spec.label, "running", run.label)
+            self.progress.phase(self.spec.server_id, self.spec.label, ServerPhase.running, run.label)
             attempt = self.agent.next_attempt(run.run_id)
             started = time.time()
             gate = Gate(self.liveness, self._aborted)
@@ -505,7 +506,7 @@ class ServerSession:
 
     def _bring_down(self) -> None:
         spec = self.spec
-        self.progress.phase(spec.server_id, spec.label, "stopping")
+        self.progress.phase(spec.server_id, spec.label, ServerPhase.stopping)
         try:
             self.agent.services.stop(spec.unit_name, STOP_GRACE_S)
         except ServiceError as exc:

@@ -33,7 +33,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Protocol
 
-from fleet.host.agent.results import write_json_atomic
+from fleet.host import nvidia_smi
+from fleet.host.atomic import write_json_atomic
 
 RUNNING, EXITED, ABSENT = "running", "exited", "absent"
 # Set in the environment of every service fleet starts (systemd units must set it too): a process
@@ -386,53 +387,31 @@ def port_listeners(port: int) -> set[int]:
     return pids
 
 
-def parse_gpu_uuids(text: str) -> dict[str, int]:
-    """`nvidia-smi --query-gpu=index,uuid --format=csv,noheader` -> {uuid: index}."""
-    uuids = {}
-    for line in text.splitlines():
-        fields = [f.strip() for f in line.split(",")]
-        if len(fields) == 2 and fields[0].isdigit():
-            uuids[fields[1]] = int(fields[0])
-    return uuids
-
-
-def parse_compute_apps(text: str) -> list[tuple[int, str]]:
-    """`nvidia-smi --query-compute-apps=pid,gpu_uuid --format=csv[,noheader]` -> [(pid, uuid)].
-    Also accepts wider queries whose first column is the pid and last the GPU uuid."""
-    apps = []
-    for line in text.splitlines():
-        fields = [f.strip() for f in line.split(",")]
-        if len(fields) >= 2 and fields[0].isdigit():
-            apps.append((int(fields[0]), fields[-1]))
-    return apps
-
-
 def gpu_pids(gpus: Iterable[int]) -> dict[int, set[int]] | None:
     """{pid: {GPU indexes}} of compute processes on these GPUs; None when there is no nvidia-smi
-    (nothing can be checked) or it fails."""
+    (nothing can be checked), it fails, or it prints what cannot be read."""
     if shutil.which("nvidia-smi") is None:
         return None
     try:
-        index_run = subprocess.run(
-            ["nvidia-smi", "--query-gpu=index,uuid", "--format=csv,noheader"], capture_output=True, text=True, timeout=30
-        )
+        index_run = subprocess.run(nvidia_smi.query_command("query-gpu", ("index", "uuid")), capture_output=True, text=True, timeout=30)
         apps_run = subprocess.run(
-            ["nvidia-smi", "--query-compute-apps=pid,gpu_uuid", "--format=csv,noheader"],
-            capture_output=True,
-            text=True,
-            timeout=30,
+            nvidia_smi.query_command("query-compute-apps", nvidia_smi.COMPUTE_APPS_FIELDS), capture_output=True, text=True, timeout=30
         )
     except (OSError, subprocess.TimeoutExpired):
         return None
     if index_run.returncode != 0 or apps_run.returncode != 0:
         return None
+    try:
+        uuids = {row["uuid"]: int(row["index"]) for row in nvidia_smi.parse_csv(index_run.stdout, ("index", "uuid"))}
+        apps = nvidia_smi.parse_compute_apps(apps_run.stdout)
+    except (nvidia_smi.NvidiaSmiError, ValueError, KeyError):
+        return None
     wanted = set(gpus)
-    uuids = parse_gpu_uuids(index_run.stdout)
     holders: dict[int, set[int]] = {}
-    for pid, uuid in parse_compute_apps(apps_run.stdout):
-        index = uuids.get(uuid)
+    for app in apps:
+        index = uuids.get(app.gpu_uuid)
         if index in wanted:
-            holders.setdefault(pid, set()).add(index)
+            holders.setdefault(app.pid, set()).add(index)
     return holders
 
 

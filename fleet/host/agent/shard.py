@@ -56,6 +56,8 @@ class ServerSpec:
     # Set by the controller for a configuration it will not launch (quarantined, predicted to fail):
     # the agent writes a `skipped` result with this reason for each of its runs.
     skip_reason: str | None = None
+    # The SGLang release the server runs (or the sim plays), as planned; copied into its results.
+    engine_release: str | None = None
 
     @property
     def log_name(self) -> str:
@@ -195,6 +197,7 @@ def _server(reader: _Reader) -> ServerSpec:
         api=reader.choice("api", API_KINDS, "generate"),  # type: ignore[arg-type]
         cwd=reader.get("cwd", (str, type(None)), "a directory or null", None),
         skip_reason=reader.get("skip_reason", (str, type(None)), "a reason or null", None),
+        engine_release=reader.get("engine_release", (str, type(None)), "a release such as 0.5.23, or null", None),
     )
 
 

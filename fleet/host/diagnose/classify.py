@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from fleet.host.contract import RESULT_SCHEMA, RunResult, RunStatus
 from fleet.host.diagnose.catalogue import (
     SERVER_START_TIMEOUT_FIXES,
     SIGNATURE_BY_NAME,
@@ -32,6 +33,7 @@ from fleet.host.diagnose.catalogue import (
     fill_fix,
 )
 from fleet.host.engines.sglang.logparse import (
+    SUMMARY_MARKERS,
     DDTreeMetrics,
     DecodeBatch,
     LogSummary,
@@ -55,21 +57,8 @@ _PREFILL = b"] Prefill batch"
 _HTTP_OK = b'HTTP/1.1" 200 OK'
 _DDTREE = b"DDTREE metrics:"
 _DDTREE_ZERO = b"avg_accepted_drafts=0.00"
-# Lines worth handing to the log parser for the summary (startup figures, readiness).
-_SUMMARY_MARKERS = (
-    b"server_args=ServerArgs(",
-    b"Init torch distributed",
-    b"Load weight ",
-    b"Mamba Cache is allocated",
-    b"KV Cache is allocated",
-    b"Memory pool end",
-    b"Capture ",
-    b"max_total_num_tokens=",
-    b"fired up and ready",
-    _DDTREE,
-    b"Decode batch",
-    b"Prefill batch",
-)
+# Lines worth handing to the log parser (startup figures, readiness), of every known SGLang release.
+_SUMMARY_MARKERS = SUMMARY_MARKERS
 # Traceback frames quote the source of the failing statement (`raise RuntimeError(f"NCCL error:
 # {error_str}")`, `assert ..., "max_running_request is zero"`): code, not a message.
 _SOURCE_LINE = re.compile(r"^\s{4,}(?:raise\b|assert\b|return\b|logger\.|[\w.\[\]]+\s*[(=]|f?[\"'])")
@@ -90,8 +79,7 @@ _PHASE_ACTIVITY = {
 _RESULT_SUFFIXES = {".json"}
 _LOG_SUFFIXES = {".log", ".txt", ".out", ".err", ".journal"}
 _EVIDENCE_KEYS = re.compile(r"error|evidence|message|detail|reason|traceback|stderr", re.IGNORECASE)
-# The agent's result document (fleet/host/agent/results.py) says why a run failed in
-# {"failure": {"class": ..., "message": ..., "evidence": [...], "log_path": ...}}.
+# Foreign JSON (not a fleet run result) is read by its keys: status-like values and error-like strings.
 _STATUS_KEYS = {"status", "class", "error_class", "failure_class"}
 _START_TIMEOUT_VALUES = {"server_start_timeout"}
 _TIMEOUT_SECONDS = re.compile(r"not ready after (\d+(?:\.\d+)?) s")
@@ -518,16 +506,42 @@ class ResultEvidence:
 
 
 def read_result_json(path: Path) -> ResultEvidence:
+    """The failure texts of a result file: a fleet run result is read through the contract
+    (its failure's message and evidence, its request errors); any other JSON -- a file a user
+    names, from another tool -- by the strings under error-like keys."""
     raw = path.read_text(encoding="utf-8", errors="replace")
     try:
         document = json.loads(raw)
     except json.JSONDecodeError as error:
         raise ValueError(f"{path}: not valid JSON (line {error.lineno}: {error.msg})") from error
+    if is_run_result(document):
+        return _run_result_evidence(RunResult.from_json(document, str(path)), raw)
     found = _JsonStrings()
     _walk_json(document, "", found)
+    timed_out = any(status in _START_TIMEOUT_VALUES for status in found.statuses)
+    return _evidence(raw, found.evidence, timed_out, found.log_paths)
+
+
+def is_run_result(document: object) -> bool:
+    return isinstance(document, dict) and document.get("schema") == RESULT_SCHEMA
+
+
+def _run_result_evidence(result: RunResult, raw: str) -> ResultEvidence:
+    failure = result.failure
+    if failure is None or not (result.status is RunStatus.failed or result.status is RunStatus.partial):
+        return ResultEvidence((), DiagnosisHint(), ())  # ok, or skipped on purpose: nothing to diagnose
+    texts = [failure.message, *failure.evidence]
+    texts += [str(request.get("error_message") or "") for request in result.requests if request.get("ok") is False]
+    texts += [str(error.get("sample") or "") for error in (result.figures.get("errors") or {}).values() if isinstance(error, dict)]
+    texts = list(dict.fromkeys(texts))  # a request's error is often its class's sample too
+    log_paths = [path for path in (failure.log_path, result.log_path) if path]
+    return _evidence(raw, [text for text in texts if text.strip()], failure.error_class in _START_TIMEOUT_VALUES, log_paths)
+
+
+def _evidence(raw: str, texts: Sequence[str], timed_out: bool, log_paths: Sequence[str]) -> ResultEvidence:
     lines: list[tuple[int, str]] = []
-    cursor = 0  # the walk meets strings in file order: search each one after the previous
-    for value in found.evidence:
+    cursor = 0  # texts come in file order: search each one after the previous
+    for value in texts:
         json_line = 0  # unknown, if the file escapes differently from either json.dumps form
         for encoded in (json.dumps(value), json.dumps(value, ensure_ascii=False)):
             where = raw.find(encoded, cursor)
@@ -536,9 +550,8 @@ def read_result_json(path: Path) -> ResultEvidence:
                 json_line = raw.count("\n", 0, where) + 1
                 break
         lines.extend((json_line, part) for part in value.splitlines() if part.strip())
-    timed_out = any(status in _START_TIMEOUT_VALUES for status in found.statuses)
-    seconds = next((float(m.group(1)) for text in found.evidence if (m := _TIMEOUT_SECONDS.search(text))), None)
-    names = tuple(dict.fromkeys(Path(log_path).name for log_path in found.log_paths))
+    seconds = next((float(m.group(1)) for text in texts if (m := _TIMEOUT_SECONDS.search(text))), None)
+    names = tuple(dict.fromkeys(Path(log_path).name for log_path in log_paths))
     return ResultEvidence(tuple(lines), DiagnosisHint(timed_out, seconds if timed_out else None), names)
 
 
@@ -569,9 +582,12 @@ def _diagnose_folder(folder: Path) -> list[Diagnosis]:
     results: list[tuple[Path, ResultEvidence]] = []
     for path in (p for p in files if p.suffix in _RESULT_SUFFIXES):
         try:
-            results.append((path, read_result_json(path)))
+            document = json.loads(path.read_text(encoding="utf-8", errors="replace"))
         except ValueError:
-            continue  # not a result file of ours: a folder may hold other JSON
+            continue  # not a result of ours (a truncated one is named when given explicitly)
+        # Only run results speak of failures; plan.json, shard.json, facts and progress do not.
+        if is_run_result(document):
+            results.append((path, read_result_json(path)))
     hint = next((evidence.hint for _, evidence in results if evidence.hint.server_start_timed_out), None)
     for _, evidence in results:  # the server log a result names, fetched next to it
         logs.update(folder / name for name in evidence.log_names if (folder / name).is_file())

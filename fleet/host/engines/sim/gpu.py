@@ -14,10 +14,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
 
+from fleet.host import nvidia_smi
+
 MIB = 1024 * 1024
 GIB = 1024 * MIB
 
-QUERY_FIELDS = "index,name,compute_cap,memory.total,driver_version"
+QUERY_FIELDS: tuple[str, ...] = ("index", "name", "compute_cap", "memory.total", "driver_version")
 
 
 class GpuDetectionError(Exception):
@@ -52,18 +54,12 @@ def parse_query_gpu(text: str) -> list[SimGpu]:
     """Parse `nvidia-smi --query-gpu=index,name,compute_cap,memory.total,driver_version
     --format=csv,noheader,nounits` output."""
     gpus = []
-    for line_number, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        fields = [field.strip() for field in line.split(",")]
-        if len(fields) != 5:
-            raise GpuDetectionError(f"nvidia-smi line {line_number}: expected 5 fields ({QUERY_FIELDS}), got {line!r}")
-        index, name, cap, memory, driver = fields
-        try:
-            major, minor = (int(part) for part in cap.split("."))
-            gpus.append(SimGpu(int(index), name, (major, minor), int(float(memory)), driver))
-        except ValueError as exc:
-            raise GpuDetectionError(f"nvidia-smi line {line_number}: {line!r}: {exc}") from exc
+    try:
+        for row in nvidia_smi.parse_csv(text, QUERY_FIELDS):
+            major, minor = (int(part) for part in row["compute_cap"].split("."))
+            gpus.append(SimGpu(int(row["index"]), row["name"], (major, minor), nvidia_smi.mib(row["memory.total"]) or 0, row["driver_version"]))
+    except ValueError as exc:  # NvidiaSmiError included
+        raise GpuDetectionError(f"nvidia-smi: {exc}") from exc
     return gpus
 
 
@@ -121,7 +117,7 @@ class GpuOverrides:
 
 def detect_gpu_host(overrides: GpuOverrides, env: Mapping[str, str]) -> GpuHost:
     """The GPUs and CUDA toolkit this server would see."""
-    smi = _run(["nvidia-smi", f"--query-gpu={QUERY_FIELDS}", "--format=csv,noheader,nounits"])
+    smi = _run(nvidia_smi.query_command("query-gpu", QUERY_FIELDS))
     if smi is not None:
         gpus = parse_query_gpu(smi)
     else:

@@ -1,0 +1,90 @@
+"""nvidia-smi's CSV queries (`--query-gpu`, `--query-compute-apps` with `--format=csv[,noheader][,nounits]`),
+parsed once for everything that reads them: the controller's facts, the agent's check of who holds
+a GPU, and the simulator's view of its GPUs. Pure; tested on real captured output."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+# The compute-apps query everyone runs: its process name may itself contain ", ", so it sits
+# between the fields whose positions are fixed.
+COMPUTE_APPS_FIELDS: tuple[str, ...] = ("pid", "process_name", "used_memory", "gpu_uuid")
+
+
+class NvidiaSmiError(ValueError):
+    """nvidia-smi printed a line this parser does not understand."""
+
+    def __init__(self, reason: str, line: str = "") -> None:
+        self.reason, self.line = reason, line
+        super().__init__(f"{reason}: {line!r}" if line else reason)
+
+
+def query_command(query: str, fields: Sequence[str]) -> list[str]:
+    """`nvidia-smi --query-gpu=index,uuid --format=csv,noheader,nounits` and its like."""
+    return ["nvidia-smi", f"--{query}={','.join(fields)}", "--format=csv,noheader,nounits"]
+
+
+def _cells(line: str) -> list[str]:
+    # nvidia-smi never quotes fields and separates them with ", "
+    return [cell.strip() for cell in line.split(",")]
+
+
+def _header_name(cell: str) -> str:
+    return re.sub(r"\s*\[.*\]$", "", cell)  # "memory.total [MiB]" -> "memory.total"
+
+
+def parse_csv(text: str, fields: Sequence[str]) -> list[dict[str, str]]:
+    """Rows of a `--query-gpu` answer as {field: cell}. With a header (`--format=csv`), columns
+    are found by name, in any order; without one they are `fields`, in order."""
+    lines = [(number, line) for number, line in enumerate(text.splitlines(), 1) if line.strip()]
+    names: Sequence[str] = fields
+    if lines:
+        first = _cells(lines[0][1])
+        if _header_name(first[0]) == fields[0] and not first[0].isdigit():
+            names, lines = [_header_name(cell) for cell in first], lines[1:]
+    rows = []
+    for number, line in lines:
+        cells = _cells(line)
+        if len(cells) != len(names):
+            raise NvidiaSmiError(f"line {number}: expected {len(names)} comma-separated fields ({', '.join(names)}), got {len(cells)}", line)
+        rows.append(dict(zip(names, cells)))
+    return rows
+
+
+def not_available(value: str) -> bool:
+    return value.strip().strip("[]").upper() in ("N/A", "NOT SUPPORTED", "UNKNOWN ERROR")
+
+
+def mib(value: str) -> int | None:
+    """'97887', '97887 MiB', '97887.0' -> 97887; '[N/A]' (containers, MIG, unified memory) -> None."""
+    if not_available(value):
+        return None
+    number = value.strip().removesuffix("MiB").strip()
+    try:
+        return int(float(number))
+    except ValueError:
+        raise NvidiaSmiError("expected a MiB figure", value) from None
+
+
+@dataclass(frozen=True)
+class ComputeApp:
+    pid: int
+    process_name: str
+    used_memory_mib: int | None
+    gpu_uuid: str
+
+
+def parse_compute_apps(text: str) -> list[ComputeApp]:
+    """A `--query-compute-apps=pid,process_name,used_memory,gpu_uuid` answer, with or without a header."""
+    apps = []
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("pid,") or "no running processes found" in line.lower():
+            continue
+        cells = _cells(line)
+        if len(cells) < len(COMPUTE_APPS_FIELDS) or not cells[0].isdigit():
+            raise NvidiaSmiError("expected `pid, process_name, used_memory, gpu_uuid`", line)
+        apps.append(ComputeApp(int(cells[0]), ", ".join(cells[1:-2]), mib(cells[-2]), cells[-1]))
+    return apps
