@@ -1,5 +1,6 @@
 """A simulated server's startup log, run in-process: every line parses with fleet's SGLang log parser,
-and the figures it extracts are the memory planner's."""
+the figures it extracts are the memory planner's, and the lines and their order are those of the
+release the simulator plays (`FLEET_SIM_SGLANG_VERSION`)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ from pathlib import Path
 import pytest
 
 from fleet.host.engines.sglang import logparse
+from fleet.host.engines.sglang.logformats import log_formats
+from fleet.host.engines.sglang.release import KNOWN_RELEASES
 from fleet.host.engines.sim.server import SimServer, prepare
 
 SEED = ["--model-path", "qwen3.6-27b", "--context-length", "32768", "--mem-fraction-static", "0.75", "--trust-remote-code"]
@@ -27,9 +30,10 @@ def no_gpu_tools(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))
 
 
-def start(args: list[str]) -> tuple[SimServer | int, list[logparse.LogEvent | None], str]:
+def start(args: list[str], release: str | None = None) -> tuple[SimServer | int, list[logparse.LogEvent | None], str]:
     err, out = io.StringIO(), io.StringIO()
-    server = prepare(args + ["--sim-speed", "0.00001"], {}, err, out)
+    env = {"FLEET_SIM_SGLANG_VERSION": release} if release else {}
+    server = prepare(args + ["--sim-speed", "0.00001"], env, err, out)
     if isinstance(server, SimServer):
         def died() -> None:
             raise Died
@@ -63,8 +67,9 @@ def summary_of(events) -> logparse.LogSummary:
     ],
     ids=["ar-tp1", "ar-tp2-nographs", "dflash-tp1", "ddtree-tp4", "ar-tp8-defaults"],
 )
-def test_startup_figures_are_the_memory_plan(args: list[str]) -> None:
-    server, events, text = start(args)
+@pytest.mark.parametrize("release", KNOWN_RELEASES)
+def test_startup_figures_are_the_memory_plan(args: list[str], release: str) -> None:
+    server, events, text = start(args, release)
     assert isinstance(server, SimServer)
     plan, tp = server.plan, server.tp
     summary = summary_of(events)
@@ -82,7 +87,8 @@ def test_startup_figures_are_the_memory_plan(args: list[str]) -> None:
         assert summary.mamba_cache.intermediate_ssm_state_gb is None
     assert (summary.kv_cache.tokens, summary.kv_cache.k_gb, summary.kv_cache.v_gb) == (
         plan.kv_tokens, round(plan.k_size_gb, 2), round(plan.v_size_gb, 2))
-    assert summary.kv_cache.dtype == "torch.bfloat16"
+    # 0.5.12 does not log the pool's dtype (memory_pool.py:744); 0.5.23 does (memory_pool.py:2088).
+    assert summary.kv_cache.dtype == ("torch.bfloat16" if release == "0.5.23" else None)
     assert (summary.scheduler.max_total_num_tokens, summary.scheduler.max_running_requests, summary.scheduler.context_len,
             summary.scheduler.chunked_prefill_size) == (plan.kv_tokens, plan.max_running_requests, plan.context_len,
                                                         plan.chunked_prefill_size)
@@ -93,10 +99,25 @@ def test_startup_figures_are_the_memory_plan(args: list[str]) -> None:
     phases = [e.phase for e in events if isinstance(e, logparse.StartupPhase)]
     assert ("cuda_graph_begin" in phases) != ("--disable-cuda-graph" in args)
     assert text.index("Load weight begin") < text.index("Mamba Cache is allocated") < text.index("KV Cache is allocated") < text.index("Memory pool end")
+    assert summary.starts == 1 and summary.server_args.line_no < min(e.line_no for e in events if isinstance(e, logparse.StartupPhase))
+    formats = log_formats(release)
+    # Distributed init: per rank, and (0.5.12 only) again for the draft worker.
+    draft = server.resolved.algorithm in ("DFLASH", "DDTREE")
+    inits = text.count("] " + formats.init_begin.format() + "\n")
+    assert inits == tp * (2 if draft and formats.draft_inits_parallel else 1)
+    assert text.count("Memory baseline taken.") == (0 if formats.memory_baseline is None else tp * (2 if draft else 1))
+    if draft:
+        draft_loaded = text.index("type=DFlashDraftModel")
+        target_pool = text.index("Mamba Cache is allocated")
+        # 0.5.23 loads the draft before it sizes the pools; 0.5.12 after the target's graphs.
+        assert (draft_loaded < target_pool) == formats.draft_loads_before_pools
+    other = log_formats(next(r for r in KNOWN_RELEASES if r != release))
+    assert other.init_begin.format() not in text
+    assert (formats.capture_begin.regex(formats.capture_begin.head).search(text) is not None) != ("--disable-cuda-graph" in args)
 
 
 def test_seed_failure_lines_stop_after_the_pools() -> None:
-    server, events, text = start(SEED + DFLASH + ["--max-running-requests", "8"])
+    server, events, text = start(SEED + DFLASH + ["--max-running-requests", "8"], "0.5.12")
     summary = summary_of(events)
     assert (summary.mamba_cache.max_mamba_cache_size, summary.kv_cache.tokens) == (2, 11893)
     assert summary.scheduler is None and "Capture cuda graph" not in text
@@ -104,11 +125,14 @@ def test_seed_failure_lines_stop_after_the_pools() -> None:
     assert "AssertionError: max_running_request is zero\n" in text
 
 
-def test_cuda_graph_capture_runs_out_of_memory_at_a_high_fraction() -> None:
-    server, events, text = start(["--model-path", "qwen3.6-27b", "--context-length", "32768", "--mem-fraction-static", "0.99"])
+@pytest.mark.parametrize("release", KNOWN_RELEASES)
+def test_cuda_graph_capture_runs_out_of_memory_at_a_high_fraction(release: str) -> None:
+    server, events, text = start(["--model-path", "qwen3.6-27b", "--context-length", "32768", "--mem-fraction-static", "0.99"], release)
     assert "Exception: Capture cuda graph failed: CUDA out of memory. Tried to allocate" in text
     assert "2. set --cuda-graph-max-bs to a smaller value (e.g., 16)" in text
-    assert text.index("Capture cuda graph begin") < text.index("Scheduler hit an exception")
+    summary = summary_of(events)
+    assert summary.last_phase is not None and summary.last_phase.phase == "cuda_graph_begin"
+    assert summary.last_phase.line_no < text[: text.index("Scheduler hit an exception")].count("\n") + 1
 
 
 def test_fa3_on_sm120_fails_like_sglang() -> None:
@@ -162,7 +186,7 @@ def test_missing_model_and_port_in_use_faults(tmp_path: Path) -> None:
 
 
 def test_log_level_warning_keeps_errors_only() -> None:
-    server, events, text = start(SEED + DFLASH + ["--max-running-requests", "8", "--log-level", "warning"])
+    server, events, text = start(SEED + DFLASH + ["--max-running-requests", "8", "--log-level", "warning"], "0.5.12")
     assert "Load weight begin" not in text and "KV Cache is allocated" not in text
     assert "Scheduler hit an exception: Traceback" in text and "AssertionError: max_running_request is zero" in text
 

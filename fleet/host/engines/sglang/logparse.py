@@ -10,9 +10,13 @@ Accepted line shapes (all may carry ANSI colour codes and a trailing CR):
   short-iso (`2026-05-23T09:41:39+0000 host python[61613]: ...`);
 - bare lines pasted without any prefix (tracebacks, excerpts from issues).
 
-Message formats follow SGLang v0.5.13 (and the 0.5.10 serving-line variant without
-`#pending-token`); see shared/notes/sglang-facts.md section 3. Serving lines are parsed as
-`key: value` lists, so plain, hybrid-mamba, hybrid-SWA and spec-decoding variants all parse.
+Message formats: every release in `logformats.LOG_FORMATS` (0.5.12 and 0.5.23), recognised line by
+line, since a log does not say its release and a journald dump can span an upgrade. A server start
+is `server_args=ServerArgs(...)` (0.5.12) or `server_args={...}` (0.5.23); startup steps are the
+heads of the table's phase lines (`Init torch distributed begin.` / `Init parallel begin.`, `Capture
+cuda graph begin.` / `Capture target decode CUDA graph begin.`, ...). Serving lines are parsed as
+`key: value` lists, so plain, hybrid-mamba, hybrid-SWA and spec-decoding variants all parse (also
+the 0.5.10 variant without `#pending-token`).
 """
 
 from __future__ import annotations
@@ -22,6 +26,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal, TypedDict, Union
+
+from fleet.host.engines.sglang.logformats import LOG_FORMATS, LogFormat, ServerArgsShape
 
 _ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 _JOURNALD_RE = re.compile(
@@ -67,21 +73,72 @@ StartupPhaseName = Literal[
     "piecewise_cuda_graph_begin",
     "piecewise_cuda_graph_end",
 ]
-# Message starts that mark a step of startup, in the order model_runner logs them.
-_PHASE_STARTS: tuple[tuple[str, StartupPhaseName], ...] = (
-    ("Init torch distributed begin", "init_distributed_begin"),
-    ("Init torch distributed ends", "init_distributed_end"),
-    ("Load weight begin", "load_weight_begin"),
-    ("Memory pool end", "memory_pool_end"),
-    ("Capture cuda graph begin", "cuda_graph_begin"),
-    ("Capture cuda graph end", "cuda_graph_end"),
-    ("Capture draft cuda graph begin", "draft_cuda_graph_begin"),
-    ("Capture draft extend cuda graph begin", "draft_cuda_graph_begin"),
-    ("Capture draft cuda graph end", "draft_cuda_graph_end"),
-    ("Capture draft extend cuda graph end", "draft_cuda_graph_end"),
-    ("Capture piecewise CUDA graph begin", "piecewise_cuda_graph_begin"),
-    ("Capture piecewise CUDA graph end", "piecewise_cuda_graph_end"),
-)
+
+
+def _capture_phase(default: StartupPhaseName, capture_name: str | None) -> StartupPhaseName:
+    """0.5.23 names the captured graph ("target decode", "target verify", "draft decode", "target
+    prefill"): a draft's graphs are the draft phase, prefill graphs replaced the piecewise ones."""
+    if not capture_name:
+        return default
+    end = default.endswith("_end")
+    if capture_name.startswith("draft"):
+        return "draft_cuda_graph_end" if end else "draft_cuda_graph_begin"
+    if "prefill" in capture_name:
+        return "piecewise_cuda_graph_end" if end else "piecewise_cuda_graph_begin"
+    return "cuda_graph_end" if end else "cuda_graph_begin"
+
+
+def _phase_patterns() -> tuple[tuple[tuple[re.Pattern[str], StartupPhaseName], ...], tuple[str, ...]]:
+    """The head of every startup-step line of every known release, most specific first."""
+    entries: list[tuple[LogFormat, StartupPhaseName]] = []
+    for formats in LOG_FORMATS.values():
+        entries.extend((fmt, phase) for phase, fmt in formats.other_phases)  # type: ignore[misc]
+    for formats in LOG_FORMATS.values():
+        entries += [
+            (formats.init_begin, "init_distributed_begin"),
+            (formats.init_end, "init_distributed_end"),
+            (formats.load_weight_begin, "load_weight_begin"),
+            (formats.memory_pool_end, "memory_pool_end"),
+            (formats.capture_begin, "cuda_graph_begin"),
+            (formats.capture_end, "cuda_graph_end"),
+        ]
+        if formats.memory_baseline is not None:
+            # The baseline is taken right before the weights load: startup is where init ends.
+            entries.append((formats.memory_baseline, "init_distributed_end"))
+    patterns: dict[str, tuple[re.Pattern[str], StartupPhaseName]] = {}
+    for fmt, phase in entries:
+        pattern = fmt.regex(fmt.head)
+        patterns.setdefault(pattern.pattern, (pattern, phase))
+    return tuple(patterns.values()), tuple(sorted({fmt.marker.split(" ")[0] for fmt, _ in entries}))
+
+
+# _PHASE_INITIALS: the first words of every phase line; most lines have none of them and fail this
+# one cheap test.
+_PHASES, _PHASE_INITIALS = _phase_patterns()
+_SERVER_ARGS = "server_args="
+_SERVER_ARGS_SHAPES: tuple[ServerArgsShape, ...] = tuple(dict.fromkeys(f.server_args_shape for f in LOG_FORMATS.values()))
+_DDTREE_HEAD = "DDTREE metrics:"
+
+
+def _summary_markers() -> tuple[bytes, ...]:
+    markers: set[str] = {_SERVER_ARGS, _DDTREE_HEAD, "Decode batch", "Prefill batch"}
+    for formats in LOG_FORMATS.values():
+        for fmt in (
+            formats.init_begin, formats.init_end, formats.memory_baseline, formats.load_weight_begin,
+            formats.load_weight_end, formats.mamba_cache, formats.kv_cache, formats.memory_pool_end,
+            formats.capture_begin, formats.capture_end, formats.scheduler_ready, formats.ready,
+            *(fmt for _, fmt in formats.other_phases),
+        ):
+            if fmt is not None:
+                markers.add(fmt.marker)
+    # A marker that contains another adds nothing: the shorter one already lets the line through.
+    kept = {m for m in markers if not any(other != m and other in m for other in markers)}
+    return tuple(sorted(marker.encode() for marker in kept))
+
+
+# Texts a line must contain to be worth handing to the parser (startup figures, readiness,
+# serving statistics), for readers that prefilter lines in bulk (`fleet diagnose`).
+SUMMARY_MARKERS: tuple[bytes, ...] = _summary_markers()
 
 
 class _Stamp(TypedDict):
@@ -146,7 +203,8 @@ class StartupPhase(_Event):
 
 @dataclass(frozen=True, kw_only=True)
 class ServerArgsLogged(_Event):
-    """`server_args=ServerArgs(...)`: the first line of every server start. Values are Python reprs."""
+    """`server_args=ServerArgs(...)` (0.5.12) or `server_args={...}` (0.5.23): the first line of every
+    server start. Values are Python reprs, as logged."""
 
     args: dict[str, str]
 
@@ -283,9 +341,18 @@ def _serving_fields(message: str, head_end: int) -> dict[str, str]:
     return fields
 
 
-def _split_server_args(body: str) -> dict[str, str]:
-    """Split the inside of `ServerArgs(a=1, b='x, y', c=[1, 2])` at top-level commas."""
+def _split_server_args(body: str, shape: ServerArgsShape) -> dict[str, str]:
+    """Split the inside of `ServerArgs(a=1, b='x, y', c=[1, 2])` or `{'a': 1, 'b': {'c': 2}}` at
+    top-level commas into names and value reprs."""
     args: dict[str, str] = {}
+
+    def add(item: str) -> None:
+        key, sep, value = item.strip().partition(shape.separator)
+        if sep:
+            if shape.quoted_names and len(key) >= 2 and key[0] == key[-1] and key[0] in "'\"":
+                key = key[1:-1]
+            args[key] = value.strip()
+
     depth = 0
     quote = ""
     start = 0
@@ -300,14 +367,19 @@ def _split_server_args(body: str) -> dict[str, str]:
         elif char in ")]}":
             depth -= 1
         elif char == "," and depth == 0:
-            key, sep, value = body[start:index].strip().partition("=")
-            if sep:
-                args[key] = value
+            add(body[start:index])
             start = index + 1
-    key, sep, value = body[start:].strip().partition("=")
-    if sep:
-        args[key] = value
+    add(body[start:])
     return args
+
+
+def _parse_server_args(message: str, base: _Stamp) -> ServerArgsLogged | None:
+    rendered = message[len(_SERVER_ARGS) :].rstrip()
+    for shape in _SERVER_ARGS_SHAPES:
+        if rendered.startswith(shape.opening) and rendered.endswith(shape.closing):
+            body = rendered[len(shape.opening) : len(rendered) - len(shape.closing)]
+            return ServerArgsLogged(**base, args=_split_server_args(body, shape))
+    return None
 
 
 def _parse_serving(kind: str, message: str, head_end: int, base: _Stamp) -> LogEvent | None:
@@ -408,9 +480,9 @@ def _parse_message(message: str, base: _Stamp) -> LogEvent | None:
         )
     if READY_TEXT in message:
         return ServerReady(**base)
-    if message.startswith("server_args=ServerArgs("):
-        return ServerArgsLogged(**base, args=_split_server_args(message[len("server_args=ServerArgs(") : -1]))
-    if message.startswith("DDTREE metrics:"):
+    if message.startswith(_SERVER_ARGS):
+        return _parse_server_args(message, base)
+    if message.startswith(_DDTREE_HEAD):
         values = dict(_KEY_EQ_NUMBER_RE.findall(message))
         try:
             return DDTreeMetrics(
@@ -424,10 +496,13 @@ def _parse_message(message: str, base: _Stamp) -> LogEvent | None:
             )
         except KeyError:
             return None
-    for start, phase in _PHASE_STARTS:
-        if message.startswith(start):
-            avail = re.search(rf"avail mem=({_FLOAT})", message)
-            return StartupPhase(**base, phase=phase, avail_mem_gb=float(avail.group(1)) if avail else None)
+    if message.startswith(_PHASE_INITIALS):
+        for pattern, phase in _PHASES:
+            found = pattern.match(message)
+            if found:
+                avail = re.search(rf"avail mem=({_FLOAT})", message)
+                phase = _capture_phase(phase, found.groupdict().get("capture_name"))
+                return StartupPhase(**base, phase=phase, avail_mem_gb=float(avail.group(1)) if avail else None)
     return None
 
 

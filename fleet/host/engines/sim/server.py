@@ -21,7 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, NoReturn, Sequence, TextIO
 
+from fleet.host.engines.sglang.logformats import log_formats
 from fleet.host.engines.sglang.memory import DEFAULT_GPU_RESERVED_MIB, MemoryInputs, MemoryPlan, plan_memory
+from fleet.host.engines.sglang.release import choose_release
 from fleet.host.engines.sim import gpu as gpumod
 from fleet.host.engines.sim import perf, serverargs, sgltext
 from fleet.host.engines.sim.api import Api, ServerState
@@ -47,10 +49,6 @@ GRAPH_CAPTURE_S_PER_BS = 0.25
 ATTENTION_WORKSPACE_GB = 0.4  # allocated between "Memory pool end" and "Capture cuda graph begin"
 GRAPH_HEADROOM_GB = 0.2
 WARMUP_ATTEMPTS = 120  # _execute_server_warmup polls /model_info once a second, 120 times
-
-
-def version_tuple(text: str) -> tuple[int, ...]:
-    return tuple(int("".join(ch for ch in part if ch.isdigit()) or 0) for part in text.split(".")[:3])
 
 
 def graph_batch_sizes(max_bs: int, speculative: bool, max_running_requests: int) -> list[int]:
@@ -138,6 +136,7 @@ class SimServer:
         self.load_weights_s = 0.0
         self.graph_gb = 0.0
         self.engine: Engine | None = None
+        self.text = release_text(launch.sglang_version)
         # The process' death on a fatal error; tests that run a server in-process replace it.
         self.kill_self: Callable[[], None] = lambda: os.kill(self.pid, signal.SIGKILL)
 
@@ -186,20 +185,22 @@ class SimServer:
         if shows_flashinfer:
             console.raw([sgltext.FLASHINFER_SM12_WARNING])
         if values["attention_backend"] is None:
-            console.main(sgltext.ATTENTION_DEFAULT)
+            console.main(self.text.attention_default("flashinfer"))
         await self.pause(SPAWN_S)
         if shows_flashinfer:
             console.raw([sgltext.FLASHINFER_SM12_WARNING])
         if self.tp > len(self.host.gpus):
             self.fail_scheduler("device", "torch.AcceleratorError", "CUDA error: invalid device ordinal\n" + "\n".join(sgltext.CUDA_ERROR_TAIL) + "\n")
 
-        console.ranks(sgltext.init_distributed_begin())
+        text = self.text
+        console.ranks(text.init_begin())
         began = time.monotonic()
         await self.pause(INIT_DISTRIBUTED_S if self.tp == 1 else INIT_DISTRIBUTED_TP_S)
         nccl_gb = 0.0 if self.tp == 1 else 0.38
-        console.ranks(sgltext.init_distributed_end(time.monotonic() - began, nccl_gb))
+        console.ranks(text.init_end(time.monotonic() - began, nccl_gb))
+        self.memory_baseline(nccl_gb)
 
-        console.ranks(sgltext.load_weight_begin(plan.pre_load_avail_gb))
+        console.ranks(text.load_weight_begin(plan.pre_load_avail_gb))
         self.register(plan.pre_load_avail_gb)
         began = time.monotonic()
         await self.pause(plan.weights_gb_per_gpu / WEIGHT_LOAD_GBS + 1.0 + self.launch.faults.slow_start_s)
@@ -207,36 +208,50 @@ class SimServer:
         if failure is not None and failure.phase == "load_weights" and failure.model_role == "target":
             self.fail_scheduler("load_weights", failure.exception, failure.message)
         self.load_weights_s = time.monotonic() - began
-        console.ranks(sgltext.load_weight_end(self.load_weights_s, self.target.architecture, plan.post_load_avail_gb, plan.weights_gb_per_gpu))
+        console.ranks(text.load_weight_end(self.load_weights_s, self.target.architecture, plan.post_load_avail_gb, plan.weights_gb_per_gpu))
         self.register(plan.post_load_avail_gb)
+        has_draft = self.resolved.algorithm in DFLASH_FAMILY and self.draft is not None
+        # 0.5.23 builds the draft worker (its weights) before it sizes the pools of both models.
+        draft_first = has_draft and text.formats.draft_loads_before_pools
+        avail = plan.post_load_avail_gb
+        if draft_first:
+            avail = await self.load_draft(avail)
 
         await self.pause(POOL_ALLOC_S)
         if failure is not None and failure.phase in ("mamba_cache", "kv_cache"):
             self.fail_scheduler(failure.phase, failure.exception, failure.message)
         if self.target.is_hybrid:
             spec = (plan.intermediate_ssm_gb, plan.intermediate_conv_gb) if self.resolved.algorithm else None
-            console.ranks(sgltext.mamba_cache_allocated(plan.max_mamba_cache_size, plan.conv_state_gb, plan.ssm_state_gb, spec))
-        console.ranks(sgltext.kv_cache_allocated(self.kv_dtype(), plan.kv_tokens, plan.k_size_gb, plan.v_size_gb))
-        if version_tuple(self.launch.sglang_version) >= (0, 5, 13) and plan.max_running_requests > 0:
-            console.ranks(sgltext.max_concurrent_requests(plan.max_running_requests))
-        console.ranks(sgltext.memory_pool_end(plan.pool_end_avail_gb))
-        self.register(plan.pool_end_avail_gb)
+            console.ranks(text.mamba_cache_allocated(plan.max_mamba_cache_size, plan.conv_state_gb, plan.ssm_state_gb, spec))
+        console.ranks(text.kv_cache_allocated(self.kv_dtype(), plan.kv_tokens, plan.k_size_gb, plan.v_size_gb))
+        # 0.5.12's figures are the memory plan's own; after a draft loaded first they follow from it.
+        pool_end = avail - (plan.k_size_gb + plan.v_size_gb + plan.mamba_cache_gb) if draft_first else plan.pool_end_avail_gb
+        console.ranks(text.memory_pool_end(pool_end))
+        self.register(pool_end)
         if failure is not None and failure.phase == "scheduler_init":
             self.fail_scheduler("scheduler_init", failure.exception, failure.message)
+        if draft_first:
+            pool_end = self.draft_pools(pool_end)
         self.check_attention_backend()
 
-        avail = plan.pool_end_avail_gb - ATTENTION_WORKSPACE_GB
+        avail = pool_end - ATTENTION_WORKSPACE_GB
         graph_gb = 0.0
         if not values["disable_cuda_graph"]:
             avail, graph_gb = await self.capture_graphs(avail)
-        if self.resolved.algorithm in DFLASH_FAMILY and self.draft is not None:
-            avail = await self.start_draft(avail)
+        if has_draft and not draft_first:
+            avail = self.draft_pools(await self.load_draft(avail))
         self.graph_gb = graph_gb
-        console.rank(0, sgltext.scheduler_ready(
+        console.rank(0, text.scheduler_ready(
             plan.kv_tokens, plan.chunked_prefill_size, values["max_prefill_tokens"], plan.max_running_requests,
             plan.context_len, avail,
         ))
         self.register(avail)
+
+    def memory_baseline(self, mem_usage_gb: float) -> None:
+        """0.5.23 measures the memory before each model runner loads (target, then draft)."""
+        line = self.text.memory_baseline(mem_usage_gb)
+        if line is not None:
+            self.console.ranks(line)
 
     def kv_dtype(self) -> str:
         dtype = self.values["kv_cache_dtype"]
@@ -257,14 +272,18 @@ class SimServer:
                                 "Please use a different prefill backend.")
 
     async def capture_graphs(self, avail: float) -> tuple[float, float]:
-        console, plan = self.console, self.plan
+        console, plan, text = self.console, self.plan, self.text
         speculative = self.resolved.algorithm is not None
         batch_sizes = self.values["cuda_graph_bs"] or graph_batch_sizes(plan.cuda_graph_max_bs, speculative, plan.max_running_requests)
         batch_sizes = [bs for bs in batch_sizes if bs <= plan.max_running_requests] or [1]
         verify = plan.num_draft_tokens or 1
         graph_gb = graph_memory_gb(max(batch_sizes), verify)
-        console.ranks(sgltext.capture_begin(avail))
-        console.rank(0, sgltext.capture_bs(batch_sizes))
+        # 0.5.23 names the graph: a speculative target captures its verify step (verify tokens per request).
+        capture_name = "target verify" if speculative else "target decode"
+        console.ranks(text.capture_begin(avail, capture_name, "full", verify))
+        bs_line = text.capture_bs(batch_sizes)
+        if bs_line is not None:
+            console.rank(0, bs_line)
         began = time.monotonic()
         await self.pause(GRAPH_CAPTURE_S_PER_BS * len(batch_sizes) * (1.5 if speculative else 1.0))
         if avail - graph_gb < GRAPH_HEADROOM_GB:
@@ -272,25 +291,33 @@ class SimServer:
             oom = sgltext.torch_oom(graph_gb, self.total_gb, max(avail, 0.0), in_use)
             self.fail_scheduler("cuda_graph", "Exception", f"Capture cuda graph failed: {oom}\n{sgltext.CUDA_GRAPH_CAPTURE_FAILED_MSG}")
         avail -= graph_gb
-        console.ranks(sgltext.capture_end(time.monotonic() - began, graph_gb, avail))
+        console.ranks(text.capture_end(time.monotonic() - began, graph_gb, avail, capture_name, batch_sizes))
         return avail, graph_gb
 
-    async def start_draft(self, avail: float) -> float:
-        """The DFLASH/DDTREE draft worker: its weights and KV pool come after the target's graphs."""
-        console, plan = self.console, self.plan
-        console.ranks(sgltext.init_distributed_begin())
-        console.ranks(sgltext.init_distributed_end(0.0, 0.0))
-        console.ranks(sgltext.load_weight_begin(avail))
+    async def load_draft(self, avail: float) -> float:
+        """The DFLASH/DDTREE draft worker's model runner and weights: after the target's graphs with a
+        distributed init of its own (0.5.12), or right after the target's weights (0.5.23)."""
+        console, plan, text = self.console, self.plan, self.text
+        if text.formats.draft_inits_parallel:
+            console.ranks(text.init_begin())
+            console.ranks(text.init_end(0.0, 0.0))
+        self.memory_baseline(0.0)
+        console.ranks(text.load_weight_begin(avail))
         began = time.monotonic()
         await self.pause(plan.draft_weights_gb_per_gpu / WEIGHT_LOAD_GBS + 0.5)
         failure = plan.failure
         if failure is not None and failure.phase == "load_weights" and failure.model_role == "draft":
             self.fail_scheduler("load_weights", failure.exception, failure.message, draft=True)
         avail -= plan.draft_weights_gb_per_gpu
-        console.ranks(sgltext.load_weight_end(time.monotonic() - began, "DFlashDraftModel", avail, plan.draft_weights_gb_per_gpu))
-        console.ranks(sgltext.kv_cache_allocated(self.kv_dtype(), plan.kv_tokens, plan.draft_k_size_gb, plan.draft_v_size_gb))
+        console.ranks(text.load_weight_end(time.monotonic() - began, "DFlashDraftModel", avail, plan.draft_weights_gb_per_gpu))
+        return avail
+
+    def draft_pools(self, avail: float) -> float:
+        """The draft's KV pool (it shares the target's token count) and its runner's lines."""
+        console, plan, text = self.console, self.plan, self.text
+        console.ranks(text.kv_cache_allocated(self.kv_dtype(), plan.kv_tokens, plan.draft_k_size_gb, plan.draft_v_size_gb))
         avail -= plan.draft_k_size_gb + plan.draft_v_size_gb
-        console.ranks(sgltext.memory_pool_end(avail))
+        console.ranks(text.memory_pool_end(avail))
         backend = self.values["speculative_draft_attention_backend"] or self.values["attention_backend"] or "flashinfer"
         for line in sgltext.dflash_runner_lines(backend, self.values["speculative_num_draft_tokens"]):
             console.rank(0, line)
@@ -442,7 +469,7 @@ class SimServer:
         state.status = "Up"
         state.ready_at = time.time()
         self.engine.ready = True
-        self.console.main(sgltext.FIRED_UP)
+        self.console.main(self.text.fired_up())
 
 
     def warmup_failed(self, detail: str) -> NoReturn:
@@ -483,13 +510,15 @@ def prepare(argv: Sequence[str], env: Mapping[str, str], err: TextIO | None = No
     memory plan, and the `server_args=` line. An exit code when it stops there, as SGLang would."""
     raw, settings = parse_command_line(argv, env)
     console = Console(raw["tp_size"], err, out, raw["log_level"], raw["log_level_http"])
-    console.raw(sgltext.launch_server_deprecation())
+    version = env.get("FLEET_SIM_SGLANG_VERSION") or DEFAULT_SGLANG_VERSION
+    text = release_text(version)
+    console.raw(text.launch_server_deprecation())
     try:
         faults = load_fault_profile(settings.faults_path)
     except FaultProfileError as exc:
         console.raw([f"fleet sim: {exc}"])
         return 2
-    launch = Launch(raw, settings, faults, env, env.get("FLEET_SIM_SGLANG_VERSION") or DEFAULT_SGLANG_VERSION)
+    launch = Launch(raw, settings, faults, env, version)
 
     try:
         target = resolve_model(raw["model_path"], faults)
@@ -510,7 +539,7 @@ def prepare(argv: Sequence[str], env: Mapping[str, str], err: TextIO | None = No
     assert target is not None
 
     resolved = resolve_server_args(raw, target, draft, env, settings.seed)
-    console.raw([sgltext.pre_logging_warning(w.logger, w.message) for w in resolved.warnings])
+    console.raw([text.pre_logging(w.message) for w in resolved.warnings])
     if resolved.failure is not None:
         failure = resolved.failure
         console.raw(sgltext.args_failure_traceback(failure.site, failure.exception, failure.message))
@@ -529,8 +558,13 @@ def prepare(argv: Sequence[str], env: Mapping[str, str], err: TextIO | None = No
     shown = dict(resolved.values)
     shown.update(mem_fraction_static=plan.mem_fraction_static, chunked_prefill_size=plan.chunked_prefill_size,
                  cuda_graph_max_bs=plan.cuda_graph_max_bs)
-    console.main("server_args=" + render_server_args(shown))
+    console.main(text.server_args(shown, render_server_args(shown)))
     return SimServer(launch, resolved, target, draft, host, plan, console)
+
+
+def release_text(version: str) -> sgltext.ReleaseText:
+    """The log lines of the release the simulator plays (the nearest known one for any other)."""
+    return sgltext.ReleaseText(log_formats(choose_release(version).release))
 
 
 def memory_inputs(resolved: ResolvedArgs, host: gpumod.GpuHost, launch: Launch) -> MemoryInputs:

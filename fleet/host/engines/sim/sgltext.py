@@ -1,8 +1,10 @@
 """SGLang's (and its neighbours') log texts, byte for byte where the source gives them.
 
-Every message here was read from the sglang 0.5.13 wheel (or uvicorn, PyTorch, transformers,
-FlashInfer) and is cited next to it. Tracebacks keep SGLang's real call chain and final line; the
-intermediate line numbers are those of 0.5.13 where known.
+The startup lines the parser reads come from the release's entry in
+`fleet/host/engines/sglang/logformats.py` (`ReleaseText`), so the simulator writes what the parser is
+tested to read, per release. The other messages here were read from the sglang 0.5.13 wheel (or
+uvicorn, PyTorch, transformers, FlashInfer) and are cited next to them. Tracebacks keep SGLang's real
+call chain and final line; the intermediate line numbers are those of 0.5.13 where known.
 """
 
 from __future__ import annotations
@@ -10,7 +12,9 @@ from __future__ import annotations
 import sys
 import sysconfig
 import time
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Mapping, Sequence
+
+from fleet.host.engines.sglang.logformats import LogFormats
 
 SITE = sysconfig.get_paths()["purelib"]
 SGLANG = f"{SITE}/sglang"
@@ -40,93 +44,101 @@ def log_line(message: str, prefix: str = "", now: float | None = None) -> str:
     return f"[{timestamp(now)}{prefix}] {message}"
 
 
-# --- process start -------------------------------------------------------------------------------
-
-def launch_server_deprecation() -> list[str]:
-    """sglang/launch_server.py warns through `warnings.warn(..., stacklevel=1)`."""
-    return [
-        f"{SGLANG}/launch_server.py:55: UserWarning: 'python -m sglang.launch_server' is still supported, "
-        "but 'sglang serve' is the recommended entrypoint.",
-        "  Example: sglang serve --model-path <model> [options]",
-        "  warnings.warn(",
-    ]
+# --- process start and model runner startup: per release, from logformats ------------------------
 
 
-def pre_logging_warning(logger_name: str, message: str) -> str:
-    """Warnings logged while ServerArgs is built, before SGLang configures logging (sample 021)."""
-    return f"WARNING:{logger_name}:{message}"
+class _Repr(str):
+    """A pre-rendered repr: `{x!r}` of it gives the text itself (0.5.12's `ServerArgs(...)`)."""
+
+    def __repr__(self) -> str:
+        return str(self)
 
 
-# flashinfer/compilation_context.py catches its own RuntimeError and logs it, at import, twice.
+class ReleaseText:
+    """The startup lines of one release, formatted from its `LogFormats` entry."""
+
+    def __init__(self, formats: LogFormats) -> None:
+        self.formats = formats
+
+    @property
+    def release(self) -> str:
+        return self.formats.release
+
+    def launch_server_deprecation(self) -> list[str]:
+        """sglang/launch_server.py warns through `warnings.warn(..., stacklevel=1)`."""
+        return [
+            f"{SGLANG}/launch_server.py:{self.formats.launch_warning_line}: UserWarning: 'python -m sglang.launch_server' "
+            "is still supported, but 'sglang serve' is the recommended entrypoint.",
+            "  Example: sglang serve --model-path <model> [options]",
+            "  warnings.warn(",
+        ]
+
+    def pre_logging(self, message: str, now: float | None = None) -> str:
+        """A line logged while ServerArgs is built: prepare_server_args' basicConfig, no rank prefix."""
+        return self.formats.pre_logging.format(asctime=timestamp(now), message=message)
+
+    def server_args(self, values: Mapping[str, Any], dataclass_repr: str) -> str:
+        """0.5.12 logs the dataclass' repr (`dataclass_repr`), 0.5.23 the resolved dict."""
+        shown: object = dict(values) if self.formats.server_args_shape.opening == "{" else _Repr(dataclass_repr)
+        return self.formats.server_args.format(server_args=shown)
+
+    def attention_default(self, backend: str) -> str:
+        return self.formats.attention_default.format(backend=backend)
+
+    def init_begin(self) -> str:
+        return self.formats.init_begin.format()
+
+    def init_end(self, elapsed_s: float, mem_usage_gb: float) -> str:
+        return self.formats.init_end.format(elapsed=elapsed_s, mem_usage=mem_usage_gb)
+
+    def memory_baseline(self, mem_usage_gb: float) -> str | None:
+        baseline = self.formats.memory_baseline
+        return None if baseline is None else baseline.format(mem_usage=mem_usage_gb)
+
+    def load_weight_begin(self, avail_gb: float) -> str:
+        return self.formats.load_weight_begin.format(avail=avail_gb)
+
+    def load_weight_end(self, elapsed_s: float, model_class: str, avail_gb: float, usage_gb: float) -> str:
+        return self.formats.load_weight_end.format(elapsed=elapsed_s, model_class=model_class, avail=avail_gb, usage=usage_gb)
+
+    def mamba_cache_allocated(self, size: int, conv_gb: float, ssm_gb: float, spec: tuple[float, float] | None) -> str:
+        """MambaPool: no comma before "intermediate" and a trailing space, as in the source."""
+        if spec is None:
+            return self.formats.mamba_cache.format(size=size, conv=conv_gb, ssm=ssm_gb)
+        return self.formats.mamba_cache_spec.format(size=size, conv=conv_gb, ssm=ssm_gb, issm=spec[0], iconv=spec[1])
+
+    def kv_cache_allocated(self, dtype: str, tokens: int, k_gb: float, v_gb: float) -> str:
+        return self.formats.kv_cache.format(dtype=f"torch.{dtype}", tokens=tokens, k=k_gb, v=v_gb)
+
+    def memory_pool_end(self, avail_gb: float) -> str:
+        return self.formats.memory_pool_end.format(avail=avail_gb)
+
+    def capture_begin(self, avail_gb: float, capture_name: str, backend: str, tokens_per_req: int) -> str:
+        return self.formats.capture_begin.format(
+            avail=avail_gb, capture_name=capture_name, backend=backend, num_tokens_per_req=tokens_per_req)
+
+    def capture_bs(self, batch_sizes: Sequence[int]) -> str | None:
+        """The batch sizes on a line of their own (0.5.12, rank 0); 0.5.23 puts them in the end line."""
+        line = self.formats.capture_bs
+        return None if line is None else line.format(bs=list(batch_sizes))
+
+    def capture_end(self, elapsed_s: float, usage_gb: float, avail_gb: float, capture_name: str, batch_sizes: Sequence[int]) -> str:
+        return self.formats.capture_end.format(
+            elapsed=elapsed_s, usage=usage_gb, avail=avail_gb, capture_name=capture_name, bs=list(batch_sizes))
+
+    def scheduler_ready(self, max_total_tokens: int, chunked: int, max_prefill: int, max_running: int, context_len: int,
+                        avail_gb: float) -> str:
+        """managers/scheduler.py, TP0 only."""
+        return self.formats.scheduler_ready.format(
+            max_total=max_total_tokens, chunked=chunked, max_prefill=max_prefill, max_running=max_running,
+            context_len=context_len, avail=avail_gb)
+
+    def fired_up(self) -> str:
+        return self.formats.ready.format()
+
+
+# FlashInfer/compilation_context.py catches its own RuntimeError and logs it, at import, twice.
 FLASHINFER_SM12_WARNING = "Failed to get device capability: SM 12.x requires CUDA >= 12.9."
-
-
-# --- model runner startup (model_executor/model_runner.py, mem_cache/memory_pool.py) -------------
-
-def init_distributed_begin() -> str:
-    return "Init torch distributed begin."
-
-
-def init_distributed_end(elapsed_s: float, mem_usage_gb: float) -> str:
-    return f"Init torch distributed ends. elapsed={elapsed_s:.2f} s, mem usage={mem_usage_gb:.2f} GB"
-
-
-def load_weight_begin(avail_gb: float) -> str:
-    return f"Load weight begin. avail mem={avail_gb:.2f} GB"
-
-
-def load_weight_end(elapsed_s: float, model_class: str, avail_gb: float, usage_gb: float) -> str:
-    return (
-        f"Load weight end. elapsed={elapsed_s:.2f} s, type={model_class}, "
-        f"avail mem={avail_gb:.2f} GB, mem usage={usage_gb:.2f} GB."
-    )
-
-
-def mamba_cache_allocated(size: int, conv_gb: float, ssm_gb: float, spec: tuple[float, float] | None) -> str:
-    """MambaPool: no comma before "intermediate" and a trailing space, as in the source."""
-    text = (
-        f"Mamba Cache is allocated. max_mamba_cache_size: {size}, "
-        f"conv_state size: {conv_gb:.2f}GB, ssm_state size: {ssm_gb:.2f}GB "
-    )
-    if spec is not None:
-        text += (
-            f"intermediate_ssm_state_cache size: {spec[0]:.2f}GB "
-            f"intermediate_conv_window_cache size: {spec[1]:.2f}GB "
-        )
-    return text
-
-
-def kv_cache_allocated(dtype: str, tokens: int, k_gb: float, v_gb: float) -> str:
-    return f"KV Cache is allocated. dtype: torch.{dtype}, #tokens: {tokens}, K size: {k_gb:.2f} GB, V size: {v_gb:.2f} GB"
-
-
-def max_concurrent_requests(max_num_reqs: int) -> str:
-    return f"Max concurrent requests (per dp worker) from the finalized token capacity: max_num_reqs={max_num_reqs}."
-
-
-def memory_pool_end(avail_gb: float) -> str:
-    return f"Memory pool end. avail mem={avail_gb:.2f} GB"
-
-
-def capture_begin(avail_gb: float) -> str:
-    return f"Capture cuda graph begin. This can take up to several minutes. avail mem={avail_gb:.2f} GB"
-
-
-def capture_bs(batch_sizes: Sequence[int]) -> str:
-    return f"Capture cuda graph bs {list(batch_sizes)}"
-
-
-def capture_end(elapsed_s: float, usage_gb: float, avail_gb: float) -> str:
-    return f"Capture cuda graph end. Time elapsed: {elapsed_s:.2f} s. mem usage={usage_gb:.2f} GB. avail mem={avail_gb:.2f} GB."
-
-
-def scheduler_ready(max_total_tokens: int, chunked: int, max_prefill: int, max_running: int, context_len: int, avail_gb: float) -> str:
-    """managers/scheduler.py init_model_worker, TP0 only."""
-    return (
-        f"max_total_num_tokens={max_total_tokens}, chunked_prefill_size={chunked}, "
-        f"max_prefill_tokens={max_prefill}, max_running_requests={max_running}, "
-        f"context_len={context_len}, available_gpu_mem={avail_gb:.2f} GB"
-    )
 
 
 def dflash_runner_lines(backend: str, block_size: int) -> list[str]:
@@ -140,10 +152,6 @@ def dflash_runner_lines(backend: str, block_size: int) -> list[str]:
 
 def dflash_first_verify(correct_drafts_per_req: Sequence[int]) -> str:
     return f"DFLASH verify completed. num_correct_drafts_per_req={list(correct_drafts_per_req)}"
-
-
-ATTENTION_DEFAULT = "Attention backend not explicitly specified. Use flashinfer backend by default."
-FIRED_UP = "The server is fired up and ready to roll!"
 
 
 def uvicorn_startup(pid: int) -> list[str]:
