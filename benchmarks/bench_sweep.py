@@ -59,7 +59,7 @@ sys.path.insert(0, str(REPO))
 
 from bench_provision import machine_cpu  # noqa: E402  (this script's directory is on sys.path)
 
-from fleet.host.agent.shard import Shard  # noqa: E402
+from fleet.host.contract.shard import Shard  # noqa: E402
 from fleet.inventory import Host, load_inventory  # noqa: E402
 from fleet.layout import agent_dir, sweep_dir  # noqa: E402
 from fleet.planning.schedule import HostSlots, Job, aligned_blocks, schedule  # noqa: E402

@@ -7,6 +7,7 @@ from typing import Any, TypeVar
 
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic_core import ErrorDetails
 
 from fleet.errors import ConfigError
 
@@ -40,7 +41,7 @@ def _field_name(loc: tuple[Any, ...]) -> str:
     return name or "(top level)"
 
 
-def _expectation(error: dict[str, Any]) -> str:
+def _expectation(error: ErrorDetails) -> str:
     kind = error["type"]
     if kind == "missing":
         return "this field (it is required)"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 # The base and the errors that host code raises live in the shipped package; callers import them here.
 from fleet.host.errors import ConfigError as ConfigError
+from fleet.host.errors import ContractError as ContractError
 from fleet.host.errors import FleetError as FleetError
 
 

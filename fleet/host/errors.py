@@ -29,3 +29,17 @@ class ConfigError(FleetError):
         # Every other problem of the same file, so one run of the command shows them all.
         detail += "".join(f"\n{self.path}: {line}" for line in more)
         super().__init__(detail)
+
+
+class ContractError(FleetError):
+    """A sweep-directory document (shard, result, progress, quarantine) that is not what the
+    contract says. Names the file, the field and what was expected."""
+
+    def __init__(self, source: str, field: str, expected: str, got: object = None) -> None:
+        self.source, self.field, self.expected = source, field, expected
+        where = f"{source}: {field}" if field else source
+        detail = f"{where}: expected {expected}"
+        if got is not None:
+            text = repr(got)
+            detail += f", got {text if len(text) <= 120 else text[:117] + '...'}"
+        super().__init__(detail)

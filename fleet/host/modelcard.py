@@ -298,7 +298,7 @@ def _positive_int(data: dict[str, Any], key: str, origin: Path | str, shown_as: 
 def _dtype(data: dict[str, Any], key: str, origin: Path | str) -> str:
     value = data.get(key)
     name = _DTYPE_ALIASES.get(value, value) if isinstance(value, str) else value
-    if name not in DTYPE_BYTES:
+    if not isinstance(name, str) or name not in DTYPE_BYTES:
         raise ConfigError(origin, key, f"one of {', '.join(DTYPE_BYTES)}", value)
     return name
 

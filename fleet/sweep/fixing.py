@@ -21,7 +21,7 @@ from typing import Any
 
 from fleet.fixes.autofix import Fix, decide, propose_fix
 from fleet.fixes.quarantine import QuarantineEntry, QuarantineKey, QuarantineStore
-from fleet.host.agent.shard import Shard
+from fleet.host.contract.shard import Shard
 from fleet.host.contract import RunResult, RunStatus
 from fleet.host.diagnose.classify import diagnose_text
 from fleet.inventory import Host
@@ -54,7 +54,7 @@ class SweepFixer:
     hardware: Mapping[str, Hardware]
     store: QuarantineStore
     sweep_id: str
-    planned: Mapping[str, PlannedServer]  # server id -> what the plan placed (variants added as made)
+    planned: dict[str, PlannedServer]  # server id -> what the plan placed (variants added as made)
     records: list[FixRecord] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _seen: set[str] = field(default_factory=set)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import posixpath
 from collections.abc import Mapping
 
-from fleet.host.agent.shard import AgentLimits, RunSpec, ServerSpec, Shard
+from fleet.host.contract.shard import AgentLimits, RunSpec, ServerSpec, Shard
 from fleet.inventory import EngineKind, Host, ServiceManager
 from fleet.layout import agent_dir, sweep_dir
 from fleet.plan import Plan, PlannedServer

@@ -112,7 +112,7 @@ def classify_exception(exc: BaseException) -> type[TransportError] | None:
         return HostKeyError
     if isinstance(exc, paramiko.AuthenticationException):
         return AuthenticationFailed
-    if isinstance(exc, (paramiko.IncompatiblePeer, paramiko.ConfigParseError)):
+    if isinstance(exc, (paramiko.ssh_exception.IncompatiblePeer, paramiko.ConfigParseError)):
         return PermanentTransportError
     if isinstance(exc, paramiko.SSHException) and "No authentication methods available" in str(exc):
         return AuthenticationFailed

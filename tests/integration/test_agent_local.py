@@ -25,7 +25,7 @@ from typing import Any, Iterator
 import pytest
 
 from fleet.host.agent.services import ProcessServices, ServiceSpec, pid_alive
-from fleet.host.agent.shard import AgentLimits, RunSpec, ServerSpec, Shard
+from fleet.host.contract.shard import AgentLimits, RunSpec, ServerSpec, Shard
 from fleet.host.engines.sim.gpu import register_process
 from fleet.playbook import ConcurrencyWorkload, Run, expand_runs, load_playbook
 from fleet.workloads import resolve_workload

@@ -70,7 +70,7 @@ def test_a_truncated_result_names_its_file(tmp_path: Path) -> None:
         ("attempt", "2", "attempt: expected an integer, got '2'"),
         ("attempt", True, "attempt: expected an integer, got True"),
         ("figures", [], r"figures: expected an object, got \[\]"),
-        ("failure", {"message": "x"}, r"failure\.class: expected a value \(the field is missing\)"),
+        ("failure", {"message": "x"}, r"failure\.class: expected a string \(the field is missing\)"),
     ],
 )
 def test_a_field_of_the_wrong_kind_is_named(field: str, value: object, message: str) -> None:

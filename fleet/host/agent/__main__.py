@@ -27,7 +27,7 @@ from typing import Sequence
 
 from fleet.host.agent.runner import Agent, AgentBusy
 from fleet.host.agent.services import ServiceError, ServiceSpec, make_services
-from fleet.host.agent.shard import ShardError
+from fleet.host.errors import ContractError
 
 EXIT_BUSY = 4
 
@@ -92,7 +92,7 @@ def _run(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s fleet-agent %(levelname)s %(message)s", stream=sys.stderr)
     try:
         agent = Agent(args.sweep_dir)
-    except (OSError, ShardError, ServiceError) as exc:
+    except (OSError, ContractError, ServiceError) as exc:
         print(f"fleet agent: {exc}", file=sys.stderr)
         return 2
     signal.signal(signal.SIGTERM, lambda *_: agent.request_stop())

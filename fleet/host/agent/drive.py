@@ -22,8 +22,8 @@ from typing import Any, Callable
 
 from fleet.host.agent.client import HTTP_400_CONTEXT, LIVENESS_SUSPECT, Client, RequestOutcome, prompt_tokens_in_error
 from fleet.host.agent.results import Sent, WorkloadOutcome, request_figures
-from fleet.host.agent.shard import AgentLimits, RunSpec
 from fleet.host.contract import Failure
+from fleet.host.contract.shard import AgentLimits, RunSpec
 
 MAX_CALIBRATION_PROBES = 5
 UNKNOWN_MAX_RUNNING = "unknown_max_running_requests"

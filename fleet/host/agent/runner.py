@@ -1,6 +1,5 @@
 """The agent's main loop: work through a shard, one server launch per server configuration,
-side by side where they use different GPUs. Standard library only (plus fleet.host.agent.* and the
-shipped SGLang log parser).
+side by side where they use different GPUs. It reads and writes the files of `fleet.host.contract`.
 
 Per server: clear what an earlier agent or run left on its port and GPUs; start it; wait until
 `/health` answers, failing fast on a fatal log line or an exited process; read its context length
@@ -32,9 +31,9 @@ from fleet.host.agent.logwatch import LogWatcher
 from fleet.host.agent.progress import ProgressFile
 from fleet.host.agent.results import RunIdentity, WorkloadOutcome, build_result, skipped_result
 from fleet.host.agent.services import ServiceError, Services, ServiceSpec, boot_id, clear_stale, make_services, wait_free
-from fleet.host.agent.shard import RunSpec, ServerSpec, Shard
 from fleet.host.atomic import write_json_atomic
 from fleet.host.contract import AgentState, ContractError, Failure, HostQuarantine, RunResult, RunStatus, ServerPhase, SweepDir, load_result
+from fleet.host.contract.shard import RunSpec, ServerSpec, Shard
 from fleet.host.diagnose.classify import DiagnosisHint, diagnose_file
 
 log = logging.getLogger("fleet.host.agent")

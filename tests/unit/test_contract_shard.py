@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from fleet.host.agent.shard import AgentLimits, RunSpec, ServerSpec, Shard, ShardError, dependency_order
+from fleet.host.contract.shard import AgentLimits, RunSpec, ServerSpec, Shard, dependency_order
+from fleet.host.errors import ContractError
 
 
 def make_shard() -> Shard:
@@ -44,8 +45,8 @@ def mutated(change) -> str:  # type: ignore[no-untyped-def]
 @pytest.mark.parametrize(
     ("change", "expected"),
     [
-        (lambda d: d.pop("sweep_id"), "shard.json: sweep_id: missing (expected a non-empty string)"),
-        (lambda d: d.update(service_manager="docker"), "service_manager: expected one of ['systemd', 'process'], got 'docker'"),
+        (lambda d: d.pop("sweep_id"), "shard.json: sweep_id: expected a non-empty string (the field is missing)"),
+        (lambda d: d.update(service_manager="docker"), "service_manager: expected one of systemd, process, got 'docker'"),
         (lambda d: d["servers"][1].update(port="30000"), "servers[1].port: expected a TCP port, got '30000'"),
         (lambda d: d["servers"][0].update(port=True), "servers[0].port: expected a TCP port, got True"),
         (lambda d: d["servers"][0].update(gpus=[0, -1]), "servers[0].gpus: expected a list of GPU indexes (integers >= 0), got [0, -1]"),
@@ -54,18 +55,18 @@ def mutated(change) -> str:  # type: ignore[no-untyped-def]
         (lambda d: d["limits"].update(no_token_timeout_s=0), "limits.no_token_timeout_s: expected a number > 0, got 0"),
         (lambda d: d["servers"][1].update(after=["zz"]), "servers[1].after: expected server ids of this shard, got ['zz']"),
         (lambda d: d["servers"][0].update(after=["b2"]), "servers[].after: expected no cycle between servers"),
-        (lambda d: d["servers"][1]["runs"][0].update(run_id="r1"), "expected distinct run_id values, got duplicates ['r1']"),
+        (lambda d: d["servers"][1]["runs"][0].update(run_id="r1"), "expected distinct run_id values (duplicates: ['r1'])"),
         (lambda d: d.update(format=2), "format: expected shard format 1 (agent and controller differ in version), got 2"),
     ],
 )
 def test_bad_shards_are_refused_with_the_field_named(change, expected: str) -> None:  # type: ignore[no-untyped-def]
-    with pytest.raises(ShardError) as error:
+    with pytest.raises(ContractError) as error:
         Shard.from_json(mutated(change))
     assert expected in str(error.value)
 
 
 def test_not_json_names_the_file() -> None:
-    with pytest.raises(ShardError, match=r"^/var/lib/fleet/sweeps/x/shard.json: not valid JSON"):
+    with pytest.raises(ContractError, match=r"^/var/lib/fleet/sweeps/x/shard.json: expected a whole JSON document \(truncated or not JSON\)"):
         Shard.from_json("{", source="/var/lib/fleet/sweeps/x/shard.json")
 
 
@@ -76,7 +77,7 @@ def test_dependency_order_is_stable_and_respects_after() -> None:
 
 
 def test_skip_reason_round_trips_and_defaults_to_none() -> None:
-    from fleet.host.agent.shard import AgentLimits, RunSpec, ServerSpec, Shard
+    from fleet.host.contract.shard import AgentLimits, RunSpec, ServerSpec, Shard
 
     server = ServerSpec(
         server_id="s1", label="tp1-ddtree-b8", gpus=[0], port=30000, argv=["python3"], env={}, unit_name="fleet-srv-x-s1",

@@ -1,5 +1,5 @@
 """The shard: what one host's agent must do in one sweep. Written by the controller as
-`<work_dir>/sweeps/<sweep_id>/shard.json`, read by the agent. Standard library only.
+`<work_dir>/sweeps/<sweep_id>/shard.json`, read by the agent.
 
 Servers are listed in the controller's order. `after` names the servers that must have finished
 before this one may start, because they share GPUs with it; servers on disjoint GPUs run side by
@@ -11,16 +11,16 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal, Mapping
+from typing import Any, Literal
+
+from fleet.host.contract.layout import SweepDir
+from fleet.host.contract.reader import Reader, parse_json
+from fleet.host.errors import ContractError
 
 SHARD_FORMAT = 1
 SERVICE_MANAGERS = ("systemd", "process")
 API_KINDS = ("generate", "completions")
 WORKLOAD_KINDS = ("short", "long_context", "concurrency", "agentic")
-
-
-class ShardError(ValueError):
-    """The shard is malformed. The message names the source, the field and what was expected."""
 
 
 @dataclass(frozen=True)
@@ -80,79 +80,15 @@ class Shard:
         return json.dumps(asdict(self), indent=1, sort_keys=True)
 
     @classmethod
-    def from_json(cls, text: str, source: str = "shard.json") -> Shard:
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ShardError(f"{source}: not valid JSON: {exc}") from exc
-        return shard_from_dict(data, source)
+    def from_json(cls, text: str, source: str = SweepDir.SHARD) -> Shard:
+        return shard_from_dict(parse_json(text, source), source)
 
     @property
     def runs(self) -> list[tuple[ServerSpec, RunSpec]]:
         return [(server, run) for server in self.servers for run in server.runs]
 
 
-class _Reader:
-    """Typed access to one JSON object, with errors that name the source and the field path."""
-
-    def __init__(self, data: Any, source: str, where: str) -> None:
-        if not isinstance(data, Mapping):
-            raise ShardError(f"{source}: {where or 'top level'}: expected an object, got {type(data).__name__}")
-        self.data = data
-        self.source = source
-        self.where = where
-
-    def _path(self, key: str) -> str:
-        return f"{self.where}.{key}" if self.where else key
-
-    def fail(self, key: str, expected: str, got: Any) -> ShardError:
-        return ShardError(f"{self.source}: {self._path(key)}: expected {expected}, got {got!r}")
-
-    def get(self, key: str, kinds: type | tuple[type, ...], expected: str, default: Any = ...) -> Any:
-        if key not in self.data:
-            if default is ...:
-                raise ShardError(f"{self.source}: {self._path(key)}: missing (expected {expected})")
-            return default
-        value = self.data[key]
-        kinds = kinds if isinstance(kinds, tuple) else (kinds,)
-        # bool is an int in Python; a port given as `true` is a mistake worth naming.
-        if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
-            raise self.fail(key, expected, value)
-        return value
-
-    def text(self, key: str, default: Any = ...) -> str:
-        value = self.get(key, str, "a non-empty string", default)
-        if value == "":
-            raise self.fail(key, "a non-empty string", value)
-        return value
-
-    def number(self, key: str, default: Any = ..., positive: bool = True) -> float:
-        value = self.get(key, (int, float), "a number", default)
-        if positive and value <= 0:
-            raise self.fail(key, "a number > 0", value)
-        return float(value)
-
-    def choice(self, key: str, choices: tuple[str, ...], default: Any = ...) -> str:
-        value = self.get(key, str, f"one of {list(choices)}", default)
-        if value not in choices:
-            raise self.fail(key, f"one of {list(choices)}", value)
-        return value
-
-    def strings(self, key: str, default: Any = ...) -> list[str]:
-        value = self.get(key, list, "a list of strings", default)
-        if not all(isinstance(item, str) for item in value):
-            raise self.fail(key, "a list of strings", value)
-        return list(value)
-
-    def child(self, key: str) -> _Reader:
-        return _Reader(self.get(key, dict, "an object"), self.source, self._path(key))
-
-    def children(self, key: str) -> list[_Reader]:
-        items = self.get(key, list, "a list of objects")
-        return [_Reader(item, self.source, f"{self._path(key)}[{i}]") for i, item in enumerate(items)]
-
-
-def _limits(reader: _Reader) -> AgentLimits:
+def _limits(reader: Reader) -> AgentLimits:
     defaults = AgentLimits()
     return AgentLimits(
         server_start_timeout_s=reader.number("server_start_timeout_s", defaults.server_start_timeout_s),
@@ -161,7 +97,7 @@ def _limits(reader: _Reader) -> AgentLimits:
     )
 
 
-def _run(reader: _Reader) -> RunSpec:
+def _run(reader: Reader) -> RunSpec:
     workload = reader.child("workload")
     workload.text("name")
     workload.choice("kind", WORKLOAD_KINDS)
@@ -174,7 +110,7 @@ def _run(reader: _Reader) -> RunSpec:
     )
 
 
-def _server(reader: _Reader) -> ServerSpec:
+def _server(reader: Reader) -> ServerSpec:
     gpus = reader.get("gpus", list, "a list of GPU indexes")
     if not all(isinstance(g, int) and not isinstance(g, bool) and g >= 0 for g in gpus):
         raise reader.fail("gpus", "a list of GPU indexes (integers >= 0)", gpus)
@@ -201,8 +137,8 @@ def _server(reader: _Reader) -> ServerSpec:
     )
 
 
-def shard_from_dict(data: Any, source: str = "shard.json") -> Shard:
-    reader = _Reader(data, source, "")
+def shard_from_dict(data: Any, source: str = SweepDir.SHARD) -> Shard:
+    reader = Reader(data, source)
     version = reader.get("format", int, f"shard format {SHARD_FORMAT}", SHARD_FORMAT)
     if version != SHARD_FORMAT:
         raise reader.fail("format", f"shard format {SHARD_FORMAT} (agent and controller differ in version)", version)
@@ -223,19 +159,19 @@ def _check_references(shard: Shard, source: str) -> None:
     ids = [server.server_id for server in shard.servers]
     duplicates = sorted({i for i in ids if ids.count(i) > 1})
     if duplicates:
-        raise ShardError(f"{source}: servers: expected distinct server_id values, got duplicates {duplicates}")
+        raise ContractError(source, "servers", f"distinct server_id values (duplicates: {duplicates})")
     run_ids = [run.run_id for _, run in shard.runs]
     duplicate_runs = sorted({i for i in run_ids if run_ids.count(i) > 1})
     if duplicate_runs:
-        raise ShardError(f"{source}: servers[].runs: expected distinct run_id values, got duplicates {duplicate_runs}")
+        raise ContractError(source, "servers[].runs", f"distinct run_id values (duplicates: {duplicate_runs})")
     known = set(ids)
     for index, server in enumerate(shard.servers):
         unknown = [dep for dep in server.after if dep not in known]
         if unknown:
-            raise ShardError(f"{source}: servers[{index}].after: expected server ids of this shard, got {unknown}")
+            raise ContractError(source, f"servers[{index}].after", "server ids of this shard", unknown)
     order = dependency_order(shard.servers)
     if order is None:
-        raise ShardError(f"{source}: servers[].after: expected no cycle between servers")
+        raise ContractError(source, "servers[].after", "no cycle between servers")
 
 
 def dependency_order(servers: list[ServerSpec]) -> list[str] | None:

@@ -1,0 +1,126 @@
+"""`progress.json`: what the agent is doing, for the controller's watch and `fleet status`."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+from fleet.host.contract.layout import SweepDir
+from fleet.host.contract.reader import Reader
+from fleet.host.contract.results import RunStatus
+
+PROGRESS_SCHEMA = "fleet.agent_progress/1"
+
+
+class AgentState(str, Enum):
+    running = "running"
+    finished = "finished"  # every run has a result, all ok
+    finished_with_errors = "finished_with_errors"  # every run has a result, some failed or the agent hit errors
+    stopped = "stopped"  # told to stop (STOP file, SIGTERM): not a crash to undo
+
+    @property
+    def finished_work(self) -> bool:
+        return self in (AgentState.finished, AgentState.finished_with_errors)
+
+
+class ServerPhase(str, Enum):
+    starting = "starting"
+    warmup = "warmup"
+    running = "running"
+    stopping = "stopping"
+
+
+@dataclass(frozen=True)
+class ServerProgress:
+    label: str
+    phase: ServerPhase
+    run: str | None  # the run's label while running
+    since: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {"label": self.label, "phase": self.phase.value, "run": self.run, "since": self.since}
+
+    @classmethod
+    def from_json(cls, data: object, source: str, prefix: str) -> ServerProgress:
+        r = Reader(data, source, prefix)
+        return cls(r.get("label", str), r.enum("phase", ServerPhase), r.optional("run", str), r.get("since", float))
+
+
+@dataclass(frozen=True)
+class AgentError:
+    """The agent's latest error, for the live display."""
+
+    server: str
+    error_class: str
+    message: str
+    at: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {"server": self.server, "class": self.error_class, "message": self.message, "at": self.at}
+
+    @classmethod
+    def from_json(cls, data: object, source: str) -> AgentError:
+        r = Reader(data, source, "last_error")
+        return cls(r.get("server", str), r.get("class", str), r.get("message", str), r.get("at", float))
+
+
+# Run statuses that count as done.
+DONE_STATUSES = tuple(status.value for status in RunStatus)
+
+
+@dataclass(frozen=True)
+class Progress:
+    """`progress.json`: what the agent is doing, rewritten atomically at every change."""
+
+    sweep_id: str
+    agent_pid: int
+    boot_id: str
+    started_at: float
+    updated_at: float
+    state: AgentState
+    total: int
+    counts: dict[str, int]  # runs per RunStatus value
+    servers: dict[str, ServerProgress] = field(default_factory=dict)  # by server id
+    last_error: AgentError | None = None
+
+    @property
+    def done(self) -> int:
+        return sum(self.counts.get(status, 0) for status in DONE_STATUSES)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema": PROGRESS_SCHEMA,
+            "sweep_id": self.sweep_id,
+            "agent_pid": self.agent_pid,
+            "boot_id": self.boot_id,
+            "started_at": self.started_at,
+            "updated_at": self.updated_at,
+            "state": self.state.value,
+            "total": self.total,
+            # done/remaining: derived, for people reading the file
+            "counts": {**self.counts, "done": self.done, "remaining": self.total - self.done},
+            "servers": {sid: s.to_json() for sid, s in self.servers.items()},
+            "last_error": self.last_error.to_json() if self.last_error else None,
+        }
+
+    @classmethod
+    def from_json(cls, text_or_data: str | bytes | Mapping[str, Any], source: str = SweepDir.PROGRESS) -> Progress:
+        r = Reader.of(text_or_data, source)
+        r.schema(PROGRESS_SCHEMA)
+        counts = r.child("counts")
+        servers = r.child("servers")
+        error = r.data.get("last_error")
+        return cls(
+            sweep_id=r.get("sweep_id", str),
+            agent_pid=r.get("agent_pid", int),
+            boot_id=r.get("boot_id", str),
+            started_at=r.get("started_at", float),
+            updated_at=r.get("updated_at", float),
+            state=r.enum("state", AgentState),
+            total=r.get("total", int),
+            counts={k: counts.get(k, int) for k in counts.data if k not in ("done", "remaining")},
+            servers={sid: ServerProgress.from_json(v, source, f"servers.{sid}") for sid, v in servers.data.items()},
+            last_error=AgentError.from_json(error, source) if error is not None else None,
+        )
