@@ -1,7 +1,7 @@
 """`sim`: an SGLang server stand-in that starts, serves and fails the way SGLang does.
 
-Standard library only (it ships to hosts with the agent); it uses fleet.host.engines.sglang.memory and
-fleet.host.modelcard for SGLang's memory formulas and the model description.
+Standard library only (it ships to hosts with the agent); it uses fleet.host.engines.sglang (flags, argument
+resolution, memory formulas, log formats per release) and fleet.host.modelcard for the model description.
 
     python -m fleet.host.engines.sim --model-path qwen3.6-27b --tp-size 1 --port 30000 [sglang.launch_server flags]
 
@@ -11,7 +11,10 @@ Sim-only settings (flags win over the environment):
 - FLEET_SIM_SEED / --sim-seed: seed of the generated tokens and acceptance (default 0).
 - FLEET_SIM_FAULTS / --sim-faults: fault profile JSON (see faults.py); default
   `$FLEET_SIM_WORK_DIR/sim-faults.json` when FLEET_SIM_WORK_DIR is set.
-- FLEET_SIM_SGLANG_VERSION: whose memory formulas apply (default 0.5.12, see server.py).
+- FLEET_SIM_SGLANG_VERSION: the SGLang release the sim plays (its command line, argument resolution,
+  memory formulas, log lines, /get_server_info version; default DEFAULT_SIM_RELEASE, 0.5.23; the launch
+  sets it from the host's `engine.release`). FLEET_SIM_SGLANG_FORK: `ddtree` (default: the DDTree
+  fork's flags and algorithm exist) or `upstream` (exactly the released parser). See cli.py.
 - GPUs: from `nvidia-smi` (honouring CUDA_VISIBLE_DEVICES), else --sim-gpu-name/-count/-memory-mib/
   -compute-cap/-driver and --sim-cuda-toolkit (or FLEET_SIM_GPU_* / FLEET_SIM_CUDA_TOOLKIT).
   With FLEET_FAKE_GPU_DIR set, the server registers itself in `$FLEET_FAKE_GPU_DIR/procs/<pid>.json`.
