@@ -8,12 +8,21 @@ openai serving_completions.py; see shared/notes/sglang-facts.md section 2).
 
 from __future__ import annotations
 
+import argparse
+import ast
+import asyncio
+import dataclasses
+import importlib.util
 import json
 import socket
+import sys
 import threading
 import time
+import traceback
+import typing
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,6 +31,7 @@ from fleet.host.agent.client import (
     ABORTED_BY_AGENT,
     ABORTED_BY_SERVER,
     BAD_RESPONSE,
+    COMPLETIONS_EXTRA_FIELDS,
     CONNECTION_REFUSED,
     HTTP_400,
     HTTP_400_CONTEXT,
@@ -38,6 +48,7 @@ from fleet.host.agent.client import (
     TokenClock,
     health_ok,
     prompt_tokens_in_error,
+    request_body,
 )
 
 OVER_CONTEXT = (
@@ -142,6 +153,106 @@ def test_prompt_length_is_read_from_over_context_errors() -> None:
         line = next(line for line in log if "Input length" in line)
     assert prompt_tokens_in_error(line) == 160062
     assert prompt_tokens_in_error("CUDA out of memory") is None
+
+
+# ---------------------------------------------------------------------------------------------
+# the request body is bench_serving's
+
+
+def bench_serving_file() -> Path | None:
+    """sglang/benchmark/serving.py of the installed wheel, found without importing sglang."""
+    spec = importlib.util.find_spec("sglang")
+    if spec is None or spec.origin is None:
+        return None
+    path = Path(spec.origin).parent / "benchmark" / "serving.py"
+    return path if path.is_file() else None
+
+
+def bench_serving_defaults(tree: ast.Module) -> argparse.Namespace:
+    """bench_serving's `args` as its own parser defaults them: every `parser.add_argument` call."""
+    values: dict[str, Any] = {}
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "add_argument"):
+            continue
+        options = [a.value for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+        keywords = {k.arg: k.value for k in node.keywords}
+        long = next((o for o in options if o.startswith("--")), None)
+        if long is None:
+            continue
+        dest = ast.literal_eval(keywords["dest"]) if "dest" in keywords else long[2:].replace("-", "_")
+        if "default" in keywords:
+            try:
+                values[dest] = ast.literal_eval(keywords["default"])
+            except ValueError:
+                values[dest] = None
+        else:
+            action = keywords.get("action")
+            # argparse: store_true defaults to False, anything else to None.
+            values[dest] = False if isinstance(action, ast.Constant) and action.value == "store_true" else None
+    return argparse.Namespace(**values)
+
+
+class _Posted(Exception):
+    """Raised by the stub session once the request function has posted its payload."""
+
+
+def bench_serving_payload(function: str, path_: str, prompt: str, output_len: int, model: str) -> dict[str, Any]:
+    """The JSON body bench_serving's own request function posts: the function's source, run against a
+    session that records the post instead of sending it (sglang itself is not imported: its package
+    needs transformers and a GPU stack)."""
+    path = bench_serving_file()
+    assert path is not None
+    tree = ast.parse(path.read_text())
+    wanted = {"RequestFuncInput", "RequestFuncOutput", function}
+    nodes = [n for n in tree.body if isinstance(n, (ast.ClassDef, ast.AsyncFunctionDef)) and n.name in wanted]
+    assert {n.name for n in nodes} == wanted, f"{path}: {wanted - {n.name for n in nodes}} not found"
+    posted: dict[str, Any] = {}
+
+    class Session:
+        async def __aenter__(self) -> Session:
+            return self
+
+        async def __aexit__(self, *exc: object) -> bool:
+            return False
+
+        def post(self, url: str, json: dict[str, Any], headers: dict[str, str]) -> Any:
+            posted.update(url=url, json=json)
+            raise _Posted
+
+    namespace: dict[str, Any] = {
+        **{name: getattr(typing, name) for name in ("Any", "Dict", "List", "Optional", "Union")},
+        "dataclass": dataclasses.dataclass, "field": dataclasses.field, "tqdm": object, "time": time, "sys": sys,
+        "traceback": traceback, "_create_bench_client_session": Session, "get_request_headers": dict,
+        "_ROUTING_KEY_HEADER": "X-SMG-Routing-Key", "args": bench_serving_defaults(tree), "print": lambda *a, **k: None,
+    }
+    exec(compile(ast.Module(body=nodes, type_ignores=[]), str(path), "exec"), namespace)
+    request = namespace["RequestFuncInput"](
+        prompt=prompt, api_url="http://127.0.0.1:30011" + path_, prompt_len=9, output_len=output_len, model=model,
+        lora_name=None, image_data=None, extra_request_body={})
+    output = asyncio.run(namespace[function](request))
+    assert "_Posted" in output.error, output.error  # it got as far as the post, and no further
+    return posted["json"]
+
+
+@pytest.mark.sglang_parser
+@pytest.mark.skipif(bench_serving_file() is None, reason="sglang is not installed (pip install --no-deps sglang==0.5.23)")
+def test_request_bodies_are_what_bench_serving_sends_for_the_same_load() -> None:
+    prompt, tokens, model = "Write a haiku about GPUs.", 256, "qwen36"
+    path, body = request_body("generate", prompt, tokens, model=model)
+    assert path == "/generate"
+    assert body == bench_serving_payload("async_request_sglang_generate", path, prompt, tokens, model)
+    assert body["sampling_params"]["ignore_eos"] is True  # a fixed output length: no early stop at EOS
+
+    path, body = request_body("completions", prompt, tokens, model=model)
+    assert path == "/v1/completions"
+    bench = bench_serving_payload("async_request_openai_completions", path, prompt, tokens, model)
+    assert {k: v for k, v in body.items() if k not in COMPLETIONS_EXTRA_FIELDS} == bench
+    assert set(COMPLETIONS_EXTRA_FIELDS).isdisjoint(bench)
+
+
+def test_request_body_rejects_an_unknown_api() -> None:
+    with pytest.raises(ValueError, match="expected 'generate' or 'completions'"):
+        request_body("chat", "p", 1, model=None)
 
 
 # ---------------------------------------------------------------------------------------------

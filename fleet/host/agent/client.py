@@ -6,6 +6,10 @@ carrying tokens for that long is abandoned too. A hung server therefore costs on
 never the whole sweep. `abort_all()` shuts the sockets of requests in flight from another thread,
 so an agent that is told to stop does not wait for them.
 
+Request bodies are those `sglang.bench_serving` sends for the same load (`request_body`), so fleet's
+figures and bench_serving's measure the same requests: a fixed output length is asked for with
+`ignore_eos` (the server must not stop at an end-of-sequence token before the length), temperature 0.
+
 Inter-token latency under speculative decoding: one streamed chunk can carry k tokens. The gap
 before such a chunk is spread evenly over its tokens (k entries of gap/k), so that the per-token
 ITL of a chunk averages to that chunk's time per token; one gap plus k-1 zeros would make the
@@ -101,7 +105,46 @@ def prompt_tokens_in_error(message: str) -> int | None:
 
 
 # ---------------------------------------------------------------------------------------------
-# Pure parts: SSE framing, chunk interpretation, token timing
+# Pure parts: request bodies, SSE framing, chunk interpretation, token timing
+
+# What fleet adds to bench_serving's /v1/completions body: usage in every chunk, so that a chunk
+# carrying several tokens (speculative decoding) is counted as such. It changes what the server
+# reports, not what it generates.
+COMPLETIONS_EXTRA_FIELDS: dict[str, Any] = {"stream_options": {"include_usage": True, "continuous_usage_stats": True}}
+
+
+def request_body(
+    api: str, prompt: str, max_new_tokens: int, *, model: str | None, temperature: float = 0.0, ignore_eos: bool = True
+) -> tuple[str, dict[str, Any]]:
+    """The path and JSON body of one streamed request, field for field what sglang 0.5.23's
+    bench_serving builds for the same load (`async_request_sglang_generate` and
+    `async_request_openai_completions` in sglang/benchmark/serving.py, with bench_serving's defaults:
+    no LoRA, no logprobs), plus `COMPLETIONS_EXTRA_FIELDS` on /v1/completions."""
+    if api == "completions":
+        body: dict[str, Any] = {
+            "model": model or "default",
+            "prompt": prompt,
+            "best_of": 1,
+            "max_tokens": max_new_tokens,
+            "stream": True,
+            "temperature": temperature,
+            "ignore_eos": ignore_eos,
+            **COMPLETIONS_EXTRA_FIELDS,
+        }
+        return "/v1/completions", body
+    if api != "generate":
+        raise ValueError(f"api {api!r}: expected 'generate' or 'completions'")
+    body = {
+        "text": prompt,
+        "sampling_params": {"temperature": temperature, "max_new_tokens": max_new_tokens, "ignore_eos": ignore_eos},
+        "stream": True,
+        "lora_path": None,
+        "return_logprob": False,
+        "return_routed_experts": False,
+        "logprob_start_len": -1,
+    }
+    return "/generate", body
+
 
 
 class SseDecoder:
@@ -277,24 +320,6 @@ class Client:
         """Cut every request in flight and refuse new ones (they end as aborted_by_agent)."""
         self._in_flight.abort_all()
 
-    def _body(self, prompt: str, max_new_tokens: int, temperature: float) -> tuple[str, bytes]:
-        if self.api == "completions":
-            body = {
-                "model": self.model or "default",
-                "prompt": prompt,
-                "max_tokens": max_new_tokens,
-                "temperature": temperature,
-                "stream": True,
-                "stream_options": {"include_usage": True, "continuous_usage_stats": True},
-            }
-            return "/v1/completions", json.dumps(body).encode()
-        body = {
-            "text": prompt,
-            "sampling_params": {"max_new_tokens": max_new_tokens, "temperature": temperature},
-            "stream": True,
-        }
-        return "/generate", json.dumps(body).encode()
-
     def generate(
         self,
         prompt: str,
@@ -303,12 +328,14 @@ class Client:
         deadline_s: float,
         no_token_timeout_s: float,
         temperature: float = 0.0,
+        ignore_eos: bool = True,
     ) -> RequestOutcome:
         outcome = RequestOutcome(started_at=time.time())
         if self._in_flight.aborted.is_set():
             outcome.error_class, outcome.error_message = ABORTED_BY_AGENT, "the agent is stopping"
             return outcome
-        path, body = self._body(prompt, max_new_tokens, temperature)
+        path, fields = request_body(self.api, prompt, max_new_tokens, model=self.model, temperature=temperature, ignore_eos=ignore_eos)
+        body = json.dumps(fields).encode()
         start = time.monotonic()
         clock = TokenClock()
         state = StreamState()
