@@ -79,7 +79,8 @@ def _string_shape(node: ast.expr) -> Shape:
             tokens.append(("lit", str(value.value)))
         else:
             assert isinstance(value, ast.FormattedValue)
-            spec = "".join(str(part.value) for part in value.format_spec.values) if isinstance(value.format_spec, ast.JoinedStr) else ""
+            spec_node = value.format_spec
+            spec = "".join(str(p.value) for p in spec_node.values if isinstance(p, ast.Constant)) if isinstance(spec_node, ast.JoinedStr) else ""
             tokens.append(("field", spec, _CONVERSIONS[value.conversion]))
     return _merge(tokens)
 
