@@ -159,3 +159,42 @@ def test_api_key_guards_all_but_health_and_metrics_and_deprecated_paths_warn() -
     assert results["health"].startswith(b"HTTP/1.1 200 OK") and results["metrics"].startswith(b"HTTP/1.1 200 OK")
     assert ("Endpoint '/get_model_info' is deprecated and will be removed in a future version. "
             "Please use '/model_info' instead.") in err.getvalue()
+
+
+def test_flush_cache_route_empties_the_cache_for_text_and_input_ids_prompts() -> None:
+    """POST /generate twice hits the prefix cache, POST /flush_cache (200) empties it; the same holds
+    for a prompt sent as input_ids."""
+
+    async def post(port: int, path: str, body: object | None) -> tuple[int, bytes]:
+        data = b"" if body is None else json.dumps(body).encode()
+        raw = await exchange(port, b"POST %s HTTP/1.1\r\nhost: x\r\ncontent-length: %d\r\n\r\n%s" % (path.encode(), len(data), data),
+                             until=(b"}", b"\n"))
+        head, _, payload = raw.partition(b"\r\n\r\n")
+        return int(head.split()[1]), payload
+
+    async def go() -> tuple[list[int], list[tuple[int, bytes]]]:
+        console = Console(1, io.StringIO(), io.StringIO())
+        engine = Engine(CONFIG, MODEL, FaultProfile(), console, 0.0001, lambda error: None)
+        engine_task = asyncio.create_task(engine.run())
+        api = Api(state(), engine, console, 0.0001, enable_metrics=False, enable_cache_report=False)
+        server = await serve("127.0.0.1", 0, api, console)
+        port = server.sockets[0].getsockname()[1]
+        text = {"text": "An agent's long tool description, repeated. " * 30, "sampling_params": {"max_new_tokens": 2}}
+        ids = {"input_ids": list(range(100, 260)), "sampling_params": {"max_new_tokens": 2}}
+        cached, flushes = [], []
+        for body in (text, ids):
+            for step in ("send", "send", "flush", "send"):
+                if step == "flush":
+                    flushes.append(await post(port, "/flush_cache", None))
+                else:
+                    status, payload = await post(port, "/generate", body)
+                    assert status == 200, payload
+                    cached.append(json.loads(payload)["meta_info"]["cached_tokens"])
+        server.close()
+        engine_task.cancel()
+        return cached, flushes
+
+    cached, flushes = asyncio.run(go())
+    assert cached[0] == 0 and cached[1] > 150 and cached[2] == 0
+    assert cached[3:] == [0, 160 - 1, 0]  # 5 whole 32-id blocks; at least one token is always computed
+    assert all(status == 200 and payload.startswith(b"Cache flushed.\n") for status, payload in flushes)

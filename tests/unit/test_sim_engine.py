@@ -209,3 +209,63 @@ def test_dense_model_lines_use_the_plain_format() -> None:
     assert decode and all(e.tokens is not None and e.full_tokens is None and e.mamba_num is None for e in decode)
     assert prefill and all(e.mamba_usage is None and e.token_usage is not None for e in prefill)
     assert "token usage: " in harness.log.getvalue() and "full token usage" not in harness.log.getvalue()
+
+
+def test_flush_cache_empties_the_prefix_cache_and_refuses_while_busy() -> None:
+    """Scheduler.flush_cache: a repeated prompt hits the cache until a flush, then misses it once."""
+    harness = Harness(CONFIG)
+    text = "The same long system prompt, said again and again. " * 40
+
+    async def go() -> tuple[list[int], list[bool]]:
+        task = asyncio.create_task(harness.engine.run())
+        cached, flushed = [], []
+
+        async def send() -> SimRequest:
+            recorder = Recorder()
+            request = harness.engine.new_request(text, tokenizer.count_tokens(text), 4, recorder)
+            harness.engine.submit(request)
+            return request
+
+        for step in ("miss", "hit", "flush", "miss", "busy"):
+            if step == "flush":
+                flushed.append(harness.engine.flush_cache())
+                continue
+            request = await send()
+            if step == "busy":
+                flushed.append(harness.engine.flush_cache())  # queued or running: refused, nothing flushed
+            while request.finish_reason is None:
+                await asyncio.sleep(0.001)
+            cached.append(request.cached_tokens)
+        task.cancel()
+        return cached, flushed
+
+    cached, flushed = asyncio.run(go())
+    tokens = tokenizer.count_tokens(text)
+    assert cached[0] == 0 and cached[1] >= tokens - 32 and cached[2] == 0 and cached[3] >= tokens - 32
+    assert flushed == [True, False]
+    log = harness.log.getvalue()
+    assert "Cache flushed successfully!" in log and "Cache not flushed because there are pending requests. #queue-req: " in log
+
+
+def test_input_ids_prompts_are_prefix_cached_by_token_id() -> None:
+    harness = Harness(CONFIG)
+    ids = list(range(5000, 5400))
+
+    async def go() -> list[SimRequest]:
+        task = asyncio.create_task(harness.engine.run())
+        done = []
+        for prompt in (ids, ids, ids[:200] + [7] * 200, list(reversed(ids))):
+            recorder = Recorder()
+            request = harness.engine.new_request(None, len(prompt), 4, recorder, prompt_ids=prompt)
+            harness.engine.submit(request)
+            await asyncio.wait_for(recorder.finished.wait(), 10)
+            done.append(request)
+        task.cancel()
+        return done
+
+    first, again, shared_prefix, other = asyncio.run(go())
+    assert first.cached_tokens == 0 and again.cached_tokens == 384  # 12 whole 32-id blocks of 400 ids
+    assert shared_prefix.cached_tokens == 192  # the 6 blocks inside the common 200-id prefix
+    assert other.cached_tokens == 0
+    # The ids, not only their count, decide the outputs.
+    assert first.output_ids == again.output_ids != other.output_ids

@@ -41,6 +41,7 @@ class ServerState:
     ready_at: float | None = None
     load_weights_s: float = 0.0
     status: str = "Starting"  # Starting | Up | UnHealthy (ServerStatus)
+    version: str = SGLANG_VERSION_REPORTED  # /get_server_info's `version`: the release the sim plays
     created: int = field(default_factory=lambda: int(time.time()))
 
 
@@ -164,7 +165,7 @@ class Api:
             **self.state.server_args,
             **self.state.scheduler_info,
             "internal_states": [internal],
-            "version": SGLANG_VERSION_REPORTED,
+            "version": self.state.version,
             "kv_events": None,
         }
 
@@ -186,11 +187,16 @@ class Api:
         connection.send(200, self._model_card())
 
     async def flush_cache(self, request: HttpRequest, connection: Connection) -> None:
-        connection.send(
-            200,
-            b"Cache flushed.\nPlease check backend logs for more details. (When there are running or waiting requests, the operation will not be performed.)\n",
-            "text/plain; charset=utf-8",
-        )
+        """http_server.flush_cache: 200 once the scheduler emptied its radix cache, 400 when requests
+        were running or waiting (it then flushes nothing)."""
+        if self.engine.flush_cache():
+            connection.send(
+                200,
+                b"Cache flushed.\nPlease check backend logs for more details. (When there are running or waiting requests, the operation will not be performed.)\n",
+                "text/plain; charset=utf-8",
+            )
+        else:
+            connection.send(400, b"Flush cache failed.\n", "text/plain; charset=utf-8")
 
     async def metrics(self, request: HttpRequest, connection: Connection) -> None:
         engine = self.engine
@@ -279,19 +285,21 @@ class Api:
         if stream and len(prompts) > 1:
             return self._generate_error(connection, stream, "The simulator streams one prompt per request, not a batch.")
         try:
-            for _, prompt_tokens in prompts:
+            for _, _, prompt_tokens in prompts:
                 self._validate_length(prompt_tokens, max_new_tokens)
         except RequestError as exc:
             return self._generate_error(connection, stream, str(exc))
         if stream:
             sink = _GenerateStream(connection, self)
-            sim_request = self.engine.new_request(prompts[0][0], prompts[0][1], max_new_tokens, sink)
+            text, ids, tokens = prompts[0]
+            sim_request = self.engine.new_request(text, tokens, max_new_tokens, sink, prompt_ids=ids)
             connection.start_stream()
             self.engine.submit(sim_request)
             await sink.done
             return
         sinks = [_Collect() for _ in prompts]
-        collected = [self.engine.new_request(text, tokens, max_new_tokens, sink) for (text, tokens), sink in zip(prompts, sinks)]
+        collected = [self.engine.new_request(text, tokens, max_new_tokens, sink, prompt_ids=ids)
+                     for (text, ids, tokens), sink in zip(prompts, sinks)]
         for sim_request in collected:
             self.engine.submit(sim_request)
         await asyncio.gather(*(sink.done for sink in sinks))
@@ -322,14 +330,16 @@ class Api:
         prompt = body["prompt"]
         if isinstance(prompt, list) and prompt and isinstance(prompt[0], str):
             prompt = prompt[0]
+        ids: list[int] | None = None
         if isinstance(prompt, str):
             text: str | None = prompt
             prompt_tokens = tokenizer.count_tokens(prompt)
         else:
             text = None
-            prompt_tokens = len(prompt[0] if prompt and isinstance(prompt[0], list) else prompt)
+            ids = prompt[0] if prompt and isinstance(prompt[0], list) else prompt
+            prompt_tokens = len(ids or [])
         max_tokens = body.get("max_tokens", DEFAULT_COMPLETION_MAX_TOKENS)
-        await self._openai(body, connection, text, prompt_tokens, max_tokens, chat=False)
+        await self._openai(body, connection, text, prompt_tokens, max_tokens, chat=False, prompt_ids=ids)
 
     async def chat_completions(self, request: HttpRequest, connection: Connection) -> None:
         body = request.json()
@@ -342,7 +352,7 @@ class Api:
         await self._openai(body, connection, text, prompt_tokens, max_tokens, chat=True)
 
     async def _openai(self, body: dict, connection: Connection, text: str | None, prompt_tokens: int,
-                      max_tokens: int | None, chat: bool) -> None:
+                      max_tokens: int | None, chat: bool, prompt_ids: list[int] | None = None) -> None:
         try:
             self._validate_length(prompt_tokens, max_tokens)
         except RequestError as exc:
@@ -352,7 +362,7 @@ class Api:
         stream = bool(body.get("stream"))
         include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
         sink: _Sink = _OpenAIStream(connection, self, model, chat, include_usage) if stream else _Collect()
-        sim_request = self.engine.new_request(text, prompt_tokens, max_tokens, sink)
+        sim_request = self.engine.new_request(text, prompt_tokens, max_tokens, sink, prompt_ids=prompt_ids)
         if stream:
             connection.start_stream()
         self.engine.submit(sim_request)
@@ -386,17 +396,17 @@ def _is_batch(body: dict[str, Any]) -> bool:
     return isinstance(text, list) or (isinstance(input_ids, list) and bool(input_ids) and isinstance(input_ids[0], list))
 
 
-def _generate_prompts(body: dict[str, Any]) -> list[tuple[str | None, int]]:
-    """(text, prompt tokens) per prompt of a /generate body: `text` (a string or a list of them) or
-    `input_ids` (a list of ids or a list of such lists)."""
+def _generate_prompts(body: dict[str, Any]) -> list[tuple[str | None, list[int] | None, int]]:
+    """(text, token ids, prompt tokens) per prompt of a /generate body: `text` (a string or a list of
+    them) or `input_ids` (a list of ids or a list of such lists)."""
     text, input_ids = body.get("text"), body.get("input_ids")
     if isinstance(text, str):
-        return [(text, tokenizer.count_tokens(text))]
+        return [(text, None, tokenizer.count_tokens(text))]
     if isinstance(text, list):
-        return [(t, tokenizer.count_tokens(t)) for t in text if isinstance(t, str)]
+        return [(t, None, tokenizer.count_tokens(t)) for t in text if isinstance(t, str)]
     if isinstance(input_ids, list) and input_ids:
         batches = input_ids if isinstance(input_ids[0], list) else [input_ids]
-        return [(None, len(ids)) for ids in batches]
+        return [(None, ids, len(ids)) for ids in batches]
     return []
 
 

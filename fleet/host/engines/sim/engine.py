@@ -15,10 +15,10 @@ import time
 import zlib
 from collections import OrderedDict, deque
 from dataclasses import dataclass, field
-from typing import Callable, Protocol
+from typing import Callable, Protocol, Sequence
 
 from fleet.host.engines.sim import metrics, perf, sgltext, tokenizer
-from fleet.host.engines.sim.console import ERROR, Console
+from fleet.host.engines.sim.console import ERROR, WARNING, Console
 from fleet.host.engines.sim.faults import DDTreeCrash, FaultProfile
 
 EOS_TOKEN_ID = 248046  # Qwen3.5/3.6 <|im_end|>
@@ -39,7 +39,7 @@ class SimRequest:
     max_new_tokens: int
     natural_stop: int | None  # the EOS position when the client set no limit
     kind: str
-    prefix_blocks: tuple[int, ...]  # chained hashes of the prompt's PREFIX_BLOCK-token blocks
+    prefix_blocks: tuple[int, ...]  # chained hashes of the prompt's PREFIX_BLOCK-token blocks (text pieces or token ids)
     rng: random.Random
     sink: RequestSink
     log_metrics: bool = True  # False for /health probes and the server's own warm-up
@@ -162,14 +162,19 @@ class Engine:
 
     def new_request(
         self, prompt_text: str | None, prompt_tokens: int, max_new_tokens: int | None, sink: RequestSink,
-        log_metrics: bool = True,
+        log_metrics: bool = True, prompt_ids: Sequence[int] | None = None,
     ) -> SimRequest:
-        """A request for `prompt_tokens` tokens; its outputs depend only on the seed and the prompt,
-        its id on the seed and the order of requests."""
+        """A request for `prompt_tokens` tokens, given as text or as token ids (`input_ids`); its
+        outputs depend only on the seed and the prompt, its id on the seed and the order of requests."""
         if log_metrics:
             self.stats.num_requests += 1
         text = prompt_text or ""
-        key = zlib.crc32(text.encode("utf-8", "surrogatepass")) ^ (self.config.seed * 0x9E3779B1) ^ prompt_tokens
+        ids = _ids_bytes(prompt_ids) if prompt_ids is not None and prompt_text is None else b""
+        key = zlib.crc32(ids or text.encode("utf-8", "surrogatepass")) ^ (self.config.seed * 0x9E3779B1) ^ prompt_tokens
+        blocks: tuple[int, ...] = ()
+        if self.config.radix_cache:
+            # The radix tree keys on token ids: a prompt sent as input_ids is cached like one sent as text.
+            blocks = _id_blocks(ids) if ids else _prefix_blocks(text) if text else ()
         rng = random.Random(key)
         natural = None
         if max_new_tokens is None:
@@ -181,7 +186,7 @@ class Engine:
             max_new_tokens=max_new_tokens,
             natural_stop=natural,
             kind=perf.classify_prompt(text) if text else "prose",
-            prefix_blocks=_prefix_blocks(text) if (text and self.config.radix_cache) else (),
+            prefix_blocks=blocks,
             rng=rng,
             sink=sink,
             log_metrics=log_metrics,
@@ -196,6 +201,17 @@ class Engine:
             return
         self.waiting.append(request)
         self._wakeup.set()
+
+    def flush_cache(self) -> bool:
+        """Scheduler.flush_cache: empty the radix cache when nothing runs or waits, else refuse."""
+        if self.waiting or self.running or self.chunked is not None:
+            self.console.rank(0, (
+                f"Cache not flushed because there are pending requests. #queue-req: {len(self.waiting)}, "
+                f"#running-req: {len(self.running) + (self.chunked is not None)}"), WARNING)
+            return False
+        self._prefix_cache.clear()
+        self.console.rank(0, "Cache flushed successfully!")
+        return True
 
     def abort(self, request: SimRequest) -> None:
         """The client went away: SGLang aborts the request and frees its slot."""
@@ -505,6 +521,21 @@ class _IntervalStats:
     tokens: int = 0
     verify_ct: int = 0
     accepted: int = 0
+
+
+def _ids_bytes(ids: Sequence[int]) -> bytes:
+    return b"".join(int(token).to_bytes(4, "little", signed=True) for token in ids)
+
+
+def _id_blocks(ids: bytes) -> tuple[int, ...]:
+    """Chained hashes of PREFIX_BLOCK-id blocks of a prompt's token ids (4 bytes per id)."""
+    width = 4 * PREFIX_BLOCK
+    blocks = []
+    running = 0
+    for start in range(0, len(ids) - width + 1, width):
+        running = zlib.crc32(ids[start : start + width], running)
+        blocks.append(running)
+    return tuple(blocks)
 
 
 def _prefix_blocks(text: str) -> tuple[int, ...]:
