@@ -302,3 +302,49 @@ def test_every_release_line_parses_to_its_figures(formats: LogFormats) -> None:
     # A pre-logging warning is a timestamped line of its own, not a start.
     warning = logparse.parse_line(formats.pre_logging.format(asctime="2026-06-01 10:00:00", message="server_args look odd"))
     assert isinstance(warning, logparse.Other) and warning.timestamp is not None
+
+
+# Failure texts the catalogue keys on, and the 0.5.23 source file that prints each (read in the wheel).
+FATAL_TEXTS_0523 = {
+    "max_running_request is zero": "srt/managers/tp_worker.py",
+    "Memory pool size is too small": "srt/managers/tp_worker.py",
+    "Please try to increase --mem-fraction-static": "srt/model_executor/pool_configurator.py",
+    "Not enough GPU memory for hybrid": "srt/mem_cache/kv_cache_configurator.py",
+    "state cache is too small": "srt/mem_cache/kv_cache_configurator.py",
+    "Loaded weights leave no GPU memory for the KV cache": "srt/mem_cache/kv_cache_configurator.py",
+    "Capture cuda graph failed": "srt/model_executor/runner/decode_cuda_graph_runner.py",
+    "Capture prefill CUDA graph failed": "srt/model_executor/runner/prefill_cuda_graph_runner.py",
+    "exceeds the model's maximum context length": "srt/managers/tokenizer_manager.py",
+    "To allow overriding this maximum": "srt/configs/model_config.py",
+    "Scheduler hit an exception": "srt/managers/scheduler.py",
+    "Received sigquit from a child process": "srt/entrypoints/engine.py",
+    "scheduler died during initialization": "srt/entrypoints/engine.py",
+    "max_running_requests was reduced": "srt/mem_cache/kv_cache_configurator.py",
+    "max_running_requests is capped to": "srt/mem_cache/kv_cache_configurator.py",
+    "The memory capacity is unbalanced": "srt/distributed/bootstrap.py",
+    "KV cache pool is full. Retract requests": "srt/managers/scheduler.py",
+}
+
+
+@pytest.mark.sglang_parser
+@pytest.mark.skipif(WHEEL is None, reason="sglang is not installed (pip install --no-deps sglang==0.5.23)")
+def test_catalogue_failure_texts_are_printed_by_0523() -> None:
+    from fleet.host.diagnose.catalogue import SIGNATURES
+
+    assert WHEEL is not None
+    literals = {trigger.literal for signature in SIGNATURES for trigger in signature.triggers}
+    for text, path in FATAL_TEXTS_0523.items():
+        assert any(literal in text for literal in literals), f"the catalogue has no trigger for {text!r}"
+        assert text in (WHEEL / path).read_text(), f"sglang 0.5.23 {path} no longer prints {text!r}"
+
+
+def test_a_0523_prefill_graph_capture_failure_gets_the_capture_fix() -> None:
+    lines = start_lines(0, 1, 1000, 4, 0.8)[:-3] + [
+        stamp(9) + F.other_phases[0][1].format(capture_name="target prefill", backend="full", num_tokens=[512], avail=2.0),
+        stamp(9) + "Scheduler hit an exception: Traceback (most recent call last):",
+        "Exception: Capture prefill CUDA graph failed: an unexpected error",
+        stamp(9) + sgltext.SIGQUIT_LAUNCH,
+    ]
+    diagnosis = diagnose_text(lines)
+    assert diagnosis.failure_class == "unknown" and (diagnosis.fix or "").startswith("CUDA graph capture failed")
+    assert diagnosis.figures["last_phase"] == "capturing piecewise CUDA graphs"

@@ -356,7 +356,8 @@ SIGNATURES: tuple[Signature, ...] = (
     _generic(
         "cuda_graph_capture_failed",
         900,
-        (T("Capture cuda graph failed"), T("Capture draft cuda graph failed")),
+        # 0.5.23 also captures prefill graphs: model_executor/runner/prefill_cuda_graph_runner.py:521.
+        (T("Capture cuda graph failed"), T("Capture draft cuda graph failed"), T("Capture prefill CUDA graph failed")),
         "CUDA graph capture failed for a reason no signature knows: try --cuda-graph-max-bs 16, a lower "
         "--mem-fraction-static, no --enable-torch-compile, or (slow) --disable-cuda-graph.",
     ),
