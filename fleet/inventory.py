@@ -11,10 +11,12 @@ from enum import Enum
 from pathlib import Path, PurePosixPath
 from typing import Annotated
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, PrivateAttr, field_validator, model_validator
 
 from fleet.config import StrictModel, load_model_file
 from fleet.errors import ConfigError, HostSelectionError
+from fleet.host.engines.sglang.flags import FORKS
+from fleet.host.engines.sglang.release import DEFAULT_SIM_RELEASE, KNOWN_RELEASES
 
 NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]*$"
 
@@ -64,12 +66,48 @@ class HostPaths(StrictModel):
         return value if value is None else _absolute_posix(value)
 
 
+UPSTREAM = "upstream"
+
+
 class EngineSpec(StrictModel):
     kind: EngineKind = EngineKind.sglang
     python: str = Field(default="python3", min_length=1, description="interpreter that runs the engine")
     sim_speed: float = Field(
         default=1.0, gt=0, le=1.0, description="sim engine only: time scale (0.01 = a hundred times faster than real)"
     )
+    release: str | None = Field(
+        default=None,
+        description=(
+            "the SGLang release the host runs, pinned (one fleet knows); sglang hosts: facts' sglang_version "
+            "must agree; sim hosts: the release the simulator plays (default " + DEFAULT_SIM_RELEASE + ")"
+        ),
+    )
+    fork: str | None = Field(
+        default=None,
+        description="ddtree: the engine is the DDTree fork (its flags and algorithm exist); upstream: a released SGLang. "
+        "Default: upstream for sglang hosts, ddtree for sim hosts",
+    )
+
+    @field_validator("release")
+    @classmethod
+    def _known_release(cls, value: str | None) -> str | None:
+        if value is not None and value not in KNOWN_RELEASES:
+            raise ValueError(f"one of the SGLang releases fleet knows ({', '.join(KNOWN_RELEASES)}), not {value!r}")
+        return value
+
+    @field_validator("fork")
+    @classmethod
+    def _known_fork(cls, value: str | None) -> str | None:
+        if value is not None and value not in (UPSTREAM, *FORKS):
+            raise ValueError(f"one of {UPSTREAM}, {', '.join(FORKS)}, not {value!r}")
+        return value
+
+    @property
+    def engine_fork(self) -> str | None:
+        """The fork whose flags the engine takes, None for a released SGLang. The simulator has always
+        played the DDTree fork (the seed campaign's DDTree runs rehearse on it) unless told `upstream`."""
+        fork = self.fork or (FORKS[0] if self.kind is EngineKind.sim else UPSTREAM)
+        return None if fork == UPSTREAM else fork
 
 
 class Host(StrictModel):
@@ -87,6 +125,12 @@ class Host(StrictModel):
     engine: EngineSpec = EngineSpec()
     service_manager: ServiceManager = ServiceManager.systemd
     groups: tuple[Annotated[str, Field(pattern=NAME_PATTERN)], ...] = ()
+    _source: Path | None = PrivateAttr(default=None)  # the host file, for messages about it
+
+    @property
+    def source_file(self) -> Path:
+        """The file the host was loaded from (hosts/<name>.yaml when built in code)."""
+        return self._source or Path("hosts") / f"{self.name}.yaml"
 
     @model_validator(mode="after")
     def _reachable(self) -> Host:
@@ -154,6 +198,7 @@ def load_host(path: Path) -> Host:
     host = load_model_file(path, Host)
     if host.name != path.name.split(".")[0]:
         raise ConfigError(path, "name", f"the file name without extension ({path.name.split('.')[0]!r})", host.name)
+    host._source = path
     return host
 
 

@@ -10,10 +10,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from fleet.errors import ConfigError
 from fleet.facts import HostFacts
-from fleet.fixes.feasibility import Feasibility, apply_adjustments, check_server, describe_adjustments
+from fleet.fixes.feasibility import PLANNER_DEFAULT_SGLANG_VERSION, Feasibility, apply_adjustments, check_server, describe_adjustments
 from fleet.fixes.quarantine import QuarantineStore, gpu_arch
-from fleet.host.engines.sim.server import DEFAULT_SGLANG_VERSION as SIM_SGLANG_VERSION
+from fleet.host.engines.sglang.release import DEFAULT_SIM_RELEASE, ReleaseError, choose_release
 from fleet.inventory import EngineKind, Host
 from fleet.launch import launch_spec
 from fleet.launch.sglang import LaunchSpec
@@ -39,14 +40,43 @@ class Hardware:
 
     gpu_memory_mib: int | None = None
     arch: str | None = None  # "sm_120"
-    engine_version: str | None = None  # None: unknown (sglang) or the release the sim emulates
+    engine_version: str | None = None  # the version the host runs (facts, pin; for sim the release it plays); None: unknown
+
+    @property
+    def engine_release(self) -> str:
+        """The known SGLang release predictions are made for (the nearest one to engine_version)."""
+        return choose_release(self.engine_version or PLANNER_DEFAULT_SGLANG_VERSION).release
+
+    @property
+    def release_note(self) -> str | None:
+        """Set when the host's version is not a release fleet knows (planned with the nearest one)."""
+        return choose_release(self.engine_version).note if self.engine_version else None
+
+
+def engine_version_of(host: Host, facts: HostFacts | None = None) -> str | None:
+    """The SGLang version a host runs: its facts' `sglang_version`, which its `engine.release` pins
+    (or, for a sim host, the release the simulator plays). Raises ConfigError, naming the host file
+    and `engine.release`, when the facts disagree with the pin (a different known release)."""
+    pinned = host.engine.release
+    if host.engine.kind is EngineKind.sim:
+        return pinned or DEFAULT_SIM_RELEASE
+    reported = facts.engine.sglang_version if facts is not None and facts.engine else None
+    if reported is None or pinned is None:
+        return reported or pinned
+    try:
+        release = choose_release(reported).release
+    except ReleaseError:
+        return pinned  # facts that are not a version number: the pin says what the host runs
+    if release != pinned:
+        raise ConfigError(
+            host.source_file, "engine.release",
+            f"the SGLang release the host runs (its facts report sglang {reported}, planned as {release})", pinned,
+        )
+    return reported
 
 
 def hardware_of(host: Host, facts: HostFacts | None = None) -> Hardware:
-    if host.engine.kind is EngineKind.sim:
-        version: str | None = SIM_SGLANG_VERSION  # the release whose formulas and behaviour the sim plays
-    else:
-        version = facts.engine.sglang_version if facts is not None and facts.engine else None
+    version = engine_version_of(host, facts)
     if facts is not None and facts.gpus:
         gpu = facts.gpus[0]
         return Hardware(gpu.memory_total_mib, gpu_arch(gpu.compute_capability), version)
@@ -74,6 +104,8 @@ class PlannedServer:
     skip_reason: str | None = None  # not launched: quarantined, or replaced by a fixed variant
     prediction: str | None = None  # what the memory planner says of it
     provenance: Mapping[str, Any] | None = None  # for a variant fleet made: what it fixes
+    engine_release: str | None = None  # the known SGLang release its launch and prediction are for
+    engine_release_note: str | None = None  # when the host's version is not one fleet knows
 
 
 @dataclass(frozen=True)
@@ -118,6 +150,8 @@ def _run_json(server: PlannedServer, run: Run) -> dict[str, Any]:
         "notes": server.launch.notes,
         "skip_reason": server.skip_reason,
         "prediction": server.prediction,
+        "engine_release": server.engine_release,
+        "engine_release_note": server.engine_release_note,
         "provenance": dict(server.provenance) if server.provenance else None,
         "server_start_s": round(server.start_s, 1),
         "server_end_s": round(server.end_s, 1),
@@ -125,8 +159,9 @@ def _run_json(server: PlannedServer, run: Run) -> dict[str, Any]:
 
 
 def launch_on(host: Host, config: ServerConfig, port: int, hardware: Hardware | None = None) -> LaunchSpec:
-    """The exact command that starts `config` on `host`: its engine (and release: flag names
+    """The exact command that starts `config` on `host`: its engine (release and fork: flag names
     changed in SGLang 0.5.14), its Python, its model copies."""
+    hardware = hardware or hardware_of(host)
     return launch_spec(
         host.engine.kind,
         config,
@@ -134,7 +169,8 @@ def launch_on(host: Host, config: ServerConfig, port: int, hardware: Hardware | 
         model_path=model_serve_dir(config.model, host),
         draft_path=model_serve_dir(config.draft, host) if config.draft else None,
         port=port,
-        sglang_version=hardware.engine_version if hardware else None,
+        sglang_version=hardware.engine_version,
+        fork=host.engine.engine_fork,
     )
 
 
@@ -148,7 +184,9 @@ def _decide(planned: PlannedServer, host: Host, hardware: Hardware, playbook: Pl
             return [replace(planned, skip_reason=f"quarantined ({entry.key}): {entry.reason}")]
     if not options.memory_check or hardware.gpu_memory_mib is None:
         return [planned]
-    verdict: Feasibility = check_server(config, planned.launch, gpu_memory_mib=hardware.gpu_memory_mib, engine_version=hardware.engine_version)
+    verdict: Feasibility = check_server(
+        config, planned.launch, gpu_memory_mib=hardware.gpu_memory_mib, engine_version=hardware.engine_version, fork=host.engine.engine_fork
+    )
     planned = replace(planned, prediction=verdict.reason)
     if verdict.ok or not verdict.suggestion or playbook.auto_fix is not AutoFix.apply:
         return [planned]
@@ -164,6 +202,8 @@ def _decide(planned: PlannedServer, host: Host, hardware: Hardware, playbook: Pl
         launch=launch,
         start_s=planned.start_s,
         end_s=planned.end_s,
+        engine_release=planned.engine_release,
+        engine_release_note=planned.engine_release_note,
         prediction=f"fixed before launch: {fix}",
         provenance={"original_config_id": config.id, "failure_class": verdict.failure.failure_class if verdict.failure else None,
                     "fix": fix, "attempt": 0, "predicted": verdict.reason},
@@ -214,6 +254,8 @@ def make_plan(playbook: Playbook, hosts: Sequence[Host], options: PlanOptions | 
             launch=launch,
             start_s=placement.start_s,
             end_s=placement.end_s,
+            engine_release=hardware.engine_release,
+            engine_release_note=hardware.release_note,
         )
         servers += _decide(planned, host, hardware, playbook, options)
     servers.sort(key=lambda s: (s.host, s.start_s, s.gpus))

@@ -1,36 +1,33 @@
 """Will a server configuration start? The memory planner's verdict on the exact launch, before it runs.
 
 The planner's inputs are not rebuilt from the playbook: the launch's own argv and environment go
-through the simulator's copy of SGLang's flag handling (`fleet.host.engines.sim.cli.parse_command_line`,
-then `serverargs.resolve_server_args`: defaults, the speculative and mamba hooks) and its one
-flags -> `MemoryInputs` mapping (`serverargs.memory_inputs`). So what fleet predicts before a launch
-is what the sim computes when it starts, and what fleet adds to a launch on its own (a
-`--disable-radix-cache` for a hybrid model, the DFLASH context env) is part of the prediction.
+through the host release's parser (`fleet.host.engines.sglang.flags.parse_argv`, built from that
+release's flag table), its argument resolution (`args.resolve_server_args`: defaults, the
+speculative and mamba hooks) and the one flags -> `MemoryInputs` mapping (`args.memory_inputs`) --
+the same code the simulator runs when it starts, without importing the simulator. So what fleet
+predicts before a launch is what the release does with that command line, and what fleet adds to a
+launch on its own (a `--disable-radix-cache` for a hybrid model up to 0.5.13, the DFLASH context
+env) is part of the prediction.
 
 Pure: a configuration, its launch and the GPU's memory in; a `Feasibility` out.
 """
 
 from __future__ import annotations
 
-import contextlib
-import io
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from fleet.host.engines.sglang.args import DFLASH_FAMILY, fleet_values, memory_inputs, resolve_server_args
+from fleet.host.engines.sglang.flags import ArgvError, ConfigFileError, parse_argv
 from fleet.host.engines.sglang.memory import Adjustment, MemoryFailure, MemoryInputs, MemoryPlan, plan_memory, smallest_fix
-from fleet.host.engines.sim.cli import parse_command_line
-from fleet.host.engines.sim.server import DEFAULT_SGLANG_VERSION as SIM_DEFAULT_SGLANG_VERSION
-from fleet.host.engines.sim.serverargs import DFLASH_FAMILY, memory_inputs, resolve_server_args
+from fleet.host.engines.sglang.release import DEFAULT_SIM_RELEASE, choose_release
 from fleet.host.modelcard import load_model_card
-from fleet.launch import SIM_MODULE, launch_spec
-from fleet.launch.sglang import _RENAMED_FLAGS, LaunchSpec
+from fleet.launch import SIM_FORK_ENV, SIM_MODULE, SIM_RELEASE_ENV, SIM_UPSTREAM, launch_spec
+from fleet.launch.sglang import SGLANG_VERSION_TESTED, LaunchSpec
 from fleet.playbook import ServerConfig, ServerSettings
 
-# The release whose formulas the planner applies when not told (MemoryInputs' default).
-PLANNER_DEFAULT_SGLANG_VERSION: str = MemoryInputs(gpu_memory_mib=1).sglang_version
-SIM_VERSION_ENV = "FLEET_SIM_SGLANG_VERSION"
-# The simulator speaks SGLang 0.5.13's flag names; a launch for 0.5.14+ uses the new spelling of these.
-_OLD_SPELLING = {after: before for before, after in _RENAMED_FLAGS.values()}
+# The release planned for a real SGLang host whose version nobody told fleet: what hosts run now.
+PLANNER_DEFAULT_SGLANG_VERSION = SGLANG_VERSION_TESTED
 # ServerSettings fields an adjustment may set: the typed scalar settings, not the free-form flags/env.
 _ADJUSTABLE = frozenset(name for name in ServerSettings.model_fields if name not in ("flags", "env"))
 # Placeholders for a launch built only to be planned: memory does not depend on paths or the port.
@@ -54,14 +51,15 @@ class Feasibility:
 
 
 def check_server(
-    config: ServerConfig, launch: LaunchSpec, *, gpu_memory_mib: int, engine_version: str | None
+    config: ServerConfig, launch: LaunchSpec, *, gpu_memory_mib: int, engine_version: str | None, fork: str | None = None
 ) -> Feasibility:
     """The memory planner's verdict on `launch` (the launch of `config`) on a GPU of `gpu_memory_mib`.
 
-    `engine_version`: the SGLang release whose formulas apply. None: for a sim launch the release
-    the simulator emulates (its FLEET_SIM_SGLANG_VERSION, else its default), otherwise the
-    planner's default. The version matters: the seed's max_running_requests=8 launch fails under
-    0.5.12's formula and starts (capped at 2 requests) under 0.5.13's."""
+    `engine_version`: the host's SGLang version (planned with the nearest known release). None: for
+    a sim launch the release the simulator plays (its FLEET_SIM_SGLANG_VERSION, else
+    DEFAULT_SIM_RELEASE), otherwise PLANNER_DEFAULT_SGLANG_VERSION. The release matters: the seed's
+    max_running_requests=8 launch fails under 0.5.12's formula and starts under later ones.
+    `fork`: the engine's fork ("ddtree"); for a sim launch its FLEET_SIM_SGLANG_FORK decides."""
     if config.model.card is None:
         return _unchecked("no model card: not checked")
     target = load_model_card(config.model.card)
@@ -71,31 +69,33 @@ def check_server(
         return _unchecked(f"no model card for the {config.algorithm} draft: not checked")
 
     flags, module = _server_flags(launch.argv)
-    parse_error = io.StringIO()
+    release = engine_release(module, launch, engine_version)
+    fork = _engine_fork(module, launch, fork)
     try:
-        with contextlib.redirect_stderr(parse_error):
-            raw, _ = parse_command_line(flags, launch.env)
-    except SystemExit:
-        detail = parse_error.getvalue().strip().splitlines()
-        return _unchecked(f"not checked: the planner cannot read this command line ({detail[-1] if detail else 'bad flags'})")
+        parsed = parse_argv(release, flags, fork=fork)
+    except ArgvError as exc:  # what `sglang.launch_server` exits 2 with
+        return Feasibility(False, None, None, None, f"SGLang {release} refuses the command line: {exc.message}")
+    except ConfigFileError as exc:
+        return _unchecked(f"not checked: the planner cannot read the --config file ({exc})")
 
-    resolved = resolve_server_args(raw, target, draft, launch.env, sim_seed=0)
+    resolved = resolve_server_args(fleet_values(parsed), target, draft, launch.env, sim_seed=0, release=release, fork=fork)
     if resolved.failure is not None:
         refused = resolved.failure
-        return Feasibility(False, None, None, None, f"SGLang refuses the flags: {refused.exception}: {refused.message}")
+        return Feasibility(False, None, None, None, f"SGLang {release} refuses the flags: {refused.exception}: {refused.message}")
 
-    version = engine_version or _default_version(module, launch)
-    inputs = memory_inputs(resolved, gpu_memory_mib=gpu_memory_mib, sglang_version=version)
+    inputs = memory_inputs(resolved, gpu_memory_mib=gpu_memory_mib, release=release)
     planned_draft = draft if resolved.algorithm in DFLASH_FAMILY else None
     try:
         plan = plan_memory(target, inputs, planned_draft)
         suggestion = smallest_fix(target, inputs, planned_draft)
     except ValueError as exc:  # something the planner does not model (a KV dtype, a version before DFLASH)
         return _unchecked(f"not checked: {exc}")
-    return Feasibility(plan.failure is None, plan, plan.failure, suggestion, _verdict(plan, suggestion), inputs)
+    return Feasibility(plan.failure is None, plan, plan.failure, suggestion, _verdict(plan, suggestion, release), inputs)
 
 
-def check_config(config: ServerConfig, *, engine: str, gpu_memory_mib: int, engine_version: str | None) -> Feasibility:
+def check_config(
+    config: ServerConfig, *, engine: str, gpu_memory_mib: int, engine_version: str | None, fork: str | None = None
+) -> Feasibility:
     """`check_server` on the launch `config` would get from `engine` ("sglang" or "sim"), for when
     no planned launch is at hand (a fix being worked out): the same flags, placeholder paths."""
     launch = launch_spec(
@@ -106,8 +106,9 @@ def check_config(config: ServerConfig, *, engine: str, gpu_memory_mib: int, engi
         draft_path=_PLANNING_DRAFT if config.draft is not None else None,
         port=_PLANNING_PORT,
         sglang_version=engine_version,
+        fork=fork,
     )
-    return check_server(config, launch, gpu_memory_mib=gpu_memory_mib, engine_version=engine_version)
+    return check_server(config, launch, gpu_memory_mib=gpu_memory_mib, engine_version=engine_version, fork=fork)
 
 
 def apply_adjustments(config: ServerConfig, adjustments: Sequence[Adjustment]) -> ServerConfig:
@@ -136,20 +137,29 @@ def _unchecked(reason: str) -> Feasibility:
 
 
 def _server_flags(argv: Sequence[str]) -> tuple[list[str], str]:
-    """The flags after `python -m MODULE`, in the spelling the simulator's parser reads, and MODULE."""
+    """The flags after `python -m MODULE`, and MODULE."""
     if len(argv) < 3 or argv[1] != "-m":
         raise ValueError(f"launch argv {list(argv[:3])!r}: expected [python, '-m', module, flags...]")
-    return [_OLD_SPELLING.get(arg, arg) for arg in argv[3:]], argv[2]
+    return list(argv[3:]), argv[2]
 
 
-def _default_version(module: str, launch: LaunchSpec) -> str:
-    if module == SIM_MODULE:
-        return launch.env.get(SIM_VERSION_ENV) or SIM_DEFAULT_SGLANG_VERSION
-    return PLANNER_DEFAULT_SGLANG_VERSION
+def engine_release(module: str, launch: LaunchSpec, engine_version: str | None) -> str:
+    """The known release a launch is planned for (see check_server)."""
+    if engine_version is None:
+        sim = module == SIM_MODULE
+        engine_version = (launch.env.get(SIM_RELEASE_ENV) or DEFAULT_SIM_RELEASE) if sim else PLANNER_DEFAULT_SGLANG_VERSION
+    return choose_release(engine_version).release
 
 
-def _verdict(plan: MemoryPlan, suggestion: list[Adjustment] | None) -> str:
-    where = f"sglang {plan.sglang_version}"
+def _engine_fork(module: str, launch: LaunchSpec, fork: str | None) -> str | None:
+    if module == SIM_MODULE and SIM_FORK_ENV in launch.env:
+        played = launch.env[SIM_FORK_ENV]
+        return None if played == SIM_UPSTREAM else played
+    return fork
+
+
+def _verdict(plan: MemoryPlan, suggestion: list[Adjustment] | None, release: str) -> str:
+    where = f"sglang {release}"
     if plan.failure is not None:
         failure = plan.failure
         role = " (draft model)" if failure.model_role == "draft" else ""

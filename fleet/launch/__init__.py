@@ -1,14 +1,18 @@
 """The engine seam: how a server configuration is launched on a host, per engine kind.
 
-`sglang` runs `python -m sglang.launch_server`; `sim` runs fleet's simulator, which takes the same
-flags (in the v0.5.13 spelling its command line speaks) under `python -m fleet.host.engines.sim`.
+`sglang` runs `python -m sglang.launch_server`; `sim` runs fleet's simulator under
+`python -m fleet.host.engines.sim`, with the same flags: it plays the host's SGLang release, which
+the launch tells it in FLEET_SIM_SGLANG_VERSION (and whether it plays the DDTree fork in
+FLEET_SIM_SGLANG_FORK).
 Kept free of pydantic imports at module level: hosts import `fleet.launch.*` with the standard library only.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from fleet.host.engines.sglang.release import DEFAULT_SIM_RELEASE, choose_release
 from fleet.host.modelcard import load_model_card
 from fleet.launch.sglang import SGLANG_MODULE, LaunchSpec, build_launch
 
@@ -17,8 +21,10 @@ if TYPE_CHECKING:
     from fleet.playbook import ServerConfig
 
 SIM_MODULE = "fleet.host.engines.sim"
-# fleet/host/engines/sim/cli.py accepts SGLang v0.5.13 flag names (before the 0.5.14 renames).
-SIM_FLAG_VERSION = "0.5.13"
+# Read by fleet/host/engines/sim/cli.py.
+SIM_RELEASE_ENV = "FLEET_SIM_SGLANG_VERSION"
+SIM_FORK_ENV = "FLEET_SIM_SGLANG_FORK"
+SIM_UPSTREAM = "upstream"
 
 
 def launch_spec(
@@ -33,12 +39,16 @@ def launch_spec(
     hybrid: bool | None = None,
     served_model_name: str | None = None,
     sglang_version: str | None = None,
+    fork: str | None = None,
 ) -> LaunchSpec:
-    """`hybrid=None`: decided from the playbook's model card when it names one. `sglang_version`
-    (the host's, when known) only matters for the real engine."""
+    """`hybrid=None`: decided from the playbook's model card when it names one. `sglang_version`: the
+    host's release (facts, or its `engine.release` pin; for `sim` the release it plays, default
+    DEFAULT_SIM_RELEASE). `fork`: "ddtree" when the host's engine is the DDTree fork (sim only: the
+    real engine's fork is whatever is installed)."""
     card = load_model_card(server.model.card) if hybrid is None and server.model.card else None
     sim = engine == "sim"  # EngineKind is a str enum; comparing by value keeps fleet.inventory unimported
-    return build_launch(
+    played = choose_release(sglang_version or DEFAULT_SIM_RELEASE).release if sim else None
+    spec = build_launch(
         server,
         python=python,
         model_path=model_path,
@@ -48,6 +58,11 @@ def launch_spec(
         hybrid=hybrid,
         served_model_name=served_model_name,
         card=card,
-        sglang_version=SIM_FLAG_VERSION if sim else sglang_version,
+        sglang_version=played or sglang_version,
         module=SIM_MODULE if sim else SGLANG_MODULE,
     )
+    if played is None:
+        return spec
+    # The release the simulator plays: the known one fleet rendered the flags for.
+    sim_env = {SIM_RELEASE_ENV: played, SIM_FORK_ENV: fork or SIM_UPSTREAM}
+    return replace(spec, env=dict(sorted({**sim_env, **spec.env}.items())))

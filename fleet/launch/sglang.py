@@ -7,17 +7,19 @@ explicit settings that SGLang would refuse together raise `EngineConfigError` in
 quietly fixed.
 
 Facts (see shared notes `sglang-facts.md`, read from the released wheels):
-- A hybrid model (linear attention + full attention: Qwen3-Next, Qwen3.5/3.6) with speculative
-  decoding fails at start-up with the radix cache in mamba `no_buffer` mode (the default). Either
-  `--disable-radix-cache`, or `--mamba-scheduler-strategy extra_buffer` with `SGLANG_ENABLE_SPEC_V2=1`
+- Up to 0.5.13, a hybrid model (linear attention + full attention: Qwen3-Next, Qwen3.5/3.6) with
+  speculative decoding fails at start-up with the radix cache in mamba `no_buffer` mode (the default).
+  Either `--disable-radix-cache`, or `--mamba-scheduler-strategy extra_buffer` with `SGLANG_ENABLE_SPEC_V2=1`
   and `mamba_track_interval >= speculative_num_draft_tokens`. extra_buffer_lazy is refused with
-  speculative decoding; extra_buffer is refused together with `--disable-radix-cache` (0.5.13).
+  speculative decoding; extra_buffer is refused together with `--disable-radix-cache`. 0.5.23 resolves
+  mamba `auto` to extra_buffer (overlap on) and keeps the radix cache with speculative decoding, so
+  fleet adds nothing there. Which release does what: `fleet.host.engines.sglang.args.RESOLUTION`.
 - DFLASH forces the draft's context length to the target's, which SGLang refuses unless
   `SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1` (z-lab's instructions export it). DFLASH exists from 0.5.11.
 - DDTREE and `--speculative-ddtree-budget` come from sgl-project/sglang PR #29907, in no release.
 - 0.5.14 renamed `--mamba-scheduler-strategy` to `--mamba-radix-cache-strategy` and
-  `--cuda-graph-max-bs` to `--cuda-graph-max-bs-decode` (old names kept as aliases there; 0.5.23
-  rejects them).
+  `--cuda-graph-max-bs` to `--cuda-graph-max-bs-decode` (0.5.23 rejects the old names). Every flag
+  name comes from the release's flag table (`fleet.host.engines.sglang.flags.flag_for`).
 """
 
 from __future__ import annotations
@@ -28,6 +30,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Union
 
 from fleet.errors import EngineConfigError
+from fleet.host.engines.sglang.args import RESOLUTION
+from fleet.host.engines.sglang.flags import FORK_ALGORITHMS as FORK_ALGORITHMS_BY_FORK
+from fleet.host.engines.sglang.flags import FORK_FLAGS as FORK_FLAGS_BY_FORK
+from fleet.host.engines.sglang.flags import every_spelling, flag_for
+from fleet.host.engines.sglang.release import ReleaseError, choose_release
+from fleet.host.engines.sglang.release import parse_version as _parse_version
 
 if TYPE_CHECKING:
     from fleet.host.modelcard import ModelCard
@@ -40,9 +48,9 @@ SGLANG_MODULE = "sglang.launch_server"
 # The release whose real argument parser tests/integration/test_sglang_parser.py checks every argv with.
 SGLANG_VERSION_TESTED = "0.5.23"
 
-FORK_ALGORITHMS = frozenset({"DDTREE"})
-# Flags of forks: PR #29907's budget, and DB-Guo/sglang-ddtree-dev's switch.
-FORK_FLAGS = frozenset({"--speculative-ddtree-budget", "--speculative-dflash-enable-ddtree"})
+FORK_ALGORITHMS = frozenset(a for algorithms in FORK_ALGORITHMS_BY_FORK.values() for a in algorithms)
+# Flags of forks: PR #29907's budget, and DB-Guo/sglang-ddtree-dev's switch (flags.FORK_FLAGS).
+FORK_FLAGS = frozenset(o for entries in FORK_FLAGS_BY_FORK.values() for entry in entries for o in entry["options"])
 DFLASH_FAMILY = frozenset({"DFLASH", "DDTREE"})
 DFLASH_SINCE = (0, 5, 11)
 
@@ -51,26 +59,26 @@ SPEC_V2_ENV = "SGLANG_ENABLE_SPEC_V2"
 MAMBA_STRATEGIES = ("auto", "no_buffer", "extra_buffer", "extra_buffer_lazy")
 DEFAULT_MAMBA_TRACK_INTERVAL = 256
 
-_RENAMED_SINCE = (0, 5, 14)
-# ServerSettings field -> (flag before 0.5.14, flag from 0.5.14 on).
-_RENAMED_FLAGS: Mapping[str, tuple[str, str]] = {
-    "mamba_scheduler_strategy": ("--mamba-scheduler-strategy", "--mamba-radix-cache-strategy"),
-    "cuda_graph_max_bs": ("--cuda-graph-max-bs", "--cuda-graph-max-bs-decode"),
-}
-# Other spellings argparse maps to a flag fleet renders itself.
-_ALIASES = ("--model", "--tensor-parallel-size", "--speculative-draft-model", "--speculative-dflash-block-size")
-
-# ServerSettings fields rendered as `--flag value`, in argv order.
-_VALUE_SETTINGS: tuple[tuple[str, str | None], ...] = (
-    ("context_length", "--context-length"),
-    ("mem_fraction_static", "--mem-fraction-static"),
-    ("max_running_requests", "--max-running-requests"),
-    ("max_total_tokens", "--max-total-tokens"),
-    ("chunked_prefill_size", "--chunked-prefill-size"),
-    ("cuda_graph_max_bs", None),  # renamed: see _RENAMED_FLAGS
-    ("attention_backend", "--attention-backend"),
-    ("page_size", "--page-size"),
-    ("kv_cache_dtype", "--kv-cache-dtype"),
+# ServerSettings fields rendered as `--flag value`, in argv order; each flag's name is the release's
+# (flag_for), e.g. cuda_graph_max_bs is --cuda-graph-max-bs up to 0.5.13, --cuda-graph-max-bs-decode after.
+_VALUE_SETTINGS: tuple[str, ...] = (
+    "context_length",
+    "mem_fraction_static",
+    "max_running_requests",
+    "max_total_tokens",
+    "chunked_prefill_size",
+    "cuda_graph_max_bs",
+    "attention_backend",
+    "page_size",
+    "kv_cache_dtype",
+)
+# ServerArgs fields fleet renders from typed settings: a playbook's free-form `flags` must not set
+# them under any spelling of any known release (aliases such as --model, --tensor-parallel-size).
+_RENDERED_FIELDS = (
+    "model_path", "served_model_name", "host", "port", "tp_size", *_VALUE_SETTINGS, "disable_radix_cache",
+    "mamba_scheduler_strategy", "trust_remote_code", "enable_metrics", "speculative_algorithm",
+    "speculative_draft_model_path", "speculative_num_draft_tokens", "speculative_num_steps", "speculative_eagle_topk",
+    "speculative_dflash_block_size", "speculative_draft_attention_backend",
 )
 
 _FLAG_KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -86,10 +94,10 @@ class LaunchSpec:
 
 def parse_sglang_version(text: str) -> tuple[int, int, int]:
     """`0.5.23`, `v0.5.13.post1`, `0.5.14rc0` -> (0, 5, 23) ..."""
-    match = re.match(r"^v?(\d+)\.(\d+)(?:\.(\d+))?", text.strip())
-    if not match:
-        raise EngineConfigError(f"SGLang version {text!r}: expected a release number such as {SGLANG_VERSION_TESTED}")
-    return int(match[1]), int(match[2]), int(match[3] or 0)
+    try:
+        return _parse_version(text)
+    except ReleaseError as exc:
+        raise EngineConfigError(str(exc)) from None
 
 
 def render_flag(flag: str, value: FlagValue) -> list[str]:
@@ -118,18 +126,21 @@ def build_launch(
     module: str = SGLANG_MODULE,
 ) -> LaunchSpec:
     """The launch of `server` on a host. `hybrid` (or else `card`) says whether the target model has
-    linear-attention layers; `sglang_version` picks flag spellings (default: the tested release)."""
+    linear-attention layers; `sglang_version` (the host's release, default the tested one) picks the
+    flag names and what a hybrid model needs: the nearest known release's (`choose_release`)."""
     where = f"server {server.label} ({server.model.label})"
-    version = parse_sglang_version(sglang_version or SGLANG_VERSION_TESTED)
+    requested = sglang_version or SGLANG_VERSION_TESTED
+    version = parse_sglang_version(requested)
+    release = choose_release(requested).release
     settings = server.settings
     algorithm = server.algorithm
     _check_method(server, where, draft_path, version)
     is_hybrid = hybrid if hybrid is not None else (card.is_hybrid if card is not None else None)
     extra_flags = _extra_flags(server, where)
-    strategy_flag = _renamed("mamba_scheduler_strategy", version)
+    strategy_flag = flag_for(release, "mamba_scheduler_strategy")
 
     additions = _Additions(user_env={**settings.env, **server.method_env})
-    disable_radix, strategy = _radix_cache_choice(server, where, is_hybrid, extra_flags, strategy_flag, additions)
+    disable_radix, strategy = _radix_cache_choice(server, where, is_hybrid, extra_flags, strategy_flag, additions, release)
     if algorithm in DFLASH_FAMILY:
         additions.env(
             ALLOW_LONGER_CONTEXT_ENV,
@@ -145,8 +156,8 @@ def build_launch(
         ("--port", port),
         ("--tp-size", server.tp),
     ]
-    for name, flag in _VALUE_SETTINGS:
-        options.append((flag or _renamed(name, version), getattr(settings, name)))
+    for name in _VALUE_SETTINGS:
+        options.append((flag_for(release, name), getattr(settings, name)))
     options += [
         ("--disable-radix-cache", disable_radix),
         (strategy_flag, strategy),
@@ -189,11 +200,6 @@ class _Additions:
             self.notes.append(f"{key}={value}: {reason}")
         elif self.user_env[key] != value:
             self.notes.append(f"{key}={self.user_env[key]} kept from the playbook, although fleet would set {value}: {reason}")
-
-
-def _renamed(field_name: str, version: tuple[int, int, int]) -> str:
-    before, after = _RENAMED_FLAGS[field_name]
-    return after if version >= _RENAMED_SINCE else before
 
 
 def _check_method(server: ServerConfig, where: str, draft_path: str | None, version: tuple[int, int, int]) -> None:
@@ -246,9 +252,11 @@ def _radix_cache_choice(
     extra_flags: Mapping[str, FlagValue],
     strategy_flag: str,
     additions: _Additions,
+    release: str,
 ) -> tuple[bool | None, str | None]:
     """(disable_radix_cache, mamba strategy) as rendered: the playbook's, or what a hybrid model with
-    speculative decoding needs to start at all."""
+    speculative decoding needs to start at all under `release`."""
+    needs = RESOLUTION[release]
     disable_radix = server.settings.disable_radix_cache
     strategy = server.settings.mamba_scheduler_strategy
     algorithm = server.algorithm
@@ -261,12 +269,17 @@ def _radix_cache_choice(
                 "(give the model a `card`, or set disable_radix_cache)"
             )
         return disable_radix, strategy
-    if disable_radix and strategy in ("extra_buffer", "extra_buffer_lazy"):
+    if disable_radix and strategy in ("extra_buffer", "extra_buffer_lazy") and needs.extra_buffer_refuses_disabled_radix:
         raise EngineConfigError(
             f"{where}: disable_radix_cache: true with mamba_scheduler_strategy {strategy}: extra_buffer is a "
-            "radix-cache mode, which SGLang refuses without the radix cache; drop one of the two"
+            f"radix-cache mode, which SGLang {release} refuses without the radix cache; drop one of the two"
         )
     if not algorithm or disable_radix:
+        return disable_radix, strategy
+    if not needs.no_buffer_refuses_speculation:
+        # The release keeps the radix cache with speculative decoding (mamba auto -> extra_buffer).
+        if strategy in ("extra_buffer", "extra_buffer_lazy") or strategy in (None, "auto"):
+            _check_track_interval(server, where, extra_flags)
         return disable_radix, strategy
     if strategy == "extra_buffer_lazy":
         raise EngineConfigError(
@@ -300,7 +313,13 @@ def _radix_cache_choice(
 def _radix_with_speculation(
     server: ServerConfig, where: str, extra_flags: Mapping[str, FlagValue], additions: _Additions, who: str
 ) -> None:
-    """Mamba extra_buffer with speculative decoding: spec v2, and a track interval no shorter than the draft."""
+    """Mamba extra_buffer with speculative decoding up to 0.5.13: spec v2, and a track interval no shorter than the draft."""
+    _check_track_interval(server, where, extra_flags)
+    additions.env(SPEC_V2_ENV, "1", f"{who} mamba extra_buffer with speculative decoding, which SGLang runs only with spec v2")
+
+
+def _check_track_interval(server: ServerConfig, where: str, extra_flags: Mapping[str, FlagValue]) -> None:
+    """extra_buffer asserts mamba_track_interval >= speculative_num_draft_tokens (every release)."""
     interval = extra_flags.get("--mamba-track-interval", DEFAULT_MAMBA_TRACK_INTERVAL)
     if not isinstance(interval, int) or isinstance(interval, bool):
         try:
@@ -312,11 +331,10 @@ def _radix_with_speculation(
             f"{where}: mamba-track-interval {interval} is shorter than num_draft_tokens {server.num_draft_tokens}; "
             "SGLang's mamba extra_buffer mode needs mamba_track_interval >= speculative_num_draft_tokens"
         )
-    additions.env(SPEC_V2_ENV, "1", f"{who} mamba extra_buffer with speculative decoding, which SGLang runs only with spec v2")
 
 
 def _refuse_duplicates(where: str, options: list[tuple[str, FlagValue]], extra_flags: Mapping[str, FlagValue]) -> None:
-    owned = {flag for flag, _ in options} | set(_ALIASES) | {name for pair in _RENAMED_FLAGS.values() for name in pair}
+    owned = {flag for flag, _ in options} | {spelling for name in _RENDERED_FIELDS for spelling in every_spelling(name)}
     clash = sorted(owned & set(extra_flags))
     if clash:
         raise EngineConfigError(

@@ -12,6 +12,7 @@ import yaml
 
 from fleet.fixes.feasibility import apply_adjustments, check_config, check_server
 from fleet.host.engines.sglang.memory import Adjustment
+from fleet.host.engines.sglang.release import DEFAULT_SIM_RELEASE
 from fleet.host.engines.sim import server as sim_server
 from fleet.launch import launch_spec
 from fleet.launch.sglang import LaunchSpec
@@ -39,7 +40,7 @@ def seed_config(variant: str = "dflash", **server: Any) -> ServerConfig:
     return next(c for c in configs if c.variant == variant)
 
 
-def sim_launch(config: ServerConfig) -> LaunchSpec:
+def sim_launch(config: ServerConfig, release: str | None = None) -> LaunchSpec:
     # Shipped card names as model paths: the sim resolves them like a staged model directory.
     return launch_spec(
         "sim",  # type: ignore[arg-type]
@@ -48,6 +49,7 @@ def sim_launch(config: ServerConfig) -> LaunchSpec:
         model_path="qwen3.6-27b",
         draft_path="qwen3.6-27b-dflash" if config.draft else None,
         port=30001,
+        sglang_version=release,
     )
 
 
@@ -90,42 +92,43 @@ def test_the_suggested_variant_is_feasible_and_has_its_own_id() -> None:
     assert after.plan is not None and after.plan.max_running_requests == 4 and after.plan.max_mamba_cache_size == 24
 
 
+@pytest.mark.parametrize("release", ["0.5.12", "0.5.23"])
 @pytest.mark.parametrize("requests", [8, 4])
-def test_inputs_from_the_argv_are_what_the_sim_sees(requests: int, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_inputs_from_the_argv_are_what_the_sim_sees(requests: int, release: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))  # no nvidia-smi: the sim's default GPUs (8x RTX PRO 6000)
-    monkeypatch.delenv("FLEET_SIM_SGLANG_VERSION", raising=False)
     config = seed_config(max_running_requests=requests)
-    launch = sim_launch(config)
+    launch = sim_launch(config, release)
+    assert launch.env["FLEET_SIM_SGLANG_VERSION"] == release
 
     predicted = check_server(config, launch, gpu_memory_mib=RTX_PRO_6000_MIB, engine_version=None)
     started = sim_server.prepare(launch.argv[3:], launch.env, io.StringIO(), io.StringIO())
 
     assert isinstance(started, sim_server.SimServer)
+    assert started.launch.release == release
     assert predicted.inputs == sim_server.memory_inputs(started.resolved, started.host, started.launch)
     assert predicted.plan == started.plan
-    assert predicted.ok == (started.plan.failure is None) == (requests == 4)
+    assert predicted.ok == (started.plan.failure is None)
+    if release == "0.5.12":  # the seed story: 8 requests fail, 4 start
+        assert predicted.ok == (requests == 4)
 
 
-def test_a_sim_launch_follows_the_sims_sglang_version() -> None:
+def test_a_sim_launch_follows_the_release_the_sim_plays() -> None:
     config = seed_config()
-    launch = sim_launch(config)
-    newer = LaunchSpec(launch.argv, {**launch.env, "FLEET_SIM_SGLANG_VERSION": "0.5.13"}, launch.upstream, launch.notes)
+    default = check_server(config, sim_launch(config), gpu_memory_mib=RTX_PRO_6000_MIB, engine_version=None)
+    seed = check_server(config, sim_launch(config, "0.5.12"), gpu_memory_mib=RTX_PRO_6000_MIB, engine_version=None)
 
-    default = check_server(config, launch, gpu_memory_mib=RTX_PRO_6000_MIB, engine_version=None)
-    emulating_0_5_13 = check_server(config, newer, gpu_memory_mib=RTX_PRO_6000_MIB, engine_version=None)
-
-    assert default.plan is not None and default.plan.sglang_version == sim_server.DEFAULT_SGLANG_VERSION
-    assert emulating_0_5_13.plan is not None and emulating_0_5_13.plan.sglang_version == "0.5.13"
+    assert default.inputs is not None and default.inputs.release == DEFAULT_SIM_RELEASE == "0.5.23"
+    assert default.reason.startswith("sglang 0.5.23 ")
+    assert seed.inputs is not None and seed.inputs.release == "0.5.12" and seed.reason.startswith("sglang 0.5.12 ")
 
 
-def test_sglang_0_5_13_starts_the_seed_launch_but_caps_its_concurrency() -> None:
+def test_a_version_fleet_does_not_know_is_planned_with_the_nearest_known_release() -> None:
     config = seed_config()
     result = check_server(config, sglang_launch(config, "0.5.13"), gpu_memory_mib=RTX_PRO_6000_MIB, engine_version="0.5.13")
+    exact = check_server(config, sglang_launch(config, "0.5.12"), gpu_memory_mib=RTX_PRO_6000_MIB, engine_version="0.5.12")
 
-    assert result.ok and result.failure is None
-    assert result.plan is not None and result.plan.max_running_requests < 8
-    assert f"caps max_running_requests at {result.plan.max_running_requests} of the 8" in result.reason
-    assert result.suggestion and result.suggestion[0].field == "max_running_requests"
+    assert result.inputs is not None and result.inputs.release == "0.5.12"
+    assert (result.ok, result.plan, result.reason) == (exact.ok, exact.plan, exact.reason)
 
 
 def test_renamed_flags_of_newer_sglang_are_read() -> None:
@@ -159,14 +162,23 @@ def test_a_dflash_draft_without_a_card_is_not_checked() -> None:
     assert result.ok and result.plan is None and "draft" in result.reason
 
 
-def test_a_flag_the_planner_does_not_know_is_reported_quietly(capsys: pytest.CaptureFixture[str]) -> None:
-    config = seed_config(flags={"mamba-full-memory-ratio": 0.5, "enable-hierarchical-cache": True})
+def test_a_flag_the_release_does_not_know_is_its_parsers_refusal_quietly(capsys: pytest.CaptureFixture[str]) -> None:
+    config = seed_config(flags={"mamba-full-memory-ratio": 0.5, "enable-hierarchical-cachee": True})
 
     result = check_server(config, sim_launch(config), gpu_memory_mib=RTX_PRO_6000_MIB, engine_version=None)
 
-    assert result.ok and result.plan is None
-    assert "--enable-hierarchical-cache" in result.reason and result.reason.startswith("not checked")
+    assert not result.ok and result.plan is None
+    assert result.reason == "SGLang 0.5.23 refuses the command line: unrecognized arguments: --enable-hierarchical-cachee"
     assert capsys.readouterr().err == ""  # argparse's usage text does not leak onto the terminal
+
+
+def test_fork_flags_are_read_only_where_the_engine_is_the_fork() -> None:
+    config = seed_config("ddtree-b15", max_running_requests=4)
+    upstream = check_server(config, sglang_launch(config, "0.5.23"), gpu_memory_mib=RTX_PRO_6000_MIB, engine_version="0.5.23")
+    fork = check_server(config, sglang_launch(config, "0.5.23"), gpu_memory_mib=RTX_PRO_6000_MIB, engine_version="0.5.23", fork="ddtree")
+
+    assert not upstream.ok and "unrecognized arguments: --speculative-ddtree-budget 15" in upstream.reason
+    assert fork.plan is not None and fork.inputs is not None and fork.inputs.ddtree_budget == 15
 
 
 def test_flags_sglang_refuses_are_infeasible_with_its_message() -> None:

@@ -77,8 +77,8 @@ def test_autoregressive_argv_renders_every_setting_and_nothing_speculative() -> 
     assert spec.env == {} and spec.notes == [] and spec.upstream
 
 
-def test_hybrid_model_with_speculation_gets_disable_radix_cache_and_says_why() -> None:
-    spec = launch(with_settings())
+def test_hybrid_model_with_speculation_gets_disable_radix_cache_up_to_0513_and_says_why() -> None:
+    spec = launch(with_settings(), sglang_version="0.5.12")
     assert "--disable-radix-cache" in spec.argv
     assert flag_value(spec.argv, "--speculative-algorithm") == "DFLASH"
     assert flag_value(spec.argv, "--speculative-draft-model-path") == "/dev/shm/fleet/z-lab--Qwen3.6-27B-DFlash"
@@ -87,12 +87,24 @@ def test_hybrid_model_with_speculation_gets_disable_radix_cache_and_says_why() -
     assert "hybrid" in note and "DFLASH" in note
 
 
+def test_0523_keeps_the_radix_cache_for_hybrid_speculation_and_adds_nothing() -> None:
+    # 0.5.23 resolves mamba auto to extra_buffer with overlap on: the radix cache stays, no spec-v2 switch.
+    spec = launch(with_settings())
+    assert "--disable-radix-cache" not in spec.argv
+    assert "--mamba-radix-cache-strategy" not in spec.argv
+    assert SPEC_V2_ENV not in spec.env and not any("radix" in n for n in spec.notes)
+    explicit = launch(with_settings(mamba_scheduler_strategy="extra_buffer", disable_radix_cache=True), sglang_version="0.5.23")
+    assert "--disable-radix-cache" in explicit.argv  # 0.5.23 ignores the strategy without a radix cache
+    with pytest.raises(EngineConfigError, match="mamba_track_interval >="):
+        launch(with_settings(flags={"mamba-track-interval": 8}))
+
+
 def test_hybrid_is_taken_from_the_model_card_when_not_given() -> None:
     dflash = with_settings()
-    assert "--disable-radix-cache" in launch(dflash, hybrid=None, card=QWEN36_CARD).argv
-    assert "--disable-radix-cache" not in launch(dflash, hybrid=None, card=load_model_card("qwen3.6-27b-dflash")).argv
+    assert "--disable-radix-cache" in launch(dflash, hybrid=None, card=QWEN36_CARD, sglang_version="0.5.12").argv
+    assert "--disable-radix-cache" not in launch(dflash, hybrid=None, card=load_model_card("qwen3.6-27b-dflash"), sglang_version="0.5.12").argv
     # The engine seam loads the card the playbook names.
-    seam = launch_spec(EngineKind.sglang, dflash, python="python3", model_path="/m", draft_path="/d", port=30001)
+    seam = launch_spec(EngineKind.sglang, dflash, python="python3", model_path="/m", draft_path="/d", port=30001, sglang_version="0.5.12")
     assert "--disable-radix-cache" in seam.argv
 
 
@@ -127,16 +139,18 @@ def test_ddtree_uses_the_fork_flag_and_is_not_upstream() -> None:
 
 
 def test_playbook_radix_choice_wins_over_fleets_addition() -> None:
-    kept = launch(with_settings(disable_radix_cache=False))
+    kept = launch(with_settings(disable_radix_cache=False), sglang_version="0.5.13")
     assert "--disable-radix-cache" not in kept.argv
-    assert flag_value(kept.argv, "--mamba-radix-cache-strategy") == "extra_buffer"
+    assert flag_value(kept.argv, "--mamba-scheduler-strategy") == "extra_buffer"
     assert kept.env[SPEC_V2_ENV] == "1"
     assert any("extra_buffer" in n for n in kept.notes)
 
-    extra_buffer = launch(with_settings(mamba_scheduler_strategy="extra_buffer"))
+    extra_buffer = launch(with_settings(mamba_scheduler_strategy="extra_buffer"), sglang_version="0.5.12")
     assert "--disable-radix-cache" not in extra_buffer.argv
-    assert flag_value(extra_buffer.argv, "--mamba-radix-cache-strategy") == "extra_buffer"
+    assert flag_value(extra_buffer.argv, "--mamba-scheduler-strategy") == "extra_buffer"
     assert extra_buffer.env[SPEC_V2_ENV] == "1"
+    on_0523 = launch(with_settings(mamba_scheduler_strategy="extra_buffer"))
+    assert flag_value(on_0523.argv, "--mamba-radix-cache-strategy") == "extra_buffer" and SPEC_V2_ENV not in on_0523.env
 
     disabled = launch(with_settings(disable_radix_cache=True))
     assert "--disable-radix-cache" in disabled.argv
@@ -171,7 +185,7 @@ def test_contradictory_explicit_settings_are_errors_that_name_the_server(
     settings: dict[str, Any], variant: str, words: str
 ) -> None:
     with pytest.raises(EngineConfigError) as caught:
-        launch(with_settings(variant=variant, **settings))
+        launch(with_settings(variant=variant, **settings), sglang_version="0.5.12")
     assert words in str(caught.value)
     assert f"tp1-{variant}" in str(caught.value)
 
@@ -222,15 +236,18 @@ def test_the_sim_launch_differs_from_sglang_only_in_the_module() -> None:
     for playbook in (QWEN36, load_playbook(PLAYBOOKS / "demo.yaml")):
         for server in server_configs(playbook):
             common = dict(python="python3", model_path="/m", draft_path="/d" if server.draft else None, port=30007)
-            real = launch_spec(EngineKind.sglang, server, **common)
-            sim = launch_spec(EngineKind.sim, server, **common)
-            assert real.argv[:3] == ["python3", "-m", "sglang.launch_server"]
-            assert sim.argv[:3] == ["python3", "-m", SIM_MODULE]
-            assert (sim.argv[3:], sim.env, sim.notes, sim.upstream) == (real.argv[3:], real.env, real.notes, real.upstream)
-    # ... except where SGLang renamed a flag: the simulator speaks the v0.5.13 command line.
+            for release in ("0.5.12", "0.5.23"):
+                real = launch_spec(EngineKind.sglang, server, **common, sglang_version=release)
+                sim = launch_spec(EngineKind.sim, server, **common, sglang_version=release, fork="ddtree")
+                assert real.argv[:3] == ["python3", "-m", "sglang.launch_server"]
+                assert sim.argv[:3] == ["python3", "-m", SIM_MODULE]
+                assert (sim.argv[3:], sim.notes, sim.upstream) == (real.argv[3:], real.notes, real.upstream)
+                # ... and the environment tells the simulator which release (and fork) to play.
+                assert sim.env == {**real.env, "FLEET_SIM_SGLANG_VERSION": release, "FLEET_SIM_SGLANG_FORK": "ddtree"}
     strategy = with_settings(variant="autoregressive", mamba_scheduler_strategy="no_buffer")
     sim = launch_spec(EngineKind.sim, strategy, python="python3", model_path="/m", draft_path=None, port=1)
-    assert flag_value(sim.argv, "--mamba-scheduler-strategy") == "no_buffer"
+    assert flag_value(sim.argv, "--mamba-radix-cache-strategy") == "no_buffer"  # a sim host plays 0.5.23 by default
+    assert sim.env["FLEET_SIM_SGLANG_VERSION"] == "0.5.23" and sim.env["FLEET_SIM_SGLANG_FORK"] == "upstream"
 
 
 def test_every_qwen36_run_has_a_deterministic_argv_independent_of_key_order() -> None:

@@ -125,6 +125,16 @@ class ReleaseResolution:
     dflash_disables_overlap: bool
     dflash_logger: str  # the logger of the module that holds _handle_dflash
     mamba_radix_cache: MambaHook
+    # What a hybrid (linear + full attention) model with speculative decoding needs, read by the launch
+    # renderer so that what it adds follows the release:
+    # - the radix cache in mamba `no_buffer` mode (the `auto` default then) refuses speculative decoding;
+    no_buffer_refuses_speculation: bool
+    # - extra_buffer with speculative decoding runs only with SGLANG_ENABLE_SPEC_V2=1;
+    extra_buffer_needs_spec_v2: bool
+    # - extra_buffer together with --disable-radix-cache is refused;
+    extra_buffer_refuses_disabled_radix: bool
+    # - extra_buffer_lazy is refused with speculative decoding.
+    lazy_refuses_speculation: bool
 
 
 def _handle_dflash(
@@ -291,11 +301,18 @@ def _mamba_radix_cache_0523(
 
 
 RESOLUTION: Mapping[str, ReleaseResolution] = {
+    # 0.5.12 server_args.py:2481-2571 (_handle_mamba_radix_cache), :3705 (DFLASH overlap).
     "0.5.12": ReleaseResolution(
-        dflash_disables_overlap=True, dflash_logger="sglang.srt.server_args", mamba_radix_cache=_mamba_radix_cache_0512
+        dflash_disables_overlap=True, dflash_logger="sglang.srt.server_args", mamba_radix_cache=_mamba_radix_cache_0512,
+        no_buffer_refuses_speculation=True, extra_buffer_needs_spec_v2=True, extra_buffer_refuses_disabled_radix=True,
+        lazy_refuses_speculation=True,
     ),
+    # 0.5.23 overrides.py:477 (auto -> extra_buffer with overlap on), mamba_hook.py:115 (no spec-v2 switch, lazy
+    # wired for every verify path), model_override_base.py:262 (no radix cache: the strategy is not read).
     "0.5.23": ReleaseResolution(
-        dflash_disables_overlap=False, dflash_logger="sglang.srt.arg_groups.speculative_hook", mamba_radix_cache=_mamba_radix_cache_0523
+        dflash_disables_overlap=False, dflash_logger="sglang.srt.arg_groups.speculative_hook", mamba_radix_cache=_mamba_radix_cache_0523,
+        no_buffer_refuses_speculation=False, extra_buffer_needs_spec_v2=False, extra_buffer_refuses_disabled_radix=False,
+        lazy_refuses_speculation=False,
     ),
 }
 assert set(RESOLUTION) == set(KNOWN_RELEASES), "one ReleaseResolution per known release"

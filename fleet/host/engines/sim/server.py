@@ -21,24 +21,23 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, NoReturn, Sequence, TextIO
 
+from fleet.host.engines.sglang import args as sglang_args
+from fleet.host.engines.sglang.args import DFLASH_FAMILY, EAGLE_FAMILY, ResolvedArgs, resolve_server_args
+from fleet.host.engines.sglang.flags import ArgvError, ConfigFileError, ParsedArgv
 from fleet.host.engines.sglang.logformats import log_formats
 from fleet.host.engines.sglang.memory import DEFAULT_GPU_RESERVED_MIB, MemoryInputs, MemoryPlan, plan_memory
 from fleet.host.engines.sglang.release import choose_release
 from fleet.host.engines.sim import gpu as gpumod
-from fleet.host.engines.sim import perf, serverargs, sgltext
+from fleet.host.engines.sim import perf, sgltext
 from fleet.host.engines.sim.api import Api, ServerState
-from fleet.host.engines.sim.cli import SimSettings, parse_command_line, render_server_args
+from fleet.host.engines.sim.cli import SimSettings, SimUsageError, read_command_line, render_server_args
 from fleet.host.engines.sim.console import ERROR, Console
 from fleet.host.engines.sim.engine import Engine, EngineConfig
 from fleet.host.engines.sim.faults import FaultProfile, FaultProfileError, load_fault_profile
 from fleet.host.engines.sim.httpserver import serve
-from fleet.host.engines.sim.serverargs import DFLASH_FAMILY, EAGLE_FAMILY, ResolvedArgs, resolve_server_args
 from fleet.host.errors import ConfigError
 from fleet.host.modelcard import SHIPPED_CARDS_DIR, ModelCard, load_model_card, shipped_card_names
 
-# The SGLang release whose memory formulas the simulator applies by default: the seed campaign's
-# figures (mamba cache 2 vs 24 slots, 11,893 KV tokens) only come out of the <= 0.5.12 formula.
-DEFAULT_SGLANG_VERSION = "0.5.12"
 # Simulated seconds of each startup phase that does not depend on the model size.
 SPAWN_S = 4.0
 INIT_DISTRIBUTED_S = 0.6
@@ -112,7 +111,16 @@ class Launch:
     settings: SimSettings
     faults: FaultProfile
     env: Mapping[str, str]
-    sglang_version: str
+    # The SGLang release the sim plays (one of release.KNOWN_RELEASES: FLEET_SIM_SGLANG_VERSION, else
+    # DEFAULT_SIM_RELEASE): its command line, resolution, memory formulas, log lines and reported version.
+    release: str
+    parsed: ParsedArgv | None = None  # the release's own ServerArgs fields as given (its field names)
+    fork: str | None = None  # "ddtree" when playing the DDTree fork
+
+    @property
+    def sglang_version(self) -> str:
+        """The release played (the name the log-line code reads)."""
+        return self.release
 
 
 class SimServer:
@@ -391,6 +399,7 @@ class SimServer:
             reserved_spec_tokens=reserved,
             spec_num_draft_tokens=values["speculative_num_draft_tokens"] if algorithm else None,
             started_at=self.started,
+            version=self.launch.release,
             load_weights_s=self.load_weights_s,
         )
 
@@ -508,17 +517,33 @@ async def http_json(host: str, port: int, method: str, path: str, body: Any) -> 
 def prepare(argv: Sequence[str], env: Mapping[str, str], err: TextIO | None = None, out: TextIO | None = None) -> SimServer | int:
     """Everything SGLang does before it launches the scheduler: flags, model, ServerArgs hooks, GPUs,
     memory plan, and the `server_args=` line. An exit code when it stops there, as SGLang would."""
-    raw, settings = parse_command_line(argv, env)
+    errors = err if err is not None else sys.stderr
+    try:
+        line = read_command_line(argv, env)
+    except ArgvError as exc:  # argparse's usage and error, exit 2, before any logging is set up
+        errors.write(exc.text)
+        errors.flush()
+        return 2
+    except SimUsageError as exc:
+        errors.write(f"fleet sim: error: {exc}\n")
+        errors.flush()
+        return 2
+    except ConfigFileError as exc:  # ConfigArgumentMerger's ValueError in prepare_server_args
+        errors.write("\n".join(sgltext.format_traceback(sgltext.LAUNCH_FRAMES, f"ValueError: {exc}")) + "\n")
+        errors.flush()
+        return 1
+    raw, settings = line.values, line.settings
     console = Console(raw["tp_size"], err, out, raw["log_level"], raw["log_level_http"])
-    version = env.get("FLEET_SIM_SGLANG_VERSION") or DEFAULT_SGLANG_VERSION
-    text = release_text(version)
+    text = release_text(line.release)
     console.raw(text.launch_server_deprecation())
+    if line.release_note:
+        console.raw([f"fleet sim: {line.release_note}"])
     try:
         faults = load_fault_profile(settings.faults_path)
     except FaultProfileError as exc:
         console.raw([f"fleet sim: {exc}"])
         return 2
-    launch = Launch(raw, settings, faults, env, version)
+    launch = Launch(raw, settings, faults, env, line.release, line.parsed, line.fork)
 
     try:
         target = resolve_model(raw["model_path"], faults)
@@ -538,7 +563,7 @@ def prepare(argv: Sequence[str], env: Mapping[str, str], err: TextIO | None = No
             return 1
     assert target is not None
 
-    resolved = resolve_server_args(raw, target, draft, env, settings.seed)
+    resolved = resolve_server_args(raw, target, draft, env, settings.seed, release=launch.release, fork=launch.fork)
     console.raw([text.pre_logging(w.message) for w in resolved.warnings])
     if resolved.failure is not None:
         failure = resolved.failure
@@ -570,10 +595,10 @@ def release_text(version: str) -> sgltext.ReleaseText:
 def memory_inputs(resolved: ResolvedArgs, host: gpumod.GpuHost, launch: Launch) -> MemoryInputs:
     gpus = [g.index for g in host.gpus[: resolved.values["tp_size"]]]
     others = other_processes_mib(launch.env.get("FLEET_FAKE_GPU_DIR"), gpus, os.getpid())
-    return serverargs.memory_inputs(
+    return sglang_args.memory_inputs(
         resolved,
         gpu_memory_mib=host.gpus[0].memory_total_mib,
-        sglang_version=launch.sglang_version,
+        release=launch.release,
         # Other servers on the same GPU hold memory before we measure it, as on a real host.
         gpu_reserved_mib=DEFAULT_GPU_RESERVED_MIB + others,
     )
