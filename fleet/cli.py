@@ -166,7 +166,7 @@ def facts(
     outcomes = facts_of(chosen, refresh=refresh)
     if as_json:
         data = {
-            name: (o.value.model_dump(mode="json") if o.ok else {"error": str(o.error)}) for name, o in outcomes.items()
+            name: (o.value.model_dump(mode="json") if o.value is not None else {"error": str(o.error)}) for name, o in outcomes.items()
         }
         print(json.dumps({"facts": data}, indent=2))
     else:
@@ -209,15 +209,15 @@ def provision(
     as_json: JsonOpt = False,
 ) -> None:
     """Make hosts ready: facts, preflight checks, model fetch and staging, service units. Safe to repeat."""
-    from fleet.provision.provision import ProvisionOptions
     from fleet.provision.provision import provision as provision_hosts
+    from fleet.provision.provision import provision_options
     from fleet.views import provision_table
 
     chosen = _select_hosts(hosts_spec)
     book_path = playbook or _default_playbook()
     book = _load_playbook(book_path)
-    secrets = {name: os.environ[name] for name in ("HF_TOKEN",) if os.environ.get(name)}
-    options = ProvisionOptions(dry_run=dry_run, mirror_root=book_path.parent.resolve(), secrets=secrets)
+    # Same options as `fleet sweep` and its resume: secrets (HF_TOKEN) from this environment.
+    options = provision_options(book_path.parent, os.environ, dry_run=dry_run)
     with err.status(f"provisioning {', '.join(h.name for h in chosen)} for {book.name}", spinner="dots"):
         reports = provision_hosts(chosen, book, options)
     if as_json:
@@ -254,8 +254,9 @@ def sweep(
 
     try:
         with live:
+            # Secrets for the hosts' model fetch (HF_TOKEN) come from this environment, on a resume too.
             if resume:
-                outcome = resume_sweep(resume, root, watch=watch, poll_interval_s=poll)
+                outcome = resume_sweep(resume, root, watch=watch, poll_interval_s=poll, environ=os.environ)
             else:
                 chosen = _select_hosts(hosts_spec)
                 path = playbook or _default_playbook()
@@ -269,6 +270,7 @@ def sweep(
                     poll_interval_s=poll,
                     memory_check=memory_check,
                     quarantine=_quarantine_store(),
+                    environ=os.environ,
                 )
     except (SweepError, FleetError) as exc:
         _fail(str(exc), EXIT_FAILED)

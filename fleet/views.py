@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from rich.console import JustifyMethod
 from rich.table import Table
 from rich.text import Text
 
@@ -31,7 +32,7 @@ def hosts_table(hosts: Sequence[Host], reach: Mapping[str, Any] | None = None) -
     for host in hosts:
         target = "local" if host.transport.value == "local" else f"{host.user + '@' if host.user else ''}{host.ssh_target_name}:{host.port}"
         gpus = f"{host.gpus.count}x {host.gpus.model}" if host.gpus.model else str(host.gpus.count)
-        row = [host.name, target, gpus, host.engine.kind.value, host.service_manager.value, ", ".join(host.groups)]
+        row: list[str | Text] = [host.name, target, gpus, host.engine.kind.value, host.service_manager.value, ", ".join(host.groups)]
         if reach is not None:
             outcome = reach[host.name]
             row.append(Text("yes", style="green") if outcome.ok else Text(f"no: {outcome.detail}", style="red"))
@@ -58,7 +59,10 @@ def plan_tables(plan) -> list[Any]:
         by_host.setdefault(server.host, []).append(server)
     for host, servers in by_host.items():
         table = Table(title=f"{host}: {len(servers)} server configurations", title_justify="left")
-        for column, justify in (("server", "left"), ("GPUs", "left"), ("port", "right"), ("runs", "right"), ("start", "right"), ("end", "right"), ("notes", "left")):
+        columns: tuple[tuple[str, JustifyMethod], ...] = (
+            ("server", "left"), ("GPUs", "left"), ("port", "right"), ("runs", "right"), ("start", "right"), ("end", "right"), ("notes", "left"),
+        )  # fmt: skip
+        for column, justify in columns:
             table.add_column(column, justify=justify)
         for server in servers:
             table.add_row(
@@ -108,7 +112,10 @@ def sweep_table(statuses, title: str = "sweep") -> Table:
     table.add_column("runs", justify="right")
     table.add_column("results")
     table.add_column("now / last event", overflow="fold", ratio=1)
-    styles = {"finished": "green", "failed": "bold red", "recovering": "yellow", "detached": "cyan", "unreachable": "red"}
+    styles = {
+        "finished": "green", "failed": "bold red", "recovering": "yellow", "repairing": "yellow", "detached": "cyan",
+        "unreachable": "red", "agent down": "red",
+    }  # fmt: skip
     for status in statuses.values():
         counts = status.counts
         results = ", ".join(f"{counts[k]} {k}" for k in ("ok", "partial", "failed", "skipped") if counts.get(k)) or "-"
@@ -127,7 +134,7 @@ def sweep_table(statuses, title: str = "sweep") -> Table:
             detail.append(f"\n{status.last_error[:200]}", style="red")
         table.add_row(
             status.host,
-            Text(status.phase, style=styles.get(status.phase, "")),
+            Text(str(status.phase), style=styles.get(status.phase, "")),
             f"{status.done}/{status.total}",
             Text(results, style="red" if counts.get("failed") else ""),
             detail,

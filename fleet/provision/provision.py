@@ -82,13 +82,29 @@ class HostReport:
         }
 
 
+# Secrets a host's model fetch may need, read from the controller's environment. They reach the
+# host only in the environment of the fetch (see fleet.transport.base), never in a file or a log.
+SECRET_NAMES = ("HF_TOKEN",)
+
+
 @dataclass(frozen=True)
 class ProvisionOptions:
+    """Build it with `provision_options`, so that provision, sweep and resume agree."""
+
     dry_run: bool = False
-    mirror_root: Path = Path(".")
-    secrets: Mapping[str, str] = field(default_factory=dict)  # HF_TOKEN, from the controller's environment
+    mirror_root: Path = Path(".")  # relative `mirror:` paths are relative to this (the playbook's folder)
+    secrets: Mapping[str, str] = field(default_factory=dict, repr=False)  # never printed with the options
     fetch_timeout_s: float = FETCH_TIMEOUT_S
     stage_timeout_s: float = STAGE_TIMEOUT_S
+
+
+def provision_options(mirror_root: Path, environ: Mapping[str, str], *, dry_run: bool = False) -> ProvisionOptions:
+    """The one way to make provisioning options: `mirror_root` is the folder of the playbook as the
+    user gave it (a sweep records it for its resume), secrets come from `environ` (the
+    controller's environment) by name, so `fleet provision`, `fleet sweep` and a resume hand the
+    hosts the same token and resolve a relative mirror against the same folder."""
+    secrets = {name: environ[name] for name in SECRET_NAMES if environ.get(name)}
+    return ProvisionOptions(dry_run=dry_run, mirror_root=Path(mirror_root).resolve(), secrets=secrets)
 
 
 def models_of(playbook: Playbook) -> list[ModelRef]:
@@ -269,8 +285,24 @@ def _provision_model(t: Transport, model: ModelRef, host: Host, options: Provisi
     return changes + ensure_staged(t, state, dry_run=options.dry_run, poll=poll, timeout=options.stage_timeout_s)
 
 
-def provision(hosts: Sequence[Host], playbook: Playbook, options: ProvisionOptions, deadline_s: float = 8 * 3600) -> list[HostReport]:
-    outcomes = fan_out({h.name: h for h in hosts}, lambda h: provision_host(h, playbook, options), deadline_s=deadline_s)
+def provision(
+    hosts: Sequence[Host],
+    playbook: Playbook,
+    options: ProvisionOptions,
+    deadline_s: float = 8 * 3600,
+    *,
+    connect: Callable[[Host], Transport] = transport_for,
+) -> list[HostReport]:
+    """Every host in parallel; `connect` makes each host's transport (tests pass fakes)."""
+
+    def one(host: Host) -> HostReport:
+        transport = connect(host)
+        try:
+            return provision_host(host, playbook, options, transport=transport)
+        finally:
+            transport.close()
+
+    outcomes = fan_out({h.name: h for h in hosts}, one, deadline_s=deadline_s)
     reports = []
     for name, outcome in outcomes.items():
         if outcome.ok and outcome.value is not None:

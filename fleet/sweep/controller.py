@@ -2,18 +2,20 @@
 
 The controller can be stopped at any time (Ctrl-C, a crash, a closed laptop): the agents work on,
 and `fleet sweep --resume ID` or `fleet status ID` reattach. Everything needed to resume is in
-`results/<sweep-id>/`: the playbook as it was, the hosts, the plan and each host's shard.
+`results/<sweep-id>/`: the playbook as it was, the hosts, the plan, each host's shard, and the
+folder that relative mirrors resolve against (secrets are read from the environment again).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 import secrets
 import shutil
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -22,19 +24,22 @@ from typing import Any
 from fleet.connect import transport_for
 from fleet.errors import FleetError
 from fleet.fixes.quarantine import QuarantineStore
-from fleet.host.agent.results import write_json_atomic
-from fleet.host.agent.shard import Shard
+from fleet.host.atomic import atomic_file, write_json_atomic
+from fleet.host.contract import SweepDir
+from fleet.host.contract.shard import Shard
 from fleet.inventory import Host
 from fleet.plan import Plan, PlanOptions, hardware_of, make_plan
 from fleet.playbook import Playbook, load_playbook
-from fleet.provision.provision import HostReport, ProvisionOptions, provision
+from fleet.provision.provision import HostReport, ProvisionOptions, provision, provision_options
 from fleet.sweep.bundle import write_bundle
-from fleet.sweep.driver import HostDriver, HostStatus, drive_all
+from fleet.sweep.driver import HostDriver, HostStatus, Phase, SweepContext, drive_all
 from fleet.sweep.fixing import FixRecord, SweepFixer
 from fleet.sweep.shards import build_shards
-from fleet.transport.base import atomic_local_file
+from fleet.transport.base import Transport
 
 LATEST = "LATEST"
+# Makes each host's transport; tests pass fakes (fleet.transport.fake.FakeTransport).
+Connect = Callable[[Host], Transport]
 
 
 class SweepError(FleetError):
@@ -64,6 +69,10 @@ class SweepRecord:
     excluded: dict[str, str] = field(default_factory=dict)  # host -> why it takes no part
     created_at: float = field(default_factory=time.time)
     state: str = "running"
+    # The folder of the playbook as the user gave it: relative `mirror:` paths resolve against it,
+    # on a resume too (the sweep's copy of the playbook lives elsewhere). "" in records made
+    # before it was kept: those resolve against the sweep's directory, as they did.
+    mirror_root: str = ""
 
     def save(self, directory: Path) -> None:
         write_json_atomic(directory / "sweep.json", self.__dict__)
@@ -112,11 +121,15 @@ def start_sweep(
     stop: threading.Event | None = None,
     memory_check: bool = True,
     quarantine: QuarantineStore | None = None,
+    environ: Mapping[str, str] | None = None,
+    connect: Connect = transport_for,
+    sleep: Callable[[float], None] = time.sleep,
 ) -> SweepOutcome:
     """Provision, plan (memory checks and quarantine before anything launches), ship, watch.
 
     `memory_check=False` launches configurations the memory planner predicts to fail, so that
-    they fail for real and the sweep's automatic fixes repair them."""
+    they fail for real and the sweep's automatic fixes repair them. Secrets for the hosts'
+    model fetch come from `environ` (default: this process's environment)."""
     playbook = load_playbook(playbook_path)
     store = quarantine or QuarantineStore(results_root / "quarantine.json")
     sweep_id = new_sweep_id(playbook)
@@ -126,16 +139,18 @@ def start_sweep(
     shutil.copyfile(playbook_path, directory / "playbook.yaml")
     for host in hosts:
         write_json_atomic(directory / "hosts" / f"{host.name}.json", host.model_dump(mode="json"))
-    with atomic_local_file(results_root / LATEST) as handle:
+    with atomic_file(results_root / LATEST) as handle:
         handle.write(f"{sweep_id}\n".encode())
 
-    options = ProvisionOptions(mirror_root=playbook_path.parent.resolve())
-    reports = provision(hosts, playbook, options)
+    options = provision_options(playbook_path.parent, os.environ if environ is None else environ)
+    reports = provision(hosts, playbook, options, connect=connect)
     if on_provisioned:
         on_provisioned(reports)
     usable = [h for h in hosts if any(r.host == h.name and r.status != "failed" for r in reports)]
     excluded = {r.host: r.reason for r in reports if r.status == "failed"}
-    record = SweepRecord(sweep_id, playbook.name, _sha256(playbook_path), [h.name for h in usable], excluded)
+    record = SweepRecord(
+        sweep_id, playbook.name, _sha256(playbook_path), [h.name for h in usable], excluded, mirror_root=str(options.mirror_root)
+    )
     record.save(directory)
     if not usable:
         record.state = "failed"
@@ -155,10 +170,11 @@ def start_sweep(
     shards = build_shards(plan, {h.name: h for h in usable}, sweep_id, boot_ids)
     for name, shard in shards.items():
         (directory / name).mkdir(exist_ok=True)
-        write_json_atomic(directory / name / "shard.json", json.loads(shard.to_json()))
+        write_json_atomic(directory / name / SweepDir.SHARD, json.loads(shard.to_json()))
     placed = {h.name: h for h in usable if h.name in shards}
     fixer = SweepFixer(playbook, placed, hardware, store, sweep_id, {s.config.id: s for s in plan.servers})
-    return _drive(directory, playbook, placed, shards, options, watch, poll_interval_s, stop, plan, excluded, fixer)
+    ctx = _context(directory, playbook, options, poll_interval_s, stop, fixer, sleep)
+    return _drive(ctx, placed, shards, watch=watch, plan=plan, excluded=excluded, connect=connect)
 
 
 @dataclass
@@ -179,9 +195,9 @@ def load_sweep(results_root: Path, sweep_id: str | None) -> LoadedSweep:
     playbook = load_playbook(directory / "playbook.yaml")
     hosts = {name: Host.model_validate(json.loads((directory / "hosts" / f"{name}.json").read_text())) for name in record.hosts}
     shards = {
-        name: Shard.from_json((directory / name / "shard.json").read_text(), source=str(directory / name / "shard.json"))
+        name: Shard.from_json(path.read_text(), source=str(path))
         for name in record.hosts
-        if (directory / name / "shard.json").exists()
+        if (path := directory / name / SweepDir.SHARD).exists()
     }
     return LoadedSweep(directory, record, playbook, {n: hosts[n] for n in shards}, shards)
 
@@ -193,44 +209,44 @@ def resume_sweep(
     watch: Watcher | None = None,
     poll_interval_s: float = 2.0,
     stop: threading.Event | None = None,
+    environ: Mapping[str, str] | None = None,
+    connect: Connect = transport_for,
+    sleep: Callable[[float], None] = time.sleep,
 ) -> SweepOutcome:
+    """Reattach to a sweep's hosts. A resume repairs nothing: the fixer's record of what it tried
+    lives only as long as the controller that ran it."""
     sweep = load_sweep(results_root, sweep_id)
-    options = ProvisionOptions(mirror_root=sweep.directory.resolve())
-    return _drive(sweep.directory, sweep.playbook, sweep.hosts, sweep.shards, options, watch, poll_interval_s, stop, None, sweep.record.excluded)
+    mirror_root = Path(sweep.record.mirror_root) if sweep.record.mirror_root else sweep.directory
+    options = provision_options(mirror_root, os.environ if environ is None else environ)
+    ctx = _context(sweep.directory, sweep.playbook, options, poll_interval_s, stop, None, sleep)
+    return _drive(ctx, sweep.hosts, sweep.shards, watch=watch, plan=None, excluded=sweep.record.excluded, connect=connect)
+
+
+def _context(
+    directory: Path,
+    playbook: Playbook,
+    options: ProvisionOptions,
+    poll_interval_s: float,
+    stop: threading.Event | None,
+    fixer: SweepFixer | None,
+    sleep: Callable[[float], None],
+) -> SweepContext:
+    bundle = directory / ".bundle"
+    write_bundle(bundle)
+    return SweepContext(directory, playbook, options, bundle, poll_interval_s, stop or threading.Event(), fixer, sleep)
 
 
 def _drive(
-    directory: Path,
-    playbook: Playbook,
-    hosts: dict[str, Host],
-    shards: dict[str, Shard],
-    options: ProvisionOptions,
+    ctx: SweepContext,
+    hosts: Mapping[str, Host],
+    shards: Mapping[str, Shard],
+    *,
     watch: Watcher | None,
-    poll_interval_s: float,
-    stop: threading.Event | None,
     plan: Plan | None,
     excluded: dict[str, str],
-    fixer: SweepFixer | None = None,
+    connect: Connect,
 ) -> SweepOutcome:
-    stop = stop or threading.Event()
-    sweep_id = directory.name
-    bundle = directory / ".bundle"
-    write_bundle(bundle)
-    drivers = [
-        HostDriver(
-            host,
-            shards[name],
-            playbook,
-            directory,
-            bundle,
-            transport_for(host),
-            poll_interval_s=poll_interval_s,
-            provision_options=options,
-            stop=stop,
-            fixer=fixer,
-        )
-        for name, host in hosts.items()
-    ]
+    drivers = [HostDriver(ctx, host, shards[name], connect(host)) for name, host in hosts.items()]
     statuses = {d.host.name: d.status for d in drivers}
     threads = drive_all(drivers)
     interrupted = False
@@ -239,26 +255,27 @@ def _drive(
     except KeyboardInterrupt:
         # The agents work on; `fleet sweep --resume` or `fleet status` reattach.
         interrupted = True
-        stop.set()
+        ctx.stop.set()
         for thread in threads:
             thread.join(timeout=20)
     finally:
         for driver in drivers:
-            driver.t.close()
-    record = SweepRecord.load(directory)
-    if not interrupted and not stop.is_set():
-        record.state = "finished" if all(s.phase == "finished" for s in statuses.values()) else "incomplete"
-    record.save(directory)
-    summary = summarize(directory, statuses)
-    if fixer is not None:
-        summary["fixes"] = [record.__dict__ for record in fixer.records]
-    write_json_atomic(directory / "summary.json", summary)
-    return SweepOutcome(sweep_id, directory, statuses, excluded, plan, interrupted or stop.is_set(), fixer.records if fixer else [])
+            driver.channel.close()
+    record = SweepRecord.load(ctx.directory)
+    if not interrupted and not ctx.stop.is_set():
+        record.state = "finished" if all(s.phase is Phase.FINISHED for s in statuses.values()) else "incomplete"
+    record.save(ctx.directory)
+    summary = summarize(ctx.directory, statuses)
+    fixes = ctx.fixer.records if ctx.fixer is not None else []
+    if ctx.fixer is not None:
+        summary["fixes"] = [fix.__dict__ for fix in fixes]
+    write_json_atomic(ctx.directory / "summary.json", summary)
+    return SweepOutcome(ctx.sweep_id, ctx.directory, statuses, excluded, plan, interrupted or ctx.stop.is_set(), fixes)
 
 
 def collect_results(directory: Path) -> list[dict[str, Any]]:
     results = []
-    for path in sorted(directory.glob("*/runs/*.json")):
+    for path in sorted(directory.glob(f"*/{SweepDir.RUNS}/*.json")):
         try:
             results.append({"host": path.parent.parent.name, **json.loads(path.read_text())})
         except (OSError, ValueError):
@@ -276,7 +293,7 @@ def summarize(directory: Path, statuses: dict[str, HostStatus]) -> dict[str, Any
         "results": len(results),
         "by_status": by_status,
         "hosts": {
-            name: {"phase": s.phase, "reboots": s.reboots, "agent_restarts": s.agent_restarts, "last_error": s.last_error}
+            name: {"phase": s.phase.value, "reboots": s.reboots, "agent_restarts": s.agent_restarts, "last_error": s.last_error}
             for name, s in statuses.items()
         },
     }

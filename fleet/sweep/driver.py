@@ -1,47 +1,67 @@
-"""One host of a sweep, seen from the controller: ship, start, watch, recover, bring results back.
+"""The sweep loop of one host: ship, start, watch, recover, repair, until its share is done.
 
-The agent does the work on the host, detached from SSH; this driver only makes short, bounded
-calls. A dropped link is retried under the transport's policies while the agent works on. A new
-boot id means the host rebooted: the driver re-stages the model from the cache and restarts the
-agent, which skips the runs already finished and redoes only the one that was interrupted.
+The agent does the work on the host, detached from SSH; the loop talks to it only through the
+`AgentChannel` (short, bounded calls) and decides what to do about what it sees:
+- a new boot id means the host rebooted: re-provision (the model is re-staged from the cache),
+  ship again and restart the agent, which skips the runs already finished;
+- an agent that died is restarted, up to `MAX_AGENT_RESTARTS` times;
+- results pulled back are reviewed by the sweep's fixer (`review`); when the agent has finished,
+  a repair round (`repair_round`) extends the shard with fixed variants and starts it again;
+- the stop event detaches the loop, leaving the agent working.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import posixpath
-import shlex
 import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import Path
 from typing import Any
 
 from fleet.errors import FleetError, TransportError
-from fleet.host.agent import AGENT_MODULE
-from fleet.host.agent.results import write_json_atomic
-from fleet.host.agent.shard import Shard
-from fleet.inventory import Host, ServiceManager
-from fleet.layout import agent_dir, sweep_dir
+from fleet.host.atomic import write_json_atomic
+from fleet.host.contract import AgentState, ContractError, Progress, SweepDir, load_result
+from fleet.host.contract.shard import Shard
+from fleet.inventory import Host
 from fleet.playbook import Playbook
 from fleet.provision.provision import ProvisionOptions, provision_host
-from fleet.provision.units import render_server_unit, server_unit_name
-from fleet.retry import CONNECT, TRANSFER, WAIT_FOR_REBOOT, at_most_once, retrying
+from fleet.retry import WAIT_FOR_REBOOT, retrying
+from fleet.sweep.channel import AgentChannel, Poll
 from fleet.sweep.fixing import SweepFixer
-from fleet.transport.base import BOOT_ID_PATH, Transport
+from fleet.transport.base import Transport
 
 log = logging.getLogger("fleet.sweep")
 
-SEPARATOR = "--fleet--"
-QUICK_S = 15.0
 MAX_AGENT_RESTARTS = 5
-# Host-side bookkeeping that means nothing on the controller, and the agent's atomic-write temp
-# files (`.<name>.<random>.tmp`), which vanish under rsync's feet (its exit 24).
-PULL_EXCLUDES = ("attempts/", "services/", "*.lock", "STOP", ".*.tmp")
-# rsync's "some source files vanished": a log rotated or a temp file renamed mid-pull; the next pull gets them.
-RSYNC_VANISHED = 24
+
+
+class Phase(str, Enum):
+    """Where one host of a sweep stands, as the live display and `fleet status` show it."""
+
+    WAITING = "waiting"  # not started by this controller yet
+    SHIPPING = "shipping"  # agent code, shard and units going to the host
+    RUNNING = "running"  # the agent works
+    UNREACHABLE = "unreachable"  # the last poll failed; the agent may well work on
+    RECOVERING = "recovering"  # the host rebooted: re-provisioning and restarting the agent
+    REPAIRING = "repairing"  # a repair round: fixed variants shipped, the agent started again
+    FINISHED = "finished"  # every run of the share has a result (ok or not)
+    STOPPED = "stopped"  # someone stopped the agent on purpose (a STOP file, SIGTERM)
+    FAILED = "failed"  # the controller gave up on this host; `last_error` says why
+    DETACHED = "detached"  # the controller left (Ctrl-C); the agent works on
+    # Seen by a single poll (`fleet status`), with no controller to act on it:
+    AGENT_DOWN = "agent down"  # progress says running, but the agent is gone (a resume restarts it)
+    NOT_STARTED = "not started"  # no progress file yet
+
+    def __str__(self) -> str:
+        return self.value
+
+
+# The agent's end states and the phase each ends in (the counts tell finished with errors apart).
+_AGENT_END_STATES = {AgentState.finished: Phase.FINISHED, AgentState.finished_with_errors: Phase.FINISHED, AgentState.stopped: Phase.STOPPED}
 
 
 @dataclass
@@ -49,7 +69,7 @@ class HostStatus:
     """What the live display and `fleet status` show for one host."""
 
     host: str
-    phase: str = "waiting"  # waiting | shipping | running | recovering | finished | failed | detached
+    phase: Phase = Phase.WAITING
     total: int = 0
     counts: dict[str, int] = field(default_factory=dict)
     servers: dict[str, Any] = field(default_factory=dict)
@@ -65,301 +85,198 @@ class HostStatus:
     def done(self) -> int:
         return sum(self.counts.get(k, 0) for k in ("ok", "partial", "failed", "skipped"))
 
+    def absorb(self, progress: Progress | None) -> None:
+        """The agent's progress file into this status."""
+        if progress is None:
+            return
+        self.counts = dict(progress.counts)
+        self.total = progress.total
+        self.servers = {server_id: server.to_json() for server_id, server in progress.servers.items()}
+        error = progress.last_error
+        if error is not None:
+            self.last_error = f"{error.server}: {error.error_class}: {error.message[:200]}"
+        self.updated = time.time()
+
+
+def phase_of(poll: Poll) -> Phase:
+    """What one poll says of a host, with nobody acting on it (`fleet status`)."""
+    if poll.agent_alive:
+        return Phase.RUNNING
+    if poll.progress is None:
+        return Phase.NOT_STARTED
+    return _AGENT_END_STATES.get(poll.progress.state, Phase.AGENT_DOWN)
+
 
 @dataclass(frozen=True)
-class Poll:
-    progress: dict[str, Any]
-    boot_id: str
-    agent_alive: bool
-    result_files: int
+class SweepContext:
+    """What the loops of every host of one sweep share (one per `fleet sweep` or resume)."""
 
+    directory: Path  # results/<sweep-id>/ on the controller
+    playbook: Playbook
+    provision_options: ProvisionOptions  # for re-provisioning after a reboot
+    bundle_dir: Path  # the agent bundle shipped to every host
+    poll_interval_s: float = 2.0
+    stop: threading.Event = field(default_factory=threading.Event)
+    fixer: SweepFixer | None = None
+    sleep: Callable[[float], None] = time.sleep  # retry back-off; tests pass a no-op
 
-def agent_service_name(sweep_id: str) -> str:
-    return f"fleet-agent-{sweep_id}"
-
-
-def parse_poll(stdout: str) -> Poll:
-    """The agent's service status first, then the boot id, the progress file and the result files.
-
-    Status comes first on purpose: an agent that exits between the two reads is seen as exited
-    with its final progress, never as "running" in its progress yet gone.
-    """
-    parts = stdout.split(SEPARATOR + "\n")
-    parts += [""] * (4 - len(parts))
-    status_text, boot_id, progress_text, listing = parts[:4]
-    try:
-        alive = json.loads(status_text).get("state") == "running" if status_text.strip() else False
-    except ValueError:
-        alive = False
-    try:
-        progress = json.loads(progress_text) if progress_text.strip() else {}
-    except ValueError:
-        progress = {}  # written by atomic rename, so only a hand edit gets here
-    return Poll(progress if isinstance(progress, dict) else {}, boot_id.strip(), alive, len(listing.split()))
+    @property
+    def sweep_id(self) -> str:
+        return self.directory.name
 
 
 class HostDriver:
-    def __init__(
-        self,
-        host: Host,
-        shard: Shard,
-        playbook: Playbook,
-        results_dir: Path,
-        bundle_dir: Path,
-        transport: Transport,
-        *,
-        poll_interval_s: float = 2.0,
-        provision_options: ProvisionOptions | None = None,
-        stop: threading.Event | None = None,
-        fixer: SweepFixer | None = None,
-    ) -> None:
+    """The loop of one host. `drive()` returns when the share is done, failed or detached."""
+
+    def __init__(self, ctx: SweepContext, host: Host, shard: Shard, transport: Transport) -> None:
+        self.ctx = ctx
         self.host = host
         self.shard = shard
-        self.playbook = playbook
-        self.results_dir = results_dir
-        self.bundle_dir = bundle_dir
-        self.t = transport
-        self.poll_interval_s = poll_interval_s
-        self.provision_options = provision_options or ProvisionOptions()
-        self.stop = stop or threading.Event()
-        self.remote_dir = sweep_dir(host, shard.sweep_id)
         self.status = HostStatus(host.name, total=len(shard.runs))
-        self.fixer = fixer
-        self._considered: set[str] = set()
+        self.channel = AgentChannel(host, ctx.sweep_id, transport, sleep=ctx.sleep, on_link_drop=self._link_dropped)
+        self.local_dir = ctx.directory / host.name
+        self._reviewed: set[str] = set()
         self._pushed_quarantine: dict[str, str] = {}
 
-    # ------------------------------------------------------------------------------ helpers
+    def _link_dropped(self) -> None:
+        self.status.link_drops += 1
 
-    def _retry(self, fn: Callable[[], Any], policy=CONNECT) -> Any:
-        """An idempotent call under a retry policy; a call that needed retries counts as a link drop."""
-        hiccups = 0
+    # ------------------------------------------------------------------------------ the loop
 
-        def attempt() -> Any:
-            nonlocal hiccups
-            try:
-                return fn()
-            except TransportError as exc:
-                hiccups += exc.transient
-                raise
-
+    def drive(self) -> HostStatus:
         try:
-            return retrying(policy, self.host.name, attempt, idempotent=True)
-        finally:
-            if hiccups:
-                self.status.link_drops += 1
+            self.start()
+            self.watch()
+        except FleetError as exc:
+            self.status.phase = Phase.FAILED
+            self.status.last_error = str(exc)
+            log.error("%s: %s", self.host.name, exc)
+        return self.status
 
-    def _agent_cli(self, *args: str) -> list[str]:
-        return ["env", f"PYTHONPATH={agent_dir(self.host)}", self.host.engine.python, "-m", AGENT_MODULE, *args]
+    def start(self) -> None:
+        """Ship, recover first if the host rebooted while no controller watched, start the agent."""
+        self.status.phase = Phase.SHIPPING
+        self.ship()
+        state = self.channel.poll()
+        self.status.boot_id = state.boot_id
+        agent_boot = state.progress.boot_id if state.progress is not None else ""
+        if agent_boot and agent_boot != state.boot_id and not state.agent_alive:
+            self.recover_from_reboot()
+        self.channel.start_agent()
+        self.status.phase = Phase.RUNNING
 
-    def _service_args(self) -> list[str]:
-        name = agent_service_name(self.shard.sweep_id)
-        if self.host.service_manager is ServiceManager.systemd:
-            return [f"fleet-agent@{self.shard.sweep_id}", "--manager", "systemd"]
-        return [name, "--manager", "process", "--state-dir", posixpath.join(self.remote_dir, "services")]
+    def watch(self) -> None:
+        pulled_files = -1
+        while not self.ctx.stop.is_set():
+            try:
+                state = self.channel.poll()
+            except TransportError as exc:
+                self.status.phase = Phase.UNREACHABLE
+                self.status.last_error = f"unreachable: {exc}"
+                self.ctx.stop.wait(self.ctx.poll_interval_s)
+                continue
+            self.status.phase = Phase.RUNNING
+            if self.status.boot_id and state.boot_id and state.boot_id != self.status.boot_id:
+                self.status.boot_id = state.boot_id
+                self.recover_from_reboot()
+                self.ship()
+                self.channel.start_agent()
+                self.status.phase = Phase.RUNNING
+                continue
+            self.status.boot_id = state.boot_id or self.status.boot_id
+            self.status.absorb(state.progress)
+            if state.result_files != pulled_files:
+                self.pull()
+                pulled_files = state.result_files
+            self.review()
+            agent_state = state.progress.state if state.progress is not None else None
+            ended = _AGENT_END_STATES.get(agent_state) if agent_state is not None else None
+            if ended is not None and not state.agent_alive:
+                self.pull()
+                self.review()
+                if ended is Phase.FINISHED and self.repair_round():
+                    pulled_files = -1
+                    continue
+                # STOPPED: someone stopped it on purpose (a STOP file, SIGTERM): not a crash to undo.
+                self.status.phase = ended
+                return
+            if not state.agent_alive and state.progress is not None:
+                self.restart_agent(agent_state)
+            self.ctx.stop.wait(self.ctx.poll_interval_s)
+        self.status.phase = Phase.DETACHED
 
     # ------------------------------------------------------------------------------ steps
 
     def ship(self) -> None:
-        """Agent code, shard and (under systemd) the server units. Idempotent: safe after a drop."""
-        self.status.phase = "shipping"
-        self._retry(lambda: self.t.run(["mkdir", "-p", posixpath.join(self.remote_dir, "runs")], timeout=QUICK_S, check=True))
-        self._retry(lambda: self.t.rsync_push(self.bundle_dir, agent_dir(self.host) + "/", timeout=300, delete=True).check(), TRANSFER)
-        self._retry(lambda: self.t.put_bytes(self.shard.to_json().encode(), posixpath.join(self.remote_dir, "shard.json"), timeout=60))
-        facts = self.results_dir / "hosts" / f"{self.host.name}.facts.json"
-        if facts.exists():
-            self._retry(lambda: self.t.put(facts, posixpath.join(self.remote_dir, "host_facts.json"), timeout=60))
-        if self.host.service_manager is ServiceManager.systemd:
-            self._install_server_units()
-
-    def _install_server_units(self) -> None:
-        for server in self.shard.servers:
-            unit = render_server_unit(
-                sweep_id=self.shard.sweep_id,
-                server_id=server.server_id,
-                label=server.label,
-                argv=server.argv,
-                # FLEET_SERVICE marks the processes as fleet's own: a later agent may clear them as stale.
-                env={**{k: v for k, v in server.env.items() if k != "CUDA_VISIBLE_DEVICES"}, "FLEET_SERVICE": server.unit_name},
-                gpus=server.gpus,
-                working_dir=self.remote_dir,
-                log_file=posixpath.join(self.remote_dir, "logs", f"{server.label}.log"),
-                start_timeout_s=self.shard.limits.server_start_timeout_s,
-            )
-            assert unit.name == server_unit_name(self.shard.sweep_id, server.server_id)
-            self._retry(lambda unit=unit: self.t.put_bytes(unit.text.encode(), unit.path, timeout=60))
-        self._retry(lambda: self.t.run(["systemctl", "daemon-reload"], timeout=60, check=True))
-
-    def poll(self) -> Poll:
-        progress = shlex.quote(posixpath.join(self.remote_dir, "progress.json"))
-        status = shlex.join(self._agent_cli("service", "status", *self._service_args()))
-        runs = shlex.quote(posixpath.join(self.remote_dir, "runs"))
-        command = (
-            f"{status} 2>/dev/null; echo; echo {SEPARATOR}; cat {BOOT_ID_PATH}; echo {SEPARATOR}; "
-            f"cat {progress} 2>/dev/null; echo; echo {SEPARATOR}; ls {runs} 2>/dev/null | grep '[.]json$' || true"
-        )
-        return parse_poll(self._retry(lambda: self.t.run(command, timeout=QUICK_S)).stdout)
-
-    def start_agent(self) -> None:
-        """Start the agent unless it already runs (checked first: a start is not blindly repeated)."""
-        log_file = posixpath.join(self.remote_dir, "agent.log")
-        argv = [self.host.engine.python, "-m", AGENT_MODULE, "run", "--sweep-dir", self.remote_dir]
-        if self.host.service_manager is ServiceManager.systemd:
-            start = self._agent_cli("service", "start", *self._service_args())
-        else:
-            start = self._agent_cli(
-                "service", "start", *self._service_args(), "--log", log_file, "--cwd", self.remote_dir,
-                "--env", f"PYTHONPATH={agent_dir(self.host)}", "--", *argv,
-            )  # fmt: skip
-
-        def running() -> bool | None:
-            return True if self.poll().agent_alive else None
-
-        def action() -> bool:
-            self.t.run(start, timeout=60, check=True)
-            return True
-
-        at_most_once(CONNECT, self.host.name, action, running)
+        """Idempotent; the phase stays what the step that ships says (shipping, recovering, repairing)."""
+        facts = self.ctx.directory / "hosts" / f"{self.host.name}.facts.json"
+        self.channel.ship(self.ctx.bundle_dir, self.shard, facts)
 
     def pull(self) -> None:
-        """Results, logs and progress of this host's share into results/<sweep>/<host>/ (incremental)."""
-        local = self.results_dir / self.host.name
-        local.mkdir(parents=True, exist_ok=True)
-        def pull_once() -> None:
-            result = self.t.rsync_pull(self.remote_dir + "/", local, timeout=600, excludes=PULL_EXCLUDES)
-            if result.exit_code != RSYNC_VANISHED:
-                result.check()
+        self.status.pulled = self.channel.pull(self.local_dir)
 
-        self._retry(pull_once, TRANSFER)
-        self.status.pulled = len(list((local / "runs").glob("*.json")))
-        if self.fixer is not None:
-            fresh = []
-            for path in sorted((local / "runs").glob("*.json")):
-                if path.stem not in self._considered:
-                    self._considered.add(path.stem)
-                    try:
-                        fresh.append(json.loads(path.read_text()))
-                    except (OSError, ValueError):
-                        self._considered.discard(path.stem)  # mid-rsync: read it next time
-            self.fixer.consider(self.host.name, fresh)
-
-    def push_quarantine(self) -> None:
-        """Servers of this host that a quarantine found elsewhere now covers: the agent skips them."""
-        if self.fixer is None:
+    def review(self) -> None:
+        """Hand the results pulled since the last review to the fixer; push a changed quarantine."""
+        fixer = self.ctx.fixer
+        if fixer is None:
             return
-        wanted = self.fixer.quarantine_for(self.host.name)
+        fresh = []
+        for path in sorted((self.local_dir / SweepDir.RUNS).glob("*.json")):
+            if path.stem in self._reviewed:
+                continue
+            self._reviewed.add(path.stem)  # rsync renames complete files into place: read once
+            try:
+                fresh.append(load_result(path))
+            except ContractError as exc:
+                # Not repaired, and said so: a result this controller cannot read is never guessed at.
+                self.status.last_error = str(exc)
+                log.error("%s: %s", self.host.name, exc)
+        fixer.consider(self.host.name, fresh)
+        wanted = fixer.quarantine_for(self.host.name)
         if wanted != self._pushed_quarantine:
-            data = json.dumps(wanted, indent=1, sort_keys=True).encode()
-            self._retry(lambda: self.t.put_bytes(data, posixpath.join(self.remote_dir, "quarantine.json"), timeout=60))
+            self.channel.push_quarantine(wanted)
             self._pushed_quarantine = wanted
 
-    def next_round(self) -> bool:
-        """Variants that fix this host's failed runs: extend the shard and start the agent again."""
-        if self.fixer is None:
+    def repair_round(self) -> bool:
+        """Fixed variants of this host's failed runs: extend the shard, ship it, start the agent.
+        False when there is nothing to repair (the share is finished)."""
+        fixer = self.ctx.fixer
+        if fixer is None:
             return False
-        extended = self.fixer.next_round(self.host.name, self.shard)
+        extended = fixer.next_round(self.host.name, self.shard)
         if extended is None:
             return False
+        self.status.phase = Phase.REPAIRING
+        log.info("%s: repair round: %d runs added", self.host.name, len(extended.runs) - len(self.shard.runs))
         self.shard = extended
         self.status.total = len(extended.runs)
-        write_json_atomic(self.results_dir / self.host.name / "shard.json", json.loads(extended.to_json()))
+        write_json_atomic(self.local_dir / SweepDir.SHARD, json.loads(extended.to_json()))
         self.ship()
-        self.start_agent()
-        self.status.phase = "running"
+        self.channel.start_agent()
+        self.status.phase = Phase.RUNNING
         return True
 
     def recover_from_reboot(self) -> None:
-        """The host rebooted: its fast dir is empty and the agent is gone. Stage again, restart."""
-        self.status.phase = "recovering"
+        """The host rebooted: its fast dir is empty and the agent is gone. Stage again."""
+        self.status.phase = Phase.RECOVERING
         self.status.reboots += 1
         log.warning("%s: rebooted (boot id %s); re-staging and restarting the agent", self.host.name, self.status.boot_id)
         report = retrying(
             WAIT_FOR_REBOOT,
             self.host.name,
-            lambda: provision_host(self.host, self.playbook, self.provision_options, transport=self.t),
+            lambda: provision_host(self.host, self.ctx.playbook, self.ctx.provision_options, transport=self.channel.transport),
             idempotent=True,
+            sleep=self.ctx.sleep,
         )
         if report.status == "failed":
             raise FleetError(f"{self.host.name}: after a reboot: {report.reason}")
 
-    # ------------------------------------------------------------------------------ main loop
-
-    def drive(self) -> HostStatus:
-        try:
-            self.ship()
-            state = self.poll()
-            self.status.boot_id = state.boot_id
-            agent_boot = state.progress.get("boot_id")
-            if agent_boot and agent_boot != state.boot_id and not state.agent_alive:
-                # The host rebooted while no controller watched (a resume): stage before restarting.
-                self.recover_from_reboot()
-            self.start_agent()
-            self.status.phase = "running"
-            self._watch()
-        except FleetError as exc:
-            self.status.phase = "failed"
-            self.status.last_error = str(exc)
-            log.error("%s: %s", self.host.name, exc)
-        return self.status
-
-    def _watch(self) -> None:
-        pulled_files = -1
-        while True:
-            if self.stop.is_set():
-                self.status.phase = "detached"
-                return
-            try:
-                state = self.poll()
-            except TransportError as exc:
-                self.status.last_error = f"unreachable: {exc}"
-                time.sleep(self.poll_interval_s)
-                continue
-            if self.status.boot_id and state.boot_id and state.boot_id != self.status.boot_id:
-                self.status.boot_id = state.boot_id
-                self.recover_from_reboot()
-                self.ship()
-                self.start_agent()
-                self.status.phase = "running"
-                continue
-            self.status.boot_id = state.boot_id or self.status.boot_id
-            self.absorb(state.progress)
-            if state.result_files != pulled_files:
-                self.pull()
-                pulled_files = state.result_files
-            self.push_quarantine()
-            agent_state = state.progress.get("state")
-            if agent_state in ("finished", "finished_with_errors") and not state.agent_alive:
-                self.pull()
-                if self.next_round():
-                    pulled_files = -1
-                    continue
-                self.status.phase = "finished"
-                return
-            if agent_state == "stopped" and not state.agent_alive:
-                # Someone stopped it on purpose (a STOP file, SIGTERM): not a crash to undo.
-                self.pull()
-                self.status.phase = "stopped"
-                return
-            if not state.agent_alive and state.progress:
-                self._restart_agent(agent_state)
-            time.sleep(self.poll_interval_s)
-
-    def absorb(self, progress: dict[str, Any]) -> None:
-        if not progress:
-            return
-        self.status.counts = dict(progress.get("counts", {}))
-        self.status.total = int(progress.get("total", self.status.total))
-        self.status.servers = dict(progress.get("servers", {}))
-        error = progress.get("last_error")
-        if error:
-            self.status.last_error = f"{error.get('server')}: {error.get('class')}: {str(error.get('message'))[:200]}"
-        self.status.updated = time.time()
-
-    def _restart_agent(self, agent_state: str | None) -> None:
+    def restart_agent(self, agent_state: object) -> None:
         if self.status.agent_restarts >= MAX_AGENT_RESTARTS:
             raise FleetError(f"{self.host.name}: the agent stopped ({agent_state}) {self.status.agent_restarts} times; giving up")
         self.status.agent_restarts += 1
         log.warning("%s: agent not running (state %s); restarting it", self.host.name, agent_state)
-        self.start_agent()
+        self.channel.start_agent()
 
 
 def drive_all(drivers: Sequence[HostDriver]) -> list[threading.Thread]:
@@ -367,4 +284,3 @@ def drive_all(drivers: Sequence[HostDriver]) -> list[threading.Thread]:
     for thread in threads:
         thread.start()
     return threads
-

@@ -14,13 +14,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fleet.connect import transport_for
+from fleet.host.contract import SweepDir
 from fleet.inventory import Host, ServiceManager
 from fleet.layout import sweep_dir
-from fleet.sweep.controller import load_sweep
-from fleet.sweep.driver import HostDriver
+from fleet.sweep.channel import AgentChannel
+from fleet.sweep.controller import Connect, load_sweep
 from fleet.transport.fanout import fan_out
 
-JOURNAL_DIR = "logs/journal"
+JOURNAL_DIR = posixpath.join(SweepDir.LOGS, "journal")
 
 
 @dataclass(frozen=True)
@@ -34,7 +35,7 @@ class FetchedLogs:
 
 def journal_command(host: Host, sweep_id: str) -> str:
     """Dump the journal of each fleet unit of the sweep into <sweep>/logs/journal/<unit>.log on the host."""
-    target = posixpath.join(sweep_dir(host, sweep_id), JOURNAL_DIR)
+    target = SweepDir(sweep_dir(host, sweep_id)).path(JOURNAL_DIR)
     pattern = shlex.quote(f"fleet-*{sweep_id}*")
     return (
         f"mkdir -p {shlex.quote(target)} && "
@@ -45,25 +46,31 @@ def journal_command(host: Host, sweep_id: str) -> str:
     )
 
 
-def fetch_logs(results_root: Path, sweep_id: str | None = None, host_names: Sequence[str] | None = None) -> dict[str, FetchedLogs]:
+def fetch_logs(
+    results_root: Path,
+    sweep_id: str | None = None,
+    host_names: Sequence[str] | None = None,
+    *,
+    connect: Connect = transport_for,
+) -> dict[str, FetchedLogs]:
     sweep = load_sweep(results_root, sweep_id)
     names = [n for n in sweep.shards if host_names is None or n in host_names]
 
     def fetch(name: str) -> FetchedLogs:
         host = sweep.hosts[name]
-        transport = transport_for(host)
+        channel = AgentChannel(host, sweep.directory.name, connect(host))
         try:
             units, note = 0, ""
             if host.service_manager is ServiceManager.systemd:
-                units = int(transport.run(journal_command(host, sweep.directory.name), timeout=600, check=True).stdout.split()[-1])
+                dumped = channel.transport.run(journal_command(host, sweep.directory.name), timeout=600, check=True)
+                units = int(dumped.stdout.split()[-1])
             else:
                 note = "process service manager: no journald; the server and agent logs are the files"
-            driver = HostDriver(host, sweep.shards[name], sweep.playbook, sweep.directory, sweep.directory / ".bundle", transport)
-            driver.pull()
             local = sweep.directory / name
+            channel.pull(local)
             return FetchedLogs(name, local, sum(1 for p in local.rglob("*.log") if p.is_file()), units, note)
         finally:
-            transport.close()
+            channel.close()
 
     outcomes = fan_out({n: n for n in names}, fetch, deadline_s=3600)
     return {

@@ -5,34 +5,34 @@ from __future__ import annotations
 from pathlib import Path
 
 from fleet.connect import transport_for
-from fleet.errors import TransportError
-from fleet.sweep.controller import load_sweep
-from fleet.sweep.driver import HostDriver, HostStatus
+from fleet.errors import FleetError
+from fleet.sweep.channel import AgentChannel
+from fleet.sweep.controller import Connect, load_sweep
+from fleet.sweep.driver import HostStatus, Phase, phase_of
 from fleet.transport.fanout import fan_out
 
 
-def sweep_status(results_root: Path, sweep_id: str | None) -> dict[str, HostStatus]:
+def sweep_status(results_root: Path, sweep_id: str | None, *, connect: Connect = transport_for) -> dict[str, HostStatus]:
     sweep = load_sweep(results_root, sweep_id)
 
     def probe(name: str) -> HostStatus:
-        transport = transport_for(sweep.hosts[name])
+        status = HostStatus(name, total=len(sweep.shards[name].runs))
+        channel = AgentChannel(sweep.hosts[name], sweep.directory.name, connect(sweep.hosts[name]))
         try:
-            driver = HostDriver(sweep.hosts[name], sweep.shards[name], sweep.playbook, sweep.directory, sweep.directory / ".bundle", transport)
-            try:
-                state = driver.poll()
-            except TransportError as exc:
-                driver.status.phase, driver.status.last_error = "unreachable", str(exc)
-                return driver.status
-            driver.absorb(state.progress)
-            agent_state = state.progress.get("state") or "not started"
-            driver.status.phase = "running" if state.agent_alive else agent_state
-            driver.status.boot_id = state.boot_id
-            return driver.status
+            state = channel.poll()
+        except FleetError as exc:  # the link, or a progress file this controller cannot read
+            status.phase, status.last_error = Phase.UNREACHABLE, str(exc)
+            return status
         finally:
-            transport.close()
+            channel.close()
+        status.absorb(state.progress)
+        status.phase = phase_of(state)
+        status.boot_id = state.boot_id
+        status.link_drops = channel.link_drops
+        return status
 
     outcomes = fan_out({name: name for name in sweep.shards}, probe, deadline_s=60)
     return {
-        name: (o.value if o.ok and o.value is not None else HostStatus(name, phase="unreachable", last_error=str(o.error)))
+        name: (o.value if o.ok and o.value is not None else HostStatus(name, phase=Phase.UNREACHABLE, last_error=str(o.error)))
         for name, o in outcomes.items()
     }

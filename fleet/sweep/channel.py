@@ -1,0 +1,207 @@
+"""The channel to one host's agent for one sweep: short, bounded calls, and no policy.
+
+Ship the bundle and shard, start the agent, poll it, pull its results, push the quarantine. Each
+call is idempotent (or, for the start, checked first) and retried under the transport's policies;
+a call that needed retries counts as a link drop. What to do about what a poll says -- restart,
+recover from a reboot, run a repair round -- is the sweep loop's business (`fleet.sweep.driver`);
+`fleet status` and `fleet fetch-logs` use this channel alone.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeVar
+
+from fleet.errors import TransportError
+from fleet.host.agent import AGENT_MODULE
+from fleet.host.contract import HostQuarantine, Progress, SweepDir
+from fleet.host.contract.shard import Shard
+from fleet.inventory import Host, ServiceManager
+from fleet.layout import agent_dir, sweep_dir
+from fleet.provision.units import render_server_unit, server_unit_name
+from fleet.retry import CONNECT, TRANSFER, RetryPolicy, at_most_once, retrying
+from fleet.transport.base import BOOT_ID_PATH, Transport
+
+T = TypeVar("T")
+
+SEPARATOR = "--fleet--"
+QUICK_S = 15.0
+# rsync's "some source files vanished": a log rotated or a temp file renamed mid-pull; the next pull gets them.
+RSYNC_VANISHED = 24
+
+
+@dataclass(frozen=True)
+class Poll:
+    progress: Progress | None  # the agent's progress.json; None before it wrote one
+    boot_id: str
+    agent_alive: bool
+    result_files: int
+
+
+def agent_service_name(sweep_id: str) -> str:
+    return f"fleet-agent-{sweep_id}"
+
+
+def parse_poll(stdout: str, source: str = SweepDir.PROGRESS) -> Poll:
+    """The agent's service status first, then the boot id, the progress file and the result files.
+
+    Status comes first on purpose: an agent that exits between the two reads is seen as exited
+    with its final progress, never as "running" in its progress yet gone. A progress file that
+    does not follow the contract raises `ContractError` naming `source`.
+    """
+    parts = stdout.split(SEPARATOR + "\n")
+    parts += [""] * (4 - len(parts))
+    status_text, boot_id, progress_text, listing = parts[:4]
+    try:
+        alive = json.loads(status_text).get("state") == "running" if status_text.strip() else False
+    except ValueError:
+        alive = False
+    # Written by atomic rename: a file that does not parse was edited by hand, or comes from an
+    # agent of another contract version; either way an error, never a silent "no progress".
+    progress = Progress.from_json(progress_text, source) if progress_text.strip() else None
+    return Poll(progress, boot_id.strip(), alive, len(listing.split()))
+
+
+class AgentChannel:
+    """One host's agent for one sweep. Not thread-safe (one caller at a time, like its transport)."""
+
+    def __init__(
+        self,
+        host: Host,
+        sweep_id: str,
+        transport: Transport,
+        *,
+        sleep: Callable[[float], None] = time.sleep,
+        on_link_drop: Callable[[], None] | None = None,
+    ) -> None:
+        self.host = host
+        self.sweep_id = sweep_id
+        self.transport = transport
+        self.dir = SweepDir(sweep_dir(host, sweep_id))
+        self.link_drops = 0  # calls that needed retries
+        self._sleep = sleep
+        self._on_link_drop = on_link_drop
+
+    # ------------------------------------------------------------------------------ helpers
+
+    def _retry(self, fn: Callable[[], T], policy: RetryPolicy = CONNECT) -> T:
+        """An idempotent call under a retry policy; a call that needed retries counts as a link drop."""
+        hiccups = 0
+
+        def attempt() -> T:
+            nonlocal hiccups
+            try:
+                return fn()
+            except TransportError as exc:
+                hiccups += exc.transient
+                raise
+
+        try:
+            return retrying(policy, self.host.name, attempt, idempotent=True, sleep=self._sleep)
+        finally:
+            if hiccups:
+                self.link_drops += 1
+                if self._on_link_drop is not None:
+                    self._on_link_drop()
+
+    def agent_cli(self, *args: str) -> list[str]:
+        return ["env", f"PYTHONPATH={agent_dir(self.host)}", self.host.engine.python, "-m", AGENT_MODULE, *args]
+
+    def service_args(self) -> list[str]:
+        if self.host.service_manager is ServiceManager.systemd:
+            return [f"fleet-agent@{self.sweep_id}", "--manager", "systemd"]
+        return [agent_service_name(self.sweep_id), "--manager", "process", "--state-dir", self.dir.services]
+
+    # ------------------------------------------------------------------------------ calls
+
+    def ship(self, bundle_dir: Path, shard: Shard, host_facts: Path | None) -> None:
+        """Agent code, shard, host facts and (under systemd) the server units. Idempotent."""
+        t = self.transport
+        self._retry(lambda: t.run(["mkdir", "-p", self.dir.runs], timeout=QUICK_S, check=True))
+        self._retry(lambda: t.rsync_push(bundle_dir, agent_dir(self.host) + "/", timeout=300, delete=True).check(), TRANSFER)
+        self._retry(lambda: t.put_bytes(shard.to_json().encode(), self.dir.shard, timeout=60))
+        if host_facts is not None and host_facts.exists():
+            self._retry(lambda: t.put(host_facts, self.dir.host_facts, timeout=60))
+        if self.host.service_manager is ServiceManager.systemd:
+            self._install_server_units(shard)
+
+    def _install_server_units(self, shard: Shard) -> None:
+        for server in shard.servers:
+            unit = render_server_unit(
+                sweep_id=shard.sweep_id,
+                server_id=server.server_id,
+                label=server.label,
+                argv=server.argv,
+                # FLEET_SERVICE marks the processes as fleet's own: a later agent may clear them as stale.
+                env={**{k: v for k, v in server.env.items() if k != "CUDA_VISIBLE_DEVICES"}, "FLEET_SERVICE": server.unit_name},
+                gpus=server.gpus,
+                working_dir=self.dir.root,
+                log_file=self.dir.path(SweepDir.LOGS, server.log_name),  # where the agent tails it
+                start_timeout_s=shard.limits.server_start_timeout_s,
+            )
+            assert unit.name == server_unit_name(shard.sweep_id, server.server_id)
+            text, path = unit.text.encode(), unit.path
+            self._retry(lambda: self.transport.put_bytes(text, path, timeout=60))
+        self._retry(lambda: self.transport.run(["systemctl", "daemon-reload"], timeout=60, check=True))
+
+    def poll_command(self) -> str:
+        """One round trip: service status, boot id, progress file, result file names."""
+        status = shlex.join(self.agent_cli("service", "status", *self.service_args()))
+        return (
+            f"{status} 2>/dev/null; echo; echo {SEPARATOR}; cat {BOOT_ID_PATH}; echo {SEPARATOR}; "
+            f"cat {shlex.quote(self.dir.progress)} 2>/dev/null; echo; echo {SEPARATOR}; "
+            f"ls {shlex.quote(self.dir.runs)} 2>/dev/null | grep '[.]json$' || true"
+        )
+
+    def poll(self) -> Poll:
+        command = self.poll_command()
+        stdout = self._retry(lambda: self.transport.run(command, timeout=QUICK_S)).stdout
+        return parse_poll(stdout, f"{self.host.name}:{self.dir.progress}")
+
+    def start_command(self) -> list[str]:
+        if self.host.service_manager is ServiceManager.systemd:
+            return self.agent_cli("service", "start", *self.service_args())
+        argv = [self.host.engine.python, "-m", AGENT_MODULE, "run", "--sweep-dir", self.dir.root]
+        return self.agent_cli(
+            "service", "start", *self.service_args(), "--log", self.dir.agent_log, "--cwd", self.dir.root,
+            "--env", f"PYTHONPATH={agent_dir(self.host)}", "--", *argv,
+        )  # fmt: skip
+
+    def start_agent(self) -> None:
+        """Start the agent unless it already runs (checked first: a start is not blindly repeated)."""
+        start = self.start_command()
+
+        def running() -> bool | None:
+            return True if self.poll().agent_alive else None
+
+        def action() -> bool:
+            self.transport.run(start, timeout=60, check=True)
+            return True
+
+        at_most_once(CONNECT, self.host.name, action, running, sleep=self._sleep)
+
+    def pull(self, local: Path) -> int:
+        """Results, logs and progress of this host's share into `local` (incremental); the number
+        of result files there afterwards."""
+        local.mkdir(parents=True, exist_ok=True)
+
+        def pull_once() -> None:
+            result = self.transport.rsync_pull(self.dir.root + "/", local, timeout=600, excludes=SweepDir.PULL_EXCLUDES)
+            if result.exit_code != RSYNC_VANISHED:
+                result.check()
+
+        self._retry(pull_once, TRANSFER)
+        return len(list((local / SweepDir.RUNS).glob("*.json")))
+
+    def push_quarantine(self, quarantine: Mapping[str, str]) -> None:
+        """Server id -> reason: the agent skips these servers if it has not started them."""
+        data = json.dumps(HostQuarantine(dict(quarantine)).to_json(), indent=1, sort_keys=True).encode()
+        self._retry(lambda: self.transport.put_bytes(data, self.dir.quarantine, timeout=60))
+
+    def close(self) -> None:
+        self.transport.close()
