@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
 
 from fleet.errors import ConfigError, HostSelectionError
+from fleet.facts import HostFacts
+from fleet.facts.models import EnginePython, FactsRequest
 from fleet.inventory import HostKeyPolicy, load_host, load_inventory
+from fleet.plan import Hardware, PlanOptions, hardware_of, make_plan
+from fleet.playbook import load_playbook
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -57,6 +62,9 @@ BAD_HOSTS = [
     ("name: CT 200\naddress: 10.0.0.1\n", "name", "match pattern"),
     ("name: ct201\naddress: 10.0.0.1\n", "name", "file name"),
     ("", "", "a mapping describing a Host"),
+    ("name: ct200\naddress: 10.0.0.1\nengine: {release: '0.5.13'}\n", "engine.release",
+     "one of the SGLang releases fleet knows (0.5.12, 0.5.23), not '0.5.13'"),
+    ("name: ct200\naddress: 10.0.0.1\nengine: {fork: eagle}\n", "engine.fork", "one of upstream, ddtree"),
 ]
 
 
@@ -83,3 +91,72 @@ def test_group_may_not_shadow_a_host(tmp_path: Path) -> None:
     write(tmp_path, "ct201.yaml", "name: ct201\naddress: 10.0.0.2\n")
     with pytest.raises(ConfigError, match="groups: expected group names distinct from host names"):
         load_inventory(tmp_path)
+
+
+# --- engine.release: which SGLang release a host is planned for ---------------------------------------
+
+
+def facts_with_sglang(version: str | None) -> HostFacts:
+    return HostFacts(
+        request=FactsRequest(paths={}, engine_python="python3"),
+        gathered_at=datetime(2026, 1, 1, tzinfo=timezone.utc),
+        engine=EnginePython(executable="/opt/sglang/bin/python", python_version="3.12.3", sglang_version=version),
+    )
+
+
+def test_a_hosts_release_comes_from_its_facts_and_a_pin_that_agrees(tmp_path: Path) -> None:
+    plain = load_host(write(tmp_path, "ct200.yaml", "name: ct200\naddress: 10.0.0.1\n"))
+    assert hardware_of(plain, facts_with_sglang("0.5.23")).engine_release == "0.5.23"
+    assert hardware_of(plain).engine_version is None and hardware_of(plain).engine_release == "0.5.23"  # unknown: what hosts run now
+    pinned = load_host(write(tmp_path, "ct201.yaml", "name: ct201\naddress: 10.0.0.1\nengine: {release: '0.5.12'}\n"))
+    assert hardware_of(pinned).engine_version == "0.5.12"  # no facts yet: the pin
+    assert hardware_of(pinned, facts_with_sglang("0.5.12.post1")).engine_release == "0.5.12"
+
+
+def test_an_unknown_version_is_planned_with_the_nearest_known_release_and_says_so(tmp_path: Path) -> None:
+    host = load_host(write(tmp_path, "ct200.yaml", "name: ct200\naddress: 10.0.0.1\n"))
+    hardware = hardware_of(host, facts_with_sglang("0.5.19"))
+    assert hardware.engine_release == "0.5.12"
+    assert hardware.release_note == (
+        "SGLang 0.5.19 is not a release fleet knows (0.5.12, 0.5.23); planned with the nearest known release, 0.5.12"
+    )
+    assert hardware_of(host, facts_with_sglang("0.5.23")).release_note is None
+
+
+def test_facts_that_disagree_with_the_pin_name_the_host_file_and_field(tmp_path: Path) -> None:
+    path = write(tmp_path, "ct200.yaml", "name: ct200\naddress: 10.0.0.1\nengine: {release: '0.5.12'}\n")
+    with pytest.raises(ConfigError) as info:
+        hardware_of(load_host(path), facts_with_sglang("0.5.23"))
+    assert info.value.field == "engine.release"
+    assert str(info.value).startswith(str(path))
+    assert "facts report sglang 0.5.23" in str(info.value) and "0.5.12" in str(info.value)
+
+
+def test_a_sim_host_plays_its_pinned_release_else_the_default(tmp_path: Path) -> None:
+    sim = "name: {name}\ntransport: local\ngpus: {{count: 2, model: NVIDIA RTX PRO 6000 Blackwell Server Edition}}\nengine: {{kind: sim{extra}}}\n"
+    default = load_host(write(tmp_path, "a.yaml", sim.format(name="a", extra="")))
+    seed = load_host(write(tmp_path, "b.yaml", sim.format(name="b", extra=", release: '0.5.12'")))
+    assert hardware_of(default).engine_version == "0.5.23" and hardware_of(seed).engine_version == "0.5.12"
+    assert default.engine.engine_fork == "ddtree"  # the sim plays the DDTree fork unless told upstream
+    upstream = load_host(write(tmp_path, "c.yaml", sim.format(name="c", extra=", fork: upstream")))
+    assert upstream.engine.engine_fork is None
+    real = load_host(write(tmp_path, "d.yaml", "name: d\naddress: 10.0.0.1\n"))
+    assert real.engine.engine_fork is None
+
+
+def test_plans_name_the_release_of_every_server(tmp_path: Path) -> None:
+    sim = "name: {name}\ntransport: local\ngpus: {{count: 2, model: NVIDIA RTX PRO 6000 Blackwell Server Edition}}\nengine: {{kind: sim{extra}}}\n"
+    hosts = [load_host(write(tmp_path, "a.yaml", sim.format(name="a", extra=""))),
+             load_host(write(tmp_path, "b.yaml", sim.format(name="b", extra=", release: '0.5.12'")))]
+    playbook = load_playbook(REPO / "playbooks" / "demo.yaml")
+    for host, release in zip(hosts, ("0.5.23", "0.5.12")):
+        runs = make_plan(playbook, [host]).to_json()["runs"]
+        assert runs and {r["engine_release"] for r in runs} == {release}
+        assert all(r["env"]["FLEET_SIM_SGLANG_VERSION"] == release for r in runs)
+        assert all(r["prediction"] is None or r["prediction"].startswith(f"sglang {release} ") for r in runs)
+    options = PlanOptions(hardware={hosts[0].name: Hardware(97887, "sm_120", "0.5.30")})
+    noted = make_plan(playbook, [hosts[0]], options).to_json()["runs"]
+    assert {r["engine_release"] for r in noted} == {"0.5.23"}
+    assert {r["engine_release_note"] for r in noted} == {
+        "SGLang 0.5.30 is not a release fleet knows (0.5.12, 0.5.23); planned with the nearest known release, 0.5.23"}
+

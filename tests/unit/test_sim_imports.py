@@ -1,0 +1,73 @@
+"""Planning, fixes and diagnosis never import the simulator: what fleet knows about SGLang lives in
+`fleet.host.engines.sglang`, and the simulator is one user of it, started as a process (`python -m`),
+never a library the controller reads SGLang's behaviour from.
+
+Scanned: every module of the `fleet` package outside `fleet/host/engines/sim/`. Not scanned: tests
+(they drive the sim in-process) and `benchmarks/` (measurement harnesses that run the sim)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import fleet
+
+SIM_PACKAGE = "fleet.host.engines.sim"
+FLEET_DIR = Path(fleet.__file__).resolve().parent
+SIM_DIR = FLEET_DIR / "host" / "engines" / "sim"
+_DYNAMIC_IMPORTS = {"import_module", "__import__", "run_module", "find_spec"}
+
+
+def _is_sim(name: str) -> bool:
+    return name == SIM_PACKAGE or name.startswith(SIM_PACKAGE + ".")
+
+
+def sim_imports(path: Path) -> list[str]:
+    """`line: what` for every import of the simulator in `path`: import statements (TYPE_CHECKING
+    blocks and function bodies included), `from fleet.host.engines import sim`, and importlib /
+    runpy calls with the simulator's name as a literal."""
+    found: list[str] = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found += [f"{node.lineno}: import {a.name}" for a in node.names if _is_sim(a.name)]
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            if _is_sim(node.module):
+                found.append(f"{node.lineno}: from {node.module} import ...")
+            else:
+                found += [f"{node.lineno}: from {node.module} import {a.name}" for a in node.names if _is_sim(f"{node.module}.{a.name}")]
+        elif isinstance(node, ast.Call):
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+            literal = node.args[0].value if node.args and isinstance(node.args[0], ast.Constant) else None
+            if name in _DYNAMIC_IMPORTS and isinstance(literal, str) and _is_sim(literal):
+                found.append(f"{node.lineno}: {name}({literal!r})")
+    return found
+
+
+def controller_modules() -> list[Path]:
+    return sorted(p for p in FLEET_DIR.rglob("*.py") if "__pycache__" not in p.parts and SIM_DIR not in p.parents)
+
+
+def test_no_module_outside_the_simulator_imports_it() -> None:
+    offenders = [f"{path.relative_to(FLEET_DIR.parent)}:{hit}" for path in controller_modules() for hit in sim_imports(path)]
+    assert offenders == []
+
+
+def test_the_scan_sees_every_kind_of_import(tmp_path: Path) -> None:
+    # The scan must be able to fail: each spelling of a simulator import is caught, other modules are not.
+    sample = tmp_path / "sample.py"
+    sample.write_text(
+        "import fleet.host.engines.sim.cli\n"
+        "from fleet.host.engines.sim.server import prepare\n"
+        "from fleet.host.engines import sim\n"
+        "from fleet.host.engines import sglang\n"
+        "import importlib\n"
+        "def later():\n"
+        "    from fleet.host.engines.sim import serverargs\n"
+        "    importlib.import_module('fleet.host.engines.sim.cli')\n"
+        "    return 'fleet.host.engines.sim'\n"  # a module name for `python -m`, not an import
+        "import fleet.host.engines.simulation_notes\n"
+    )
+    assert [hit.split(":")[0] for hit in sim_imports(sample)] == ["1", "2", "3", "7", "8"]
+    assert len(controller_modules()) > 50
+    assert (FLEET_DIR / "fixes" / "feasibility.py") in controller_modules() and (SIM_DIR / "cli.py") not in controller_modules()
