@@ -2,7 +2,9 @@
 against the seed stories, SGLang's texts and the log parser fleet uses on real SGLang logs.
 
 Every server runs at FLEET_SIM_SPEED=0.01 (startup in well under a second) on fake GPUs: the test
-fleet's own fake `nvidia-smi`/`nvcc` (tests/testfleet/fake_gpu.py) driven by a profile.json.
+fleet's own fake `nvidia-smi`/`nvcc` (tests/testfleet/fake_gpu.py) driven by a profile.json. The
+seed stories are 0.5.12's (the seed campaign's release), so servers play 0.5.12 unless a test asks
+for another release (`FLEET_SIM_SGLANG_VERSION`).
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ def gpu_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     """PATH with fake nvidia-smi/nvcc first, FLEET_FAKE_GPU_DIR with an RTX PRO 6000 x8 profile."""
     env = local_gpu_env(tmp_path_factory.mktemp("fakegpu"), os.environ)
     env["FLEET_SIM_SPEED"] = str(SPEED)
+    env["FLEET_SIM_SGLANG_VERSION"] = "0.5.12"
     return env
 
 
@@ -121,7 +124,7 @@ def seed_plan(max_running_requests: int, algorithm: str | None = "DFLASH", budge
         max_running_requests=max_running_requests, speculative_algorithm=algorithm,
         num_draft_tokens=16 if algorithm else None, ddtree_budget=budget,
         mamba_scheduler_strategy="extra_buffer" if algorithm else "auto", mamba_full_memory_ratio=0.5 if algorithm else 0.9,
-        sglang_version="0.5.12", disable_overlap_schedule=algorithm is not None,
+        release="0.5.12", disable_overlap_schedule=algorithm is not None,
     )
     return plan_memory(target, inputs, draft if algorithm else None)
 
@@ -314,7 +317,8 @@ def test_config_errors_fail_before_the_server_starts(launch, tmp_path: Path) -> 
 
     unknown = launch(["--model-path", "qwen3.6-27b", "--no-such-flag"], "unknown")
     assert unknown.wait_exit() == 2
-    assert "launch_server.py: error: unrecognized arguments: --no-such-flag" in unknown.log()
+    # prepare_server_args' parser is ArgumentParser(prog="sglang serve") (0.5.12 server_args.py:7734).
+    assert "sglang serve: error: unrecognized arguments: --no-such-flag" in unknown.log()
 
 
 def test_port_in_use_fails_with_uvicorn_message(launch, tmp_path: Path) -> None:
@@ -379,3 +383,65 @@ def test_fake_nvidia_smi_gpus_process_registration_and_flashinfer_warning(launch
     assert server.stop() == 0
     assert not (old / "procs" / f"{server.process.pid}.json").exists()
     assert "Finished server process" in server.log()
+
+
+# --- the simulator playing 0.5.23 -----------------------------------------------------------------
+
+
+def test_sim_0523_log_restart_and_crash_read_by_parser_and_diagnose(launch, tmp_path: Path) -> None:
+    """Two real sim processes playing 0.5.23, their logs in one file as a restarted service's would
+    be: the parser counts both starts, `fleet diagnose` finds the crash of the second. On the way:
+    the reported release, /flush_cache and prefix caching of text and input_ids prompts."""
+    from fleet.host.diagnose.classify import diagnose_file
+    from fleet.host.engines.sglang.logformats import SGLANG_0_5_23
+
+    args = ["--model-path", "qwen3.6-27b", "--context-length", "32768", "--max-running-requests", "4"]
+    first = launch(args, "first", FLEET_SIM_SGLANG_VERSION="0.5.23")
+    assert first.wait_ready()
+    status, info = request(first, "GET", "/get_server_info")
+    assert status == 200 and info["version"] == "0.5.23"
+    long_text = "A long shared instruction for every request of the agentic workload. " * 40
+    for body in ({"text": long_text}, {"input_ids": list(range(1000, 1300))}):
+        body["sampling_params"] = {"max_new_tokens": 4}
+        cached = []
+        for step in ("send", "send", "flush", "send"):
+            if step == "flush":
+                status, text = request(first, "POST", "/flush_cache")
+                assert status == 200 and text.startswith("Cache flushed.")
+                continue
+            status, answer = request(first, "POST", "/generate", body)
+            assert status == 200
+            cached.append(answer["meta_info"]["cached_tokens"])
+        assert cached[0] == 0 and cached[1] > 250 and cached[2] == 0, (body.keys(), cached)
+    assert first.stop() == 0
+
+    faults = tmp_path / "sim-faults.json"
+    faults.write_text(json.dumps({"crash_after_requests": 1}))
+    second = launch(args, "second", FLEET_SIM_SGLANG_VERSION="0.5.23", FLEET_SIM_FAULTS=str(faults))
+    assert second.wait_ready()
+    assert generate(second, "Hello there", 8)[0] == 200
+    with pytest.raises((ConnectionError, http.client.HTTPException)):
+        generate(second, "Hello there", 8)
+    assert second.wait_exit() == -signal.SIGKILL
+
+    first_lines, second_lines = first.log().splitlines(), second.log().splitlines()
+    journal = tmp_path / "server.log"
+    journal.write_text("\n".join(first_lines + second_lines) + "\n")
+    text = journal.read_text()
+    # 0.5.23's own lines, and none of 0.5.12's.
+    assert "] server_args={'model_path': 'qwen3.6-27b'" in text and "] Init parallel begin." in text
+    assert "] Memory baseline taken. mem usage=" in text and "Capture target decode CUDA graph begin. backend=full" in text
+    assert "server_args=ServerArgs(" not in text and "Init torch distributed" not in text
+    assert f"launch_server.py:{SGLANG_0_5_23.launch_warning_line}: UserWarning" in text
+
+    summary = logparse.parse_log(text.splitlines())
+    assert summary.starts == 2 and summary.server_args is not None
+    assert summary.server_args.line_no > len(first_lines)
+    assert summary.kv_cache is not None and summary.kv_cache.dtype == "torch.bfloat16"
+    assert summary.scheduler is not None and summary.scheduler.max_running_requests == 4 and summary.is_ready
+
+    diagnosis = diagnose_file(journal)
+    assert diagnosis.summary is not None and diagnosis.summary.starts == 2
+    assert diagnosis.failure_class == "cuda_illegal_memory_access"
+    assert diagnosis.evidence and all(item.line > len(first_lines) for item in diagnosis.evidence)
+    assert not any(f.name == "earlier_start_failed" for f in diagnosis.findings)  # the first start ended cleanly
