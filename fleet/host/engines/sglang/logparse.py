@@ -59,7 +59,9 @@ _SCHEDULER_RE = re.compile(
 )
 _SERVING_RE = re.compile(r"^(Prefill|Decode) batch(?: \[\d+\])?[,.] ")
 
-READY_TEXT = "The server is fired up and ready to roll!"
+# Every known release logs the same line (http_server.py's _wait_and_warmup; see logformats).
+READY_TEXT = next(iter(LOG_FORMATS.values())).ready.template
+assert all(formats.ready.template == READY_TEXT for formats in LOG_FORMATS.values()), "one ready line for all releases"
 
 StartupPhaseName = Literal[
     "init_distributed_begin",

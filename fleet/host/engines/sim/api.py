@@ -9,12 +9,12 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from fleet.host.engines.sglang.release import DEFAULT_SIM_RELEASE
 from fleet.host.engines.sim import metrics, sgltext, tokenizer
 from fleet.host.engines.sim.console import ERROR, WARNING, Console
 from fleet.host.engines.sim.engine import Engine, SimRequest
 from fleet.host.engines.sim.httpserver import Connection, HttpRequest, dumps
 
-SGLANG_VERSION_REPORTED = "0.5.13"
 HEALTH_CHECK_TIMEOUT_S = 20  # sglang's HEALTH_CHECK_TIMEOUT
 DEFAULT_MAX_NEW_TOKENS = 128  # SamplingParams.max_new_tokens
 DEFAULT_COMPLETION_MAX_TOKENS = 16  # CompletionRequest.max_tokens
@@ -41,7 +41,7 @@ class ServerState:
     ready_at: float | None = None
     load_weights_s: float = 0.0
     status: str = "Starting"  # Starting | Up | UnHealthy (ServerStatus)
-    version: str = SGLANG_VERSION_REPORTED  # /get_server_info's `version`: the release the sim plays
+    version: str = DEFAULT_SIM_RELEASE  # /get_server_info's `version`: the release the sim plays
     created: int = field(default_factory=lambda: int(time.time()))
 
 

@@ -1,8 +1,8 @@
 """`python -m fleet.host.engines.sim`: a process that starts, serves and fails like `python -m sglang.launch_server`.
 
 Order of events, as in SGLang: flags parsed and ServerArgs built (config errors end here with a
-traceback and exit 1), `server_args=ServerArgs(...)`, the scheduler ranks' startup (weights, mamba
-and KV pools, CUDA graphs, draft model), `max_total_num_tokens=...`, uvicorn's lines and the bind,
+traceback and exit 1), `server_args=...`, the scheduler ranks' startup (weights, mamba and KV pools,
+CUDA graphs, draft model, in the order of the release played: logformats.LogFormats), `max_total_num_tokens=...`, uvicorn's lines and the bind,
 the warm-up request through the server's own HTTP port, `The server is fired up and ready to roll!`.
 A failure after the scheduler started prints `Scheduler hit an exception: <traceback>`, then the main
 process' SIGQUIT line, and the process kills itself with SIGKILL as `kill_process_tree` does.
