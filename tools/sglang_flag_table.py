@@ -74,8 +74,8 @@ def table_of(parser: argparse.ArgumentParser, *, release: str, source: str) -> d
         if action.metavar is not None:
             entry["metavar"] = action.metavar
         default, exact = _plain(action.default)
-        if default is not None and kind != "help":
-            entry["default"] = default
+        if kind != "help":
+            entry["default"] = default  # None too: a store_true whose default is None parses to None
             if not exact:
                 entry["default_is_repr"] = True
         if action.const is not None:

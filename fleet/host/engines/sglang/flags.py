@@ -344,8 +344,10 @@ class _Parser(argparse.ArgumentParser):
         raise ArgvError(message, self.format_usage(), self.prog)
 
 
+@lru_cache(maxsize=None)
 def build_parser(release: str, fork: str | None = None) -> argparse.ArgumentParser:
-    """The release's parser as `prepare_server_args` builds it (prog `sglang serve`), plus a fork's flags."""
+    """The release's parser as `prepare_server_args` builds it (prog `sglang serve`), plus a fork's flags.
+    Built once per (release, fork): parsing leaves a parser as it was (argparse keeps results in the namespace)."""
     if fork is not None and fork not in FORKS:
         raise FlagTableError(f"fork {fork!r}: fleet knows the forks {', '.join(FORKS)}")
     table = load_table(release)
