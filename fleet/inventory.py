@@ -67,6 +67,17 @@ class HostPaths(StrictModel):
 
 
 UPSTREAM = "upstream"
+# `engine.fork` left out: the engine kind's default (see fork_of).
+ENGINE_DEFAULT_FORK = "default"
+
+
+def fork_of(kind: str, fork: str | None = ENGINE_DEFAULT_FORK) -> str | None:
+    """The fork whose flags an engine takes, None for a released SGLang. `fork` as in a host file
+    (upstream, ddtree), or ENGINE_DEFAULT_FORK/None for the kind's default: the simulator has always
+    played the DDTree fork (the seed campaign's DDTree runs rehearse on it), a real host is upstream."""
+    if fork in (None, ENGINE_DEFAULT_FORK):
+        fork = FORKS[0] if kind == EngineKind.sim.value else UPSTREAM
+    return None if fork == UPSTREAM else fork
 
 
 class EngineSpec(StrictModel):
@@ -104,10 +115,8 @@ class EngineSpec(StrictModel):
 
     @property
     def engine_fork(self) -> str | None:
-        """The fork whose flags the engine takes, None for a released SGLang. The simulator has always
-        played the DDTree fork (the seed campaign's DDTree runs rehearse on it) unless told `upstream`."""
-        fork = self.fork or (FORKS[0] if self.kind is EngineKind.sim else UPSTREAM)
-        return None if fork == UPSTREAM else fork
+        """The fork whose flags the engine takes, None for a released SGLang (see fork_of)."""
+        return fork_of(self.kind.value, self.fork)
 
 
 class Host(StrictModel):

@@ -40,6 +40,7 @@ from fleet.fixes.quarantine import QuarantineKey
 from fleet.host.diagnose.catalogue import FailureClass
 from fleet.host.engines.sglang.memory import SAFE_MAX_MEM_FRACTION_STATIC, SPECULATIVE_DEFAULT_MAX_RUNNING_REQUESTS, Adjustment
 from fleet.host.modelcard import load_model_card
+from fleet.inventory import ENGINE_DEFAULT_FORK, fork_of
 from fleet.playbook import (
     AgenticWorkload,
     AutoFix,
@@ -112,14 +113,16 @@ def propose_fix(
     engine: str = "sglang",
     gpu_arch: str | None = None,
     original_config_id: str | None = None,
+    engine_fork: str | None = ENGINE_DEFAULT_FORK,
 ) -> Fix | None:
     """The fix for `run` (of server `config`) that failed with `failure_class`, or None when there
     is none (an unfixable class, nothing left to change, or the attempts are used up).
 
     `attempt`: the number this fix would have, 1 for the first fix of an original run;
     `limits.max_fix_attempts` bounds it. `engine` / `engine_version` / `gpu_memory_mib` / `gpu_arch`
-    ("sm_120") describe the host the run failed on. `original_config_id`: the configuration the
-    chain of fixes started from (default: `config`'s own id)."""
+    ("sm_120") describe the host the run failed on, `engine_fork` its engine's fork (`engine.fork`;
+    default: the engine kind's). `original_config_id`: the configuration the chain of fixes started
+    from (default: `config`'s own id)."""
     if run.server.id != config.id:
         raise ValueError(f"run {run.label} is of server {run.server.id}, not of the configuration {config.id} to fix")
     if attempt < 1:
@@ -135,7 +138,7 @@ def propose_fix(
         taken = f"port {port} is" if port else "a port the server needs is"
         proposal = _Proposal(FixKind.NEW_PORT, f"{taken} taken by another process: start the server on another port", "another port")
     else:
-        memory = _Memory(config, engine, gpu_memory_mib, engine_version)
+        memory = _Memory(config, engine, gpu_memory_mib, engine_version, fork_of(engine, engine_fork))
         if failure_class == FailureClass.CONTEXT_LENGTH_EXCEEDED.value:
             proposal = _context_fix(config, run, numbers)
         elif failure_class in _MEMORY_CLASSES:
@@ -200,16 +203,18 @@ class _Numbers:
 class _Memory:
     """The memory planner's view of the failed configuration, computed once and only if asked."""
 
-    def __init__(self, config: ServerConfig, engine: str, gpu_memory_mib: int, engine_version: str | None) -> None:
+    def __init__(self, config: ServerConfig, engine: str, gpu_memory_mib: int, engine_version: str | None, fork: str | None) -> None:
         self._config = config
         self._engine = engine
         self._gpu_memory_mib = gpu_memory_mib
         self._engine_version = engine_version
+        self._fork = fork
 
     @cached_property
     def feasibility(self) -> Feasibility:
         return check_config(
-            self._config, engine=self._engine, gpu_memory_mib=self._gpu_memory_mib, engine_version=self._engine_version
+            self._config, engine=self._engine, gpu_memory_mib=self._gpu_memory_mib, engine_version=self._engine_version,
+            fork=self._fork,
         )
 
     def planner_fix(self) -> _Proposal | None:
