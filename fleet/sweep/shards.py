@@ -53,6 +53,7 @@ def server_spec(planned: PlannedServer, host: Host, sweep_id: str, after: list[s
         runs=[RunSpec(run.id, run.label, resolve_workload(run), run.repeats, provenance) for run in planned.runs],
         cwd=sweep_dir(host, sweep_id),
         skip_reason=planned.skip_reason,
+        engine_release=planned.engine_release,
     )
 
 
