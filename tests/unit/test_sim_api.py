@@ -198,3 +198,32 @@ def test_flush_cache_route_empties_the_cache_for_text_and_input_ids_prompts() ->
     assert cached[0] == 0 and cached[1] > 150 and cached[2] == 0
     assert cached[3:] == [0, 160 - 1, 0]  # 5 whole 32-id blocks; at least one token is always computed
     assert all(status == 200 and payload.startswith(b"Cache flushed.\n") for status, payload in flushes)
+
+
+def test_generate_and_completions_honour_ignore_eos() -> None:
+    async def go() -> list[dict]:
+        console = Console(1, io.StringIO(), io.StringIO())
+        engine = Engine(CONFIG, MODEL, FaultProfile(), console, 0.0001, lambda error: None)
+        engine_task = asyncio.create_task(engine.run())
+        api = Api(state(), engine, console, 0.0001, enable_metrics=False, enable_cache_report=False)
+        server = await serve("127.0.0.1", 0, api, console)
+        port = server.sockets[0].getsockname()[1]
+        answers = []
+        for path, body in (
+            ("/generate", {"text": "Tell me a story", "sampling_params": {"max_new_tokens": 600}}),
+            ("/generate", {"text": "Tell me a story", "sampling_params": {"max_new_tokens": 600, "ignore_eos": True}}),
+            ("/v1/completions", {"prompt": "Tell me a story", "max_tokens": 600}),
+            ("/v1/completions", {"prompt": "Tell me a story", "max_tokens": 600, "ignore_eos": True}),
+        ):
+            data = json.dumps(body).encode()
+            raw = await exchange(port, b"POST %s HTTP/1.1\r\nhost: x\r\ncontent-length: %d\r\n\r\n%s" % (path.encode(), len(data), data))
+            answers.append(json.loads(raw.partition(b"\r\n\r\n")[2]))
+        server.close()
+        engine_task.cancel()
+        return answers
+
+    stopped, exact, stopped_c, exact_c = asyncio.run(go())
+    assert stopped["meta_info"]["finish_reason"]["type"] == "stop" and stopped["meta_info"]["completion_tokens"] < 600
+    assert exact["meta_info"]["finish_reason"] == {"type": "length", "length": 600} and exact["meta_info"]["completion_tokens"] == 600
+    assert stopped_c["choices"][0]["finish_reason"] == "stop" and stopped_c["usage"]["completion_tokens"] < 600
+    assert exact_c["choices"][0]["finish_reason"] == "length" and exact_c["usage"]["completion_tokens"] == 600

@@ -269,3 +269,27 @@ def test_input_ids_prompts_are_prefix_cached_by_token_id() -> None:
     assert other.cached_tokens == 0
     # The ids, not only their count, decide the outputs.
     assert first.output_ids == again.output_ids != other.output_ids
+
+
+def test_eos_ends_a_request_early_unless_ignore_eos() -> None:
+    """Without ignore_eos a request may stop at EOS before max_new_tokens (SGLang's default);
+    bench_serving and fleet's client ask for exactly max_new_tokens with ignore_eos."""
+    harness = Harness(CONFIG)
+
+    async def go() -> list[SimRequest]:
+        task = asyncio.create_task(harness.engine.run())
+        done = []
+        for index in range(8):
+            for stop_at_eos in (True, False):
+                recorder = Recorder()
+                request = harness.engine.new_request(f"Tell me story {index}", 5, 600, recorder, stop_at_eos=stop_at_eos)
+                harness.engine.submit(request)
+                await asyncio.wait_for(recorder.finished.wait(), 10)
+                done.append(request)
+        task.cancel()
+        return done
+
+    requests = asyncio.run(go())
+    stopping, exact = requests[0::2], requests[1::2]
+    assert all(r.completion_tokens == 600 and r.finish_reason == {"type": "length", "length": 600} for r in exact)
+    assert all(r.finish_reason["type"] == "stop" and r.completion_tokens < 600 for r in stopping if r.finish_reason)

@@ -279,6 +279,7 @@ class Api:
         stream = bool(body.get("stream"))
         params = body.get("sampling_params") or {}
         max_new_tokens = params.get("max_new_tokens", DEFAULT_MAX_NEW_TOKENS)
+        stop_at_eos = not params.get("ignore_eos", False)  # SamplingParams.ignore_eos defaults to False
         prompts = _generate_prompts(body)
         if not prompts:
             return self._generate_error(connection, stream, "Either text or input_ids should be provided.")
@@ -292,13 +293,13 @@ class Api:
         if stream:
             sink = _GenerateStream(connection, self)
             text, ids, tokens = prompts[0]
-            sim_request = self.engine.new_request(text, tokens, max_new_tokens, sink, prompt_ids=ids)
+            sim_request = self.engine.new_request(text, tokens, max_new_tokens, sink, prompt_ids=ids, stop_at_eos=stop_at_eos)
             connection.start_stream()
             self.engine.submit(sim_request)
             await sink.done
             return
         sinks = [_Collect() for _ in prompts]
-        collected = [self.engine.new_request(text, tokens, max_new_tokens, sink, prompt_ids=ids)
+        collected = [self.engine.new_request(text, tokens, max_new_tokens, sink, prompt_ids=ids, stop_at_eos=stop_at_eos)
                      for (text, ids, tokens), sink in zip(prompts, sinks)]
         for sim_request in collected:
             self.engine.submit(sim_request)
@@ -362,7 +363,8 @@ class Api:
         stream = bool(body.get("stream"))
         include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
         sink: _Sink = _OpenAIStream(connection, self, model, chat, include_usage) if stream else _Collect()
-        sim_request = self.engine.new_request(text, prompt_tokens, max_tokens, sink, prompt_ids=prompt_ids)
+        sim_request = self.engine.new_request(text, prompt_tokens, max_tokens, sink, prompt_ids=prompt_ids,
+                                              stop_at_eos=not body.get("ignore_eos", False))
         if stream:
             connection.start_stream()
         self.engine.submit(sim_request)

@@ -37,7 +37,7 @@ class SimRequest:
     rid: str
     prompt_tokens: int
     max_new_tokens: int
-    natural_stop: int | None  # the EOS position when the client set no limit
+    natural_stop: int | None  # the EOS position: with no limit, or when EOS may end the request (no ignore_eos)
     kind: str
     prefix_blocks: tuple[int, ...]  # chained hashes of the prompt's PREFIX_BLOCK-token blocks (text pieces or token ids)
     rng: random.Random
@@ -162,10 +162,12 @@ class Engine:
 
     def new_request(
         self, prompt_text: str | None, prompt_tokens: int, max_new_tokens: int | None, sink: RequestSink,
-        log_metrics: bool = True, prompt_ids: Sequence[int] | None = None,
+        log_metrics: bool = True, prompt_ids: Sequence[int] | None = None, stop_at_eos: bool = False,
     ) -> SimRequest:
         """A request for `prompt_tokens` tokens, given as text or as token ids (`input_ids`); its
-        outputs depend only on the seed and the prompt, its id on the seed and the order of requests."""
+        outputs depend only on the seed and the prompt, its id on the seed and the order of requests.
+        `stop_at_eos`: the model's end-of-sequence token may end it before `max_new_tokens` (SGLang's
+        default; a client asks for exactly `max_new_tokens` with `ignore_eos`)."""
         if log_metrics:
             self.stats.num_requests += 1
         text = prompt_text or ""
@@ -177,8 +179,9 @@ class Engine:
             blocks = _id_blocks(ids) if ids else _prefix_blocks(text) if text else ()
         rng = random.Random(key)
         natural = None
-        if max_new_tokens is None:
+        if max_new_tokens is None or stop_at_eos:
             natural = 64 + rng.randrange(448)
+        if max_new_tokens is None:
             max_new_tokens = self.config.context_len - prompt_tokens
         return SimRequest(
             rid=f"{self._request_ids.getrandbits(128):032x}",
