@@ -360,3 +360,13 @@ def test_a_0523_prefill_graph_capture_failure_gets_the_capture_fix() -> None:
     diagnosis = diagnose_text(lines)
     assert diagnosis.failure_class == "unknown" and (diagnosis.fix or "").startswith("CUDA graph capture failed")
     assert diagnosis.figures["last_phase"] == "capturing piecewise CUDA graphs"
+
+
+def test_a_server_args_line_cut_short_still_starts_a_server() -> None:
+    line = stamp(0) + F.server_args.format(server_args={"model_path": "/m", "tp_size": 8, "mem_fraction_static": 0.85})
+    cut = line[: line.index("'mem_fraction_static'") + 10]
+    for text in (line, cut):
+        event = logparse.parse_line(text)
+        assert isinstance(event, logparse.ServerArgsLogged) and event.args["tp_size"] == "8"
+    assert logparse.parse_log([line, cut, line]).starts == 3
+    assert isinstance(logparse.parse_line(stamp(0) + "server_args=nothing like a repr"), logparse.Other)

@@ -378,9 +378,11 @@ def _split_server_args(body: str, shape: ServerArgsShape) -> dict[str, str]:
 def _parse_server_args(message: str, base: _Stamp) -> ServerArgsLogged | None:
     rendered = message[len(_SERVER_ARGS) :].rstrip()
     for shape in _SERVER_ARGS_SHAPES:
-        if rendered.startswith(shape.opening) and rendered.endswith(shape.closing):
-            body = rendered[len(shape.opening) : len(rendered) - len(shape.closing)]
-            return ServerArgsLogged(**base, args=_split_server_args(body, shape))
+        if rendered.startswith(shape.opening):
+            # A line cut short (journald's LineMax, a pasted excerpt) still starts a server: keep the
+            # arguments it has, the last one possibly cut.
+            end = len(rendered) - len(shape.closing) if rendered.endswith(shape.closing) else len(rendered)
+            return ServerArgsLogged(**base, args=_split_server_args(rendered[len(shape.opening) : end], shape))
     return None
 
 
