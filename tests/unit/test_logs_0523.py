@@ -16,6 +16,7 @@ import ast
 import importlib.util
 import os
 import re
+from functools import lru_cache
 from pathlib import Path
 from string import Formatter
 
@@ -85,15 +86,21 @@ def _string_shape(node: ast.expr) -> Shape:
     return _merge(tokens)
 
 
+@lru_cache(maxsize=None)
+def _parsed(file: Path) -> tuple[str, ast.Module]:
+    text = file.read_text()
+    return text, ast.parse(text)
+
+
 def source_shape(root: Path, source: str) -> tuple[Shape, str]:
     """The shape of the string literal (f-string or plain) that starts or runs through `file:line`,
     the outermost one there, and its text as written (for the failure message)."""
     path, _, line_text = source.rpartition(":")
     line = int(line_text)
     file = root / path
-    text = file.read_text()
+    text, tree = _parsed(file)
     candidates = [
-        node for node in ast.walk(ast.parse(text))
+        node for node in ast.walk(tree)
         if (isinstance(node, ast.JoinedStr) or (isinstance(node, ast.Constant) and isinstance(node.value, str)))
         and node.lineno <= line <= (node.end_lineno or node.lineno)
     ]
@@ -342,7 +349,7 @@ def printed_texts(path: Path) -> list[str]:
     """The literal text of every string a source file builds (implicitly joined f-string parts as
     one; a field as a NUL): what its messages can contain, however the source splits them."""
     texts = []
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(_parsed(path)[1]):
         if isinstance(node, ast.JoinedStr):
             texts.append("".join(str(v.value) if isinstance(v, ast.Constant) else "\0" for v in node.values))
         elif isinstance(node, ast.Constant) and isinstance(node.value, str):
