@@ -20,11 +20,25 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from string import Formatter
-from typing import Any, Mapping
+from typing import Any, Literal, Mapping
 
 from fleet.host.engines.sglang.release import KNOWN_RELEASES
 
 _FLOAT = r"[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?"
+
+# The steps of startup the parser reports (logparse.StartupPhase), whatever the release calls them.
+StartupPhaseName = Literal[
+    "init_distributed_begin",
+    "init_distributed_end",
+    "load_weight_begin",
+    "memory_pool_end",
+    "cuda_graph_begin",
+    "cuda_graph_end",
+    "draft_cuda_graph_begin",
+    "draft_cuda_graph_end",
+    "piecewise_cuda_graph_begin",
+    "piecewise_cuda_graph_end",
+]
 
 
 @dataclass(frozen=True)
@@ -120,7 +134,7 @@ class LogFormats:
     scheduler_ready: LogFormat
     ready: LogFormat
     # Further startup steps the parser recognises (draft and piecewise/prefill graphs).
-    other_phases: tuple[tuple[str, LogFormat], ...] = ()
+    other_phases: tuple[tuple[StartupPhaseName, LogFormat], ...] = ()
     # Startup order of a speculative server with a separate draft model (DFLASH): the draft's
     # weights are loaded before the KV pools are sized (0.5.23), or the draft starts after the
     # target's graphs, with its own distributed init (0.5.12).

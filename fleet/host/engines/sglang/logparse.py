@@ -25,9 +25,9 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Literal, TypedDict, Union
+from typing import TypedDict, Union
 
-from fleet.host.engines.sglang.logformats import LOG_FORMATS, LogFormat, ServerArgsShape
+from fleet.host.engines.sglang.logformats import LOG_FORMATS, LogFormat, ServerArgsShape, StartupPhaseName
 
 _ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 _JOURNALD_RE = re.compile(
@@ -63,18 +63,6 @@ _SERVING_RE = re.compile(r"^(Prefill|Decode) batch(?: \[\d+\])?[,.] ")
 READY_TEXT = next(iter(LOG_FORMATS.values())).ready.template
 assert all(formats.ready.template == READY_TEXT for formats in LOG_FORMATS.values()), "one ready line for all releases"
 
-StartupPhaseName = Literal[
-    "init_distributed_begin",
-    "init_distributed_end",
-    "load_weight_begin",
-    "memory_pool_end",
-    "cuda_graph_begin",
-    "cuda_graph_end",
-    "draft_cuda_graph_begin",
-    "draft_cuda_graph_end",
-    "piecewise_cuda_graph_begin",
-    "piecewise_cuda_graph_end",
-]
 
 
 def _capture_phase(default: StartupPhaseName, capture_name: str | None) -> StartupPhaseName:
@@ -94,7 +82,7 @@ def _phase_patterns() -> tuple[tuple[tuple[re.Pattern[str], StartupPhaseName], .
     """The head of every startup-step line of every known release, most specific first."""
     entries: list[tuple[LogFormat, StartupPhaseName]] = []
     for formats in LOG_FORMATS.values():
-        entries.extend((fmt, phase) for phase, fmt in formats.other_phases)  # type: ignore[misc]
+        entries.extend((fmt, phase) for phase, fmt in formats.other_phases)
     for formats in LOG_FORMATS.values():
         entries += [
             (formats.init_begin, "init_distributed_begin"),
