@@ -49,7 +49,8 @@ def by_label(found: dict[str, dict]) -> dict[str, list[dict]]:
 @pytest.fixture
 def host(test_fleet_factory, tmp_path: Path):
     fleet = test_fleet_factory(["ct200"])
-    return list(load_inventory(fleet.write_inventory(tmp_path / "hosts", engine={"sim_speed": 0.02})))
+    # The seed campaign ran SGLang 0.5.12: its hosts pin the release the simulator plays (engine.release).
+    return list(load_inventory(fleet.write_inventory(tmp_path / "hosts", engine={"sim_speed": 0.02, "release": "0.5.12"})))
 
 
 def seed_000(tmp_path: Path) -> Path:
