@@ -377,3 +377,17 @@ def test_a_server_args_line_cut_short_still_starts_a_server() -> None:
         assert isinstance(event, logparse.ServerArgsLogged) and event.args["tp_size"] == "8"
     assert logparse.parse_log([line, cut, line]).starts == 3
     assert isinstance(logparse.parse_line(stamp(0) + "server_args=nothing like a repr"), logparse.Other)
+
+
+def test_the_agents_log_watch_reads_a_0523_start() -> None:
+    """The agent follows its own start (from the offset the log had): the scheduler's figures, then
+    the crash as the decisive fatal line."""
+    from fleet.host.agent.logwatch import LogScan
+
+    lines, marks = three_starts()
+    scan = LogScan()
+    for line in lines[marks["start3"] - 2 :]:
+        scan.feed(line)
+    assert scan.scheduler is not None and scan.scheduler.max_total_num_tokens == 50123
+    assert scan.fatal_marker == "scheduler_exception" and "Scheduler hit an exception" in (scan.fatal_line or "")
+    assert any("an illegal instruction was encountered" in line for line in scan.evidence())
