@@ -391,3 +391,16 @@ def test_the_agents_log_watch_reads_a_0523_start() -> None:
     assert scan.scheduler is not None and scan.scheduler.max_total_num_tokens == 50123
     assert scan.fatal_marker == "scheduler_exception" and "Scheduler hit an exception" in (scan.fatal_line or "")
     assert any("an illegal instruction was encountered" in line for line in scan.evidence())
+
+
+@pytest.mark.sglang_parser
+@pytest.mark.skipif(WHEEL is None, reason="sglang is not installed (pip install --no-deps sglang==0.5.23)")
+def test_the_sims_0523_traceback_frames_are_the_wheels() -> None:
+    assert WHEEL is not None
+    for phase, frames in sgltext.INIT_FAILURE_FRAMES_BY_RELEASE["0.5.23"].items():
+        for file, line, function, source in frames:
+            path = WHEEL / file.split("/sglang/", 1)[1]
+            text, tree = _parsed(path)
+            assert text.splitlines()[line - 1].strip() == source, f"{phase}: {path}:{line}"
+            assert any(isinstance(n, ast.FunctionDef) and n.name == function and n.lineno <= line <= (n.end_lineno or 0)
+                       for n in ast.walk(tree)), f"{phase}: {path}:{line} is not in {function}"

@@ -167,7 +167,7 @@ class SimServer:
         raise SystemExit(137)  # not reached when kill_self kills the process
 
     def fail_scheduler(self, phase: str, exception: str, message: str, draft: bool = False) -> NoReturn:
-        lines = sgltext.init_failure_traceback(phase, exception, message, draft)
+        lines = sgltext.init_failure_traceback(phase, exception, message, draft, self.text.release)
         for rank in range(self.tp):
             self.console.rank(rank, "Scheduler hit an exception: " + lines[0], ERROR)
             self.console.raw(lines[1:])

@@ -453,7 +453,28 @@ DRAFT_FRAMES: tuple[Frame, ...] = (
 )
 
 
-def init_failure_traceback(phase: str, exception: str, message: str, draft: bool = False) -> list[str]:
+# Where 0.5.23's own call chain differs from the one above: the whole traceback, read in the wheel
+# (tests/unit/test_logs_0523.py checks each frame's source line). 0.5.23 sizes the pools after both
+# workers are built (scheduler.init_memory_pools), and TpModelWorker asserts right after them.
+INIT_FAILURE_FRAMES_BY_RELEASE: dict[str, dict[str, tuple[Frame, ...]]] = {
+    "0.5.23": {
+        "scheduler_init": (
+            (_srt("managers/scheduler.py"), 6362, "run_scheduler_process", "scheduler = Scheduler(server_args, port_args)"),
+            (_srt("managers/scheduler.py"), 568, "__init__", "self.init_model_worker()"),
+            (_srt("managers/scheduler.py"), 1137, "init_model_worker", "self.init_memory_pools()"),
+            (_srt("managers/scheduler.py"), 1100, "init_memory_pools", "self.init_target_memory_pool()"),
+            (_srt("managers/scheduler.py"), 1090, "init_target_memory_pool", "self.tp_worker.alloc_memory_pool("),
+            (_srt("managers/tp_worker.py"), 420, "alloc_memory_pool",
+             'assert self.model_runner.max_running_requests > 0, "max_running_request is zero"'),
+        ),
+    },
+}
+
+
+def init_failure_traceback(phase: str, exception: str, message: str, draft: bool = False, release: str | None = None) -> list[str]:
+    own = INIT_FAILURE_FRAMES_BY_RELEASE.get(release or "", {}).get(phase)
+    if own is not None:
+        return format_traceback(own, f"{exception}: {message}")
     frames = SCHEDULER_FRAMES[:3] + DRAFT_FRAMES + INIT_FAILURE_FRAMES[phase] if draft else SCHEDULER_FRAMES + INIT_FAILURE_FRAMES[phase]
     return format_traceback(frames, f"{exception}: {message}")
 
