@@ -22,6 +22,7 @@ from fleet.layout import model_serve_dir, server_port
 from fleet.planning.estimate import run_seconds, server_start_seconds
 from fleet.planning.schedule import HostSlots, Job, Schedule, schedule
 from fleet.playbook import AutoFix, Playbook, Run, ServerConfig, expand_runs
+from fleet.workloads import comparability_warnings
 
 # Per-GPU memory and compute capability of models fleet knows, for planning before any facts are
 # gathered (`nvidia-smi` figures; facts of the real host win).
@@ -187,7 +188,9 @@ def _decide(planned: PlannedServer, host: Host, hardware: Hardware, playbook: Pl
     verdict: Feasibility = check_server(
         config, planned.launch, gpu_memory_mib=hardware.gpu_memory_mib, engine_version=hardware.engine_version, fork=host.engine.engine_fork
     )
-    planned = replace(planned, prediction=verdict.reason)
+    fits = verdict.plan is not None and verdict.plan.failure is None
+    warnings = comparability_warnings(planned.runs, verdict.plan.context_len, verdict.plan.kv_tokens) if fits and verdict.plan else []
+    planned = replace(planned, prediction="; ".join([verdict.reason, *warnings]))
     if verdict.ok or not verdict.suggestion or playbook.auto_fix is not AutoFix.apply:
         return [planned]
     variant = apply_adjustments(config, verdict.suggestion)

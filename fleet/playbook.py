@@ -111,10 +111,14 @@ class Override(StrictModel):
     server: ServerSettings
 
 
+# Workload defaults send enough requests for a p90 (10: fleet.host.agent.stats states the rule).
 class ShortWorkload(StrictModel):
     kind: Literal["short"]
     prompts: list[Name] = Field(min_length=1, description="names from fleet's prompt library (fib, qsort, arith, json, ...)")
     max_new_tokens: int = Field(default=256, ge=1)
+    requests: int | None = Field(
+        default=None, ge=1, description="requests per repeat, in whole rounds of the prompts; default: enough for a p90 (10)"
+    )
 
 
 class LongContextWorkload(StrictModel):
@@ -122,7 +126,7 @@ class LongContextWorkload(StrictModel):
     prompt_tokens: int = Field(ge=1, description="target prompt length; shrunk by real token count to fit the context")
     max_new_tokens: int = Field(default=256, ge=1)
     margin_tokens: int = Field(default=64, ge=0)
-    requests: int = Field(default=1, ge=1)
+    requests: int = Field(default=10, ge=1, description="requests per repeat; the default is enough for a p90")
 
 
 class ConcurrencyWorkload(StrictModel):
@@ -132,13 +136,15 @@ class ConcurrencyWorkload(StrictModel):
     )
     prompt: Name = "qsort"
     max_new_tokens: int = Field(default=256, ge=1)
-    requests_per_level: int | None = Field(default=None, ge=1, description="default: 2 x the level")
+    requests_per_level: int | None = Field(
+        default=None, ge=1, description="default: enough for a p90 (10) and 2 x the level (fleet.host.agent.drive.requests_at_level)"
+    )
 
 
 class AgenticWorkload(StrictModel):
     kind: Literal["agentic"]
     turns: int = Field(default=6, ge=1)
-    sessions: int = Field(default=1, ge=1)
+    sessions: int = Field(default=2, ge=1, description="conversations side by side; 2 x 6 turns: enough for a p90")
     max_new_tokens: int = Field(default=256, ge=1)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 
+from fleet.host.agent.drive import requests_at_level
 from fleet.playbook import (
     AgenticWorkload,
     ConcurrencyWorkload,
@@ -18,6 +19,7 @@ from fleet.playbook import (
     ServerConfig,
     ShortWorkload,
 )
+from fleet.workloads import short_rounds
 
 AUTOREGRESSIVE_TOK_S = {1: 26.5, 2: 40.0, 4: 60.0, 8: 80.0}
 METHOD_SPEEDUP = {None: 1.0, "DFLASH": 3.5, "DDTREE": 4.5, "EAGLE": 2.5, "EAGLE3": 3.0, "NGRAM": 1.5}
@@ -70,13 +72,13 @@ def run_seconds(run: Run) -> float:
     warmup = 2.0
     if isinstance(workload, ShortWorkload):
         per = prefill_s(run.server, 200) + workload.max_new_tokens / rate
-        body = per * len(workload.prompts)
+        body = per * len(workload.prompts) * short_rounds(workload)
     elif isinstance(workload, LongContextWorkload):
         body = workload.requests * (prefill_s(run.server, workload.prompt_tokens) + workload.max_new_tokens / rate)
     elif isinstance(workload, ConcurrencyWorkload):
         body = 0.0
         for level in concurrency_levels(run):
-            requests = workload.requests_per_level or 2 * level
+            requests = requests_at_level(level, workload.requests_per_level)
             rounds = math.ceil(requests / level)
             body += rounds * workload.max_new_tokens / _batched_rate(rate, level)
     elif isinstance(workload, AgenticWorkload):

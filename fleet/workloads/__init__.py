@@ -10,9 +10,11 @@ from __future__ import annotations
 import json
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from fleet.errors import FleetError
+from fleet.host.agent.drive import calibration_tolerance
+from fleet.host.agent.stats import min_samples
 from fleet.playbook import AgenticWorkload, ConcurrencyWorkload, LongContextWorkload, Run, ShortWorkload
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
@@ -60,12 +62,19 @@ def corpus_slice(prompt_tokens: int) -> str:
     return _corpus()[: prompt_tokens * MAX_CHARS_PER_TOKEN]
 
 
+def short_rounds(workload: ShortWorkload) -> int:
+    """Passes over a short workload's prompts per repeat: whole rounds, so that every prompt weighs
+    the same, and at least `requests` (default: enough for a p90) requests in all."""
+    wanted = workload.requests or min_samples(90)
+    return -(-wanted // len(workload.prompts))
+
+
 def resolve_workload(run: Run) -> dict[str, Any]:
     """The run's workload as the shard carries it: plain JSON, everything the agent needs."""
     workload = run.workload
     base: dict[str, Any] = {"name": run.workload_name, "kind": workload.kind, "max_new_tokens": workload.max_new_tokens}
     if isinstance(workload, ShortWorkload):
-        return {**base, "prompts": [_prompt(run.workload_name, name) for name in workload.prompts]}
+        return {**base, "prompts": [_prompt(run.workload_name, name) for name in workload.prompts], "rounds": short_rounds(workload)}
     if isinstance(workload, LongContextWorkload):
         spec = _load("long_context.json")
         return {
@@ -97,3 +106,23 @@ def resolve_workload(run: Run) -> dict[str, Any]:
             "tool_results": [json.dumps(result, sort_keys=True) for result in spec["tool_results"]],
         }
     raise WorkloadError(f"workload {run.workload_name!r}: unknown kind {workload.kind!r}")
+
+
+def comparability_warnings(runs: Sequence[Run], context_len: int, kv_tokens: int) -> list[str]:
+    """What the memory prediction says will make a run `not_comparable` before it starts: a
+    long-context prompt that cannot fit the server's context or KV pool is cut on the host (the
+    agent's calibration, fleet.host.agent.drive) -- its figures would describe a shorter prompt.
+    SGLang takes prompts up to min(context_len, max_total_num_tokens) - 1 tokens."""
+    room = min(context_len, kv_tokens) - 1
+    warnings = []
+    for run in runs:
+        workload = run.workload
+        if not isinstance(workload, LongContextWorkload):
+            continue
+        fits = room - workload.max_new_tokens - workload.margin_tokens
+        if workload.prompt_tokens - fits > calibration_tolerance(workload.prompt_tokens):
+            warnings.append(
+                f"{run.workload_name} will be not_comparable: its {workload.prompt_tokens}-token prompt is cut to about "
+                f"{max(fits, 0)} (the server takes {room} tokens: context {context_len}, KV pool {kv_tokens})"
+            )
+    return warnings

@@ -51,7 +51,10 @@ def local_results(directory: Path) -> dict[str, list[dict]]:
 def assert_trustworthy(result: dict) -> None:
     figures = result["figures"]
     if result["status"] == "ok":
-        assert figures["output_tok_s"] and figures["output_tok_s"] > 0, result["label"]
+        measured = result["levels"] if result["workload"]["kind"] == "concurrency" else [figures]  # a concurrency run: per level only
+        assert all(m["output_tok_s"] and m["output_tok_s"] > 0 for m in measured), result["label"]
+    elif result["status"] == "not_comparable":
+        assert result["deviations"], result["label"]
     else:
         # A failed run never reads 0 tok/s: its figure is absent, and its evidence is there.
         assert figures.get("output_tok_s") in (None,) or figures["output_tok_s"] > 0, result["label"]

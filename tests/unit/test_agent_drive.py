@@ -7,7 +7,16 @@ from typing import Callable
 
 import pytest
 
-from fleet.host.agent.drive import MAX_CALIBRATION_PROBES, Probe, auto_levels, calibration_done, calibration_tolerance, next_probe_chars
+from fleet.host.agent.drive import (
+    MAX_CALIBRATION_PROBES,
+    Probe,
+    auto_levels,
+    calibration_done,
+    calibration_tolerance,
+    next_probe_chars,
+    prompt_cut,
+    requests_at_level,
+)
 from fleet.host.engines.sim.tokenizer import count_tokens
 from fleet.workloads import corpus_slice
 
@@ -66,3 +75,18 @@ def test_a_body_too_short_for_the_target_is_used_whole() -> None:
 @pytest.mark.parametrize(("max_running", "levels"), [(1, [1]), (4, [1, 2, 4]), (48, [1, 2, 4, 8, 16, 32, 48]), (6, [1, 2, 4, 6])])
 def test_auto_levels(max_running: int, levels: list[int]) -> None:
     assert auto_levels(max_running) == levels
+
+
+def test_a_prompt_cut_to_fit_the_server_is_a_deviation() -> None:
+    # The case: a KV pool of 1155 tokens takes a 30000-token prompt down to 820.
+    cut = prompt_cut(30000, 820, 1154, 256, 64)
+    assert cut is not None and cut.kind == "prompt_cut"
+    assert cut.message == "prompt cut to 820 of 30000 tokens: the server takes 1154 tokens, less 256 new and a 64-token margin"
+    # Within the calibration's tolerance the prompt is the workload's own: no deviation.
+    assert prompt_cut(30000, 30000 - calibration_tolerance(30000), 32768, 256, 64) is None
+    assert prompt_cut(30000, 29000, None, 256, 64).message.endswith("the corpus ran out")  # type: ignore[union-attr]
+
+
+def test_each_level_sends_enough_for_a_p90_and_two_rounds() -> None:
+    assert [requests_at_level(level, None) for level in (1, 4, 8, 32)] == [10, 10, 16, 64]
+    assert requests_at_level(8, 5) == 5

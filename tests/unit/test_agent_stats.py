@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from fleet.host.agent.stats import histogram, percentile, ratio, summary
+from fleet.host.agent.stats import histogram, min_samples, percentile, ratio, summary
 
 
 @pytest.mark.parametrize(
@@ -26,8 +26,23 @@ def test_percentile_of_one_value_and_bad_input() -> None:
 
 def test_summary_is_none_without_values() -> None:
     assert summary([]) is None
-    figures = summary([1.0, 2.0, 3.0, 4.0])
-    assert figures == {"mean": 2.5, "p50": 2.5, "p90": pytest.approx(3.7), "p99": pytest.approx(3.97), "min": 1.0, "max": 4.0, "count": 4}
+
+
+@pytest.mark.parametrize(("q", "needed"), [(50, 2), (90, 10), (95, 20), (99, 100), (0, 1)])
+def test_a_percentile_needs_a_value_at_or_above_it(q: float, needed: int) -> None:
+    assert min_samples(q) == needed
+    with pytest.raises(ValueError):
+        min_samples(100)
+
+
+def test_summary_states_only_the_percentiles_its_sample_supports() -> None:
+    # 4 values: a median, but a p90 or p99 of 4 requests would only be the slowest one, renamed.
+    assert summary([1.0, 2.0, 3.0, 4.0]) == {"n": 4, "mean": 2.5, "min": 1.0, "max": 4.0, "p50": 2.5, "p90": None, "p99": None}
+    assert summary([7.0]) == {"n": 1, "mean": 7.0, "min": 7.0, "max": 7.0, "p50": None, "p90": None, "p99": None}
+    ten = summary([float(v) for v in range(1, 11)])
+    assert ten is not None and ten["p90"] == pytest.approx(9.1) and ten["p99"] is None
+    hundred = summary([float(v) for v in range(1, 101)])
+    assert hundred is not None and hundred["n"] == 100 and hundred["p99"] == pytest.approx(99.01)
 
 
 def test_ratio_is_none_rather_than_zero() -> None:

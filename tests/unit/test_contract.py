@@ -46,11 +46,11 @@ def test_a_result_round_trips_through_its_file(tmp_path: Path) -> None:
 
 def test_a_result_of_another_schema_is_refused_by_name(tmp_path: Path) -> None:
     path = tmp_path / "r1.json"
-    path.write_text(json.dumps({**_result().to_json(), "schema": "fleet.run_result/2"}))
-    with pytest.raises(ContractError, match=r"r1\.json: schema: expected fleet\.run_result/1 .*got 'fleet\.run_result/2'"):
+    path.write_text(json.dumps({**_result().to_json(), "schema": "fleet.run_result/1"}))
+    with pytest.raises(ContractError, match=r"r1\.json: schema: expected fleet\.run_result/2 .*got 'fleet\.run_result/1'"):
         load_result(path)
     path.write_text(json.dumps({k: v for k, v in _result().to_json().items() if k != "schema"}))
-    with pytest.raises(ContractError, match="schema: expected fleet.run_result/1"):
+    with pytest.raises(ContractError, match="schema: expected fleet.run_result/2"):
         load_result(path)
 
 
@@ -66,7 +66,7 @@ def test_a_truncated_result_names_its_file(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("field", "value", "message"),
     [
-        ("status", "great", "status: expected one of ok, partial, failed, skipped, got 'great'"),
+        ("status", "great", "status: expected one of ok, partial, failed, skipped, not_comparable, got 'great'"),
         ("attempt", "2", "attempt: expected an integer, got '2'"),
         ("attempt", True, "attempt: expected an integer, got True"),
         ("figures", [], r"figures: expected an object, got \[\]"),

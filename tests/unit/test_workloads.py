@@ -7,9 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from fleet.host.agent.drive import requests_at_level
+from fleet.host.agent.stats import min_samples
 from fleet.host.engines.sim.tokenizer import count_tokens
-from fleet.playbook import ShortWorkload, expand_runs, load_playbook
-from fleet.workloads import MAX_CHARS_PER_TOKEN, WorkloadError, corpus_slice, prompt_names, resolve_workload
+from fleet.playbook import LongContextWorkload, ShortWorkload, expand_runs, load_playbook
+from fleet.workloads import MAX_CHARS_PER_TOKEN, WorkloadError, comparability_warnings, corpus_slice, prompt_names, resolve_workload, short_rounds
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -48,7 +50,7 @@ def test_concurrency_leaves_auto_levels_to_the_host(seed: dict[str, dict]) -> No
 
 def test_agentic_turns_carry_tool_call_json(seed: dict[str, dict]) -> None:
     workload = seed["agentic"]
-    assert workload["turns"] == 6 and workload["sessions"] == 1
+    assert workload["turns"] == 6 and workload["sessions"] == 2  # 12 requests: enough for a p90
     assert '"name": "read_file"' in workload["system"] and "{tools}" not in workload["system"]
     assert all(isinstance(json.loads(result), dict) for result in workload["tool_results"])
     assert "{content}" in workload["chat"]["tool"]
@@ -59,3 +61,24 @@ def test_unknown_prompt_names_the_library() -> None:
     broken = type(run)(run.server, "short", ShortWorkload(kind="short", prompts=["fib", "haiku"]), 1)
     with pytest.raises(WorkloadError, match=r"prompt 'haiku' is not in fleet's prompt library .*prompts.json\); known: arith, fib"):
         resolve_workload(broken)
+
+
+def test_defaults_send_enough_requests_for_a_p90(seed: dict[str, dict]) -> None:
+    p90 = min_samples(90)
+    assert seed["short"]["rounds"] * len(seed["short"]["prompts"]) >= p90  # 3 rounds of the 4 prompts: 12
+    assert seed["long_context"]["requests"] >= p90
+    assert all(requests_at_level(level, None) >= p90 for level in (1, 2, 4, 48))
+    assert requests_at_level(48, None) == 96 and requests_at_level(4, 3) == 3  # two rounds at 48; a playbook's count wins
+    # Whole rounds, so that every prompt weighs the same; an explicit count is honoured upwards.
+    assert short_rounds(ShortWorkload(kind="short", prompts=["fib", "json", "qsort"])) == 4
+    assert short_rounds(ShortWorkload(kind="short", prompts=["fib"], requests=3)) == 3
+
+
+def test_the_plan_warns_of_a_long_context_prompt_the_server_cannot_take() -> None:
+    run = next(r for r in expand_runs(load_playbook(REPO / "playbooks" / "qwen36-specdec.yaml")) if r.workload_name == "long_context")
+    (warning,) = comparability_warnings([run], context_len=32768, kv_tokens=1155)
+    assert "long_context will be not_comparable" in warning and "30000-token prompt is cut to about 834" in warning
+    assert "KV pool 1155" in warning
+    assert comparability_warnings([run], context_len=32768, kv_tokens=169044) == []  # 30000 + 256 + 64 fit
+    other = type(run)(run.server, "lc", LongContextWorkload(kind="long_context", prompt_tokens=30000), 1)
+    assert comparability_warnings([other], context_len=16384, kv_tokens=169044)[0].startswith("lc will be not_comparable")

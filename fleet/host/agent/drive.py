@@ -6,7 +6,13 @@ on the server is settled here, with the server's own answers:
   max_new_tokens=1 read `meta_info.prompt_tokens` (or the count an over-context 400 reports), and
   the text is cut by characters (interpolation search, a few requests) until
   prompt + max_new_tokens + margin fits the context length;
-- concurrency `auto`: 1, 2, 4, ... up to the server's effective max_running_requests.
+- concurrency `auto`: 1, 2, 4, ... up to the server's effective max_running_requests;
+- requests per level: the playbook's `requests_per_level`, else `requests_at_level` -- enough
+  for a p90 at every level (fleet.host.agent.stats), and two rounds of the level's width.
+
+What cannot run as the workload defines it is recorded as a deviation (the run is then
+`not_comparable`, fleet.host.agent.results): a long-context prompt that the server's context or
+KV pool made shorter than asked for.
 
 Every measured request goes through one `Gate`: after an error that may mean the server is gone
 (timeout, reset, refused), and between sections, the server's liveness is checked; once it has
@@ -21,14 +27,25 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from fleet.host.agent.client import HTTP_400_CONTEXT, LIVENESS_SUSPECT, Client, RequestOutcome, prompt_tokens_in_error
-from fleet.host.agent.results import Sent, WorkloadOutcome, request_figures
+from fleet.host.agent.results import PROMPT_CUT, Sent, WorkloadOutcome
+from fleet.host.agent.stats import min_samples
 from fleet.host.contract import Failure
+from fleet.host.contract.results import Deviation
 from fleet.host.contract.shard import AgentLimits, RunSpec
+from fleet.host.engines.sglang.release import ReleaseError, choose_release
 
 MAX_CALIBRATION_PROBES = 5
 UNKNOWN_MAX_RUNNING = "unknown_max_running_requests"
 CALIBRATION_FAILED = "calibration_failed"
 CONTEXT_TOO_SMALL = "context_too_small"
+# A concurrency level's default sample: enough requests for its p90.
+MIN_REQUESTS_PER_LEVEL = min_samples(90)
+
+
+def requests_at_level(level: int, requests_per_level: int | None) -> int:
+    """How many requests a concurrency level sends: the playbook's count, else enough for a p90
+    and at least two rounds of `level` requests in flight. The controller's ETA uses it too."""
+    return requests_per_level or max(MIN_REQUESTS_PER_LEVEL, 2 * level)
 
 
 @dataclass(frozen=True)
@@ -41,6 +58,17 @@ class ServerFacts:
     sources: dict[str, str] = field(default_factory=dict)
     # The longest prompt the scheduler takes: below context_len when the KV pool is smaller.
     max_req_input_len: int | None = None
+    engine_version: str | None = None  # /server_info `version`: the SGLang version serving (or the one the sim plays)
+
+    @property
+    def engine_release(self) -> str | None:
+        """The known SGLang release nearest the version the server reports."""
+        if self.engine_version is None:
+            return None
+        try:
+            return choose_release(self.engine_version).release
+        except ReleaseError:
+            return None
 
     @property
     def prompt_room(self) -> int | None:
@@ -54,6 +82,7 @@ class ServerFacts:
             "max_req_input_len": self.max_req_input_len,
             "max_running_requests": self.max_running_requests,
             "served_model": self.served_model,
+            "engine_version": self.engine_version,
             "sources": dict(self.sources),
         }
 
@@ -98,9 +127,10 @@ class Driver:
         return outcome
 
     def timed(self, out: WorkloadOutcome, prompt: str, max_new_tokens: int, tags: dict[str, Any]) -> RequestOutcome:
+        """One request on its own; its wall time counts towards its repeat's section."""
         began = time.monotonic()
         outcome = self.send(prompt, max_new_tokens)
-        out.wall_s += time.monotonic() - began
+        out.measured({"repeat": tags["repeat"]}, time.monotonic() - began)
         out.sent.append(Sent(outcome, tags))
         return outcome
 
@@ -120,14 +150,18 @@ def drive(driver: Driver) -> WorkloadOutcome:
 
 
 def _short(driver: Driver, out: WorkloadOutcome) -> None:
+    """`rounds` passes over the prompts per repeat (fleet.workloads sizes them for a p90)."""
     workload = driver.run.workload
+    rounds = int(workload.get("rounds") or 1)
+    out.planned_requests = driver.run.repeats * rounds * len(workload["prompts"])
     for repeat in range(driver.run.repeats):
         if repeat:
             driver.gate.checkpoint()
-        for prompt in workload["prompts"]:
-            if not driver.gate.open:
-                return
-            driver.timed(out, prompt["text"], workload["max_new_tokens"], {"repeat": repeat, "prompt": prompt["name"]})
+        for round_ in range(rounds):
+            for prompt in workload["prompts"]:
+                if not driver.gate.open:
+                    return
+                driver.timed(out, prompt["text"], workload["max_new_tokens"], {"repeat": repeat, "round": round_, "prompt": prompt["name"]})
 
 
 # ---------------------------------------------------------------------------------------------
@@ -184,6 +218,15 @@ def calibration_done(probes: list[Probe], target: int, body_chars: int) -> bool:
         return False
     best = max(under, key=lambda p: p.prompt_tokens or 0)
     return target - (best.prompt_tokens or 0) <= calibration_tolerance(target) or best.chars >= body_chars
+
+
+def prompt_cut(requested: int, chosen: int, room: int | None, max_new: int, margin: int) -> Deviation | None:
+    """A deviation when the measured prompt is shorter than the workload's by more than the
+    calibration's tolerance: its figures then describe a shorter prompt than its neighbours'."""
+    if requested - chosen <= calibration_tolerance(requested):
+        return None
+    why = f"the server takes {room} tokens, less {max_new} new and a {margin}-token margin" if room is not None else "the corpus ran out"
+    return Deviation(PROMPT_CUT, f"prompt cut to {chosen} of {requested} tokens: {why}")
 
 
 def _long_context(driver: Driver, out: WorkloadOutcome) -> None:
@@ -246,6 +289,10 @@ def _long_context(driver: Driver, out: WorkloadOutcome) -> None:
                 CALIBRATION_FAILED, f"no cut of the corpus fitted {target} prompt tokens in {len(probes)} calibration requests"
             )
         return
+    cut = prompt_cut(workload["prompt_tokens"], chosen.prompt_tokens or 0, room, max_new, workload["margin_tokens"])
+    if cut is not None:
+        out.deviations.append(cut)
+    out.planned_requests = driver.run.repeats * workload["requests"]
     for repeat in range(driver.run.repeats):
         for index in range(workload["requests"]):
             if not driver.gate.open:
@@ -296,6 +343,7 @@ def _parallel(driver: Driver, prompt: str, max_new: int, count: int, width: int,
 
 
 def _concurrency(driver: Driver, out: WorkloadOutcome) -> None:
+    """Each level of each repeat is its own section: fleet.host.agent.results gives it its own figures."""
     workload = driver.run.workload
     if workload["levels"] == "auto":
         if driver.facts.max_running_requests is None:
@@ -306,18 +354,17 @@ def _concurrency(driver: Driver, out: WorkloadOutcome) -> None:
         levels = auto_levels(driver.facts.max_running_requests)
     else:
         levels = list(workload["levels"])
-    per_level: list[dict[str, Any]] = []
-    out.extras["levels"] = per_level
+    out.planned_requests = driver.run.repeats * sum(requests_at_level(level, workload["requests_per_level"]) for level in levels)
     for repeat in range(driver.run.repeats):
         for level in levels:
             driver.gate.checkpoint()
             if not driver.gate.open:
                 return
-            count = workload["requests_per_level"] or 2 * level
-            sent, wall = _parallel(driver, workload["prompt"]["text"], workload["max_new_tokens"], count, level, {"repeat": repeat, "level": level})
+            count = requests_at_level(level, workload["requests_per_level"])
+            key = {"repeat": repeat, "level": level}
+            sent, wall = _parallel(driver, workload["prompt"]["text"], workload["max_new_tokens"], count, level, key)
             out.sent.extend(sent)
-            out.wall_s += wall
-            per_level.append({"repeat": repeat, "level": level, **request_figures([s.outcome for s in sent], wall)})
+            out.measured(key, wall)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -347,6 +394,7 @@ def _agentic(driver: Driver, out: WorkloadOutcome) -> None:
             # The next prompt is this one plus the answer and a tool result: the whole prefix is reused.
             prompt += outcome.text + chat["assistant_close"] + fill(chat["tool"], result) + chat["assistant_open"]
 
+    out.planned_requests = driver.run.repeats * workload["sessions"] * workload["turns"]
     for repeat in range(driver.run.repeats):
         driver.gate.checkpoint()
         if not driver.gate.open:
@@ -360,19 +408,6 @@ def _agentic(driver: Driver, out: WorkloadOutcome) -> None:
             thread.start()
         for thread in threads:
             thread.join()
-        out.wall_s += time.monotonic() - began
+        out.measured({"repeat": repeat}, time.monotonic() - began)
+    # Per-turn figures are made with the others, in fleet.host.agent.results.
     out.sent.sort(key=lambda s: (s.tags["repeat"], s.tags["session"], s.tags["turn"]))
-    turns = []
-    for turn in range(workload["turns"]):
-        at_turn = [s.outcome for s in out.sent if s.tags["turn"] == turn]
-        ok = [o for o in at_turn if o.ok]
-        turns.append(
-            {
-                "turn": turn,
-                "sent": len(at_turn),
-                "ok": len(ok),
-                "prompt_tokens_mean": sum(o.prompt_tokens or 0 for o in ok) / len(ok) if ok else None,
-                "ttft_s_mean": sum(o.ttft_s or 0 for o in ok) / len(ok) if ok else None,
-            }
-        )
-    out.extras["turns"] = turns

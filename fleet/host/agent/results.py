@@ -6,22 +6,49 @@ Rules that make a result trustworthy:
   never 0 tok/s (a failed run that reads 0 tok/s is the seed campaign's worst trap);
 - a run whose requests did not all succeed is `partial` (some did) or `failed` (none did), and
   a run that produced no output token at all is `failed`;
-- the acceptance length is this run's alone: sum(completion_tokens) / sum(spec_verify_ct) over
-  its successful requests, never the server's lifetime average from /server_info.
+- a run whose workload did not run as defined -- its prompt cut to fit the server, an output
+  shorter than asked for, requests planned but never sent -- is `not_comparable`, with its
+  `deviations`; never `ok`;
+- every latency summary carries its sample size `n`; percentiles only where the sample supports
+  them (the rule lives in fleet.host.agent.stats);
+- a concurrency run has figures per level (`levels`: one entry per repeat and level); its
+  top-level figures count requests and tokens but carry no throughput or latency, which would
+  blend levels that load the server differently;
+- with repeats, `repeats` holds each repeat's own figures, so a report can show their spread;
+- a simulated run (its `sim_speed` set) has every duration and rate in simulated time: wall
+  seconds / sim_speed. Nothing of a simulated run is in wall-clock time but its timestamps;
+- the acceptance length is SGLang's own: accepted tokens per verify step, this run's alone.
+  SGLang 0.5.23 counts it so for the server (`avg_spec_accept_length` in /server_info, the
+  `accept len` log line, `sglang:spec_accept_length`): metrics_reporter.py:973
+  `spec_num_accept_tokens / spec_num_forward_ct`, fed per decode step with that step's tokens
+  (batch_result_processor.py:986-989), so the token the prefill produced is not in it. The
+  per-request `meta_info.spec_accept_length` (tokenizer_manager.py:3165-3167) is
+  completion_tokens / spec_verify_ct, which does count it. fleet takes the server's definition,
+  run-scoped: sum(completion_tokens - 1) / sum(spec_verify_ct) over the run's successful
+  requests that report a verify count (never the server's lifetime average).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Mapping, Sequence
 
 from fleet.host.agent.client import NO_TOKEN_TIMEOUT, TIMEOUT, RequestOutcome
 from fleet.host.agent.stats import histogram, ratio, summary
 from fleet.host.contract import Failure, RunResult, RunStatus
+from fleet.host.contract.results import Deviation
 
 SKIPPED = "skipped"  # the failure class of a run the controller chose not to launch (quarantine, infeasible)
 NO_OUTPUT_TOKENS = "no_output_tokens"
 REQUESTS_FAILED = "requests_failed"
+
+# Kinds of deviation from a workload's definition (each makes a run `not_comparable`).
+PROMPT_CUT = "prompt_cut"
+OUTPUT_CAPPED = "output_capped"
+REQUESTS_DROPPED = "requests_dropped"
+
+# Figures that describe throughput or latency, which mean nothing blended across concurrency levels.
+_RATE_AND_LATENCY = ("wall_s", "output_tok_s", "output_tok_s_per_request", "request_throughput", "ttft_s", "itl_s", "tpot_s", "e2e_s")
 
 
 @dataclass
@@ -33,18 +60,56 @@ class Sent:
 
 
 @dataclass
+class Section:
+    """A measured stretch of a workload whose requests share its `key` tags: one repeat, or one
+    level of one repeat. `wall_s`: wall seconds from its first send to its last end."""
+
+    key: dict[str, Any]
+    wall_s: float = 0.0
+
+    def holds(self, sent: Sent) -> bool:
+        return all(sent.tags.get(name) == value for name, value in self.key.items())
+
+
+@dataclass
 class WorkloadOutcome:
     """What running a workload produced: its requests, the wall time of its measured sections,
-    kind-specific extras (levels, calibration, turns) and, if it could not finish, why."""
+    kind-specific extras (calibration), departures from its definition and, if it could not
+    finish, why."""
 
     sent: list[Sent] = field(default_factory=list)
-    wall_s: float = 0.0
+    sections: list[Section] = field(default_factory=list)
     extras: dict[str, Any] = field(default_factory=dict)
     failure: Failure | None = None
+    deviations: list[Deviation] = field(default_factory=list)
+    planned_requests: int = 0  # what the workload meant to send, where known in advance
+
+    @property
+    def wall_s(self) -> float:
+        return sum(section.wall_s for section in self.sections)
+
+    def measured(self, key: Mapping[str, Any], wall_s: float) -> None:
+        """Add `wall_s` to the section of `key` (made on first use)."""
+        for section in self.sections:
+            if section.key == dict(key):
+                section.wall_s += wall_s
+                return
+        self.sections.append(Section(dict(key), wall_s))
+
+
+def in_simulated_time(outcome: RequestOutcome, sim_speed: float | None) -> RequestOutcome:
+    """The request's durations in simulated seconds (wall / sim_speed); as it is without a sim."""
+    if sim_speed is None:
+        return outcome
+
+    def scaled(seconds: float | None) -> float | None:
+        return seconds / sim_speed if seconds is not None else None
+
+    return replace(outcome, ttft_s=scaled(outcome.ttft_s), e2e_s=scaled(outcome.e2e_s), itl_s=[gap / sim_speed for gap in outcome.itl_s])
 
 
 def request_figures(outcomes: Sequence[RequestOutcome], wall_s: float) -> dict[str, Any]:
-    """Counts, errors, throughput and latency figures of a set of requests."""
+    """Counts, errors, throughput and latency figures of a set of requests, in the outcomes' time."""
     ok = [o for o in outcomes if o.ok]
     failed = [o for o in outcomes if not o.ok]
     errors: dict[str, dict[str, Any]] = {}
@@ -54,6 +119,7 @@ def request_figures(outcomes: Sequence[RequestOutcome], wall_s: float) -> dict[s
     output_tokens = sum(o.output_tokens for o in ok)
     spec = [o for o in ok if o.spec_verify_ct]
     chunks = [k for o in ok for k in o.tokens_per_chunk]
+    verify_steps = sum(o.spec_verify_ct or 0 for o in spec)
     return {
         "requests": {
             "sent": len(outcomes),
@@ -73,8 +139,10 @@ def request_figures(outcomes: Sequence[RequestOutcome], wall_s: float) -> dict[s
         "tpot_s": summary([t for o in ok if (t := o.tpot_s) is not None]),
         "e2e_s": summary([o.e2e_s for o in ok if o.e2e_s is not None]),
         "tokens_per_chunk": {"mean": sum(chunks) / len(chunks), "histogram": histogram(chunks)} if chunks else None,
-        "acceptance_length": ratio(sum(o.output_tokens for o in spec), sum(o.spec_verify_ct or 0 for o in spec)),
-        "spec_verify_ct": sum(o.spec_verify_ct or 0 for o in spec) if spec else None,
+        # SGLang's definition (see the module's docstring): the prefill token is not accepted by a verify step.
+        "acceptance_length": ratio(sum(o.output_tokens - 1 for o in spec), verify_steps),
+        "acceptance_length_n": len(spec) if spec else None,
+        "spec_verify_ct": verify_steps if spec else None,
     }
 
 
@@ -82,9 +150,13 @@ def _mean(values: Sequence[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
-def run_status(figures: Mapping[str, Any], failure: Failure | None) -> tuple[RunStatus, Failure | None]:
-    """The status of a run from its request counts and the failure (if any) that stopped it.
-    Returns the failure to record: the given one, or one derived from the requests."""
+def run_status(
+    figures: Mapping[str, Any], failure: Failure | None, deviations: Sequence[Deviation] = ()
+) -> tuple[RunStatus, Failure | None]:
+    """The status of a run from its request counts, the failure (if any) that stopped it and its
+    departures from the workload's definition. Returns the failure to record: the given one, or
+    one derived from the requests. A failure outranks a deviation: `partial` runs are the ones
+    the fixer retries."""
     counts = figures["requests"]
     if counts["ok"] == 0:
         if failure is None:
@@ -93,7 +165,7 @@ def run_status(figures: Mapping[str, Any], failure: Failure | None) -> tuple[Run
     if not figures["output_tokens"]:
         return RunStatus.failed, failure or Failure(NO_OUTPUT_TOKENS, "the successful requests produced no output token")
     if failure is None and counts["failed"] == 0:
-        return RunStatus.ok, None
+        return (RunStatus.not_comparable if deviations else RunStatus.ok), None
     return RunStatus.partial, failure or _failure_from_errors(figures, f"{counts['failed']} of {counts['sent']} requests failed")
 
 
@@ -103,6 +175,24 @@ def _failure_from_errors(figures: Mapping[str, Any], message: str) -> Failure:
         return Failure(REQUESTS_FAILED, message + " (none was sent)")
     top = max(errors, key=lambda name: errors[name]["count"])
     return Failure(top, f"{message}; {errors[top]['count']} x {top}: {errors[top]['sample']}")
+
+
+def output_deviations(sent: Sequence[Sent], max_new_tokens: int) -> list[Deviation]:
+    """Successful requests that produced fewer tokens than asked for: the server capped or ended
+    them early (the client asks for a fixed length with ignore_eos), so their figures describe
+    shorter outputs than the workload's."""
+    short = [s.outcome.output_tokens for s in sent if s.outcome.ok and s.outcome.output_tokens < max_new_tokens]
+    if not short:
+        return []
+    ok = sum(1 for s in sent if s.outcome.ok)
+    return [Deviation(OUTPUT_CAPPED, f"{len(short)} of {ok} requests produced fewer than the {max_new_tokens} tokens asked for (min {min(short)})")]
+
+
+def dropped_deviations(outcome: WorkloadOutcome) -> list[Deviation]:
+    sent = len(outcome.sent)
+    if outcome.planned_requests and sent < outcome.planned_requests:
+        return [Deviation(REQUESTS_DROPPED, f"{sent} of the {outcome.planned_requests} planned requests were sent")]
+    return []
 
 
 def request_record(sent: Sent) -> dict[str, Any]:
@@ -119,7 +209,7 @@ def request_record(sent: Sent) -> dict[str, Any]:
         "e2e_s": o.e2e_s,
         "chunks": len(o.tokens_per_chunk),
         "spec_verify_ct": o.spec_verify_ct,
-        "spec_accept_length": o.spec_accept_length,
+        "spec_accept_length": o.spec_accept_length,  # the server's per-request figure, prefill token included
         "finish_reason": o.finish_reason,
         "error_class": o.error_class,
         "error_message": o.error_message,
@@ -145,6 +235,20 @@ class RunIdentity:
     host_facts: dict[str, Any] | None
     provenance: dict[str, Any] | None
     engine_release: str | None
+    sim_speed: float | None = None  # the simulator's time scale; None on real hardware
+
+
+def sim_speed_of(env: Mapping[str, str]) -> float | None:
+    """The time scale a sim server runs at, from its environment (FLEET_SIM_SPEED, set by the
+    controller from the host file's `engine.sim_speed`); None for a real engine."""
+    value = env.get("FLEET_SIM_SPEED")
+    if value is None:
+        return None
+    try:
+        speed = float(value)
+    except ValueError:
+        return None
+    return speed if speed > 0 else None
 
 
 def build_result(
@@ -156,19 +260,58 @@ def build_result(
     ended_at: float,
 ) -> RunResult:
     """The result of one run; `workload` is the shard's resolved workload (its bulky texts are left out)."""
-    figures = request_figures([s.outcome for s in outcome.sent], outcome.wall_s)
-    status, failure = run_status(figures, outcome.failure)
+    speed = identity.sim_speed
+    sent = [Sent(in_simulated_time(s.outcome, speed), s.tags) for s in outcome.sent]
+
+    def figures_of(members: Sequence[Sent], wall_s: float) -> dict[str, Any]:
+        return request_figures([s.outcome for s in members], wall_s / speed if speed else wall_s)
+
+    figures = figures_of(sent, outcome.wall_s)
+    extras = dict(outcome.extras)
+    if workload.get("kind") == "concurrency":
+        for key in _RATE_AND_LATENCY:
+            figures[key] = None
+        extras["levels"] = [
+            {**section.key, **figures_of([s for s in sent if section.holds(s)], section.wall_s)} for section in outcome.sections
+        ]
+    elif len(outcome.sections) > 1:
+        extras["repeats"] = [
+            {**section.key, **figures_of([s for s in sent if section.holds(s)], section.wall_s)} for section in outcome.sections
+        ]
+    if workload.get("kind") == "agentic":
+        extras["turns"] = turn_figures(sent, int(workload.get("turns") or 0))
+    deviations = [*outcome.deviations, *output_deviations(sent, int(workload.get("max_new_tokens") or 0)), *dropped_deviations(outcome)]
+    status, failure = run_status(figures, outcome.failure, deviations)
     return RunResult(
         **vars(identity),
         workload=workload_summary(workload),
         status=status,
         failure=failure,
+        deviations=tuple(deviations),
         figures=figures,
-        extras=dict(outcome.extras),
-        requests=tuple(request_record(s) for s in outcome.sent),
+        extras=extras,
+        requests=tuple(request_record(s) for s in sent),
         started_at=started_at,
         ended_at=ended_at,
     )
+
+
+def turn_figures(sent: Sequence[Sent], turns: int) -> list[dict[str, Any]]:
+    """Per turn of an agentic run: how many sessions got there, prompt growth and TTFT."""
+    rows = []
+    for turn in range(turns):
+        at_turn = [s.outcome for s in sent if s.tags.get("turn") == turn]
+        ok = [o for o in at_turn if o.ok]
+        rows.append(
+            {
+                "turn": turn,
+                "sent": len(at_turn),
+                "ok": len(ok),
+                "prompt_tokens_mean": _mean([o.prompt_tokens for o in ok if o.prompt_tokens is not None]),
+                "ttft_s": summary([o.ttft_s for o in ok if o.ttft_s is not None]),
+            }
+        )
+    return rows
 
 
 _BULKY_KEYS = ("corpus", "system", "tasks", "tool_results", "chat")

@@ -29,7 +29,7 @@ from fleet.host.agent.client import Client, Endpoint, get_json, health_ok
 from fleet.host.agent.drive import Driver, Gate, ServerFacts, drive
 from fleet.host.agent.logwatch import LogWatcher
 from fleet.host.agent.progress import ProgressFile
-from fleet.host.agent.results import RunIdentity, WorkloadOutcome, build_result, skipped_result
+from fleet.host.agent.results import RunIdentity, WorkloadOutcome, build_result, sim_speed_of, skipped_result
 from fleet.host.agent.services import ServiceError, Services, ServiceSpec, boot_id, clear_stale, make_services, wait_free
 from fleet.host.atomic import write_json_atomic
 from fleet.host.contract import AgentState, ContractError, Failure, HostQuarantine, RunResult, RunStatus, ServerPhase, SweepDir, load_result
@@ -394,7 +394,8 @@ class ServerSession:
         if context_len is None and info.get("context_length"):
             context_len, sources["context_len"] = int(info["context_length"]), "/server_info context_length"
         max_input = int(info["max_req_input_len"]) if info.get("max_req_input_len") else None
-        return ServerFacts(context_len, max_running, served, sources, max_input)
+        version = str(info["version"]) if info.get("version") else None
+        return ServerFacts(context_len, max_running, served, sources, max_input, version)
 
     def _new_client(self) -> Client:
         self.client = Client(self.endpoint, api=self.spec.api, model=self.facts.served_model)
@@ -462,7 +463,8 @@ class ServerSession:
             log_path=str(self.log_path),
             host_facts=self.agent.host_facts,
             provenance=dict(run.provenance) if run.provenance else None,
-            engine_release=self.spec.engine_release,
+            engine_release=self.spec.engine_release or self.facts.engine_release,
+            sim_speed=sim_speed_of(self.spec.env),
         )
 
     def _serve(self, pending: list[RunSpec]) -> None:

@@ -1,9 +1,25 @@
-"""Pure statistics for run figures. Standard library only."""
+"""Pure statistics for run figures. Standard library only.
+
+The one rule for percentiles (the report and every result follow it): a percentile q is stated
+only when the sample has at least `min_samples(q)` values -- ceil(100 / (100 - q)), the smallest
+sample in which at least one value lies at or above the q-th percentile: p50 needs 2, p90 needs
+10, p99 needs 100. Below that the percentile is null, and the figure still carries its `n` and
+its `max` (what a p99 of 4 requests would have been: the slowest one, named as such).
+"""
 
 from __future__ import annotations
 
 import math
 from typing import Sequence
+
+PERCENTILES = (50, 90, 99)
+
+
+def min_samples(q: float) -> int:
+    """How many values a q-th percentile needs before it says more than the maximum does."""
+    if not 0 <= q < 100:
+        raise ValueError(f"percentile q must be within 0..100 (exclusive of 100), got {q}")
+    return math.ceil(100 / (100 - q) - 1e-9)
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -20,19 +36,15 @@ def percentile(values: Sequence[float], q: float) -> float:
     return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
 
 
-def summary(values: Sequence[float]) -> dict[str, float | int] | None:
-    """mean, p50, p90, p99, min, max and count; None for no values (never a row of zeros)."""
+def summary(values: Sequence[float]) -> dict[str, float | int | None] | None:
+    """n, mean, min, max and p50/p90/p99 where the sample supports them (see the module's rule;
+    null otherwise); None for no values (never a row of zeros)."""
     if not values:
         return None
-    return {
-        "mean": sum(values) / len(values),
-        "p50": percentile(values, 50),
-        "p90": percentile(values, 90),
-        "p99": percentile(values, 99),
-        "min": min(values),
-        "max": max(values),
-        "count": len(values),
-    }
+    figures: dict[str, float | int | None] = {"n": len(values), "mean": sum(values) / len(values), "min": min(values), "max": max(values)}
+    for q in PERCENTILES:
+        figures[f"p{q}"] = percentile(values, q) if len(values) >= min_samples(q) else None
+    return figures
 
 
 def ratio(numerator: float, denominator: float) -> float | None:

@@ -1,4 +1,11 @@
-"""`runs/<run-id>.json`: one run's outcome, written once by the agent, atomically."""
+"""`runs/<run-id>.json`: one run's outcome, written once by the agent, atomically.
+
+Schema 2 (from 1): the status `not_comparable` and its `deviations`; `sim_speed`; durations and
+rates of a simulated run in simulated time; percentiles null below their sample size and every
+latency summary with its `n` (fleet.host.agent.stats); per-level figures of a concurrency run
+in its `levels` section with no blended throughput at the top; the acceptance length without the
+prefill token (fleet.host.agent.results). A reader of schema 1 would misread all of these.
+"""
 
 from __future__ import annotations
 
@@ -9,22 +16,49 @@ from pathlib import Path
 from typing import Any
 
 from fleet.host.contract.reader import Reader, read_text
+from fleet.host.errors import ContractError
 
-RESULT_SCHEMA = "fleet.run_result/1"
+RESULT_SCHEMA = "fleet.run_result/2"
 
 
 class RunStatus(str, Enum):
-    """How a run ended. Only `ok` and `partial` carry figures; a run that could not run as
-    defined never shows one."""
+    """How a run ended. Only an `ok` run's figures are measurements of its workload as defined:
+    `partial` and `not_comparable` runs keep what they measured, for the record, but a report must
+    never show those figures beside comparable ones."""
 
     ok = "ok"
     partial = "partial"  # some requests failed
     failed = "failed"  # none succeeded, or none produced a token
     skipped = "skipped"  # the controller chose not to launch it (quarantine, infeasible)
+    # Every request succeeded, but the workload did not run as defined (prompt cut, output
+    # capped, requests dropped): `deviations` say how.
+    not_comparable = "not_comparable"
 
     @property
     def has_figures(self) -> bool:
-        return self in (RunStatus.ok, RunStatus.partial)
+        """Whether the result holds figures at all (measured from some successful requests)."""
+        return self in (RunStatus.ok, RunStatus.partial, RunStatus.not_comparable)
+
+    @property
+    def comparable(self) -> bool:
+        """Whether its figures measure the workload as the playbook defines it."""
+        return self is RunStatus.ok
+
+
+@dataclass(frozen=True)
+class Deviation:
+    """How a run departed from its workload's definition, which makes it `not_comparable`."""
+
+    kind: str  # fleet.host.agent.results: PROMPT_CUT, OUTPUT_CAPPED, REQUESTS_DROPPED
+    message: str  # with the figures it rests on: "prompt cut to 820 of 30000 tokens: ..."
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "message": self.message}
+
+    @classmethod
+    def from_json(cls, data: object, source: str, prefix: str) -> Deviation:
+        r = Reader(data, source, prefix)
+        return cls(kind=r.get("kind", str), message=r.get("message", str))
 
 
 @dataclass(frozen=True)
@@ -67,7 +101,7 @@ class Failure:
 # (`levels` of a concurrency sweep, `calibration` of a long-context run, `turns` of an agentic one).
 _RESULT_FIELDS = frozenset(
     "schema run_id label server_id server_label sweep_id host boot_id attempt agent_pid gpus server log_path "
-    "host_facts provenance engine_release workload status failure figures requests started_at ended_at".split()
+    "host_facts provenance engine_release sim_speed workload status failure deviations figures requests started_at ended_at".split()
 )
 
 
@@ -96,8 +130,16 @@ class RunResult:
     host_facts: dict[str, Any] | None = None
     provenance: dict[str, Any] | None = None  # a fixed variant: what it fixes and why
     engine_release: str | None = None  # the SGLang release the server ran (or the sim played)
+    # The simulator's time scale (wall seconds per simulated second); None on real hardware. A
+    # simulated run's durations and rates are in simulated time already.
+    sim_speed: float | None = None
+    deviations: tuple[Deviation, ...] = ()
     requests: tuple[dict[str, Any], ...] = ()
     extras: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def simulated(self) -> bool:
+        return self.sim_speed is not None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -117,9 +159,11 @@ class RunResult:
             "host_facts": self.host_facts,
             "provenance": self.provenance,
             "engine_release": self.engine_release,
+            "sim_speed": self.sim_speed,
             "workload": self.workload,
             "status": self.status.value,
             "failure": self.failure.to_json() if self.failure else None,
+            "deviations": [d.to_json() for d in self.deviations],
             "figures": self.figures,
             **self.extras,
             "requests": list(self.requests),
@@ -133,6 +177,10 @@ class RunResult:
         r.schema(RESULT_SCHEMA)
         failure = r.data.get("failure")
         requests = r.get("requests", list, default=[])
+        deviations = r.get("deviations", list, default=[])
+        sim_speed = r.optional("sim_speed", float, "a positive time scale or null")
+        if sim_speed is not None and sim_speed <= 0:
+            raise ContractError(source, "sim_speed", "a positive time scale or null", sim_speed)
         return cls(
             run_id=r.get("run_id", str),
             label=r.get("label", str),
@@ -155,6 +203,8 @@ class RunResult:
             host_facts=r.optional("host_facts", dict),
             provenance=r.optional("provenance", dict),
             engine_release=r.optional("engine_release", str),
+            sim_speed=sim_speed,
+            deviations=tuple(Deviation.from_json(d, source, f"deviations[{i}]") for i, d in enumerate(deviations)),
             requests=tuple(Reader(q, source, f"requests[{i}]").data for i, q in enumerate(requests)),
             extras={k: v for k, v in r.data.items() if k not in _RESULT_FIELDS},
         )
