@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
 
-READY_TEXT = "The server is fired up and ready to roll!"
+from fleet.host.engines.sglang.logparse import READY_TEXT
 
 
 def free_port() -> int:
@@ -73,7 +73,8 @@ def start_sim(
     child_env = dict(os.environ if env is None else env)
     if speed is not None:
         child_env["FLEET_SIM_SPEED"] = str(speed)
-    repo_root = str(Path(__file__).resolve().parents[3])
+    # The folder that holds the `fleet` package (this module's name says how deep it sits).
+    repo_root = str(Path(__file__).resolve().parents[len(__name__.split(".")) - 1])
     child_env["PYTHONPATH"] = repo_root + (os.pathsep + child_env["PYTHONPATH"] if child_env.get("PYTHONPATH") else "")
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "wb") as log:
