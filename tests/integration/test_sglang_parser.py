@@ -260,7 +260,7 @@ def generated_argvs(rendered: list[Argv]) -> list[Argv]:
 
 def special_argvs(rendered: list[Argv]) -> list[Argv]:
     base = next(a.args for a in rendered if a.name.endswith("demo.yaml:tp1-autoregressive"))
-    config = "tp-size: 2\ntrust-remote-code: true\nenable-metrics: false\ncuda-graph-bs-decode: [1, 2, 4]\nmax_running_requests: 8\n"
+    config = "tp-size: 2\ntrust-remote-code: true\nenable-metrics: false\ncuda-graph-bs-decode: [1, 2, 4]\nmax-running-requests: 8\n"
     return [
         Argv("old-spelling:mamba-scheduler-strategy", [*base, "--mamba-scheduler-strategy", "extra_buffer"]),
         Argv("old-spelling:cuda-graph-max-bs", [*base, "--cuda-graph-max-bs", "8"]),
@@ -287,6 +287,8 @@ def special_argvs(rendered: list[Argv]) -> list[Argv]:
         Argv("config:twice", [*base, "--config", "{dir}/server.yaml", "--config", "{dir}/server.yaml"], files={"server.yaml": config}),
         Argv("config:no-path", [*base, "--config"]),
         Argv("config:unknown-key", ["--config", "{dir}/bad.yaml", *base], files={"bad.yaml": "no-such-flag: 3\n"}),
+        Argv("config:underscore-key", ["--config", "{dir}/under.yaml", *base], files={"under.yaml": "max_running_requests: 8\n"}),
+        Argv("config:unsupported-action", ["--config", "{dir}/bool.yaml", *base], files={"bool.yaml": "enable-tf32-matmul: true\n"}),
     ]
 
 
@@ -374,6 +376,10 @@ def test_the_corpus_is_large_and_covers_what_fleet_renders(real: dict[str, Any])
         assert any(a.name.startswith(f"plan:{gpus}gpu:qwen36-specdec.yaml:") for a in argvs)
     outcomes = {real["results"][a.name]["outcome"] for a in argvs}
     assert outcomes == {"ok", "exit 2", "ValueError"}  # the corpus has acceptances and both kinds of refusal
+    merged = real["results"]["config:merged"]
+    assert merged["outcome"] == "ok" and merged["record"]["cuda_graph_bs_decode"] == [1, 2, 4]  # from the file
+    assert merged["record"]["tp_size"] == 1  # the command line's, after the file's 2
+    assert real["results"]["config:cli-wins"]["record"]["tp_size"] == 4
 
 
 def test_the_sim_playing_0523_accepts_and_refuses_exactly_what_sglang_does(real: dict[str, Any]) -> None:
