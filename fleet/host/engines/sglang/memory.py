@@ -225,7 +225,7 @@ class MemoryPlan:
     pool_end_avail_gb: float = 0.0  # what "Memory pool end. avail mem" prints
     release: str = DEFAULT_RELEASE
     overlap_schedule: bool = True  # resolved
-    mamba_scheduler_strategy: str = "no_buffer"  # resolved ("-" for a dense model or no radix cache)
+    mamba_scheduler_strategy: str = "-"  # resolved; "-" for a dense model or without the radix cache
 
     @property
     def feasible(self) -> bool:
