@@ -19,7 +19,6 @@ model cards and the environment in; resolved values, warnings and a refusal out)
 
 from __future__ import annotations
 
-import dataclasses
 import zlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -324,7 +323,7 @@ def memory_inputs(
     """The memory planner's inputs for resolved flags: the one flags -> MemoryInputs mapping, used by
     the simulator when it starts and by fleet's feasibility check before anything is launched."""
     values = resolved.values
-    inputs: dict[str, Any] = dict(
+    return MemoryInputs(
         gpu_memory_mib=gpu_memory_mib,
         tp_size=values["tp_size"],
         mem_fraction_static=values["mem_fraction_static"],
@@ -345,11 +344,8 @@ def memory_inputs(
         mamba_ssm_dtype=values["mamba_ssm_dtype"],
         disable_overlap_schedule=values["disable_overlap_schedule"],
         gpu_reserved_mib=gpu_reserved_mib,
+        release=release,
     )
-    # The memory planner names the release `release` (or, before that change lands, `sglang_version`).
-    fields = {f.name for f in dataclasses.fields(MemoryInputs)}
-    inputs["release" if "release" in fields else "sglang_version"] = release
-    return MemoryInputs(**inputs)
 
 
 def default_random_seed(sim_seed: int, model_path: str) -> int:
