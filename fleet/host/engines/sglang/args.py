@@ -43,7 +43,9 @@ MAX_RUNNING_RESET_WARNING = (
 
 # The settings fleet reads (the simulator, the memory planner, the renderer), named as in 0.5.12, in
 # the order of the 0.5.12 ServerArgs dataclass, with the value fleet assumes where a release leaves
-# one unset at parse time (None: unset until resolution, or really None).
+# one unset at parse time (None: unset until resolution, or really None). 0.5.23 declares many fields
+# None with a resolution `fallback` (e.g. mamba_full_memory_ratio, fallback 0.9:
+# arg_groups/fields/schedule.py:220); the values here are those fallbacks for the models fleet has cards for.
 FLEET_FIELDS: tuple[tuple[str, Any], ...] = (
     ("model_path", None), ("tokenizer_path", None), ("tokenizer_mode", "auto"), ("load_format", "auto"),
     ("trust_remote_code", False), ("context_length", None), ("revision", None), ("host", "127.0.0.1"),
