@@ -2,7 +2,7 @@
 
 Each measurement boots a fresh test fleet (real sshd per host, tests/testfleet) so that every host
 starts empty: nothing cached in /srv/models, nothing staged in /dev/shm. It then times
-`provision(hosts, playbook, ProvisionOptions())` -- facts, preflight, directories, the model
+`provision(hosts, playbook, provision_options(...))` -- facts, preflight, directories, the model
 copied from a mirror path into each host's cache with rsync and staged to /dev/shm -- and, on the
 same hosts, a second provision that must find everything in place and change nothing. Booting the
 fleet is not timed. One-host and eight-host measurements alternate, so that a burst of load on the
@@ -51,7 +51,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from fleet.host.modelcard import hf_files_from_card, load_model_card  # noqa: E402
 from fleet.inventory import load_inventory  # noqa: E402
 from fleet.playbook import load_playbook  # noqa: E402
-from fleet.provision.provision import HostReport, ProvisionOptions, provision  # noqa: E402
+from fleet.provision.provision import HostReport, provision, provision_options  # noqa: E402
 from tests.testfleet import TestFleet, TestHost, start_test_fleet, unavailable_reason  # noqa: E402
 
 CARD = "qwen3.6-27b"
@@ -146,7 +146,7 @@ def measure(count: int, playbook_path: Path, workdir: Path, shm_size: str, engin
     """Provision `count` fresh hosts at once, twice."""
     names = [f"ct{200 + i}" for i in range(count)]
     playbook = load_playbook(playbook_path)
-    options = ProvisionOptions(mirror_root=playbook_path.parent)
+    options = provision_options(playbook_path.parent, os.environ)
     engine = {"engine": {"python": engine_python}} if engine_python else {}
     with start_test_fleet(names, shm_size=shm_size) as fleet:
         hosts = list(load_inventory(fleet.write_inventory(workdir / f"hosts-{count}-{time.monotonic_ns()}", **engine)))

@@ -21,8 +21,8 @@ from typing import Any
 
 from fleet.fixes.autofix import Fix, decide, propose_fix
 from fleet.fixes.quarantine import QuarantineEntry, QuarantineKey, QuarantineStore
-from fleet.host.contract.shard import Shard
 from fleet.host.contract import RunResult, RunStatus
+from fleet.host.contract.shard import Shard
 from fleet.host.diagnose.classify import diagnose_text
 from fleet.inventory import Host
 from fleet.plan import Hardware, PlannedServer, launch_on

@@ -114,11 +114,15 @@ def test_seed_matrix_survives_reboot_link_drop_and_a_killed_controller(test_flee
     statuses = {r[0]["status"] for r in results.values()}
     assert "ok" in statuses
     # The seed's crashes on SM 12.0: DDTree b8 and b12 fail with the illegal instruction; b15 serves.
+    # The first b8 server to crash quarantines the configuration: the b8 servers not yet started
+    # (another TP size, the other host) are skipped with that reason instead of crashing again.
+    b8 = [result for (result,) in results.values() if "ddtree-b8/short" in result["label"]]
     for (result,) in results.values():
         if "ddtree-b15/short" in result["label"]:
             assert result["status"] == "ok", result["label"]
-        if "ddtree-b8/short" in result["label"]:
-            assert result["status"] == "failed", result["label"]
+    assert any(r["status"] == "failed" for r in b8), [r["status"] for r in b8]
+    for result in b8:
+        assert result["status"] == "failed" or (result["status"] == "skipped" and "quarantined" in result["failure"]["message"]), result
     assert {s.phase for s in outcome.statuses.values()} == {"finished"}
     assert outcome.statuses["ct201"].link_drops >= 1, "the resumed controller rode out the dropped link"
     boot_ids = {r[0]["boot_id"] for r in results.values() if r[0]["host"] == "ct200"}
