@@ -1,7 +1,7 @@
 """The `fleet` command line. Thin: parse, call into fleet, print, exit with a meaningful code.
 
 Exit codes: 0 success; 1 the work ran but something failed (a host, a run, a check); 2 bad usage or
-a malformed host/playbook file (the message names file, field and expectation); 3 not available yet.
+a malformed host/playbook file (the message names file, field and expectation).
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ from fleet.playbook import Playbook, load_playbook
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
-EXIT_UNAVAILABLE = 3
 
 app = typer.Typer(
     name="fleet",
@@ -107,10 +106,6 @@ def _plan_options(hosts, memory_check: bool):
     cache = FactsCache(facts_cache_dir())
     hardware = {h.name: hardware_of(h, cache.load(h.name)) for h in hosts}
     return PlanOptions(memory_check=memory_check, quarantine=_quarantine_store(), hardware=hardware)
-
-
-def _not_yet(what: str, issue: int) -> NoReturn:
-    _fail(f"`fleet {what}` is not built yet (issue #{issue}); `fleet plan` shows what it would run.", EXIT_UNAVAILABLE)
 
 
 def _version(value: bool) -> None:
@@ -381,9 +376,27 @@ def quarantine_lift(key: Annotated[str, typer.Argument(help="A key as `fleet qua
 
 
 @app.command()
-def report(results_dir: Annotated[Path, typer.Argument(metavar="DIR")]) -> None:
-    """Tables of a sweep's results, with speed-ups against the autoregressive baseline."""
-    _not_yet("report", 7)
+def report(
+    results_dirs: Annotated[list[Path], typer.Argument(metavar="RESULTS_DIR", help="Sweep folders (results/<sweep-id>/); several pool as repeats.")],
+    baseline: Annotated[Optional[list[Path]], typer.Option("--baseline", help="An earlier sweep folder to compare with (repeatable).")] = None,
+    fmt: Annotated[str, typer.Option("--format", "-f", help="md, html (self-contained), csv or json (JSON lines, one row per run and level).")] = "md",
+    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write to this file instead of stdout.")] = None,
+) -> None:
+    """Tables of a sweep's results: speed-ups over the autoregressive baseline of the same workload, host type and TP, curves, failures."""
+    from fleet.report import FORMATS, ReportError, render, report_of
+
+    if fmt not in FORMATS:
+        _fail(f"--format {fmt!r}: expected one of {', '.join(FORMATS)}")
+    try:
+        built = report_of(results_dirs, baseline or [])
+    except ReportError as exc:
+        _fail(str(exc))
+    if output is None:
+        sys.stdout.write(render(built, fmt, None))
+        return
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(render(built, fmt, output.resolve().parent))
+    err.print(f"report: {output}", highlight=False)
 
 
 def run() -> None:  # pragma: no cover - console entry for `python -m fleet`

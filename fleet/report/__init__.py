@@ -1,0 +1,47 @@
+"""`fleet report`: tables, curves and comparisons of sweep results, with no number that misleads.
+
+load (fleet.report.load: sweep folders, results through fleet.host.contract.load_result only)
+-> model (fleet.report.model: rows, comparable cells, speed-ups, failures, baseline deltas; pure)
+-> render (sections for Markdown and HTML, flat rows for CSV and JSON lines).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+from fleet.report.load import ReportError, SweepData, load_sweep
+from fleet.report.model import Report, build_report
+
+FORMATS = ("md", "html", "csv", "json")
+
+
+def report_of(directories: Sequence[Path | str], baseline: Sequence[Path | str] = ()) -> Report:
+    """The report of one or more sweep folders (pooled: the same run in several is a repeat),
+    against `baseline` folders when given."""
+    return build_report([load_sweep(d) for d in directories], [load_sweep(d) for d in baseline])
+
+
+def render(report: Report, fmt: str, start: Path | None = None) -> str:
+    """`fmt`: md, html, csv or json (JSON lines); `start`: where the output will live, so that
+    links to result files resolve from there (None: the paths as given)."""
+    if fmt == "md":
+        from fleet.report.markdown import render_markdown
+
+        return render_markdown(report, start)
+    if fmt == "html":
+        from fleet.report.html import render_html  # imports matplotlib, for the plots
+
+        return render_html(report, start)
+    if fmt == "csv":
+        from fleet.report.flat import render_csv
+
+        return render_csv(report)
+    if fmt == "json":
+        from fleet.report.flat import render_jsonl
+
+        return render_jsonl(report)
+    raise ValueError(f"report format {fmt!r}: expected one of {', '.join(FORMATS)}")
+
+
+__all__ = ["FORMATS", "Report", "ReportError", "SweepData", "build_report", "load_sweep", "render", "report_of"]

@@ -1,0 +1,121 @@
+"""Reading sweep folders for a report: what the controller wrote (`sweep.json`, `plan.json`,
+`summary.json`, `playbook.yaml`, `hosts/<host>.json` and `.facts.json`) and every result the
+agents wrote (`<host>/runs/<run-id>.json`, through `fleet.host.contract.load_result` only).
+
+A sweep still running is fine: what has a result is reported, what has none yet is counted as
+pending; `summary.json` appears only at its end (fixes are then read from the fixed variants'
+own provenance). A result that cannot be read is not skipped silently: it is listed with the
+reason (another schema, a truncated file) and named in the report.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from fleet.host.contract import ContractError, RunResult, SweepDir, load_result
+from fleet.host.contract.reader import Reader
+
+SWEEP_RECORD = "sweep.json"
+PLAN = "plan.json"
+SUMMARY = "summary.json"
+PLAYBOOK = "playbook.yaml"
+HOSTS_DIR = "hosts"
+
+
+class ReportError(ContractError):
+    """A sweep folder the report cannot read: names the file, the field and what was expected."""
+
+
+@dataclass(frozen=True)
+class HostRecord:
+    """One host of a sweep: its inventory entry and, where gathered, its facts."""
+
+    name: str
+    inventory: dict[str, Any]
+    facts: dict[str, Any] | None
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """One result and the file it came from."""
+
+    path: Path
+    result: RunResult
+
+
+@dataclass
+class SweepData:
+    directory: Path
+    sweep_id: str
+    playbook_name: str
+    created_at: float | None
+    state: str | None  # "finished", "incomplete", ... ; None: still running or never recorded
+    hosts: dict[str, HostRecord]
+    plan_runs: dict[str, dict[str, Any]]  # run id -> the plan's entry
+    unplaceable: list[dict[str, Any]]
+    fixes: list[dict[str, Any]]  # summary.json's FixRecords; [] while the sweep runs
+    results: list[Loaded] = field(default_factory=list)
+    unreadable: list[tuple[Path, str]] = field(default_factory=list)
+
+    @property
+    def finished(self) -> bool:
+        return (self.directory / SUMMARY).exists()
+
+
+def _json(path: Path, required: bool) -> Any:
+    if not path.exists():
+        if required:
+            raise ReportError(str(path), "", "a sweep folder's file (is this a results/<sweep-id>/ folder?)", "missing")
+        return None
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise ReportError(str(path), "", "a whole JSON document", str(exc)) from None
+
+
+def load_sweep(directory: Path | str) -> SweepData:
+    """One sweep folder, checked: `ReportError` names what is wrong and where."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise ReportError(str(directory), "", "a sweep folder (results/<sweep-id>/)", "not a directory")
+    record = Reader(_json(directory / SWEEP_RECORD, True), str(directory / SWEEP_RECORD))
+    plan_data = _json(directory / PLAN, False)
+    plan_runs: dict[str, dict[str, Any]] = {}
+    unplaceable: list[dict[str, Any]] = []
+    if plan_data is not None:
+        plan = Reader(plan_data, str(directory / PLAN))
+        for entry in plan.children("runs", []):
+            entry.text("id")
+            plan_runs[entry.data["id"]] = entry.data
+        unplaceable = [u.data for u in plan.children("unplaceable", [])]
+    summary_data = _json(directory / SUMMARY, False)
+    fixes = [f.data for f in Reader(summary_data, str(directory / SUMMARY)).children("fixes", [])] if summary_data is not None else []
+    sweep = SweepData(
+        directory=directory,
+        sweep_id=record.text("sweep_id"),
+        playbook_name=record.get("playbook_name", str, default=""),
+        created_at=record.optional("created_at", float),
+        state=record.optional("state", str),
+        hosts=_hosts(directory, record.strings("hosts", [])),
+        plan_runs=plan_runs,
+        unplaceable=unplaceable,
+        fixes=fixes,
+    )
+    for path in sorted(directory.glob(f"*/{SweepDir.RUNS}/*.json")):
+        try:
+            sweep.results.append(Loaded(path, load_result(path)))
+        except ContractError as exc:
+            sweep.unreadable.append((path, str(exc)))
+    return sweep
+
+
+def _hosts(directory: Path, names: list[str]) -> dict[str, HostRecord]:
+    hosts = {}
+    for name in names or sorted(p.name.removesuffix(".json") for p in (directory / HOSTS_DIR).glob("*.json") if not p.name.endswith(".facts.json")):
+        inventory = _json(directory / HOSTS_DIR / f"{name}.json", False) or {}
+        facts = _json(directory / HOSTS_DIR / f"{name}.facts.json", False)
+        hosts[name] = HostRecord(name, inventory if isinstance(inventory, dict) else {}, facts if isinstance(facts, dict) else None)
+    return hosts

@@ -1,0 +1,87 @@
+"""The HTML report opened in a real headless Chromium (Debian's `chromium`): its tables and plots
+render, tables sort by a click, nothing logs to the console, nothing is fetched from a network.
+Skips where chromium is not installed (the README's CI line installs it)."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from fleet.report import render, report_of
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "report"
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="needs Debian's chromium (apt-get install -y chromium)")
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--enable-logging=stderr", "--v=0", "--virtual-time-budget=5000"]
+
+# Sorting, driven from a page that frames the report (file:// frames need --allow-file-access-from-files):
+# click the output tok/s header of the first host-type table twice (descending), read the column.
+WRAPPER = """<html><body><pre id="result">pending</pre><iframe id="f" src="report.html" width="1400" height="900"></iframe>
+<script>document.getElementById("f").addEventListener("load", function () {
+  var table = document.getElementById("f").contentDocument.querySelectorAll("table.sortable")[2];
+  var header = table.querySelectorAll("th")[4]; header.click(); header.click();
+  document.getElementById("result").textContent = JSON.stringify(
+    Array.prototype.map.call(table.tBodies[0].rows, function (row) { return row.cells[4].textContent; }));
+});</script></body></html>"""
+
+
+def chromium(url: str, *extra: str) -> subprocess.CompletedProcess[str]:
+    assert CHROMIUM is not None
+    return subprocess.run([CHROMIUM, *FLAGS, *extra, url], capture_output=True, text=True, timeout=120)
+
+
+def console_lines(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if ":CONSOLE" in line]
+
+
+@pytest.fixture(scope="module")
+def page(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("report")
+    path = folder / "report.html"
+    path.write_text(render(report_of([FIXTURES / "sweep"], [FIXTURES / "baseline"]), "html", folder))
+    (folder / "wrapper.html").write_text(WRAPPER)
+    return path
+
+
+def test_the_console_check_sees_errors(tmp_path: Path) -> None:
+    """The control: a page that logs an error and throws is caught by the same check."""
+    control = tmp_path / "control.html"
+    control.write_text('<html><body><script>console.error("control-error"); notDefined();</script></body></html>')
+    lines = console_lines(chromium(control.as_uri(), "--dump-dom").stderr)
+    assert any("control-error" in line for line in lines) and any("notDefined" in line for line in lines)
+
+
+def test_the_report_renders_its_tables_and_plots_with_no_console_message(page: Path) -> None:
+    html = page.read_text()
+    # Self-contained: nothing to fetch (no external script, style, image or font).
+    assert not re.search(r"""(src|href)=["']?(https?:)?//""", html) and "<link" not in html and "@import" not in html
+    done = chromium(page.as_uri(), "--dump-dom")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert console_lines(done.stderr) == []
+    dom = done.stdout
+    assert dom.count("<table") >= 10 and dom.count('class="sortable"') == dom.count("<table")
+    assert dom.count("<svg") >= 4 and "<path" in dom  # the concurrency curves, drawn
+    assert "concurrency (requests in flight)" in dom and "output tok/s (simulated)" in dom
+    assert "Against the baseline" in dom and "Failures" in dom and "not_comparable" in dom
+    links = re.findall(r'href="([^"]+\.json)"', dom)
+    assert links and all((page.parent / link).resolve().exists() for link in links)  # every figure links to its result file
+
+
+def test_tables_sort_by_a_click(page: Path) -> None:
+    done = chromium((page.parent / "wrapper.html").as_uri(), "--dump-dom", "--allow-file-access-from-files")
+    assert console_lines(done.stderr) == []
+    values = json.loads(re.search(r'<pre id="result">([^<]*)</pre>', done.stdout).group(1))  # type: ignore[union-attr]
+    numbers = [float(v.replace(",", "")) for v in values if v != "—"]
+    assert len(numbers) > 5 and numbers == sorted(numbers, reverse=True)
+    assert values[len(numbers):] == ["—"] * (len(values) - len(numbers))  # not measured: last, either way
+
+
+def test_a_screenshot_shows_the_page(page: Path, tmp_path: Path) -> None:
+    shot = tmp_path / "report.png"
+    done = chromium(page.as_uri(), f"--screenshot={shot}", "--window-size=1400,2400", "--hide-scrollbars")
+    assert done.returncode == 0 and shot.stat().st_size > 50_000, done.stderr[-2000:]
