@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import secrets
 import shutil
@@ -23,10 +24,10 @@ from typing import Any
 
 from fleet.connect import transport_for
 from fleet.errors import FleetError
+from fleet.facts import HostFacts
 from fleet.fixes.quarantine import QuarantineStore
 from fleet.host.atomic import atomic_file, write_json_atomic
-from fleet.host.contract import SweepDir
-from fleet.host.contract.shard import Shard
+from fleet.host.contract import ContractError, RunResult, Shard, SweepDir, load_result
 from fleet.inventory import Host
 from fleet.plan import Plan, PlanOptions, hardware_of, make_plan
 from fleet.playbook import Playbook, load_playbook
@@ -36,6 +37,8 @@ from fleet.sweep.driver import HostDriver, HostStatus, Phase, SweepContext, driv
 from fleet.sweep.fixing import FixRecord, SweepFixer
 from fleet.sweep.shards import build_shards
 from fleet.transport.base import Transport
+
+log = logging.getLogger("fleet.sweep")
 
 LATEST = "LATEST"
 # Makes each host's transport; tests pass fakes (fleet.transport.fake.FakeTransport).
@@ -73,6 +76,8 @@ class SweepRecord:
     # on a resume too (the sweep's copy of the playbook lives elsewhere). "" in records made
     # before it was kept: those resolve against the sweep's directory, as they did.
     mirror_root: str = ""
+    # How the plan was made, so that a resume re-plans the same servers (with the same ids) for its repairs.
+    memory_check: bool = True
 
     def save(self, directory: Path) -> None:
         write_json_atomic(directory / "sweep.json", self.__dict__)
@@ -149,8 +154,9 @@ def start_sweep(
     usable = [h for h in hosts if any(r.host == h.name and r.status != "failed" for r in reports)]
     excluded = {r.host: r.reason for r in reports if r.status == "failed"}
     record = SweepRecord(
-        sweep_id, playbook.name, _sha256(playbook_path), [h.name for h in usable], excluded, mirror_root=str(options.mirror_root)
-    )
+        sweep_id, playbook.name, _sha256(playbook_path), [h.name for h in usable], excluded,
+        mirror_root=str(options.mirror_root), memory_check=memory_check,
+    )  # fmt: skip
     record.save(directory)
     if not usable:
         record.state = "failed"
@@ -212,14 +218,34 @@ def resume_sweep(
     environ: Mapping[str, str] | None = None,
     connect: Connect = transport_for,
     sleep: Callable[[float], None] = time.sleep,
+    quarantine: QuarantineStore | None = None,
 ) -> SweepOutcome:
-    """Reattach to a sweep's hosts. A resume repairs nothing: the fixer's record of what it tried
-    lives only as long as the controller that ran it."""
+    """Reattach to a sweep's hosts, with the repairs a first start has: the plan is made again as
+    it was (same playbook copy, facts and options, so the same server ids), and the fixer learns
+    from the shards which failures were already fixed, so none is fixed twice. Fixes of fixed
+    variants are not repaired again after a resume (their configurations live in the first
+    controller's memory only)."""
     sweep = load_sweep(results_root, sweep_id)
     mirror_root = Path(sweep.record.mirror_root) if sweep.record.mirror_root else sweep.directory
     options = provision_options(mirror_root, os.environ if environ is None else environ)
-    ctx = _context(sweep.directory, sweep.playbook, options, poll_interval_s, stop, None, sleep)
+    store = quarantine or QuarantineStore(results_root / "quarantine.json")
+    hardware = {name: hardware_of(host, _recorded_facts(sweep.directory, name)) for name, host in sweep.hosts.items()}
+    plan = make_plan(sweep.playbook, list(sweep.hosts.values()), PlanOptions(memory_check=sweep.record.memory_check, quarantine=store, hardware=hardware))
+    fixer = SweepFixer(sweep.playbook, sweep.hosts, hardware, store, sweep.record.sweep_id, {s.config.id: s for s in plan.servers})
+    fixer.already_fixed(sweep.shards.values())
+    ctx = _context(sweep.directory, sweep.playbook, options, poll_interval_s, stop, fixer, sleep)
     return _drive(ctx, sweep.hosts, sweep.shards, watch=watch, plan=None, excluded=sweep.record.excluded, connect=connect)
+
+
+def _recorded_facts(directory: Path, host: str) -> HostFacts | None:
+    """The facts a sweep recorded of a host at its start (None where it recorded none)."""
+    path = directory / "hosts" / f"{host}.facts.json"
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    data.pop("models", None)  # model revisions ride along in the file; they are not facts of the host
+    return HostFacts.model_validate(data)
 
 
 def _context(
@@ -273,27 +299,33 @@ def _drive(
     return SweepOutcome(ctx.sweep_id, ctx.directory, statuses, excluded, plan, interrupted or ctx.stop.is_set(), fixes)
 
 
-def collect_results(directory: Path) -> list[dict[str, Any]]:
-    results = []
+def collect_results(directory: Path) -> tuple[list[RunResult], dict[str, str]]:
+    """Every result pulled into a sweep folder, read through the contract; and the files that
+    do not follow it (truncated, another schema), each with why -- named, never dropped silently."""
+    results: list[RunResult] = []
+    unreadable: dict[str, str] = {}
     for path in sorted(directory.glob(f"*/{SweepDir.RUNS}/*.json")):
         try:
-            results.append({"host": path.parent.parent.name, **json.loads(path.read_text())})
-        except (OSError, ValueError):
-            continue
-    return results
+            results.append(load_result(path))
+        except ContractError as exc:
+            unreadable[str(path.relative_to(directory))] = str(exc)
+    return results, unreadable
 
 
 def summarize(directory: Path, statuses: dict[str, HostStatus]) -> dict[str, Any]:
-    results = collect_results(directory)
+    results, unreadable = collect_results(directory)
     by_status: dict[str, int] = {}
     for result in results:
-        by_status[result.get("status", "?")] = by_status.get(result.get("status", "?"), 0) + 1
+        by_status[result.status.value] = by_status.get(result.status.value, 0) + 1
+    for path, why in unreadable.items():
+        log.error("%s: not a result fleet can read: %s", path, why)
     return {
         "sweep_id": directory.name,
         "results": len(results),
         "by_status": by_status,
+        "unreadable": unreadable,
         "hosts": {
-            name: {"phase": s.phase.value, "reboots": s.reboots, "agent_restarts": s.agent_restarts, "last_error": s.last_error}
+            name: {"phase": s.phase.value, "reboots": s.reboots, "agent_restarts": s.agent_restarts, "link_drops": s.link_drops, "last_error": s.last_error}
             for name, s in statuses.items()
         },
     }

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -69,6 +69,19 @@ class SweepFixer:
             run.id: (server, run) for server in self.planned.values() for run in server.runs
         }
 
+    def already_fixed(self, shards: Iterable[Shard]) -> None:
+        """What an earlier controller of this sweep fixed (read from the variants in its shards):
+        those failures are not fixed again, and their attempts count towards the limit."""
+        with self._lock:
+            for shard in shards:
+                for _, run in shard.runs:
+                    provenance = run.provenance or {}
+                    failed = provenance.get("failed_run_id")
+                    if failed:
+                        self._seen.add(str(failed))
+                        origin = self._origin.get(str(failed), str(failed))
+                        self._attempts[origin] = max(self._attempts.get(origin, 0), int(provenance.get("attempt", 1)))
+
     # ----------------------------------------------------------------------------- results in
 
     def consider(self, host: str, results: Sequence[RunResult]) -> bool:
@@ -101,6 +114,7 @@ class SweepFixer:
             engine_version=hardware.engine_version,
             limits=self.playbook.limits,
             engine=self.hosts[host].engine.kind.value,
+            engine_fork=self.hosts[host].engine.engine_fork,
             gpu_arch=hardware.arch,
             original_config_id=(server.provenance or {}).get("original_config_id"),
         )

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from fleet.host.contract import SweepDir
+from fleet.host.contract import Failure, RunStatus, SweepDir
 from fleet.inventory import Host
 from fleet.plan import make_plan
 from fleet.playbook import load_playbook
@@ -156,3 +156,32 @@ def test_resume_resolves_a_relative_mirror_against_the_playbooks_folder_not_the_
     assert outcome.statuses["ct200"].phase is Phase.FINISHED, outcome.statuses["ct200"].last_error
     pushes = [c.command for c in fleet.t["ct200"].calls if c.kind == "rsync_push" and "mirrors" in c.command]
     assert len(pushes) == 2 and all(str(mirror) in p for p in pushes)  # the start's fetch, the resume's re-fetch
+
+
+def test_a_resume_repairs_like_a_start_and_never_fixes_a_failure_twice(tmp_path: Path) -> None:
+    """A run that fails for a fixable reason gets exactly one fixed variant, whether the failure is
+    pulled by the first controller or only by a resume after it was stopped."""
+    fleet = FakeFleet([make_host("ct200")])
+    plan = make_plan(load_playbook(DEMO), fleet.hosts)
+    server, (run, *_) = plan.servers[0], plan.servers[0].runs
+    port_taken = Failure("server_start_failed", "the server exited", diagnosis={"failure_class": "port_in_use", "figures": {"port": str(server.port)}})
+    fleet.agent["ct200"].outcome = lambda s, r: port_taken if r.run_id == run.id else RunStatus.ok
+    fleet.agent["ct200"].runs_per_poll = 1
+    stop = threading.Event()
+    # Stopped on its second poll: the failed run has a result on the host, not yet pulled or reviewed.
+    detach_at(fleet, "ct200", 1, stop)
+    first = sweep(fleet, tmp_path, stop=stop, memory_check=False)
+    assert first.statuses["ct200"].phase is Phase.DETACHED
+
+    outcome = resume_sweep(SWEEP, tmp_path / "results", environ={}, connect=fleet.connect, poll_interval_s=0.0, sleep=lambda s: None)
+    assert outcome.statuses["ct200"].phase is Phase.FINISHED, outcome.statuses["ct200"].last_error
+    fixes = first.fixes + outcome.fixes
+    assert first.fixes == [], 'the first controller stopped before it saw the failure'
+    assert [(f.action, f.run_id) for f in fixes] == [("applied", run.id)]
+    results = {p.stem: json.loads(p.read_text()) for p in outcome.directory.glob("ct200/runs/*.json")}
+    assert results[run.id]["status"] == "failed" and results[str(fixes[0].variant_id)]["status"] == "ok"
+    assert len(results) == len(plan.runs) + 1  # every planned run once, and the one variant
+
+    # A second resume finds the variant in the shard: nothing is fixed again.
+    again = resume_sweep(SWEEP, tmp_path / "results", environ={}, connect=fleet.connect, poll_interval_s=0.0, sleep=lambda s: None)
+    assert again.fixes == [] and again.statuses["ct200"].phase is Phase.FINISHED
