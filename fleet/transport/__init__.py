@@ -1,6 +1,6 @@
 """Reaching hosts: the `Transport` seam, its SSH and local implementations, fan-out, reboots."""
 
-from fleet.transport.base import RunResult, Transport
+from fleet.transport.base import CommandResult, Transport
 from fleet.transport.fanout import FanoutResult, HostOutcome, fan_out
 from fleet.transport.local import LocalTransport
 from fleet.transport.reboot import RebootTimeout, read_boot_id, wait_for_reboot
@@ -12,7 +12,7 @@ __all__ = [
     "HostOutcome",
     "LocalTransport",
     "RebootTimeout",
-    "RunResult",
+    "CommandResult",
     "SSHTarget",
     "SSHTransport",
     "Transport",

@@ -4,13 +4,13 @@ Every method takes a wall-clock `timeout` and returns or raises within it (plus 
 even when the link drops silently mid-call. Failures raise the `fleet.errors.TransportError`
 hierarchy; `transient` on the error says whether retrying an *idempotent* call may help (see
 `fleet.retry`). A command that ran and exited non-zero is not a transport failure: it comes back
-as a `RunResult` with `ok == False`, or raises `CommandFailed` when `check=True`.
+as a `CommandResult` with `ok == False`, or raises `CommandFailed` when `check=True`.
 
 Commands: a sequence is joined with `shlex.join` (each argument quoted); a `str` is shell text,
 and quoting whatever goes into it is the caller's job.
 
 Secrets: values in `env` never appear on a command line (readable by anyone via `ps`) nor in a
-log or a `RunResult`; each implementation documents how it delivers them.
+log or a `CommandResult`; each implementation documents how it delivers them.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 @dataclass(frozen=True)
-class RunResult:
+class CommandResult:
     host: str
     command: str
     exit_code: int
@@ -42,7 +42,7 @@ class RunResult:
     @classmethod
     def from_output(
         cls, host: str, command: str, exit_code: int, stdout: bytes, stderr: bytes, duration_s: float
-    ) -> RunResult:
+    ) -> CommandResult:
         """Decode raw output; undecodable bytes become U+FFFD rather than failing the call."""
         return cls(host, command, exit_code, stdout.decode(errors="replace"), stderr.decode(errors="replace"), duration_s)
 
@@ -50,7 +50,7 @@ class RunResult:
     def ok(self) -> bool:
         return self.exit_code == 0
 
-    def check(self) -> RunResult:
+    def check(self) -> CommandResult:
         """Return self if the command succeeded, else raise `CommandFailed` with its output tail."""
         if not self.ok:
             raise CommandFailed(self.host, self.command, self.exit_code, self.stdout, self.stderr)
@@ -70,7 +70,7 @@ class Transport(Protocol):
         env: Mapping[str, str] | None = None,
         stdin: bytes | None = None,
         check: bool = False,
-    ) -> RunResult:
+    ) -> CommandResult:
         """Run `command` and wait for it and for its stdout/stderr to close.
 
         On timeout raise `CommandTimeout`: over SSH the command may still be running. A background
@@ -98,14 +98,14 @@ class Transport(Protocol):
 
     def rsync_pull(
         self, remote: str, local: Path, *, timeout: float, delete: bool = False, excludes: Sequence[str] = ()
-    ) -> RunResult:
+    ) -> CommandResult:
         """rsync `remote` (a trailing slash copies a directory's contents) into `local`.
 
         Returns the rsync result; rsync exits that mean the link failed raise a `TransportError`.
         """
         ...
 
-    def rsync_push(self, local: Path, remote: str, *, timeout: float, delete: bool = False) -> RunResult:
+    def rsync_push(self, local: Path, remote: str, *, timeout: float, delete: bool = False) -> CommandResult:
         """rsync `local` to `remote` (a directory's contents, so `remote` mirrors it); parents are
         created; same error rules as `rsync_pull`."""
         ...

@@ -20,7 +20,7 @@ is recorded (`calls`), and what a command prints is whatever the test scripted f
   empties the volatile directories (`/dev/shm` by default, like a tmpfs) and runs the
   `on_reboot` hooks (a fake agent dies there).
 
-The env of a call is recorded in its `Call` only, never in a `RunResult`; that lets a test check
+The env of a call is recorded in its `Call` only, never in a `CommandResult`; that lets a test check
 that a secret travelled in an environment and nowhere else (`secret_leaks`).
 """
 
@@ -38,7 +38,7 @@ from typing import Literal, Union
 
 from fleet.errors import CommandFailed, CommandTimeout, ConnectionLost
 from fleet.host.atomic import atomic_file
-from fleet.transport.base import BOOT_ID_PATH, RunResult, command_text
+from fleet.transport.base import BOOT_ID_PATH, CommandResult, command_text
 
 CallKind = Literal["run", "put", "put_bytes", "get", "rsync_pull", "rsync_push"]
 
@@ -265,13 +265,13 @@ class FakeTransport:
         env: Mapping[str, str] | None = None,
         stdin: bytes | None = None,
         check: bool = False,
-    ) -> RunResult:
+    ) -> CommandResult:
         text = command_text(command)
         argv = None if isinstance(command, str) else tuple(command)
         call = Call("run", text, argv, dict(env or {}), stdin, timeout=timeout)
         self._enter(call)
         reply = self._answer(call)
-        result = RunResult(self.host, text, reply.exit_code, reply.stdout, reply.stderr, 0.0)
+        result = CommandResult(self.host, text, reply.exit_code, reply.stdout, reply.stderr, 0.0)
         return result.check() if check else result
 
     def put(self, local: Path, remote: str, *, mode: int | None = None, timeout: float) -> None:
@@ -296,7 +296,7 @@ class FakeTransport:
 
     def rsync_pull(
         self, remote: str, local: Path, *, timeout: float, delete: bool = False, excludes: Sequence[str] = ()
-    ) -> RunResult:
+    ) -> CommandResult:
         command = f"rsync {remote} {local}"
         self._enter(Call("rsync_pull", command, path=remote, timeout=timeout))
         source = self.abspath(remote)
@@ -306,9 +306,9 @@ class FakeTransport:
                     local = local / posixpath.basename(source)
                 local.parent.mkdir(parents=True, exist_ok=True)
                 local.write_bytes(self.files[source])
-                return RunResult(self.host, command, 0, "", "", 0.0)
+                return CommandResult(self.host, command, 0, "", "", 0.0)
             if source not in self.dirs:
-                return RunResult(self.host, command, 23, "", f"rsync: change_dir {remote} failed: No such file or directory", 0.0)
+                return CommandResult(self.host, command, 23, "", f"rsync: change_dir {remote} failed: No such file or directory", 0.0)
             tree = self.tree(source)
         # `dir/` copies the directory's contents; `dir` copies the directory itself into `local`.
         wanted = tree if remote.endswith("/") else {f"{posixpath.basename(source)}/{p}": d for p, d in tree.items()}
@@ -325,9 +325,9 @@ class FakeTransport:
                 relative = str(path.relative_to(target))
                 if path.is_file() and relative not in wanted and not _excluded(relative, excludes):
                     path.unlink()
-        return RunResult(self.host, command, 0, "", "", 0.0)
+        return CommandResult(self.host, command, 0, "", "", 0.0)
 
-    def rsync_push(self, local: Path, remote: str, *, timeout: float, delete: bool = False) -> RunResult:
+    def rsync_push(self, local: Path, remote: str, *, timeout: float, delete: bool = False) -> CommandResult:
         command = f"rsync {local} {remote}"
         self._enter(Call("rsync_push", command, path=remote, timeout=timeout))
         dest = self.abspath(remote)
@@ -345,7 +345,7 @@ class FakeTransport:
         else:
             target = posixpath.join(dest, local.name) if remote.endswith("/") else dest
             self.write(target, local.read_bytes(), local.stat().st_mode & 0o7777)
-        return RunResult(self.host, command, 0, "", "", 0.0)
+        return CommandResult(self.host, command, 0, "", "", 0.0)
 
     def close(self) -> None:
         self.closed += 1

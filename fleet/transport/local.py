@@ -17,7 +17,7 @@ from typing import BinaryIO
 
 from fleet.errors import CommandFailed, CommandTimeout
 from fleet.host.atomic import atomic_file
-from fleet.transport.base import RunResult, command_text
+from fleet.transport.base import CommandResult, command_text
 from fleet.transport.process import run_process
 from fleet.transport.rsync import push_source, rsync_transfer
 
@@ -38,12 +38,12 @@ class LocalTransport:
         env: Mapping[str, str] | None = None,
         stdin: bytes | None = None,
         check: bool = False,
-    ) -> RunResult:
+    ) -> CommandResult:
         text = command_text(command)
         outcome = run_process(
             self.host, [self._shell, "-c", text], timeout=timeout, env=env, stdin=stdin, cwd=self._home, what=text
         )
-        result = RunResult.from_output(
+        result = CommandResult.from_output(
             self.host, text, outcome.exit_code, outcome.stdout, outcome.stderr, outcome.duration_s
         )
         return result.check() if check else result
@@ -68,11 +68,11 @@ class LocalTransport:
 
     def rsync_pull(
         self, remote: str, local: Path, *, timeout: float, delete: bool = False, excludes: Sequence[str] = ()
-    ) -> RunResult:
+    ) -> CommandResult:
         source = str(self._path(remote)) + ("/" if remote.endswith("/") else "")
         return rsync_transfer(self.host, source, local, ssh=None, timeout=timeout, delete=delete, excludes=excludes)
 
-    def rsync_push(self, local: Path, remote: str, *, timeout: float, delete: bool = False) -> RunResult:
+    def rsync_push(self, local: Path, remote: str, *, timeout: float, delete: bool = False) -> CommandResult:
         return rsync_transfer(self.host, push_source(local), self._path(remote), ssh=None, timeout=timeout, delete=delete)
 
     def close(self) -> None:

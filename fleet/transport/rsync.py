@@ -21,7 +21,7 @@ from fleet.errors import (
     PermanentTransportError,
     TransportError,
 )
-from fleet.transport.base import RunResult
+from fleet.transport.base import CommandResult
 from fleet.transport.process import run_process
 from fleet.transport.target import SSHTarget
 
@@ -150,7 +150,7 @@ def rsync_transfer(
     timeout: float,
     delete: bool = False,
     excludes: Sequence[str] = (),
-) -> RunResult:
+) -> CommandResult:
     """Run rsync under a wall-clock deadline (process group killed on expiry).
 
     A local `dest` (a Path) gets its parent directories; rsync creates only the last level.
@@ -162,7 +162,7 @@ def rsync_transfer(
         str(source), str(dest), ssh=ssh, io_timeout_s=rsync_io_timeout(timeout), delete=delete, excludes=excludes
     )
     outcome = run_process(host, argv, timeout=timeout, what=f"rsync {source} {dest}")
-    result = RunResult.from_output(
+    result = CommandResult.from_output(
         host, shlex.join(argv), outcome.exit_code, outcome.stdout, outcome.stderr, outcome.duration_s
     )
     failure = classify_rsync_failure(result.exit_code, result.stderr)

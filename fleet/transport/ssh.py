@@ -9,7 +9,7 @@ was sent (safe: nothing ran yet).
 
 Secrets: `env` is written by a first exec into a `mktemp` file (mode 0600, in /dev/shm when it
 is writable, else /tmp) via that exec's stdin; the command's shell sources it, removes it, then
-runs the command. Values never appear in an argv, a log or a `RunResult`.
+runs the command. Values never appear in an argv, a log or a `CommandResult`.
 
 Files: `put` streams into `mktemp` next to the target, `chmod`s, `sync`s and `mv`s it into place
 (needs only coreutils on the host, no SFTP); `get` streams `cat` into a local temp file that is
@@ -47,7 +47,7 @@ from fleet.errors import (
     TransportError,
 )
 from fleet.host.atomic import atomic_file
-from fleet.transport.base import RunResult, command_text, env_exports
+from fleet.transport.base import CommandResult, command_text, env_exports
 from fleet.transport.rsync import push_source, remote_spec, rsync_transfer
 from fleet.transport.target import SSHTarget
 
@@ -210,7 +210,7 @@ class SSHTransport:
         env: Mapping[str, str] | None = None,
         stdin: bytes | None = None,
         check: bool = False,
-    ) -> RunResult:
+    ) -> CommandResult:
         text = command_text(command)
         prelude_env = env_exports(env) if env else None
         started = time.monotonic()
@@ -227,7 +227,7 @@ class SSHTransport:
             return self._exec(epoch, script, stdin=io.BytesIO(stdin) if stdin is not None else None, call=call)
 
         outcome = self._bounded(f"`{text}`", timeout, work)
-        result = RunResult.from_output(
+        result = CommandResult.from_output(
             self.host, text, outcome.exit_code, outcome.stdout, outcome.stderr, time.monotonic() - started
         )
         return result.check() if check else result
@@ -254,11 +254,11 @@ class SSHTransport:
 
     def rsync_pull(
         self, remote: str, local: Path, *, timeout: float, delete: bool = False, excludes: Sequence[str] = ()
-    ) -> RunResult:
+    ) -> CommandResult:
         source = remote_spec(self.target, remote)
         return rsync_transfer(self.host, source, local, ssh=self.target, timeout=timeout, delete=delete, excludes=excludes)
 
-    def rsync_push(self, local: Path, remote: str, *, timeout: float, delete: bool = False) -> RunResult:
+    def rsync_push(self, local: Path, remote: str, *, timeout: float, delete: bool = False) -> CommandResult:
         deadline = time.monotonic() + timeout
         # rsync creates only the last level of the destination; older rsyncs lack --mkpath.
         self.run(["mkdir", "-p", posixpath.dirname(remote.rstrip("/")) or "."], timeout=timeout, check=True)

@@ -147,7 +147,7 @@ def test_the_call_log_keeps_env_apart_and_secret_leaks_finds_a_token_anywhere_el
     t.script(["fetch"], "ok\n")
     t.run(["fetch"], timeout=1, env={"HF_TOKEN": "hf_secret"})
     assert t.calls[0] == Call("run", "fetch", ("fetch",), {"HF_TOKEN": "hf_secret"}, None, timeout=1)
-    assert "hf_secret" not in repr(t.run(["fetch"], timeout=1, env={"HF_TOKEN": "hf_secret"}))  # RunResult has no env
+    assert "hf_secret" not in repr(t.run(["fetch"], timeout=1, env={"HF_TOKEN": "hf_secret"}))  # CommandResult has no env
     assert t.secret_leaks("hf_secret") == []
     t.on(lambda c: True, "")
     t.run("echo hf_secret", timeout=1)

@@ -25,7 +25,7 @@ from fleet.errors import (
     TransportError,
 )
 from fleet.retry import CONNECT, TRANSFER, WAIT_FOR_REBOOT, RetryPolicy, at_most_once, retrying
-from fleet.transport.base import RunResult, command_text, env_exports
+from fleet.transport.base import CommandResult, command_text, env_exports
 from fleet.transport.fanout import fan_out
 from fleet.transport.reboot import RebootTimeout, wait_for_reboot
 from fleet.transport.rsync import (
@@ -269,10 +269,10 @@ def test_put_script_leaves_the_old_file_when_the_write_fails(tmp_path: Path) -> 
 
 
 def test_run_result_check() -> None:
-    ok = RunResult("h", "true", 0, "", "", 0.1)
+    ok = CommandResult("h", "true", 0, "", "", 0.1)
     assert ok.check() is ok
     with pytest.raises(Exception, match="exited 3: boom"):
-        RunResult("h", "false", 3, "", "boom\n", 0.1).check()
+        CommandResult("h", "false", 3, "", "boom\n", 0.1).check()
 
 
 # ------------------------------------------------------------------------- retry policies
@@ -401,11 +401,11 @@ class ScriptedBootIds:
     def __init__(self, answers: list[str | BaseException]) -> None:
         self.answers = answers
 
-    def run(self, command: object, *, timeout: float, **_: object) -> RunResult:
+    def run(self, command: object, *, timeout: float, **_: object) -> CommandResult:
         answer = self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
         if isinstance(answer, BaseException):
             raise answer
-        return RunResult(self.host, str(command), 0, answer + "\n", "", 0.01)
+        return CommandResult(self.host, str(command), 0, answer + "\n", "", 0.01)
 
 
 def test_wait_for_reboot_rides_out_the_outage_and_returns_the_new_boot_id() -> None:
