@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from fleet.host.contract import ContractError, RunResult, SweepDir, load_result
 from fleet.host.contract.reader import Reader
 
@@ -57,8 +59,16 @@ class SweepData:
     plan_runs: dict[str, dict[str, Any]]  # run id -> the plan's entry
     unplaceable: list[dict[str, Any]]
     fixes: list[dict[str, Any]]  # summary.json's FixRecords; [] while the sweep runs
+    playbook_description: str = ""
     results: list[Loaded] = field(default_factory=list)
     unreadable: list[tuple[Path, str]] = field(default_factory=list)
+
+    @property
+    def span(self) -> tuple[float | None, float | None]:
+        """When its first run started and its last one ended."""
+        if not self.results:
+            return None, None
+        return min(lo.result.started_at for lo in self.results), max(lo.result.ended_at for lo in self.results)
 
     @property
     def finished(self) -> bool:
@@ -103,6 +113,7 @@ def load_sweep(directory: Path | str) -> SweepData:
         plan_runs=plan_runs,
         unplaceable=unplaceable,
         fixes=fixes,
+        playbook_description=_description(directory / PLAYBOOK),
     )
     for path in sorted(directory.glob(f"*/{SweepDir.RUNS}/*.json")):
         try:
@@ -110,6 +121,15 @@ def load_sweep(directory: Path | str) -> SweepData:
         except ContractError as exc:
             sweep.unreadable.append((path, str(exc)))
     return sweep
+
+
+def _description(path: Path) -> str:
+    """The playbook's one-line description, as it ran (the sweep's copy); "" where it has none."""
+    try:
+        data = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError):
+        return ""
+    return str(data.get("description") or "") if isinstance(data, dict) else ""
 
 
 def _hosts(directory: Path, names: list[str]) -> dict[str, HostRecord]:

@@ -62,10 +62,11 @@ def sections(report: Report) -> list[Section]:
             "Sweeps",
             notes=[f"{len(pending)} planned runs have no result yet: the sweep is still running."] if pending else [],
             table=Table(
-                ["sweep", "playbook", "created", "state", "results", "unreadable"],
-                [[s.sweep_id, s.playbook_name, text.when(s.created_at), s.state or "running", str(len(s.results)), str(len(s.unreadable))]
-                 for s in report.sweeps],
-                frozenset({4, 5}),
+                ["sweep", "role", "playbook", "created", "runs from", "runs to", "state", "results", "unreadable"],
+                [[s.sweep_id, role, f"{s.playbook_name}: {s.playbook_description}" if s.playbook_description else s.playbook_name,
+                  text.when(s.created_at), text.when(s.span[0]), text.when(s.span[1]), s.state or "running", str(len(s.results)), str(len(s.unreadable))]
+                 for role, group in (("reported", report.sweeps), ("baseline", report.baseline)) for s in group],
+                frozenset({7, 8}),
             ),
         )
     )  # fmt: skip
