@@ -513,7 +513,8 @@ def not_run_of(sweeps: Sequence[SweepData]) -> list[NotRun]:
             result = loaded.result
             if result.status is RunStatus.skipped:
                 reason = result.failure.message if result.failure else "skipped"
-                kind = "quarantined" if reason.startswith("quarantined") else "skipped"
+                # The plan's own words (fleet.plan): "quarantined (...)", "predicted to fail (...); replaced by ...".
+                kind = "quarantined" if reason.startswith("quarantined") else "infeasible" if reason.startswith("predicted to fail") else "skipped"
                 out.append(NotRun(result.label, result.host, kind, reason, str(loaded.path)))
             elif result.status is RunStatus.not_comparable:
                 out.append(NotRun(result.label, result.host, "not_comparable", _reason(result) or "", str(loaded.path)))
@@ -523,7 +524,7 @@ def not_run_of(sweeps: Sequence[SweepData]) -> list[NotRun]:
                                   f"{fix.get('failure_class')}: quarantined {fix.get('description')} for later runs and sweeps", None))  # fmt: skip
         for entry in sweep.unplaceable:
             out.append(NotRun(str(entry.get("server")), "-", "unplaceable", str(entry.get("reason")), None))
-        done = {loaded.result.run_id for loaded in sweep.results}
+        done = {loaded.result.run_id for loaded in sweep.results} | {path.stem for path, _ in sweep.unreadable}  # unreadable: listed below
         for run_id, entry in sweep.plan_runs.items():
             if run_id not in done:
                 out.append(NotRun(str(entry.get("label")), str(entry.get("host")), "pending", "no result yet", None))

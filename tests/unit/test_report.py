@@ -238,3 +238,14 @@ def test_matplotlib_is_imported_only_for_html() -> None:
         "assert 'matplotlib' not in sys.modules, 'matplotlib imported'; render(r, 'html'); assert 'matplotlib' in sys.modules"
     )
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).returncode == 0
+
+
+def test_repeats_within_a_run_give_the_spread() -> None:
+    sweep = load_sweep(SWEEP)
+    index, loaded = next((i, lo) for i, lo in enumerate(sweep.results) if lo.result.status is RunStatus.ok and lo.result.workload["kind"] == "short")
+    repeats = [{**loaded.result.figures, "repeat": 0, "output_tok_s": 100.0}, {**loaded.result.figures, "repeat": 1, "output_tok_s": 120.0}]
+    sweep.results[index] = replace(loaded, result=replace(loaded.result, extras={**loaded.result.extras, "repeats": repeats}))
+    (row,) = rows_of(sweep, sweep.results[index])
+    assert row.samples == [100.0, 120.0]
+    (cell,) = [c for g in build_report([sweep]).groups for c in g.cells if loaded.result.run_id in {r.run_id for r in c.rows}]
+    assert cell.tok_s is not None and (cell.tok_s.mean, cell.tok_s.n, cell.tok_s.relative) == (110.0, 2, pytest.approx(20 / 110))
