@@ -67,6 +67,10 @@ def speedup(cell: Cell) -> str:
 def status(cell: Cell) -> str:
     parts = [f"{name} ×{count}" if count > 1 else name for name, count in sorted(cell.statuses.items())]
     text = ", ".join(parts)
+    fixes = sorted({r.fix for r in cell.measured if r.fix})
+    if fixes:
+        # A fixed variant runs other settings than the playbook's: say which, next to its figures.
+        text += f" (fixed variant: {'; '.join(fixes)})"
     if cell.queued:
         text += " (level above the server's max_running_requests: queued)"
     return text

@@ -249,3 +249,13 @@ def test_repeats_within_a_run_give_the_spread() -> None:
     assert row.samples == [100.0, 120.0]
     (cell,) = [c for g in build_report([sweep]).groups for c in g.cells if loaded.result.run_id in {r.run_id for r in c.rows}]
     assert cell.tok_s is not None and (cell.tok_s.mean, cell.tok_s.n, cell.tok_s.relative) == (110.0, 2, pytest.approx(20 / 110))
+
+
+def test_a_fixed_variant_says_so_next_to_its_figures(report: Report) -> None:
+    from fleet.report import text
+    from fleet.report.model import Cell
+
+    row = next(r for r in report.rows if r.comparable)
+    cell = Cell(row.cell, [replace(row, fix="max_running_requests 4 -> 2")])
+    assert text.status(cell) == "ok (fixed variant: max_running_requests 4 -> 2)"
+    assert text.status(Cell(row.cell, [row])) == "ok"
