@@ -167,7 +167,10 @@ class SweepFixer:
         if index is None:
             launch = launch_on(target, config, port, self.hardware.get(host))
             pending.append(
-                PlannedServer(config, (run,), host, server.gpus, port, launch, server.start_s, server.end_s, provenance=dict(fix.provenance))
+                PlannedServer(
+                    config, (run,), host, server.gpus, port, launch, server.start_s, server.end_s, provenance=dict(fix.provenance),
+                    engine_release=server.engine_release, engine_release_note=server.engine_release_note,
+                )
             )
             index = len(pending) - 1
         else:

@@ -27,6 +27,7 @@ import pytest
 from fleet.host.agent.services import ProcessServices, ServiceSpec, pid_alive
 from fleet.host.contract.shard import AgentLimits, RunSpec, ServerSpec, Shard
 from fleet.host.engines.sim.gpu import register_process
+from fleet.launch import SIM_RELEASE_ENV
 from fleet.playbook import ConcurrencyWorkload, Run, expand_runs, load_playbook
 from fleet.workloads import resolve_workload
 from tests.testfleet.gpu_tools import local_gpu_env
@@ -69,7 +70,8 @@ def free_port() -> int:
 def server(server_id: str, gpu: int, args: list[str], runs: list[Run], *, speed: float = SPEED,
            after: list[str] | None = None, faults: Path | None = None) -> ServerSpec:
     port = free_port()
-    env = {"CUDA_VISIBLE_DEVICES": str(gpu), "FLEET_SIM_SPEED": str(speed)}
+    # The seed campaign's flags and memory settings: the simulator plays the seed's release.
+    env = {"CUDA_VISIBLE_DEVICES": str(gpu), "FLEET_SIM_SPEED": str(speed), SIM_RELEASE_ENV: "0.5.12"}
     if faults is not None:
         env["FLEET_SIM_FAULTS"] = str(faults)
     return ServerSpec(

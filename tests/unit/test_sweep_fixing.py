@@ -48,6 +48,7 @@ def test_port_in_use_becomes_a_variant_on_another_port_with_its_own_id(tmp_path:
     assert f"--port {server.port + NEW_PORT_STEP}" in " ".join(variant.argv)
     assert {r.run_id for r in variant.runs}.isdisjoint({r.id for r in runs})  # never an overwrite of the failure
     assert all(r.provenance and r.provenance["failure_class"] == "port_in_use" for r in variant.runs)
+    assert variant.engine_release == server.engine_release is not None  # the variant's results name their release too
     assert [f.action for f in fixer.records] == ["applied"] * len(runs)
     assert fixer.next_round("local", extended) is None  # nothing more pending
 
