@@ -106,7 +106,12 @@ def test_seed_matrix_survives_reboot_link_drop_and_a_killed_controller(test_flee
     plan = make_plan(load_playbook(SEED), list(load_inventory(hosts_dir)))
     expected = {run.id for _, run in plan.runs}
     results = local_results(outcome.directory)
-    assert set(results) == expected, f"missing {len(expected - set(results))}, unexpected {len(set(results) - expected)}"
+    assert expected <= set(results), f"missing {len(expected - set(results))}"
+    # Beyond the plan only the fixes' variants, each of a run that failed (memory, say, under the
+    # release the simulator plays): never a run of unknown origin.
+    for run_id in set(results) - expected:
+        failed = (results[run_id][0].get("provenance") or {}).get("failed_run_id")
+        assert failed in results and results[failed][0]["status"] in ("failed", "partial"), results[run_id][0]["label"]
     duplicated = {run_id: [r["host"] for r in rs] for run_id, rs in results.items() if len(rs) > 1}
     assert not duplicated
     for (result,) in results.values():
