@@ -21,10 +21,9 @@ from fleet.connect import collect_facts, transport_for
 from fleet.errors import FleetError
 from fleet.facts import HostFacts
 from fleet.host.agent import AGENT_MODULE
+from fleet.host.agent.services import FLEET_SERVICE_PIDS_SH
 from fleet.host.modelcard import hf_files_from_card, load_model_card
 from fleet.inventory import EngineKind, Host, ServiceManager
-from fleet.launch import SIM_MODULE
-from fleet.launch.sglang import SGLANG_MODULE
 from fleet.layout import agent_dir, model_cache_dir
 from fleet.playbook import ModelRef, Playbook
 from fleet.provision.models import (
@@ -52,8 +51,7 @@ def _module_pattern(module: str, *args: str) -> str:
     return " ".join([f"-m [{module[0]}]{re.escape(module[1:])}", *map(re.escape, args)])
 
 
-# Processes of fleet-launched servers, and of its agent.
-STALE_SERVER_PATTERN = f"{_module_pattern(SGLANG_MODULE)}|{_module_pattern(SIM_MODULE)}"
+# Fleet's agent: while one runs, the servers are its own to manage (it clears its stale ones itself).
 AGENT_PATTERN = _module_pattern(AGENT_MODULE, "run")
 FETCH_TIMEOUT_S = 6 * 3600.0
 STAGE_TIMEOUT_S = 3600.0
@@ -121,25 +119,24 @@ def models_of(playbook: Playbook) -> list[ModelRef]:
 # Steps
 
 
-def clear_stale_servers(t: Transport, dry_run: bool) -> list[Change]:
-    """Servers left by an earlier run hold ports and GPUs; clear them unless a fleet agent is running."""
-    script = (
-        f"if pgrep -f -- {shlex.quote(AGENT_PATTERN)} >/dev/null; then echo agent; exit 0; fi; "
-        f"pgrep -f -- {shlex.quote(STALE_SERVER_PATTERN)} || true"
-    )
-    found = t.run(script, timeout=QUICK_S).stdout.split()
-    if not found or found == ["agent"]:
-        return []
+def clear_stale_servers(t: Transport, dry_run: bool) -> tuple[list[Change], list[int]]:
+    """Servers left by an earlier run hold ports and GPUs; clear them unless a fleet agent is running.
+    Stale means marked as fleet's own (the agent's rule, `FLEET_SERVICE_PIDS_SH`): a colleague's
+    server, whatever its command line, is never touched (preflight then reports it as foreign)."""
+    script = f"if pgrep -f -- {shlex.quote(AGENT_PATTERN)} >/dev/null; then echo agent; exit 0; fi; {FLEET_SERVICE_PIDS_SH}"
+    found = [p for p in t.run(script, timeout=QUICK_S).stdout.split() if p.isdigit()]
+    if not found:
+        return [], []
     change = Change("clear", f"stale server processes {', '.join(found)} (killed with their process groups)")
     if dry_run:
-        return [change]
+        return [change], [int(p) for p in found]  # still there: fleet's own, not foreign, for preflight
     pids = " ".join(shlex.quote(p) for p in found if p.isdigit())
     kill = (
         f"for p in {pids}; do g=$(ps -o pgid= -p $p | tr -d ' '); [ -n \"$g\" ] && kill -TERM -- -$g 2>/dev/null; done; "
         f"sleep 2; for p in {pids}; do g=$(ps -o pgid= -p $p | tr -d ' '); [ -n \"$g\" ] && kill -KILL -- -$g 2>/dev/null; done; true"
     )
     t.run(kill, timeout=QUICK_S, check=True)
-    return [change]
+    return [change], []
 
 
 def ensure_dirs(t: Transport, host: Host, dry_run: bool) -> list[Change]:
@@ -216,7 +213,8 @@ def provision_host(host: Host, playbook: Playbook, options: ProvisionOptions, tr
     report = HostReport(host.name)
     try:
         facts = retrying(CONNECT, host.name, lambda: collect_facts(t, host), idempotent=True)
-        report.changes += clear_stale_servers(t, options.dry_run)
+        cleared, own_pids = clear_stale_servers(t, options.dry_run)
+        report.changes += cleared
         if report.changes and not options.dry_run:
             facts = collect_facts(t, host)  # GPUs and ports were just freed
         report.facts = facts
@@ -234,7 +232,7 @@ def provision_host(host: Host, playbook: Playbook, options: ProvisionOptions, tr
             if m.label not in weightless and (s := states[m.label]).needs_staging
         )
         requirements = PreflightRequirements.for_host(
-            host, model_bytes_to_fetch=to_fetch or None, bytes_to_stage=to_stage or None, own_process_pattern=STALE_SERVER_PATTERN
+            host, model_bytes_to_fetch=to_fetch or None, bytes_to_stage=to_stage or None, own_gpu_pids=own_pids
         )
         report.preflight = run_preflight(facts, requirements, host=host.name)
         if not report.preflight.ok:

@@ -127,26 +127,41 @@ def test_link_drop_during_staging_finishes_once_the_link_is_back(test_fleet_fact
     assert ".fleet-complete.json" in fleet.exec(host, ["ls", "-a", STAGED]).stdout
 
 
-def test_stale_servers_of_an_earlier_run_are_cleared(test_fleet_factory, tmp_path: Path) -> None:
-    fleet = test_fleet_factory(["ct200"])
-    host = fleet["ct200"]
-    # A server left behind by an earlier run: a real sim process holding a port and GPU 0.
+def _start_sim_server(fleet, host, gpu: int, port: int, marker: str | None) -> None:
+    """A real sim server process on the host, in a session of its own; `marker`: the FLEET_SERVICE
+    value fleet sets on the services it starts (None: started by hand, not fleet's)."""
+    mark = f"FLEET_SERVICE={marker} " if marker else ""
     start = (
-        "cd /tmp && setsid env CUDA_VISIBLE_DEVICES=0 FLEET_SIM_SPEED=0.01 "
-        f"{sys.executable} -m fleet.host.engines.sim --model-path qwen3.6-27b --port 30000 --mem-fraction-static 0.75 "
-        "--context-length 32768 >/tmp/stale.log 2>&1 </dev/null &"
+        f"cd /tmp && setsid env -u FLEET_SERVICE {mark}CUDA_VISIBLE_DEVICES={gpu} FLEET_SIM_SPEED=0.01 "
+        f"{sys.executable} -m fleet.host.engines.sim --model-path qwen3.6-27b --port {port} --mem-fraction-static 0.75 "
+        f"--context-length 32768 >/tmp/server-{port}.log 2>&1 </dev/null &"
     )
     fleet.exec(host, ["sh", "-c", start])
+
+
+def _sim_servers(fleet, host) -> list[str]:
+    return [cmd for cmd in fleet.processes(host).values() if "fleet.host.engines.sim" in cmd]
+
+
+def test_stale_servers_of_an_earlier_run_are_cleared_and_a_colleagues_server_survives(test_fleet_factory, tmp_path: Path) -> None:
+    """One stale-server rule (fleet.host.agent.services): only processes carrying fleet's marker are
+    stopped. The colleague's server has the very command line fleet would launch, on another port."""
+    fleet = test_fleet_factory(["ct200"])
+    host = fleet["ct200"]
+    _start_sim_server(fleet, host, gpu=0, port=30000, marker="fleet-server-old")  # left by an earlier run
+    _start_sim_server(fleet, host, gpu=1, port=31000, marker=None)  # a colleague's, started by hand
     wait = time.monotonic() + 60
-    while "python3" not in fleet.exec(host, ["nvidia-smi", "--query-compute-apps=pid,process_name", "--format=csv,noheader"]).stdout:
-        assert time.monotonic() < wait, "the stale server never came up"
+    while len(fleet.exec(host, ["nvidia-smi", "--query-compute-apps=pid", "--format=csv,noheader"]).stdout.split()) < 2:
+        assert time.monotonic() < wait, "the servers never came up"
         time.sleep(0.2)
     report = provision_all(fleet, tmp_path)["ct200"]
-    assert report.status == "changed", report.reason
     assert actions(report)[0] == "clear", report.changes
-    gpu_apps = fleet.exec(host, ["nvidia-smi", "--query-compute-apps=pid", "--format=csv,noheader"]).stdout.strip()
-    assert gpu_apps == ""
-    assert not any("fleet.host.engines.sim" in cmd for cmd in fleet.processes(host).values())
+    survivors = _sim_servers(fleet, host)
+    assert len(survivors) == 1 and "--port 31000" in survivors[0], survivors
+    # The colleague's server still holds GPU 1: preflight names it as foreign instead of killing it.
+    assert report.status == "failed" and "foreign" in report.reason, report.reason
+    again = provision_all(fleet, tmp_path)["ct200"]
+    assert "clear" not in actions(again) and len(_sim_servers(fleet, host)) == 1
 
 
 def test_hub_fetch_gets_the_token_in_its_environment_only(test_fleet_factory, tmp_path: Path) -> None:

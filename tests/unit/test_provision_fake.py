@@ -4,12 +4,16 @@ re-run that changes nothing, preflight failures, dry runs, and the one provision
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
 from fleet.errors import AuthenticationFailed
+from fleet.host.agent.services import FLEET_SERVICE_PIDS_SH, SERVICE_ENV_MARKER, started_by_fleet
 from fleet.layout import model_cache_dir, model_serve_dir
 from fleet.playbook import load_playbook
 from fleet.provision.models import MARKER
@@ -78,6 +82,24 @@ def test_stale_servers_are_cleared_unless_a_fleet_agent_runs() -> None:
     shell2 = FakeHostShell(t2, host, stale_pids=["4242"], agent_running=True)
     report2 = provision_host(host, playbook, provision_options(DEMO.parent, {}), transport=t2)
     assert "clear" not in actions(report2) and shell2.killed == []
+
+
+def test_provisions_stale_rule_is_the_agents_marked_processes_only() -> None:
+    """The shell form provision runs on a host and the agent's `started_by_fleet` are one rule: real
+    processes here, one marked as fleet's own, one with a server's very command line but unmarked."""
+    env = {k: v for k, v in os.environ.items() if k != SERVICE_ENV_MARKER}
+    sleeper = [sys.executable, "-c", "import time; time.sleep(30)", "-m", "sglang.launch_server", "--port", "30000"]
+    marked = subprocess.Popen(sleeper, env={**env, SERVICE_ENV_MARKER: "fleet-server-x"})
+    colleague = subprocess.Popen(sleeper, env=env)
+    try:
+        listed = {int(p) for p in subprocess.run(["sh", "-c", FLEET_SERVICE_PIDS_SH], env=env, capture_output=True, text=True, check=True).stdout.split()}
+        assert marked.pid in listed and colleague.pid not in listed
+        assert started_by_fleet(marked.pid) and not started_by_fleet(colleague.pid)
+    finally:
+        marked.kill()
+        colleague.kill()
+        marked.wait()
+        colleague.wait()
 
 
 def test_a_failed_preflight_is_reported_and_nothing_is_changed_on_the_host() -> None:
