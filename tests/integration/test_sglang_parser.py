@@ -16,7 +16,7 @@ pinned release (sglang 0.5.23, installed as CI installs it).
 
 Resolution (`ServerArgs.resolve_once`) is not compared against upstream here: in 0.5.23 it imports
 `sglang.srt.configs` (transformers, which CI does not install) and reads the model's HF config and
-the device; `tests/unit/test_sim_serverargs.py` tests fleet's resolution against 0.5.23's source,
+the device; `tests/unit/test_sglang_args.py` tests fleet's resolution against 0.5.23's source,
 cited per hook.
 
 Needs `pip install -r tests/requirements-sglang.txt && pip install --no-deps sglang==0.5.23`

@@ -13,9 +13,9 @@ from fleet.fixes.autofix import Fix, FixKind, decide, propose_fix
 from fleet.fixes.feasibility import check_config
 from fleet.host.diagnose.catalogue import SIGNATURE_BY_NAME
 from fleet.host.engines.sglang import logparse
+from fleet.host.engines.sglang.args import resolve_server_args
 from fleet.host.engines.sglang.memory import SAFE_MAX_MEM_FRACTION_STATIC
 from fleet.host.engines.sim.cli import parse_command_line
-from fleet.host.engines.sim.serverargs import resolve_server_args
 from fleet.host.modelcard import load_model_card
 from fleet.playbook import AutoFix, Limits, LongContextWorkload, Playbook, Run, ShortWorkload, expand_runs
 
