@@ -98,14 +98,21 @@ def _quarantine_store():
 
 
 def _plan_options(hosts, memory_check: bool):
-    """What planning knows of each host: its cached facts (`fleet facts`, `fleet provision`) or the inventory."""
+    """What planning knows of each host: its cached facts (`fleet facts`, `fleet provision`) or the
+    inventory; and the durations measured by earlier sweeps (results/durations.json), for the ETA."""
     from fleet.connect import facts_cache_dir
     from fleet.facts import FactsCache
+    from fleet.host.errors import ContractError
     from fleet.plan import PlanOptions, hardware_of
+    from fleet.planning.estimate import DURATIONS_FILE, DurationHistory
 
     cache = FactsCache(facts_cache_dir())
     hardware = {h.name: hardware_of(h, cache.load(h.name)) for h in hosts}
-    return PlanOptions(memory_check=memory_check, quarantine=_quarantine_store(), hardware=hardware)
+    try:
+        durations = DurationHistory.load(_results_root() / DURATIONS_FILE)
+    except ContractError as exc:
+        _fail(str(exc))
+    return PlanOptions(memory_check=memory_check, quarantine=_quarantine_store(), hardware=hardware, durations=durations)
 
 
 def _version(value: bool) -> None:
@@ -234,24 +241,56 @@ def sweep(
     resume: Annotated[Optional[str], typer.Option("--resume", metavar="SWEEP_ID", help="Reattach to a sweep (its agents may still be running).")] = None,
     poll: Annotated[float, typer.Option("--poll", help="Seconds between polls of each host.")] = 2.0,
     memory_check: MemoryCheckOpt = True,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Stream progress as JSON lines on stdout: one object per event (a `type` field), a final `summary` object.")
+    ] = False,
 ) -> None:
-    """Run every run of a playbook on the given hosts, detached from SSH; resumable after drops and reboots."""
+    """Run every run of a playbook on the given hosts, detached from SSH; resumable after drops and reboots.
+
+    Progress: a live table on a terminal; one line per event (elapsed, ETA, host, what happened)
+    when stdout is not a terminal; JSON lines with --json. The exit code is the same in all three."""
+    import contextlib
+    import time
+
     from rich.live import Live
 
     from fleet.sweep.controller import SweepError, resume_sweep, start_sweep
-    from fleet.views import provision_table, sweep_table
+    from fleet.sweep.events import Event
+    from fleet.views import duration, event_line, provision_table, sweep_table
 
     root = _results_root()
-    live = Live(console=err, refresh_per_second=2, transient=False)
+    interactive = out.is_terminal and not as_json
+    live = Live(console=err, refresh_per_second=2, transient=False) if interactive else None
+    last: list[Event] = []  # the latest event: the live table's elapsed time and ETA
+    host_etas: dict[str, float] = {}
+
+    def on_event(event: Event) -> None:
+        if as_json:
+            sys.stdout.write(json.dumps(event.to_json()) + "\n")
+            sys.stdout.flush()
+        elif not interactive:
+            sys.stdout.write(event_line(event) + "\n")
+            sys.stdout.flush()
+        last[:] = [event]
+        if event.host and "host_eta_s" in event.data:
+            host_etas[event.host] = float(event.data["host_eta_s"])
 
     def watch(statuses) -> None:
-        live.update(sweep_table(statuses, title="sweep progress"))
+        if live is None:
+            return
+        title = "sweep progress"
+        if last:
+            # Between events the clock runs on and the ETA counts down.
+            since = time.time() - last[0].at
+            eta = last[0].eta_s
+            title += f": {duration(last[0].elapsed_s + since)} elapsed" + (f", ETA {duration(max(0.0, eta - since))}" if eta is not None else "")
+        live.update(sweep_table(statuses, title=title, etas=host_etas))
 
     try:
-        with live:
+        with live if live is not None else contextlib.nullcontext():
             # Secrets for the hosts' model fetch (HF_TOKEN) come from this environment, on a resume too.
             if resume:
-                outcome = resume_sweep(resume, root, watch=watch, poll_interval_s=poll, environ=os.environ)
+                outcome = resume_sweep(resume, root, watch=watch, poll_interval_s=poll, environ=os.environ, on_event=on_event)
             else:
                 chosen = _select_hosts(hosts_spec)
                 path = playbook or _default_playbook()
@@ -266,6 +305,7 @@ def sweep(
                     memory_check=memory_check,
                     quarantine=_quarantine_store(),
                     environ=os.environ,
+                    on_event=on_event,
                 )
     except (SweepError, FleetError) as exc:
         _fail(str(exc), EXIT_FAILED)
@@ -273,9 +313,11 @@ def sweep(
         err.print(f"[yellow]{fix.host}: {fix.label}: {fix.failure_class} -> {fix.action}: {fix.description}[/]", highlight=False)
     for host, reason in outcome.excluded.items():
         err.print(f"[red]{host} takes no part: {reason}[/]", highlight=False)
-    out.print(f"results: {outcome.directory}/<host>/runs/ (summary: {outcome.directory}/summary.json)", highlight=False)
+    # Under --json stdout holds JSON lines only (the summary event names the folder); the rest goes to stderr.
+    note = err if as_json else out
+    note.print(f"results: {outcome.directory}/<host>/runs/ (summary: {outcome.directory}/summary.json)", highlight=False, soft_wrap=True)
     if outcome.interrupted:
-        out.print(f"the agents work on: `fleet status {outcome.sweep_id}`, `fleet sweep --resume {outcome.sweep_id}`", highlight=False)
+        note.print(f"the agents work on: `fleet status {outcome.sweep_id}`, `fleet sweep --resume {outcome.sweep_id}`", highlight=False, soft_wrap=True)
         raise typer.Exit(130)
     failed_hosts = [s.host for s in outcome.statuses.values() if s.phase != "finished"]
     failed_runs = sum(s.counts.get("failed", 0) + s.counts.get("partial", 0) for s in outcome.statuses.values())

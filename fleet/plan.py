@@ -19,7 +19,7 @@ from fleet.inventory import EngineKind, Host
 from fleet.launch import launch_spec
 from fleet.launch.sglang import LaunchSpec
 from fleet.layout import model_serve_dir, server_port
-from fleet.planning.estimate import run_seconds, server_start_seconds
+from fleet.planning.estimate import DurationHistory, Estimate, estimate_run, estimate_server_start
 from fleet.planning.schedule import HostSlots, Job, Schedule, schedule
 from fleet.playbook import AutoFix, Playbook, Run, ServerConfig, expand_runs
 from fleet.workloads import comparability_warnings
@@ -90,6 +90,8 @@ class PlanOptions:
     memory_check: bool = True  # False: launch what the playbook says, even when predicted to fail
     quarantine: QuarantineStore | None = None
     hardware: Mapping[str, Hardware] = field(default_factory=dict)  # host name -> what facts say
+    # Measured durations of earlier sweeps (results/durations.json): the ETA prefers them to priors.
+    durations: DurationHistory | None = None
 
 
 @dataclass(frozen=True)
@@ -115,6 +117,15 @@ class Plan:
     servers: tuple[PlannedServer, ...]
     schedule: Schedule
     unplaceable: tuple[tuple[ServerConfig, str], ...] = field(default=())
+    # By run id and by server id: each estimate in wall seconds on its host (time-scaled for a sim),
+    # with how many measurements stand behind it (0: the prior).
+    run_estimates: Mapping[str, Estimate] = field(default_factory=dict)
+    server_estimates: Mapping[str, Estimate] = field(default_factory=dict)
+
+    @property
+    def measured_runs(self) -> int:
+        """Runs whose estimate rests on measurements of earlier sweeps."""
+        return sum(1 for _, run in self.runs if run.id in self.run_estimates and self.run_estimates[run.id].measured)
 
     @property
     def runs(self) -> list[tuple[PlannedServer, Run]]:
@@ -123,16 +134,17 @@ class Plan:
     def to_json(self) -> dict[str, Any]:
         return {
             "playbook": self.playbook.name,
-            "runs": [_run_json(server, run) for server, run in self.runs],
+            "runs": [_run_json(server, run, self.run_estimates.get(run.id)) for server, run in self.runs],
             "unplaceable": [
                 {"server": config.label, "server_id": config.id, "reason": reason} for config, reason in self.unplaceable
             ],
             "makespan_s": round(self.schedule.makespan_s, 1),
             "lower_bound_s": round(self.schedule.lower_bound_s, 1),
+            "measured_runs": self.measured_runs,
         }
 
 
-def _run_json(server: PlannedServer, run: Run) -> dict[str, Any]:
+def _run_json(server: PlannedServer, run: Run, estimate: Estimate | None) -> dict[str, Any]:
     return {
         "id": run.id,
         "label": run.label,
@@ -156,6 +168,8 @@ def _run_json(server: PlannedServer, run: Run) -> dict[str, Any]:
         "provenance": dict(server.provenance) if server.provenance else None,
         "server_start_s": round(server.start_s, 1),
         "server_end_s": round(server.end_s, 1),
+        "estimate_s": round(estimate.seconds, 1) if estimate else None,
+        "estimate_measurements": estimate.measured if estimate else 0,  # 0: the prior of fleet.planning.estimate
     }
 
 
@@ -215,9 +229,14 @@ def _decide(planned: PlannedServer, host: Host, hardware: Hardware, playbook: Pl
     return [skipped, fixed]
 
 
+def time_scale_of(host: Host) -> float:
+    """Wall seconds per second of engine time: a sim host's sim_speed, 1 on real hardware."""
+    return host.engine.sim_speed if host.engine.kind is EngineKind.sim else 1.0
+
+
 def _time_scale(hosts: Sequence[Host]) -> float:
     """Sim hosts run faster than real time by their sim_speed; the estimates follow when all agree."""
-    scales = {h.engine.sim_speed if h.engine.kind is EngineKind.sim else 1.0 for h in hosts}
+    scales = {time_scale_of(h) for h in hosts}
     return scales.pop() if len(scales) == 1 else 1.0
 
 
@@ -228,11 +247,15 @@ def make_plan(playbook: Playbook, hosts: Sequence[Host], options: PlanOptions | 
         by_server[run.server.id].append(run)
         configs[run.server.id] = run.server
     scale = _time_scale(hosts)
+    options = options or PlanOptions()
+    history = options.durations
+    run_estimates = {r.id: _scaled(estimate_run(r, history), scale) for runs in by_server.values() for r in runs}
+    server_estimates = {key: _scaled(estimate_server_start(config, history), scale) for key, config in configs.items()}
     jobs = [
         Job(
             key=key,
             gpus=config.tp,
-            seconds=scale * (server_start_seconds(config) + sum(run_seconds(r) for r in by_server[key])),
+            seconds=server_estimates[key].seconds + sum(run_estimates[r.id].seconds for r in by_server[key]),
             label=config.label,
         )
         for key, config in configs.items()
@@ -240,7 +263,6 @@ def make_plan(playbook: Playbook, hosts: Sequence[Host], options: PlanOptions | 
     slots = [HostSlots(h.name, h.gpus.count) for h in hosts]
     timetable = schedule(jobs, slots, exclusive=playbook.isolation.value == "exclusive")
     hosts_by_name = {h.name: h for h in hosts}
-    options = options or PlanOptions()
     servers: list[PlannedServer] = []
     for placement in timetable.placements:
         config = configs[placement.job.key]
@@ -262,5 +284,16 @@ def make_plan(playbook: Playbook, hosts: Sequence[Host], options: PlanOptions | 
         )
         servers += _decide(planned, host, hardware, playbook, options)
     servers.sort(key=lambda s: (s.host, s.start_s, s.gpus))
+    for server in servers:
+        original = server.provenance.get("original_config_id") if server.provenance else None
+        if original in configs:
+            # A variant fixed before launch runs the same workloads: estimated as its original.
+            for run, planned_run in zip(server.runs, by_server[original]):
+                run_estimates.setdefault(run.id, run_estimates[planned_run.id])
+            server_estimates.setdefault(server.config.id, server_estimates[original])
     unplaceable = tuple((configs[u.job.key], u.reason) for u in timetable.unplaceable)
-    return Plan(playbook, tuple(servers), timetable, unplaceable)
+    return Plan(playbook, tuple(servers), timetable, unplaceable, run_estimates, server_estimates)
+
+
+def _scaled(estimate: Estimate, scale: float) -> Estimate:
+    return Estimate(estimate.seconds * scale, estimate.measured)

@@ -10,6 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from fleet.inventory import Host
+from fleet.sweep.events import Event
 
 
 def duration(seconds: float) -> str:
@@ -81,11 +82,13 @@ def plan_tables(plan) -> list[Any]:
     total_runs = sum(len(s.runs) for s in plan.servers)
     if schedule.lower_bound_s:
         ratio = schedule.makespan_s / schedule.lower_bound_s
+        measured = plan.measured_runs
+        source = (
+            f"{measured} of {total_runs} runs estimated from measured durations (results/durations.json), the rest from priors"
+            if measured else "estimates are priors until measured (a sweep records its durations in results/durations.json)"
+        )  # fmt: skip
         renderables.append(
-            Text(
-                f"{total_runs} runs on {len(by_host)} hosts; ETA {duration(schedule.makespan_s)} "
-                f"(lower bound {duration(schedule.lower_bound_s)}, {ratio:.2f}x); estimates are priors until measured"
-            )
+            Text(f"{total_runs} runs on {len(by_host)} hosts; ETA {duration(schedule.makespan_s)} (lower bound {duration(schedule.lower_bound_s)}, {ratio:.2f}x); {source}")
         )
     return renderables
 
@@ -104,12 +107,14 @@ def provision_table(reports, dry_run: bool = False) -> Table:
     return table
 
 
-def sweep_table(statuses, title: str = "sweep") -> Table:
-    """Per host: phase, runs done, their statuses, what its servers do now, and what went wrong."""
+def sweep_table(statuses, title: str = "sweep", etas: Mapping[str, float] | None = None) -> Table:
+    """Per host: phase, runs done, (its ETA,) their statuses, what its servers do now, and what went wrong."""
     table = Table(title=title, title_justify="left")
     table.add_column("host")
     table.add_column("phase")
     table.add_column("runs", justify="right")
+    if etas is not None:
+        table.add_column("ETA", justify="right")
     table.add_column("results")
     table.add_column("now / last event", overflow="fold", ratio=1)
     styles = {
@@ -118,7 +123,7 @@ def sweep_table(statuses, title: str = "sweep") -> Table:
     }  # fmt: skip
     for status in statuses.values():
         counts = status.counts
-        results = ", ".join(f"{counts[k]} {k}" for k in ("ok", "partial", "failed", "skipped") if counts.get(k)) or "-"
+        results = ", ".join(f"{counts[k]} {k}" for k in ("ok", "not_comparable", "partial", "failed", "skipped") if counts.get(k)) or "-"
         now = "; ".join(
             f"{s.get('label')} {s.get('phase')}" + (f" {s.get('run').split('/')[-1]}" if s.get("run") else "") for s in status.servers.values()
         )
@@ -132,11 +137,52 @@ def sweep_table(statuses, title: str = "sweep") -> Table:
             detail.append(f"\n{events}", style="yellow")
         if status.last_error:
             detail.append(f"\n{status.last_error[:200]}", style="red")
+        eta = [duration(etas[status.host]) if status.host in etas else "-"] if etas is not None else []
         table.add_row(
             status.host,
             Text(str(status.phase), style=styles.get(status.phase, "")),
             f"{status.done}/{status.total}",
+            *eta,
             Text(results, style="red" if counts.get("failed") else ""),
             detail,
         )
     return table
+
+
+def event_line(event: Event) -> str:
+    """One plain line per progress event (stdout not a terminal: a file, a pipe, CI): elapsed
+    time, ETA, the host and what happened. No colour, no cursor movement."""
+    eta = f" | ETA {duration(event.eta_s)}" if event.eta_s is not None else ""
+    head = f"[{duration(event.elapsed_s):>6}{eta}]"
+    return f"{head} {event.host}: {_event_text(event)}" if event.host else f"{head} {_event_text(event)}"
+
+
+def _event_text(event: Event) -> str:
+    d = event.data
+    kind = event.type
+    if kind == "provisioned":
+        return f"provisioned: {d['status']}" + (f" ({d['reason']})" if d.get("reason") else "")
+    if kind == "planned":
+        hosts = len(d["hosts"])
+        return f"planned {d['runs']} runs of {d['servers']} servers on {hosts} host{'s' if hosts != 1 else ''} ({d['measured_runs']} estimated from measured durations)"
+    if kind == "started":
+        done = sum(h["done"] for h in d["hosts"].values())
+        total = sum(h["total"] for h in d["hosts"].values())
+        return f"{'resumed' if d['resumed'] else 'started'} {d['sweep_id']}: {done}/{total} runs done"
+    if kind == "phase":
+        return f"{d['phase']} ({d['done']}/{d['total']} runs)" + (f": {d['error']}" if d.get("error") else "")
+    if kind == "run":
+        failure = f" [{d['failure']}]" if d.get("failure") else ""
+        return f"{d['label']} {d['status']}{failure} in {d['duration_s']:.1f}s ({d['done']}/{d['total']} runs)"
+    if kind == "reboot":
+        return f"rebooted (boot id {d['boot_id']}): re-staging, restarting the agent"
+    if kind == "link_drop":
+        return f"link dropped ({d['count']} so far)"
+    if kind == "agent_restart":
+        return f"agent restarted ({d['count']} so far)"
+    if kind == "repair_round":
+        return f"repair round: {d['added']} fixed variants added ({d['total']} runs)"
+    if kind == "summary":
+        by_status = ", ".join(f"{n} {status}" for status, n in sorted(d["by_status"].items())) or "none"
+        return f"sweep {d['state']}: {d['results']} results ({by_status}) in {duration(event.elapsed_s)}; {d['directory']}"
+    return kind

@@ -1,16 +1,24 @@
 """Rough duration estimates, so the scheduler can put the longest work first and show an ETA.
 
-These are priors, not measurements: a single-stream decode rate per TP size taken from the seed
+The priors are not measurements: a single-stream decode rate per TP size taken from the seed
 campaign (Qwen3.6-27B on RTX PRO 6000: ~26.5 tok/s autoregressive at TP1, ~143 tok/s for DDTree b15),
-and a speed-up per decoding method. They only have to rank work and give an order of magnitude;
-results of earlier sweeps are the better source once they exist.
+and a speed-up per decoding method. They only have to rank work and give an order of magnitude.
+Measurements of earlier sweeps are the better source: `DurationHistory` (`results/durations.json`)
+keeps the measured duration of each run (by run id) and each server start (by server id), and
+`estimate_run` / `estimate_server_start` prefer them to the priors.
 """
 
 from __future__ import annotations
 
 import math
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 from fleet.host.agent.drive import requests_at_level
+from fleet.host.atomic import write_json_atomic
+from fleet.host.contract.reader import Reader, read_text
 from fleet.playbook import (
     AgenticWorkload,
     ConcurrencyWorkload,
@@ -91,3 +99,113 @@ def run_seconds(run: Run) -> float:
 
 def server_start_seconds(server: ServerConfig) -> float:
     return SERVER_START_S.get(server.tp, 300.0)
+
+
+# ------------------------------------------------------------------------------ measured durations
+
+DURATIONS_FILE = "durations.json"  # under the results root, beside quarantine.json
+DURATIONS_SCHEMA = "fleet.durations/1"
+# The latest measurements kept per key: enough for a median that one slow run does not move,
+# few enough that an engine upgrade shows within a handful of sweeps.
+KEEP_SAMPLES = 5
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One measured duration, in the engine's own time: wall seconds divided by the host's time
+    scale (a sim host's `sim_speed`; 1 on real hardware), so that measurements taken at one
+    `sim_speed` estimate a sweep at another, and real ones estimate real ones."""
+
+    seconds: float
+    sweep_id: str
+    host: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"seconds": round(self.seconds, 3), "sweep_id": self.sweep_id, "host": self.host}
+
+    @classmethod
+    def from_json(cls, reader: Reader) -> Sample:
+        return cls(reader.number("seconds", positive=False), reader.get("sweep_id", str), reader.get("host", str))
+
+
+@dataclass
+class DurationHistory:
+    """Measured durations of earlier sweeps: runs by run id (its id is a hash of what defines it, so
+    a run measured before is the same work), server starts by server configuration id."""
+
+    runs: dict[str, list[Sample]] = field(default_factory=dict)
+    servers: dict[str, list[Sample]] = field(default_factory=dict)
+
+    def run_seconds(self, run_id: str) -> tuple[float, int] | None:
+        """The median measured duration of a run and how many measurements stand behind it."""
+        return _median(self.runs.get(run_id))
+
+    def server_seconds(self, server_id: str) -> tuple[float, int] | None:
+        return _median(self.servers.get(server_id))
+
+    def record_run(self, run_id: str, sample: Sample) -> None:
+        _record(self.runs, run_id, sample)
+
+    def record_server(self, server_id: str, sample: Sample) -> None:
+        _record(self.servers, server_id, sample)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema": DURATIONS_SCHEMA,
+            "runs": {key: [s.to_json() for s in samples] for key, samples in sorted(self.runs.items())},
+            "servers": {key: [s.to_json() for s in samples] for key, samples in sorted(self.servers.items())},
+        }
+
+    @classmethod
+    def from_json(cls, data: object, source: str) -> DurationHistory:
+        reader = Reader(data, source)
+        reader.schema(DURATIONS_SCHEMA)
+        history = cls()
+        for section, target in (("runs", history.runs), ("servers", history.servers)):
+            table = reader.child(section)
+            for key in table.data:
+                target[key] = [Sample.from_json(item) for item in table.children(key)]
+        return history
+
+    @classmethod
+    def load(cls, path: Path) -> DurationHistory:
+        """The history at `path`; empty where none was kept yet. A malformed file is a
+        ContractError naming the file and the field (never silently replaced)."""
+        if not path.exists():
+            return cls()
+        return cls.from_json(Reader.of(read_text(path), str(path)).data, str(path))
+
+    def save(self, path: Path) -> None:
+        write_json_atomic(path, self.to_json())
+
+
+def _median(samples: list[Sample] | None) -> tuple[float, int] | None:
+    if not samples:
+        return None
+    return statistics.median(s.seconds for s in samples), len(samples)
+
+
+def _record(table: dict[str, list[Sample]], key: str, sample: Sample) -> None:
+    # A resumed sweep records again what it already recorded: one sample per sweep and key.
+    kept = [s for s in table.get(key, []) if s.sweep_id != sample.sweep_id]
+    table[key] = [*kept, sample][-KEEP_SAMPLES:]
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """An estimated duration in the engine's own time (the plan multiplies by a sim host's
+    sim_speed), and the number of measurements behind it (0: the prior)."""
+
+    seconds: float
+    measured: int = 0
+
+
+def estimate_run(run: Run, history: DurationHistory | None = None) -> Estimate:
+    """A run measured before is estimated by its measurements; an unmeasured one by the priors."""
+    found = history.run_seconds(run.id) if history is not None else None
+    return Estimate(*found) if found is not None else Estimate(run_seconds(run))
+
+
+def estimate_server_start(server: ServerConfig, history: DurationHistory | None = None) -> Estimate:
+    found = history.server_seconds(server.id) if history is not None else None
+    return Estimate(*found) if found is not None else Estimate(server_start_seconds(server))

@@ -17,7 +17,7 @@ import shutil
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -29,11 +29,13 @@ from fleet.fixes.quarantine import QuarantineStore
 from fleet.host.atomic import atomic_file, write_json_atomic
 from fleet.host.contract import ContractError, RunResult, Shard, SweepDir, load_result
 from fleet.inventory import Host
-from fleet.plan import Plan, PlanOptions, hardware_of, make_plan
+from fleet.plan import Plan, PlanOptions, hardware_of, make_plan, time_scale_of
+from fleet.planning.estimate import DURATIONS_FILE, DurationHistory
 from fleet.playbook import Playbook, load_playbook
 from fleet.provision.provision import HostReport, ProvisionOptions, provision, provision_options
 from fleet.sweep.bundle import write_bundle
 from fleet.sweep.driver import HostDriver, HostStatus, Phase, SweepContext, drive_all
+from fleet.sweep.events import EventSink, EventStream, SweepProgress, record_durations
 from fleet.sweep.fixing import FixRecord, SweepFixer
 from fleet.sweep.shards import build_shards
 from fleet.transport.base import Transport
@@ -129,14 +131,18 @@ def start_sweep(
     environ: Mapping[str, str] | None = None,
     connect: Connect = transport_for,
     sleep: Callable[[float], None] = time.sleep,
+    on_event: EventSink | None = None,
 ) -> SweepOutcome:
     """Provision, plan (memory checks and quarantine before anything launches), ship, watch.
+    `on_event` receives the sweep's progress events (fleet.sweep.events), in order.
 
     `memory_check=False` launches configurations the memory planner predicts to fail, so that
     they fail for real and the sweep's automatic fixes repair them. Secrets for the hosts'
     model fetch come from `environ` (default: this process's environment)."""
+    stream = EventStream(on_event)
     playbook = load_playbook(playbook_path)
     store = quarantine or QuarantineStore(results_root / "quarantine.json")
+    durations = _durations(results_root)
     sweep_id = new_sweep_id(playbook)
     directory = results_root / sweep_id
     directory.mkdir(parents=True)
@@ -151,6 +157,8 @@ def start_sweep(
     reports = provision(hosts, playbook, options, connect=connect)
     if on_provisioned:
         on_provisioned(reports)
+    for report in reports:
+        stream.emit("provisioned", report.host, status=report.status, reason=report.reason or "")
     usable = [h for h in hosts if any(r.host == h.name and r.status != "failed" for r in reports)]
     excluded = {r.host: r.reason for r in reports if r.status == "failed"}
     record = SweepRecord(
@@ -165,8 +173,12 @@ def start_sweep(
 
     # Hosts that failed are left out of the plan: their share goes to the others.
     hardware = {r.host: hardware_of(h, r.facts) for h in usable for r in reports if r.host == h.name}
-    plan = make_plan(playbook, usable, PlanOptions(memory_check=memory_check, quarantine=store, hardware=hardware))
+    plan = make_plan(playbook, usable, PlanOptions(memory_check=memory_check, quarantine=store, hardware=hardware, durations=durations))
     write_json_atomic(directory / "plan.json", plan.to_json())
+    stream.emit(
+        "planned", eta_s=plan.schedule.makespan_s, runs=len(plan.runs), servers=len(plan.servers),
+        hosts=sorted({s.host for s in plan.servers}), measured_runs=plan.measured_runs,
+    )  # fmt: skip
     boot_ids = {r.host: (r.facts.boot_id or "") for r in reports if r.facts}
     for report in reports:
         if report.facts is not None and report.host in record.hosts:
@@ -180,7 +192,7 @@ def start_sweep(
     placed = {h.name: h for h in usable if h.name in shards}
     fixer = SweepFixer(playbook, placed, hardware, store, sweep_id, {s.config.id: s for s in plan.servers})
     ctx = _context(directory, playbook, options, poll_interval_s, stop, fixer, sleep)
-    return _drive(ctx, placed, shards, watch=watch, plan=plan, excluded=excluded, connect=connect)
+    return _drive(ctx, placed, shards, watch=watch, plan=plan, excluded=excluded, connect=connect, stream=stream, estimates=plan)
 
 
 @dataclass
@@ -219,6 +231,7 @@ def resume_sweep(
     connect: Connect = transport_for,
     sleep: Callable[[float], None] = time.sleep,
     quarantine: QuarantineStore | None = None,
+    on_event: EventSink | None = None,
 ) -> SweepOutcome:
     """Reattach to a sweep's hosts, with the repairs a first start has: the plan is made again as
     it was (same playbook copy, facts and options, so the same server ids), and the fixer learns
@@ -226,15 +239,29 @@ def resume_sweep(
     variants are not repaired again after a resume (their configurations live in the first
     controller's memory only)."""
     sweep = load_sweep(results_root, sweep_id)
+    stream = EventStream(on_event, started_at=sweep.record.created_at)  # elapsed counts from the first start
     mirror_root = Path(sweep.record.mirror_root) if sweep.record.mirror_root else sweep.directory
     options = provision_options(mirror_root, os.environ if environ is None else environ)
     store = quarantine or QuarantineStore(results_root / "quarantine.json")
     hardware = {name: hardware_of(host, _recorded_facts(sweep.directory, name)) for name, host in sweep.hosts.items()}
-    plan = make_plan(sweep.playbook, list(sweep.hosts.values()), PlanOptions(memory_check=sweep.record.memory_check, quarantine=store, hardware=hardware))
+    plan_options = PlanOptions(memory_check=sweep.record.memory_check, quarantine=store, hardware=hardware, durations=_durations(results_root))
+    plan = make_plan(sweep.playbook, list(sweep.hosts.values()), plan_options)
     fixer = SweepFixer(sweep.playbook, sweep.hosts, hardware, store, sweep.record.sweep_id, {s.config.id: s for s in plan.servers})
     fixer.already_fixed(sweep.shards.values())
     ctx = _context(sweep.directory, sweep.playbook, options, poll_interval_s, stop, fixer, sleep)
-    return _drive(ctx, sweep.hosts, sweep.shards, watch=watch, plan=None, excluded=sweep.record.excluded, connect=connect)
+    return _drive(
+        ctx, sweep.hosts, sweep.shards, watch=watch, plan=None, excluded=sweep.record.excluded, connect=connect, stream=stream, estimates=plan, resumed=True,
+    )  # fmt: skip
+
+
+def _durations(results_root: Path) -> DurationHistory | None:
+    """The measured durations of earlier sweeps; None (priors only) where the file is unreadable:
+    a broken history must not stop a sweep, but it is said, with the file and the field."""
+    try:
+        return DurationHistory.load(results_root / DURATIONS_FILE)
+    except ContractError as exc:
+        log.error("%s; estimating from priors", exc)
+        return None
 
 
 def _recorded_facts(directory: Path, host: str) -> HostFacts | None:
@@ -271,7 +298,16 @@ def _drive(
     plan: Plan | None,
     excluded: dict[str, str],
     connect: Connect,
+    stream: EventStream,
+    estimates: Plan,
+    resumed: bool = False,
 ) -> SweepOutcome:
+    """Drive every host to its end; `estimates` is the plan whose estimates make the ETA (on a
+    resume, the plan made again), `plan` the one the outcome reports (None on a resume)."""
+    scales = {name: time_scale_of(host) for name, host in hosts.items()}
+    progress = SweepProgress(stream, estimates, shards, scales, {name: ctx.directory / name for name in hosts})
+    ctx = replace(ctx, progress=progress)
+    progress.started(ctx.sweep_id, resumed)
     drivers = [HostDriver(ctx, host, shards[name], connect(host)) for name, host in hosts.items()]
     statuses = {d.host.name: d.status for d in drivers}
     threads = drive_all(drivers)
@@ -296,7 +332,14 @@ def _drive(
     if ctx.fixer is not None:
         summary["fixes"] = [fix.__dict__ for fix in fixes]
     write_json_atomic(ctx.directory / "summary.json", summary)
-    return SweepOutcome(ctx.sweep_id, ctx.directory, statuses, excluded, plan, interrupted or ctx.stop.is_set(), fixes)
+    results, _ = collect_results(ctx.directory)
+    try:
+        record_durations(ctx.directory.parent, ctx.sweep_id, results, progress.server_samples)
+    except (ContractError, OSError) as exc:
+        log.error("measured durations not recorded: %s", exc)  # the results stand; only the next ETA learns less
+    interrupted = interrupted or ctx.stop.is_set()
+    stream.emit("summary", eta_s=0.0 if record.state == "finished" else None, state=record.state, directory=str(ctx.directory), interrupted=interrupted, **summary)
+    return SweepOutcome(ctx.sweep_id, ctx.directory, statuses, excluded, plan, interrupted, fixes)
 
 
 def collect_results(directory: Path) -> tuple[list[RunResult], dict[str, str]]:

@@ -20,11 +20,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fleet.errors import FleetError, TransportError
 from fleet.host.atomic import write_json_atomic
 from fleet.host.contract import AgentState, ContractError, Progress, SweepDir, load_result
+from fleet.host.contract.progress import DONE_STATUSES
 from fleet.host.contract.shard import Shard
 from fleet.inventory import Host
 from fleet.playbook import Playbook
@@ -33,6 +34,9 @@ from fleet.retry import WAIT_FOR_REBOOT, retrying
 from fleet.sweep.channel import AgentChannel, Poll
 from fleet.sweep.fixing import SweepFixer
 from fleet.transport.base import Transport
+
+if TYPE_CHECKING:  # events.py builds on this module's HostStatus
+    from fleet.sweep.events import SweepProgress
 
 log = logging.getLogger("fleet.sweep")
 
@@ -83,7 +87,7 @@ class HostStatus:
 
     @property
     def done(self) -> int:
-        return sum(self.counts.get(k, 0) for k in ("ok", "partial", "failed", "skipped"))
+        return sum(self.counts.get(k, 0) for k in DONE_STATUSES)  # not_comparable too: it has its result
 
     def absorb(self, progress: Progress | None) -> None:
         """The agent's progress file into this status."""
@@ -119,6 +123,7 @@ class SweepContext:
     stop: threading.Event = field(default_factory=threading.Event)
     fixer: SweepFixer | None = None
     sleep: Callable[[float], None] = time.sleep  # retry back-off; tests pass a no-op
+    progress: SweepProgress | None = None  # events with elapsed time and ETA, for the display
 
     @property
     def sweep_id(self) -> str:
@@ -141,6 +146,11 @@ class HostDriver:
     def _link_dropped(self) -> None:
         self.status.link_drops += 1
 
+    def _observe(self) -> None:
+        """Let the progress display see this host's status after a step (it emits what changed)."""
+        if self.ctx.progress is not None:
+            self.ctx.progress.observe(self.status, self.shard, self.local_dir)
+
     # ------------------------------------------------------------------------------ the loop
 
     def drive(self) -> HostStatus:
@@ -151,11 +161,13 @@ class HostDriver:
             self.status.phase = Phase.FAILED
             self.status.last_error = str(exc)
             log.error("%s: %s", self.host.name, exc)
+        self._observe()
         return self.status
 
     def start(self) -> None:
         """Ship, recover first if the host rebooted while no controller watched, start the agent."""
         self.status.phase = Phase.SHIPPING
+        self._observe()
         self.ship()
         state = self.channel.poll()
         self.status.boot_id = state.boot_id
@@ -164,6 +176,7 @@ class HostDriver:
             self.recover_from_reboot()
         self.channel.start_agent()
         self.status.phase = Phase.RUNNING
+        self._observe()
 
     def watch(self) -> None:
         pulled_files = -1
@@ -173,6 +186,7 @@ class HostDriver:
             except TransportError as exc:
                 self.status.phase = Phase.UNREACHABLE
                 self.status.last_error = f"unreachable: {exc}"
+                self._observe()
                 self.ctx.stop.wait(self.ctx.poll_interval_s)
                 continue
             self.status.phase = Phase.RUNNING
@@ -182,6 +196,7 @@ class HostDriver:
                 self.ship()
                 self.channel.start_agent()
                 self.status.phase = Phase.RUNNING
+                self._observe()
                 continue
             self.status.boot_id = state.boot_id or self.status.boot_id
             self.status.absorb(state.progress)
@@ -196,14 +211,18 @@ class HostDriver:
                 self.review()
                 if ended is Phase.FINISHED and self.repair_round():
                     pulled_files = -1
+                    self._observe()
                     continue
                 # STOPPED: someone stopped it on purpose (a STOP file, SIGTERM): not a crash to undo.
                 self.status.phase = ended
+                self._observe()
                 return
             if not state.agent_alive and state.progress is not None:
                 self.restart_agent(agent_state)
+            self._observe()
             self.ctx.stop.wait(self.ctx.poll_interval_s)
         self.status.phase = Phase.DETACHED
+        self._observe()
 
     # ------------------------------------------------------------------------------ steps
 

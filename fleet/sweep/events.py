@@ -1,0 +1,297 @@
+"""A sweep's progress as events, each stamped with the elapsed time and an ETA learned from
+measured durations; and the duration history (`results/durations.json`) the next plan learns from.
+
+`fleet sweep` shows the events as the live table (a terminal), one line each (stdout not a
+terminal: `fleet.views.event_line`) or JSON lines (`--json`: `Event.to_json`). The shape of an
+event, stable for tools that read `--json`:
+
+    {"type": ..., "time": "2026-12-01T10:37:05Z", "elapsed_s": 12.3, "eta_s": 40.0 | null, "host": "ct200" | null, ...}
+
+and per type (EVENT_TYPES):
+- `provisioned`: status (ok, changed, failed), reason
+- `planned`: runs, servers, hosts, measured_runs (estimated from measurements; the rest from priors)
+- `started`: sweep_id, resumed, hosts {name: {done, total}}
+- `phase`: phase, previous, done, total, host_eta_s, error (the host's last error, "" if none)
+- `run`: run_id, label, status, duration_s (wall), failure (its class, or null), done, total, host_eta_s
+- `reboot`: boot_id; `link_drop`: count; `agent_restart`: count; `repair_round`: added, total
+- `summary` (always the last): sweep_id, state, directory, interrupted, results, by_status,
+  unreadable, hosts, fixes -- what `summary.json` holds.
+
+The ETA of a host is its remaining work (runs without a result, starts of servers not begun) by
+the plan's estimates (measurements of earlier sweeps where there are any, priors otherwise),
+corrected by how measured runs of this sweep compare with their estimates, divided by the
+parallelism the plan gives the host. The sweep's ETA is its slowest host's.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from fleet.host.contract import ContractError, RunResult, RunStatus, SweepDir, load_result
+from fleet.host.contract.progress import ServerPhase
+from fleet.host.contract.shard import Shard
+from fleet.plan import Plan
+from fleet.planning.estimate import DURATIONS_FILE, DurationHistory, Sample
+from fleet.sweep.driver import HostStatus, Phase
+
+log = logging.getLogger("fleet.sweep")
+
+EVENT_TYPES = ("provisioned", "planned", "started", "phase", "run", "reboot", "link_drop", "agent_restart", "repair_round", "summary")
+# Runs whose duration measures their workload (a failed one fails fast; a partial one lost requests).
+MEASURED_STATUSES = (RunStatus.ok, RunStatus.not_comparable)
+# Phases in which a host has nothing left to do in this controller: its ETA is 0.
+_ENDED = {Phase.FINISHED.value, Phase.FAILED.value, Phase.STOPPED.value, Phase.DETACHED.value}
+
+
+@dataclass(frozen=True)
+class Event:
+    type: str  # one of EVENT_TYPES
+    at: float  # epoch seconds
+    elapsed_s: float  # since the sweep started (a resume counts from the first start)
+    eta_s: float | None  # None until there is a plan
+    host: str | None = None
+    data: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        stamp = datetime.fromtimestamp(self.at, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        eta = round(self.eta_s, 1) if self.eta_s is not None else None
+        return {"type": self.type, "time": stamp, "elapsed_s": round(self.elapsed_s, 1), "eta_s": eta, "host": self.host, **self.data}
+
+
+EventSink = Callable[[Event], None]
+
+
+class EventStream:
+    """Stamps events and hands them to the sink one at a time, in order (the hosts' loops emit
+    from their own threads)."""
+
+    def __init__(self, sink: EventSink | None, started_at: float | None = None, clock: Callable[[], float] = time.time) -> None:
+        self.sink = sink
+        self.clock = clock
+        self.started_at = clock() if started_at is None else started_at
+        self._lock = threading.Lock()
+
+    def emit(self, type: str, host: str | None = None, eta_s: float | None = None, **data: Any) -> Event:
+        assert type in EVENT_TYPES, type
+        with self._lock:
+            now = self.clock()
+            event = Event(type, now, max(0.0, now - self.started_at), eta_s, host, data)
+            if self.sink is not None:
+                try:
+                    self.sink(event)
+                except Exception:  # a display that fails must not take the sweep down with it
+                    log.exception("progress display failed on a %s event", type)
+            return event
+
+
+@dataclass
+class _Host:
+    """What the progress tracker knows of one host."""
+
+    name: str
+    scale: float  # wall seconds per engine second (sim_speed; 1 on real hardware)
+    parallel: float  # servers the plan runs side by side on it, on average
+    runs: dict[str, str] = field(default_factory=dict)  # run id -> server id, from the shard
+    skipped: set[str] = field(default_factory=set)  # servers not launched: their runs take no time
+    done: dict[str, str] = field(default_factory=dict)  # run id -> status, every result pulled
+    phase: str = ""
+    reboots: int = 0
+    link_drops: int = 0
+    agent_restarts: int = 0
+    starting: dict[str, float] = field(default_factory=dict)  # server id -> when it began starting
+    started: set[str] = field(default_factory=set)  # servers seen past their start
+
+    def follow(self, shard: Shard) -> int:
+        """Take the shard's runs (a repair round adds some); returns how many are new."""
+        before = len(self.runs)
+        for server, run in shard.runs:
+            self.runs.setdefault(run.run_id, server.server_id)
+            if server.skip_reason:
+                self.skipped.add(server.server_id)
+        return len(self.runs) - before
+
+    @property
+    def done_count(self) -> int:
+        return sum(1 for run_id in self.runs if run_id in self.done)
+
+
+class SweepProgress:
+    """Turns what the hosts' loops see into events with an ETA; collects server start durations.
+
+    `observe` is called by each host's loop (fleet.sweep.driver.HostDriver) after every step with
+    the host's status, its shard and its local results folder; it diffs them with what it saw."""
+
+    def __init__(self, stream: EventStream, plan: Plan | None, shards: Mapping[str, Shard], scales: Mapping[str, float], local_dirs: Mapping[str, Path]) -> None:
+        self.stream = stream
+        self._lock = threading.Lock()
+        self.run_estimates: dict[str, float] = {k: e.seconds for k, e in plan.run_estimates.items()} if plan else {}
+        self.server_estimates: dict[str, float] = {k: e.seconds for k, e in plan.server_estimates.items()} if plan else {}
+        parallel = _parallelism(plan) if plan else {}
+        self.hosts: dict[str, _Host] = {}
+        for name, shard in shards.items():
+            host = _Host(name, scales.get(name, 1.0), parallel.get(name, 1.0))
+            host.follow(shard)
+            # Results pulled before (a resume): done, not news, and not measured by this controller.
+            for path in (local_dirs[name] / SweepDir.RUNS).glob("*.json"):
+                result = _read(path)
+                host.done[path.stem] = result.status.value if result is not None else "unreadable"
+            self.hosts[name] = host
+        self.measured: list[tuple[float, float]] = []  # (measured, estimated) wall seconds of runs of this sweep
+        self.server_samples: dict[str, tuple[str, float]] = {}  # server id -> (host, engine seconds of its start)
+
+    # ------------------------------------------------------------------------------ the ETA
+
+    def correction(self) -> float:
+        """Measured over estimated time of the runs this sweep measured so far (1 before any)."""
+        estimated = sum(e for _, e in self.measured)
+        return sum(m for m, _ in self.measured) / estimated if estimated > 0 else 1.0
+
+    def _run_estimate(self, host: _Host, run_id: str) -> float:
+        if run_id in self.run_estimates:
+            return self.run_estimates[run_id]
+        # A fixed variant made during the sweep: as long as its host's other runs, on average.
+        known = [self.run_estimates[r] for r in host.runs if r in self.run_estimates]
+        return sum(known) / len(known) if known else 0.0
+
+    def host_eta(self, host: _Host) -> float:
+        if host.phase in _ENDED:
+            return 0.0
+        factor = self.correction()
+        remaining, servers = 0.0, set()
+        for run_id, server_id in host.runs.items():
+            if run_id in host.done or server_id in host.skipped:
+                continue
+            remaining += self._run_estimate(host, run_id) * factor
+            servers.add(server_id)
+        remaining += sum(self.server_estimates.get(s, 0.0) for s in servers - host.started)
+        return remaining / host.parallel
+
+    def eta(self) -> float:
+        return max((self.host_eta(h) for h in self.hosts.values()), default=0.0)
+
+    # ------------------------------------------------------------------------------ events
+
+    def emit(self, type: str, host: str | None = None, **data: Any) -> Event:
+        return self.stream.emit(type, host, self.eta(), **data)
+
+    def started(self, sweep_id: str, resumed: bool) -> None:
+        with self._lock:
+            hosts = {h.name: {"done": h.done_count, "total": len(h.runs)} for h in self.hosts.values()}
+            self.emit("started", sweep_id=sweep_id, resumed=resumed, hosts=hosts)
+
+    def observe(self, status: HostStatus, shard: Shard, local_dir: Path) -> None:
+        """Emit what changed on one host since its last observation. Never raises: a fault here
+        must not stop the sweep."""
+        try:
+            with self._lock:
+                self._observe(status, shard, local_dir)
+        except Exception:
+            log.exception("%s: progress tracking failed", status.host)
+
+    def _observe(self, status: HostStatus, shard: Shard, local_dir: Path) -> None:
+        host = self.hosts[status.host]
+        name = host.name
+        added = host.follow(shard)
+        if status.reboots > host.reboots:
+            host.reboots = status.reboots
+            self.emit("reboot", name, boot_id=status.boot_id)
+        if status.link_drops > host.link_drops:
+            host.link_drops = status.link_drops
+            self.emit("link_drop", name, count=status.link_drops)
+        if status.agent_restarts > host.agent_restarts:
+            host.agent_restarts = status.agent_restarts
+            self.emit("agent_restart", name, count=status.agent_restarts)
+        if added:  # the first shard was taken in __init__: what comes later is a repair round's
+            self.emit("repair_round", name, added=added, total=len(host.runs))
+        self._server_starts(host, status.servers)
+        for result in self._new_results(host, local_dir):
+            host.done[result.run_id] = result.status.value  # one at a time: each event counts the runs done up to it
+            duration = max(0.0, result.ended_at - result.started_at)
+            estimate = self._run_estimate(host, result.run_id)
+            if result.status in MEASURED_STATUSES and estimate > 0:
+                self.measured.append((duration, estimate))
+            host.started.add(host.runs.get(result.run_id, result.server_id))
+            self.emit(
+                "run", name, run_id=result.run_id, label=result.label, status=result.status.value, duration_s=round(duration, 2),
+                failure=result.failure.error_class if result.failure else None, done=host.done_count, total=len(host.runs),
+                host_eta_s=round(self.host_eta(host), 1),
+            )  # fmt: skip
+        phase = str(status.phase)
+        if phase != host.phase:
+            previous, host.phase = host.phase, phase
+            self.emit(
+                "phase", name, phase=phase, previous=previous or None, done=host.done_count, total=len(host.runs),
+                host_eta_s=round(self.host_eta(host), 1), error=status.last_error if phase == Phase.FAILED.value else "",
+            )  # fmt: skip
+
+    def _new_results(self, host: _Host, local_dir: Path) -> list[RunResult]:
+        fresh: list[RunResult] = []
+        for path in sorted((local_dir / SweepDir.RUNS).glob("*.json")):
+            if path.stem in host.done:
+                continue
+            result = _read(path)
+            if result is None:
+                host.done[path.stem] = "unreadable"
+            else:
+                fresh.append(result)
+        return sorted(fresh, key=lambda r: r.ended_at)
+
+    def _server_starts(self, host: _Host, servers: Mapping[str, Any]) -> None:
+        """A server's start, measured from the agent's phase timestamps: seen `starting` since t0,
+        then in a later phase since t1, it took t1 - t0 (the host's clock on both ends)."""
+        for server_id, server in servers.items():
+            phase, since = server.get("phase"), server.get("since")
+            if not isinstance(since, (int, float)):
+                continue
+            if phase == ServerPhase.starting.value:
+                host.starting.setdefault(server_id, float(since))
+                continue
+            host.started.add(server_id)
+            began = host.starting.pop(server_id, None)
+            if began is not None and since >= began and server_id not in self.server_samples:
+                self.server_samples[server_id] = (host.name, (since - began) / host.scale)
+
+
+def _read(path: Path) -> RunResult | None:
+    try:
+        return load_result(path)
+    except ContractError:
+        return None  # the host's loop reports it (fleet.sweep.driver.HostDriver.review)
+
+
+def _parallelism(plan: Plan) -> dict[str, float]:
+    """Per host: the plan's work on it over its span, i.e. how many servers run side by side."""
+    work: dict[str, float] = {}
+    span: dict[str, float] = {}
+    for server in plan.servers:
+        if server.skip_reason:
+            continue
+        work[server.host] = work.get(server.host, 0.0) + server.end_s - server.start_s
+        span[server.host] = max(span.get(server.host, 0.0), server.end_s)
+    return {host: max(1.0, work[host] / span[host]) if span[host] > 0 else 1.0 for host in work}
+
+
+# ------------------------------------------------------------------------------ the history
+
+
+def record_durations(results_root: Path, sweep_id: str, results: list[RunResult], server_samples: Mapping[str, tuple[str, float]]) -> Path:
+    """Add a sweep's measured durations to `results/durations.json` (atomically): each run that
+    ran its workload (ok, not_comparable) in engine seconds, and each server start measured."""
+    path = results_root / DURATIONS_FILE
+    history = DurationHistory.load(path)
+    for result in results:
+        if result.status not in MEASURED_STATUSES or result.ended_at < result.started_at:
+            continue
+        scale = result.sim_speed or 1.0
+        history.record_run(result.run_id, Sample((result.ended_at - result.started_at) / scale, result.sweep_id, result.host))
+    for server_id, (host, seconds) in server_samples.items():
+        history.record_server(server_id, Sample(seconds, sweep_id, host))
+    history.save(path)
+    return path
