@@ -8,12 +8,12 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from enum import Enum
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Annotated
 
 from pydantic import Field, PrivateAttr, field_validator, model_validator
 
-from fleet.config import StrictModel, load_model_file
+from fleet.config import Command, HostAddress, HostPath, Int, LocalPath, SshAlias, StrictModel, UserName, load_model_file
 from fleet.errors import ConfigError, HostSelectionError
 from fleet.host.engines.sglang.flags import FORKS
 from fleet.host.engines.sglang.release import DEFAULT_SIM_RELEASE, KNOWN_RELEASES
@@ -41,29 +41,16 @@ class ServiceManager(str, Enum):
     process = "process"
 
 
-def _absolute_posix(value: str) -> str:
-    if not PurePosixPath(value).is_absolute():
-        raise ValueError(f"an absolute path on the host, not {value!r}")
-    return value
-
-
-RemotePath = Annotated[str, Field(min_length=1)]
-
-
 class GpuSpec(StrictModel):
-    count: int = Field(ge=0, le=64, description="GPUs the host must have")
+    count: Int = Field(ge=0, le=64, description="GPUs the host must have")
     model: str | None = Field(default=None, description="expected `nvidia-smi` name, e.g. NVIDIA RTX PRO 6000 Blackwell ...")
 
 
 class HostPaths(StrictModel):
-    work_dir: RemotePath = "/var/lib/fleet"
-    model_cache: RemotePath = "/srv/models"
-    staging: RemotePath | None = Field(default=None, description="fast dir such as /dev/shm/fleet; none = serve from the cache")
-
-    @field_validator("work_dir", "model_cache", "staging")
-    @classmethod
-    def _absolute(cls, value: str | None) -> str | None:
-        return value if value is None else _absolute_posix(value)
+    # HostPath: absolute, no `..`, no spaces or shell characters -- these reach remote shells and rsync.
+    work_dir: HostPath = "/var/lib/fleet"
+    model_cache: HostPath = "/srv/models"
+    staging: HostPath | None = Field(default=None, description="fast dir such as /dev/shm/fleet; none = serve from the cache")
 
 
 UPSTREAM = "upstream"
@@ -82,7 +69,7 @@ def fork_of(kind: str, fork: str | None = ENGINE_DEFAULT_FORK) -> str | None:
 
 class EngineSpec(StrictModel):
     kind: EngineKind = EngineKind.sglang
-    python: str = Field(default="python3", min_length=1, description="interpreter that runs the engine")
+    python: Command = Field(default="python3", description="interpreter that runs the engine")
     sim_speed: float = Field(
         default=1.0, gt=0, le=1.0, description="sim engine only: time scale (0.01 = a hundred times faster than real)"
     )
@@ -122,13 +109,14 @@ class EngineSpec(StrictModel):
 class Host(StrictModel):
     name: str = Field(pattern=NAME_PATTERN)
     transport: TransportKind = TransportKind.ssh
-    address: str | None = None
-    ssh_alias: str | None = Field(default=None, description="a Host entry of ~/.ssh/config (ProxyJump works)")
-    port: int = Field(default=22, ge=1, le=65535)
-    user: str | None = None
-    identity_file: str | None = None
+    # Each of these lands on ssh's command line: a leading `-` would be read as an option.
+    address: HostAddress | None = None
+    ssh_alias: SshAlias | None = Field(default=None, description="a Host entry of ~/.ssh/config (ProxyJump works)")
+    port: Int = Field(default=22, ge=1, le=65535)
+    user: UserName | None = None
+    identity_file: LocalPath | None = None
     host_key_policy: HostKeyPolicy = HostKeyPolicy.verify
-    known_hosts: str | None = None
+    known_hosts: LocalPath | None = None
     gpus: GpuSpec = GpuSpec(count=0)
     paths: HostPaths = HostPaths()
     engine: EngineSpec = EngineSpec()
@@ -221,6 +209,11 @@ def load_inventory(directory: Path) -> Inventory:
     if not directory.is_dir():
         raise ConfigError(directory, "", "a directory of host files (hosts/*.yaml)", "no such directory")
     hosts = [load_host(path) for path in host_files(directory)]
+    seen: dict[str, Path] = {}
+    for host in hosts:
+        if host.name in seen:  # ct200.yaml and ct200.yml: neither may silently win
+            raise ConfigError(host.source_file, "name", f"one host file per host (also defined in {seen[host.name]})", host.name)
+        seen[host.name] = host.source_file
     clash = _group_name_clashes(hosts)
     if clash:
         raise ConfigError(directory, "groups", "group names distinct from host names", clash)

@@ -11,29 +11,76 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import Field, ValidationInfo, field_validator, model_validator
+from pydantic import AfterValidator, Field, PrivateAttr, ValidationInfo, field_validator, model_validator
 
-from fleet.config import StrictModel, load_model_file
+from fleet.config import EnvName, FlagName, HfRepoId, HostPath, Int, Revision, StrictModel, Token, checked, checked_host_path, load_model_file
+from fleet.host.modelcard import shipped_card_names
 from fleet.inventory import NAME_PATTERN
 
 FlagValue = Union[str, int, float, bool, None, list[Union[str, int, float]]]
 Name = Annotated[str, Field(pattern=NAME_PATTERN)]
+# Flags and environment reach the engine's argv and its unit file: names are words (a key like
+# `x; touch /tmp/p` is refused here), values free of control characters (fleet.config.read_yaml).
+Flags = dict[FlagName, FlagValue]
+Env = dict[EnvName, str]
+# Bounds far above any real setting: a value past them is a typo (1e15), not a configuration.
+MAX_CONTEXT = 1 << 24
+MAX_TIMEOUT_S = 7 * 86400.0
+
+
+def _card(value: str) -> str | None:
+    if value.lower() in shipped_card_names():
+        return None
+    path = Path(value).expanduser()
+    if ".." in path.parts or value.startswith("-"):
+        return f"a shipped model card ({', '.join(shipped_card_names())}) or a card file path without `..`"
+    if not (path.is_file() or path.is_dir()):
+        return f"a shipped model card ({', '.join(shipped_card_names())}), a JSON card file or a model directory that exists"
+    return None
+
+
+def _mirror(value: str) -> str | None:
+    if value.startswith("-"):
+        return "an rsync source (`host:/dir` or a path on this machine), not starting with -"
+    remote = re.match(r"^([^/:]*):(.*)$", value)
+    if remote:
+        host, path = remote.groups()
+        if not re.fullmatch(r"([A-Za-z_][A-Za-z0-9_.-]*@)?[A-Za-z0-9][A-Za-z0-9._-]*", host):
+            return "`host:/dir` with a host name or ssh alias (letters, digits, . _ -, optionally user@)"
+        if why := checked_host_path(path):
+            return f"`host:/dir` with {why}"
+    return None
+
+
+def _prompt_name(value: str) -> str:
+    from fleet.workloads import prompt_names  # fleet.workloads imports this module
+
+    if value not in prompt_names():
+        raise ValueError(f"a prompt of fleet's library ({', '.join(prompt_names())}), not {value!r}")
+    return value
+
+
+CardName = Annotated[str, checked(_card)]
+MirrorSource = Annotated[str, checked(_mirror)]
+PromptName = Annotated[str, Field(pattern=NAME_PATTERN), AfterValidator(_prompt_name)]
 
 
 class ModelRef(StrictModel):
     """Where the weights come from. `repo` is fetched into each host's cache; `path` is already on the hosts."""
 
-    repo: str | None = Field(default=None, description="Hugging Face repo id, e.g. Qwen/Qwen3.6-27B")
-    revision: str = Field(default="main", min_length=1)
-    path: str | None = Field(default=None, description="a model directory that already exists on every host")
-    mirror: str | None = Field(default=None, description="rsync source (`host:/dir` or a controller path) used instead of the hub")
-    card: str | None = Field(default=None, description="fleet model card for memory planning, e.g. qwen3.6-27b")
+    # repo and revision name the cache directory (fleet.layout.model_cache_dir): no `..`, ever.
+    repo: HfRepoId | None = Field(default=None, description="Hugging Face repo id, e.g. Qwen/Qwen3.6-27B")
+    revision: Revision = Field(default="main", min_length=1)
+    path: HostPath | None = Field(default=None, description="a model directory that already exists on every host")
+    mirror: MirrorSource | None = Field(default=None, description="rsync source (`host:/dir` or a controller path) used instead of the hub")
+    card: CardName | None = Field(default=None, description="fleet model card for memory planning, e.g. qwen3.6-27b")
 
     @model_validator(mode="after")
     def _one_source(self) -> ModelRef:
@@ -49,14 +96,14 @@ class ModelRef(StrictModel):
 class MethodSpec(StrictModel):
     """A decoding method: how the engine is told to decode. No `algorithm` = autoregressive."""
 
-    algorithm: str | None = Field(default=None, description="DFLASH, DDTREE, EAGLE, EAGLE3, NGRAM, ... or a plugin's name")
+    algorithm: Token | None = Field(default=None, description="DFLASH, DDTREE, EAGLE, EAGLE3, NGRAM, ... or a plugin's name")
     draft: Name | None = Field(default=None, description="a key of `drafts`")
-    num_draft_tokens: int | None = Field(default=None, ge=1)
-    num_steps: int | None = Field(default=None, ge=1)
-    eagle_topk: int | None = Field(default=None, ge=1)
-    budgets: list[Annotated[int, Field(ge=1)]] | None = Field(default=None, description="DDTree node budgets: one variant each")
-    flags: dict[str, FlagValue] = Field(default_factory=dict, description="extra engine flags, without the leading --")
-    env: dict[str, str] = Field(default_factory=dict)
+    num_draft_tokens: Int | None = Field(default=None, ge=1, le=1024)
+    num_steps: Int | None = Field(default=None, ge=1, le=256)
+    eagle_topk: Int | None = Field(default=None, ge=1, le=256)
+    budgets: list[Annotated[Int, Field(ge=1, le=4096)]] | None = Field(default=None, description="DDTree node budgets: one variant each")
+    flags: Flags = Field(default_factory=dict, description="extra engine flags, without the leading --")
+    env: Env = Field(default_factory=dict)
 
     @field_validator("algorithm")
     @classmethod
@@ -77,22 +124,22 @@ class MethodSpec(StrictModel):
 class ServerSettings(StrictModel):
     """Engine settings shared by every method; `overrides` can change them for some TP sizes or methods."""
 
-    context_length: int | None = Field(default=None, ge=256)
+    context_length: Int | None = Field(default=None, ge=256, le=MAX_CONTEXT)
     mem_fraction_static: float | None = Field(default=None, gt=0.05, lt=0.99)
-    max_running_requests: int | None = Field(default=None, ge=1)
-    max_total_tokens: int | None = Field(default=None, ge=1)
-    chunked_prefill_size: int | None = None
-    cuda_graph_max_bs: int | None = Field(default=None, ge=1)
-    attention_backend: str | None = None
-    draft_attention_backend: str | None = None
+    max_running_requests: Int | None = Field(default=None, ge=1, le=1 << 16)
+    max_total_tokens: Int | None = Field(default=None, ge=1, le=1 << 34)
+    chunked_prefill_size: Int | None = Field(default=None, ge=-1, le=MAX_CONTEXT)  # -1: SGLang's "no chunking"
+    cuda_graph_max_bs: Int | None = Field(default=None, ge=1, le=1 << 16)
+    attention_backend: Token | None = None
+    draft_attention_backend: Token | None = None
     disable_radix_cache: bool | None = Field(default=None, description="unset: fleet decides (hybrid models with speculative decoding need it)")
-    mamba_scheduler_strategy: str | None = None
-    page_size: int | None = Field(default=None, ge=1)
-    kv_cache_dtype: str | None = None
+    mamba_scheduler_strategy: Token | None = None
+    page_size: Int | None = Field(default=None, ge=1, le=1 << 16)
+    kv_cache_dtype: Token | None = None
     trust_remote_code: bool = False
     enable_metrics: bool = True
-    flags: dict[str, FlagValue] = Field(default_factory=dict)
-    env: dict[str, str] = Field(default_factory=dict)
+    flags: Flags = Field(default_factory=dict)
+    env: Env = Field(default_factory=dict)
 
     def merged(self, patch: ServerSettings) -> ServerSettings:
         """Fields set in `patch` win; flags and env are merged key by key."""
@@ -106,46 +153,46 @@ class ServerSettings(StrictModel):
 class Override(StrictModel):
     """Server settings that apply only where `tp` and/or `method` match."""
 
-    tp: int | None = None
-    method: str | None = None
+    tp: Int | None = None
+    method: Name | None = None
     server: ServerSettings
 
 
 # Workload defaults send enough requests for a p90 (10: fleet.host.agent.stats states the rule).
 class ShortWorkload(StrictModel):
     kind: Literal["short"]
-    prompts: list[Name] = Field(min_length=1, description="names from fleet's prompt library (fib, qsort, arith, json, ...)")
-    max_new_tokens: int = Field(default=256, ge=1)
-    requests: int | None = Field(
-        default=None, ge=1, description="requests per repeat, in whole rounds of the prompts; default: enough for a p90 (10)"
+    prompts: list[PromptName] = Field(min_length=1, description="names from fleet's prompt library (fib, qsort, arith, json, ...)")
+    max_new_tokens: Int = Field(default=256, ge=1, le=MAX_CONTEXT)
+    requests: Int | None = Field(
+        default=None, ge=1, le=100_000, description="requests per repeat, in whole rounds of the prompts; default: enough for a p90 (10)"
     )
 
 
 class LongContextWorkload(StrictModel):
     kind: Literal["long_context"]
-    prompt_tokens: int = Field(ge=1, description="target prompt length; shrunk by real token count to fit the context")
-    max_new_tokens: int = Field(default=256, ge=1)
-    margin_tokens: int = Field(default=64, ge=0)
-    requests: int = Field(default=10, ge=1, description="requests per repeat; the default is enough for a p90")
+    prompt_tokens: Int = Field(ge=1, le=MAX_CONTEXT, description="target prompt length; shrunk by real token count to fit the context")
+    max_new_tokens: Int = Field(default=256, ge=1, le=MAX_CONTEXT)
+    margin_tokens: Int = Field(default=64, ge=0, le=MAX_CONTEXT)
+    requests: Int = Field(default=10, ge=1, le=100_000, description="requests per repeat; the default is enough for a p90")
 
 
 class ConcurrencyWorkload(StrictModel):
     kind: Literal["concurrency"]
-    levels: Literal["auto"] | list[Annotated[int, Field(ge=1)]] = Field(
+    levels: Literal["auto"] | list[Annotated[Int, Field(ge=1, le=1 << 16)]] = Field(
         default="auto", description="`auto`: 1, 2, 4, ... up to the server's effective max_running_requests"
     )
-    prompt: Name = "qsort"
-    max_new_tokens: int = Field(default=256, ge=1)
-    requests_per_level: int | None = Field(
-        default=None, ge=1, description="default: enough for a p90 (10) and 2 x the level (fleet.host.agent.drive.requests_at_level)"
+    prompt: PromptName = "qsort"
+    max_new_tokens: Int = Field(default=256, ge=1, le=MAX_CONTEXT)
+    requests_per_level: Int | None = Field(
+        default=None, ge=1, le=100_000, description="default: enough for a p90 (10) and 2 x the level (fleet.host.agent.drive.requests_at_level)"
     )
 
 
 class AgenticWorkload(StrictModel):
     kind: Literal["agentic"]
-    turns: int = Field(default=6, ge=1)
-    sessions: int = Field(default=2, ge=1, description="conversations side by side; 2 x 6 turns: enough for a p90")
-    max_new_tokens: int = Field(default=256, ge=1)
+    turns: Int = Field(default=6, ge=1, le=1000)
+    sessions: Int = Field(default=2, ge=1, le=1000, description="conversations side by side; 2 x 6 turns: enough for a p90")
+    max_new_tokens: Int = Field(default=256, ge=1, le=MAX_CONTEXT)
 
 
 Workload = Annotated[
@@ -165,10 +212,10 @@ class Isolation(str, Enum):
 
 
 class Limits(StrictModel):
-    server_start_timeout_s: float = Field(default=1200, gt=0)
-    request_timeout_s: float = Field(default=600, gt=0)
-    no_token_timeout_s: float = Field(default=120, gt=0, description="a stream with no token for this long is abandoned")
-    max_fix_attempts: int = Field(default=2, ge=0)
+    server_start_timeout_s: float = Field(default=1200, gt=0, le=MAX_TIMEOUT_S)
+    request_timeout_s: float = Field(default=600, gt=0, le=MAX_TIMEOUT_S)
+    no_token_timeout_s: float = Field(default=120, gt=0, le=MAX_TIMEOUT_S, description="a stream with no token for this long is abandoned")
+    max_fix_attempts: Int = Field(default=2, ge=0, le=20)
 
 
 class Playbook(StrictModel):
@@ -177,14 +224,20 @@ class Playbook(StrictModel):
     model: ModelRef
     drafts: dict[Name, ModelRef] = Field(default_factory=dict)
     methods: dict[Name, MethodSpec] = Field(min_length=1)
-    tp: list[Annotated[int, Field(ge=1, le=64)]] = Field(min_length=1)
+    tp: list[Annotated[Int, Field(ge=1, le=64)]] = Field(min_length=1)
     server: ServerSettings = ServerSettings()
     overrides: list[Override] = Field(default_factory=list)
     workloads: dict[Name, Workload] = Field(min_length=1)
-    repeats: int = Field(default=1, ge=1)
+    repeats: Int = Field(default=1, ge=1, le=1000)
     limits: Limits = Limits()
     auto_fix: AutoFix = AutoFix.apply
     isolation: Isolation = Isolation.shared
+    _source: Path | None = PrivateAttr(default=None)  # the playbook file, for messages about it
+
+    @property
+    def source_file(self) -> Path:
+        """The file the playbook was loaded from (playbooks/<name>.yaml when built in code)."""
+        return self._source or Path("playbooks") / f"{self.name}.yaml"
 
     @field_validator("methods")
     @classmethod
@@ -214,8 +267,27 @@ class Playbook(StrictModel):
         return overrides
 
 
+    @model_validator(mode="after")
+    def _answers_fit_the_context(self) -> Playbook:
+        """A workload asking for more new tokens than a server's context holds can never run."""
+        for tp in self.tp:
+            for method in self.methods:
+                context = _settings_for(self, tp, method).context_length
+                if context is None:
+                    continue  # the model's own context: known from its card at plan time
+                for name, workload in self.workloads.items():
+                    if workload.max_new_tokens >= context:
+                        raise ValueError(
+                            f"workloads.{name}.max_new_tokens ({workload.max_new_tokens}) below the context length "
+                            f"{context} of tp {tp}, method {method}"
+                        )
+        return self
+
+
 def load_playbook(path: Path) -> Playbook:
-    return load_model_file(path, Playbook)
+    playbook = load_model_file(path, Playbook)
+    playbook._source = path
+    return playbook
 
 
 # ---------------------------------------------------------------------------------------------

@@ -178,7 +178,7 @@ def test_playbook_env_wins_over_fleets_env_and_the_override_is_noted() -> None:
         ({"flags": {"context-length": 8192}}, "autoregressive", "flags context-length: fleet renders"),
         ({"flags": {"tensor-parallel-size": 2}}, "autoregressive", "flags tensor-parallel-size"),
         ({"flags": {"mamba-scheduler-strategy": "no_buffer"}}, "autoregressive", "flags mamba-scheduler-strategy"),
-        ({"flags": {"--enable-mixed-chunk": True}}, "autoregressive", "without the leading --"),
+        # A key with the leading -- never gets this far: the playbook model refuses it (tests/unit/test_bad_input.py).
     ],
 )
 def test_contradictory_explicit_settings_are_errors_that_name_the_server(
