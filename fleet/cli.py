@@ -14,6 +14,7 @@ from typing import Annotated, NoReturn, Optional
 
 import typer
 from rich.console import Console
+from rich.text import Text
 
 from fleet import __version__
 from fleet.errors import ConfigError, FleetError, HostSelectionError
@@ -57,8 +58,13 @@ def _hosts_dir() -> Path:
     return Path(os.environ.get("FLEET_HOSTS_DIR", "hosts"))
 
 
+def _plain(text: str, style: str = "") -> Text:
+    """Text printed as typed: a value such as `'^*$'` or `[/x]` is never read as rich markup."""
+    return Text(text, style=style)
+
+
 def _fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
-    err.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    err.print(_plain("error: ", "bold red") + _plain(message), highlight=False, soft_wrap=True)
     raise typer.Exit(code)
 
 
@@ -87,6 +93,16 @@ def _default_playbook() -> Path:
 def _load_playbook(path: Path | None) -> Playbook:
     try:
         return load_playbook(path or _default_playbook())
+    except ConfigError as exc:
+        _fail(str(exc))
+
+
+def _check_engine_flags(book: Playbook, hosts) -> None:
+    """The playbook's engine flags against the hosts' releases (as far as known here), exit 2 on a bad one."""
+    from fleet.plan import check_engine_flags
+
+    try:
+        check_engine_flags(book, hosts, _plan_options(hosts, memory_check=False).hardware)
     except ConfigError as exc:
         _fail(str(exc))
 
@@ -175,7 +191,7 @@ def facts(
         if outcomes.succeeded:
             out.print(facts_table(outcomes.succeeded))
         for name, error in outcomes.failed.items():
-            err.print(f"[red]{name}: {error}[/]", highlight=False)
+            err.print(_plain(f"{name}: {error}", "red"), highlight=False)
     if outcomes.failed:
         raise typer.Exit(EXIT_FAILED)
 
@@ -193,7 +209,10 @@ def plan(
 
     book = _load_playbook(playbook)
     chosen = _select_hosts(hosts_spec)
-    result = make_plan(book, chosen, _plan_options(chosen, memory_check))
+    try:
+        result = make_plan(book, chosen, _plan_options(chosen, memory_check))
+    except ConfigError as exc:  # an engine flag the hosts' release refuses: the playbook's fault
+        _fail(str(exc))
     if as_json:
         print(json.dumps(result.to_json(), indent=2))
     else:
@@ -294,7 +313,7 @@ def sweep(
             else:
                 chosen = _select_hosts(hosts_spec)
                 path = playbook or _default_playbook()
-                _load_playbook(path)  # clear errors for a malformed file before anything starts
+                _check_engine_flags(_load_playbook(path), chosen)  # clear errors for a malformed file before anything starts
                 outcome = start_sweep(
                     path,
                     chosen,
@@ -310,9 +329,9 @@ def sweep(
     except (SweepError, FleetError) as exc:
         _fail(str(exc), EXIT_FAILED)
     for fix in outcome.fixes:
-        err.print(f"[yellow]{fix.host}: {fix.label}: {fix.failure_class} -> {fix.action}: {fix.description}[/]", highlight=False)
+        err.print(_plain(f"{fix.host}: {fix.label}: {fix.failure_class} -> {fix.action}: {fix.description}", "yellow"), highlight=False)
     for host, reason in outcome.excluded.items():
-        err.print(f"[red]{host} takes no part: {reason}[/]", highlight=False)
+        err.print(_plain(f"{host} takes no part: {reason}", "red"), highlight=False)
     # Under --json stdout holds JSON lines only (the summary event names the folder); the rest goes to stderr.
     note = err if as_json else out
     note.print(f"results: {outcome.directory}/<host>/runs/ (summary: {outcome.directory}/summary.json)", highlight=False, soft_wrap=True)
@@ -364,7 +383,7 @@ def fetch_logs(
         print(json.dumps({n: {**f.__dict__, "directory": str(f.directory)} for n, f in fetched.items()}, indent=2))
     else:
         for item in fetched.values():
-            out.print(f"{item.host}: {item.files} log files in {item.directory}" + (f", {item.journal_units} journals" if item.journal_units else "") + (f" ({item.note})" if item.note else ""), highlight=False)
+            out.print(f"{item.host}: {item.files} log files in {item.directory}" + (f", {item.journal_units} journals" if item.journal_units else "") + (f" ({item.note})" if item.note else ""), highlight=False, markup=False)
     if any(f.note.startswith("failed") for f in fetched.values()):
         raise typer.Exit(EXIT_FAILED)
 
@@ -414,7 +433,7 @@ def quarantine_lift(key: Annotated[str, typer.Argument(help="A key as `fleet qua
         entry = _quarantine_store().lift(key)
     except QuarantineError as exc:
         _fail(str(exc))
-    out.print(f"lifted {entry.key}", highlight=False)
+    out.print(f"lifted {entry.key}", highlight=False, markup=False)
 
 
 @app.command()
@@ -438,12 +457,12 @@ def report(
         return
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text(render(built, fmt, output.resolve().parent))
-    err.print(f"report: {output}", highlight=False)
+    err.print(f"report: {output}", highlight=False, markup=False)
 
 
 def run() -> None:  # pragma: no cover - console entry for `python -m fleet`
     try:
         app()
     except FleetError as exc:
-        err.print(f"[bold red]error:[/] {exc}", highlight=False)
+        err.print(_plain("error: ", "bold red") + _plain(str(exc)), highlight=False)
         sys.exit(EXIT_FAILED)

@@ -14,14 +14,15 @@ from fleet.errors import ConfigError
 from fleet.facts import HostFacts
 from fleet.fixes.feasibility import PLANNER_DEFAULT_SGLANG_VERSION, Feasibility, apply_adjustments, check_server, describe_adjustments
 from fleet.fixes.quarantine import QuarantineStore, gpu_arch
-from fleet.host.engines.sglang.release import DEFAULT_SIM_RELEASE, ReleaseError, choose_release
+from fleet.host.engines.sglang.flags import ArgvError, parse_argv
+from fleet.host.engines.sglang.release import DEFAULT_SIM_RELEASE, KNOWN_RELEASES, ReleaseError, choose_release
 from fleet.inventory import EngineKind, Host
 from fleet.launch import launch_spec
-from fleet.launch.sglang import LaunchSpec
+from fleet.launch.sglang import LaunchSpec, render_flag
 from fleet.layout import model_serve_dir, server_port
 from fleet.planning.estimate import DurationHistory, Estimate, estimate_run, estimate_server_start
 from fleet.planning.schedule import HostSlots, Job, Schedule, schedule
-from fleet.playbook import AutoFix, Playbook, Run, ServerConfig, expand_runs
+from fleet.playbook import AutoFix, FlagValue, Playbook, Run, ServerConfig, expand_runs
 from fleet.workloads import comparability_warnings
 
 # Per-GPU memory and compute capability of models fleet knows, for planning before any facts are
@@ -234,6 +235,41 @@ def time_scale_of(host: Host) -> float:
     return host.engine.sim_speed if host.engine.kind is EngineKind.sim else 1.0
 
 
+def _flag_fields(playbook: Playbook) -> list[tuple[str, Mapping[str, FlagValue]]]:
+    """Every place a playbook sets engine flags, by its field name in the file."""
+    fields: list[tuple[str, Mapping[str, FlagValue]]] = [("server.flags", playbook.server.flags)]
+    fields += [(f"methods.{name}.flags", method.flags) for name, method in playbook.methods.items()]
+    fields += [(f"overrides[{i}].server.flags", o.server.flags) for i, o in enumerate(playbook.overrides)]
+    return fields
+
+
+def check_engine_flags(playbook: Playbook, hosts: Sequence[Host], hardware: Mapping[str, Hardware] | None = None) -> None:
+    """Every engine flag the playbook sets must be one the parser of each host's SGLang release
+    (and fork) accepts, with a value it accepts: checked at plan time, so a typo fails with a
+    ConfigError naming the playbook field before any host is contacted, not as the server's
+    `unrecognized arguments` after a launch. A host whose version is not known yet (no pin, no
+    facts) accepts a flag any known release accepts."""
+    for host in hosts:
+        known = (hardware or {}).get(host.name) or hardware_of(host)
+        releases = [known.engine_release] if known.engine_version else list(KNOWN_RELEASES)
+        fork = host.engine.engine_fork
+        engine = f"SGLang {' or '.join(releases)}" + (f" ({fork} fork)" if fork else "")
+        for field_name, flags in _flag_fields(playbook):
+            for key, value in flags.items():
+                problems = []
+                for release in releases:
+                    try:
+                        parse_argv(release, ["--model-path", "/m", *render_flag(f"--{key}", value)], fork=fork)
+                        break
+                    except ArgvError as exc:
+                        problems.append(exc.message)
+                else:
+                    raise ConfigError(
+                        playbook.source_file, f"{field_name}.{key}",
+                        f"a flag and value {engine} accepts (host {host.name}: {problems[0]})", value,
+                    )  # fmt: skip
+
+
 def _time_scale(hosts: Sequence[Host]) -> float:
     """Sim hosts run faster than real time by their sim_speed; the estimates follow when all agree."""
     scales = {time_scale_of(h) for h in hosts}
@@ -241,6 +277,8 @@ def _time_scale(hosts: Sequence[Host]) -> float:
 
 
 def make_plan(playbook: Playbook, hosts: Sequence[Host], options: PlanOptions | None = None) -> Plan:
+    """Raises ConfigError for an engine flag a host's release refuses (check_engine_flags)."""
+    check_engine_flags(playbook, hosts, options.hardware if options else None)
     by_server: dict[str, list[Run]] = defaultdict(list)
     configs: dict[str, ServerConfig] = {}
     for run in expand_runs(playbook):
