@@ -105,6 +105,10 @@ def rsync_argv(
         argv.append("--delete")
     argv += [f"--exclude={pattern}" for pattern in excludes]
     if ssh is not None:
+        # Remote paths go to the remote rsync over its protocol, never through the remote shell:
+        # an rsync older than 3.2.4 (or one with RSYNC_OLD_ARGS set) would otherwise hand a
+        # `$(...)`, `;` or space in a path to the host's shell. (`--secluded-args` is its 3.3 name.)
+        argv.append("--protect-args")
         # rsync splits this string itself, honouring quotes.
         argv += ["-e", shlex.join(ssh_argv(ssh))]
     argv += ["--", source, dest]

@@ -102,6 +102,39 @@ def test_local_rsync_argv_has_no_remote_shell_and_keeps_excludes_before_paths() 
     assert argv[-5:] == ["--exclude=*.tmp", "--exclude=cache/", "--", "/src/", "/dst"]
 
 
+# A remote shell as sshd runs one: the words after the host joined with spaces and handed to `sh -c`.
+FAKE_SSH = '#!/bin/sh\nshift\nexec sh -c "$*"\n'
+
+
+@pytest.mark.parametrize("protect", [True, False], ids=["protected", "unprotected-control"])
+def test_a_remote_path_with_shell_syntax_never_runs_on_the_host(tmp_path: Path, protect: bool) -> None:
+    """rsync's old argument handling forced on (RSYNC_OLD_ARGS=1: what an rsync before 3.2.4 does):
+    the remote path reaches the remote shell as typed. With fleet's argv (--protect-args) the
+    `$(touch ...)` is a directory name; without it -- the control case -- the marker appears."""
+    if subprocess.run(["rsync", "--version"], capture_output=True).returncode != 0:
+        pytest.skip("rsync is not installed")
+    fake_ssh = tmp_path / "ssh"
+    fake_ssh.write_text(FAKE_SSH)
+    fake_ssh.chmod(0o755)
+    marker = tmp_path / "INJECTED"
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "f.txt").write_text("x")
+    dest = f"{tmp_path}/dest/$(touch INJECTED)"  # the remote shell runs in tmp_path (cwd below)
+    argv = rsync_argv(f"{tmp_path}/src/", f"host:{dest}", ssh=SSHTarget(address="host"), io_timeout_s=10)
+    argv[argv.index("-e") + 1] = str(fake_ssh)
+    if not protect:
+        argv.remove("--protect-args")
+    (tmp_path / "dest").mkdir()
+    env = {"PATH": "/usr/bin:/bin", "RSYNC_OLD_ARGS": "1"}
+    done = subprocess.run(argv, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    if protect:
+        assert done.returncode == 0, done.stderr
+        assert not marker.exists()
+        assert (Path(dest) / "f.txt").read_text() == "x"  # the path, as typed, is where the file went
+    else:
+        assert marker.exists(), "the control did not inject: this test could not catch an injection"
+
+
 def test_rsync_argv_rejects_a_non_positive_io_timeout() -> None:
     with pytest.raises(ValueError, match="io_timeout_s"):
         rsync_argv("/a", "/b", ssh=None, io_timeout_s=0)
