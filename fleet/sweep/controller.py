@@ -334,7 +334,7 @@ def _drive(
     write_json_atomic(ctx.directory / "summary.json", summary)
     results, _ = collect_results(ctx.directory)
     try:
-        record_durations(ctx.directory.parent, ctx.sweep_id, results, progress.server_samples)
+        record_durations(ctx.directory.parent, ctx.sweep_id, results, progress.server_samples, scales)
     except (ContractError, OSError) as exc:
         log.error("measured durations not recorded: %s", exc)  # the results stand; only the next ETA learns less
     interrupted = interrupted or ctx.stop.is_set()

@@ -281,15 +281,18 @@ def _parallelism(plan: Plan) -> dict[str, float]:
 # ------------------------------------------------------------------------------ the history
 
 
-def record_durations(results_root: Path, sweep_id: str, results: list[RunResult], server_samples: Mapping[str, tuple[str, float]]) -> Path:
+def record_durations(
+    results_root: Path, sweep_id: str, results: list[RunResult], server_samples: Mapping[str, tuple[str, float]], scales: Mapping[str, float],
+) -> Path:
     """Add a sweep's measured durations to `results/durations.json` (atomically): each run that
-    ran its workload (ok, not_comparable) in engine seconds, and each server start measured."""
+    ran its workload (ok, not_comparable) in engine seconds, and each server start measured. A
+    run's time scale is the one its result records, else its host's (`scales`)."""
     path = results_root / DURATIONS_FILE
     history = DurationHistory.load(path)
     for result in results:
         if result.status not in MEASURED_STATUSES or result.ended_at < result.started_at:
             continue
-        scale = result.sim_speed or 1.0
+        scale = result.sim_speed or scales.get(result.host, 1.0)
         history.record_run(result.run_id, Sample((result.ended_at - result.started_at) / scale, result.sweep_id, result.host))
     for server_id, (host, seconds) in server_samples.items():
         history.record_server(server_id, Sample(seconds, sweep_id, host))
