@@ -23,21 +23,7 @@ from dataclasses import dataclass
 from enum import Enum
 from string import Formatter
 
-
-class FailureClass(str, Enum):
-    MAX_RUNNING_REQUESTS_ZERO = "max_running_requests_zero"
-    KV_POOL_TOO_SMALL = "kv_pool_too_small"
-    CUDA_OOM = "cuda_oom"
-    CUDA_ILLEGAL_INSTRUCTION = "cuda_illegal_instruction"
-    CUDA_ILLEGAL_MEMORY_ACCESS = "cuda_illegal_memory_access"
-    UNSUPPORTED_GPU_ARCH = "unsupported_gpu_arch"
-    CONTEXT_LENGTH_EXCEEDED = "context_length_exceeded"
-    NCCL_ERROR = "nccl_error"
-    PORT_IN_USE = "port_in_use"
-    MODEL_LOAD_ERROR = "model_load_error"
-    IMPORT_ERROR = "import_error"
-    SERVER_START_TIMEOUT = "server_start_timeout"
-    UNKNOWN = "unknown"
+from fleet.host.failures import FailureClass
 
 
 class Kind(str, Enum):
@@ -152,6 +138,8 @@ SIGNATURES: tuple[Signature, ...] = (
             T("Error while deserializing header"),
             T("are not supported for now", r"Model architectures (?P<architectures>\[[^\]]*\]) are not supported"),
             T("No such file or directory", r"No such file or directory: '(?P<path>[^']*(?:config\.json|\.safetensors|\.bin|tokenizer[^']*))'"),
+            # torch/nn/modules/module.py load_state_dict: "Error(s) in loading state_dict for X:\n\tsize mismatch for ...".
+            T("Error(s) in loading state_dict for"),
         ),
         "Model {repo} is gated: accept its license on huggingface.co with the account whose token the host "
         "uses, and provide HF_TOKEN through the environment file (never a command line); or stage a local "
@@ -162,6 +150,30 @@ SIGNATURES: tuple[Signature, ...] = (
         "tokenizer and *.safetensors must be there), re-stage the model and verify its size.",
         "The model could not be loaded: check --model-path exists on the host with config.json and weights, "
         "that a gated repo's license is accepted and HF_TOKEN set, or that the hub is reachable.",
+    ),
+    # --- the GPU itself is faulty: every CUDA error, NCCL timeout and crash after it is a consequence ---
+    # CUDA runtime API, enum cudaError: cudaErrorECCUncorrectable (214) whose cudaGetErrorString is
+    # "uncorrectable ECC error encountered", cudaErrorNvlinkUncorrectable (220); PyTorch prints them as
+    # "CUDA error: <string>", c10d's watchdog carries them. Kernel driver: "NVRM: Xid (PCI:...): N".
+    # Not a class of its own in the vocabulary (no fix changes a flag): unknown, with its own advice.
+    _fatal(
+        "gpu_hardware_error",
+        C.UNKNOWN,
+        35,
+        (
+            T("uncorrectable ECC error"),
+            T("cudaErrorECCUncorrectable"),
+            T("uncorrectable NVLink error"),
+            T("cudaErrorNvlinkUncorrectable"),
+            T("NVRM: Xid", r"NVRM: Xid \([^)]*\): (?P<xid>\d+)"),
+            T("fallen off the bus"),
+        ),
+        "The GPU reported a hardware fault (Xid {xid}): this is not a configuration problem. Take the host "
+        "out of the sweep (`nvidia-smi -q -d ECC,PAGE_RETIREMENT`, reset the GPU or have it replaced); the "
+        "NCCL timeouts and crashes that follow are its consequences.",
+        "The GPU reported a hardware fault (uncorrectable ECC / NVLink error): this is not a configuration "
+        "problem. Take the host out of the sweep (`nvidia-smi -q -d ECC,PAGE_RETIREMENT`, reset the GPU or "
+        "have it replaced); the NCCL timeouts and crashes that follow are its consequences.",
     ),
     # --- the GPU cannot run the code -------------------------------------------------------------
     _fatal(
@@ -175,6 +187,14 @@ SIGNATURES: tuple[Signature, ...] = (
             T("is not defined for option 'gpu-name'", r"Value '(?P<arch>sm_\w+)' is not defined"),
             T("is only supported on Blackwell GPUs (SM100)"),
             T("FlashAttention v3 Backend requires SM>=80 and SM<=90"),
+            # Triton compiles kernels through ptxas at first use; an older ptxas has no target for a new
+            # GPU (triton/backends/nvidia/compiler.py raises PTXASError with ptxas' stderr).
+            T("PTXASError"),
+            T("ptxas", r"ptxas (?:fatal|error)\s*:.*?(?:(?P<arch>sm_\d+[a-z]?)|not defined for option|\.target)"),
+            # nvcc, for JIT-built extensions (FlashInfer, sgl-kernel): "nvcc fatal : Unsupported gpu architecture 'compute_120a'".
+            T("Unsupported gpu architecture", r"Unsupported gpu architecture '(?P<arch>\w+)'"),
+            # Triton's language/semantic.py: "type fp8e4nv not supported in this architecture".
+            T("not supported in this architecture"),
         ),
         "The installed kernels have no code for this GPU ({arch}): install torch / sgl-kernel / flashinfer "
         "wheels built for it (SM120 needs CUDA >= 12.8 builds) and a ptxas that knows it, or pick "
@@ -267,6 +287,13 @@ SIGNATURES: tuple[Signature, ...] = (
         75,
         (
             T("Please try to increase --mem-fraction-static", r"(?:mem_fraction_static=(?P<mem_fraction_static>[\d.]+))?"),
+            # mem_cache/kv_cache_configurator.py:3102 (0.5.23), model_runner.py in older releases: a warning
+            # that the user's --max-total-tokens is above the profiled capacity. A negative profiled
+            # value means the weights and reserved memory already exceed the budget: no pool at all.
+            T(
+                "is larger than the profiled value",
+                r"max_total_tokens=(?P<max_total_tokens>\d+) is larger than the profiled value (?P<profiled_tokens>-\d+)",
+            ),
             T("Memory pool size is too small"),
             T(
                 "Not enough GPU memory for hybrid",
@@ -276,6 +303,9 @@ SIGNATURES: tuple[Signature, ...] = (
             T("out of memory. Try to lower your batch size"),
             T("alloc_req_slots runs out of memory"),
         ),
+        "The KV pool was profiled at {profiled_tokens} tokens: the weights and the memory SGLang reserves "
+        "already exceed --mem-fraction-static's budget. Raise --mem-fraction-static, drop --max-total-tokens, "
+        "or use a larger --tp-size.",
         "The weights leave no room for the KV cache: raise --mem-fraction-static above {minimum_fraction}, "
         "or use a larger --tp-size.",
         "The hybrid state cache does not fit: {rest_gb} GB are left after the weights and one request's "
@@ -334,6 +364,33 @@ SIGNATURES: tuple[Signature, ...] = (
         "A request exceeded the server's context length: keep prompt + max_new_tokens below the context "
         "length with a margin, or pass --allow-auto-truncate.",
     ),
+    # --- CUDA graph capture failed for a reason no cause above explains --------------------------
+    # Ranked after every cause: the capture wrappers re-raise what failed inside them ("Capture cuda
+    # graph failed: CUDA out of memory ..." is cuda_oom). 0.5.23: model_executor/runner/
+    # decode_cuda_graph_runner.py:603, speculative/eagle_draft_cuda_graph_runner.py:297,
+    # eagle_draft_extend_cuda_graph_runner.py:306, multi_layer_eagle_draft_extend_cuda_graph_runner.py:227
+    # ("Capture cuda graph failed: {e}"), prefill_cuda_graph_runner.py:521 ("Capture prefill CUDA graph
+    # failed"), frozen_kv_mtp_cuda_graph_runner.py:198, :1034 "Capture single-CG draft extend failed";
+    # 0.4.x: cuda_graph_runner.py "Capture cuda graph failed". CUDA runtime errors a capture raises:
+    # cudaErrorStreamCaptureUnsupported "operation not permitted when stream is capturing",
+    # cudaErrorStreamCaptureInvalidated "operation failed due to a previous error during capture".
+    _fatal(
+        "cuda_graph_capture_failed",
+        C.CUDA_GRAPH_ERROR,
+        85,
+        (
+            T("graph failed", r"Capture [\w -]*graph failed(?::\s*(?P<capture_error>[^\n]+))?"),
+            T("Capture single-CG draft extend failed"),
+            T("operation not permitted when stream is capturing"),
+            T("cudaErrorStreamCapture"),
+            T("operation failed due to a previous error during capture"),
+        ),
+        "CUDA graph capture failed ({capture_error}): capture fewer batch sizes (a smaller cuda-graph max "
+        "batch size, e.g. 16) or, slower, disable CUDA graphs to tell a capture bug from a model bug; "
+        "--enable-torch-compile and a mismatched draft model are the usual suspects.",
+        "CUDA graph capture failed: capture fewer batch sizes (a smaller cuda-graph max batch size, e.g. 16) "
+        "or, slower, disable CUDA graphs; drop --enable-torch-compile if it is on.",
+    ),
     # --- collective communication failed (often a consequence: ranked after the CUDA classes) ----
     _fatal(
         "nccl_error",
@@ -352,15 +409,20 @@ SIGNATURES: tuple[Signature, ...] = (
         "(this is often its consequence); otherwise run with NCCL_DEBUG=INFO, check peer-to-peer with "
         "nvidia-smi topo -m, and try NCCL_P2P_DISABLE=1 or --disable-custom-all-reduce.",
     ),
-    # --- errors no specific signature explains -------------------------------------------------
-    _generic(
-        "cuda_graph_capture_failed",
-        900,
-        # 0.5.23 also captures prefill graphs: model_executor/runner/prefill_cuda_graph_runner.py:521.
-        (T("Capture cuda graph failed"), T("Capture draft cuda graph failed"), T("Capture prefill CUDA graph failed")),
-        "CUDA graph capture failed for a reason no signature knows: try --cuda-graph-max-bs 16, a lower "
-        "--mem-fraction-static, no --enable-torch-compile, or (slow) --disable-cuda-graph.",
+    # --- a crash whose traceback runs through the model's weight loader ------------------------
+    # SGLang's loaders call `model.load_weights(...)` (model_loader/loader.py); a model whose
+    # checkpoint names or shapes do not match it fails inside that frame with a bare KeyError or
+    # AssertionError. Ranked after every cause: an OOM or an import error while loading is that.
+    _fatal(
+        "weight_loading_failed",
+        C.MODEL_LOAD_ERROR,
+        880,
+        (T("in load_weights", r'File "[^"]+", line \d+, in load_weights\b'),),
+        "The checkpoint does not match the model SGLang built (its weight names or shapes, read in "
+        "load_weights): check that --model-path is the model its config names (architecture, revision), "
+        "that a draft model belongs to this target, and that sglang supports this checkpoint format.",
     ),
+    # --- errors no specific signature explains -------------------------------------------------
     _generic(
         "cuda_error",
         910,
@@ -468,13 +530,6 @@ SIGNATURES: tuple[Signature, ...] = (
         (),
         "An earlier start in this log failed; the diagnosis covers the last start.",
     ),
-    _finding(
-        "startup_incomplete",
-        (),
-        "The log ends during startup (it was last {last_phase}) without an error: the server was stopped, "
-        "or the log was cut.",
-        "The log ends during startup without an error: the server was stopped, or the log was cut.",
-    ),
 )
 
 # Not triggered by a line: chosen when the caller knows the server was killed for not becoming
@@ -489,6 +544,14 @@ SERVER_START_TIMEOUT_FIXES: tuple[str, ...] = (
     "local disk, lower --cuda-graph-max-bs, or raise the start timeout.",
     "The server was not ready in time and logged no error: stage the model on local disk, lower "
     "--cuda-graph-max-bs, or raise the start timeout.",
+)
+
+# Chosen when the log ends during startup with no fatal line and no word that the start timed out.
+STARTUP_INCOMPLETE_FIXES: tuple[str, ...] = (
+    "The log ends during startup without an error (it was last {last_phase}): the server was stopped, "
+    "killed (exit -9: `dmesg -T | grep -i oom`) or the log was cut. Read the run record's exit code.",
+    "The log ends during startup without an error: the server was stopped, killed (exit -9: "
+    "`dmesg -T | grep -i oom`) or the log was cut. Read the run record's exit code.",
 )
 
 SIGNATURE_BY_NAME: dict[str, Signature] = {signature.name: signature for signature in SIGNATURES}

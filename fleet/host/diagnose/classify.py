@@ -27,6 +27,7 @@ from fleet.host.diagnose.catalogue import (
     SERVER_START_TIMEOUT_FIXES,
     SIGNATURE_BY_NAME,
     SIGNATURES,
+    STARTUP_INCOMPLETE_FIXES,
     FailureClass,
     Kind,
     Signature,
@@ -76,6 +77,21 @@ _PHASE_ACTIVITY = {
     "piecewise_cuda_graph_begin": "capturing piecewise CUDA graphs",
     "piecewise_cuda_graph_end": "finishing startup after piecewise CUDA graphs",
 }
+# Startup lines that are no phase of the log parser but say what a stalled start was doing last
+# (flashinfer/jit/core.py logs "Loading JIT ops: <name>" before it builds or loads a kernel; NCCL's
+# debug.c prefixes its INFO lines with "NCCL INFO"; the weight loaders' tqdm bars).
+_STALL_MARKERS = (
+    (b"Loading JIT ops", "loading or compiling FlashInfer JIT kernels"),
+    (b"NCCL INFO", "setting up NCCL communicators"),
+    (b"checkpoint shards", "loading weights"),
+)
+# NCCL_DEBUG=INFO output is informational by NCCL's own levels (debug.c: NCCL_LOG_INFO); it quotes
+# paths and plugin results ("libnccl-net.so: cannot open shared object file") a healthy start prints.
+_NCCL_INFO = b" NCCL INFO "
+# Signatures ranked below this are causes: among them the earliest line wins (the first fatal line
+# of the last start). From it on they wrap or follow a cause (a capture failure, an NCCL timeout, a
+# crash inside the weight loader, a bare exception): they win only when no cause is in the log.
+CONSEQUENCE_RANK = 85
 _RESULT_SUFFIXES = {".json"}
 _LOG_SUFFIXES = {".log", ".txt", ".out", ".err", ".journal"}
 _EVIDENCE_KEYS = re.compile(r"error|evidence|message|detail|reason|traceback|stderr", re.IGNORECASE)
@@ -168,6 +184,7 @@ class _Scanner:
         self.serving = 0
         self.lines = 0
         self._latest: dict[bytes, tuple[int, bytes]] = {}  # serving marker -> its latest line, unparsed
+        self.stall: tuple[int, str] | None = None  # the latest startup activity no phase line names
 
     # -- reading ------------------------------------------------------------------------------
     def scan(self, stream: ReadInto) -> None:
@@ -281,6 +298,13 @@ class _Scanner:
                         self._flush_latest()
                     self.summary.add(event)
                 break
+        if not self.summary.is_ready:
+            for marker, activity in _STALL_MARKERS:
+                if marker in raw:
+                    self.stall = (line_no, activity)
+                    break
+        if _NCCL_INFO in raw:
+            return
         matched: dict[Signature, dict[str, str]] = {}  # groups of all of a signature's triggers
         message = ""
         for literal, entries in _INDEX:
@@ -384,7 +408,7 @@ def _classify(scan: _Scanner, path: str, hint: DiagnosisHint | None) -> Diagnosi
             recovered.append(hits)
             continue
         fatal.append((signature, hits))
-    fatal.sort(key=lambda item: (item[0].rank, item[1].examples[0][0]))
+    fatal.sort(key=_root_first)
 
     figures = _figures(scan, start, hint)
     failure_class: str | None = None
@@ -398,6 +422,11 @@ def _classify(scan: _Scanner, path: str, hint: DiagnosisHint | None) -> Diagnosi
         evidence = tuple(Evidence(line, text) for line, text, _ in root_hits.examples)
         if root.kind is Kind.GENERIC:
             evidence = _generic_evidence([hits for signature, hits in fatal if signature.kind is Kind.GENERIC])
+        elif root.rank >= CONSEQUENCE_RANK:
+            # A wrapper or a frame (capture failed, load_weights): the exception it carries says why.
+            after = [item for item in _generic_evidence([h for s, h in fatal if s.kind is Kind.GENERIC]) if item.line > evidence[0].line]
+            shown = {item.line for item in evidence}
+            evidence += tuple([item for item in after if item.line not in shown][:EVIDENCE_PER_SIGNATURE])
         figures = _derive({**figures, **_first_groups(root_hits)})
         fix = fill_fix(root.fixes, figures)
         consequences = tuple(
@@ -407,15 +436,51 @@ def _classify(scan: _Scanner, path: str, hint: DiagnosisHint | None) -> Diagnosi
                 if signature.failure_class not in (None, root.failure_class, FailureClass.UNKNOWN)
             )
         )
-    elif hint is not None and hint.server_start_timed_out and not scan.summary.is_ready:
-        failure_class = FailureClass.SERVER_START_TIMEOUT.value
-        fix = fill_fix(SERVER_START_TIMEOUT_FIXES, figures)
-        if scan.summary.last_phase is not None:
-            phase = scan.summary.last_phase
-            evidence = (Evidence(phase.line_no, f"last startup step: {_PHASE_ACTIVITY[phase.phase]}"),)
+    elif not scan.summary.is_ready and _startup_seen(scan) is not None and not scan.serving:
+        # The log ends during startup without a fatal line. With the run record's word that the start
+        # timed out, that is the failure; without it the server was stopped or died silently (killed,
+        # the log cut): unknown, and where it stalled is the evidence either way.
+        stalled = _stalled_at(scan)
+        if stalled is not None:
+            figures["last_phase"] = stalled.text
+            evidence = (Evidence(stalled.line, f"last startup step: {stalled.text}"),)
+        if hint is not None and hint.server_start_timed_out:
+            failure_class = FailureClass.SERVER_START_TIMEOUT.value
+            fix = fill_fix(SERVER_START_TIMEOUT_FIXES, figures)
+        else:
+            failure_class = FailureClass.UNKNOWN.value
+            fix = fill_fix(STARTUP_INCOMPLETE_FIXES, figures)
 
     findings = _findings(scan, start, figures, recovered, failure_class)
     return Diagnosis(path, failure_class, evidence, findings, fix, consequences, scan.summary, figures)
+
+
+def _root_first(item: tuple[Signature, _SignatureHits]) -> tuple[int, int]:
+    """Sort key: causes by their first line, then consequences by rank, each by first line."""
+    signature, hits = item
+    first_line = hits.examples[0][0]
+    return (0, first_line) if signature.rank < CONSEQUENCE_RANK else (signature.rank, first_line)
+
+
+def _startup_seen(scan: _Scanner) -> object | None:
+    summary = scan.summary
+    return summary.weights_loaded or summary.kv_cache or summary.last_phase or scan.stall
+
+
+def _stalled_at(scan: _Scanner) -> Evidence | None:
+    """The last thing a start that never became ready was doing: its last phase line, or a later
+    startup activity (JIT kernels, NCCL set-up, weight shards) that no phase names."""
+    phase = scan.summary.last_phase
+    candidates: list[Evidence] = []
+    if phase is not None:
+        candidates.append(Evidence(phase.line_no, _PHASE_ACTIVITY[phase.phase]))
+    summary = scan.summary
+    for event, activity in ((summary.weights_loaded, "done loading weights"), (summary.kv_cache, "done allocating the KV cache")):
+        if event is not None:
+            candidates.append(Evidence(event.line_no, activity))
+    if scan.stall is not None:
+        candidates.append(Evidence(*scan.stall))
+    return max(candidates, key=lambda item: item.line) if candidates else None
 
 
 def _generic_evidence(generic: list[_SignatureHits]) -> tuple[Evidence, ...]:
@@ -447,10 +512,6 @@ def _findings(
     for hits in recovered:
         line, text, _ = hits.examples[0]
         add("recovered_error", line, text, hits.count, {})
-    summary = scan.summary
-    startup_seen = summary.weights_loaded or summary.kv_cache or summary.last_phase
-    if failure_class is None and not summary.is_ready and startup_seen is not None:
-        add("startup_incomplete", startup_seen.line_no, "", 1, {})
     return tuple(sorted(findings.values(), key=lambda finding: finding.line))
 
 
