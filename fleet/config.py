@@ -147,7 +147,7 @@ def checked(check: Callable[[str], str | None]) -> AfterValidator:
     def validate(value: str) -> str:
         expected = check(value)
         if expected is not None:
-            raise ValueError(f"{expected}, not {value!r}")
+            raise ValueError(expected)  # validate_model adds what was given
         return value
 
     return AfterValidator(validate)

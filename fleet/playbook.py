@@ -63,7 +63,7 @@ def _prompt_name(value: str) -> str:
     from fleet.workloads import prompt_names  # fleet.workloads imports this module
 
     if value not in prompt_names():
-        raise ValueError(f"a prompt of fleet's library ({', '.join(prompt_names())}), not {value!r}")
+        raise ValueError(f"a prompt of fleet's library ({', '.join(prompt_names())})")
     return value
 
 
