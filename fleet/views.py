@@ -88,7 +88,7 @@ def plan_tables(plan) -> list[Any]:
             if measured else "estimates are priors until measured (a sweep records its durations in results/durations.json)"
         )  # fmt: skip
         renderables.append(
-            Text(f"{total_runs} runs on {len(by_host)} hosts; ETA {duration(schedule.makespan_s)} (lower bound {duration(schedule.lower_bound_s)}, {ratio:.2f}x); {source}")
+            Text(f"{total_runs} runs on {len(by_host)} host{'s' if len(by_host) != 1 else ''}; ETA {duration(schedule.makespan_s)} (lower bound {duration(schedule.lower_bound_s)}, {ratio:.2f}x); {source}")
         )
     return renderables
 
@@ -184,5 +184,6 @@ def _event_text(event: Event) -> str:
         return f"repair round: {d['added']} fixed variants added ({d['total']} runs)"
     if kind == "summary":
         by_status = ", ".join(f"{n} {status}" for status, n in sorted(d["by_status"].items())) or "none"
-        return f"sweep {d['state']}: {d['results']} results ({by_status}) in {duration(event.elapsed_s)}; {d['directory']}"
+        error = f": {d['error']}" if d.get("error") else ""
+        return f"sweep {d['state']}{error}: {d['results']} results ({by_status}) in {duration(event.elapsed_s)}; {d['directory']}"
     return kind

@@ -169,7 +169,13 @@ def start_sweep(
     if not usable:
         record.state = "failed"
         record.save(directory)
-        raise SweepError("no host passed provisioning: " + "; ".join(f"{h}: {why}" for h, why in excluded.items()))
+        error = "no host passed provisioning: " + "; ".join(f"{h}: {why}" for h, why in excluded.items())
+        # The stream ends with its summary whatever happens (the summary.json keys, nothing ran).
+        stream.emit(
+            "summary", state=record.state, directory=str(directory), interrupted=False, sweep_id=sweep_id, results=0, by_status={},
+            unreadable={}, hosts={}, fixes=[], error=error,
+        )  # fmt: skip
+        raise SweepError(error)
 
     # Hosts that failed are left out of the plan: their share goes to the others.
     hardware = {r.host: hardware_of(h, r.facts) for h in usable for r in reports if r.host == h.name}

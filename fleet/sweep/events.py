@@ -15,7 +15,7 @@ and per type (EVENT_TYPES):
 - `run`: run_id, label, status, duration_s (wall), failure (its class, or null), done, total, host_eta_s
 - `reboot`: boot_id; `link_drop`: count; `agent_restart`: count; `repair_round`: added, total
 - `summary` (always the last): sweep_id, state, directory, interrupted, results, by_status,
-  unreadable, hosts, fixes -- what `summary.json` holds.
+  unreadable, hosts, fixes -- what `summary.json` holds; `error` too where no host passed provisioning.
 
 The ETA of a host is its remaining work (runs without a result, starts of servers not begun) by
 the plan's estimates (measurements of earlier sweeps where there are any, priors otherwise),

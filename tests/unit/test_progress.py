@@ -260,3 +260,20 @@ def test_sweep_json_streams_one_object_per_event_and_keeps_the_exit_code(tmp_pat
     fleet.agent["ct200"].outcome = lambda server, run: RunStatus.partial if run.run_id == failing else RunStatus.ok
     plain, _ = run_cli(tmp_path, monkeypatch, fleet)
     assert plain.exit_code == 1
+
+
+def test_the_stream_ends_with_a_summary_when_no_host_passes_provisioning(tmp_path: Path) -> None:
+    from fleet.sweep.controller import SweepError
+    from tests.unit.fake_hosts import GPU_ENGINE_PROBE
+
+    host = make_host("ct200", kind="sglang", gpus=8)
+    transport = FakeTransport("ct200")
+    shell = FakeHostShell(transport, host, gpu=True)
+    shell.engine_probe = GPU_ENGINE_PROBE.replace('"sglang_version": "0.5.23"', '"sglang_version": null')
+    events: list[Event] = []
+    with pytest.raises(SweepError, match="no host passed provisioning"):
+        start_sweep(DEMO, [host], tmp_path / "results", connect=lambda h: transport, poll_interval_s=0.0, sleep=lambda s: None, on_event=events.append)
+    assert [e.type for e in events] == ["provisioned", "summary"]
+    assert events[0].data["status"] == "failed" and "has no sglang" in events[0].data["reason"]
+    assert events[-1].data["state"] == "failed" and "has no sglang" in events[-1].data["error"]
+    assert "sweep failed: no host passed provisioning" in event_line(events[-1])
