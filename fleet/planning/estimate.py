@@ -125,7 +125,10 @@ class Sample:
 
     @classmethod
     def from_json(cls, reader: Reader) -> Sample:
-        return cls(reader.number("seconds", positive=False), reader.get("sweep_id", str), reader.get("host", str))
+        seconds = reader.number("seconds", positive=False)
+        if seconds < 0:
+            raise reader.fail("seconds", "a duration >= 0 seconds", seconds)
+        return cls(seconds, reader.get("sweep_id", str), reader.get("host", str))
 
 
 @dataclass

@@ -82,6 +82,10 @@ def test_a_malformed_history_names_the_file_and_the_field(tmp_path: Path, monkey
     path.write_text(json.dumps({"schema": "fleet.durations/1", "runs": {"abc": [{"seconds": "fast", "sweep_id": "s", "host": "h"}]}, "servers": {}}))
     with pytest.raises(ContractError, match=r"durations.json: runs.abc\[0\].seconds: expected a number, got 'fast'"):
         DurationHistory.load(path)
+    negative = {"schema": "fleet.durations/1", "runs": {}, "servers": {"s": [{"seconds": -1, "sweep_id": "s", "host": "h"}]}}
+    (tmp_path / "negative.json").write_text(json.dumps(negative))
+    with pytest.raises(ContractError, match=r"negative.json: servers.s\[0\].seconds: expected a duration >= 0 seconds, got -1"):
+        DurationHistory.load(tmp_path / "negative.json")
     monkeypatch.setenv("FLEET_RESULTS_DIR", str(tmp_path / "results"))
     monkeypatch.setattr(cli, "_select_hosts", lambda spec: [make_host("ct200")])
     result = CliRunner().invoke(cli.app, ["plan", "-p", str(DEMO), "--json"])
@@ -103,3 +107,15 @@ def test_fleet_plan_shows_the_estimates_learned_from_measurements(tmp_path: Path
     assert measured["id"] == runs[0].id and measured["estimate_s"] == 777.0
     table = CliRunner().invoke(cli.app, ["plan", "-p", str(DEMO)], env={"COLUMNS": "300"})
     assert f"1 of {len(runs)} runs estimated from measured durations" in table.stdout
+
+
+def test_a_sweep_with_a_broken_history_runs_on_priors_and_leaves_the_file_for_a_person(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    path = tmp_path / "results" / DURATIONS_FILE
+    path.parent.mkdir()
+    path.write_text('{"schema": "fleet.durations/1", "runs": ')  # truncated
+    fleet = TimedFleet([make_host("ct200")])
+    outcome = fleet.start(tmp_path)
+    assert outcome.plan is not None and outcome.plan.measured_runs == 0
+    assert {s.phase.value for s in outcome.statuses.values()} == {"finished"}
+    assert path.read_text() == '{"schema": "fleet.durations/1", "runs": '  # not replaced: someone should look at it
+    assert any(DURATIONS_FILE in r.getMessage() and "estimating from priors" in r.getMessage() for r in caplog.records)

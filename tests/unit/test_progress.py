@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import re
 import threading
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,17 +17,17 @@ from typer.testing import CliRunner
 
 from fleet import cli
 from fleet.host.contract import RunStatus
-from fleet.host.contract.shard import RunSpec, ServerSpec
+from fleet.host.contract.shard import AgentLimits, RunSpec, ServerSpec, Shard
 from fleet.inventory import Host
 from fleet.plan import make_plan
 from fleet.playbook import load_playbook
 from fleet.sweep import controller
-from fleet.sweep.controller import resume_sweep, start_sweep
+from fleet.sweep.controller import SweepError, resume_sweep, start_sweep
 from fleet.sweep.driver import HostStatus, Phase
 from fleet.sweep.events import EVENT_TYPES, Event, EventStream, SweepProgress
 from fleet.transport.fake import FakeTransport
 from fleet.views import event_line
-from tests.unit.fake_hosts import FakeAgent, FakeHostShell, make_host
+from tests.unit.fake_hosts import GPU_ENGINE_PROBE, FakeAgent, FakeHostShell, make_host
 
 REPO = Path(__file__).resolve().parents[2]
 DEMO = REPO / "playbooks" / "demo.yaml"
@@ -119,12 +118,8 @@ def test_the_eta_grows_when_runs_take_longer_than_estimated() -> None:
     """The correction is learned: a host whose first runs took 3x their estimate is expected to
     take 3x for the rest too."""
     plan = make_plan(load_playbook(DEMO), [make_host("ct200")])
-    # Fake local dirs: nothing pulled yet, so the tracker only learns from what it is told.
-    stream = EventStream(None)
-    from fleet.host.contract.shard import Shard
-
-    shard = Shard(SWEEP, "ct200", "boot", "process", _limits(), _servers(plan))
-    progress = SweepProgress(stream, plan, {"ct200": shard}, {"ct200": 1.0}, {"ct200": Path("/nonexistent")})
+    # No local results folder: nothing pulled, so the tracker learns only what it is told.
+    progress = SweepProgress(EventStream(None), plan, {"ct200": shard_of(plan)}, {"ct200": 1.0}, {"ct200": Path("/nonexistent")})
     before = progress.eta()
     progress.measured.append((3.0, 1.0))
     assert progress.correction() == 3.0
@@ -133,24 +128,18 @@ def test_the_eta_grows_when_runs_take_longer_than_estimated() -> None:
     assert progress.eta() == pytest.approx(3 * (before - starts / host.parallel) + starts / host.parallel)
 
 
-def _limits():
-    from fleet.host.contract.shard import AgentLimits
-
-    return AgentLimits()
-
-
-def _servers(plan) -> list[ServerSpec]:
-    return [
+def shard_of(plan, extra: list[ServerSpec] | None = None) -> Shard:
+    """The plan's servers and runs as a shard (what the tracker reads of one: ids and labels)."""
+    servers = [
         ServerSpec(s.config.id, s.config.label, list(s.gpus), s.port, [], {}, f"unit-{i}", runs=[RunSpec(r.id, r.label, {}) for r in s.runs])
         for i, s in enumerate(plan.servers)
     ]
+    return Shard(SWEEP, "ct200", "boot", "process", AgentLimits(), [*servers, *(extra or [])])
 
 
 def test_a_server_start_is_measured_from_the_agents_phase_timestamps_in_engine_time(tmp_path: Path) -> None:
     plan = make_plan(load_playbook(DEMO), [make_host("ct200")])
-    from fleet.host.contract.shard import Shard
-
-    shard = Shard(SWEEP, "ct200", "boot", "process", _limits(), _servers(plan))
+    shard = shard_of(plan)
     progress = SweepProgress(EventStream(None), plan, {"ct200": shard}, {"ct200": 0.5}, {"ct200": tmp_path})
     server = plan.servers[0].config.id
     status = HostStatus("ct200", phase=Phase.RUNNING, servers={server: {"label": "x", "phase": "starting", "run": None, "since": 100.0}})
@@ -164,17 +153,14 @@ def test_a_server_start_is_measured_from_the_agents_phase_timestamps_in_engine_t
 
 def test_a_reboot_a_link_drop_and_a_repair_round_are_events(tmp_path: Path) -> None:
     plan = make_plan(load_playbook(DEMO), [make_host("ct200")])
-    from fleet.host.contract.shard import Shard
-
-    servers = _servers(plan)
-    shard = Shard(SWEEP, "ct200", "boot", "process", _limits(), servers)
+    shard = shard_of(plan)
     events: list[Event] = []
     progress = SweepProgress(EventStream(events.append), plan, {"ct200": shard}, {"ct200": 1.0}, {"ct200": tmp_path})
     status = HostStatus("ct200", phase=Phase.RUNNING)
     progress.observe(status, shard, tmp_path)
     status.reboots, status.link_drops, status.boot_id = 1, 2, "new-boot"
     variant = RunSpec("fixedvariant1", "tp1-x/short", {})
-    extended = Shard(SWEEP, "ct200", "boot", "process", _limits(), [*servers, ServerSpec("v1", "tp1-x", [0], 30000, [], {}, "unit-v", runs=[variant])])
+    extended = shard_of(plan, [ServerSpec("v1", "tp1-x", [0], 30000, [], {}, "unit-v", runs=[variant])])
     progress.observe(status, extended, tmp_path)
     got = [(e.type, dict(e.data)) for e in events]
     assert got[0][0] == "phase"
@@ -195,7 +181,6 @@ def test_a_resume_counts_what_was_pulled_before_and_announces_only_new_runs(tmp_
     assert 0 < len(announced) < len(fleet.plan.runs)
 
     events: list[Event] = []
-    time.sleep(0.01)
     outcome = resume_sweep(SWEEP, tmp_path / "results", environ={}, connect=fleet.connect, poll_interval_s=0.0, sleep=lambda s: None, on_event=events.append)
     assert outcome.statuses["ct200"].phase is Phase.FINISHED
     started = next(e for e in events if e.type == "started")
@@ -229,14 +214,16 @@ def run_cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fleet: TimedFleet, 
 
 
 def test_piped_progress_is_one_plain_line_per_event(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    result, seen = run_cli(tmp_path, monkeypatch, TimedFleet([make_host("ct200"), make_host("ct201")]))
+    fleet = TimedFleet([make_host("ct200"), make_host("ct201")])
+    result, seen = run_cli(tmp_path, monkeypatch, fleet)
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
     assert not ANSI.search(result.stdout)
     event_lines = [line for line in lines if not line.startswith("results: ")]
     assert event_lines == [event_line(e) for e in seen]  # one line per event, in order, nothing else
     assert all(LINE.match(line) for line in event_lines), event_lines
-    assert len(seen) >= 4 + 2 * 3 + len(TimedFleet([make_host("a")]).plan.runs)
+    # provisioned x2, planned, started, three phases per host, a line per run, the summary
+    assert len(event_lines) == 4 + 2 * 3 + len(fleet.plan.runs) + 1
     assert lines[-1].startswith("results: ")
 
 
@@ -263,9 +250,6 @@ def test_sweep_json_streams_one_object_per_event_and_keeps_the_exit_code(tmp_pat
 
 
 def test_the_stream_ends_with_a_summary_when_no_host_passes_provisioning(tmp_path: Path) -> None:
-    from fleet.sweep.controller import SweepError
-    from tests.unit.fake_hosts import GPU_ENGINE_PROBE
-
     host = make_host("ct200", kind="sglang", gpus=8)
     transport = FakeTransport("ct200")
     shell = FakeHostShell(transport, host, gpu=True)
