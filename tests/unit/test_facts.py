@@ -394,7 +394,14 @@ def test_gather_facts_in_one_round_trip(fake_host):
 
 def test_gather_facts_records_what_it_could_not_read(fake_host, monkeypatch):
     tmp_path, _, paths = fake_host
-    monkeypatch.setenv("PATH", "/usr/bin:/bin")  # no nvidia-smi
+    # The system's commands but nvidia-smi: a GPU machine has a real one in /usr/bin.
+    bare = tmp_path / "bin-without-nvidia-smi"
+    bare.mkdir()
+    for directory in (Path("/usr/bin"), Path("/bin")):
+        for command in directory.iterdir():
+            if command.name != "nvidia-smi" and not (bare / command.name).exists():
+                (bare / command.name).symlink_to(command)
+    monkeypatch.setenv("PATH", str(bare))
     facts = gather_facts(LocalTransport("fake"), paths, "/nonexistent/bin/python3", timeout=120)
     assert facts.gpus == [] and facts.driver is None
     assert "command not found" in facts.problems["gpus"]

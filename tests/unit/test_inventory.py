@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from fleet.facts.models import EnginePython, FactsRequest
 from fleet.inventory import HostKeyPolicy, load_host, load_inventory
 from fleet.plan import Hardware, PlanOptions, hardware_of, make_plan
 from fleet.playbook import load_playbook
+from tests.shipped import shipped_host_files, shipped_hosts
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -23,8 +25,8 @@ def write(directory: Path, name: str, text: str) -> Path:
     return path
 
 
-def test_shipped_hosts_load() -> None:
-    inventory = load_inventory(REPO / "hosts")
+def test_shipped_hosts_load(tmp_path: Path) -> None:
+    inventory = load_inventory(shipped_hosts(tmp_path))
     assert [h.name for h in inventory] == ["local"]  # the .example. file documents, it is not a host
     local = inventory.select("local")[0]
     assert local.engine.kind.value == "sim" and local.transport.value == "local"
@@ -160,3 +162,20 @@ def test_plans_name_the_release_of_every_server(tmp_path: Path) -> None:
     assert {r["engine_release_note"] for r in noted} == {
         "SGLang 0.5.30 is not a release fleet knows (0.5.12, 0.5.23); planned with the nearest known release, 0.5.23"}
 
+
+
+def test_users_host_files_stay_out_of_commits_and_the_shipped_ones_in() -> None:
+    """The README has users create hosts/ct200.yaml: git must not pick it up, nor drop a shipped file."""
+    if not (REPO / ".git").exists():
+        pytest.skip("not a git checkout")
+    names = ["hosts/ct200.yaml", "hosts/mine.yml", *(str(p.relative_to(REPO)) for p in shipped_host_files())]
+    done = subprocess.run(["git", "check-ignore", "--no-index", *names], cwd=REPO, capture_output=True, text=True)
+    assert done.stdout.split() == ["hosts/ct200.yaml", "hosts/mine.yml"]
+    tracked = subprocess.run(["git", "ls-files", "hosts"], cwd=REPO, capture_output=True, text=True, check=True).stdout.split()
+    assert sorted(tracked) == sorted(str(p.relative_to(REPO)) for p in shipped_host_files())
+
+
+def test_a_users_host_files_leave_the_shipped_inventory_of_the_tests_alone(tmp_path: Path) -> None:
+    """shipped_hosts copies only what fleet ships, whatever a user added beside it."""
+    assert [p.name for p in shipped_host_files()] == ["ct200.example.yaml", "local.yaml"]
+    assert sorted(p.name for p in shipped_hosts(tmp_path).iterdir()) == ["ct200.example.yaml", "local.yaml"]

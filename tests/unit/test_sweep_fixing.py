@@ -12,12 +12,13 @@ from fleet.plan import PlanOptions, hardware_of, make_plan
 from fleet.playbook import load_playbook, server_configs
 from fleet.sweep.fixing import NEW_PORT_STEP, SweepFixer, classify_result
 from fleet.sweep.shards import build_shards
+from tests.shipped import shipped_hosts
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 def setup(tmp_path: Path):
-    hosts = list(load_inventory(REPO / "hosts"))
+    hosts = list(load_inventory(shipped_hosts(tmp_path)))
     playbook = load_playbook(REPO / "playbooks" / "demo.yaml")
     hardware = {h.name: hardware_of(h) for h in hosts}
     plan = make_plan(playbook, hosts, PlanOptions(memory_check=False, hardware=hardware))
