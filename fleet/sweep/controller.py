@@ -170,7 +170,7 @@ def start_sweep(
         record.state = "failed"
         record.save(directory)
         error = "no host passed provisioning: " + "; ".join(f"{h}: {why}" for h, why in excluded.items())
-        # The stream ends with its summary whatever happens (the summary.json keys, nothing ran).
+        # The event stream still ends with a summary (summary.json's keys; nothing ran), and says why.
         stream.emit(
             "summary", state=record.state, directory=str(directory), interrupted=False, sweep_id=sweep_id, results=0, by_status={},
             unreadable={}, hosts={}, fixes=[], error=error,
