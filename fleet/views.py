@@ -185,5 +185,6 @@ def _event_text(event: Event) -> str:
     if kind == "summary":
         by_status = ", ".join(f"{n} {status}" for status, n in sorted(d["by_status"].items())) or "none"
         error = f": {d['error']}" if d.get("error") else ""
-        return f"sweep {d['state']}{error}: {d['results']} results ({by_status}) in {duration(event.elapsed_s)}; {d['directory']}"
+        state = "detached (the agents work on)" if d.get("interrupted") else d["state"]
+        return f"sweep {state}{error}: {d['results']} results ({by_status}) in {duration(event.elapsed_s)}; {d['directory']}"
     return kind

@@ -177,6 +177,7 @@ def test_a_resume_counts_what_was_pulled_before_and_announces_only_new_runs(tmp_
     first: list[Event] = []
     fleet.start(tmp_path, on_event=first.append, stop=stop)
     assert first[-1].type == "summary" and first[-1].data["interrupted"] is True
+    assert "sweep detached (the agents work on)" in event_line(first[-1])
     announced = {e.data["run_id"] for e in first if e.type == "run"}
     assert 0 < len(announced) < len(fleet.plan.runs)
 
