@@ -16,6 +16,9 @@ The rules (issue 6, "Automatic fixes"):
   context length (not below 2048);
 - cuda_oom while capturing CUDA graphs -> half the largest captured batch size (--cuda-graph-max-bs);
   other CUDA OOMs -> the planner's smallest fix when it has one;
+- cuda_graph_error (a capture that failed for another reason than memory) -> first half the largest
+  captured batch size (the release's --cuda-graph-max-bs spelling), then, on a second attempt or
+  when no batch size is known, a variant without decode CUDA graphs (the release's own switch);
 - cuda_illegal_instruction -> quarantine (architecture, engine and version, algorithm, budget); not
   a retry, so not bounded by the attempt limit;
 - port_in_use -> another port, which the sweep's planner picks.
@@ -37,8 +40,10 @@ from typing import Any, Literal, Union
 
 from fleet.fixes.feasibility import Feasibility, apply_adjustments, check_config, describe_adjustments
 from fleet.fixes.quarantine import QuarantineKey
-from fleet.host.diagnose.catalogue import FailureClass
+from fleet.host.engines.sglang.flags import flag_for
 from fleet.host.engines.sglang.memory import SAFE_MAX_MEM_FRACTION_STATIC, SPECULATIVE_DEFAULT_MAX_RUNNING_REQUESTS, Adjustment
+from fleet.host.engines.sglang.release import DEFAULT_SIM_RELEASE, choose_release
+from fleet.host.failures import FailureClass
 from fleet.host.modelcard import load_model_card
 from fleet.inventory import ENGINE_DEFAULT_FORK, fork_of
 from fleet.playbook import (
@@ -49,6 +54,7 @@ from fleet.playbook import (
     LongContextWorkload,
     Run,
     ServerConfig,
+    ServerSettings,
     ShortWorkload,
 )
 
@@ -57,6 +63,15 @@ WorkloadModel = Union[ShortWorkload, LongContextWorkload, ConcurrencyWorkload, A
 DEFAULT_MARGIN_TOKENS: int = LongContextWorkload.model_fields["margin_tokens"].default
 MEM_FRACTION_STEP = 0.05
 MIN_CONTEXT_LENGTH = 2048  # smallest_fix does not halve the context below this either
+# How each known release turns decode CUDA graphs off, as a flag without its leading "--".
+# 0.5.12 server_args.py: `--disable-cuda-graph` (store_true). 0.5.23 keeps that spelling only as a
+# deprecated alias; its own advice on a failed capture (model_executor/runner_backend_utils/
+# __init__.py:18, CUDA_GRAPH_CAPTURE_FAILED_MSG) is `--cuda-graph-backend-decode=disabled`
+# (choices full/breakable/disabled, flagdata/0.5.23.json).
+DISABLE_CUDA_GRAPH_FLAG: dict[str, tuple[str, str | bool]] = {
+    "0.5.12": ("disable-cuda-graph", True),
+    "0.5.23": ("cuda-graph-backend-decode", "disabled"),
+}
 _MEMORY_CLASSES = frozenset({FailureClass.MAX_RUNNING_REQUESTS_ZERO.value, FailureClass.KV_POOL_TOO_SMALL.value})
 
 
@@ -66,6 +81,7 @@ class FixKind(str, Enum):
     SHRINK_NEW_TOKENS = "shrink_new_tokens"  # the workload's max_new_tokens
     MEMORY = "memory"  # max_running_requests / mem_fraction_static / context_length
     CUDA_GRAPH_MAX_BS = "cuda_graph_max_bs"
+    DISABLE_CUDA_GRAPH = "disable_cuda_graph"  # a variant that captures no decode CUDA graph
     QUARANTINE = "quarantine"
     NEW_PORT = "new_port"  # the marker: the sweep's planner gives the server another port
 
@@ -145,14 +161,20 @@ def propose_fix(
             proposal = _memory_fix(config, numbers, memory)
         elif failure_class == FailureClass.CUDA_OOM.value:
             proposal = _graph_fix(config, numbers, memory) if numbers.text("capture_step") else memory.planner_fix()
+        elif failure_class == FailureClass.CUDA_GRAPH_ERROR.value:
+            proposal = _graph_error_fix(config, numbers, memory, engine_version, attempt)
         else:
             proposal = None
     if proposal is None:
         return None
+    new_config = apply_adjustments(config, proposal.adjustments) if proposal.adjustments else None
+    if proposal.flags:
+        base = new_config or config
+        new_config = replace(base, settings=base.settings.merged(ServerSettings.model_validate({"flags": dict(proposal.flags)})))
     return Fix(
         kind=proposal.kind,
         description=proposal.description,
-        new_config=apply_adjustments(config, proposal.adjustments) if proposal.adjustments else None,
+        new_config=new_config,
         new_workload=proposal.workload,
         quarantine=proposal.quarantine,
         provenance={
@@ -174,6 +196,7 @@ class _Proposal:
     adjustments: tuple[Adjustment, ...] = ()
     workload: WorkloadModel | None = None
     quarantine: QuarantineKey | None = None
+    flags: Mapping[str, Any] = field(default_factory=dict)  # engine flags the variant adds
 
 
 class _Numbers:
@@ -307,6 +330,35 @@ def _graph_fix(config: ServerConfig, numbers: _Numbers, memory: _Memory) -> _Pro
     if captured < 2:
         return None
     return _step("cuda_graph_max_bs", largest, captured // 2, f"CUDA graph capture up to batch {captured} ran out of memory", FixKind.CUDA_GRAPH_MAX_BS)
+
+
+def _graph_error_fix(config: ServerConfig, numbers: _Numbers, memory: _Memory, engine_version: str | None, attempt: int) -> _Proposal | None:
+    """A capture that failed for a reason other than memory: fewer captured batch sizes first (a
+    shape or kernel that fails only at large batches), then no decode graphs at all (slow, but it
+    serves, and it shows whether capture is at fault)."""
+    release = choose_release(engine_version).release if engine_version else DEFAULT_SIM_RELEASE
+    cause = numbers.text("capture_error")
+    why = f"CUDA graph capture failed ({cause})" if cause else "CUDA graph capture failed"
+    if attempt == 1:
+        halved = _graph_fix(config, numbers, memory)
+        if halved is not None:
+            flag = flag_for(release, "cuda_graph_max_bs")
+            (adjustment,) = halved.adjustments
+            return _step(
+                "cuda_graph_max_bs", adjustment.old, adjustment.new,
+                f"{why}: capture fewer batch sizes ({flag} {adjustment.new} under SGLang {release})", FixKind.CUDA_GRAPH_MAX_BS,
+            )  # fmt: skip
+    name, value = DISABLE_CUDA_GRAPH_FLAG[release]
+    if config.settings.flags.get(name) == value:
+        return None  # already without graphs: nothing left to change
+    spelled = f"--{name}" if value is True else f"--{name}={value}"
+    return _Proposal(
+        FixKind.DISABLE_CUDA_GRAPH,
+        f"{why}: a variant without decode CUDA graphs ({spelled} under SGLang {release}); slower, but it "
+        "shows whether capture is at fault",
+        spelled,
+        flags={name: value},
+    )
 
 
 def _step(name: str, old: Any, new: Any, why: str, kind: FixKind = FixKind.MEMORY) -> _Proposal:

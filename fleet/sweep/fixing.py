@@ -24,6 +24,7 @@ from fleet.fixes.quarantine import QuarantineEntry, QuarantineKey, QuarantineSto
 from fleet.host.contract import RunResult, RunStatus
 from fleet.host.contract.shard import Shard
 from fleet.host.diagnose.classify import diagnose_text
+from fleet.host.failures import ROOT_CAUSES
 from fleet.inventory import Host
 from fleet.plan import Hardware, PlannedServer, launch_on
 from fleet.playbook import AutoFix, Playbook, Run
@@ -207,12 +208,10 @@ class SweepFixer:
         return replace(shard, servers=list(servers.values()))
 
 
-AGENT_CLASSES = {"http_400_context": "context_length_exceeded"}
-
-
 def classify_result(result: RunResult) -> tuple[str | None, dict[str, Any]]:
-    """The failure vocabulary class of a failed run, and the figures a fix needs: the agent's
-    diagnosis of the server log when it made one, else the class of the request errors."""
+    """The root-cause class of a failed run, and the figures a fix needs: the agent's diagnosis of
+    the server log when it made one (read, not redone), else the run's own class when it is a root
+    cause (an over-context 400 is), else what the catalogue makes of the request errors."""
     failure = result.failure
     if failure is None:
         return None, {}
@@ -223,7 +222,12 @@ def classify_result(result: RunResult) -> tuple[str | None, dict[str, Any]]:
     found = diagnose_text([line for line in [*samples, failure.message] if line], "request errors")
     if found.failure_class:
         return found.failure_class, dict(found.figures)
-    return AGENT_CLASSES.get(failure.error_class), {}
+    if failure.error_class in _ROOT_CAUSE_VALUES:
+        return failure.error_class, {}
+    return None, {}
+
+
+_ROOT_CAUSE_VALUES = frozenset(cls.value for cls in ROOT_CAUSES)
 
 
 def _first_evidence(result: RunResult) -> str:

@@ -12,6 +12,7 @@ import yaml
 from fleet.fixes.autofix import Fix, FixKind, decide, propose_fix
 from fleet.fixes.feasibility import check_config
 from fleet.host.diagnose.catalogue import SIGNATURE_BY_NAME
+from fleet.host.diagnose.classify import diagnose_file
 from fleet.host.engines.sglang import logparse
 from fleet.host.engines.sglang.args import resolve_server_args
 from fleet.host.engines.sglang.memory import SAFE_MAX_MEM_FRACTION_STATIC
@@ -247,6 +248,44 @@ def test_a_cuda_graph_oom_starts_from_sglangs_default_for_the_gpu() -> None:
     second = propose(again, "cuda_oom", {"capture_step": "CUDA graph capture"}, attempt=2)
     assert second is not None and second.new_config is not None
     assert second.new_config.settings.cuda_graph_max_bs == captured // 4
+
+
+def test_a_cuda_graph_error_captures_fewer_batches_then_none() -> None:
+    # The figures come from the diagnosis of a 0.5.23 capture failure that is not OOM.
+    diagnosis = diagnose_file(LOGS / "cuda-graph-capture-stream-0523.log")
+    assert diagnosis.failure_class == "cuda_graph_error" and diagnosis.figures["cuda_graph_max_bs"] == "64"
+    run = seed_run("autoregressive", card=False, max_running_requests=None)
+    fix = propose(run, "cuda_graph_error", diagnosis.figures, engine="sglang", engine_version="0.5.23")
+    assert fix is not None and fix.kind is FixKind.CUDA_GRAPH_MAX_BS
+    assert fix.new_config is not None and fix.new_config.settings.cuda_graph_max_bs == 32
+    assert "--cuda-graph-max-bs-decode 32 under SGLang 0.5.23" in fix.description
+    assert "operation not permitted when stream is capturing" in fix.description
+    assert fix.provenance["failure_class"] == "cuda_graph_error" and fix.provenance["attempt"] == 1
+    assert fix.provenance["original_config_id"] == run.server.id and fix.new_config.id != run.server.id
+    # 0.5.12 spells the flag --cuda-graph-max-bs.
+    old = propose(run, "cuda_graph_error", diagnosis.figures, engine="sglang", engine_version="0.5.12")
+    assert old is not None and "--cuda-graph-max-bs 32 under SGLang 0.5.12" in old.description
+
+    # The halved variant failed to capture again: no decode graphs, in the release's own words.
+    again = fix.new_run(run)
+    assert again is not None
+    second = propose(again, "cuda_graph_error", diagnosis.figures, attempt=2, engine="sglang", engine_version="0.5.23")
+    assert second is not None and second.kind is FixKind.DISABLE_CUDA_GRAPH
+    assert second.new_config is not None and second.new_config.settings.flags["cuda-graph-backend-decode"] == "disabled"
+    assert second.new_config.settings.cuda_graph_max_bs == 32 and second.new_config.id != again.server.id
+    first_old = propose(again, "cuda_graph_error", {}, attempt=2, engine="sglang", engine_version="0.5.12")
+    assert first_old is not None and first_old.new_config is not None and first_old.new_config.settings.flags["disable-cuda-graph"] is True
+    # Already without graphs: nothing left to change; past the attempt limit: nothing either.
+    disabled = second.new_run(again)
+    assert disabled is not None
+    assert propose(disabled, "cuda_graph_error", {}, attempt=2, engine="sglang", engine_version="0.5.23") is None
+    assert propose(run, "cuda_graph_error", diagnosis.figures, attempt=3) is None
+
+
+def test_a_cuda_graph_error_without_a_known_batch_size_disables_graphs() -> None:
+    run = seed_run("autoregressive", card=False, max_running_requests=None)
+    fix = propose(run, "cuda_graph_error", {}, engine="sglang", engine_version="0.5.23")
+    assert fix is not None and fix.kind is FixKind.DISABLE_CUDA_GRAPH and "--cuda-graph-backend-decode=disabled" in fix.description
 
 
 def test_an_oom_outside_capture_without_cards_has_no_automatic_fix() -> None:

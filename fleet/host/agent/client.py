@@ -29,21 +29,24 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from fleet.host.failures import FailureClass
+
 CONNECT_TIMEOUT_S = 10.0
 
 # Error classes a request can end with.
-HTTP_400_CONTEXT = "http_400_context"
-HTTP_400 = "http_400"
-HTTP_ERROR = "http_error"
-TIMEOUT = "timeout"
-NO_TOKEN_TIMEOUT = "no_token_timeout"
-CONNECTION_REFUSED = "connection_refused"
-CONNECTION_RESET = "connection_reset"
-SERVER_ERROR_CHUNK = "server_error_chunk"
-ABORTED_BY_SERVER = "aborted_by_server"
-ABORTED_BY_AGENT = "aborted_by_agent"
-INCOMPLETE_STREAM = "incomplete_stream"
-BAD_RESPONSE = "bad_response"
+# An over-context 400 is the root cause itself: the one vocabulary names it so.
+HTTP_400_CONTEXT = FailureClass.CONTEXT_LENGTH_EXCEEDED.value
+HTTP_400 = FailureClass.HTTP_400.value
+HTTP_ERROR = FailureClass.HTTP_ERROR.value
+TIMEOUT = FailureClass.TIMEOUT.value
+NO_TOKEN_TIMEOUT = FailureClass.NO_TOKEN_TIMEOUT.value
+CONNECTION_REFUSED = FailureClass.CONNECTION_REFUSED.value
+CONNECTION_RESET = FailureClass.CONNECTION_RESET.value
+SERVER_ERROR_CHUNK = FailureClass.SERVER_ERROR_CHUNK.value
+ABORTED_BY_SERVER = FailureClass.ABORTED_BY_SERVER.value
+ABORTED_BY_AGENT = FailureClass.ABORTED_BY_AGENT.value
+INCOMPLETE_STREAM = FailureClass.INCOMPLETE_STREAM.value
+BAD_RESPONSE = FailureClass.BAD_RESPONSE.value
 # Classes after which the agent checks whether the server is still alive.
 LIVENESS_SUSPECT = frozenset({TIMEOUT, NO_TOKEN_TIMEOUT, CONNECTION_REFUSED, CONNECTION_RESET, INCOMPLETE_STREAM})
 

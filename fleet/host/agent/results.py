@@ -37,10 +37,11 @@ from fleet.host.agent.client import NO_TOKEN_TIMEOUT, TIMEOUT, RequestOutcome
 from fleet.host.agent.stats import histogram, ratio, summary
 from fleet.host.contract import Failure, RunResult, RunStatus
 from fleet.host.contract.results import Deviation
+from fleet.host.failures import FailureClass
 
-SKIPPED = "skipped"  # the failure class of a run the controller chose not to launch (quarantine, infeasible)
-NO_OUTPUT_TOKENS = "no_output_tokens"
-REQUESTS_FAILED = "requests_failed"
+SKIPPED = FailureClass.SKIPPED.value  # the failure class of a run the controller chose not to launch (quarantine, infeasible)
+NO_OUTPUT_TOKENS = FailureClass.NO_OUTPUT_TOKENS.value
+REQUESTS_FAILED = FailureClass.REQUESTS_FAILED.value
 
 # Kinds of deviation from a workload's definition (each makes a run `not_comparable`).
 PROMPT_CUT = "prompt_cut"

@@ -35,6 +35,7 @@ from fleet.host.atomic import write_json_atomic
 from fleet.host.contract import AgentState, ContractError, Failure, HostQuarantine, RunResult, RunStatus, ServerPhase, SweepDir, load_result
 from fleet.host.contract.shard import RunSpec, ServerSpec, Shard
 from fleet.host.diagnose.classify import DiagnosisHint, diagnose_file
+from fleet.host.failures import FailureClass
 
 log = logging.getLogger("fleet.host.agent")
 
@@ -49,14 +50,14 @@ HEALTH_TIMEOUT_CAP_S = 20.0
 FACTS_TIMEOUT_S = 10.0
 
 # Failure classes of servers (requests have theirs in fleet.host.agent.client).
-SERVER_START_FAILED = "server_start_failed"
-SERVER_START_TIMEOUT = "server_start_timeout"
-SERVER_DIED = "server_died"
-SERVER_HUNG = "server_hung"
-WARMUP_FAILED = "warmup_failed"
-SERVICE_ERROR = "service_error"
-PORT_OR_GPU_BUSY = "port_or_gpu_busy"
-AGENT_ERROR = "agent_error"
+SERVER_START_FAILED = FailureClass.SERVER_START_FAILED.value
+SERVER_START_TIMEOUT = FailureClass.SERVER_START_TIMEOUT.value
+SERVER_DIED = FailureClass.SERVER_DIED.value
+SERVER_HUNG = FailureClass.SERVER_HUNG.value
+WARMUP_FAILED = FailureClass.WARMUP_FAILED.value
+SERVICE_ERROR = FailureClass.SERVICE_ERROR.value
+PORT_OR_GPU_BUSY = FailureClass.PORT_OR_GPU_BUSY.value
+AGENT_ERROR = FailureClass.AGENT_ERROR.value
 
 
 class AgentBusy(Exception):

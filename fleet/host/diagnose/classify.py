@@ -355,6 +355,8 @@ def _figures(scan: _Scanner, start: int, hint: DiagnosisHint | None) -> dict[str
             ("mem_fraction_static", "mem_fraction_static"),
             ("max_running_requests", "requested_max_running_requests"),
             ("context_length", "context_len"),
+            ("cuda_graph_max_bs", "cuda_graph_max_bs"),
+            ("cuda_graph_max_bs_decode", "cuda_graph_max_bs"),  # 0.5.23's name for it (flags.py renamed)
         ):
             value = args.get(name)
             if value not in (None, "None") and figure not in figures:
