@@ -19,6 +19,7 @@ from fleet.provision.provision import ProvisionOptions, provision
 
 pytestmark = pytest.mark.testfleet
 
+REPO = Path(__file__).resolve().parents[2]
 STAGED = "/dev/shm/fleet/Qwen--Qwen3.6-27B--main"
 CACHED = "/srv/models/Qwen--Qwen3.6-27B/main"
 
@@ -162,6 +163,32 @@ def test_stale_servers_of_an_earlier_run_are_cleared_and_a_colleagues_server_sur
     assert report.status == "failed" and "foreign" in report.reason, report.reason
     again = provision_all(fleet, tmp_path)["ct200"]
     assert "clear" not in actions(again) and len(_sim_servers(fleet, host)) == 1
+
+
+def test_a_colleagues_server_survives_provision_and_a_whole_sweep_on_its_host(test_fleet_factory, tmp_path: Path) -> None:
+    """A hand-started process with `-m sglang.launch_server` on its command line (the old pgrep
+    rule killed it), listening on a port of its own and holding no GPU, so the sweep can run."""
+    from fleet.sweep.controller import start_sweep
+
+    fleet = test_fleet_factory(["ct200"])
+    host = fleet["ct200"]
+    listen = "import socket, time; s = socket.socket(); s.bind(('127.0.0.1', 31000)); s.listen(); time.sleep(900)"
+    start = f"cd /tmp && setsid env -u FLEET_SERVICE {sys.executable} -c \"{listen}\" -m sglang.launch_server --port 31000 >/dev/null 2>&1 </dev/null &"
+    fleet.exec(host, ["sh", "-c", start])
+
+    def colleague() -> list[str]:
+        return [cmd for cmd in fleet.processes(host).values() if "sglang.launch_server --port 31000" in cmd]
+
+    wait = time.monotonic() + 30
+    while not colleague():
+        assert time.monotonic() < wait, "the colleague's server never started"
+        time.sleep(0.2)
+    hosts = list(load_inventory(fleet.write_inventory(tmp_path / "hosts", engine={"sim_speed": 0.02})))
+    provisioned: list = []
+    outcome = start_sweep(REPO / "playbooks" / "demo.yaml", hosts, tmp_path / "results", poll_interval_s=0.5, on_provisioned=provisioned.extend)
+    assert outcome.statuses["ct200"].phase == "finished"
+    assert [r.status for r in provisioned] == ["changed"] and "clear" not in actions(provisioned[0])
+    assert len(colleague()) == 1, fleet.processes(host)
 
 
 def test_hub_fetch_gets_the_token_in_its_environment_only(test_fleet_factory, tmp_path: Path) -> None:
