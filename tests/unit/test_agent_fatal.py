@@ -9,6 +9,7 @@ import pytest
 
 from fleet.host.agent.fatal import fatal_marker
 from fleet.host.agent.logwatch import LogScan, LogWatcher
+from fleet.host.diagnose.catalogue import SIGNATURES, Kind
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "agent"
 
@@ -30,7 +31,9 @@ def test_the_context_length_warning_is_not_a_cuda_error() -> None:
     warning = next(line for line in lines("021-healthy.log") if "CUDA errors" in line)
     assert fatal_marker(warning) is None
     cuda = fatal_marker("RuntimeError: CUDA error: an illegal instruction was encountered")
-    assert cuda is not None and cuda.name == "cuda_error" and cuda.decisive
+    assert cuda is not None and cuda.name == "cuda_illegal_instruction" and cuda.decisive
+    other = fatal_marker("RuntimeError: CUDA error: unspecified launch failure")
+    assert other is not None and other.name == "cuda_error" and other.decisive
 
 
 @pytest.mark.parametrize(
@@ -40,8 +43,8 @@ def test_the_context_length_warning_is_not_a_cuda_error() -> None:
         # An excerpt that starts mid-traceback: the exception's last line comes first, then the scheduler's crash.
         ("007-context_length_exceeded.log", "Scheduler hit an exception", "TypeError: '>' not supported"),
         ("009-nccl_error.log", "RuntimeError: NCCL error: unhandled system error", None),  # frames only, no traceback head
-        # Old SGLang: no decisive line, only a traceback; it counts once the process has exited.
-        ("004-unsupported_gpu_arch.log", None, "RuntimeError: RMSNorm failed"),
+        # Old SGLang: no SGLang death line, but the exception proves the class (no kernel image).
+        ("004-unsupported_gpu_arch.log", "RuntimeError: RMSNorm failed with error code no kernel image", None),
     ],
 )
 def test_failing_logs_are_caught(name: str, decisive: str | None, suspect: str | None) -> None:
@@ -100,7 +103,7 @@ def test_evidence_runs_from_before_the_fatal_line_to_the_end() -> None:
     for line in log:
         scan.feed(line)
     evidence = scan.evidence()
-    assert scan.fatal_marker == "scheduler_exception"
+    assert scan.fatal_marker == "process_failed"
     assert evidence[0] == log[0]  # the lines before the decisive one: the request that caused it
     assert "Input length (160062 tokens) exceeds" in "\n".join(evidence)
     assert evidence[-1] == log[-1]
@@ -125,6 +128,25 @@ def test_watcher_follows_an_appended_file_from_its_start_offset(tmp_path: Path) 
             handle.write("[2026-05-01 12:00:09] Scheduler hit an exception: Traceback (most recent call last):\nRuntimeError: CUDA error: an illegal instruction was encountered")
     finally:
         watcher.close()
-    assert watcher.fatal_marker == "scheduler_exception"
+    assert watcher.fatal_marker == "process_failed"
     assert watcher.fatal_line is not None and "Scheduler hit an exception" in watcher.fatal_line
     assert watcher.evidence()[-1] == "RuntimeError: CUDA error: an illegal instruction was encountered"
+
+
+def test_fail_fast_and_diagnosis_read_one_catalogue() -> None:
+    # Every fatal signature of the catalogue that a server does not survive is decisive for the
+    # agent, on a line its own trigger proves; a request the server refused (HTTP 400) is not.
+    for signature in SIGNATURES:
+        if signature.kind is not Kind.FATAL:
+            continue
+        for trigger in signature.triggers:
+            if trigger.pattern is None:
+                marker = fatal_marker(f"[2026-05-01 12:00:00] RuntimeError: {trigger.literal}")
+                assert marker is not None, (signature.name, trigger.literal)
+                assert marker.decisive is (not signature.server_survives) or marker.name != signature.name
+    refused = "[2026-05-01 12:00:00] The input (5000 tokens) is longer than the model's context length (4096 tokens)."
+    assert fatal_marker(refused) is None
+    nccl_info = "host:1333:1333 [0] NCCL INFO NET/Plugin: libnccl-net.so: cannot open shared object file: No such file or directory"
+    assert fatal_marker(nccl_info) is None
+    ecc = fatal_marker("[rank1]:[E524 08:15:00] Process group watchdog thread terminated with exception: CUDA error: uncorrectable ECC error encountered")
+    assert ecc is not None and ecc.decisive and ecc.name == "gpu_hardware_error"

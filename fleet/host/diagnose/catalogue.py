@@ -51,10 +51,12 @@ class Signature:
     triggers: tuple[Trigger, ...]
     # str.format templates over figures; the first whose fields are all known is used.
     fixes: tuple[str, ...]
+    # A server goes on serving after it (a request it refused): the agent's fail-fast ignores it.
+    server_survives: bool = False
 
 
-def _fatal(name: str, cls: FailureClass, rank: int, triggers: tuple[Trigger, ...], *fixes: str) -> Signature:
-    return Signature(name, Kind.FATAL, cls, rank, triggers, fixes)
+def _fatal(name: str, cls: FailureClass, rank: int, triggers: tuple[Trigger, ...], *fixes: str, server_survives: bool = False) -> Signature:
+    return Signature(name, Kind.FATAL, cls, rank, triggers, fixes, server_survives)
 
 
 def _generic(name: str, rank: int, triggers: tuple[Trigger, ...], *fixes: str) -> Signature:
@@ -363,6 +365,9 @@ SIGNATURES: tuple[Signature, ...] = (
         "max_new_tokens, or raise --context-length if the model allows it.",
         "A request exceeded the server's context length: keep prompt + max_new_tokens below the context "
         "length with a margin, or pass --allow-auto-truncate.",
+        # tokenizer_manager.py answers the request with a 400 and serves on; a startup refusal of
+        # --context-length is a ValueError whose "Scheduler hit an exception" kills the server.
+        server_survives=True,
     ),
     # --- CUDA graph capture failed for a reason no cause above explains --------------------------
     # Ranked after every cause: the capture wrappers re-raise what failed inside them ("Capture cuda

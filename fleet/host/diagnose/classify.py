@@ -305,29 +305,8 @@ class _Scanner:
                     break
         if _NCCL_INFO in raw:
             return
-        matched: dict[Signature, dict[str, str]] = {}  # groups of all of a signature's triggers
-        message = ""
-        for literal, entries in _INDEX:
-            if literal not in raw:
-                continue
-            if text is None:
-                text = raw.decode("utf-8", "replace")
-            if not message:
-                message = strip_prefix(text).message
-                if _SOURCE_LINE.match(message):
-                    return
-                message = message.strip()
-            for signature, pattern in entries:
-                found = pattern.search(message) if pattern is not None else None
-                if pattern is not None and found is None:
-                    continue
-                groups = matched.setdefault(signature, {})
-                if found is not None:
-                    for key, value in found.groupdict().items():
-                        if value is not None:
-                            groups.setdefault(key, value)
+        text, message, matched = _match(raw, text)
         for signature, groups in matched.items():
-            assert text is not None
             self._record(signature, line_no, text, message, groups)
 
     def _record(self, signature: Signature, line_no: int, text: str, message: str, groups: dict[str, str]) -> None:
@@ -337,6 +316,44 @@ class _Scanner:
         if message not in hits.messages and len(hits.examples) < EVIDENCE_PER_SIGNATURE:
             hits.messages.add(message)
             hits.examples.append((line_no, clean_line(text), groups))
+
+
+def _match(raw: bytes, text: str | None) -> tuple[str, str, dict[Signature, dict[str, str]]]:
+    """The catalogue signatures one line proves, with the named groups their triggers read, the
+    line decoded (only when a literal is in it: most lines cost one `in` per literal) and its
+    message (its log prefix removed). A traceback frame quoting source is no event."""
+    matched: dict[Signature, dict[str, str]] = {}  # groups of all of a signature's triggers
+    message = ""
+    for literal, entries in _INDEX:
+        if literal not in raw:
+            continue
+        if not message:
+            if text is None:
+                text = raw.decode("utf-8", "replace")
+            message = strip_prefix(text).message
+            if _SOURCE_LINE.match(message):
+                return text, message, {}
+            message = message.strip()
+        for signature, pattern in entries:
+            found = pattern.search(message) if pattern is not None else None
+            if pattern is not None and found is None:
+                continue
+            groups = matched.setdefault(signature, {})
+            if found is not None:
+                for key, value in found.groupdict().items():
+                    if value is not None:
+                        groups.setdefault(key, value)
+    return text or "", message, matched
+
+
+def signatures_in(line: str) -> tuple[Signature, ...]:
+    """The signatures a single log line proves, best-ranked first: the agent's fail-fast reads the
+    same catalogue as `fleet diagnose`. NCCL INFO lines prove nothing (see _NCCL_INFO)."""
+    raw = line.encode("utf-8", "surrogateescape")
+    if _NCCL_INFO in raw:
+        return ()
+    _, _, matched = _match(raw, line)
+    return tuple(sorted(matched, key=lambda signature: signature.rank))
 
 
 def _figures(scan: _Scanner, start: int, hint: DiagnosisHint | None) -> dict[str, object]:
