@@ -172,8 +172,9 @@ def _event_text(event: Event) -> str:
     if kind == "phase":
         return f"{d['phase']} ({d['done']}/{d['total']} runs)" + (f": {d['error']}" if d.get("error") else "")
     if kind == "run":
-        failure = f" [{d['failure']}]" if d.get("failure") else ""
-        return f"{d['label']} {d['status']}{failure} in {d['duration_s']:.1f}s ({d['done']}/{d['total']} runs)"
+        failure = f" [{d['failure']}]" if d.get("failure") and d["failure"] != d["status"] else ""
+        fix = f" (fixed: {d['fix']})" if d.get("fix") else ""
+        return f"{d['label']}{fix} {d['status']}{failure} in {d['duration_s']:.1f}s ({d['done']}/{d['total']} runs)"
     if kind == "reboot":
         return f"rebooted (boot id {d['boot_id']}): re-staging, restarting the agent"
     if kind == "link_drop":

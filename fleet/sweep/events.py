@@ -12,7 +12,8 @@ and per type (EVENT_TYPES):
 - `planned`: runs, servers, hosts, measured_runs (estimated from measurements; the rest from priors)
 - `started`: sweep_id, resumed, hosts {name: {done, total}}
 - `phase`: phase, previous, done, total, host_eta_s, error (the host's last error, "" if none)
-- `run`: run_id, label, status, duration_s (wall), failure (its class, or null), done, total, host_eta_s
+- `run`: run_id, label, status, duration_s (wall), failure (its class, or null), fix (for a fixed
+  variant, the fix it runs with, else null), done, total, host_eta_s
 - `reboot`: boot_id; `link_drop`: count; `agent_restart`: count; `repair_round`: added, total
 - `summary` (always the last): sweep_id, state, directory, interrupted, results, by_status,
   unreadable, hosts, fixes -- what `summary.json` holds; `error` too where no host passed provisioning.
@@ -220,7 +221,8 @@ class SweepProgress:
             host.started.add(host.runs.get(result.run_id, result.server_id))
             self.emit(
                 "run", name, run_id=result.run_id, label=result.label, status=result.status.value, duration_s=round(duration, 2),
-                failure=result.failure.error_class if result.failure else None, done=host.done_count, total=len(host.runs),
+                failure=result.failure.error_class if result.failure else None, fix=(result.provenance or {}).get("fix"),
+                done=host.done_count, total=len(host.runs),
                 host_eta_s=round(self.host_eta(host), 1),
             )  # fmt: skip
         phase = str(status.phase)

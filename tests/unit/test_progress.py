@@ -262,3 +262,30 @@ def test_the_stream_ends_with_a_summary_when_no_host_passes_provisioning(tmp_pat
     assert events[0].data["status"] == "failed" and "has no sglang" in events[0].data["reason"]
     assert events[-1].data["state"] == "failed" and "has no sglang" in events[-1].data["error"]
     assert "sweep failed: no host passed provisioning" in event_line(events[-1])
+
+
+def test_every_event_type_renders_as_one_plain_line_with_what_matters() -> None:
+    samples = {
+        "provisioned": {"status": "failed", "reason": "has no sglang"},
+        "planned": {"runs": 96, "servers": 24, "hosts": ["ct200", "ct201"], "measured_runs": 90},
+        "started": {"sweep_id": SWEEP, "resumed": True, "hosts": {"ct200": {"done": 3, "total": 60}}},
+        "phase": {"phase": "failed", "previous": "running", "done": 3, "total": 60, "host_eta_s": 0.0, "error": "ct200: gave up"},
+        "run": {"run_id": "r1", "label": "tp1-ddtree-b32/short", "status": "failed", "duration_s": 0.25, "failure": "kv_pool_too_small",
+                "fix": "max_running_requests 2 -> 1", "done": 4, "total": 60, "host_eta_s": 12.0},
+        "reboot": {"boot_id": "5d65"}, "link_drop": {"count": 2}, "agent_restart": {"count": 1}, "repair_round": {"added": 8, "total": 68},
+        "summary": {"sweep_id": SWEEP, "state": "finished", "directory": "/r/x", "interrupted": False, "results": 5, "by_status": {"ok": 4, "failed": 1},
+                    "unreadable": {}, "hosts": {}, "fixes": []},
+    }  # fmt: skip
+    assert set(samples) == set(EVENT_TYPES)
+    lines = {kind: event_line(Event(kind, 0.0, 75.0, 3725.0, None if kind in ("planned", "summary") else "ct200", data)) for kind, data in samples.items()}
+    for kind, line in lines.items():
+        assert "\n" not in line and not ANSI.search(line) and LINE.match(line), (kind, line)
+        assert line.startswith("[ 1m15s | ETA 1h02m] ")
+    assert lines["provisioned"].endswith("ct200: provisioned: failed (has no sglang)")
+    assert "96 runs of 24 servers on 2 hosts (90 estimated from measured durations)" in lines["planned"]
+    assert lines["started"].endswith(f"resumed {SWEEP}: 3/60 runs done")
+    assert lines["phase"].endswith("ct200: failed (3/60 runs): ct200: gave up")
+    assert lines["run"].endswith("tp1-ddtree-b32/short (fixed: max_running_requests 2 -> 1) failed [kv_pool_too_small] in 0.2s (4/60 runs)")
+    assert lines["summary"].endswith("sweep finished: 5 results (1 failed, 4 ok) in 1m15s; /r/x")
+    skipped = event_line(Event("run", 0.0, 1.0, None, "ct200", {**samples["run"], "status": "skipped", "failure": "skipped", "fix": None}))
+    assert skipped.endswith("ct200: tp1-ddtree-b32/short skipped in 0.2s (4/60 runs)")  # the class says nothing the status does not
