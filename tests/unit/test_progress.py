@@ -265,7 +265,7 @@ def test_the_stream_ends_with_a_summary_when_no_host_passes_provisioning(tmp_pat
 
 
 def test_every_event_type_renders_as_one_plain_line_with_what_matters() -> None:
-    samples = {
+    samples: dict[str, dict[str, Any]] = {
         "provisioned": {"status": "failed", "reason": "has no sglang"},
         "planned": {"runs": 96, "servers": 24, "hosts": ["ct200", "ct201"], "measured_runs": 90},
         "started": {"sweep_id": SWEEP, "resumed": True, "hosts": {"ct200": {"done": 3, "total": 60}}},
