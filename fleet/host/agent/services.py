@@ -140,14 +140,15 @@ def started_by_fleet(pid: int) -> bool:
     return any(item.startswith(SERVICE_ENV_MARKER.encode() + b"=") for item in environ.split(b"\0"))
 
 
-# The same rule as `started_by_fleet`, as a POSIX shell loop printing one pid a line: for `fleet
+# The same rule as `started_by_fleet`, as one shell command printing one pid a line: for `fleet
 # provision`, which clears stale servers before any fleet code is on the host. Both read the
 # marker from /proc/<pid>/environ and nothing else -- never a command-line pattern, which would
 # also match a colleague's hand-started `python -m sglang.launch_server`. An environ the caller
 # may not read (another user's process, without root) counts as not fleet's: left alone.
+# One grep for every process (-z: an environ's entries are NUL-separated, so ^ anchors each one;
+# -s: processes that exit meanwhile or cannot be read are skipped silently).
 FLEET_SERVICE_PIDS_SH = (
-    "for d in /proc/[0-9]*; do p=${d#/proc/}; [ \"$p\" = \"$$\" ] && continue; "
-    f"tr '\\000' '\\n' < \"$d/environ\" 2>/dev/null | grep -q '^{SERVICE_ENV_MARKER}=' && echo \"$p\"; done; true"
+    f"grep -lzsa -e '^{SERVICE_ENV_MARKER}=' /proc/[0-9]*/environ | sed -n 's#^/proc/\\([0-9]*\\)/environ$#\\1#p'; true"
 )
 
 
