@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from fleet.host.contract import RunResult, RunStatus
+from fleet.host.failures import root_cause
 from fleet.report.load import HostRecord, Loaded, SweepData
 
 # The least a delta must exceed to be flagged: a few percent is what clocks, thermals and
@@ -349,7 +350,7 @@ def _reason(result: RunResult) -> str | None:
     if result.status is RunStatus.not_comparable:
         return "; ".join(d.message for d in result.deviations) or "not comparable"
     if result.failure is not None:
-        return f"{result.failure.error_class}: {result.failure.message}"
+        return f"{root_cause(result.failure.error_class, result.failure.diagnosis)}: {result.failure.message}"
     return result.status.value
 
 
@@ -471,7 +472,7 @@ def _evidence(result: RunResult) -> tuple[str, str]:
     failure = result.failure
     assert failure is not None
     diagnosis = dict(failure.diagnosis or {})
-    cls = str(diagnosis.get("failure_class") or failure.error_class)
+    cls = root_cause(failure.error_class, diagnosis)
     lines = [_evidence_text(e) for e in (diagnosis.get("evidence") or [])] or list(failure.evidence)
     line = next((ln for ln in lines if ln.strip()), failure.message)
     return cls, line.strip()

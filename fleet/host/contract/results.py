@@ -17,6 +17,7 @@ from typing import Any
 
 from fleet.host.contract.reader import Reader, read_text
 from fleet.host.errors import ContractError
+from fleet.host.failures import VALUES as FAILURE_CLASSES
 
 RESULT_SCHEMA = "fleet.run_result/2"
 
@@ -87,8 +88,11 @@ class Failure:
     def from_json(cls, data: object, source: str, prefix: str = "failure") -> Failure:
         r = Reader(data, source, prefix)
         evidence = r.get("evidence", list, default=[])
+        error_class = r.get("class", str)
+        if error_class not in FAILURE_CLASSES:  # one vocabulary: fleet.host.failures
+            raise r.fail("class", "a failure class of fleet.host.failures.FailureClass", error_class)
         return cls(
-            error_class=r.get("class", str),
+            error_class=error_class,
             message=r.get("message", str),
             evidence=tuple(str(line) for line in evidence),
             log_path=r.optional("log_path", str),

@@ -17,12 +17,12 @@ from __future__ import annotations
 import io
 import json
 import re
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
-from fleet.host.contract import RESULT_SCHEMA, RunResult, RunStatus
+from fleet.host.contract import RESULT_SCHEMA, RunResult, RunStatus, SweepDir
 from fleet.host.diagnose.catalogue import (
     SERVER_START_TIMEOUT_FIXES,
     SIGNATURE_BY_NAME,
@@ -654,30 +654,85 @@ def _diagnose_result(path: Path, evidence: ResultEvidence) -> Diagnosis:
     )
 
 
-def _diagnose_folder(folder: Path) -> list[Diagnosis]:
-    """The logs of a folder that show a failure or a finding, and the result files whose failure
-    the logs do not show (a client-side HTTP 400, a start timeout without a log)."""
-    files = sorted(p for p in folder.iterdir() if p.is_file())
-    logs = {p for p in files if p.suffix in _LOG_SUFFIXES}
-    results: list[tuple[Path, ResultEvidence]] = []
+def _server_log_of(result_path: Path, names: Sequence[str], logs: Sequence[Path]) -> Path | None:
+    """The server log a result names, as fetched into the tree: next to the result (a run folder),
+    in the sweep dir's logs/ beside runs/, or the only log of that name in the tree."""
+    for name in names:
+        for candidate in (result_path.parent / name, result_path.parent.parent / SweepDir.LOGS / name):
+            if candidate in logs:
+                return candidate
+        same = [log for log in logs if log.name == name]
+        if len(same) == 1:
+            return same[0]
+    return None
+
+
+def _agent_diagnosis(path: Path, diagnosis: Mapping[str, Any]) -> Diagnosis:
+    """The diagnosis the agent read from the whole server log, as the result stores it: read, not redone."""
+    evidence = tuple(
+        Evidence(int(item.get("line") or 0), str(item.get("text") or ""))
+        for item in diagnosis.get("evidence") or []
+        if isinstance(item, Mapping)
+    )
+    fix = diagnosis.get("fix")
+    figures = diagnosis.get("figures")
+    return Diagnosis(
+        str(path),
+        str(diagnosis["failure_class"]),
+        evidence,
+        (),
+        str(fix) if fix else None,
+        figures=dict(figures) if isinstance(figures, Mapping) else {},
+    )
+
+
+def _diagnose_tree(root: Path) -> list[Diagnosis]:
+    """A sweep folder (or any tree of them): each failure once, from server logs, failed run results
+    and agent logs; plans, shards, facts, progress and ok runs are no evidence.
+
+    - every server log is diagnosed once, with the start-timeout word of the result that names it;
+    - a failed run whose server log is in the tree and shows a failure is that failure (several runs
+      of one dead server are one failure); otherwise the agent's stored diagnosis, else its own texts
+      (a client-side 400, a start timeout whose log was not fetched);
+    - an agent log speaks only of what no server log or result already showed (the agent's own crash).
+    """
+    files = sorted(p for p in root.rglob("*") if p.is_file())
+    agent_logs = [p for p in files if p.name == SweepDir.AGENT_LOG]
+    logs = [p for p in files if p.suffix in _LOG_SUFFIXES and p.name != SweepDir.AGENT_LOG]
+    failed: list[tuple[Path, ResultEvidence, Path | None, Mapping[str, Any] | None]] = []
+    hints: dict[Path, DiagnosisHint] = {}
     for path in (p for p in files if p.suffix in _RESULT_SUFFIXES):
         try:
             document = json.loads(path.read_text(encoding="utf-8", errors="replace"))
         except ValueError:
             continue  # not a result of ours (a truncated one is named when given explicitly)
-        # Only run results speak of failures; plan.json, shard.json, facts and progress do not.
-        if is_run_result(document):
-            results.append((path, read_result_json(path)))
-    hint = next((evidence.hint for _, evidence in results if evidence.hint.server_start_timed_out), None)
-    for _, evidence in results:  # the server log a result names, fetched next to it
-        logs.update(folder / name for name in evidence.log_names if (folder / name).is_file())
-    diagnoses = [diagnose_file(log, hint) for log in sorted(logs)]
-    shown = {diagnosis.failure_class for diagnosis in diagnoses}
-    for path, evidence in results:
-        diagnosis = _diagnose_result(path, evidence)
-        if diagnosis.failure_class not in shown:
-            diagnoses.append(diagnosis)
-            shown.add(diagnosis.failure_class)
+        if not is_run_result(document):
+            continue  # plan.json, shard.json, facts, progress: never a failure
+        result = RunResult.from_json(document, str(path))
+        evidence = read_result_json(path)
+        if not evidence.lines and not evidence.hint.server_start_timed_out:
+            continue  # an ok or skipped run
+        log = _server_log_of(path, evidence.log_names, logs)
+        if log is not None and evidence.hint.server_start_timed_out:
+            hints[log] = evidence.hint
+        failed.append((path, evidence, log, result.failure.diagnosis if result.failure else None))
+    diagnoses: list[Diagnosis] = []
+    by_log: dict[Path, Diagnosis] = {}
+    for log in logs:
+        by_log[log] = diagnose_file(log, hints.get(log))
+        diagnoses.append(by_log[log])
+    for path, evidence, log, stored in failed:
+        if log is not None and by_log[log].failure_class is not None:
+            continue  # its server log already shows it
+        if stored and stored.get("failure_class"):
+            diagnoses.append(_agent_diagnosis(path, stored))
+        else:
+            diagnoses.append(_diagnose_result(path, evidence))
+    found = {diagnosis.failure_class for diagnosis in diagnoses if diagnosis.failure_class}
+    for agent_log in agent_logs:
+        diagnosis = diagnose_file(agent_log)
+        if diagnosis.failure_class is not None and diagnosis.failure_class not in found:
+            diagnoses.append(replace(diagnosis, findings=()))
     return [diagnosis for diagnosis in diagnoses if diagnosis.failure_class is not None or diagnosis.findings]
 
 
@@ -690,9 +745,7 @@ def diagnose_paths(paths: Sequence[Path]) -> list[Diagnosis]:
     diagnoses: list[Diagnosis] = []
     for path in paths:
         if path.is_dir():
-            folders = [path, *sorted(p for p in path.rglob("*") if p.is_dir())]
-            for folder in folders:
-                diagnoses.extend(_diagnose_folder(folder))
+            diagnoses.extend(_diagnose_tree(path))
         elif path.is_file():
             if path.suffix in _RESULT_SUFFIXES:
                 evidence = read_result_json(path)
