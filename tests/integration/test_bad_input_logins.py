@@ -1,0 +1,67 @@
+"""Bad input never reaches a host, counted where it would show: the test host's own sshd log.
+
+A handful of the bad-input suite's cases (tests/unit/test_bad_input.py) run as `python -m fleet
+sweep` against a real SSH test host; the host's sshd logs nothing new for any of them. The control
+(`fleet hosts --check` on the same inventory) shows that a connection does appear in that log.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.unit.test_bad_input import PLAYBOOK, mutated
+
+pytestmark = pytest.mark.testfleet
+
+REPO = Path(__file__).resolve().parents[2]
+
+# (case, file, key path, value, field named in the message)
+CASES = [
+    ("host-user-option", "host", "user", "-oProxyCommand=touch /tmp/p", "user"),
+    ("host-work-dir-substitution", "host", "paths.work_dir", "/var/lib/fleet/$(touch /tmp/p)", "paths.work_dir"),
+    ("playbook-repo-dotdot", "playbook", "model.repo", "..", "model.repo"),
+    ("playbook-unknown-flag", "playbook", "server.flags", {"no-such-flag": 1}, "server.flags.no-such-flag"),
+    ("playbook-unknown-prompt", "playbook", "workloads.short.prompts", ["haiku"], "prompts[0]"),
+]
+
+
+def sshd_log_lines(fleet, name: str) -> int:
+    log = fleet[name].base / "log" / "sshd.log"
+    return len(log.read_text(errors="replace").splitlines()) if log.exists() else 0
+
+
+def fleet_cli(args: list[str], hosts_dir: Path, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "FLEET_HOSTS_DIR": str(hosts_dir), "FLEET_RESULTS_DIR": str(tmp_path / "results"),
+           "XDG_CACHE_HOME": str(tmp_path / "cache"), "COLUMNS": "400"}  # fmt: skip
+    return subprocess.run([sys.executable, "-m", "fleet", *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+
+
+def test_bad_input_makes_no_ssh_login_on_the_host(test_fleet_factory, tmp_path: Path) -> None:
+    fleet = test_fleet_factory(["ct200"])
+    good = tmp_path / "good"
+    hosts_dir = fleet.write_inventory(good / "hosts")
+    host_data = yaml.safe_load((hosts_dir / "ct200.yaml").read_text())
+    for case, which, path, value, field in CASES:
+        work = tmp_path / case
+        (work / "hosts").mkdir(parents=True)
+        host_file, book = work / "hosts" / "ct200.yaml", work / "book.yaml"
+        host_file.write_text(yaml.safe_dump(mutated(host_data, path, value) if which == "host" else host_data))
+        book.write_text(yaml.safe_dump(mutated(PLAYBOOK, path, value) if which == "playbook" else PLAYBOOK))
+        before = sshd_log_lines(fleet, "ct200")
+        done = fleet_cli(["sweep", "-p", str(book), "--hosts", "ct200"], work / "hosts", work)
+        output = done.stdout + done.stderr
+        assert done.returncode == 2, (case, output)
+        assert str(host_file if which == "host" else book) in output and field in output and "expected" in output, (case, output)
+        assert sshd_log_lines(fleet, "ct200") == before, (case, "the host's sshd saw a connection")
+        assert not (work / "results").exists() or not any((work / "results").iterdir()), case
+
+    # The control: a command that does connect shows in the same log.
+    before = sshd_log_lines(fleet, "ct200")
+    assert fleet_cli(["hosts", "--check"], hosts_dir, good).returncode == 0
+    assert sshd_log_lines(fleet, "ct200") > before, "the sshd log does not show connections: this test could not see one"
