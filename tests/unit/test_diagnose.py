@@ -382,3 +382,54 @@ def test_a_sweep_folder_reads_failures_from_run_results_only(tmp_path: Path) -> 
     assert diagnose_paths([tmp_path]) == []
     shutil.copy(LOGS / "sweep" / "tp1-b12-timeout" / "result.json", runs / "timeout.json")
     assert [d.failure_class for d in diagnose_paths([tmp_path])] == ["server_start_timeout"]
+
+
+# -- the new signatures, on lines a healthy server prints and on other spellings of their source ---
+@pytest.mark.parametrize(
+    "line",
+    [
+        "[2026-05-23 10:12:32 TP0] Capture cuda graph begin. This can take up to several minutes. avail mem=11.80 GB",
+        "[2026-05-23 10:12:44 TP0] Capture cuda graph end. Time elapsed: 11.93 s. mem usage=0.61 GB. avail mem=11.19 GB.",
+        "3. disable decode CUDA graph by --cuda-graph-backend-decode=disabled. (Not recommended. Huge performance loss)",
+        "[2026-05-24 09:00:41] max_total_tokens=65536 is larger than the profiled value 50000. Use the profiled value instead.",
+        "ptxas info    : Used 32 registers, 384 bytes cmem[0]",
+        "[2026-05-24 09:00:41] Xid-aware health checks are off",
+    ],
+)
+def test_new_signatures_stay_quiet_on_healthy_lines(line: str) -> None:
+    ready = "[2026-05-24 11:00:01] The server is fired up and ready to roll!"
+    assert diagnose_text([line, ready]).failure_class is None
+
+
+@pytest.mark.parametrize(
+    ("line", "failure_class"),
+    [
+        # prefill_cuda_graph_runner.py:521 (0.5.23), frozen_kv_mtp_cuda_graph_runner.py:198
+        ("Exception: Capture prefill CUDA graph failed: Expected all tensors to be on the same device", "cuda_graph_error"),
+        ("RuntimeError: Capture frozen-KV MTP cuda graph failed: shape mismatch", "cuda_graph_error"),
+        # cudaErrorStreamCaptureInvalidated's string, with no SGLang wrapper around it
+        ("RuntimeError: CUDA error: operation failed due to a previous error during capture", "cuda_graph_error"),
+        # a capture wrapper around a cause: the cause
+        ("Exception: Capture cuda graph failed: CUDA error: an illegal memory access was encountered", "cuda_illegal_memory_access"),
+        ("[Mon May 24 08:15:00 2026] NVRM: Xid (PCI:0000:41:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.", "unknown"),
+        ("RuntimeError: CUDA error: uncorrectable NVLink error detected during the execution", "unknown"),
+        ("ptxas error   : Feature '.NaN' requires .target sm_80 or higher", "unsupported_gpu_arch"),
+        ("ValueError: type fp8e4nv not supported in this architecture. The supported fp8 dtypes are ('fp8e4b15', 'fp8e5')", "unsupported_gpu_arch"),
+        ("RuntimeError: Error(s) in loading state_dict for LlamaForCausalLM:", "model_load_error"),
+    ],
+)
+def test_new_signatures_on_other_spellings_of_their_source(line: str, failure_class: str) -> None:
+    assert diagnose_text([line]).failure_class == failure_class
+
+
+def test_the_constructed_fixtures_manifest_is_right() -> None:
+    # The confusion script's input for tests/fixtures/logs; every entry must be diagnosed as labelled.
+    spec = importlib.util.spec_from_file_location("diagnose_confusion", FIXTURES.parent.parent / "benchmarks" / "diagnose_confusion.py")
+    assert spec is not None and spec.loader is not None
+    confusion = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(confusion)
+    entries = confusion.read_manifest(LOGS / "manifest.jsonl")
+    assert len(entries) >= 25
+    for path, label in entries:
+        hint = DiagnosisHint(server_start_timed_out=True) if label == "server_start_timeout" else None
+        assert (diagnose_file(path, hint).failure_class or "healthy") == label, path.name
