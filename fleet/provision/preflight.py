@@ -150,7 +150,6 @@ class PreflightRequirements:
     model_bytes_to_fetch: int | None = None  # still to download into the cache; None: nothing to fetch
     bytes_to_stage: int | None = None  # to copy into the staging dir; None: no staging
     own_gpu_pids: frozenset[int] = field(default_factory=frozenset)  # fleet's own servers
-    own_process_pattern: str | None = None  # regex on nvidia-smi's process name, for fleet's own servers
     host_file: str = "the host's inventory file"  # named in fix hints
 
     def __post_init__(self) -> None:
@@ -166,7 +165,6 @@ class PreflightRequirements:
         model_bytes_to_fetch: int | None = None,
         bytes_to_stage: int | None = None,
         own_gpu_pids: Iterable[int] = (),
-        own_process_pattern: str | None = None,
     ) -> PreflightRequirements:
         return cls(
             expected_gpu_count=host.gpus.count,
@@ -176,7 +174,6 @@ class PreflightRequirements:
             model_bytes_to_fetch=model_bytes_to_fetch,
             bytes_to_stage=bytes_to_stage,
             own_gpu_pids=frozenset(own_gpu_pids),
-            own_process_pattern=own_process_pattern,
             host_file=f"hosts/{host.name}.yaml",
         )
 
@@ -287,12 +284,8 @@ def check_gpus_idle(facts: HostFacts, needs: PreflightRequirements) -> Finding:
     problem = facts.problems.get("gpu_processes")
     if problem:
         return Finding(Verdict.warn, f"could not list GPU processes: {problem}", "run nvidia-smi on the host and read its error")
-    own_pattern = re.compile(needs.own_process_pattern) if needs.own_process_pattern else None
     index_of = {g.uuid: g.index for g in facts.gpus}
-    foreign = [
-        p for p in facts.gpu_processes
-        if p.pid not in needs.own_gpu_pids and not (own_pattern and own_pattern.search(p.process_name))
-    ]
+    foreign = [p for p in facts.gpu_processes if p.pid not in needs.own_gpu_pids]
     if foreign:
         listed = "; ".join(
             f"pid {p.pid} {p.process_name} on GPU {index_of.get(p.gpu_uuid, p.gpu_uuid)} "

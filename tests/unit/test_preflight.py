@@ -208,8 +208,6 @@ def test_a_foreign_gpu_process_fails():
     failure = check(run_preflight(facts, blackwell_needs(own_gpu_pids=frozenset(range(4100, 4108)))), "gpus-idle")
     assert failure.verdict is Verdict.fail
     assert failure.message == "1 foreign process(es) hold GPU memory: pid 5120 python on GPU 3 (memory unknown)"
-    by_name = run_preflight(facts, blackwell_needs(own_process_pattern=r"^/opt/sglang/bin/python3$"))
-    assert "pid 5120" in check(by_name, "gpus-idle").message and "pid 4100" not in check(by_name, "gpus-idle").message
     nobody_own = check(run_preflight(facts, blackwell_needs()), "gpus-idle")
     assert nobody_own.message.startswith("9 foreign process(es)") and "pid 4100 /opt/sglang/bin/python3 on GPU 0 (88012 MiB)" in nobody_own.message
 
