@@ -365,7 +365,7 @@ def test_a_0523_prefill_graph_capture_failure_gets_the_capture_fix() -> None:
         stamp(9) + sgltext.SIGQUIT_LAUNCH,
     ]
     diagnosis = diagnose_text(lines)
-    assert diagnosis.failure_class == "unknown" and (diagnosis.fix or "").startswith("CUDA graph capture failed")
+    assert diagnosis.failure_class == "cuda_graph_error" and (diagnosis.fix or "").startswith("CUDA graph capture failed")
     assert diagnosis.figures["last_phase"] == "capturing piecewise CUDA graphs"
 
 
@@ -389,7 +389,7 @@ def test_the_agents_log_watch_reads_a_0523_start() -> None:
     for line in lines[marks["start3"] - 2 :]:
         scan.feed(line)
     assert scan.scheduler is not None and scan.scheduler.max_total_num_tokens == 50123
-    assert scan.fatal_marker == "scheduler_exception" and "Scheduler hit an exception" in (scan.fatal_line or "")
+    assert scan.fatal_marker == "process_failed" and "Scheduler hit an exception" in (scan.fatal_line or "")
     assert any("an illegal instruction was encountered" in line for line in scan.evidence())
 
 
