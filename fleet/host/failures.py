@@ -98,6 +98,9 @@ def parse_failure_class(value: str, where: str) -> FailureClass:
 
 def root_cause(error_class: str, diagnosis: Mapping[str, Any] | None) -> str:
     """The class to report and fix: the diagnosis' root cause where the agent read one from the
-    server log, else the run's own class (a request error, a skip)."""
+    server log, else the run's own class (a request error, a skip). An `unknown` diagnosis says
+    less than what the agent saw (`server_died`): the run's own class is kept then."""
     diagnosed = (diagnosis or {}).get("failure_class")
-    return str(diagnosed) if diagnosed else error_class
+    if not diagnosed or (diagnosed == FailureClass.UNKNOWN.value and error_class):
+        return error_class
+    return str(diagnosed)

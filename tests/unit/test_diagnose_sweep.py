@@ -46,6 +46,7 @@ def test_the_result_reader_checks_the_failure_class() -> None:
 def test_root_cause_prefers_the_agents_diagnosis() -> None:
     assert root_cause("server_died", {"failure_class": "cuda_oom"}) == "cuda_oom"
     assert root_cause("http_400", None) == "http_400"
+    assert root_cause("server_died", {"failure_class": "unknown"}) == "server_died"  # says more than unknown
     assert FailureClass.SERVER_DIED not in ROOT_CAUSES and FailureClass.CUDA_GRAPH_ERROR in ROOT_CAUSES
 
 
