@@ -33,11 +33,12 @@ from fleet.host.contract import Failure
 from fleet.host.contract.results import Deviation
 from fleet.host.contract.shard import AgentLimits, RunSpec
 from fleet.host.engines.sglang.release import ReleaseError, choose_release
+from fleet.host.failures import FailureClass
 
 MAX_CALIBRATION_PROBES = 5
-UNKNOWN_MAX_RUNNING = "unknown_max_running_requests"
-CALIBRATION_FAILED = "calibration_failed"
-CONTEXT_TOO_SMALL = "context_too_small"
+UNKNOWN_MAX_RUNNING = FailureClass.UNKNOWN_MAX_RUNNING.value
+CALIBRATION_FAILED = FailureClass.CALIBRATION_FAILED.value
+CONTEXT_TOO_SMALL = FailureClass.CONTEXT_TOO_SMALL.value
 # A concurrency level's default sample: enough requests for its p90.
 MIN_REQUESTS_PER_LEVEL = min_samples(90)
 
