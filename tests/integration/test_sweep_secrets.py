@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import secrets
 import subprocess
 import sys
 from pathlib import Path
@@ -30,7 +31,9 @@ pytestmark = pytest.mark.testfleet
 
 REPO = Path(__file__).resolve().parents[2]
 DEMO = REPO / "playbooks" / "demo.yaml"
-TOKEN = "hf_integration_SECRET_5f0c1d2e3a4b"
+# Made afresh each run, so that no file (this one included: CI's checkout lives under the test
+# host's /tmp) holds it unless fleet wrote it there.
+TOKEN = "hf_integration_" + secrets.token_hex(12)
 FAKE = "/root/fake-engine"
 SEEN = f"{FAKE}/seen.jsonl"
 

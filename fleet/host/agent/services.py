@@ -207,7 +207,9 @@ class ProcessServices:
         return record
 
     def _reap(self) -> None:
-        for child in self._children.values():
+        # Server threads start and stop services side by side: iterate over a copy, since another
+        # thread may add or drop a child meanwhile (dict iteration would raise).
+        for child in list(self._children.values()):
             child.poll()
 
     def _members(self, record: dict[str, Any]) -> set[int]:
