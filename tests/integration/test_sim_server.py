@@ -20,6 +20,7 @@ from typing import Any, Iterator
 
 import pytest
 
+from fleet.host.agent.client import Client, Endpoint
 from fleet.host.engines.sglang import logparse
 from fleet.host.engines.sglang.memory import MemoryInputs, plan_memory
 from fleet.host.engines.sim import tokenizer
@@ -271,6 +272,24 @@ def test_api_shapes_streaming_usage_and_metrics(launch) -> None:
     assert status == 200
     assert 'sglang:num_requests_total{engine_type="unified",model_name="qwen36"}' in text
     assert "sglang:spec_accept_length{" in text and "sglang:max_total_num_tokens{" in text
+
+
+def test_the_agents_client_reads_a_runs_verify_steps_on_both_apis(launch) -> None:
+    """The speculative statistics SGLang reports per request: meta_info on /generate, and on
+    /v1/completions the response-level `sglext.spec_tokens_details` chunk that fleet asks for
+    (`return_spec_tokens_details`), sent after the finish chunk and before usage."""
+    server = launch(SEED_DFLASH + ["--max-running-requests", "4"], "spec-details")
+    assert server.wait_ready()
+    events = stream(server, "/v1/completions", {"prompt": "Write quicksort in Python.", "max_tokens": 48, "stream": True,
+                                                "ignore_eos": True, "stream_options": {"include_usage": True},
+                                                "return_spec_tokens_details": True})
+    (details,) = [e for e in events[:-1] if e.get("sglext")]
+    assert details["choices"] == [] and events.index(details) == len(events) - 3  # then usage, then [DONE]
+    assert 0 < details["sglext"]["spec_tokens_details"]["spec_verify_ct"] < 48
+    for api in ("generate", "completions"):
+        outcome = Client(Endpoint("127.0.0.1", server.port), api=api).generate("Write quicksort in Python.", 48, deadline_s=30, no_token_timeout_s=10)
+        assert outcome.ok and outcome.output_tokens == 48, (api, outcome.error_message)
+        assert outcome.spec_verify_ct is not None and 0 < outcome.spec_verify_ct < 48, api
 
 
 def test_requests_queue_beyond_max_running_requests(launch) -> None:

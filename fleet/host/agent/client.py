@@ -111,9 +111,15 @@ def prompt_tokens_in_error(message: str) -> int | None:
 # Pure parts: request bodies, SSE framing, chunk interpretation, token timing
 
 # What fleet adds to bench_serving's /v1/completions body: usage in every chunk, so that a chunk
-# carrying several tokens (speculative decoding) is counted as such. It changes what the server
-# reports, not what it generates.
-COMPLETIONS_EXTRA_FIELDS: dict[str, Any] = {"stream_options": {"include_usage": True, "continuous_usage_stats": True}}
+# carrying several tokens (speculative decoding) is counted as such; and the request's speculative
+# statistics (sglang 0.5.23 `CompletionRequest.return_spec_tokens_details`, protocol.py:393), which
+# the server sends as a response-level `sglext` chunk (serving_completions.py:444-476), so that a
+# run's acceptance length is known on /v1/completions as on /generate. Both change what the
+# server reports, not what it generates.
+COMPLETIONS_EXTRA_FIELDS: dict[str, Any] = {
+    "stream_options": {"include_usage": True, "continuous_usage_stats": True},
+    "return_spec_tokens_details": True,
+}
 
 
 def request_body(
@@ -240,6 +246,9 @@ class StreamState:
             raise StreamError(BAD_RESPONSE, f"expected a JSON object chunk, got {payload!r}")
         if "error" in payload or payload.get("object") == "error":
             raise _error_from_payload(payload.get("error", payload))
+        details = (payload.get("sglext") or {}).get("spec_tokens_details")
+        if isinstance(details, dict):  # one choice (n == 1): a SpecTokensDetails object
+            self.meta.update({k: details[k] for k in ("spec_verify_ct", "spec_accept_length") if details.get(k) is not None})
         choices = payload.get("choices") or []
         delta = "".join(str(c.get("text") or "") for c in choices if isinstance(c, dict))
         self.text += delta

@@ -362,7 +362,8 @@ class Api:
         model = body.get("model") or self.state.served_model_name
         stream = bool(body.get("stream"))
         include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
-        sink: _Sink = _OpenAIStream(connection, self, model, chat, include_usage) if stream else _Collect()
+        spec_details = bool(body.get("return_spec_tokens_details"))
+        sink: _Sink = _OpenAIStream(connection, self, model, chat, include_usage, spec_details) if stream else _Collect()
         sim_request = self.engine.new_request(text, prompt_tokens, max_tokens, sink, prompt_ids=prompt_ids,
                                               stop_at_eos=not body.get("ignore_eos", False))
         if stream:
@@ -503,12 +504,29 @@ class _GenerateStream(_StreamSink):
         super().on_finish(request)
 
 
+# sglang 0.5.23 SpecTokensDetails (entrypoints/openai/protocol.py:456-467), field for field, with its defaults.
+_SPEC_TOKENS_DETAILS_DEFAULTS: dict[str, Any] = {
+    "spec_accept_rate": 0.0, "spec_accept_length": 0.0, "spec_cap_length": 0.0, "spec_block_accept_length": 0.0,
+    "spec_num_correct_drafts": 0, "spec_num_proposed_drafts": 0, "spec_verify_ct": 0,
+    "spec_correct_drafts_histogram": [], "spec_cap_lens_histogram": [],
+}
+
+
+def spec_tokens_details(meta: dict[str, Any]) -> dict[str, Any] | None:
+    """A finished request's speculative statistics as the `sglext.spec_tokens_details` object;
+    None without speculative decoding (sglang sends no sglext chunk then)."""
+    if meta.get("spec_verify_ct") is None:
+        return None
+    return {key: meta.get(key, default) for key, default in _SPEC_TOKENS_DETAILS_DEFAULTS.items()}
+
+
 class _OpenAIStream(_StreamSink):
-    def __init__(self, connection: Connection, api: Api, model: str, chat: bool, include_usage: bool) -> None:
+    def __init__(self, connection: Connection, api: Api, model: str, chat: bool, include_usage: bool, spec_details: bool = False) -> None:
         super().__init__(connection, api)
         self.model = model
         self.chat = chat
         self.include_usage = include_usage
+        self.spec_details = spec_details
         self.first = True
         self.created = int(time.time())
         kind = "chat.completion.chunk" if chat else "text_completion"
@@ -547,6 +565,14 @@ class _OpenAIStream(_StreamSink):
                 self.connection.write_chunk(b"data: " + dumps(error) + b"\n\n")
             elif not request.aborted:
                 self.connection.write_chunk(self._chunk(request, None if self.chat else "", finish_type(request)))
+                details = spec_tokens_details(self.api._meta_info(request)) if self.spec_details else None
+                if details is not None:
+                    # After the finish chunk, before usage, with no choices: sglang 0.5.23
+                    # serving_completions.py:444-476 (serving_chat.py:2703 for chat).
+                    sglext: dict[str, Any] = {"id": request.rid, "object": "chat.completion.chunk" if self.chat else "text_completion",
+                                              "created": self.created, "model": self.model, "choices": [], "usage": None,
+                                              "sglext": {"routed_experts": None, "cached_tokens_details": None, "spec_tokens_details": details}}
+                    self.connection.write_chunk(b"data: " + dumps(sglext) + b"\n\n")
                 if self.include_usage:
                     usage: dict[str, Any] = {"id": request.rid, "object": "chat.completion.chunk" if self.chat else "text_completion",
                              "created": self.created, "model": self.model, "choices": [],
