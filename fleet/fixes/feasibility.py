@@ -178,6 +178,6 @@ def _verdict(plan: MemoryPlan, suggestion: list[Adjustment] | None, release: str
     if suggestion:
         text += f"; smallest fix: {describe_adjustments(suggestion)}"
     elif suggestion is None and plan.failure is not None:
-        text += "; no single change of max_running_requests, mem_fraction_static or context_length fixes it"
+        text += "; no single change of max_running_requests, mem_fraction_static, the radix cache or context_length fixes it"
     return text
 

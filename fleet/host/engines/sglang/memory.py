@@ -429,8 +429,9 @@ def smallest_fix(model: ModelCard, inputs: MemoryInputs, draft: ModelCard | None
     one (a server that silently caps concurrency to 2 does not run the benchmark that was asked for).
     Preference: lower --max-running-requests (largest value that works), then raise
     --mem-fraction-static (smallest value up to SAFE_MAX_MEM_FRACTION_STATIC; lowered instead when the
-    draft's weights are what does not fit), then shorten --context-length (halving, down to 2048).
-    [] when nothing needs fixing; None when none of these works.
+    draft's weights are what does not fit), then, for a hybrid model, --disable-radix-cache, then
+    shorten --context-length (halving, down to 2048). [] when nothing needs fixing; None when none of
+    these works.
     """
     current = plan_memory(model, inputs, draft)
     if _serves_as_requested(current):
@@ -462,6 +463,13 @@ def smallest_fix(model: ModelCard, inputs: MemoryInputs, draft: ModelCard | None
         if _serves_as_requested(plan_memory(model, replace(inputs, mem_fraction_static=fraction), draft)):
             purpose = "leaves room for the draft model" if draft_oom else "leaves room for the caches"
             return [Adjustment("mem_fraction_static", start, fraction, f"{_why(current)}; mem_fraction_static={fraction} {purpose}")]
+
+    if model.is_hybrid and not inputs.disable_radix_cache:
+        # Without the radix cache the mamba state needs no extra-buffer slots (0.5.23's
+        # extra_buffer keeps `mamba_ratio` of them per request; overrides.py:470-474): the seed
+        # campaign's own way, which keeps the workload as defined (a shorter context would not).
+        if _serves_as_requested(plan_memory(model, replace(inputs, disable_radix_cache=True), draft)):
+            return [Adjustment("disable_radix_cache", False, True, f"{_why(current)}; without the radix cache the mamba state fits")]
 
     context = current.context_len
     length = context // 2
