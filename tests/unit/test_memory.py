@@ -346,12 +346,14 @@ def test_0_5_23_fixes_the_seeds_requests_with_the_radix_cache_by_disabling_it() 
     # few are asked for; even at SAFE_MAX_MEM_FRACTION_STATIC only 2 requests get state slots; and a
     # shorter context frees no mamba memory. --disable-radix-cache (ratio 1, the seed campaign's way)
     # is the fix that keeps the workload as defined.
-    inputs = replace(SEED, release="0.5.23", max_running_requests=4)
+    inputs = replace(SEED, release="0.5.23", max_running_requests=4, mamba_scheduler_strategy="auto")
     assert plan_memory(TARGET, replace(inputs, max_running_requests=1), DRAFT).max_running_requests == 0
     assert plan_memory(TARGET, replace(inputs, mem_fraction_static=SAFE_MAX_MEM_FRACTION_STATIC), DRAFT).max_running_requests == 2
     (fix,) = smallest_fix(TARGET, inputs, DRAFT) or [None]
     assert fix is not None and (fix.field, fix.old, fix.new) == ("disable_radix_cache", False, True)
     assert plan_memory(TARGET, replace(inputs, disable_radix_cache=True), DRAFT).max_running_requests == 4
+    # An explicit extra_buffer refuses --disable-radix-cache: no such fix is offered then.
+    assert smallest_fix(TARGET, replace(inputs, mamba_scheduler_strategy="extra_buffer"), DRAFT) is None
     # A dense model has no mamba state: the radix cache is never what a fix turns off.
     assert all(f.field != "disable_radix_cache" for f in smallest_fix(DENSE, replace(inputs, max_running_requests=64), DRAFT) or [])
 

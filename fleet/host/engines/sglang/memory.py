@@ -464,7 +464,8 @@ def smallest_fix(model: ModelCard, inputs: MemoryInputs, draft: ModelCard | None
             purpose = "leaves room for the draft model" if draft_oom else "leaves room for the caches"
             return [Adjustment("mem_fraction_static", start, fraction, f"{_why(current)}; mem_fraction_static={fraction} {purpose}")]
 
-    if model.is_hybrid and not inputs.disable_radix_cache:
+    # Only where the strategy is left to SGLang: an explicit extra_buffer refuses --disable-radix-cache.
+    if model.is_hybrid and not inputs.disable_radix_cache and inputs.mamba_scheduler_strategy == "auto":
         # Without the radix cache the mamba state needs no extra-buffer slots (0.5.23's
         # extra_buffer keeps `mamba_ratio` of them per request; overrides.py:470-474): the seed
         # campaign's own way, which keeps the workload as defined (a shorter context would not).
