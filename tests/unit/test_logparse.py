@@ -104,11 +104,31 @@ def test_tracebacks_are_other_events_with_line_numbers() -> None:
         ("\x1b[32m[2026-05-01 12:00:00 TP0] hello\x1b[0m\r\n", datetime(2026, 5, 1, 12), "TP0", "hello"),
         ("Loading shards:  50%|#####\rLoading shards: 100%|##########\r", None, None, "Loading shards: 100%|##########"),
         ("    raise ValueError(", None, None, "    raise ValueError("),
+        # wrappers of a pasted or captured log: quote marks, CI consoles, docker compose
+        ("> [2025-11-06T02:10:00.703Z] [2025-11-06 02:10:00] Received sigquit", datetime(2025, 11, 6, 2, 10), None, "Received sigquit"),
+        ("> > [2026-05-01 12:00:00 TP1] nested quote", datetime(2026, 5, 1, 12), "TP1", "nested quote"),
+        ("> [2025-11-06T02:10:00.702Z]     param = params_dict[name]", None, None, "    param = params_dict[name]"),
+        ("2026-05-01T12:00:00.1234567Z [2026-05-01 12:00:00 TP0] actions", datetime(2026, 5, 1, 12), "TP0", "actions"),
+        ("sglang-1  | [2026-05-01 12:00:00 TP2] compose", datetime(2026, 5, 1, 12), "TP2", "compose"),
+        ("a > b stays", None, None, "a > b stays"),
     ],
 )
 def test_prefixes(line: str, timestamp: datetime | None, rank: str | None, message: str) -> None:
     prefix = strip_prefix(line)
     assert (prefix.timestamp, prefix.rank, prefix.message) == (timestamp, rank, message)
+
+
+def test_a_quoted_traceback_source_line_is_no_event() -> None:
+    """A source line under a quote mark and a CI timestamp is still a source line: the classifier
+    must not take the quoted code that raises an OOM for the failure itself."""
+    from fleet.host.diagnose.classify import diagnose_text
+
+    frame = '  File "/x/torch/cuda/memory.py", line 3, in f\n'
+    source = '    raise OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")\n'
+    wrapped = [f"> [2025-11-06T02:10:00.702Z] {line}" for line in (frame, source)]
+    assert diagnose_text([frame, source]).failure_class is None
+    assert diagnose_text(wrapped).failure_class is None
+    assert diagnose_text(["> [2025-11-06T02:10:00.702Z] torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n"]).failure_class == "cuda_oom"
 
 
 def test_blank_lines_are_no_event() -> None:

@@ -35,6 +35,17 @@ _JOURNALD_RE = re.compile(
     r"|(?P<iso>\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2})(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?)"
     r" \S+ [^\s:\[]+(?:\[\d+\])?: "
 )
+# Wrappers a log picks up on its way to a user, outside journald's and SGLang's own prefixes:
+# e-mail/markdown quote marks, a CI console's timestamp (Jenkins' timestamper writes
+# `[2025-11-06T02:10:00.702Z] `, GitHub Actions `2025-11-06T02:10:00.7020000Z `) and docker
+# compose's `service-1  | `. Without removing them an anchored rule (a traceback source line is no
+# event) would read the wrapper instead of the line.
+_WRAPPER_RE = re.compile(
+    r"^(?:>[ \t]?)+"
+    r"|^\[\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:[.,]\d+)?Z\] ?"
+    r"|^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:[.,]\d+)?Z "
+    r"|^[\w.-]+-\d+ +\| "
+)
 _SGLANG_PREFIX_RE = re.compile(
     r"^\[(?P<ts>\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2})(?:[.,](?P<ms>\d{1,6}))?"
     r"(?P<rank>(?: [A-Z][A-Z_]*\d+)*)\] "
@@ -283,8 +294,11 @@ def clean_line(text: str) -> str:
 
 
 def strip_prefix(text: str) -> LinePrefix:
-    """Clean the line (`clean_line`), then remove a journald prefix and SGLang's `[time rank]` prefix."""
+    """Clean the line (`clean_line`), remove the wrappers of a pasted or captured log (quote marks,
+    CI console and docker compose prefixes), then a journald prefix and SGLang's `[time rank]` prefix."""
     text = clean_line(text)
+    while wrapper := _WRAPPER_RE.match(text):
+        text = text[wrapper.end() :]
     timestamp: datetime | None = None
     journald = _JOURNALD_RE.match(text)
     if journald:
