@@ -40,7 +40,7 @@ from typing import Any, Literal, Union
 
 from fleet.fixes.feasibility import Feasibility, apply_adjustments, check_config, describe_adjustments
 from fleet.fixes.quarantine import QuarantineKey
-from fleet.host.engines.sglang.flags import flag_for
+from fleet.host.engines.sglang.flags import RELEASE_FLAGS, flag_for
 from fleet.host.engines.sglang.memory import SAFE_MAX_MEM_FRACTION_STATIC, SPECULATIVE_DEFAULT_MAX_RUNNING_REQUESTS, Adjustment
 from fleet.host.engines.sglang.release import DEFAULT_SIM_RELEASE, choose_release
 from fleet.host.failures import FailureClass
@@ -63,15 +63,6 @@ WorkloadModel = Union[ShortWorkload, LongContextWorkload, ConcurrencyWorkload, A
 DEFAULT_MARGIN_TOKENS: int = LongContextWorkload.model_fields["margin_tokens"].default
 MEM_FRACTION_STEP = 0.05
 MIN_CONTEXT_LENGTH = 2048  # smallest_fix does not halve the context below this either
-# How each known release turns decode CUDA graphs off, as a flag without its leading "--".
-# 0.5.12 server_args.py: `--disable-cuda-graph` (store_true). 0.5.23 keeps that spelling only as a
-# deprecated alias; its own advice on a failed capture (model_executor/runner_backend_utils/
-# __init__.py:18, CUDA_GRAPH_CAPTURE_FAILED_MSG) is `--cuda-graph-backend-decode=disabled`
-# (choices full/breakable/disabled, flagdata/0.5.23.json).
-DISABLE_CUDA_GRAPH_FLAG: dict[str, tuple[str, str | bool]] = {
-    "0.5.12": ("disable-cuda-graph", True),
-    "0.5.23": ("cuda-graph-backend-decode", "disabled"),
-}
 _MEMORY_CLASSES = frozenset({FailureClass.MAX_RUNNING_REQUESTS_ZERO.value, FailureClass.KV_POOL_TOO_SMALL.value})
 
 
@@ -348,7 +339,7 @@ def _graph_error_fix(config: ServerConfig, numbers: _Numbers, memory: _Memory, e
                 "cuda_graph_max_bs", adjustment.old, adjustment.new,
                 f"{why}: capture fewer batch sizes ({flag} {adjustment.new} under SGLang {release})", FixKind.CUDA_GRAPH_MAX_BS,
             )  # fmt: skip
-    name, value = DISABLE_CUDA_GRAPH_FLAG[release]
+    name, value = RELEASE_FLAGS[release].disable_cuda_graph
     if config.settings.flags.get(name) == value:
         return None  # already without graphs: nothing left to change
     spelled = f"--{name}" if value is True else f"--{name}={value}"

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from fleet.host.engines.sglang.flags import (
+    RELEASE_FLAGS,
     ArgvError,
     ConfigFileError,
     FlagTableError,
@@ -54,6 +55,15 @@ def test_fleets_settings_have_each_releases_spelling() -> None:
     assert flag_for("0.5.23", "tp_size") == "--tp-size"
     assert every_spelling("tp_size") == {"--tp-size", "--tensor-parallel-size"}
     assert {"--model", "--model-path"} <= every_spelling("model_path")
+
+
+@pytest.mark.parametrize("release", KNOWN_RELEASES)
+def test_each_release_turns_cuda_graphs_off_with_a_flag_it_takes_without_a_deprecation(release: str) -> None:
+    name, value = RELEASE_FLAGS[release].disable_cuda_graph
+    spelled = f"--{name}" if value is True else f"--{name}={value}"
+    parsed = parse_argv(release, ["--model-path", "m", spelled])
+    assert parsed.warnings == ()  # 0.5.23 warns on --disable-cuda-graph: the fix must not use it
+    assert parsed.values[load_table(release).dest_of(f"--{name}") or ""] == value
 
 
 def test_what_one_release_takes_exactly_the_other_refuses_or_reads_as_a_prefix() -> None:

@@ -47,6 +47,9 @@ class ReleaseFlags:
 
     # ServerArgs field -> parser dest, for the fields `from_cli_args` copies from another dest.
     from_cli_args: Mapping[str, str]
+    # How the release turns decode CUDA graphs off: a flag without its leading "--" and its value
+    # (True: a store_true flag).
+    disable_cuda_graph: tuple[str, str | bool]
     # fleet's name of a setting (the 0.5.12 field names) -> this release's field, where it differs.
     renamed: Mapping[str, str] = field(default_factory=dict)
 
@@ -62,11 +65,18 @@ RELEASE_FLAGS: Mapping[str, ReleaseFlags] = {
             "dp_size": "data_parallel_size",
             "ep_size": "expert_parallel_size",
         },
+        # server_args.py: `--disable-cuda-graph` (store_true).
+        disable_cuda_graph=("disable-cuda-graph", True),
     ),
     # 0.5.14 renamed the mamba strategy and the decode CUDA-graph flags; 0.5.23 has no old spelling
     # (flagdata/0.5.23.json), and its `disable_cuda_graph` is only the deprecated flag's dest.
     "0.5.23": ReleaseFlags(
         from_cli_args={},
+        # `--disable-cuda-graph` survives only as a deprecated alias; the release's own advice on a
+        # failed capture (model_executor/runner_backend_utils/__init__.py:18,
+        # CUDA_GRAPH_CAPTURE_FAILED_MSG) is `--cuda-graph-backend-decode=disabled` (choices
+        # full/breakable/disabled).
+        disable_cuda_graph=("cuda-graph-backend-decode", "disabled"),
         renamed={
             "mamba_scheduler_strategy": "mamba_radix_cache_strategy",
             "cuda_graph_max_bs": "cuda_graph_max_bs_decode",
