@@ -487,6 +487,84 @@ class TestFleet:
         return found
 
     # ---------------------------------------------------------------------------------------
+    # faults (tests/integration/test_faults.py)
+
+    def kill_in_host(self, host: TestHost | str, pattern: str, sig: int = signal.SIGKILL) -> list[int]:
+        """Send `sig` to every process of the host whose command line contains `pattern` (never
+        its sshd, nor a process of another host); returns their machine pids."""
+        host = self._host(host)
+        init_pid = self._record_of(host).init_pid
+        hit = []
+        for pid, command in self.processes(host).items():
+            if pid != init_pid and pattern in command:
+                try:
+                    os.kill(pid, sig)
+                    hit.append(pid)
+                except ProcessLookupError:
+                    pass  # exited meanwhile
+        return hit
+
+    def _reload_sshd(self, host: TestHost) -> None:
+        """SIGHUP to the host's sshd (its first process): it re-executes itself with its config and
+        host keys read again, keeping its pid (so the host lives on) and the open sessions."""
+        init_pid = self._record_of(host).init_pid
+        if init_pid is None:
+            raise RuntimeError(f"test host {host.name} is down")
+        before = host.base / "run" / "sshd.pid"
+        before.unlink(missing_ok=True)  # rewritten once the new sshd listens
+        os.kill(init_pid, signal.SIGHUP)
+        deadline = time.monotonic() + 10
+        while not before.exists():
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"test host {host.name}: sshd did not come back after SIGHUP: {self._logs(host)}")
+            time.sleep(0.01)
+
+    def refuse_ssh(self, host: TestHost | str) -> None:
+        """sshd stops serving the host's SSH port (it listens on another one): connects are
+        refused with a TCP reset, while everything else on the host works on."""
+        host = self._host(host)
+        with self._lock:
+            config = self._sshd_config(host).replace(f"ListenAddress {host.address}:{host.port}", f"ListenAddress 127.0.0.1:{host.port + 1}")
+            write_atomic(host.base / "etc" / "sshd_config", config)
+            self._reload_sshd(host)
+
+    def serve_ssh(self, host: TestHost | str) -> None:
+        """Undo `refuse_ssh` (or pick up a new host key): sshd serves its port again."""
+        host = self._host(host)
+        with self._lock:
+            write_atomic(host.base / "etc" / "sshd_config", self._sshd_config(host))
+            self._reload_sshd(host)
+            self._wait_until_serving(host, time.monotonic() + 10)
+
+    def regenerate_host_key(self, host: TestHost | str) -> str:
+        """A new host key, served at once (the host is not rebooted; its processes work on); the
+        known_hosts files keep the old one, as a controller's would. Returns the new public key."""
+        host = self._host(host)
+        key = host.base / "etc" / "ssh_host_ed25519_key"
+        fresh = key.with_name(key.name + ".new")
+        for path in (fresh, fresh.with_name(fresh.name + ".pub")):
+            path.unlink(missing_ok=True)
+        keygen = self._keygen(fresh, f"fleet-testfleet-{host.name}-regenerated")
+        if keygen.wait(timeout=30) != 0:
+            raise RuntimeError(f"ssh-keygen failed: {keygen.stderr.read().decode() if keygen.stderr else ''}")
+        os.replace(fresh.with_name(fresh.name + ".pub"), key.with_name(key.name + ".pub"))
+        os.replace(fresh, key)
+        self.serve_ssh(host)
+        return " ".join(key.with_name(key.name + ".pub").read_text().split()[:2])
+
+    def mount_tmpfs(self, host: TestHost | str, path: str, size: str) -> None:
+        """A tmpfs of `size` (e.g. "64k") over `path` inside the host (created if missing); the
+        host's processes see it at once, the machine does not. Gone at the next reboot."""
+        done = self.exec(host, ["sh", "-c", f"mkdir -p {shlex.quote(path)} && mount -t tmpfs -o size={shlex.quote(size)} tmpfs {shlex.quote(path)}"])
+        if done.returncode != 0:
+            raise RuntimeError(f"test host {self._host(host).name}: mount tmpfs on {path}: {done.stderr.strip()}")
+
+    def umount(self, host: TestHost | str, path: str) -> None:
+        done = self.exec(host, ["umount", "-l", path])
+        if done.returncode != 0:
+            raise RuntimeError(f"test host {self._host(host).name}: umount {path}: {done.stderr.strip()}")
+
+    # ---------------------------------------------------------------------------------------
     # for the controller under test
 
     def write_inventory(self, directory: Path, **overrides: object) -> Path:
