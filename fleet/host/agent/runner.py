@@ -27,6 +27,7 @@ from typing import Any
 
 from fleet.host.agent.client import Client, Endpoint, get_json, health_ok
 from fleet.host.agent.drive import Driver, Gate, ServerFacts, drive
+from fleet.host.agent.handover import release_handed_over
 from fleet.host.agent.logwatch import LogWatcher
 from fleet.host.agent.progress import ProgressFile
 from fleet.host.agent.results import RunIdentity, WorkloadOutcome, build_result, sim_speed_of, skipped_result
@@ -207,16 +208,22 @@ class Agent:
                     finished.add(spec.server_id)
                     changed.notify_all()
 
+        released: frozenset[str] = frozenset()  # handed back to the controller: never started here
         while True:
             stopping = self._stop_requested()
             with changed:
                 if not stopping:
+                    # Answered here, before any start: a server is started or released, never both.
+                    released = release_handed_over(self.files, started=threads.keys())
                     for spec in self.shard.servers:
-                        if spec.server_id not in threads and all(dep in finished for dep in spec.after):
+                        if spec.server_id in released:
+                            continue
+                        if spec.server_id not in threads and all(dep in finished or dep in released for dep in spec.after):
                             threads[spec.server_id] = threading.Thread(target=serve, args=(spec,), name=spec.label, daemon=True)
                             threads[spec.server_id].start()
                 running = [sid for sid in threads if sid not in finished]
-                if not running and (stopping or len(threads) == len(self.shard.servers)):
+                remaining = [s for s in self.shard.servers if s.server_id not in threads and s.server_id not in released]
+                if not running and (stopping or not remaining):
                     break
                 changed.wait(0.5)
             self.progress.heartbeat()

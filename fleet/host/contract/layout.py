@@ -18,11 +18,13 @@ class SweepDir:
     HOST_FACTS = "host_facts.json"  # the controller's facts of this host, copied into every result
     QUARANTINE = "quarantine.json"  # servers to skip, pushed while the sweep runs
     STOP = "STOP"  # present: the agent stops at the next safe point
+    HANDOVER = "handover.json"  # queued servers the controller wants back (contract.shard.HandoverRequest)
     # What the agent writes.
     RUNS = "runs"  # runs/<run-id>.json: one RunResult per run
     LOGS = "logs"  # logs/<server-label>.log: each server's whole log
     PROGRESS = "progress.json"  # what the agent is doing, for `fleet status`
     AGENT_LOG = "agent.log"
+    HANDOVER_ANSWER = "released.json"  # the agent's answer to handover.json (contract.shard.HandoverAnswer)
     # The agent's own bookkeeping, meaningless on the controller.
     ATTEMPTS = "attempts"  # attempts/<run-id>.json: how many times a run was started
     SERVICES = "services"  # the `process` service manager's state
@@ -50,6 +52,14 @@ class SweepDir:
     @property
     def stop_file(self) -> str:
         return self.path(self.STOP)
+
+    @property
+    def handover(self) -> str:
+        return self.path(self.HANDOVER)
+
+    @property
+    def handover_answer(self) -> str:
+        return self.path(self.HANDOVER_ANSWER)
 
     @property
     def runs(self) -> str:

@@ -10,7 +10,7 @@ side. Each run carries its workload already resolved into a plain request plan
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
 from fleet.host.contract.layout import SweepDir
@@ -185,3 +185,66 @@ def dependency_order(servers: list[ServerSpec]) -> list[str] | None:
         done.append(ready[0].server_id)
         pending.remove(ready[0])
     return done
+
+
+# ------------------------------------------------------------------------------ hand-over
+#
+# How queued servers move from one host's shard to another's while both agents work (the tail of
+# a sweep), without a run ever running twice or not at all. The controller asks; only the agent
+# decides, because only it knows, at the moment it would start a server, whether it has:
+# - the controller adds server ids to `handover.json` (`HandoverRequest`, cumulative);
+# - the agent, in its loop and before it starts any server, answers in `released.json`
+#   (`HandoverAnswer`, cumulative): a requested server it has not started is `released` (it
+#   never starts it, nor writes a result for it); one it has started is `kept`;
+# - the controller moves only what the answer releases, and only the released servers' runs
+#   that have no result yet; it never moves a server the agent kept or has not answered for.
+# A lost host cannot answer: the controller moves what has no result pulled and never pulls from
+# that host again, so a late result there cannot make a duplicate.
+
+HANDOVER_SCHEMA = "fleet.handover/1"
+HANDOVER_ANSWER_SCHEMA = "fleet.handover_answer/1"
+
+
+@dataclass(frozen=True)
+class HandoverRequest:
+    """`handover.json`, written by the controller: servers it wants back."""
+
+    servers: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {"schema": HANDOVER_SCHEMA, "servers": sorted(set(self.servers))}
+
+    @classmethod
+    def from_json(cls, text_or_data: str | bytes | dict[str, Any], source: str = SweepDir.HANDOVER) -> HandoverRequest:
+        reader = Reader(parse_json(text_or_data, source), source)
+        reader.schema(HANDOVER_SCHEMA)
+        return cls(tuple(reader.strings("servers", [])))
+
+
+@dataclass(frozen=True)
+class HandoverAnswer:
+    """`released.json`, written by the agent: what it did with each requested server."""
+
+    released: tuple[str, ...] = ()  # never started by this agent, and never will be
+    kept: tuple[str, ...] = ()  # already started when the request came: it runs here
+
+    @property
+    def answered(self) -> frozenset[str]:
+        return frozenset(self.released) | frozenset(self.kept)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"schema": HANDOVER_ANSWER_SCHEMA, "released": sorted(set(self.released)), "kept": sorted(set(self.kept))}
+
+    @classmethod
+    def from_json(cls, text_or_data: str | bytes | dict[str, Any], source: str = SweepDir.HANDOVER_ANSWER) -> HandoverAnswer:
+        reader = Reader(parse_json(text_or_data, source), source)
+        reader.schema(HANDOVER_ANSWER_SCHEMA)
+        return cls(tuple(reader.strings("released", [])), tuple(reader.strings("kept", [])))
+
+
+def without_servers(shard: Shard, server_ids: set[str] | frozenset[str]) -> Shard:
+    """The shard less some servers (handed over); `after` no longer names them."""
+    servers = [
+        replace(server, after=[dep for dep in server.after if dep not in server_ids]) for server in shard.servers if server.server_id not in server_ids
+    ]
+    return replace(shard, servers=servers)
