@@ -1,0 +1,386 @@
+"""fleet side by side with Ansible and pyinfra on the same real SSH test hosts (issue 12).
+
+Rows (each a median of --runs interleaved runs, A B A B ..., against its peer in the same run):
+
+- `facts`: `fleet facts <all hosts> --json` with an empty controller cache (cold) and with the
+  cache of the previous run (warm), against `ansible all -m setup -f N` and against pyinfra
+  (`--parallel N`) running fleet's own facts script as a `server.Command` fact (the same
+  content, so the comparison is of the tools, not of what they read).
+- `handshakes`: SSH logins per host in one `fleet sweep` of playbooks/demo.yaml over 4 hosts,
+  counted from each test host's own sshd log ("Accepted publickey" lines); also per
+  `fleet fetch-logs` and per `fleet status`.
+- `fetchlogs`: `fleet fetch-logs` of that sweep after 256 MiB of logs were written into each of
+  the 4 hosts' sweep directories (1 GiB in all), into an empty local tree, against 4 parallel
+  `rsync -a` of the same directories into an empty tree; then both again with nothing changed.
+- `cli`: `fleet --help` and `fleet facts local --json` against `ansible --version`.
+
+Ansible (ansible-core) and pyinfra are installed by this script into their own virtualenvs under
+/var/tmp/fleet-bench-venvs/ (pinned versions; kept, so reruns are fast). Needs root (test hosts).
+
+    python benchmarks/bench_peers.py                       # every row, 16 hosts, 5 runs each
+    python benchmarks/bench_peers.py --rows cli,facts --runs 7 --label after
+    python benchmarks/bench_peers.py --hosts 4 --runs 3    # quick
+
+Prints one table per row (median, min-max, ratio fleet/peer pair by pair) and writes all figures
+to results/benchmarks/peers-<label>.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from tests.testfleet import TestFleet, start_test_fleet, unavailable_reason  # noqa: E402
+
+VENVS = Path("/var/tmp/fleet-bench-venvs")
+PEERS = {"ansible": ("ansible-core==2.19.14", "ansible"), "pyinfra": ("pyinfra==3.10.0", "pyinfra")}
+LOG_BYTES_PER_HOST = 256 << 20
+LOG_FILES_PER_HOST = 16
+
+
+# ----------------------------------------------------------------------------------- harness
+
+
+def ensure_venv(name: str) -> Path:
+    """The peer's virtualenv (created and pip-installed once); returns its bin directory."""
+    spec, tool = PEERS[name]
+    venv = VENVS / name
+    marker = venv / "installed.txt"
+    if not (marker.exists() and marker.read_text().strip() == spec):
+        shutil.rmtree(venv, ignore_errors=True)
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        subprocess.run([str(venv / "bin" / "pip"), "install", "-q", spec], check=True, stderr=subprocess.DEVNULL)
+        marker.write_text(spec + "\n")
+    return venv / "bin"
+
+
+def run_quiet(argv: Sequence[str], env: dict[str, str] | None = None, timeout: float = 600) -> float:
+    """Wall seconds of one run; a failing run stops the benchmark (a figure of a failure is no figure)."""
+    started = time.perf_counter()
+    done = subprocess.run(list(argv), env=env, capture_output=True, timeout=timeout)
+    elapsed = time.perf_counter() - started
+    if done.returncode != 0:
+        raise SystemExit(f"{shlex.join(argv)} exited {done.returncode}:\n{done.stdout.decode()[-2000:]}\n{done.stderr.decode()[-2000:]}")
+    return elapsed
+
+
+def interleave(variants: dict[str, Callable[[], float]], runs: int, warmup: int = 1) -> dict[str, list[float]]:
+    """Each variant once per round, in turn, `runs` counted rounds after `warmup` rounds."""
+    times: dict[str, list[float]] = {name: [] for name in variants}
+    for round_no in range(warmup + runs):
+        for name, fn in variants.items():
+            seconds = fn()
+            if round_no >= warmup:
+                times[name].append(seconds)
+    return times
+
+
+def summary(times: dict[str, list[float]], pairs: Sequence[tuple[str, str]]) -> dict[str, Any]:
+    rows: dict[str, Any] = {}
+    for name, values in times.items():
+        rows[name] = {"median_s": statistics.median(values), "min_s": min(values), "max_s": max(values), "runs": values}
+    ratios = {}
+    for a, b in pairs:
+        per_pair = [x / y for x, y in zip(times[a], times[b])]
+        ratios[f"{a} / {b}"] = {"median": statistics.median(per_pair), "min": min(per_pair), "max": max(per_pair)}
+    return {"times": rows, "ratios": ratios}
+
+
+def print_table(title: str, result: dict[str, Any]) -> None:
+    print(f"\n## {title}\n")
+    print("| command | median s | min-max s |")
+    print("|---|---|---|")
+    for name, row in result["times"].items():
+        print(f"| {name} | {row['median_s']:.3f} | {row['min_s']:.3f}-{row['max_s']:.3f} |")
+    for name, ratio in result.get("ratios", {}).items():
+        print(f"| ratio {name} | {ratio['median']:.2f} | {ratio['min']:.2f}-{ratio['max']:.2f} |")
+    sys.stdout.flush()
+
+
+# ----------------------------------------------------------------------------------- setting
+
+
+class Setting:
+    """A test fleet, its fleet inventory, an Ansible inventory and a pyinfra inventory."""
+
+    def __init__(self, fleet: TestFleet, work: Path, engine: str) -> None:
+        self.fleet = fleet
+        self.work = work
+        self.hosts_dir = fleet.write_inventory(work / "hosts")
+        # The facts row's engine Python: /usr/bin/python3 without torch by default (`--engine
+        # bare`), as real hosts each import torch on their own CPUs while test hosts share this
+        # machine's; `--engine torch` keeps the test interpreter (imports torch per host).
+        self.facts_hosts_dir = self.hosts_dir if engine == "torch" else fleet.write_inventory(work / "hosts-bare", engine={"python": "/usr/bin/python3"})
+        self.results = work / "results"
+        self.results.mkdir()
+        self.names = [h.name for h in fleet.hosts]
+
+    def fleet_env(self, cache: Path | None = None, hosts_dir: Path | None = None) -> dict[str, str]:
+        # PYTHONPATH: the fleet of this checkout (a copy of an older commit measures that commit).
+        env = dict(os.environ, FLEET_HOSTS_DIR=str(hosts_dir or self.hosts_dir), FLEET_RESULTS_DIR=str(self.results), PYTHONPATH=str(REPO))
+        env["XDG_CACHE_HOME"] = str(cache or self.work / "cache")
+        return env
+
+    def fleet_argv(self, *args: str) -> list[str]:
+        return [sys.executable, "-m", "fleet", *args]
+
+    def ssh_common(self) -> str:
+        return f"-F none -o UserKnownHostsFile={self.fleet.known_hosts} -o StrictHostKeyChecking=yes -o BatchMode=yes"
+
+    def ansible_inventory(self) -> Path:
+        path = self.work / "ansible-hosts.ini"
+        lines = ["[all]"]
+        lines += [
+            f"{h.name} ansible_host={h.address} ansible_port={h.port} ansible_user={h.user} "
+            f"ansible_ssh_private_key_file={h.identity_file} ansible_python_interpreter=/usr/bin/python3"
+            for h in self.fleet.hosts
+        ]
+        lines += ["[all:vars]", f"ansible_ssh_common_args='{self.ssh_common()}'", ""]
+        path.write_text("\n".join(lines))
+        return path
+
+    def pyinfra_inventory(self) -> Path:
+        path = self.work / "pyinfra_inventory.py"
+        hosts = [
+            (h.name, {"ssh_hostname": h.address, "ssh_port": h.port, "ssh_user": h.user, "ssh_key": str(h.identity_file),
+                      "ssh_known_hosts_file": str(self.fleet.known_hosts), "ssh_strict_host_key_checking": "yes"})
+            for h in self.fleet.hosts
+        ]
+        path.write_text(f"hosts = {hosts!r}\n")
+        return path
+
+    def logins(self) -> dict[str, int]:
+        """Accepted SSH logins so far, per host, from the host's own sshd log."""
+        counts = {}
+        for host in self.fleet.hosts:
+            log = host.base / "log" / "sshd.log"
+            text = log.read_text(errors="replace") if log.exists() else ""
+            counts[host.name] = sum(1 for line in text.splitlines() if "Accepted publickey" in line)
+        return counts
+
+
+def fleet_facts_script(setting: Setting) -> str:
+    """The composite script `fleet facts` runs on a host without a cache, as fleet builds it."""
+    from fleet.connect import host_paths
+    from fleet.facts import gather
+    from fleet.facts.commands import composite_script
+    from fleet.facts.models import FactsRequest
+    from fleet.inventory import load_inventory
+
+    host = next(iter(load_inventory(setting.facts_hosts_dir)))
+    request = FactsRequest(paths=host_paths(host), engine_python=host.engine.python)
+    facts = gather._volatile_facts(request) + gather._stable_facts(request)
+    return composite_script(facts)
+
+
+# -------------------------------------------------------------------------------------- rows
+
+
+def row_cli(setting: Setting, runs: int) -> dict[str, Any]:
+    ansible = ensure_venv("ansible") / "ansible"
+    local_hosts = setting.work / "local-hosts"
+    local_hosts.mkdir(exist_ok=True)
+    shutil.copy(REPO / "hosts" / "local.yaml", local_hosts / "local.yaml")
+    env = dict(setting.fleet_env(), FLEET_HOSTS_DIR=str(local_hosts))
+    times = interleave(
+        {
+            "fleet --help": lambda: run_quiet(setting.fleet_argv("--help"), env),
+            "fleet facts local --json": lambda: run_quiet(setting.fleet_argv("facts", "local", "--json"), env),
+            "ansible --version": lambda: run_quiet([str(ansible), "--version"]),
+        },
+        runs,
+    )
+    return summary(times, [("fleet --help", "ansible --version"), ("fleet facts local --json", "ansible --version")])
+
+
+def row_facts(setting: Setting, runs: int) -> dict[str, Any]:
+    n = len(setting.names)
+    ansible = ensure_venv("ansible") / "ansible"
+    pyinfra = ensure_venv("pyinfra") / "pyinfra"
+    ansible_inv = setting.ansible_inventory()
+    pyinfra_inv = setting.pyinfra_inventory()
+    script = fleet_facts_script(setting)
+    counter = iter(range(1_000_000))
+
+    def fleet_cold() -> float:
+        cache = setting.work / f"cold-cache-{next(counter)}"
+        try:
+            return run_quiet(setting.fleet_argv("facts", "all", "--json"), setting.fleet_env(cache, setting.facts_hosts_dir))
+        finally:
+            shutil.rmtree(cache, ignore_errors=True)
+
+    def fleet_warm() -> float:
+        return run_quiet(setting.fleet_argv("facts", "all", "--json"), setting.fleet_env(setting.work / "warm-cache", setting.facts_hosts_dir))
+
+    def ansible_setup() -> float:
+        # A fresh ControlPath directory per run: no run reuses a master left by the one before.
+        control = Path(tempfile.mkdtemp(prefix="cp-", dir="/tmp"))
+        config = setting.work / "ansible.cfg"
+        config.write_text("[defaults]\n")
+        env = dict(os.environ, ANSIBLE_CONFIG=str(config), ANSIBLE_HOST_KEY_CHECKING="True", ANSIBLE_SSH_CONTROL_PATH_DIR=str(control),
+                   ANSIBLE_LOCAL_TEMP=str(control / "tmp"), ANSIBLE_NOCOLOR="1")
+        try:
+            return run_quiet([str(ansible), "all", "-i", str(ansible_inv), "-m", "setup", "-f", str(n)], env)
+        finally:
+            for sock in control.iterdir():
+                if sock.is_socket():
+                    subprocess.run(["ssh", "-S", str(sock), "-O", "exit", "x"], capture_output=True, timeout=10)
+            shutil.rmtree(control, ignore_errors=True)
+
+    def pyinfra_same() -> float:
+        argv = [str(pyinfra), "-y", "--parallel", str(n), str(pyinfra_inv), "fact", "server.Command", f"command=sh -c {shlex.quote(script)}"]
+        return run_quiet(argv, dict(os.environ, HOME=str(setting.work)))
+
+    times = interleave(
+        {
+            "fleet facts (cold)": fleet_cold,
+            "fleet facts (warm cache)": fleet_warm,
+            f"ansible all -m setup -f {n}": ansible_setup,
+            f"pyinfra fleet's script --parallel {n}": pyinfra_same,
+        },
+        runs,
+    )
+    return summary(
+        times,
+        [
+            ("fleet facts (cold)", f"ansible all -m setup -f {n}"),
+            ("fleet facts (cold)", f"pyinfra fleet's script --parallel {n}"),
+            ("fleet facts (warm cache)", f"pyinfra fleet's script --parallel {n}"),
+        ],
+    )
+
+
+def demo_sweep(setting: Setting, names: Sequence[str]) -> tuple[str, dict[str, int]]:
+    """One `fleet sweep` of playbooks/demo.yaml on `names`; its id and the logins it took per host."""
+    before = setting.logins()
+    argv = setting.fleet_argv("sweep", "-p", str(REPO / "playbooks" / "demo.yaml"), "--hosts", ",".join(names), "--json")
+    done = subprocess.run(argv, env=setting.fleet_env(), capture_output=True, text=True, timeout=900)
+    lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    last = lines[-1] if lines else {}
+    if last.get("type") != "summary" or done.returncode not in (0, 1):
+        raise SystemExit(f"demo sweep failed (exit {done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
+    after = setting.logins()
+    return last["sweep_id"], {n: after[n] - before[n] for n in names}
+
+
+def row_handshakes_and_fetch(setting: Setting, runs: int) -> dict[str, Any]:
+    names = setting.names[:4]
+    sweep_id, sweep_logins = demo_sweep(setting, names)
+    result: dict[str, Any] = {"sweep_id": sweep_id, "hosts": names, "logins_per_sweep": sweep_logins}
+
+    before = setting.logins()
+    run_quiet(setting.fleet_argv("status", sweep_id, "--json"), setting.fleet_env())
+    result["logins_per_status"] = {n: setting.logins()[n] - before[n] for n in names}
+
+    # 256 MiB of incompressible "logs" per host, in its sweep directory (persistent, on disk).
+    from fleet.inventory import load_inventory
+    from fleet.layout import sweep_dir
+
+    inventory = {h.name: h for h in load_inventory(setting.hosts_dir)}
+    remote_dirs = {n: sweep_dir(inventory[n], sweep_id) for n in names}
+    chunk = LOG_BYTES_PER_HOST // LOG_FILES_PER_HOST
+    for name in names:
+        logs = setting.fleet[name].persistent_path(remote_dirs[name]) / "logs"
+        logs.mkdir(parents=True, exist_ok=True)
+        for i in range(LOG_FILES_PER_HOST):
+            with open(logs / f"bench-{i:02d}.log", "wb") as handle:
+                handle.write(os.urandom(chunk))
+
+    local_fleet = setting.results / sweep_id
+    local_rsync = setting.work / "rsync-copy"
+
+    def rsync_all() -> float:
+        started = time.perf_counter()
+        with ThreadPoolExecutor(len(names)) as pool:
+            futures = []
+            for name in names:
+                host = setting.fleet[name]
+                ssh = " ".join(["ssh", *host.ssh_options()])
+                dest = local_rsync / name
+                dest.mkdir(parents=True, exist_ok=True)
+                futures.append(pool.submit(run_quiet, ["rsync", "-a", "-e", ssh, f"{host.user}@{host.address}:{remote_dirs[name]}/", f"{dest}/"]))
+            for future in futures:
+                future.result()
+        return time.perf_counter() - started
+
+    def fleet_fetch() -> float:
+        return run_quiet(setting.fleet_argv("fetch-logs", "--sweep", sweep_id, "--hosts", ",".join(names)), setting.fleet_env())
+
+    def fresh(fn: Callable[[], float], local: Path) -> Callable[[], float]:
+        def run() -> float:
+            for name in names:  # an empty local copy (the sweep's own record files stay)
+                shutil.rmtree(local / name, ignore_errors=True)
+            return fn()
+        return run
+
+    full = interleave({"fleet fetch-logs (1 GiB, 4 hosts)": fresh(fleet_fetch, local_fleet), "4 x rsync -a (1 GiB)": fresh(rsync_all, local_rsync)}, runs)
+    result["full"] = summary(full, [("fleet fetch-logs (1 GiB, 4 hosts)", "4 x rsync -a (1 GiB)")])
+    fleet_fetch(), rsync_all()
+    same = interleave({"fleet fetch-logs, nothing changed": fleet_fetch, "4 x rsync -a, nothing changed": rsync_all}, runs)
+    result["unchanged"] = summary(same, [("fleet fetch-logs, nothing changed", "4 x rsync -a, nothing changed")])
+
+    before = setting.logins()
+    fleet_fetch()
+    result["logins_per_fetch_logs"] = {n: setting.logins()[n] - before[n] for n in names}
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--hosts", type=int, default=16)
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--rows", default="cli,facts,handshakes")
+    parser.add_argument("--label", default="now")
+    parser.add_argument("--engine", choices=("bare", "torch"), default="bare", help="the facts row's engine Python on the hosts")
+    args = parser.parse_args()
+    reason = unavailable_reason()
+    if reason:
+        raise SystemExit(f"test hosts unavailable: {reason}")
+    rows = set(args.rows.split(","))
+    for peer in PEERS:
+        ensure_venv(peer)
+    out: dict[str, Any] = {"label": args.label, "engine": args.engine, "hosts": args.hosts, "runs": args.runs, "load_before": os.getloadavg()}
+    work = Path(tempfile.mkdtemp(prefix="fleet-bench-peers-", dir="/var/tmp"))
+    try:
+        with start_test_fleet([f"h{i:02d}" for i in range(args.hosts)], boot_timeout=60.0) as fleet:
+            setting = Setting(fleet, work, args.engine)
+            if "cli" in rows:
+                out["cli"] = row_cli(setting, args.runs)
+                print_table("CLI start", out["cli"])
+            if "facts" in rows:
+                out["facts"] = row_facts(setting, args.runs)
+                print_table(f"facts, {args.hosts} hosts", out["facts"])
+            if "handshakes" in rows:
+                out["handshakes"] = row_handshakes_and_fetch(setting, args.runs)
+                h = out["handshakes"]
+                print("\n## SSH logins per host (sshd logs)\n")
+                for what in ("logins_per_sweep", "logins_per_status", "logins_per_fetch_logs"):
+                    print(f"- {what}: {h[what]}")
+                print_table("fetch-logs 1 GiB over 4 hosts", h["full"])
+                print_table("fetch-logs, nothing changed", h["unchanged"])
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    out["load_after"] = os.getloadavg()
+    target = REPO / "results" / "benchmarks" / f"peers-{args.label}.json"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(json.dumps(out, indent=2) + "\n")
+    print(f"\nwrote {target}")
+
+
+if __name__ == "__main__":
+    main()
