@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from tests.testfleet import TestFleet, start_test_fleet, unavailable_reason
+from tests.testfleet.systemd_host import SystemdTestFleet, start_systemd_test_fleet, systemd_unavailable_reason
 
 
 def _skip_without_test_fleet() -> None:
@@ -34,4 +35,16 @@ def two_hosts() -> Iterator[TestFleet]:
     """ct200 and ct201, shared by the tests of one module (a test that cuts a link restores it)."""
     _skip_without_test_fleet()
     with start_test_fleet(["ct200", "ct201"]) as fleet:
+        yield fleet
+
+
+@pytest.fixture(scope="module")
+def systemd_host() -> Iterator[SystemdTestFleet]:
+    """One test host, `sd200`, with systemd as PID 1 (tests/testfleet/systemd_host.py), shared by
+    the tests of one module: a boot per module. Skips, naming the reason, where it cannot boot."""
+    reason = systemd_unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+    with start_systemd_test_fleet(["sd200"]) as fleet:
+        fleet.wait_until_running("sd200")
         yield fleet

@@ -223,6 +223,10 @@ def teardown_instance(record: InstanceRecord) -> None:
         except RuntimeError as exc:
             errors.append(str(exc))
     remove_networks([h.slot for h in record.hosts])
+    # A systemd test host (systemd_host.py) also has a cgroup tree named after its instance.
+    from tests.testfleet.systemd_host import remove_instance_cgroups
+
+    remove_instance_cgroups(record.instance_id)
     shutil.rmtree(record.base, ignore_errors=True)
     if errors:
         raise RuntimeError("; ".join(errors))

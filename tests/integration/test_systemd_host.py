@@ -1,0 +1,93 @@
+"""The systemd flavour of the test hosts: systemd really is PID 1 on a root of its own, sshd is its
+unit, a reboot boots it again, and the machine keeps nothing of it (tests/testfleet/systemd_host.py)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.testfleet.registry import netns_name
+from tests.testfleet.systemd_host import SystemdTestFleet, instance_cgroup, start_systemd_test_fleet, systemd_unavailable_reason
+
+pytestmark = pytest.mark.testfleet
+
+
+def ssh(fleet: SystemdTestFleet, command: str) -> str:
+    done = subprocess.run(fleet["sd200"].ssh_argv(command), capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_systemd_is_pid_1_and_starts_sshd(systemd_host: SystemdTestFleet) -> None:
+    out = ssh(systemd_host, "cat /proc/1/comm; systemd-detect-virt; systemctl is-system-running; "
+                            "systemctl show -p MainPID --value fleet-testhost-sshd.service; "
+                            "awk '/^PPid:/ {print $2}' /proc/$PPID/status; hostname")
+    comm, virt, state, sshd_pid, listener, hostname = out.split()
+    assert (comm, virt, hostname) == ("systemd", "container-other", "sd200")
+    assert state in ("running", "degraded")
+    # This session's sshd is a child of the unit's main process: systemd started the server we talk to.
+    assert listener == sshd_pid and int(sshd_pid) > 1
+    listing = systemd_host.systemctl("sd200", "list-units", "--all", "--plain", "--no-legend", "--no-pager").stdout
+    units = {line.split()[0]: tuple(line.split()[1:3]) for line in listing.splitlines() if line.strip()}
+    for wanted in ("systemd-journald.service", "dbus.service", "systemd-logind.service", "fleet-testhost-sshd.service"):
+        assert units.get(wanted) == ("loaded", "active"), listing
+    # None of the machine's own units runs on the host; what would touch the machine is masked.
+    for machines in ("slurmd.service", "postgresql.service", "ssh.service", "apt-daily.timer", "munge.service"):
+        assert units.get(machines, ("absent", "inactive"))[1] == "inactive", listing
+    assert units.get("systemd-udevd.service", ("masked",))[0] == "masked"
+
+
+def test_own_shm_boot_id_and_journal(systemd_host: SystemdTestFleet) -> None:
+    host = systemd_host["sd200"]
+    machine_boot_id = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    out = ssh(systemd_host, "cat /proc/sys/kernel/random/boot_id; journalctl --list-boots --no-pager | tail -1; "
+                            "touch /dev/shm/from-sd200; findmnt -n -o FSTYPE /dev/shm")
+    boot_id, *rest = out.split("\n")
+    assert boot_id == host.boot_id() != machine_boot_id
+    assert boot_id.replace("-", "") in rest[0]  # journald files this boot under the host's boot id
+    assert rest[1] == "tmpfs"
+    assert not Path("/dev/shm/from-sd200").exists()
+
+
+def test_reboot_brings_back_enabled_units_with_empty_shm(systemd_host: SystemdTestFleet) -> None:
+    host = systemd_host["sd200"]
+    before = host.boot_id()
+    ssh(systemd_host, "touch /dev/shm/marker /var/lib/fleet/kept && printf '[Service]\\nExecStart=/bin/sleep infinity\\n"
+                      "[Install]\\nWantedBy=multi-user.target\\n' > /etc/systemd/system/fleet-probe.service && "
+                      "systemctl enable --now fleet-probe.service")
+    systemd_host.reboot(host)
+    systemd_host.wait_until_running(host)
+    out = ssh(systemd_host, "cat /proc/sys/kernel/random/boot_id; ls -A /dev/shm | wc -l; ls /var/lib/fleet; "
+                            "systemctl is-active fleet-probe.service; journalctl --list-boots --no-pager | tail -n +2 | wc -l")
+    boot_id, shm_entries, kept, active, boots = out.split()
+    assert boot_id != before and boot_id == host.boot_id()
+    assert (shm_entries, kept, active) == ("0", "kept", "active")
+    assert int(boots) >= 2  # the persistent journal keeps the boot before
+
+
+def test_teardown_leaves_nothing_and_the_machine_tmp_is_untouched(tmp_path: Path) -> None:
+    reason = systemd_unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+    sentinel = Path("/tmp") / f"fleet-systemd-sentinel-{os.getpid()}"
+    sentinel.write_text("the machine's /tmp must survive a systemd host's boot\n")
+    try:
+        fleet = start_systemd_test_fleet(["sd201"])
+        try:
+            fleet.wait_until_running("sd201")
+            host = fleet["sd201"]
+            pids = set(fleet.processes(host))
+            netns, cgroup, base = host.netns, instance_cgroup(fleet._record.instance_id), fleet.base
+            assert pids and cgroup.is_dir()
+            assert sentinel.exists()  # systemd-tmpfiles ran on the host's own /tmp
+        finally:
+            fleet.close()
+        assert not any(Path(f"/proc/{pid}").exists() for pid in pids)
+        assert netns_name(int(netns.rsplit("-", 1)[1])) not in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split()
+        assert not cgroup.exists() and not base.exists()
+        assert str(base) not in Path("/proc/self/mountinfo").read_text()
+    finally:
+        sentinel.unlink(missing_ok=True)
