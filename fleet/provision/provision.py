@@ -22,10 +22,12 @@ from fleet.errors import FleetError
 from fleet.facts import HostFacts
 from fleet.host.agent import AGENT_MODULE
 from fleet.host.agent.services import FLEET_SERVICE_PIDS_SH
+from fleet.host.contract.lease import Claim
 from fleet.host.modelcard import hf_files_from_card, load_model_card
 from fleet.inventory import EngineKind, Host, ServiceManager
 from fleet.layout import agent_dir, model_cache_dir
 from fleet.playbook import ModelRef, Playbook
+from fleet.provision.lease import end_of_provision, hold_for_provision
 from fleet.provision.models import (
     MARKER,
     QUICK_S,
@@ -94,15 +96,16 @@ class ProvisionOptions:
     secrets: Mapping[str, str] = field(default_factory=dict, repr=False)  # never printed with the options
     fetch_timeout_s: float = FETCH_TIMEOUT_S
     stage_timeout_s: float = STAGE_TIMEOUT_S
+    lease: Claim | None = None  # a sweep's claim on its hosts' leases; None: `fleet provision`'s own (fleet.provision.lease)
 
 
-def provision_options(mirror_root: Path, environ: Mapping[str, str], *, dry_run: bool = False) -> ProvisionOptions:
+def provision_options(mirror_root: Path, environ: Mapping[str, str], *, dry_run: bool = False, lease: Claim | None = None) -> ProvisionOptions:
     """The one way to make provisioning options: `mirror_root` is the folder of the playbook as the
     user gave it (a sweep records it for its resume), secrets come from `environ` (the
     controller's environment) by name, so `fleet provision`, `fleet sweep` and a resume hand the
     hosts the same token and resolve a relative mirror against the same folder."""
     secrets = {name: environ[name] for name in SECRET_NAMES if environ.get(name)}
-    return ProvisionOptions(dry_run=dry_run, mirror_root=Path(mirror_root).resolve(), secrets=secrets)
+    return ProvisionOptions(dry_run=dry_run, mirror_root=Path(mirror_root).resolve(), secrets=secrets, lease=lease)
 
 
 def models_of(playbook: Playbook) -> list[ModelRef]:
@@ -213,6 +216,7 @@ def provision_host(host: Host, playbook: Playbook, options: ProvisionOptions, tr
     report = HostReport(host.name)
     try:
         facts = retrying(CONNECT, host.name, lambda: collect_facts(t, host), idempotent=True)
+        report.changes += hold_for_provision(t, host, options.lease, options.dry_run)  # before stale servers are cleared: they may be a live sweep's
         cleared, own_pids = clear_stale_servers(t, options.dry_run)
         report.changes += cleared
         if report.changes and not options.dry_run:
@@ -248,6 +252,7 @@ def provision_host(host: Host, playbook: Playbook, options: ProvisionOptions, tr
     except (FleetError, OSError) as exc:
         report.status, report.reason = "failed", str(exc)
     finally:
+        end_of_provision(t, host, options.lease, options.dry_run, failed=report.status == "failed")
         if transport is None:
             t.close()
     return report

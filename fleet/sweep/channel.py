@@ -10,6 +10,7 @@ recover from a reboot, run a repair round -- is the sweep loop's business (`flee
 from __future__ import annotations
 
 import json
+import logging
 import shlex
 import time
 from collections.abc import Callable, Mapping
@@ -17,15 +18,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
-from fleet.errors import TransportError
+from fleet.errors import FleetError, TransportError
 from fleet.host.agent import AGENT_MODULE
 from fleet.host.contract import HostQuarantine, Progress, SweepDir
 from fleet.host.contract.shard import Shard
 from fleet.inventory import Host, ServiceManager
 from fleet.layout import agent_dir, sweep_dir
+from fleet.provision.lease import release_lease, sweep_claim, take_lease
 from fleet.provision.units import render_server_unit, server_unit_name
 from fleet.retry import CONNECT, TRANSFER, RetryPolicy, at_most_once, retrying
 from fleet.transport.base import BOOT_ID_PATH, Transport
+
+log = logging.getLogger("fleet.sweep")
 
 T = TypeVar("T")
 
@@ -120,8 +124,11 @@ class AgentChannel:
     # ------------------------------------------------------------------------------ calls
 
     def ship(self, bundle_dir: Path, shard: Shard, host_facts: Path | None) -> None:
-        """Agent code, shard, host facts and (under systemd) the server units. Idempotent."""
+        """The host's lease first (this sweep's: re-taken on a resume, a repair round, after a
+        reboot; `LeaseHeld` where another live sweep holds it, before anything of ours lands on the
+        host), then agent code, shard, host facts and (under systemd) the server units. Idempotent."""
         t = self.transport
+        self._retry(lambda: take_lease(t, self.host, sweep_claim(self.sweep_id)))
         self._retry(lambda: t.run(["mkdir", "-p", self.dir.runs], timeout=QUICK_S, check=True))
         self._retry(lambda: t.rsync_push(bundle_dir, agent_dir(self.host) + "/", timeout=300, delete=True).check(), TRANSFER)
         self._retry(lambda: t.put_bytes(shard.to_json().encode(), self.dir.shard, timeout=60))
@@ -197,6 +204,14 @@ class AgentChannel:
 
         self._retry(pull_once, TRANSFER)
         return len(list((local / SweepDir.RUNS).glob("*.json")))
+
+    def release_lease(self) -> None:
+        """At the sweep's end: the host's lease, if it is still this sweep's. Best effort: one
+        left behind dies by its TTL (fleet.host.contract.lease)."""
+        try:
+            release_lease(self.transport, self.host, sweep_claim(self.sweep_id))
+        except FleetError as exc:
+            log.warning("%s: the lease was not released (it expires by itself): %s", self.host.name, exc)
 
     def push_quarantine(self, quarantine: Mapping[str, str]) -> None:
         """Server id -> reason: the agent skips these servers if it has not started them."""

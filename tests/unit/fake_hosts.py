@@ -14,8 +14,11 @@ import json
 import posixpath
 import re
 import shlex
+import shutil
+import tempfile
 import time
 import uuid
+import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +28,8 @@ from fleet.facts.commands import SECTION_MARK
 from fleet.facts.engine_probe import PROBE_MARK
 from fleet.facts.parsers import DF_SEPARATOR, DIR_ABSENT, NVCC_ABSENT, NVCC_PATH_LABEL, SYSTEMD_BOOTED_LABEL
 from fleet.host.contract import AgentState, Failure, Progress, RunResult, RunStatus, SweepDir
+from fleet.host.contract.lease import HostLease
+from fleet.host.contract.lease import answer as lease_answer
 from fleet.host.contract.shard import RunSpec, ServerSpec, Shard
 from fleet.inventory import Host
 from fleet.layout import sweep_dir
@@ -84,6 +89,7 @@ class FakeHostShell:
     killed: list[str] = field(default_factory=list)
     fetch_envs: list[dict[str, str]] = field(default_factory=list)  # the env each hub fetch started with
     jobs: list[str] = field(default_factory=list)  # detached jobs started, by name
+    lease_dir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="fleet-fake-lease-")))  # the host's lease lives here
 
     def __post_init__(self) -> None:
         on = self.t.on
@@ -95,6 +101,8 @@ class FakeHostShell:
         on(lambda c: c.argv is None and c.command.startswith("cd ") and "find . -type f" in c.command, self._listing, name="listing")
         on(lambda c: c.argv is None and "setsid -f sh -c" in c.command, self._start_job, name="detached job")
         on(lambda c: c.argv is None and c.command.startswith("if flock -n"), self._poll_job, name="job poll")
+        on(lambda c: c.argv is None and c.stdin is not None and (" - acquire " in c.command or " - release " in c.command), self._lease, name="lease")
+        weakref.finalize(self, shutil.rmtree, self.lease_dir, ignore_errors=True)
 
     # ------------------------------------------------------------------------------ facts
 
@@ -219,6 +227,13 @@ class FakeHostShell:
         t.write(log, f"{name} done\nfleet-exit=0\n")
         t.dirs.add(posixpath.dirname(lock))
         return Reply()
+
+    def _lease(self, t: FakeTransport, call: Call) -> Reply:
+        """The host lease's real answer (fleet.host.contract.lease), kept in a real directory
+        standing for the host's work dir (the lease takes an flock)."""
+        args = call.words()
+        code, out, err = lease_answer(args[args.index("-") + 1 :], lambda _work_dir: HostLease(self.lease_dir))
+        return Reply(out, err, code)
 
     def _poll_job(self, t: FakeTransport, call: Call) -> str:
         log = shlex_unquote(call.command.rsplit("cat ", 1)[1].split(" ")[0])

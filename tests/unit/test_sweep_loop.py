@@ -15,6 +15,7 @@ from fleet.host.contract import Failure, Progress, RunStatus, SweepDir
 from fleet.host.contract.shard import Shard
 from fleet.plan import Plan, PlanOptions, hardware_of, make_plan
 from fleet.playbook import load_playbook
+from fleet.provision.lease import sweep_claim
 from fleet.provision.provision import provision_host, provision_options
 from fleet.sweep.bundle import write_bundle
 from fleet.sweep.channel import parse_poll
@@ -62,7 +63,7 @@ def rig(tmp_path: Path, bundle: Path, *, fixer: bool = False, provisioned: bool 
     plan = make_plan(playbook, [host], PlanOptions(memory_check=False, hardware=hardware))
     t = FakeTransport(host.name)
     shell = FakeHostShell(t, host)
-    options = provision_options(DEMO.parent, {})
+    options = provision_options(DEMO.parent, {}, lease=sweep_claim(SWEEP))  # as `fleet sweep` makes them: its claim on the host lease
     if provisioned:  # the host as `fleet sweep` leaves it before the loop starts: model cached and staged
         assert provision_host(host, playbook, options, transport=t).status == "changed"
     shard = build_shards(plan, {host.name: host}, SWEEP, {host.name: t.boot_id})[host.name]

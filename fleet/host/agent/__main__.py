@@ -3,8 +3,9 @@
     python -m fleet.host.agent run --sweep-dir DIR
         work through DIR/shard.json; resumes where an earlier agent stopped. Exit 0 when every
         run has a result or when stopped on request (SIGTERM or a DIR/STOP file; progress.json
-        then says "stopped"), 1 after an agent error, 2 on a bad shard, 4 when another agent
-        already works on DIR.
+        then says "stopped"), 1 after an agent error, 2 on a bad shard, 3 when another live
+        sweep holds the host's lease (fleet.host.contract.lease), 4 when another agent already
+        works on DIR.
     python -m fleet.host.agent service start NAME --manager process --state-dir DIR --log FILE
             [--cwd DIR] [--env K=V ...] [--env-file FILE.json] -- ARGV...
     python -m fleet.host.agent service stop NAME --manager process --state-dir DIR [--grace S]
@@ -25,8 +26,9 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from fleet.host.agent.runner import Agent, AgentBusy
+from fleet.host.agent.runner import Agent, AgentBusy, HostLeased
 from fleet.host.agent.services import ServiceError, ServiceSpec, make_services
+from fleet.host.contract.lease import EXIT_HELD
 from fleet.host.errors import ContractError
 
 EXIT_BUSY = 4
@@ -102,6 +104,9 @@ def _run(args: argparse.Namespace) -> int:
     except AgentBusy as exc:
         print(f"fleet agent: {exc}", file=sys.stderr)
         return EXIT_BUSY
+    except HostLeased as exc:
+        print(f"fleet agent: {exc}", file=sys.stderr)
+        return EXIT_HELD
 
 
 def main(argv: Sequence[str] | None = None) -> int:

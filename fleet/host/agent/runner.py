@@ -34,6 +34,7 @@ from fleet.host.agent.results import RunIdentity, WorkloadOutcome, build_result,
 from fleet.host.agent.services import ServiceError, Services, ServiceSpec, boot_id, clear_stale, make_services, wait_free
 from fleet.host.atomic import write_json_atomic
 from fleet.host.contract import AgentState, ContractError, Failure, HostQuarantine, RunResult, RunStatus, ServerPhase, SweepDir, load_result
+from fleet.host.contract.lease import AGENT_HEARTBEAT_S, Claim, HostLease, LeaseHeld, LeaseLost
 from fleet.host.contract.shard import RunSpec, ServerSpec, Shard
 from fleet.host.diagnose.classify import DiagnosisHint, diagnose_file
 from fleet.host.failures import FailureClass
@@ -65,6 +66,10 @@ class AgentBusy(Exception):
     """Another agent already works on this sweep directory."""
 
 
+class HostLeased(Exception):
+    """Another live sweep holds the host's lease (fleet.host.contract.lease): its servers are not ours to clear."""
+
+
 class _Stopped(Exception):
     """The agent was told to stop while a server was starting."""
 
@@ -84,6 +89,9 @@ class Agent:
         self.progress: ProgressFile | None = None
         self.errors = 0
         self.host_facts = self._read_host_facts()
+        # No work dir (a sweep dir outside `<work_dir>/sweeps/`): no host to lease.
+        self.lease = HostLease(self.files.work_dir) if self.files.work_dir else None
+        self._lease_beat = 0.0
 
     def skip_reason(self, spec: ServerSpec) -> str | None:
         """Why not to launch this server: the shard says so, or the controller quarantined its
@@ -168,10 +176,58 @@ class Agent:
         lock_handle.write(str(os.getpid()))
         lock_handle.flush()
         try:
-            return self._run_locked()
+            self._take_lease()
+            try:
+                return self._run_locked()
+            finally:
+                self._hand_back_lease()
         finally:
             fcntl.flock(lock_handle, fcntl.LOCK_UN)
             lock_handle.close()
+
+    # -- the host's lease -------------------------------------------------------------------
+
+    @property
+    def _lease_key(self) -> str:
+        return self.shard.sweep_id
+
+    def _take_lease(self) -> None:
+        """The controller took the lease before it started us; taking it again makes this process
+        its holder, so that the lease dies with it. Another live sweep's lease: not a server of ours to clear."""
+        if self.lease is None:
+            return
+        try:
+            self.lease.acquire(Claim(self.shard.sweep_id, f"agent@{os.uname().nodename}", 0), agent_pid=os.getpid(), host=self.shard.host)
+        except LeaseHeld as exc:
+            raise HostLeased(str(exc)) from None
+        self._lease_beat = time.monotonic()
+
+    def _heartbeat_lease(self) -> None:
+        if self.lease is None or time.monotonic() - self._lease_beat < AGENT_HEARTBEAT_S:
+            return
+        self._lease_beat = time.monotonic()
+        try:
+            self.lease.heartbeat(self._lease_key, os.getpid())
+        except LeaseLost as exc:
+            # Taken over (this agent looked dead: stopped for longer than the TTL) or released by
+            # the controller that gave up on this host: another sweep may use these GPUs now.
+            log.error("%s; stopping", exc)
+            assert self.progress is not None
+            self.progress.error("agent", AGENT_ERROR, str(exc))
+            with self._lock:
+                self.errors += 1
+            self.request_stop()
+        except OSError as exc:
+            # A full or read-only work dir: the lease stays live for its TTL; the results' writes say the rest.
+            log.warning("lease heartbeat: %s", exc)
+
+    def _hand_back_lease(self) -> None:
+        if self.lease is None:
+            return
+        try:
+            self.lease.hand_back(self._lease_key)
+        except (LeaseLost, OSError) as exc:
+            log.warning("lease hand-back: %s", exc)
 
     def _run_locked(self) -> int:
         counts: dict[str, int] = {}
@@ -227,6 +283,7 @@ class Agent:
                     break
                 changed.wait(0.5)
             self.progress.heartbeat()
+            self._heartbeat_lease()
         if stopping:
             self.progress.end(AgentState.stopped)
             self.stop_file.unlink(missing_ok=True)

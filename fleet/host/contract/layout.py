@@ -34,6 +34,13 @@ class SweepDir:
     # (`.<name>.<random>.tmp`), which vanish under rsync's feet.
     PULL_EXCLUDES = (f"{ATTEMPTS}/", f"{SERVICES}/", "*.lock", STOP, ".*.tmp")
 
+    @property
+    def work_dir(self) -> str | None:
+        """The host's work dir, where its lease lives: a sweep directory is
+        `<work_dir>/sweeps/<sweep-id>` (fleet.layout). None for one elsewhere (a test's, a copy)."""
+        parent = posixpath.dirname(self.root.rstrip("/"))
+        return posixpath.dirname(parent) if posixpath.basename(parent) == "sweeps" else None
+
     def path(self, *parts: str) -> str:
         return posixpath.join(self.root, *parts)
 
