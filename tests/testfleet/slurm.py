@@ -154,7 +154,8 @@ class SlurmCluster:
                 "SlurmdPort=6818",
                 "AuthType=auth/munge",
                 "CredType=cred/munge",
-                f"AuthInfo=socket={self.munge_socket}",
+                # cred_expire: also how long a requeued job waits before it may start again (120 s by default).
+                f"AuthInfo=socket={self.munge_socket},cred_expire=10",
                 "SlurmUser=root",
                 "SlurmdUser=root",
                 f"StateSaveLocation={b / 'ctld' / 'state'}",
@@ -393,3 +394,103 @@ def start_slurm_cluster(fleet: TestFleet, nodes: Sequence[str], login: str) -> S
         cluster.close()
         raise
     return cluster
+
+
+# --------------------------------------------------------------------------------------------
+# Real output for the parsers' tests: `python -m tests.testfleet.slurm capture tests/fixtures/slurm`
+# drives the cluster through every job state fleet reads and writes what Slurm's own commands
+# printed, unchanged. The parsers are tested on these files (tests/unit/test_slurm_parse.py);
+# tests/integration/test_slurm_cluster.py checks that live output still parses the same way.
+
+SQUEUE_FORMAT = "%i|%T|%r|%N|%b|%P"  # the one fleet.slurm.commands uses; kept equal by a test
+SINFO_FORMAT = "%N|%P|%T|%G|%c|%m|%f"
+
+
+def _submit(cluster: SlurmCluster, *options: str, wrap: str) -> str:
+    done = cluster.fleet.exec(cluster.login, ["sbatch", "--parsable", "--output=/dev/null", *options, "--wrap", wrap])
+    if done.returncode != 0:
+        raise RuntimeError(f"sbatch failed: {done.stderr.strip()}")
+    return done.stdout.strip().split(";")[0]
+
+
+def capture_fixtures(directory: Path) -> None:
+    from tests.testfleet import start_test_fleet
+
+    directory.mkdir(parents=True, exist_ok=True)
+
+    def save(name: str, text: str) -> None:
+        (directory / name).write_text(text)
+        print(f"wrote {directory / name} ({len(text)} bytes)")
+
+    def scontrol_jobs(job_ids: Sequence[str]) -> str:
+        return "".join(cluster.scontrol("show", "job", "-o", j).stdout for j in job_ids)
+
+    with start_test_fleet(["login", "ct200", "ct201"]) as fleet, start_slurm_cluster(fleet, ["ct200", "ct201"], "login") as cluster:
+        save("sinfo_nodes.txt", cluster.run(["sinfo", "-h", "-N", "-o", SINFO_FORMAT]).stdout)
+        submitted = fleet.exec(cluster.login, ["sbatch", "--parsable", "--output=/dev/null", "--gres=gpu:2", "--wrap", "true"])
+        save("sbatch_parsable.txt", submitted.stdout)
+        ok = submitted.stdout.strip()
+        failed = _submit(cluster, "--gres=gpu:1", wrap="exit 3")
+        too_big = fleet.exec(cluster.login, ["sbatch", "--parsable", "--gres=gpu:9", "--wrap", "true"])
+        save("sbatch_too_many_gpus.txt", f"exit {too_big.returncode}\n--- stdout\n{too_big.stdout}--- stderr\n{too_big.stderr}")
+        cluster.wait_job(ok, ["COMPLETED"])
+        cluster.wait_job(failed, ["FAILED"])
+        # Every GPU busy: a third 8-GPU job waits for Resources; one pinned to a nonexistent
+        # feature can never start (sbatch refuses it: captured above as too_big's kind).
+        full = [_submit(cluster, "--gres=gpu:8", f"--nodelist={n.name}", "--no-requeue", wrap="sleep 300") for n in cluster.nodes]
+        for job in full:
+            cluster.wait_job(job, ["RUNNING"])
+        waiting = _submit(cluster, "--gres=gpu:8", wrap="sleep 1")
+        _wait_for(lambda: cluster.job(waiting).get("Reason") not in ("None", None), 20, lambda: cluster.job(waiting))
+        held = _submit(cluster, "--gres=gpu:1", "--hold", wrap="sleep 1")
+        save("squeue_busy.txt", cluster.run(["squeue", "-h", "-t", "all", "-o", SQUEUE_FORMAT]).stdout)
+        save("squeue_busy.json", cluster.run(["squeue", "--json"]).stdout)
+        save("scontrol_busy.txt", scontrol_jobs([ok, failed, *full, waiting, held]))
+        # Node failure: ct201 powered off mid-job; its job (--no-requeue) ends NODE_FAIL.
+        cluster.run(["scancel", waiting, held])
+        requeueable = _submit(cluster, "--gres=gpu:4", "--nodelist=ct200", wrap="sleep 300")
+        cluster.run(["scancel", full[0]])
+        cluster.wait_job(requeueable, ["RUNNING"])
+        fleet.power_off("ct201")
+        cluster.wait_job(full[1], ["NODE_FAIL"], timeout=60)
+        save("scontrol_node_fail.txt", scontrol_jobs([full[1]]))
+        save("sinfo_node_down.txt", cluster.run(["sinfo", "-h", "-N", "-o", SINFO_FORMAT]).stdout)
+        fleet.power_on("ct201")
+        cluster.start_node("ct201", timeout=60)
+        # Node failure of a requeueable job: ct200 powered off, the job goes back to PENDING.
+        fleet.power_off("ct200")
+        _wait_for(lambda: cluster.job(requeueable).get("Restarts", "0") != "0", 60, lambda: cluster.job(requeueable))
+        save("scontrol_requeued.txt", scontrol_jobs([requeueable]))
+        save("squeue_requeued.txt", cluster.run(["squeue", "-h", "-t", "all", "-j", requeueable, "-o", SQUEUE_FORMAT]).stdout)
+        fleet.power_on("ct200")
+        cluster.start_node("ct200", timeout=60)
+        cluster.wait_job(requeueable, ["RUNNING"], timeout=90)
+        cluster.run(["scancel", requeueable])
+        cancelled = cluster.wait_job(requeueable, ["CANCELLED"])
+        assert cancelled
+        save("scontrol_cancelled.txt", scontrol_jobs([requeueable]))
+        # Preemption: low-tier jobs fill both nodes; an urgent-partition job requeues one.
+        low = [_submit(cluster, "--gres=gpu:8", f"--nodelist={n.name}", wrap="sleep 300") for n in cluster.nodes]
+        for job in low:
+            cluster.wait_job(job, ["RUNNING"])
+        urgent = _submit(cluster, f"--partition={URGENT_PARTITION}", "--gres=gpu:8", wrap="sleep 300")
+        _wait_for(lambda: any(cluster.job(j).get("Restarts", "0") != "0" or cluster.job(j).get("JobState") == "PREEMPTED" for j in low),
+                  60, lambda: [cluster.job(j) for j in low])
+        save("scontrol_preempted.txt", scontrol_jobs([*low, urgent]))
+        save("squeue_preempted.txt", cluster.run(["squeue", "-h", "-t", "all", "-o", SQUEUE_FORMAT]).stdout)
+        cluster.run(["scancel", *low, urgent])
+        # Time limit: one minute is Slurm's smallest; the job ends TIMEOUT.
+        late = _submit(cluster, "--gres=gpu:1", "--time=1", wrap="sleep 300")
+        cluster.wait_job(late, ["TIMEOUT"], timeout=150)
+        save("scontrol_timeout.txt", scontrol_jobs([late]))
+        save("squeue_all_final.txt", cluster.run(["squeue", "-h", "-t", "all", "-o", SQUEUE_FORMAT]).stdout)
+        time.sleep(1)
+        save("jobcomp.txt", cluster.jobcomp_log.read_text() if cluster.jobcomp_log.exists() else "")
+
+
+if __name__ == "__main__":
+    import sys
+
+    if sys.argv[1:2] != ["capture"] or len(sys.argv) != 3:
+        raise SystemExit("usage: python -m tests.testfleet.slurm capture DIR")
+    capture_fixtures(Path(sys.argv[2]))
