@@ -1,0 +1,78 @@
+"""The Slurm test cluster itself (tests/testfleet/slurm.py): real slurmctld, slurmd and munge over
+the test hosts. GRES GPUs are granted per node, a node that loses power fails its jobs."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests.testfleet import start_test_fleet, unavailable_reason
+from tests.testfleet.slurm import GPUS_PER_NODE, SlurmCluster, slurm_unavailable_reason, start_slurm_cluster
+
+pytestmark = pytest.mark.testfleet
+
+
+@pytest.fixture(scope="module")
+def slurm() -> Iterator[SlurmCluster]:
+    reason = unavailable_reason() or slurm_unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+    with start_test_fleet(["login", "ct200", "ct201"]) as fleet, start_slurm_cluster(fleet, ["ct200", "ct201"], "login") as cluster:
+        yield cluster
+
+
+def _submit(cluster: SlurmCluster, *options: str, wrap: str) -> str:
+    done = cluster.fleet.exec(cluster.login, ["sbatch", "--parsable", *options, "--wrap", wrap])
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def test_gpu_jobs_run_on_each_node_with_their_own_gpus(slurm: SlurmCluster) -> None:
+    out = slurm.base / "shared-out"
+    out.mkdir(exist_ok=True)
+    report = 'echo "$(hostname) $CUDA_VISIBLE_DEVICES $(nvidia-smi -L | wc -l) $FLEET_FAKE_GPU_DIR"'
+    jobs = {}
+    for node in slurm.nodes:
+        for half in (0, 1):  # two 4-GPU jobs side by side on each node
+            jobs[(node.name, half)] = _submit(slurm, "--gres=gpu:4", f"--nodelist={node.name}", f"--output={out}/%j.out", wrap=f"{report}; sleep 2")
+    seen: dict[str, list[set[str]]] = {}
+    for (node_name, _), job in jobs.items():
+        assert slurm.wait_job(job, ["COMPLETED", "FAILED"], timeout=60)["JobState"] == "COMPLETED"
+        hostname, visible, listed, gpu_dir = (out / f"{job}.out").read_text().split()
+        assert hostname == node_name
+        assert listed == str(GPUS_PER_NODE)  # the node's fake nvidia-smi (no device cgroup), via the task prolog
+        assert gpu_dir == str(slurm.fleet[node_name].fake_gpu_dir)
+        seen.setdefault(node_name, []).append(set(visible.split(",")))
+    for node_name, grants in seen.items():
+        assert all(len(g) == 4 for g in grants), grants
+        assert grants[0].isdisjoint(grants[1]), f"{node_name}: two jobs got the same GPUs: {grants}"
+
+
+def test_more_gpus_than_any_node_is_refused_at_submit(slurm: SlurmCluster) -> None:
+    done = slurm.fleet.exec(slurm.login, ["sbatch", "--parsable", f"--gres=gpu:{GPUS_PER_NODE + 1}", "--wrap", "true"])
+    assert done.returncode == 1
+    assert "Requested node configuration is not available" in done.stderr
+
+
+def test_a_node_powered_off_fails_its_job_and_a_requeueable_one_runs_again(slurm: SlurmCluster) -> None:
+    fleet = slurm.fleet
+    out = slurm.base / "shared-out"
+    out.mkdir(exist_ok=True)
+    fixed = _submit(slurm, "--gres=gpu:2", "--nodelist=ct201", "--no-requeue", "--output=/dev/null", wrap="sleep 300")
+    again = _submit(slurm, "--gres=gpu:2", "--nodelist=ct201", "--requeue", f"--output={out}/again-%j.out", "--open-mode=append",
+                    wrap='echo "start $SLURM_RESTART_COUNT"; [ "${SLURM_RESTART_COUNT:-0}" -ge 1 ] || sleep 300')
+    slurm.wait_job(fixed, ["RUNNING"])
+    slurm.wait_job(again, ["RUNNING"])
+    try:
+        fleet.power_off("ct201")
+        assert slurm.wait_job(fixed, ["NODE_FAIL"], timeout=60)["Reason"] == "NodeDown"
+        requeued = slurm.wait_job(again, ["PENDING"], timeout=60)
+        assert requeued["Restarts"] == "1"
+    finally:
+        if not fleet.is_up("ct201"):
+            fleet.power_on("ct201")
+        slurm.start_node("ct201", timeout=60)
+    assert slurm.wait_job(again, ["COMPLETED", "FAILED"], timeout=90)["JobState"] == "COMPLETED"
+    # The first start's output line survives (append), and the second start knows it is one.
+    assert (out / f"again-{again}.out").read_text().split("\n")[-2] == "start 1"
