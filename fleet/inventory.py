@@ -17,6 +17,7 @@ from fleet.config import Command, HostAddress, HostPath, Int, LocalPath, SshAlia
 from fleet.errors import ConfigError, HostSelectionError
 from fleet.host.engines.sglang.flags import FORKS
 from fleet.host.engines.sglang.release import DEFAULT_SIM_RELEASE, KNOWN_RELEASES
+from fleet.slurm.script import parse_slurm_time
 
 NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]*$"
 
@@ -29,6 +30,11 @@ class TransportKind(str, Enum):
 class HostKeyPolicy(str, Enum):
     verify = "verify"
     accept_new = "accept-new"
+
+
+class HostKind(str, Enum):
+    host = "host"  # a GPU host fleet drives itself
+    slurm = "slurm"  # the login host of a Slurm cluster: the scheduler places the work (fleet.slurm)
 
 
 class EngineKind(str, Enum):
@@ -106,8 +112,45 @@ class EngineSpec(StrictModel):
         return fork_of(self.kind.value, self.fork)
 
 
+# Partition, account, QOS and GRES names as Slurm spells them; a constraint joins features with `&`.
+SLURM_NAME_PATTERN = r"^[A-Za-z0-9_.-]+$"
+SLURM_CONSTRAINT_PATTERN = r"^[A-Za-z0-9_.-]+(&[A-Za-z0-9_.-]+)*$"
+
+
+class SlurmSpec(StrictModel):
+    """Where and how a `kind: slurm` entry's jobs run; every field reaches `#SBATCH` lines."""
+
+    shared_dir: HostPath = Field(
+        description="a directory on the cluster's shared filesystem, the same path on the login host and every node: "
+        "sweep dirs, the shipped agent and batch scripts live there"
+    )
+    partition: str | None = Field(default=None, pattern=SLURM_NAME_PATTERN, description="none: the cluster's default partition")
+    account: str | None = Field(default=None, pattern=SLURM_NAME_PATTERN)
+    qos: str | None = Field(default=None, pattern=SLURM_NAME_PATTERN)
+    gres: str = Field(default="gpu", pattern=SLURM_NAME_PATTERN, description="the GRES name of a GPU (--gres=<gres>:N)")
+    constraint: str | None = Field(default=None, pattern=SLURM_CONSTRAINT_PATTERN, description="node features, `a&b`")
+    time_limit: str | None = Field(default=None, description="the longest a job may ask for (Slurm's time format, e.g. 4:00:00)")
+    time_margin: float = Field(default=1.5, ge=1.0, le=10.0, description="a job's limit is its estimate times this")
+    min_time_s: Int = Field(default=600, ge=60, description="no job asks for less: server start-up and model load are in every job")
+    cpus_per_gpu: Int | None = Field(default=None, ge=1, le=256)
+    max_submissions: Int = Field(default=3, ge=1, le=20, description="submissions of one job's work after node failures, preemptions, time-outs")
+
+    @field_validator("time_limit")
+    @classmethod
+    def _slurm_time(cls, value: str | None) -> str | None:
+        if value is not None:
+            parse_slurm_time(value)  # raises ValueError naming the formats
+        return value
+
+    @property
+    def time_limit_s(self) -> int | None:
+        return None if self.time_limit is None else parse_slurm_time(self.time_limit)
+
+
 class Host(StrictModel):
     name: str = Field(pattern=NAME_PATTERN)
+    kind: HostKind = HostKind.host
+    slurm: SlurmSpec | None = Field(default=None, description="kind slurm only: the cluster's partition, account, ...")
     transport: TransportKind = TransportKind.ssh
     # Each of these lands on ssh's command line: a leading `-` would be read as an option.
     address: HostAddress | None = None
@@ -135,6 +178,8 @@ class Host(StrictModel):
             raise ValueError("`address` or `ssh_alias` for an ssh host")
         if self.address and self.ssh_alias:
             raise ValueError("either `address` or `ssh_alias`, not both")
+        if (self.kind is HostKind.slurm) != (self.slurm is not None):
+            raise ValueError("a `slurm:` section exactly when `kind: slurm` (the login host of a Slurm cluster)")
         return self
 
     @property
