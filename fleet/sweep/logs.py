@@ -17,6 +17,7 @@ from fleet.connect import transport_for
 from fleet.host.contract import SweepDir
 from fleet.inventory import Host, ServiceManager
 from fleet.layout import sweep_dir
+from fleet.provision.units import server_unit_name
 from fleet.sweep.channel import AgentChannel
 from fleet.sweep.controller import Connect, load_sweep
 from fleet.transport.fanout import fan_out
@@ -34,15 +35,24 @@ class FetchedLogs:
 
 
 def journal_command(host: Host, sweep_id: str) -> str:
-    """Dump the journal of each fleet unit of the sweep into <sweep>/logs/journal/<unit>.log on the host."""
-    target = SweepDir(sweep_dir(host, sweep_id)).path(JOURNAL_DIR)
-    pattern = shlex.quote(f"fleet-*{sweep_id}*")
+    """Dump the journal of each fleet unit of the sweep into <sweep>/logs/journal/<unit>.log on the host.
+
+    The units are found in the journal itself (`-F` lists a field's values), not with `systemctl
+    list-units`: once a sweep is over its units are inactive and systemd unloads them, so
+    list-units no longer shows them, while their journal is all there is to read. `_SYSTEMD_UNIT`
+    names the units whose processes logged, `UNIT` those systemd itself logged about (a server
+    that failed before printing anything still has its "Failed with result" lines). `-a` prints
+    every entry whole (no "[blob data]" for a line with control characters); nothing is cut.
+    """
+    target = shlex.quote(SweepDir(sweep_dir(host, sweep_id)).path(JOURNAL_DIR))
+    servers, agent = shlex.quote(server_unit_name(sweep_id, "")[: -len(".service")]), shlex.quote(f"fleet-agent@{sweep_id}.service")
+    select = f"awk -v s={servers} -v a={agent} '(index($0, s) == 1 && $0 ~ /[.]service$/) || $0 == a' | sort -u"
     return (
-        f"mkdir -p {shlex.quote(target)} && "
-        f"for unit in $(systemctl list-units --all --plain --no-legend {pattern} | awk '{{print $1}}'); do "
-        f'journalctl -u "$unit" --no-pager -o short-iso > {shlex.quote(target)}/"$unit".log.tmp && '
-        f'mv {shlex.quote(target)}/"$unit".log.tmp {shlex.quote(target)}/"$unit".log; done; '
-        f"ls {shlex.quote(target)} | wc -l"
+        f"mkdir -p {target} && "
+        f"for unit in $({{ journalctl -F _SYSTEMD_UNIT; journalctl -F UNIT; }} 2>/dev/null | {select}); do "
+        f'journalctl -a -u "$unit" --no-pager -o short-iso > {target}/"$unit".log.tmp && '
+        f'mv {target}/"$unit".log.tmp {target}/"$unit".log || exit 1; done; '
+        f"ls {target} | grep -c '[.]log$' || true"
     )
 
 

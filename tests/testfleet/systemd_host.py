@@ -242,7 +242,7 @@ class SystemdTestFleet(TestFleet):
             "pivot_root . .",
             "umount -l .",
             "cd /",
-            f"exec env -i container={CONTAINER} LANG=C.UTF-8 {SYSTEMD} --log-target=console --show-status=no",
+            f"exec env -i container={CONTAINER} LANG=C.UTF-8 {SYSTEMD} --show-status=no",
         ]
         return "\n".join(lines) + "\n"
 
