@@ -1,0 +1,99 @@
+"""Two sweeps aimed at one real SSH test host: the second (`fleet sweep`, and `fleet provision`) is
+refused with a message naming the first -- its id, owner, since when, heartbeat age -- and exit 1,
+before it touches anything; the first brings back every run exactly once, all ok, from one agent
+that nobody restarted and whose servers nobody killed; its lease is gone at its end."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fleet.host.contract.lease import Lease
+from fleet.inventory import load_inventory
+from fleet.plan import make_plan
+from fleet.playbook import load_playbook
+from fleet.sweep.controller import latest_sweep, start_sweep
+
+pytestmark = pytest.mark.testfleet
+
+REPO = Path(__file__).resolve().parents[2]
+DEMO = REPO / "playbooks" / "demo.yaml"
+LEASE = "/var/lib/fleet/lease.json"
+
+
+def wait_for(predicate, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_a_second_sweep_is_refused_naming_the_first_which_loses_nothing(test_fleet_factory, tmp_path: Path) -> None:
+    fleet = test_fleet_factory(["ct200"])
+    # Slow enough that the first sweep's servers still run while the second one tries (a loaded
+    # CI machine takes half a minute to start the second's CLI and gather facts).
+    hosts_dir = fleet.write_inventory(tmp_path / "hosts", engine={"sim_speed": 0.3})
+    hosts = list(load_inventory(hosts_dir))
+    first_root = tmp_path / "first"
+    first: dict[str, Any] = {}
+    runner = threading.Thread(target=lambda: first.update(outcome=start_sweep(DEMO, hosts, first_root, poll_interval_s=0.5)))
+    runner.start()
+    try:
+        wait_for(lambda: (first_root / "LATEST").exists(), 60, "the first sweep's id")
+        first_id = latest_sweep(first_root)
+        progress = f"/var/lib/fleet/sweeps/{first_id}/progress.json"
+
+        def serving() -> bool:
+            shown = fleet.exec("ct200", ["cat", progress])
+            return shown.returncode == 0 and any(s["phase"] == "running" for s in json.loads(shown.stdout)["servers"].values())
+
+        wait_for(serving, 120, "a server of the first sweep serving a run")
+        agent_pid = json.loads(fleet.exec("ct200", ["cat", progress]).stdout)["agent_pid"]
+
+        env = {**os.environ, "FLEET_HOSTS_DIR": str(hosts_dir), "FLEET_RESULTS_DIR": str(tmp_path / "second"), "XDG_CACHE_HOME": str(tmp_path / "cache"), "COLUMNS": "300"}
+        # Both at once: `fleet sweep` and `fleet provision`, each aimed at the held host.
+        attempts = [
+            subprocess.Popen(
+                [sys.executable, "-m", "fleet", *argv, "-p", str(DEMO)], cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            )
+            for argv in (["sweep", "--hosts", "ct200", "--poll", "0.5"], ["provision", "ct200"])
+        ]
+        (second_out, second_err), (provision_out, provision_err) = (a.communicate(timeout=240) for a in attempts)
+        assert runner.is_alive(), "the first sweep ended before the second tried: the test proves nothing"
+        lease = Lease.from_json(fleet.exec("ct200", ["cat", LEASE]).stdout)
+    finally:
+        runner.join(timeout=400)
+    assert not runner.is_alive()
+
+    for attempt, out, err in zip(attempts, (second_out, provision_out), (second_err, provision_err)):
+        said = " ".join((out + err).split())  # rich wraps long lines
+        assert attempt.returncode == 1, said
+        assert f"held by sweep {first_id} of {lease.owner} (controller pid {os.getpid()}; agent pid" in said, said
+        assert "held since " in said and "s ago" in said, said
+    assert lease.sweep_id == first_id and lease.holder_pid is not None
+    second_sweep = next((tmp_path / "second").iterdir())
+    assert not (second_sweep / "ct200").exists()  # no shard, nothing shipped: refused at provisioning
+    assert fleet.exec("ct200", ["ls", "/var/lib/fleet/sweeps"]).stdout.split() == [first_id]
+
+    # The first sweep: every planned run exactly once, all ok, from the one agent it started.
+    outcome = first["outcome"]
+    assert outcome.statuses["ct200"].phase == "finished", outcome.statuses["ct200"].last_error
+    expected = {r.id for _, r in make_plan(load_playbook(DEMO), hosts).runs}
+    results = [json.loads(p.read_text()) for p in (outcome.directory / "ct200" / "runs").glob("*.json")]
+    assert sorted(r["run_id"] for r in results) == sorted(expected)
+    assert {r["status"] for r in results} == {"ok"}
+    assert {r["agent_pid"] for r in results} == {agent_pid} and {r["attempt"] for r in results} == {1}
+    assert outcome.statuses["ct200"].agent_restarts == 0
+    assert "stale" not in (outcome.directory / "ct200" / "agent.log").read_text()
+    # Released at its end: the host is free for the next sweep.
+    assert fleet.exec("ct200", ["test", "-e", LEASE]).returncode == 1
