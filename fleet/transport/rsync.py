@@ -23,6 +23,7 @@ from fleet.errors import (
 )
 from fleet.transport.base import CommandResult
 from fleet.transport.process import run_process
+from fleet.transport.sharing import MASTERS, control_options
 from fleet.transport.target import SSHTarget
 
 # Interrupted files wait here (inside the destination directory) for the next attempt to resume
@@ -49,8 +50,9 @@ _PERMANENT_STDERR: tuple[tuple[re.Pattern[str], type[TransportError], str], ...]
 _REMOTE_COMMAND_NOT_FOUND = 127
 
 
-def ssh_argv(target: SSHTarget) -> list[str]:
-    """The `ssh` command rsync runs (`-e`): same key, port, known_hosts policy and timeouts."""
+def ssh_argv(target: SSHTarget, control_path: str | None = None) -> list[str]:
+    """The `ssh` command rsync runs (`-e`): same key, port, known_hosts policy and timeouts;
+    with `control_path`, through the host's shared master (fleet.transport.sharing)."""
     argv = ["ssh"]
     if target.ssh_config is not None:
         argv += ["-F", str(target.ssh_config)]
@@ -70,6 +72,8 @@ def ssh_argv(target: SSHTarget) -> list[str]:
         "-o", f"ServerAliveInterval={SERVER_ALIVE_INTERVAL_S}",
         "-o", f"ServerAliveCountMax={SERVER_ALIVE_COUNT_MAX}",
     ]  # fmt: skip
+    if control_path is not None:
+        argv += control_options(control_path)
     return argv
 
 
@@ -87,6 +91,7 @@ def rsync_argv(
     io_timeout_s: int,
     delete: bool = False,
     excludes: Sequence[str] = (),
+    control_path: str | None = None,
 ) -> list[str]:
     """The full rsync argv. `ssh=None` copies between local paths.
 
@@ -110,7 +115,7 @@ def rsync_argv(
         # `$(...)`, `;` or space in a path to the host's shell. (`--secluded-args` is its 3.3 name.)
         argv.append("--protect-args")
         # rsync splits this string itself, honouring quotes.
-        argv += ["-e", shlex.join(ssh_argv(ssh))]
+        argv += ["-e", shlex.join(ssh_argv(ssh, control_path))]
     argv += ["--", source, dest]
     return argv
 
@@ -162,10 +167,17 @@ def rsync_transfer(
     """
     if isinstance(dest, Path):
         dest.parent.mkdir(parents=True, exist_ok=True)
+    control_path = MASTERS.control_path(ssh) if ssh is not None else None
+    existed = control_path is not None and MASTERS.before_use(control_path)
     argv = rsync_argv(
-        str(source), str(dest), ssh=ssh, io_timeout_s=rsync_io_timeout(timeout), delete=delete, excludes=excludes
+        str(source), str(dest), ssh=ssh, io_timeout_s=rsync_io_timeout(timeout), delete=delete, excludes=excludes,
+        control_path=control_path,
     )
-    outcome = run_process(host, argv, timeout=timeout, what=f"rsync {source} {dest}")
+    try:
+        outcome = run_process(host, argv, timeout=timeout, what=f"rsync {source} {dest}")
+    finally:
+        if control_path is not None:
+            MASTERS.after_use(control_path, ssh.destination, existed)  # type: ignore[union-attr]
     result = CommandResult.from_output(
         host, shlex.join(argv), outcome.exit_code, outcome.stdout, outcome.stderr, outcome.duration_s
     )

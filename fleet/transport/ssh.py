@@ -18,6 +18,7 @@ fsynced and renamed.
 
 from __future__ import annotations
 
+import atexit
 import io
 import logging
 import math
@@ -49,6 +50,7 @@ from fleet.errors import (
 from fleet.host.atomic import atomic_file
 from fleet.transport.base import CommandResult, command_text, env_exports
 from fleet.transport.rsync import push_source, remote_spec, rsync_transfer
+from fleet.transport.sharing import ConnectionPark
 from fleet.transport.target import SSHTarget
 
 log = logging.getLogger("fleet.transport")
@@ -272,7 +274,13 @@ class SSHTransport:
         )
 
     def close(self) -> None:
-        self._drop()
+        """Hand the live connection to the park, for the next transport of this host to take
+        over (fleet.transport.sharing); a dead one is closed."""
+        with self._lock:
+            conn, self._conn = self._conn, None
+            self._epoch += 1
+        if conn is not None:
+            PARK.park((self.host, self.target), conn)
 
     # ------------------------------------------------------------------------- deadline guard
 
@@ -331,6 +339,13 @@ class SSHTransport:
             conn = self._conn
             if conn is not None and conn.is_connected:
                 return conn, True
+        parked = PARK.take((self.host, self.target))
+        if parked is not None:
+            with self._lock:
+                if self._epoch == epoch and self._conn is None:
+                    self._conn = parked
+                    return parked, True
+            PARK.park((self.host, self.target), parked)
         conn = self._open()
         with self._lock:
             if self._epoch == epoch:
@@ -488,6 +503,10 @@ def _pump(channel: paramiko.Channel, stdin: BinaryIO | None, stdout: BinaryIO) -
             select.select([channel], [], [], 0.01 if stdin is not None else 0.5)
 
 
+def _is_live(conn: Connection) -> bool:
+    return bool(conn.is_connected)
+
+
 def _close_quietly(conn: Connection) -> None:
     """Close a connection and its jump hosts without ever blocking the caller for long."""
 
@@ -503,3 +522,9 @@ def _close_quietly(conn: Connection) -> None:
     closer = threading.Thread(target=close_all, name="fleet-ssh-close", daemon=True)
     closer.start()
     closer.join(_CLOSE_WAIT_S)
+
+
+# Closed transports' live connections, for the next transport of the same host (one paramiko
+# login per host per controller process); closed after PARK_S idle seconds and at exit.
+PARK: ConnectionPark[Connection] = ConnectionPark(_close_quietly, _is_live)
+atexit.register(PARK.close_all)
