@@ -13,6 +13,7 @@ and are polled with short calls, so a dropped link only delays them.
 from __future__ import annotations
 
 import json
+import logging
 import posixpath
 import shlex
 import time
@@ -25,6 +26,8 @@ from fleet.inventory import Host
 from fleet.layout import model_cache_dir, model_serve_dir
 from fleet.playbook import ModelRef
 from fleet.transport.base import Transport
+
+log = logging.getLogger("fleet.provision")
 
 MARKER = ".fleet-complete.json"
 _IGNORED_PREFIXES = (".fleet-", ".rsync-partial", ".cache")
@@ -273,13 +276,24 @@ def _fetch_from_hub(
     job = hub_fetch_job(host.engine.python, model, dest)
     # The token rides in the environment of the starting call (delivered by the transport, never on
     # a command line); the detached job inherits it and huggingface_hub reads HF_TOKEN itself.
-    t.run(job.start_command(), timeout=QUICK_S, env=dict(secrets), check=True)
-    run_detached_started(t, job, poll=poll, timeout=timeout)
+    def start() -> None:
+        t.run(job.start_command(), timeout=QUICK_S, env=dict(secrets), check=True)
+
+    start()
+    run_detached_started(t, job, poll=poll, timeout=timeout, restart=start)
     expected_text = poll(lambda: t.run(["cat", dest + ".fleet-expected.json"], timeout=QUICK_S, check=True).stdout)
     expected = json.loads(str(expected_text))
     marker = Marker(_source_label(model), str(expected["sha"]), {k: int(v) for k, v in expected["files"].items()})
     change.bytes = marker.total_bytes
     return [_seal(t, dest, marker, change)]
+
+
+# The first line a detached job's log gets once it holds its lock, and what a poll prints where
+# the log is gone (a reboot wipes a fast dir's lock and log together).
+JOB_STARTED = "fleet-started"
+JOB_NO_LOG = "fleet-no-log"
+# Starts of a job that vanished (a reboot, a kill) before it is given up on.
+JOB_RESTARTS = 3
 
 
 @dataclass(frozen=True)
@@ -296,7 +310,7 @@ class DetachedJob:
     log: str
 
     def start_command(self) -> str:
-        body = f"( {self.script} ); echo fleet-exit=$?"
+        body = f"echo {JOB_STARTED}; ( {self.script} ); echo fleet-exit=$?"
         locked = f"flock {shlex.quote(self.lock)} sh -c {shlex.quote(body)} {shlex.quote(self.name)} \"$@\""
         return (
             f"mkdir -p {shlex.quote(posixpath.dirname(self.lock))} && "
@@ -305,7 +319,7 @@ class DetachedJob:
         )
 
     def poll_command(self) -> str:
-        return f"if flock -n {shlex.quote(self.lock)} true; then echo free; else echo busy; fi; cat {shlex.quote(self.log)} 2>/dev/null"
+        return f"if flock -n {shlex.quote(self.lock)} true; then echo free; else echo busy; fi; cat {shlex.quote(self.log)} 2>/dev/null || echo {JOB_NO_LOG}"
 
 
 def parse_job_poll(stdout: str) -> tuple[bool, int | None, str]:
@@ -319,24 +333,53 @@ def parse_job_poll(stdout: str) -> tuple[bool, int | None, str]:
     return first == "free", exit_code, log
 
 
+def job_vanished(free: bool, exit_code: int | None, log: str) -> bool:
+    """The job is gone without saying how it ended: its lock is free, and its log either says it
+    started (then it was killed) or is gone (the host rebooted). A log with neither is a job not
+    yet holding its lock."""
+    lines = log.splitlines()
+    return free and exit_code is None and bool(lines) and lines[0] in (JOB_STARTED, JOB_NO_LOG)
+
+
 def run_detached(
     t: Transport, job: DetachedJob, *, poll: Callable[[Callable[[], object]], object], timeout: float, interval_s: float = 0.3
 ) -> None:
     """Start `job` and wait for it with short polls; `poll` wraps each poll in a retry policy."""
-    t.run(job.start_command(), timeout=QUICK_S, check=True)
-    run_detached_started(t, job, poll=poll, timeout=timeout, interval_s=interval_s)
+
+    def start() -> None:
+        t.run(job.start_command(), timeout=QUICK_S, check=True)
+
+    start()
+    run_detached_started(t, job, poll=poll, timeout=timeout, interval_s=interval_s, restart=start)
 
 
 def run_detached_started(
-    t: Transport, job: DetachedJob, *, poll: Callable[[Callable[[], object]], object], timeout: float, interval_s: float = 0.3
+    t: Transport,
+    job: DetachedJob,
+    *,
+    poll: Callable[[Callable[[], object]], object],
+    timeout: float,
+    interval_s: float = 0.3,
+    restart: Callable[[], None] | None = None,
 ) -> None:
+    """Wait for a started job. One that vanished (the host rebooted under it, or it was killed) is
+    started again by `restart` (the jobs are idempotent), up to JOB_RESTARTS times: never waited
+    on until the timeout."""
     deadline = time.monotonic() + timeout
+    restarts = 0
     while True:
-        free, exit_code, log = parse_job_poll(str(poll(lambda: t.run(job.poll_command(), timeout=POLL_S).stdout)))
+        free, exit_code, text = parse_job_poll(str(poll(lambda: t.run(job.poll_command(), timeout=POLL_S).stdout)))
         if free and exit_code is not None:
             if exit_code != 0:
-                raise ModelError(f"{t.host}: {job.name} failed (exit {exit_code}): {log.strip()[-4000:]}")
+                raise ModelError(f"{t.host}: {job.name} failed (exit {exit_code}): {text.strip()[-4000:]}")
             return
+        if job_vanished(free, exit_code, text):
+            if restart is None or restarts >= JOB_RESTARTS:
+                raise ModelError(f"{t.host}: {job.name} ended without an exit status {restarts + 1} times (host rebooted, or the job was killed); log {job.log}")
+            restarts += 1
+            log.warning("%s: %s vanished without an exit status (a reboot or a kill); starting it again", t.host, job.name)
+            restart()
+            continue
         if time.monotonic() > deadline:
             raise ModelError(f"{t.host}: {job.name} did not finish within {timeout:.0f} s (it may still run; log {job.log})")
         time.sleep(interval_s)

@@ -12,6 +12,7 @@ from fleet.provision.models import (
     Marker,
     compare_listing,
     hub_fetch_job,
+    job_vanished,
     parse_job_poll,
     parse_listing,
 )
@@ -54,6 +55,16 @@ def test_detached_job_runs_under_flock_and_reports_its_exit() -> None:
     assert free and code == 0 and "copying" in log
     assert parse_job_poll("free\ncp: No space left on device\nfleet-exit=1\n")[1] == 1
     assert parse_job_poll("free\n")[:2] == (True, None)  # not started yet, or killed before it could say
+
+
+def test_a_detached_job_that_vanished_is_told_from_one_not_yet_started() -> None:
+    job = DetachedJob("fleet-stage", "true", (), "/dev/shm/fleet/x.lock", "/dev/shm/fleet/x.log")
+    assert "echo fleet-started;" in job.start_command() and "|| echo fleet-no-log" in job.poll_command()
+    assert job_vanished(*parse_job_poll("free\nfleet-no-log\n"))  # a reboot wiped lock and log
+    assert job_vanished(*parse_job_poll("free\nfleet-started\ncopying\n"))  # killed under its lock
+    assert not job_vanished(*parse_job_poll("free\n"))  # the log is there, the job not yet under its lock
+    assert not job_vanished(*parse_job_poll("busy\nfleet-started\n"))
+    assert not job_vanished(*parse_job_poll("free\nfleet-started\nfleet-exit=0\n"))
 
 
 def test_hub_fetch_never_puts_a_token_on_the_command_line() -> None:
