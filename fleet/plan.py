@@ -276,6 +276,29 @@ def _time_scale(hosts: Sequence[Host]) -> float:
     return scales.pop() if len(scales) == 1 else 1.0
 
 
+def unplaceable_configs(playbook: Playbook, hosts: Sequence[Host]) -> list[tuple[ServerConfig, str]]:
+    """Server configurations no chosen host can hold (more GPUs than the largest has, or hosts
+    with no GPUs), each with why: known from the inventory alone, before any host is contacted."""
+    largest = max((h.gpus.count for h in hosts), default=0)
+    configs = {run.server.id: run.server for run in expand_runs(playbook)}
+    return [(c, f"needs {c.tp} GPUs; the largest host has {largest}") for c in configs.values() if c.tp > largest]
+
+
+def check_placeable(playbook: Playbook, hosts: Sequence[Host]) -> None:
+    """Raises ConfigError (the playbook's `tp`, with each host's `gpus.count`) when some server
+    configuration fits on none of the hosts: a sweep refuses such a playbook before it starts,
+    rather than leave those runs out (`fleet sweep --allow-unplaceable` runs the rest)."""
+    unplaceable = unplaceable_configs(playbook, hosts)
+    if unplaceable:
+        counts = ", ".join(f"{h.name}: gpus.count {h.gpus.count} in {h.source_file}" for h in hosts) or "no hosts"
+        sizes = sorted({c.tp for c, _ in unplaceable})
+        raise ConfigError(
+            playbook.source_file, "tp",
+            f"TP sizes one of the chosen hosts can hold ({counts}); {len(unplaceable)} server configurations cannot be placed",
+            sizes,
+        )  # fmt: skip
+
+
 def make_plan(playbook: Playbook, hosts: Sequence[Host], options: PlanOptions | None = None) -> Plan:
     """Raises ConfigError for an engine flag a host's release refuses (check_engine_flags)."""
     check_engine_flags(playbook, hosts, options.hardware if options else None)

@@ -216,6 +216,9 @@ class Limits(StrictModel):
     request_timeout_s: float = Field(default=600, gt=0, le=MAX_TIMEOUT_S)
     no_token_timeout_s: float = Field(default=120, gt=0, le=MAX_TIMEOUT_S, description="a stream with no token for this long is abandoned")
     max_fix_attempts: Int = Field(default=2, ge=0, le=20)
+    # Unreachable this long (since its last answer) and a host is given up for good: its finished
+    # runs are kept, the rest move to the live hosts (fleet.sweep.driver). Longer than a reboot.
+    host_lost_after_s: float = Field(default=600, gt=0, le=MAX_TIMEOUT_S, description="a host unreachable this long is declared lost")
 
 
 class Playbook(StrictModel):

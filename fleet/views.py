@@ -183,6 +183,8 @@ def _event_text(event: Event) -> str:
         return f"agent restarted ({d['count']} so far)"
     if kind == "repair_round":
         return f"repair round: {d['added']} fixed variants added ({d['total']} runs)"
+    if kind == "moved":
+        return f"{d['runs']} runs of {d['label']} moved to {d['to']} ({d['why']})"
     if kind == "summary":
         by_status = ", ".join(f"{n} {status}" for status, n in sorted(d["by_status"].items())) or "none"
         error = f": {d['error']}" if d.get("error") else ""

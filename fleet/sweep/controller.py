@@ -29,13 +29,13 @@ from fleet.fixes.quarantine import QuarantineStore
 from fleet.host.atomic import atomic_file, write_json_atomic
 from fleet.host.contract import ContractError, RunResult, Shard, SweepDir, load_result
 from fleet.inventory import Host
-from fleet.plan import Plan, PlanOptions, hardware_of, make_plan, time_scale_of
+from fleet.plan import Plan, PlannedServer, PlanOptions, hardware_of, make_plan, time_scale_of
 from fleet.planning.estimate import DURATIONS_FILE, DurationHistory
 from fleet.playbook import Playbook, load_playbook
 from fleet.provision.lease import sweep_claim
 from fleet.provision.provision import HostReport, ProvisionOptions, provision, provision_options
 from fleet.sweep.bundle import write_bundle
-from fleet.sweep.driver import HostDriver, HostStatus, Phase, SweepContext, drive_all
+from fleet.sweep.driver import Balancer, HostDriver, HostStatus, Phase, SweepContext, drive_all
 from fleet.sweep.events import EventSink, EventStream, SweepProgress, record_durations
 from fleet.sweep.fixing import FixRecord, SweepFixer
 from fleet.sweep.shards import build_shards
@@ -81,6 +81,11 @@ class SweepRecord:
     mirror_root: str = ""
     # How the plan was made, so that a resume re-plans the same servers (with the same ids) for its repairs.
     memory_check: bool = True
+    # Hosts given up on (unreachable past limits.host_lost_after_s, or failed): never driven or
+    # pulled again, on a resume neither, so a late result there cannot make a second one.
+    lost: dict[str, str] = field(default_factory=dict)
+    not_run: dict[str, str] = field(default_factory=dict)  # run id -> why no host ran it
+    moves: list[dict[str, Any]] = field(default_factory=list)  # runs handed from one host to another
 
     def save(self, directory: Path) -> None:
         write_json_atomic(directory / "sweep.json", self.__dict__)
@@ -133,6 +138,7 @@ def start_sweep(
     connect: Connect = transport_for,
     sleep: Callable[[float], None] = time.sleep,
     on_event: EventSink | None = None,
+    host_lost_after_s: float | None = None,
 ) -> SweepOutcome:
     """Provision, plan (memory checks and quarantine before anything launches), ship, watch.
     `on_event` receives the sweep's progress events (fleet.sweep.events), in order.
@@ -198,7 +204,7 @@ def start_sweep(
         write_json_atomic(directory / name / SweepDir.SHARD, json.loads(shard.to_json()))
     placed = {h.name: h for h in usable if h.name in shards}
     fixer = SweepFixer(playbook, placed, hardware, store, sweep_id, {s.config.id: s for s in plan.servers})
-    ctx = _context(directory, playbook, options, poll_interval_s, stop, fixer, sleep)
+    ctx = _context(directory, playbook, options, poll_interval_s, stop, fixer, sleep, host_lost_after_s)
     return _drive(ctx, placed, shards, watch=watch, plan=plan, excluded=excluded, connect=connect, stream=stream, estimates=plan)
 
 
@@ -224,6 +230,8 @@ def load_sweep(results_root: Path, sweep_id: str | None) -> LoadedSweep:
         for name in record.hosts
         if (path := directory / name / SweepDir.SHARD).exists()
     }
+    # A host given up on stays out: what it brought back is kept, the rest ran elsewhere.
+    shards = {name: shard for name, shard in shards.items() if name not in record.lost}
     return LoadedSweep(directory, record, playbook, {n: hosts[n] for n in shards}, shards)
 
 
@@ -239,6 +247,7 @@ def resume_sweep(
     sleep: Callable[[float], None] = time.sleep,
     quarantine: QuarantineStore | None = None,
     on_event: EventSink | None = None,
+    host_lost_after_s: float | None = None,
 ) -> SweepOutcome:
     """Reattach to a sweep's hosts, with the repairs a first start has: the plan is made again as
     it was (same playbook copy, facts and options, so the same server ids), and the fixer learns
@@ -255,7 +264,7 @@ def resume_sweep(
     plan = make_plan(sweep.playbook, list(sweep.hosts.values()), plan_options)
     fixer = SweepFixer(sweep.playbook, sweep.hosts, hardware, store, sweep.record.sweep_id, {s.config.id: s for s in plan.servers})
     fixer.already_fixed(sweep.shards.values())
-    ctx = _context(sweep.directory, sweep.playbook, options, poll_interval_s, stop, fixer, sleep)
+    ctx = _context(sweep.directory, sweep.playbook, options, poll_interval_s, stop, fixer, sleep, host_lost_after_s)
     return _drive(
         ctx, sweep.hosts, sweep.shards, watch=watch, plan=None, excluded=sweep.record.excluded, connect=connect, stream=stream, estimates=plan, resumed=True,
     )  # fmt: skip
@@ -290,10 +299,15 @@ def _context(
     stop: threading.Event | None,
     fixer: SweepFixer | None,
     sleep: Callable[[float], None],
+    host_lost_after_s: float | None = None,
 ) -> SweepContext:
+    """`host_lost_after_s`: the command line's; else the playbook's `limits.host_lost_after_s`."""
     bundle = directory / ".bundle"
     write_bundle(bundle)
-    return SweepContext(directory, playbook, options, bundle, poll_interval_s, stop or threading.Event(), fixer, sleep)
+    lost_after = host_lost_after_s if host_lost_after_s is not None else playbook.limits.host_lost_after_s
+    return SweepContext(
+        directory, playbook, options, bundle, poll_interval_s, stop or threading.Event(), fixer, sleep, host_lost_after_s=lost_after,
+    )  # fmt: skip
 
 
 def _drive(
@@ -313,7 +327,8 @@ def _drive(
     resume, the plan made again), `plan` the one the outcome reports (None on a resume)."""
     scales = {name: time_scale_of(host) for name, host in hosts.items()}
     progress = SweepProgress(stream, estimates, shards, scales, {name: ctx.directory / name for name in hosts})
-    ctx = replace(ctx, progress=progress)
+    balancer = make_balancer(ctx, hosts, estimates, progress)
+    ctx = replace(ctx, progress=progress, balancer=balancer)
     progress.started(ctx.sweep_id, resumed)
     drivers = [HostDriver(ctx, host, shards[name], connect(host)) for name, host in hosts.items()]
     statuses = {d.host.name: d.status for d in drivers}
@@ -333,10 +348,17 @@ def _drive(
                 driver.channel.release_lease()  # the sweep's end (detached: its agents keep the leases)
             driver.channel.close()
     record = SweepRecord.load(ctx.directory)
+    given_up = {name: st.last_error for name, st in statuses.items() if st.phase in (Phase.LOST, Phase.FAILED)}
+    record.lost.update(given_up)
+    record.not_run.update(balancer.not_run)
+    record.moves += [move.__dict__ for move in balancer.moves]
     if not interrupted and not ctx.stop.is_set():
-        record.state = "finished" if all(s.phase is Phase.FINISHED for s in statuses.values()) else "incomplete"
+        # Finished: every run has its result, though a host given up on may have left it to others.
+        others_done = all(st.phase is Phase.FINISHED for name, st in statuses.items() if name not in given_up)
+        record.state = "finished" if others_done and not record.not_run and _all_have_results(ctx.directory, drivers) else "incomplete"
     record.save(ctx.directory)
     summary = summarize(ctx.directory, statuses)
+    summary.update(lost=record.lost, not_run=record.not_run, moved=len(record.moves))
     fixes = ctx.fixer.records if ctx.fixer is not None else []
     if ctx.fixer is not None:
         summary["fixes"] = [fix.__dict__ for fix in fixes]
@@ -349,6 +371,34 @@ def _drive(
     interrupted = interrupted or ctx.stop.is_set()
     stream.emit("summary", eta_s=0.0 if record.state == "finished" else None, state=record.state, directory=str(ctx.directory), interrupted=interrupted, **summary)
     return SweepOutcome(ctx.sweep_id, ctx.directory, statuses, excluded, plan, interrupted, fixes)
+
+
+def make_balancer(ctx: SweepContext, hosts: Mapping[str, Host], estimates: Plan, progress: SweepProgress | None) -> Balancer:
+    """Moves work between this sweep's hosts: the plan's servers (and the fixer's variants) are
+    what can move, placed anew on the host that takes them; their estimates decide how much."""
+    planned = {server.config.id: server for server in estimates.servers}
+    fixer = ctx.fixer
+
+    def lookup(server_id: str) -> PlannedServer | None:
+        return (fixer.planned.get(server_id) if fixer is not None else None) or planned.get(server_id)
+
+    def seconds(server_id: str, run_ids: Sequence[str]) -> float:
+        start = estimates.server_estimates.get(server_id)
+        runs = [estimates.run_estimates.get(r) for r in run_ids]
+        return (start.seconds if start else 0.0) + sum(e.seconds for e in runs if e is not None) or 1.0
+
+    hardware = fixer.hardware if fixer is not None else {}
+    return Balancer(
+        ctx.sweep_id, hosts, hardware, lookup, seconds, exclusive=ctx.playbook.isolation.value == "exclusive", progress=progress,
+    )  # fmt: skip
+
+
+def _all_have_results(directory: Path, drivers: Sequence[HostDriver]) -> bool:
+    """Every run of every shard that is still some host's (a lost host's moved ones are not) has a result."""
+    have = {path.stem for path in directory.glob(f"*/{SweepDir.RUNS}/*.json")}
+    given_up = {d.host.name for d in drivers if d.status.phase in (Phase.LOST, Phase.FAILED)}
+    wanted = {run.run_id for d in drivers if d.host.name not in given_up for _, run in d.shard.runs}
+    return wanted <= have
 
 
 def collect_results(directory: Path) -> tuple[list[RunResult], dict[str, str]]:

@@ -7,17 +7,24 @@ The agent does the work on the host, detached from SSH; the loop talks to it onl
 - an agent that died is restarted, up to `MAX_AGENT_RESTARTS` times;
 - results pulled back are reviewed by the sweep's fixer (`review`); when the agent has finished,
   a repair round (`repair_round`) extends the shard with fixed variants and starts it again;
-- the stop event detaches the loop, leaving the agent working.
+- the stop event detaches the loop, leaving the agent working;
+- a host unreachable for `host_lost_after_s` is declared lost (and one the loop gave up on,
+  failed): what it had finished and was pulled is kept, its other runs go to the live hosts
+  through the `Balancer`, and nothing is pulled from it again, so a late result there never
+  makes a second one;
+- a host whose agent has run dry takes queued servers from the busiest host's shard, through the
+  hand-over of `fleet.host.contract.shard` (asked, answered by that host's agent, then moved).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import shlex
 import threading
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -26,13 +33,15 @@ from fleet.errors import FleetError, TransportError
 from fleet.host.atomic import write_json_atomic
 from fleet.host.contract import AgentState, ContractError, Progress, SweepDir, load_result
 from fleet.host.contract.progress import DONE_STATUSES
-from fleet.host.contract.shard import Shard
+from fleet.host.contract.shard import HandoverAnswer, HandoverRequest, ServerSpec, Shard, without_servers
 from fleet.inventory import Host
+from fleet.plan import Hardware, PlannedServer
 from fleet.playbook import Playbook
 from fleet.provision.provision import ProvisionOptions, provision_host
-from fleet.retry import WAIT_FOR_REBOOT, retrying
-from fleet.sweep.channel import AgentChannel, Poll
+from fleet.retry import CONNECT, WAIT_FOR_REBOOT, RetryPolicy, retrying
+from fleet.sweep.channel import QUICK_S, AgentChannel, Poll
 from fleet.sweep.fixing import SweepFixer
+from fleet.sweep.shards import place_moved
 from fleet.transport.base import Transport
 
 if TYPE_CHECKING:  # events.py builds on this module's HostStatus
@@ -55,6 +64,7 @@ class Phase(str, Enum):
     FINISHED = "finished"  # every run of the share has a result (ok or not)
     STOPPED = "stopped"  # someone stopped the agent on purpose (a STOP file, SIGTERM)
     FAILED = "failed"  # the controller gave up on this host; `last_error` says why
+    LOST = "lost"  # unreachable past the sweep's deadline: given up for good, its runs moved
     DETACHED = "detached"  # the controller left (Ctrl-C); the agent works on
     # Seen by a single poll (`fleet status`), with no controller to act on it:
     AGENT_DOWN = "agent down"  # progress says running, but the agent is gone (a resume restarts it)
@@ -65,7 +75,15 @@ class Phase(str, Enum):
 
 
 # The agent's end states and the phase each ends in (the counts tell finished with errors apart).
-_AGENT_END_STATES = {AgentState.finished: Phase.FINISHED, AgentState.finished_with_errors: Phase.FINISHED, AgentState.stopped: Phase.STOPPED}
+_AGENT_END_STATES = {
+    AgentState.finished: Phase.FINISHED,
+    AgentState.finished_with_errors: Phase.FINISHED,
+    AgentState.stopped: Phase.STOPPED,
+    AgentState.halted: Phase.FAILED,  # it cannot write its results: `last_error` says why
+}
+# Default of `limits.host_lost_after_s`: longer than a GPU host's reboot (BIOS, driver, sshd),
+# short enough that a host gone for good holds the sweep minutes, not forever.
+HOST_LOST_AFTER_S = 600.0
 
 
 @dataclass
@@ -124,6 +142,8 @@ class SweepContext:
     fixer: SweepFixer | None = None
     sleep: Callable[[float], None] = time.sleep  # retry back-off; tests pass a no-op
     progress: SweepProgress | None = None  # events with elapsed time and ETA, for the display
+    host_lost_after_s: float = HOST_LOST_AFTER_S  # unreachable this long (since the last answer): lost
+    balancer: Balancer | None = None  # moves work between the hosts (None: each host keeps its share)
 
     @property
     def sweep_id(self) -> str:
@@ -131,7 +151,7 @@ class SweepContext:
 
 
 class HostDriver:
-    """The loop of one host. `drive()` returns when the share is done, failed or detached."""
+    """The loop of one host. `drive()` returns when the share is done, failed, lost or detached."""
 
     def __init__(self, ctx: SweepContext, host: Host, shard: Shard, transport: Transport) -> None:
         self.ctx = ctx
@@ -142,6 +162,9 @@ class HostDriver:
         self.local_dir = ctx.directory / host.name
         self._reviewed: set[str] = set()
         self._pushed_quarantine: dict[str, str] = {}
+        self.done_runs: set[str] = self._local_results()  # runs with a result pulled here
+        self._asked: set[str] = set()  # servers asked back (handover.json, cumulative)
+        self._last_contact = time.monotonic()
 
     def _link_dropped(self) -> None:
         self.status.link_drops += 1
@@ -151,9 +174,15 @@ class HostDriver:
         if self.ctx.progress is not None:
             self.ctx.progress.observe(self.status, self.shard, self.local_dir)
 
+    def _local_results(self) -> set[str]:
+        return {path.stem for path in (self.local_dir / SweepDir.RUNS).glob("*.json")}
+
     # ------------------------------------------------------------------------------ the loop
 
     def drive(self) -> HostStatus:
+        balancer = self.ctx.balancer
+        if balancer is not None:
+            balancer.register(self)
         try:
             self.start()
             self.watch()
@@ -161,6 +190,11 @@ class HostDriver:
             self.status.phase = Phase.FAILED
             self.status.last_error = str(exc)
             log.error("%s: %s", self.host.name, exc)
+        if balancer is not None and self.status.phase in (Phase.FAILED, Phase.LOST):
+            # Given up: nothing is pulled from it again; what it has not brought back runs elsewhere.
+            balancer.gone(self, self.status.last_error)
+        elif balancer is not None:
+            balancer.left(self)
         self._observe()
         return self.status
 
@@ -178,17 +212,30 @@ class HostDriver:
         self.status.phase = Phase.RUNNING
         self._observe()
 
+    def _poll_policy(self) -> RetryPolicy:
+        """The poll's retries end when the host would be declared lost, not later."""
+        left = self.ctx.host_lost_after_s - (time.monotonic() - self._last_contact)
+        return RetryPolicy(CONNECT.name, max(1.0, min(CONNECT.max_delay_s, left)), CONNECT.initial_wait_s, CONNECT.max_wait_s, CONNECT.jitter_s)
+
     def watch(self) -> None:
         pulled_files = -1
+        self._last_contact = time.monotonic()
         while not self.ctx.stop.is_set():
             try:
-                state = self.channel.poll()
+                state = self.channel.poll(self._poll_policy())
             except TransportError as exc:
+                silent = time.monotonic() - self._last_contact
+                self.status.last_error = f"unreachable for {silent:.0f} s: {exc}"
+                if silent >= self.ctx.host_lost_after_s:
+                    self.status.phase = Phase.LOST
+                    self.status.last_error = f"lost: unreachable for {silent:.0f} s (limits.host_lost_after_s {self.ctx.host_lost_after_s:g} s): {exc}"
+                    log.error("%s: %s", self.host.name, self.status.last_error)
+                    return
                 self.status.phase = Phase.UNREACHABLE
-                self.status.last_error = f"unreachable: {exc}"
                 self._observe()
                 self.ctx.stop.wait(self.ctx.poll_interval_s)
                 continue
+            self._last_contact = time.monotonic()
             self.status.phase = Phase.RUNNING
             if self.status.boot_id and state.boot_id and state.boot_id != self.status.boot_id:
                 self.status.boot_id = state.boot_id
@@ -200,21 +247,25 @@ class HostDriver:
                 continue
             self.status.boot_id = state.boot_id or self.status.boot_id
             self.status.absorb(state.progress)
+            self.status.total = len(self.shard.runs)  # the agent's count still has what was handed over
             if state.result_files != pulled_files:
                 self.pull()
                 pulled_files = state.result_files
             self.review()
             agent_state = state.progress.state if state.progress is not None else None
             ended = _AGENT_END_STATES.get(agent_state) if agent_state is not None else None
-            if ended is not None and not state.agent_alive:
+            over = ended is not None and not state.agent_alive
+            self.hand_over(agent_ended=over)
+            if over:
+                assert ended is not None
                 self.pull()
                 self.review()
-                if ended is Phase.FINISHED and self.repair_round():
+                if ended is Phase.FINISHED and (self.repair_round() or self.take_work()):
                     pulled_files = -1
                     self._observe()
                     continue
                 # STOPPED: someone stopped it on purpose (a STOP file, SIGTERM): not a crash to undo.
-                self.status.phase = ended
+                self.status.phase = Phase.DETACHED if self.ctx.stop.is_set() else ended
                 self._observe()
                 return
             if not state.agent_alive and state.progress is not None:
@@ -223,6 +274,113 @@ class HostDriver:
             self.ctx.stop.wait(self.ctx.poll_interval_s)
         self.status.phase = Phase.DETACHED
         self._observe()
+
+    # ------------------------------------------------------------------------------ hand-over
+
+    def queued(self) -> list[ServerSpec]:
+        """Servers of the shard its agent has not started, as far as this controller knows (the
+        agent has the last word), that have runs to do and are not asked back already."""
+        started = set(self.status.servers)
+        return [
+            s for s in self.shard.servers
+            if s.server_id not in started and s.server_id not in self._asked and not s.skip_reason
+            and s.runs and not any(r.run_id in self.done_runs for r in s.runs)
+        ]  # fmt: skip
+
+    def _put(self, data: bytes, path: str) -> None:
+        transport = self.channel.transport
+        retrying(CONNECT, self.host.name, lambda: transport.put_bytes(data, path, timeout=QUICK_S * 4), idempotent=True, sleep=self.ctx.sleep)
+
+    def hand_over(self, agent_ended: bool) -> None:
+        """Ask the agent for the servers another host wants, and pass on what it releases."""
+        balancer = self.ctx.balancer
+        if balancer is None:
+            return
+        wanted = balancer.asked_of(self.host.name)
+        if wanted - self._asked:
+            self._asked |= wanted
+            self._put(json.dumps(HandoverRequest(tuple(sorted(self._asked))).to_json()).encode(), self.channel.dir.handover)
+        if not wanted:
+            return
+        answer = self._read_answer()
+        answered = wanted & answer.answered
+        if agent_ended:
+            # An agent that has ended started everything it was going to: what it did not answer, it ran.
+            answered = wanted
+        if not answered:
+            return
+        released = answered & set(answer.released)
+        if released:
+            self.pull()  # every result the released servers had (an earlier agent's) is here before they move
+        moving = self._remaining(released)
+        self.shard = self._shard_without(released)
+        write_json_atomic(self.local_dir / SweepDir.SHARD, json.loads(self.shard.to_json()))
+        self.status.total = len(self.shard.runs)
+        balancer.answered(self, moving, kept=answered - released)
+
+    def _read_answer(self) -> HandoverAnswer:
+        path = self.channel.dir.handover_answer
+        result = self.channel.transport.run(f"cat {shlex.quote(path)} 2>/dev/null || true", timeout=QUICK_S)
+        text = result.stdout.strip()
+        if not text:
+            return HandoverAnswer()
+        try:
+            return HandoverAnswer.from_json(text, f"{self.host.name}:{path}")
+        except ContractError as exc:
+            log.error("%s; nothing moves", exc)
+            return HandoverAnswer()
+
+    def _remaining(self, server_ids: set[str] | None = None) -> list[tuple[ServerSpec, list[str]]]:
+        """Servers (all, or these) with the ids of their runs that have no result pulled here."""
+        self.done_runs = self._local_results()
+        out = []
+        for server in self.shard.servers:
+            if server_ids is not None and server.server_id not in server_ids:
+                continue
+            todo = [r.run_id for r in server.runs if r.run_id not in self.done_runs]
+            if todo:
+                out.append((server, todo))
+        return out
+
+    def _shard_without(self, server_ids: set[str]) -> Shard:
+        """The shard less the runs that move: a server keeps the runs it has results for."""
+        kept = replace(self.shard, servers=[
+            replace(s, runs=[r for r in s.runs if r.run_id in self.done_runs]) if s.server_id in server_ids else s for s in self.shard.servers
+        ])  # fmt: skip
+        return without_servers(kept, {s.server_id for s in kept.servers if s.server_id in server_ids and not s.runs})
+
+    def orphans(self) -> list[tuple[ServerSpec, list[str]]]:
+        """What a host given up on leaves: every run without a result pulled here."""
+        return self._remaining()
+
+    def take_work(self) -> bool:
+        """The agent has run dry: take servers handed over from other hosts (queued there, or left
+        by a lost host), extend the shard, ship it and start the agent. False when the sweep has
+        no more work for this host."""
+        balancer = self.ctx.balancer
+        if balancer is None:
+            return False
+        self.status.phase = Phase.FINISHED
+        self._observe()
+        incoming = balancer.wait_for_work(self)
+        if not incoming:
+            return False
+        servers = {s.server_id: s for s in self.shard.servers}
+        for spec in incoming:
+            existing = servers.get(spec.server_id)
+            if existing is not None:
+                # Back where it was once (handed over and back): one server, its runs together.
+                have = {r.run_id for r in existing.runs}
+                spec = replace(spec, runs=[*existing.runs, *(r for r in spec.runs if r.run_id not in have)])
+            servers[spec.server_id] = spec
+        self.shard = replace(self.shard, servers=list(servers.values()))
+        self.status.total = len(self.shard.runs)
+        log.info("%s: took %d servers handed over from other hosts", self.host.name, len(incoming))
+        write_json_atomic(self.local_dir / SweepDir.SHARD, json.loads(self.shard.to_json()))
+        self.ship()
+        self.channel.start_agent()
+        self.status.phase = Phase.RUNNING
+        return True
 
     # ------------------------------------------------------------------------------ steps
 
@@ -233,6 +391,7 @@ class HostDriver:
 
     def pull(self) -> None:
         self.status.pulled = self.channel.pull(self.local_dir)
+        self.done_runs = self._local_results()
 
     def review(self) -> None:
         """Hand the results pulled since the last review to the fixer; push a changed quarantine."""
@@ -296,6 +455,213 @@ class HostDriver:
         self.status.agent_restarts += 1
         log.warning("%s: agent not running (state %s); restarting it", self.host.name, agent_state)
         self.channel.start_agent()
+
+
+@dataclass(frozen=True)
+class Move:
+    """Runs handed from one host to another, for the summary."""
+
+    source: str
+    target: str
+    server_id: str
+    runs: tuple[str, ...]
+    why: str  # "tail" (queued servers to a host that ran dry) or "lost: ..." / "failed: ..."
+
+
+class Balancer:
+    """Moves work between the hosts of one sweep, one mechanism for two cases:
+    - the tail: a host whose agent has run dry asks for queued servers of the host with the most
+      work left; that host's agent releases those it has not started (`HostDriver.hand_over`);
+    - a host given up on (lost, failed): every run it has not brought back goes to a live host.
+    Moved servers get the new host's GPUs, port and launch command (`shards.place_moved`). A run
+    no live host can take is reported as not run, with why. Thread-safe: every host's loop calls it."""
+
+    def __init__(
+        self,
+        sweep_id: str,
+        hosts: Mapping[str, Host],
+        hardware: Mapping[str, Hardware],
+        planned: Callable[[str], PlannedServer | None],
+        seconds: Callable[[str, Sequence[str]], float],
+        *,
+        exclusive: bool = False,
+        progress: SweepProgress | None = None,
+    ) -> None:
+        self.sweep_id = sweep_id
+        self.hosts = dict(hosts)
+        self.hardware = dict(hardware)
+        self._planned = planned
+        self._seconds = seconds  # (server id, run ids) -> estimated wall seconds on its host
+        self.exclusive = exclusive
+        self.progress = progress
+        self._cond = threading.Condition()
+        self._drivers: dict[str, HostDriver] = {}
+        self._active: set[str] = set()  # loops that may still produce or take work
+        self._idle: set[str] = set()  # agents run dry, waiting for work
+        self._asks: dict[str, dict[str, str]] = {}  # donor -> server id -> the host that asked
+        self._incoming: dict[str, list[tuple[PlannedServer, str]]] = {}  # host -> (server to run, why)
+        self.moves: list[Move] = []
+        self.not_run: dict[str, str] = {}  # run id -> why it ran nowhere
+
+    # ---------------------------------------------------------------- every host's loop
+
+    def register(self, driver: HostDriver) -> None:
+        with self._cond:
+            self._drivers[driver.host.name] = driver
+            self._active.add(driver.host.name)
+
+    def left(self, driver: HostDriver) -> None:
+        """A loop that ended with its share done (or detached): it takes no more work."""
+        with self._cond:
+            name = driver.host.name
+            self._active.discard(name)
+            self._idle.discard(name)
+            self._reroute_incoming(name)
+            self._cond.notify_all()
+
+    def gone(self, driver: HostDriver, why: str) -> None:
+        """A host given up on: what it has not brought back (and what was on its way to it) moves."""
+        with self._cond:
+            name = driver.host.name
+            self._active.discard(name)
+            self._idle.discard(name)
+            self._asks.pop(name, None)  # it can answer no more: its orphans below include those servers
+            for asks in self._asks.values():
+                for server_id in [s for s, taker in asks.items() if taker == name]:
+                    del asks[server_id]  # no longer wanted there; the donor keeps it (it never released it)
+            reason = f"{driver.status.phase.value}: {why}"[:300]
+            for spec, runs in driver.orphans():
+                self._route(name, spec.server_id, runs, reason)
+            self._reroute_incoming(name)
+            self._cond.notify_all()
+
+    # ---------------------------------------------------------------- the donor's side
+
+    def asked_of(self, donor: str) -> set[str]:
+        with self._cond:
+            return set(self._asks.get(donor, {}))
+
+    def answered(self, driver: HostDriver, moving: list[tuple[ServerSpec, list[str]]], kept: set[str]) -> None:
+        """The donor's agent answered: `moving` (released, with their runs still to do) go to the hosts that asked."""
+        with self._cond:
+            name = driver.host.name
+            asks = self._asks.get(name, {})
+            for spec, runs in moving:
+                taker = asks.pop(spec.server_id, None)
+                self._route(name, spec.server_id, runs, "tail", prefer=taker)
+            for server_id in kept:
+                asks.pop(server_id, None)
+            self._cond.notify_all()
+
+    # ---------------------------------------------------------------- the taker's side
+
+    def wait_for_work(self, driver: HostDriver) -> list[ServerSpec]:
+        """Block until work comes for this host (servers placed on it), or until no host can
+        produce any (every loop idle or ended, nothing asked, nothing on its way): then []."""
+        name = driver.host.name
+        with self._cond:
+            self._idle.add(name)
+            try:
+                while not driver.ctx.stop.is_set():
+                    if self._incoming.get(name):
+                        return self._place(driver, self._incoming.pop(name))
+                    if not self._asks_by(name):
+                        self._ask_for(name)
+                    if self._settled():
+                        self._cond.notify_all()
+                        return []
+                    self._cond.wait(min(1.0, driver.ctx.poll_interval_s))
+                return []
+            finally:
+                self._idle.discard(name)
+
+    # ---------------------------------------------------------------- inside the lock
+
+    def _settled(self) -> bool:
+        busy = self._active - self._idle
+        return not busy and not any(self._asks.values()) and not any(self._incoming.values())
+
+    def _asks_by(self, taker: str) -> bool:
+        return any(t == taker for asks in self._asks.values() for t in asks.values())
+
+    def _ask_for(self, taker: str) -> None:
+        """Ask the host with the most work left for queued servers, as many as make both end
+        about together (by the plan's estimates)."""
+        gpus = self.hosts[taker].gpus.count
+        best: tuple[float, str, list[ServerSpec]] | None = None
+        for name in self._active - self._idle:
+            donor = self._drivers[name]
+            if donor.status.phase is not Phase.RUNNING or self._asks.get(name):
+                continue
+            queued = [s for s in donor.queued() if len(s.gpus) <= gpus]
+            if not queued:
+                continue
+            left = self._work_left(donor)
+            if best is None or left > best[0]:
+                best = (left, name, queued)
+        if best is None:
+            return
+        left, donor_name, queued = best
+        donor_gpus = max(1, self.hosts[donor_name].gpus.count)
+        area, longest, chosen = 0.0, 0.0, []
+        for spec in reversed(queued):  # the end of its queue: what it would start last
+            seconds = self._seconds(spec.server_id, [r.run_id for r in spec.runs])
+            tp = len(spec.gpus)
+            finish = max((area + seconds * tp) / gpus, max(longest, seconds))
+            if finish <= left - seconds * tp / donor_gpus:
+                chosen.append(spec.server_id)
+                area, longest, left = area + seconds * tp, max(longest, seconds), left - seconds * tp / donor_gpus
+        if chosen:
+            log.info("%s ran dry: asking %s for %s", taker, donor_name, chosen)
+            self._asks.setdefault(donor_name, {}).update({server_id: taker for server_id in chosen})
+
+    def _work_left(self, driver: HostDriver) -> float:
+        """Estimated wall seconds of the runs without a result on a host, over its GPUs."""
+        gpus = max(1, self.hosts[driver.host.name].gpus.count)
+        area = 0.0
+        for spec, runs in driver._remaining():
+            area += self._seconds(spec.server_id, runs) * len(spec.gpus)
+        return area / gpus
+
+    def _route(self, source: str, server_id: str, runs: Sequence[str], why: str, prefer: str | None = None) -> None:
+        """Send runs of a server to a live host: `prefer` if it can take them, else the live host
+        with the least work left that has enough GPUs; with none, the runs are reported not run."""
+        planned = self._planned(server_id)
+        if planned is None:
+            for run_id in runs:
+                self.not_run[run_id] = f"{why}; server {server_id} is not in this controller's plan, so it cannot move"
+            return
+        planned = replace(planned, runs=tuple(r for r in planned.runs if r.id in set(runs)))
+        tp = planned.config.tp
+        live = [n for n in self._active if n != source and self.hosts[n].gpus.count >= tp]
+        if prefer in live:
+            target: str | None = prefer
+        else:
+            target = min(live, key=lambda n: (n not in self._idle, self._work_left(self._drivers[n]), n), default=None)
+        if target is None:
+            for run in planned.runs:
+                self.not_run[run.id] = f"{why}; no live host with {tp} GPUs to take it"
+            log.error("%s: %d runs of %s run nowhere: %s", source, len(planned.runs), planned.config.label, why)
+            return
+        self._incoming.setdefault(target, []).append((planned, why))
+        self.moves.append(Move(source, target, server_id, tuple(r.id for r in planned.runs), why))
+        if self.progress is not None:
+            self.progress.moved(source, target, tuple(r.id for r in planned.runs), server_id=server_id, label=planned.config.label, why=why)
+
+    def _reroute_incoming(self, name: str) -> None:
+        for planned, why in self._incoming.pop(name, []):
+            self.moves[:] = [m for m in self.moves if not (m.target == name and m.server_id == planned.config.id)]
+            self._route(name, planned.config.id, [r.id for r in planned.runs], why)
+
+    def _place(self, driver: HostDriver, incoming: list[tuple[PlannedServer, str]]) -> list[ServerSpec]:
+        """Servers on their way to an idle host: on its GPUs, with its launch commands."""
+        name = driver.host.name
+        merged: dict[str, PlannedServer] = {}
+        for planned, _ in incoming:
+            have = merged.get(planned.config.id)
+            merged[planned.config.id] = replace(have, runs=have.runs + planned.runs) if have else planned
+        seconds = {sid: self._seconds(sid, [r.id for r in p.runs]) for sid, p in merged.items()}
+        return place_moved(list(merged.values()), self.hosts[name], self.hardware.get(name), self.sweep_id, seconds, exclusive=self.exclusive)
 
 
 def drive_all(drivers: Sequence[HostDriver]) -> list[threading.Thread]:

@@ -15,6 +15,8 @@ and per type (EVENT_TYPES):
 - `run`: run_id, label, status, duration_s (wall), failure (its class, or null), fix (for a fixed
   variant, the fix it runs with, else null), done, total, host_eta_s
 - `reboot`: boot_id; `link_drop`: count; `agent_restart`: count; `repair_round`: added, total
+- `moved`: to, runs, server_id, label, why ("tail", or why the host was given up on): runs handed
+  from `host` to another (fleet.sweep.driver.Balancer)
 - `summary` (always the last): sweep_id, state, directory, interrupted, results, by_status,
   unreadable, hosts, fixes -- what `summary.json` holds; `error` too where no host passed provisioning.
 
@@ -44,11 +46,11 @@ from fleet.sweep.driver import HostStatus, Phase
 
 log = logging.getLogger("fleet.sweep")
 
-EVENT_TYPES = ("provisioned", "planned", "started", "phase", "run", "reboot", "link_drop", "agent_restart", "repair_round", "summary")
+EVENT_TYPES = ("provisioned", "planned", "started", "phase", "run", "reboot", "link_drop", "agent_restart", "repair_round", "moved", "summary")
 # Runs whose duration measures their workload (a failed one fails fast; a partial one lost requests).
 MEASURED_STATUSES = (RunStatus.ok, RunStatus.not_comparable)
 # Phases in which a host has nothing left to do in this controller: its ETA is 0.
-_ENDED = {Phase.FINISHED.value, Phase.FAILED.value, Phase.STOPPED.value, Phase.DETACHED.value}
+_ENDED = {Phase.FINISHED.value, Phase.FAILED.value, Phase.LOST.value, Phase.STOPPED.value, Phase.DETACHED.value}
 
 
 @dataclass(frozen=True)
@@ -108,15 +110,18 @@ class _Host:
     agent_restarts: int = 0
     starting: dict[str, float] = field(default_factory=dict)  # server id -> when it began starting
     started: set[str] = field(default_factory=set)  # servers seen past their start
+    moved_in: set[str] = field(default_factory=set)  # runs handed over from another host (not a repair round)
 
     def follow(self, shard: Shard) -> int:
-        """Take the shard's runs (a repair round adds some); returns how many are new."""
-        before = len(self.runs)
-        for server, run in shard.runs:
-            self.runs.setdefault(run.run_id, server.server_id)
+        """Take the shard's runs (a repair round adds some, a hand-over adds or takes some);
+        returns how many a repair round added."""
+        before = set(self.runs)
+        current = {run.run_id: server.server_id for server, run in shard.runs}
+        self.runs = {**{r: s for r, s in self.runs.items() if r in current or r in self.done}, **current}
+        for server, _ in shard.runs:
             if server.skip_reason:
                 self.skipped.add(server.server_id)
-        return len(self.runs) - before
+        return len(set(self.runs) - before - self.moved_in)
 
     @property
     def done_count(self) -> int:
@@ -181,6 +186,14 @@ class SweepProgress:
 
     def emit(self, type: str, host: str | None = None, **data: Any) -> Event:
         return self.stream.emit(type, host, self.eta(), **data)
+
+    def moved(self, source: str, target: str, run_ids: tuple[str, ...], **data: Any) -> None:
+        """Runs handed from one host to another (the tail, or a lost host's): an event, and the
+        target counts them as its own from now on, not as a repair round's."""
+        with self._lock:
+            if target in self.hosts:
+                self.hosts[target].moved_in.update(run_ids)
+            self.emit("moved", source, to=target, runs=len(run_ids), **data)
 
     def started(self, sweep_id: str, resumed: bool) -> None:
         with self._lock:

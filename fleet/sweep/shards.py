@@ -1,14 +1,17 @@
-"""From a plan to each host's shard: what its agent must run, in which order, with which command. Pure."""
+"""From a plan to each host's shard: what its agent must run, in which order, with which command;
+and where servers handed over from another host go on their new host. Pure."""
 
 from __future__ import annotations
 
 import posixpath
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 from fleet.host.contract.shard import AgentLimits, RunSpec, ServerSpec, Shard
 from fleet.inventory import EngineKind, Host, ServiceManager
-from fleet.layout import agent_dir, sweep_dir
-from fleet.plan import Plan, PlannedServer
+from fleet.layout import agent_dir, server_port, sweep_dir
+from fleet.plan import Hardware, Plan, PlannedServer, launch_on
+from fleet.planning.schedule import HostSlots, Job, schedule
 from fleet.playbook import Playbook
 from fleet.workloads import resolve_workload
 
@@ -80,3 +83,30 @@ def build_shards(plan: Plan, hosts: Mapping[str, Host], sweep_id: str, boot_ids:
             servers=[server_spec(s, host, sweep_id, _after(s, mine)) for s in mine],
         )
     return shards
+
+
+def place_moved(
+    moved: Sequence[PlannedServer], target: Host, hardware: Hardware | None, sweep_id: str, seconds: Mapping[str, float], *, exclusive: bool = False
+) -> list[ServerSpec]:
+    """Servers handed over to `target`, whose agent has finished its own share (all its GPUs are
+    free): packed onto its aligned GPU blocks as a plan packs them, each with the launch command
+    of `target` (its model copies, its Python, a port of its first GPU unless the configuration
+    pins one) and `after` on the moved servers planned earlier on the same GPUs. `seconds`: the
+    estimated work of each server, for the packing."""
+    by_id = {server.config.id: server for server in moved}
+    jobs = [Job(key, server.config.tp, seconds.get(key, 1.0), server.config.label) for key, server in by_id.items()]
+    timetable = schedule(jobs, [HostSlots(target.name, target.gpus.count)], exclusive=exclusive)
+    if timetable.unplaceable:
+        raise ValueError(f"{target.name}: cannot take {[u.job.label for u in timetable.unplaceable]}: {timetable.unplaceable[0].reason}")
+    placed: list[PlannedServer] = []
+    for placement in timetable.placements:
+        server = by_id[placement.job.key]
+        port = server.config.port or server_port(placement.gpus[0])
+        placed.append(
+            replace(
+                server, host=target.name, gpus=placement.gpus, port=port, launch=launch_on(target, server.config, port, hardware),
+                start_s=placement.start_s, end_s=placement.end_s,
+            )
+        )  # fmt: skip
+    placed.sort(key=lambda s: (s.start_s, s.gpus))
+    return [server_spec(s, target, sweep_id, _after(s, placed)) for s in placed]

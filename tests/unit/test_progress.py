@@ -273,6 +273,7 @@ def test_every_event_type_renders_as_one_plain_line_with_what_matters() -> None:
         "run": {"run_id": "r1", "label": "tp1-ddtree-b32/short", "status": "failed", "duration_s": 0.25, "failure": "kv_pool_too_small",
                 "fix": "max_running_requests 2 -> 1", "done": 4, "total": 60, "host_eta_s": 12.0},
         "reboot": {"boot_id": "5d65"}, "link_drop": {"count": 2}, "agent_restart": {"count": 1}, "repair_round": {"added": 8, "total": 68},
+        "moved": {"to": "ct201", "runs": 3, "server_id": "s1", "label": "tp2-dflash", "why": "tail"},
         "summary": {"sweep_id": SWEEP, "state": "finished", "directory": "/r/x", "interrupted": False, "results": 5, "by_status": {"ok": 4, "failed": 1},
                     "unreadable": {}, "hosts": {}, "fixes": []},
     }  # fmt: skip
@@ -286,6 +287,7 @@ def test_every_event_type_renders_as_one_plain_line_with_what_matters() -> None:
     assert lines["started"].endswith(f"resumed {SWEEP}: 3/60 runs done")
     assert lines["phase"].endswith("ct200: failed (3/60 runs): ct200: gave up")
     assert lines["run"].endswith("tp1-ddtree-b32/short (fixed: max_running_requests 2 -> 1) failed [kv_pool_too_small] in 0.2s (4/60 runs)")
+    assert lines["moved"].endswith("ct200: 3 runs of tp2-dflash moved to ct201 (tail)")
     assert lines["summary"].endswith("sweep finished: 5 results (1 failed, 4 ok) in 1m15s; /r/x")
     skipped = event_line(Event("run", 0.0, 1.0, None, "ct200", {**samples["run"], "status": "skipped", "failure": "skipped", "fix": None}))
     assert skipped.endswith("ct200: tp1-ddtree-b32/short skipped in 0.2s (4/60 runs)")  # the class says nothing the status does not

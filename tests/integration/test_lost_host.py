@@ -1,0 +1,104 @@
+"""A host gone for good mid-sweep (powered off, never back): after `limits.host_lost_after_s` the
+controller declares it lost, keeps what it had brought back, moves every other run of its share
+to the live host, ends with a true state, a summary and exit code 1, and never counts a run twice."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from fleet.sweep.controller import latest_sweep
+
+pytestmark = pytest.mark.testfleet
+
+REPO = Path(__file__).resolve().parents[2]
+SEED = REPO / "playbooks" / "qwen36-specdec.yaml"
+LOST_AFTER_S = 6
+
+
+def remote_done(fleet, host: str, sweep_id: str) -> int:
+    done = fleet.exec(host, ["sh", "-c", f"ls /var/lib/fleet/sweeps/{sweep_id}/runs 2>/dev/null | grep -c json || true"])
+    return int(done.stdout.strip() or 0)
+
+
+def wait_for(predicate, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def results_by_run(directory: Path) -> dict[str, list[str]]:
+    """Run id -> the hosts whose folder holds a result for it."""
+    by_run: dict[str, list[str]] = {}
+    for path in directory.glob("*/runs/*.json"):
+        by_run.setdefault(json.loads(path.read_text())["run_id"], []).append(path.parent.parent.name)
+    return by_run
+
+
+def test_a_host_powered_off_for_good_is_declared_lost_and_its_runs_move(test_fleet_factory, tmp_path: Path) -> None:
+    fleet = test_fleet_factory(["ct200", "ct201"])
+    hosts_dir = fleet.write_inventory(tmp_path / "hosts", engine={"sim_speed": 0.01})
+    results_root = tmp_path / "results"
+    # The deadline comes from the playbook (validated with the other limits).
+    playbook = yaml.safe_load(SEED.read_text())
+    playbook.setdefault("limits", {})["host_lost_after_s"] = LOST_AFTER_S
+    path = tmp_path / "seed-lost.yaml"
+    path.write_text(yaml.safe_dump(playbook))
+    env = {**os.environ, "FLEET_HOSTS_DIR": str(hosts_dir), "FLEET_RESULTS_DIR": str(results_root), "COLUMNS": "200"}
+    controller = subprocess.Popen(
+        [sys.executable, "-m", "fleet", "sweep", "-p", str(path), "--hosts", "ct200,ct201", "--poll", "0.5", "--json"],
+        cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )  # fmt: skip
+    try:
+        wait_for(lambda: (results_root / "LATEST").exists(), 60, "the sweep to be recorded")
+        sweep_id = latest_sweep(results_root)
+        directory = results_root / sweep_id
+        # ct201 has brought some results back, and has more to do: then its power goes, for good.
+        wait_for(lambda: len(list((directory / "ct201" / "runs").glob("*.json"))) >= 4, 240, "ct201's first results pulled")
+        fleet.power_off("ct201")
+        off_at = time.monotonic()
+        stdout, stderr = controller.communicate(timeout=400)
+    finally:
+        if controller.poll() is None:
+            controller.kill()
+    assert controller.returncode == 1, stderr[-3000:]  # the work ran, a host was lost: 1, not 0, not a hang
+
+    events = [json.loads(line) for line in stdout.splitlines() if line.strip()]
+    summary = events[-1]
+    assert summary["type"] == "summary", events[-3:]
+    lost_phase = [e for e in events if e["type"] == "phase" and e["host"] == "ct201" and e["phase"] == "lost"]
+    assert lost_phase, [e for e in events if e["host"] == "ct201"][-5:]
+    moved = [e for e in events if e["type"] == "moved"]
+    assert moved and all(e["host"] == "ct201" and e["to"] == "ct200" and e["why"].startswith("lost") for e in moved)
+
+    record = json.loads((directory / "sweep.json").read_text())
+    assert record["state"] == "finished", record  # every run has its result, on the host that was left
+    assert "ct201" in record["lost"] and "host_lost_after_s" in record["lost"]["ct201"]
+    assert summary["lost"] == record["lost"] and summary["not_run"] == {}
+    assert summary["hosts"]["ct201"]["phase"] == "lost" and summary["hosts"]["ct200"]["phase"] == "finished"
+
+    plan = json.loads((directory / "plan.json").read_text())
+    expected = {run["id"] for run in plan["runs"]}
+    by_run = results_by_run(directory)
+    assert expected <= set(by_run), f"missing {sorted(expected - set(by_run))[:5]}"
+    assert not {r: h for r, h in by_run.items() if len(h) > 1}, "a run counted twice"
+    # Beyond the plan only the fixes' variants (of runs that failed), as in any sweep.
+    for run_id in set(by_run) - expected:
+        failed = (json.loads(next(directory.glob(f"*/runs/{run_id}.json")).read_text()).get("provenance") or {}).get("failed_run_id")
+        assert failed in by_run, run_id
+    # What ct201 had brought back before it went is kept and reported as its own.
+    assert any(hosts == ["ct201"] for hosts in by_run.values())
+    # Noticed within the deadline plus a poll and a pull, not after the transport's two-minute retries.
+    noticed = next(e for e in events if e["type"] == "phase" and e["host"] == "ct201" and e["phase"] == "lost")
+    assert noticed["elapsed_s"] <= events[-1]["elapsed_s"]
+    assert time.monotonic() - off_at < 400
