@@ -4,7 +4,8 @@ the job's needs, and a body that runs the same agent as on an SSH host. Pure.
 The job asks for one node and its GPUs as GRES (`--gres=gpu:N`); the agent inside works through
 a sweep directory on the cluster's shared filesystem, exactly as on an SSH host, so a requeued
 job (node failure, preemption) starts the agent again on the same directory and it runs only
-what has no result yet. A job array runs one such directory per task
+what has no result yet. Before the agent, `fleet.slurm.grant` binds the shard to the GPUs Slurm
+granted this start. A job array runs one such directory per task
 (`<root>/task-<SLURM_ARRAY_TASK_ID>`): servers of one size in one submission.
 """
 
@@ -128,11 +129,14 @@ def render_batch_script(job: BatchJob) -> str:
         sweep_dir = q(job.root.rstrip("/") + "/") + '"' + ARRAY_TASK_DIR.format(index="${SLURM_ARRAY_TASK_ID:?not an array task}") + '"'
     body = [
         "set -eu",
+        f"dir={sweep_dir}",
         # Which start this is, for the agent's log: Slurm counts requeues in SLURM_RESTART_COUNT.
         'echo "fleet: job ${SLURM_JOB_ID} on $(hostname), start $((${SLURM_RESTART_COUNT:-0} + 1)), GPUs ${CUDA_VISIBLE_DEVICES:-none}" >&2',
         f"export PYTHONPATH={q(job.bundle_dir)}",
+        # The shard names the GPUs Slurm granted this start (fleet.slurm.grant), then the agent runs.
+        f'{q(job.python)} -m fleet.slurm.grant "$dir"',
         # exec: the agent is the batch step's process, so Slurm's SIGTERM (limit, scancel,
         # preemption) reaches it and it stops its servers.
-        f"exec {q(job.python)} -m fleet.host.agent run --sweep-dir {sweep_dir}",
+        f'exec {q(job.python)} -m fleet.host.agent run --sweep-dir "$dir"',
     ]
     return "#!/bin/bash\n" + "\n".join(options) + "\n\n" + "\n".join(body) + "\n"

@@ -35,14 +35,16 @@ def test_batch_script_of_one_job() -> None:
     ]
     assert text.startswith("#!/bin/bash\n")
     assert "export PYTHONPATH=/shared/fleet/slurm/s1/agent\n" in text
-    assert text.rstrip().endswith("exec /opt/py/bin/python3 -m fleet.host.agent run --sweep-dir /shared/fleet/slurm/s1/jobs/ab12")
+    assert "\ndir=/shared/fleet/slurm/s1/jobs/ab12\n" in text
+    assert '/opt/py/bin/python3 -m fleet.slurm.grant "$dir"\n' in text
+    assert text.rstrip().endswith('exec /opt/py/bin/python3 -m fleet.host.agent run --sweep-dir "$dir"')
 
 
 def test_batch_script_of_an_array_and_odd_paths(tmp_path: Path) -> None:
     text = render_batch_script(job(array_tasks=(0, 1, 2, 5), gres_name="gpu_h200", requeue=False, root="/shared/my dir"))
     assert "#SBATCH --array=0-2,5\n" in text and "#SBATCH --gres=gpu_h200:2\n" in text and "#SBATCH --no-requeue\n" in text
     # The path is quoted for the shell; the task's directory comes from Slurm's task id.
-    assert "--sweep-dir '/shared/my dir/'\"task-${SLURM_ARRAY_TASK_ID:?not an array task}\"" in text
+    assert "\ndir='/shared/my dir/'\"task-${SLURM_ARRAY_TASK_ID:?not an array task}\"\n" in text
     assert job(array_tasks=(3,)).task_dir(3) == "/shared/fleet/slurm/s1/jobs/ab12/task-3"
     with pytest.raises(ValueError, match="one word"):
         render_batch_script(job(partition="gpu a"))
