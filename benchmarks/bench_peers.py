@@ -266,15 +266,29 @@ def row_facts(setting: Setting, runs: int) -> dict[str, Any]:
 
 
 def demo_sweep(setting: Setting, names: Sequence[str]) -> tuple[str, dict[str, int]]:
-    """One `fleet sweep` of playbooks/demo.yaml on `names`; its id and the logins it took per host."""
+    """One `fleet sweep` of playbooks/demo.yaml, plus a fourth server (DFlash with 8 draft
+    tokens), on `names` (one GPU each, so that each host runs one server); its id and the logins
+    it took per host."""
+    import yaml
+
+    for name in names:
+        setting.fleet[name].set_gpu_profile(count=1)
+    hosts_dir = setting.fleet.write_inventory(setting.work / "hosts-sweep", engine={"sim_speed": 0.05})
+    book = yaml.safe_load((REPO / "playbooks" / "demo.yaml").read_text())
+    book["methods"]["dflash8"] = {**book["methods"]["dflash"], "num_draft_tokens": 8}
+    playbook = setting.work / "demo4.yaml"
+    playbook.write_text(yaml.safe_dump(book))
     before = setting.logins()
-    argv = setting.fleet_argv("sweep", "-p", str(REPO / "playbooks" / "demo.yaml"), "--hosts", ",".join(names), "--json")
-    done = subprocess.run(argv, env=setting.fleet_env(), capture_output=True, text=True, timeout=900)
+    argv = setting.fleet_argv("sweep", "-p", str(playbook), "--hosts", ",".join(names), "--json")
+    done = subprocess.run(argv, env=setting.fleet_env(hosts_dir=hosts_dir), capture_output=True, text=True, timeout=900)
     lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     last = lines[-1] if lines else {}
     if last.get("type") != "summary" or done.returncode not in (0, 1):
         raise SystemExit(f"demo sweep failed (exit {done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
     after = setting.logins()
+    hosts_with_runs = {e["host"] for e in lines if e.get("type") == "run"}
+    if hosts_with_runs != set(names):
+        raise SystemExit(f"the sweep ran on {sorted(hosts_with_runs)}, not on each of {names}")
     return last["sweep_id"], {n: after[n] - before[n] for n in names}
 
 
@@ -323,8 +337,8 @@ def row_handshakes_and_fetch(setting: Setting, runs: int) -> dict[str, Any]:
 
     def fresh(fn: Callable[[], float], local: Path) -> Callable[[], float]:
         def run() -> float:
-            for name in names:  # an empty local copy (the sweep's own record files stay)
-                shutil.rmtree(local / name, ignore_errors=True)
+            for name in names:  # the 1 GiB of logs gone locally (the sweep's own records, shard.json among them, stay)
+                shutil.rmtree(local / name / "logs", ignore_errors=True)
             return fn()
         return run
 

@@ -10,7 +10,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Annotated, NoReturn, Optional
+from typing import TYPE_CHECKING, Annotated, NoReturn, Optional
 
 import typer
 from rich.console import Console
@@ -18,8 +18,12 @@ from rich.text import Text
 
 from fleet import __version__
 from fleet.errors import ConfigError, FleetError, HostSelectionError
-from fleet.inventory import Inventory, load_inventory
-from fleet.playbook import Playbook, load_playbook
+
+# Each command imports what it uses, inside itself: `fleet --help` loads typer and rich only,
+# `fleet facts local` no SSH library, `fleet report` no planner (tests/unit/test_cli_imports.py).
+if TYPE_CHECKING:
+    from fleet.inventory import Inventory
+    from fleet.playbook import Playbook
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
@@ -30,6 +34,10 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     context_settings={"help_option_names": ["-h", "--help"]},
+    # Plain click help and errors: typer's rich formatting imports markdown-it and pygments,
+    # which doubled the start of every command (issue 12).
+    rich_markup_mode=None,
+    pretty_exceptions_enable=False,
 )
 out = Console()
 err = Console(stderr=True)
@@ -69,6 +77,8 @@ def _fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
 
 
 def _load_inventory() -> Inventory:
+    from fleet.inventory import load_inventory
+
     try:
         return load_inventory(_hosts_dir())
     except ConfigError as exc:
@@ -91,6 +101,8 @@ def _default_playbook() -> Path:
 
 
 def _load_playbook(path: Path | None) -> Playbook:
+    from fleet.playbook import load_playbook
+
     try:
         return load_playbook(path or _default_playbook())
     except ConfigError as exc:
@@ -408,7 +420,9 @@ def diagnose(
         raise typer.Exit(EXIT_FAILED)
 
 
-quarantine_app = typer.Typer(help="Configurations skipped on a GPU architecture after a kernel crash.", no_args_is_help=True)
+quarantine_app = typer.Typer(
+    help="Configurations skipped on a GPU architecture after a kernel crash.", no_args_is_help=True, rich_markup_mode=None
+)
 app.add_typer(quarantine_app, name="quarantine")
 
 

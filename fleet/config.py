@@ -45,19 +45,20 @@ Int = Annotated[int, Strict()]
 # The YAML reader
 
 
-class _StrictLoader(yaml.SafeLoader):
+# libyaml's parser when PyYAML was built with it (several times faster on every host file and
+# playbook); the pure-Python one otherwise. Both compose the same nodes, checked the same way.
+_SafeLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class _StrictLoader(_SafeLoader):  # type: ignore[valid-type,misc]
     """safe_load, but a key given twice in one mapping is an error (YAML keeps the last silently),
     and so are more than MAX_ALIASES aliases."""
 
-    _aliases = 0
-
-    def compose_node(self, parent: Any, index: Any) -> Any:
-        if self.check_event(yaml.AliasEvent):
-            self._aliases += 1
-            if self._aliases > MAX_ALIASES:
-                event = self.peek_event()
-                raise yaml.composer.ComposerError(None, None, f"more than {MAX_ALIASES} aliases (*name)", event.start_mark)
-        return super().compose_node(parent, index)
+    def get_single_node(self) -> Any:
+        node = super().get_single_node()
+        if node is not None:
+            _count_aliases(node)
+        return node
 
     def construct_mapping(self, node: Any, deep: bool = False) -> Any:
         seen: dict[Any, Any] = {}
@@ -75,6 +76,31 @@ class _StrictLoader(yaml.SafeLoader):
                 )
             seen[key] = key_node.start_mark
         return super().construct_mapping(node, deep=deep)
+
+
+def _count_aliases(root: yaml.Node) -> None:
+    """Raise on more than MAX_ALIASES aliases, before anything is constructed.
+
+    An alias composes to the very node its anchor made, so every visit of a node already seen is
+    one alias (the C parser composes without a Python hook, hence a walk of the composed graph;
+    it never expands the graph, so a "billion laughs" file costs its own size here).
+    """
+    seen: set[int] = set()
+    aliases = 0
+    stack: list[yaml.Node] = [root]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            aliases += 1
+            if aliases > MAX_ALIASES:
+                raise yaml.composer.ComposerError(None, None, f"more than {MAX_ALIASES} aliases (*name)", node.start_mark)
+            continue
+        seen.add(id(node))
+        if isinstance(node, yaml.SequenceNode):
+            stack.extend(reversed(node.value))
+        elif isinstance(node, yaml.MappingNode):
+            for key, value in reversed(node.value):
+                stack.extend((value, key))
 
 
 def read_yaml(path: Path) -> Any:

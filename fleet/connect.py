@@ -13,7 +13,6 @@ from fleet.transport.base import Transport
 from fleet.transport.fanout import FanoutResult, fan_out
 from fleet.transport.local import LocalTransport
 from fleet.transport.reboot import read_boot_id
-from fleet.transport.ssh import SSHTransport
 from fleet.transport.target import SSHTarget
 
 CONNECT_TIMEOUT_S = 10.0
@@ -36,6 +35,8 @@ def ssh_target(host: Host) -> SSHTarget:
 def transport_for(host: Host) -> Transport:
     if host.transport is TransportKind.local:
         return LocalTransport(host.name)
+    from fleet.transport.ssh import SSHTransport  # paramiko only where SSH is used
+
     return SSHTransport(host.name, ssh_target(host))
 
 

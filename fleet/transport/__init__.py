@@ -4,7 +4,6 @@ from fleet.transport.base import CommandResult, Transport
 from fleet.transport.fanout import FanoutResult, HostOutcome, fan_out
 from fleet.transport.local import LocalTransport
 from fleet.transport.reboot import RebootTimeout, read_boot_id, wait_for_reboot
-from fleet.transport.ssh import SSHTransport
 from fleet.transport.target import SSHTarget
 
 __all__ = [
@@ -20,3 +19,12 @@ __all__ = [
     "read_boot_id",
     "wait_for_reboot",
 ]
+
+
+def __getattr__(name: str) -> object:
+    # paramiko and Fabric load only where SSH is used: a command on the local host never pays for them.
+    if name == "SSHTransport":
+        from fleet.transport.ssh import SSHTransport
+
+        return SSHTransport
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
