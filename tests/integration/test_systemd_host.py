@@ -3,12 +3,15 @@ unit, a reboot boots it again, and the machine keeps nothing of it (tests/testfl
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
+from fleet.provision.units import render_server_unit
 from tests.testfleet.registry import netns_name
 from tests.testfleet.systemd_host import SystemdTestFleet, instance_cgroup, start_systemd_test_fleet, systemd_unavailable_reason
 
@@ -91,3 +94,52 @@ def test_teardown_leaves_nothing_and_the_machine_tmp_is_untouched(tmp_path: Path
         assert str(base) not in Path("/proc/self/mountinfo").read_text()
     finally:
         sentinel.unlink(missing_ok=True)
+
+
+def test_systemd_services_read_real_units(systemd_host: SystemdTestFleet) -> None:
+    """SystemdServices (through the agent's own command line, as the controller calls it) on units
+    rendered by fleet's template: an exit code, a signal death, a clean end systemd has unloaded
+    (read from the journal), a stop, and a unit that is not installed."""
+    repo = Path(__file__).resolve().parents[2]
+    programs = {
+        "exit3": [sys.executable, "-c", "import sys; sys.exit(3)"],
+        "killed": [sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"],
+        "clean": [sys.executable, "-c", "print('done')"],
+        "sleeper": ["/bin/sleep", "600"],
+    }
+    names = {}
+    for key, argv in programs.items():
+        unit = render_server_unit(sweep_id="svc", server_id=key, label=key, argv=argv, env={"FLEET_SERVICE": key}, gpus=[0],
+                                  working_dir="/", log_file=f"/var/lib/fleet/svc-{key}.log", start_timeout_s=30)  # fmt: skip
+        systemd_host["sd200"].persistent_path(f"/var/lib/fleet/{unit.name}").write_text(unit.text)
+        ssh(systemd_host, f"mv /var/lib/fleet/{unit.name} {unit.path}")
+        names[key] = unit.name.removesuffix(".service")
+    ssh(systemd_host, "systemctl daemon-reload")
+
+    # One interpreter on the host runs SystemdServices through every step (an agent CLI call per
+    # step would cost a Python start each); the CLI path itself runs in the systemd sweep tests.
+    script = """
+import json, sys, time
+from fleet.host.agent.services import ServiceSpec, SystemdServices
+names = json.loads(sys.argv[1]); s = SystemdServices(); out = {}
+for key, name in names.items():
+    out["start-" + key] = s.start(ServiceSpec(name, [], {}, "")).state
+deadline = time.monotonic() + 20
+while time.monotonic() < deadline and any(s.status(names[k]).running for k in ("exit3", "killed", "clean")):
+    time.sleep(0.1)
+for key, name in names.items():
+    out[key] = s.status(name).to_json()
+out["stopped"] = s.stop(names["sleeper"], 10).to_json()
+out["absent"] = s.status("fleet-srv-svc-none").to_json()
+print(json.dumps(out))
+"""
+    done = systemd_host.exec("sd200", ["env", f"PYTHONPATH={repo}", sys.executable, "-c", script, json.dumps(names)], timeout=60)
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    assert {out[f"start-{k}"] for k in programs} <= {"running", "exited"}
+    assert out["exit3"] == {"name": names["exit3"], "state": "exited", "pid": None, "exit_code": 3}
+    assert out["killed"]["exit_code"] == -9
+    assert out["clean"]["exit_code"] == 0  # from the journal: systemd unloaded the unit
+    assert out["sleeper"]["state"] == "running" and out["sleeper"]["pid"] > 1
+    assert out["stopped"] == {"name": names["sleeper"], "state": "exited", "pid": None, "exit_code": 0}
+    assert out["absent"]["state"] == "absent"

@@ -3,8 +3,9 @@ Standard library only.
 
 Two implementations of one interface:
 - `SystemdServices`: units the controller installed as `<name>.service` (argv, env and the log
-  file -- `StandardOutput=append:<log>` -- are baked into the unit, with
-  `Environment=FLEET_SERVICE=<name>`); `systemctl start/stop/show`.
+  file -- the unit's output goes to journald and, through `tee`, to the log the agent tails -- are
+  baked into the unit, with `Environment=FLEET_SERVICE=<name>`); `systemctl start/stop/show`, and
+  the journal for how a unit ended once systemd has unloaded it.
 - `ProcessServices`: for hosts without systemd. The process runs in a session of its own
   (`setsid`), under a tiny `sh` that records its exit code in `<state_dir>/<name>.exit`; a pid
   file `<state_dir>/<name>.pid` (JSON: pid, start time, boot id) finds it again after the agent
@@ -242,17 +243,22 @@ class ProcessServices:
             except OSError as exc:
                 raise ServiceError(f"{spec.name}: cannot start {spec.argv[0]}: {exc}") from exc
         self._children[spec.name] = child
-        write_json_atomic(
-            self._pid_file(spec.name),
-            {
-                "pid": child.pid,
-                "start_ticks": start_ticks(child.pid),
-                "boot_id": boot_id(),
-                "argv": spec.argv,
-                "log_path": spec.log_path,
-                "started_at": time.time(),
-            },
-        )
+        record = {
+            "pid": child.pid,
+            "start_ticks": start_ticks(child.pid),
+            "boot_id": boot_id(),
+            "argv": spec.argv,
+            "log_path": spec.log_path,
+            "started_at": time.time(),
+        }
+        try:
+            write_json_atomic(self._pid_file(spec.name), record)
+        except OSError:
+            # Without its pid file nothing could find it again (a full or read-only disk): never
+            # leave a process running that fleet cannot stop.
+            kill_group(child.pid, 0.0, self._reap)
+            self._children.pop(spec.name, None)
+            raise
         return ServiceStatus(spec.name, RUNNING, child.pid)
 
     def status(self, name: str) -> ServiceStatus:
@@ -304,6 +310,8 @@ def systemd_status(name: str, show: dict[str, str]) -> ServiceStatus:
     if show.get("LoadState") == "not-found":
         return ServiceStatus(name, ABSENT)
     pid = int(show.get("MainPID") or 0) or None
+    # `activating` includes `auto-restart` (the agent's Restart=on-failure between two runs): no
+    # process then, but the unit is on its way back, so it counts as running.
     if show.get("ActiveState") in ("active", "activating", "reloading", "deactivating"):
         return ServiceStatus(name, RUNNING, pid)
     code: int | None = None
@@ -312,6 +320,22 @@ def systemd_status(name: str, show: dict[str, str]) -> ServiceStatus:
         # ExecMainCode 1 = CLD_EXITED (status is the exit code); 2/3 = killed/dumped (status is the signal).
         code = int(status) if show.get("ExecMainCode") == "1" else -int(status)
     return ServiceStatus(name, EXITED, pid, code)
+
+
+# systemd's catalogue ids (sd-messages.h) of "<unit>: Deactivated successfully." and of
+# "<unit>: Main process exited, code=..., status=..." (fields EXIT_CODE, EXIT_STATUS).
+UNIT_SUCCESS_MESSAGE_ID = "7ad2d189f7e94e70a38c781354912448"
+UNIT_PROCESS_EXIT_MESSAGE_ID = "98e322203f7a4ed290d09fe03c09fe15"
+
+
+def journal_exit_code(entry: dict[str, Any]) -> int | None:
+    """How a unit's last run ended, from its last journal entry of those two kinds (`journalctl -o json`)."""
+    if entry.get("MESSAGE_ID") == UNIT_SUCCESS_MESSAGE_ID:
+        return 0
+    status = str(entry.get("EXIT_STATUS", ""))
+    if entry.get("MESSAGE_ID") == UNIT_PROCESS_EXIT_MESSAGE_ID and status.isdigit():
+        return int(status) if entry.get("EXIT_CODE") == "exited" else -int(status)
+    return None
 
 
 class SystemdServices:
@@ -329,6 +353,17 @@ class SystemdServices:
             raise ServiceError(f"systemctl show {name}.service: {result.stderr.strip()}")
         return parse_systemctl_show(result.stdout)
 
+    def _journal_exit_code(self, name: str) -> int | None:
+        matches = [f"MESSAGE_ID={UNIT_SUCCESS_MESSAGE_ID}", f"MESSAGE_ID={UNIT_PROCESS_EXIT_MESSAGE_ID}"]
+        try:
+            result = subprocess.run(
+                ["journalctl", "-u", f"{name}.service", "-o", "json", "-n", "1", "--no-pager", *matches],
+                capture_output=True, text=True, timeout=60, check=False,
+            )  # fmt: skip
+            return journal_exit_code(json.loads(result.stdout)) if result.returncode == 0 and result.stdout.strip() else None
+        except (OSError, subprocess.TimeoutExpired, ValueError, AttributeError):
+            return None  # no journal to read: the code stays unknown, as systemd left it
+
     def start(self, spec: ServiceSpec) -> ServiceStatus:
         self._systemctl("reset-failed", f"{spec.name}.service")
         result = self._systemctl("start", f"{spec.name}.service")
@@ -337,7 +372,13 @@ class SystemdServices:
         return self.status(spec.name)
 
     def status(self, name: str) -> ServiceStatus:
-        return systemd_status(name, self._show(name))
+        show = self._show(name)
+        status = systemd_status(name, show)
+        if status.state == EXITED and status.exit_code is None and show.get("LoadState") == "loaded":
+            # systemd unloads a unit that ended without failing (garbage collection), and a unit
+            # loaded afresh shows ExecMainPID=0: how it ended is then only in the journal.
+            return ServiceStatus(name, EXITED, status.pid, self._journal_exit_code(name))
+        return status
 
     def stop(self, name: str, grace_s: float) -> ServiceStatus:
         result = self._systemctl("stop", f"{name}.service", timeout_s=grace_s + 60)
