@@ -43,6 +43,7 @@ class FailureClass(str, Enum):
     SERVICE_ERROR = "service_error"
     PORT_OR_GPU_BUSY = "port_or_gpu_busy"
     AGENT_ERROR = "agent_error"
+    RESULTS_UNWRITABLE = "results_unwritable"  # a full or read-only disk: the agent stops launching servers
 
     # -- workloads (fleet.host.agent.drive, fleet.host.agent.results) ---------------------------
     SKIPPED = "skipped"  # the controller chose not to launch the run (quarantine, infeasible)

@@ -14,14 +14,16 @@ import logging
 import shlex
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TypeVar
 
 from fleet.errors import FleetError, TransportError
 from fleet.host.agent import AGENT_MODULE
-from fleet.host.contract import HostQuarantine, Progress, SweepDir
+from fleet.host.contract import AgentError, AgentState, HostQuarantine, Progress, SweepDir
+from fleet.host.contract.progress import Halt
 from fleet.host.contract.shard import Shard
+from fleet.host.failures import FailureClass
 from fleet.inventory import Host, ServiceManager
 from fleet.layout import agent_dir, sweep_dir
 from fleet.provision.lease import release_lease, sweep_claim, take_lease
@@ -45,6 +47,7 @@ class Poll:
     boot_id: str
     agent_alive: bool
     result_files: int
+    halted: str | None = None  # why the agent halted, from halt.json (where progress.json could not say it)
 
 
 def agent_service_name(sweep_id: str) -> str:
@@ -52,15 +55,17 @@ def agent_service_name(sweep_id: str) -> str:
 
 
 def parse_poll(stdout: str, source: str = SweepDir.PROGRESS) -> Poll:
-    """The agent's service status first, then the boot id, the progress file and the result files.
+    """The agent's service status first, then the boot id, the progress file, the result files
+    and the halt file.
 
     Status comes first on purpose: an agent that exits between the two reads is seen as exited
     with its final progress, never as "running" in its progress yet gone. A progress file that
-    does not follow the contract raises `ContractError` naming `source`.
+    does not follow the contract raises `ContractError` naming `source`. An agent that halted
+    where it could not write its progress (a full disk) is shown halted, with the halt file's reason.
     """
     parts = stdout.split(SEPARATOR + "\n")
-    parts += [""] * (4 - len(parts))
-    status_text, boot_id, progress_text, listing = parts[:4]
+    parts += [""] * (5 - len(parts))
+    status_text, boot_id, progress_text, listing, halt_text = parts[:5]
     try:
         alive = json.loads(status_text).get("state") == "running" if status_text.strip() else False
     except ValueError:
@@ -68,7 +73,11 @@ def parse_poll(stdout: str, source: str = SweepDir.PROGRESS) -> Poll:
     # Written by atomic rename: a file that does not parse was edited by hand, or comes from an
     # agent of another contract version; either way an error, never a silent "no progress".
     progress = Progress.from_json(progress_text, source) if progress_text.strip() else None
-    return Poll(progress, boot_id.strip(), alive, len(listing.split()))
+    halt = Halt.from_text(halt_text, source.replace(SweepDir.PROGRESS, SweepDir.HALT)) if halt_text.strip() else Halt(None)
+    if halt.reason is not None and progress is not None and progress.state is AgentState.running:
+        error = AgentError("agent", FailureClass.RESULTS_UNWRITABLE.value, halt.reason, halt.at or progress.updated_at)
+        progress = replace(progress, state=AgentState.halted, last_error=error)
+    return Poll(progress, boot_id.strip(), alive, len(listing.split()), halt.reason)
 
 
 class AgentChannel:
@@ -162,7 +171,8 @@ class AgentChannel:
         return (
             f"{status} 2>/dev/null; echo; echo {SEPARATOR}; cat {BOOT_ID_PATH}; echo {SEPARATOR}; "
             f"cat {shlex.quote(self.dir.progress)} 2>/dev/null; echo; echo {SEPARATOR}; "
-            f"ls {shlex.quote(self.dir.runs)} 2>/dev/null | grep '[.]json$' || true"
+            f"ls {shlex.quote(self.dir.runs)} 2>/dev/null | grep '[.]json$' || true; echo {SEPARATOR}; "
+            f"cat {shlex.quote(self.dir.halt)} 2>/dev/null; true"
         )
 
     def poll(self) -> Poll:

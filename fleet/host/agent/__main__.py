@@ -5,7 +5,8 @@
         run has a result or when stopped on request (SIGTERM or a DIR/STOP file; progress.json
         then says "stopped"), 1 after an agent error, 2 on a bad shard, 3 when another live
         sweep holds the host's lease (fleet.host.contract.lease), 4 when another agent already
-        works on DIR.
+        works on DIR, 5 when it stopped itself, unable to write its results (a full or
+        read-only disk; progress.json or halt.json says why where it could).
     python -m fleet.host.agent service start NAME --manager process --state-dir DIR --log FILE
             [--cwd DIR] [--env K=V ...] [--env-file FILE.json] -- ARGV...
     python -m fleet.host.agent service stop NAME --manager process --state-dir DIR [--grace S]
@@ -26,7 +27,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from fleet.host.agent.runner import Agent, AgentBusy, HostLeased
+from fleet.host.agent.runner import EXIT_HALTED, Agent, AgentBusy, HostLeased, unwritable
 from fleet.host.agent.services import ServiceError, ServiceSpec, make_services
 from fleet.host.contract.lease import EXIT_HELD
 from fleet.host.errors import ContractError
@@ -83,7 +84,7 @@ def _service(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
             status = services.stop(args.name, args.grace)
         else:
             status = services.status(args.name)
-    except ServiceError as exc:
+    except (ServiceError, OSError) as exc:  # OSError: its state dir cannot be written (a full or read-only disk)
         print(f"fleet agent: {exc}", file=sys.stderr)
         return 1
     print(json.dumps(status.to_json()))
@@ -107,6 +108,11 @@ def _run(args: argparse.Namespace) -> int:
     except HostLeased as exc:
         print(f"fleet agent: {exc}", file=sys.stderr)
         return EXIT_HELD
+    except OSError as exc:
+        if not unwritable(exc):
+            raise
+        print(f"fleet agent: cannot write in {args.sweep_dir}: {exc}", file=sys.stderr)  # its own lock, before any server
+        return EXIT_HALTED
 
 
 def main(argv: Sequence[str] | None = None) -> int:

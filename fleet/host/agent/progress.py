@@ -4,20 +4,38 @@ atomically at every phase change, and at least every HEARTBEAT_S while the agent
 from __future__ import annotations
 
 import dataclasses
+import errno
 import os
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from fleet.host.atomic import write_json_atomic
 from fleet.host.contract import AgentError, AgentState, Progress, RunStatus, ServerPhase, ServerProgress
 
 HEARTBEAT_S = 30.0
+# Write failures that every later write repeats: a full disk, a read-only one, a spent quota.
+UNWRITABLE_ERRNOS = frozenset({errno.ENOSPC, errno.EROFS, errno.EDQUOT})
 
 
 class ProgressFile:
-    def __init__(self, path: Path, *, sweep_id: str, boot_id: str, total_runs: int, counts: dict[str, int]) -> None:
+    """`on_unwritable`: called (instead of raising) when a write fails for want of space or of a
+    writable disk, so that a progress update never takes a server's stop down with it; the agent
+    halts (fleet.host.agent.runner)."""
+
+    def __init__(
+        self,
+        path: Path,
+        *,
+        sweep_id: str,
+        boot_id: str,
+        total_runs: int,
+        counts: dict[str, int],
+        on_unwritable: Callable[[OSError], None] | None = None,
+    ) -> None:
         self.path = Path(path)
+        self._on_unwritable = on_unwritable
         self._lock = threading.Lock()
         now = time.time()
         self.state = Progress(
@@ -32,9 +50,15 @@ class ProgressFile:
         )
         self._write()
 
-    def _write(self) -> None:
+    def _write(self, *, strict: bool = False) -> None:
         self.state = dataclasses.replace(self.state, updated_at=time.time())
-        write_json_atomic(self.path, self.state.to_json())
+        try:
+            write_json_atomic(self.path, self.state.to_json())
+        except OSError as exc:
+            exc.filename = exc.filename or str(self.path)  # a failed write() names no file
+            if strict or self._on_unwritable is None or exc.errno not in UNWRITABLE_ERRNOS:
+                raise
+            self._on_unwritable(exc)
 
     def heartbeat(self) -> None:
         """Rewrite the file when nothing else has for a while, so that `updated_at` tells a live
@@ -63,6 +87,13 @@ class ProgressFile:
         with self._lock:
             self.state = dataclasses.replace(self.state, last_error=AgentError(server_label, error_class, message, time.time()))
             self._write()
+
+    def halt(self, error_class: str, reason: str) -> None:
+        """The agent stopped itself (it cannot write): the reason and the end state in one write."""
+        with self._lock:
+            error = AgentError("agent", error_class, reason, time.time())
+            self.state = dataclasses.replace(self.state, state=AgentState.halted, last_error=error)
+            self._write(strict=True)
 
     def end(self, state: AgentState) -> None:
         with self._lock:

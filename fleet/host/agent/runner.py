@@ -15,6 +15,7 @@ servers are stopped, the progress file says "stopped", the interrupted run write
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import logging
@@ -29,12 +30,13 @@ from fleet.host.agent.client import Client, Endpoint, get_json, health_ok
 from fleet.host.agent.drive import Driver, Gate, ServerFacts, drive
 from fleet.host.agent.handover import release_handed_over
 from fleet.host.agent.logwatch import LogWatcher
-from fleet.host.agent.progress import ProgressFile
+from fleet.host.agent.progress import UNWRITABLE_ERRNOS, ProgressFile
 from fleet.host.agent.results import RunIdentity, WorkloadOutcome, build_result, sim_speed_of, skipped_result
 from fleet.host.agent.services import ServiceError, Services, ServiceSpec, boot_id, clear_stale, make_services, wait_free
-from fleet.host.atomic import write_json_atomic
+from fleet.host.atomic import atomic_file, write_json_atomic
 from fleet.host.contract import AgentState, ContractError, Failure, HostQuarantine, RunResult, RunStatus, ServerPhase, SweepDir, load_result
 from fleet.host.contract.lease import AGENT_HEARTBEAT_S, Claim, HostLease, LeaseHeld, LeaseLost
+from fleet.host.contract.progress import Halt
 from fleet.host.contract.shard import RunSpec, ServerSpec, Shard
 from fleet.host.diagnose.classify import DiagnosisHint, diagnose_file
 from fleet.host.failures import FailureClass
@@ -60,6 +62,16 @@ WARMUP_FAILED = FailureClass.WARMUP_FAILED.value
 SERVICE_ERROR = FailureClass.SERVICE_ERROR.value
 PORT_OR_GPU_BUSY = FailureClass.PORT_OR_GPU_BUSY.value
 AGENT_ERROR = FailureClass.AGENT_ERROR.value
+RESULTS_UNWRITABLE = FailureClass.RESULTS_UNWRITABLE.value
+
+# A write that fails so (UNWRITABLE_ERRNOS) is no run's failure: every later write fails alike, so
+# the agent stops launching servers and says why (`halt`), instead of burning through the shard
+# without results.
+EXIT_HALTED = 5
+
+
+def unwritable(exc: BaseException) -> bool:
+    return isinstance(exc, OSError) and exc.errno in UNWRITABLE_ERRNOS
 
 
 class AgentBusy(Exception):
@@ -92,6 +104,7 @@ class Agent:
         # No work dir (a sweep dir outside `<work_dir>/sweeps/`): no host to lease.
         self.lease = HostLease(self.files.work_dir) if self.files.work_dir else None
         self._lease_beat = 0.0
+        self.halted: str | None = None  # why the agent stopped itself: it cannot write
 
     def skip_reason(self, spec: ServerSpec) -> str | None:
         """Why not to launch this server: the shard says so, or the controller quarantined its
@@ -137,7 +150,14 @@ class Agent:
         return attempt
 
     def write_result(self, result: RunResult) -> None:
-        write_json_atomic(Path(self.files.result(result.run_id)), result.to_json())
+        path = self.files.result(result.run_id)
+        try:
+            write_json_atomic(Path(path), result.to_json())
+        except OSError as exc:
+            if unwritable(exc):
+                exc.filename = exc.filename or path  # a failed write() names no file
+                self.halt(exc)  # before the server's stop writes anything: this is the reason to name
+            raise
         assert self.progress is not None
         self.progress.run_done(result.status)
         log.info("run %s: %s", result.label, result.status.value)
@@ -147,6 +167,41 @@ class Agent:
     def request_stop(self) -> None:
         """Safe in a signal handler: only sets a flag; the main loop does the rest."""
         self.stopping.set()
+
+    def halt(self, exc: OSError) -> None:
+        """A write failed for want of space or of a writable disk: stop launching, stop the servers,
+        and end as `halted` with the reason (the first one: the others follow from it)."""
+        with self._lock:
+            if self.halted is None:
+                code = errno.errorcode.get(exc.errno or 0, str(exc.errno))
+                self.halted = f"cannot write {exc.filename or 'its files'}: {exc.strerror or exc} ({code}); stopped launching servers"
+                log.error("%s", self.halted)
+        self.stopping.set()
+
+    def _record_halt(self) -> None:
+        """Where the controller can read it: progress.json; else the pre-allocated halt.json,
+        overwritten in place; else only the agent's stderr (a read-only disk takes nothing)."""
+        assert self.halted is not None
+        try:
+            if self.progress is None:
+                raise OSError(errno.ENOSPC, "no progress file")
+            self.progress.halt(RESULTS_UNWRITABLE, self.halted)
+            return
+        except OSError as exc:
+            log.error("progress.json: %s", exc)
+        try:
+            fd = os.open(self.files.halt, os.O_WRONLY)  # no O_TRUNC: its blocks stay allocated
+            try:
+                os.pwrite(fd, Halt(self.halted, time.time()).to_bytes(), 0)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            log.error("%s: %s; the agent's exit status (%d) and this log are all that tell", self.files.halt, exc, EXIT_HALTED)
+
+    def _prepare_halt_file(self) -> None:
+        with atomic_file(Path(self.files.halt)) as handle:
+            handle.write(Halt(None).to_bytes())
 
     def _stop_requested(self) -> bool:
         if self.stop_file.exists() and not self.stopping.is_set():
@@ -163,7 +218,7 @@ class Agent:
         """Work through the shard. Exit code: 0 when every run has a result (whatever its status)
         or when told to stop (progress.json says "stopped": a requested stop is no failure, so a
         systemd unit with Restart=on-failure stays down); 1 when an agent error left runs
-        without a result."""
+        without a result; EXIT_HALTED (5) when it stopped itself, unable to write (`halt`)."""
         self.sweep_dir.mkdir(parents=True, exist_ok=True)
         lock_handle = open(self.files.agent_lock, "a+")
         try:
@@ -230,14 +285,23 @@ class Agent:
             log.warning("lease hand-back: %s", exc)
 
     def _run_locked(self) -> int:
+        try:
+            self._prepare_halt_file()
+        except OSError as exc:
+            if not unwritable(exc):
+                raise
+            self.halt(exc)
+            self._record_halt()
+            return EXIT_HALTED
         counts: dict[str, int] = {}
         for _, run in self.shard.runs:
             status = self.existing_status(run.run_id)
             if status:
                 counts[status.value] = counts.get(status.value, 0) + 1
         self.progress = ProgressFile(
-            Path(self.files.progress), sweep_id=self.shard.sweep_id, boot_id=self.boot_id, total_runs=len(self.shard.runs), counts=counts
-        )
+            Path(self.files.progress), sweep_id=self.shard.sweep_id, boot_id=self.boot_id, total_runs=len(self.shard.runs), counts=counts,
+            on_unwritable=self.halt,
+        )  # fmt: skip
         log.info("sweep %s: %d runs, %d already done", self.shard.sweep_id, len(self.shard.runs), sum(counts.values()))
         finished: set[str] = set()
         threads: dict[str, threading.Thread] = {}
@@ -252,6 +316,10 @@ class Agent:
                     session.abort()
                 session.execute()
             except Exception as exc:  # a bug must not take the other servers down with it
+                if unwritable(exc):
+                    assert isinstance(exc, OSError)
+                    self.halt(exc)
+                    return
                 with self._lock:
                     self.errors += 1
                 log.error("server %s: %s", spec.label, traceback.format_exc())
@@ -284,6 +352,9 @@ class Agent:
                 changed.wait(0.5)
             self.progress.heartbeat()
             self._heartbeat_lease()
+        if self.halted is not None:
+            self._record_halt()
+            return EXIT_HALTED
         if stopping:
             self.progress.end(AgentState.stopped)
             self.stop_file.unlink(missing_ok=True)

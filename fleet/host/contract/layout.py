@@ -23,6 +23,7 @@ class SweepDir:
     RUNS = "runs"  # runs/<run-id>.json: one RunResult per run
     LOGS = "logs"  # logs/<server-label>.log: each server's whole log
     PROGRESS = "progress.json"  # what the agent is doing, for `fleet status`
+    HALT = "halt.json"  # why the agent halted, where progress.json could not be written (fleet.host.contract.progress.Halt)
     AGENT_LOG = "agent.log"
     HANDOVER_ANSWER = "released.json"  # the agent's answer to handover.json (contract.shard.HandoverAnswer)
     # The agent's own bookkeeping, meaningless on the controller.
@@ -79,6 +80,10 @@ class SweepDir:
     @property
     def progress(self) -> str:
         return self.path(self.PROGRESS)
+
+    @property
+    def halt(self) -> str:
+        return self.path(self.HALT)
 
     @property
     def agent_log(self) -> str:

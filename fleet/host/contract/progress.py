@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
@@ -19,6 +20,7 @@ class AgentState(str, Enum):
     finished = "finished"  # every run has a result, all ok
     finished_with_errors = "finished_with_errors"  # every run has a result, some failed or the agent hit errors
     stopped = "stopped"  # told to stop (STOP file, SIGTERM): not a crash to undo
+    halted = "halted"  # stopped itself: it cannot write its results (`last_error` says why); the host failed
 
     @property
     def finished_work(self) -> bool:
@@ -124,3 +126,34 @@ class Progress:
             servers={sid: ServerProgress.from_json(v, source, f"servers.{sid}") for sid, v in servers.data.items()},
             last_error=AgentError.from_json(error, source) if error is not None else None,
         )
+
+
+# `halt.json`: where the agent says it halted when even `progress.json` cannot be written (a full
+# disk has no room for the atomic writer's temp file). Written at the agent's start at full size,
+# then overwritten in place: no new blocks are needed. (A read-only disk takes nothing: then the
+# controller sees an agent gone, and its restart fails naming the read-only file system.)
+HALT_SCHEMA = "fleet.agent_halt/1"
+HALT_BYTES = 4096
+
+
+@dataclass(frozen=True)
+class Halt:
+    reason: str | None  # None: not halted
+    at: float | None = None
+
+    def to_bytes(self) -> bytes:
+        """JSON padded with spaces to HALT_BYTES (a long reason is cut to fit)."""
+        reason, budget = self.reason, HALT_BYTES - 128
+        while True:
+            text = json.dumps({"schema": HALT_SCHEMA, "reason": reason, "at": self.at}, ensure_ascii=False).encode()
+            if len(text) <= HALT_BYTES or reason is None or budget <= 0:
+                return text.ljust(HALT_BYTES, b" ")[:HALT_BYTES]
+            # Cut by bytes (UTF-8), on a character boundary; JSON escapes may still overflow: again, shorter.
+            reason = self.reason.encode()[:budget].decode(errors="ignore") + "..." if self.reason else reason
+            budget -= len(text) - HALT_BYTES + 8
+
+    @classmethod
+    def from_text(cls, text: str | bytes, source: str = SweepDir.HALT) -> Halt:
+        r = Reader.of(text, source)
+        r.schema(HALT_SCHEMA)
+        return cls(r.optional("reason", str), r.optional("at", float))
