@@ -175,9 +175,10 @@ class AgentChannel:
             f"cat {shlex.quote(self.dir.halt)} 2>/dev/null; true"
         )
 
-    def poll(self) -> Poll:
+    def poll(self, policy: RetryPolicy = CONNECT) -> Poll:
+        """`policy`: the sweep loop bounds the retries by the time left before it declares the host lost."""
         command = self.poll_command()
-        stdout = self._retry(lambda: self.transport.run(command, timeout=QUICK_S)).stdout
+        stdout = self._retry(lambda: self.transport.run(command, timeout=QUICK_S), policy).stdout
         return parse_poll(stdout, f"{self.host.name}:{self.dir.progress}")
 
     def start_command(self) -> list[str]:
