@@ -103,42 +103,50 @@ def test_a_sweep_runs_as_job_arrays_on_two_nodes_one_result_per_run(slurm: Slurm
 
 
 def test_a_node_powered_off_mid_sweep_loses_and_duplicates_nothing(slurm: SlurmCluster, tmp_path: Path) -> None:
-    """ct201 loses power while its tasks run: Slurm requeues them (NODE_FAIL), they run again and
-    the agent skips every run that already had a result on the shared dir."""
+    """ct201 loses power while its task is between runs: Slurm requeues the task (NODE_FAIL), it
+    runs again and the agent skips the run that already had a result on the shared dir."""
     entry = cluster_entry(slurm, tmp_path, cpus_per_gpu=32)  # one task per node at a time
-    fleet = slurm.fleet
-    stop = threading.Event()
+    entry = entry.model_copy(update={"engine": entry.engine.model_copy(update={"sim_speed": 0.06})})
+    fleet, results_root = slurm.fleet, tmp_path / "results"
     box: dict = {}
     lines: list[str] = []
 
     def sweep() -> None:
-        box["outcome"] = start_slurm_sweep(DEMO, entry, tmp_path / "results", connect=connect, poll_interval_s=1.0, stop=stop, say=lines.append)
+        box["outcome"] = start_slurm_sweep(DEMO, entry, results_root, connect=connect, poll_interval_s=1.0, say=lines.append)
 
     runner = threading.Thread(target=sweep, daemon=True)
     runner.start()
-    shared = Path(entry.slurm.shared_dir)  # type: ignore[union-attr]
+    client = SlurmClient(connect(entry))
     before: dict[str, bytes] = {}
     try:
         deadline = time.monotonic() + 120
-        # Wait for a result written on ct201 by a task that still has runs to go.
         while not before and time.monotonic() < deadline:
-            for path in shared.glob("slurm/*/gpu1/task-*/runs/*.json"):
-                data = json.loads(path.read_text())
-                if data["host"] and path.parent.parent.joinpath("progress.json").exists():
-                    progress = json.loads(path.parent.parent.joinpath("progress.json").read_text())
-                    if progress.get("state") == "running" and "ct201" in (path.parent.parent / "agent.log").read_text(errors="replace") + "":
-                        before = {p.name: p.read_bytes() for p in path.parent.glob("*.json")}
-                        break
             time.sleep(0.2)
-        assert before, f"no task ran on ct201 in time: {lines}"
+            if not (results_root / "LATEST").exists() or not (record_path := results_root / (results_root / "LATEST").read_text().strip() / "slurm.json").exists():
+                continue
+            record = SlurmSweep.load(record_path.parent)
+            if not record.job_ids():
+                continue
+            jobs = client.jobs(record.job_ids())
+            (array,) = record.arrays
+            for task in array.tasks:
+                job = jobs.get(f"{record.job_ids()[0]}_{task.index}")
+                runs = Path(record.task_dir(array, task.index)) / "runs"
+                done = sorted(runs.glob("*.json")) if runs.is_dir() else []
+                if job is not None and job.batch_host == "ct201" and job.state is JobState.RUNNING and 0 < len(done) < len(task.run_ids):
+                    before, victim = {p.name: p.read_bytes() for p in done}, job.job_id
+                    break
+        assert before, f"no task on ct201 was caught between runs: {lines}"
         fleet.power_off("ct201")
-        time.sleep(15)  # slurmctld notices (SlurmdTimeout 10 s) and requeues
+        # slurmctld marks the node DOWN (SlurmdTimeout 10 s) and requeues its task.
+        while (job := client.jobs([victim]).get(victim)) is None or job.restarts == 0:
+            assert time.monotonic() < deadline + 60, f"{victim} not requeued ({job}): {lines}"
+            time.sleep(0.5)
         fleet.power_on("ct201")
         slurm.start_node("ct201", timeout=60)
         runner.join(timeout=240)
         assert not runner.is_alive(), lines
     finally:
-        stop.set()
         if not fleet.is_up("ct201"):
             fleet.power_on("ct201")
             slurm.start_node("ct201", timeout=60)
@@ -146,12 +154,13 @@ def test_a_node_powered_off_mid_sweep_loses_and_duplicates_nothing(slurm: SlurmC
     assert outcome.problems == [], lines
     results = one_result_per_run(outcome.directory, outcome.record)
     assert {r["status"] for r in results.values()} == {"ok"}
-    # A run finished before the failure was not run again: its result file is the same bytes.
+    # The run finished before the failure was not run again: its result is the same bytes.
     runs_dir = outcome.directory / outcome.record.cluster / "runs"
     for name, data in before.items():
         assert (runs_dir / name).read_bytes() == data
     jobs = ended_jobs(entry, outcome.record.job_ids())
     assert any(j.restarts >= 1 for j in jobs.values()), {k: (j.state, j.restarts) for k, j in jobs.items()}
+    assert len(outcome.record.job_ids()) == 1  # Slurm requeued the task; fleet submitted nothing more
 
 
 def test_resume_after_the_controller_stopped_and_cancel(slurm: SlurmCluster, tmp_path: Path) -> None:
