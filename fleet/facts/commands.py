@@ -98,11 +98,13 @@ SYSTEMD: Fact[Systemd] = Fact(
 BOOT_ID: Fact[str] = Fact("boot_id", shlex.join(["cat", BOOT_ID_PATH]), parse_boot_id)
 
 
-def engine_fact(engine_python: str) -> Fact[EnginePython]:
+def engine_fact(engine_python: str, refresh: bool = False) -> Fact[EnginePython]:
+    """The engine probe, answered from its cache on the host while boot and packages are the
+    same (engine_probe.py); `refresh` probes afresh."""
     # from / so that a stray `torch/` in the login directory cannot shadow the real package
     return Fact(
         "engine",
-        "cd / && " + shlex.join([engine_python, "-c", ENGINE_PROBE_SOURCE]),
+        "cd / && " + shlex.join([engine_python, "-c", ENGINE_PROBE_SOURCE, *(["--refresh"] if refresh else [])]),
         parse_engine_probe,
         timeout_s=ENGINE_PROBE_TIMEOUT_S,
     )

@@ -8,13 +8,26 @@ Only torch is imported: torch.version.cuda and the compiled arch list exist nowh
 other packages are located with `find_spec` (nothing executed) and versioned from their
 distribution metadata, because importing flashinfer queries the GPU and importing sglang pulls
 in the whole engine (seconds, and side effects on a host that may be serving).
+
+Importing torch costs seconds of CPU per host, so the report is cached on the host (issue 12),
+in `~/.cache/fleet/engine-probe/<interpreter>.json` (or under $XDG_CACHE_HOME), keyed by a
+fingerprint: the boot id, the interpreter (its path, real path and inode/size/mtime) and every
+directory on its `sys.path` (inode and mtime: installing, upgrading or removing a package adds
+or removes entries there, which changes the directory's mtime). Any change -> probed afresh.
+`--refresh` skips the cached report (and writes a new one). A cache that cannot be read or
+written is no error: the probe runs as without one.
 """
 
+import hashlib
 import json
+import os
 import platform
 import sys
+import tempfile
 
 PROBE_MARK = "fleet-engine-probe:"
+BOOT_ID_PATH = "/proc/sys/kernel/random/boot_id"
+CACHE_VERSION = 1
 
 # module name -> distribution names that may provide it, most common first
 PACKAGES = {
@@ -81,5 +94,74 @@ def probe():
     return report
 
 
+def _stat_line(path):
+    try:
+        st = os.stat(path)
+    except OSError:
+        return "%s absent" % path
+    return "%s %d %d %r" % (path, st.st_ino, st.st_size, st.st_mtime)
+
+
+def fingerprint(boot_id_path=BOOT_ID_PATH):
+    """What the report depends on, as one string (see the module docstring)."""
+    try:
+        with open(boot_id_path) as handle:
+            boot_id = handle.read().strip()
+    except OSError:
+        boot_id = "unknown"
+    executable = sys.executable or "unknown"
+    lines = ["v%d" % CACHE_VERSION, "boot " + boot_id, "exe " + executable, _stat_line(os.path.realpath(executable))]
+    for entry in sys.path:
+        if entry and os.path.isdir(entry):
+            lines.append(_stat_line(os.path.realpath(entry)))
+    return "\n".join(lines)
+
+
+def cache_path():
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    name = hashlib.sha256(os.path.realpath(sys.executable or "unknown").encode()).hexdigest()[:16]
+    return os.path.join(base, "fleet", "engine-probe", name + ".json")
+
+
+def cached_report(path, key):
+    try:
+        with open(path) as handle:
+            entry = json.load(handle)
+    except (OSError, ValueError):
+        return None
+    if isinstance(entry, dict) and entry.get("fingerprint") == key and isinstance(entry.get("report"), dict):
+        return entry["report"]
+    return None
+
+
+def store_report(path, key, report):
+    """Atomically (temp file, rename); silently nothing when the cache is not writable."""
+    try:
+        directory = os.path.dirname(path)
+        if not os.path.isdir(directory):
+            os.makedirs(directory, 0o700)
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".probe-")
+        try:
+            with os.fdopen(fd, "w") as handle:
+                json.dump({"fingerprint": key, "report": report}, handle)
+            os.rename(tmp, path)
+        except BaseException:
+            os.unlink(tmp)
+            raise
+    except (OSError, ValueError):
+        pass
+
+
+def main(argv, boot_id_path=BOOT_ID_PATH):
+    # The fingerprint is taken before the probe: a package installed meanwhile makes the next run probe again.
+    key = fingerprint(boot_id_path)
+    path = cache_path()
+    report = None if "--refresh" in argv else cached_report(path, key)
+    if report is None:
+        report = probe()
+        store_report(path, key, report)
+    sys.stdout.write(PROBE_MARK + json.dumps(report) + "\n")
+
+
 if __name__ == "__main__":
-    sys.stdout.write(PROBE_MARK + json.dumps(probe()) + "\n")
+    main(sys.argv[1:])

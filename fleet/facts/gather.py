@@ -39,12 +39,12 @@ def _volatile_facts(request: FactsRequest) -> list[Fact[Any]]:
     return facts
 
 
-def _stable_facts(request: FactsRequest) -> list[Fact[Any]]:
+def _stable_facts(request: FactsRequest, refresh: bool = False) -> list[Fact[Any]]:
     return [
         commands.DRIVER,
         commands.KERNEL_MODULE,
         commands.TOOLKIT,
-        commands.engine_fact(request.engine_python),
+        commands.engine_fact(request.engine_python, refresh=refresh),
         commands.OS_RELEASE,
         commands.KERNEL,
         commands.SYSTEMD,
@@ -95,11 +95,19 @@ def _volatile_fields(values: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def gather_facts(
-    transport: Transport, host_config_paths: Mapping[str, str], engine_python: str, timeout: float = DEFAULT_TIMEOUT_S
+    transport: Transport,
+    host_config_paths: Mapping[str, str],
+    engine_python: str,
+    timeout: float = DEFAULT_TIMEOUT_S,
+    refresh: bool = False,
 ) -> HostFacts:
-    """Every fact of a host in one round trip. Unreadable facts are left empty and explained in `problems`."""
+    """Every fact of a host in one round trip. Unreadable facts are left empty and explained in `problems`.
+
+    The engine probe answers from the host's own cache while the boot and the engine's packages
+    are unchanged (fleet/facts/engine_probe.py); `refresh` probes it afresh too.
+    """
     request = FactsRequest(paths=dict(host_config_paths), engine_python=engine_python)
-    values, problems = _run_facts(transport, _volatile_facts(request) + _stable_facts(request), timeout)
+    values, problems = _run_facts(transport, _volatile_facts(request) + _stable_facts(request, refresh), timeout)
     return HostFacts(
         request=request,
         driver=_driver(values),
@@ -168,6 +176,6 @@ class FactsCache:
         if cached is not None and cached.request == request:
             current = refresh_volatile(transport, cached, timeout)
         if current is None:
-            current = gather_facts(transport, host_config_paths, engine_python, timeout)
+            current = gather_facts(transport, host_config_paths, engine_python, timeout, refresh=refresh)
         self.store(host, current)
         return current
