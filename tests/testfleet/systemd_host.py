@@ -32,6 +32,7 @@ import os
 import shlex
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Mapping
@@ -91,6 +92,21 @@ def systemd_unavailable_reason() -> str | None:
         return "systemd test hosts need overlayfs (not in /proc/filesystems)"
     if not (CGROUP2_ROOT / "cgroup.procs").exists() and not Path("/sys/fs/cgroup/cgroup.procs").exists():
         return "systemd test hosts need a cgroup2 hierarchy (/sys/fs/cgroup/unified or /sys/fs/cgroup)"
+    probe = cgroup2_root() / f"fleet-testfleet-probe-{os.getpid()}"
+    try:
+        probe.mkdir()
+        probe.rmdir()
+    except OSError as exc:
+        return f"systemd test hosts need a cgroup of their own under {cgroup2_root()}: {exc}"
+    # An overlay whose lower layer is the machine's root, in a mount namespace of its own (so
+    # nothing is ever mounted on the machine, even for the probe).
+    with tempfile.TemporaryDirectory(dir="/var/tmp", prefix="fleet-testfleet-overlay-probe-") as scratch:
+        for sub in ("upper", "work", "root"):
+            os.mkdir(os.path.join(scratch, sub))
+        mount = f"mount -t overlay overlay -o lowerdir=/,upperdir={scratch}/upper,workdir={scratch}/work {scratch}/root"
+        done = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c", mount], capture_output=True, text=True, timeout=30)
+    if done.returncode != 0:
+        return f"systemd test hosts need an overlay of the machine's root, and `{mount}` failed: {done.stderr.strip()}"
     return None
 
 
@@ -217,7 +233,7 @@ class SystemdTestFleet(TestFleet):
             f"mount --bind {q(str(host.base / 'proc-driver'))} {inside('/proc/driver')}",
             f"mount -t sysfs -o ro sysfs {inside('/sys')}",
             # Rooted at the host's own cgroup: the cgroup namespace was made there.
-            f"mount -t cgroup2 -o nsdelegate cgroup2 {inside('/sys/fs/cgroup')}",
+            f"mount -t cgroup2 cgroup2 {inside('/sys/fs/cgroup')}",
             f"mount -t tmpfs -o mode=755,size=16m tmpfs {inside('/dev')}",
             *(f"touch {inside('/dev/' + n)} && mount --bind /dev/{n} {inside('/dev/' + n)}" for n in DEVICE_NODES),
             f"mkdir {inside('/dev/pts')} {inside('/dev/shm')}",
