@@ -333,3 +333,35 @@ def test_stop_kill_and_resume_leave_exactly_one_result_per_run(
     assert by_label[interrupted]["attempt"] >= 2
     assert progress(sweep)["state"] == "finished" and progress(sweep)["counts"]["ok"] == 6
     assert not list((sweep / "runs").glob(".*.tmp"))
+
+
+def test_a_server_killed_with_sigkill_mid_run_is_a_crash_with_its_signal_not_a_hang(
+    tmp_path: Path, host_env: dict[str, str], seed_runs: dict[str, Run], agents: list
+) -> None:
+    """The kernel's OOM killer, as a `kill -9` of the server's own process while it serves: the
+    run is `server_died` with exit code -9 (137 from the shell) and says so, never `server_hung`."""
+    short = seed_runs["short"]
+    wide = Run(short.server, "concurrency", ConcurrencyWorkload(kind="concurrency", levels=[1, 2, 4], requests_per_level=6), 1)
+    victim = server("victim", 0, AUTOREGRESSIVE, [wide, short], speed=0.05)
+    sweep = tmp_path / "sweep-kill"
+    write_shard(sweep, [victim])
+    agents.append(start_agent(sweep, host_env))
+    try:
+        wait_for(lambda: running_run(sweep) == "victim/concurrency", 60, "the victim serving its first run")
+        main = int((sweep / "services" / f"{victim.unit_name}.main").read_text())
+        killed_at = time.time()
+        os.kill(main, signal.SIGKILL)
+        assert agents[-1].wait(timeout=60) == 0, (sweep / "agent.log").read_text()
+    finally:
+        kill_leftover_servers(sweep)
+    by_label = {r["label"]: r for r in results(sweep).values()}
+    assert sorted(by_label) == ["victim/concurrency", "victim/short"]
+    for label, result in by_label.items():
+        failure = result["failure"]
+        assert result["status"] in ("failed", "partial") and failure["class"] == "server_died", (label, failure)
+        assert failure["exit_code"] == -9, (label, failure)
+        assert "was killed by signal 9 (SIGKILL; exit status 137)" in failure["message"] and "OOM killer" in failure["message"], failure
+        assert "hung" not in failure["message"] and "did not answer" not in failure["message"]
+    # Noticed at once: well within the death grace, nowhere near a 20-second health timeout.
+    assert by_label["victim/concurrency"]["ended_at"] - killed_at < 8
+    assert not [pid for pid in service_pids(sweep) if pid_alive(pid)]

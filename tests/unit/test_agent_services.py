@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -19,6 +20,7 @@ from fleet.host.agent.services import (
     ServiceError,
     ServiceSpec,
     clear_stale,
+    exit_description,
     group_members,
     parse_systemctl_show,
     pid_alive,
@@ -70,7 +72,29 @@ def test_exit_codes_are_recorded(tmp_path: Path) -> None:
     services.start(spec(tmp_path, "killed", ["sh", "-c", "kill -9 $$"]))
     assert wait(lambda: services.status("three").state == "exited" and services.status("killed").state == "exited")
     assert services.status("three").exit_code == 3
-    assert services.status("killed").exit_code == 137  # 128 + SIGKILL, as the shell reports it
+    # The shell reports 128 + SIGKILL (137); read back as systemd's managers say it: -9.
+    assert services.status("killed").exit_code == -9
+    assert exit_description(-9) == "was killed by signal 9 (SIGKILL; exit status 137)"
+    assert exit_description(3) == "exited with code 3" and exit_description(None) == "exited (its exit code is unknown)"
+
+
+def test_a_service_killed_with_sigkill_is_dead_at_once_though_its_children_linger(tmp_path: Path) -> None:
+    """As SGLang's scheduler processes outlive a SIGKILLed launch_server for a while: the service
+    is its own process, not its group, and its exit code is the signal's."""
+    services = ProcessServices(tmp_path / "state")
+    started = services.start(spec(tmp_path, "srv", ["sh", "-c", "sleep 60 & exec sleep 61"]))
+    main_file = tmp_path / "state" / "srv.main"
+    assert wait(lambda: main_file.exists() and main_file.read_text().strip() != "")
+    main = int(main_file.read_text())
+    assert main != started.pid and services.status("srv").running
+    group = group_members(started.pid)
+    os.kill(main, signal.SIGKILL)
+    assert wait(lambda: not services.status("srv").running, timeout=1.0)
+    assert wait(lambda: services.status("srv").exit_code == -9)
+    lingering = group_members(started.pid)
+    assert lingering and lingering < group  # the orphaned `sleep 60` is still there...
+    services.stop("srv", grace_s=2)
+    assert group_members(started.pid) == set()  # ...until the stop takes the group
 
 
 def test_a_restarted_agent_finds_its_server_by_the_pid_file(tmp_path: Path) -> None:

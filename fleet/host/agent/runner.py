@@ -20,6 +20,7 @@ import fcntl
 import json
 import logging
 import os
+import signal
 import threading
 import time
 import traceback
@@ -32,7 +33,7 @@ from fleet.host.agent.handover import release_handed_over
 from fleet.host.agent.logwatch import LogWatcher
 from fleet.host.agent.progress import UNWRITABLE_ERRNOS, ProgressFile
 from fleet.host.agent.results import RunIdentity, WorkloadOutcome, build_result, sim_speed_of, skipped_result
-from fleet.host.agent.services import ServiceError, Services, ServiceSpec, boot_id, clear_stale, make_services, wait_free
+from fleet.host.agent.services import SIGKILL_HINT, ServiceError, Services, ServiceSpec, boot_id, clear_stale, exit_description, make_services, wait_free
 from fleet.host.atomic import atomic_file, write_json_atomic
 from fleet.host.contract import AgentState, ContractError, Failure, HostQuarantine, RunResult, RunStatus, ServerPhase, SweepDir, load_result
 from fleet.host.contract.lease import AGENT_HEARTBEAT_S, Claim, HostLease, LeaseHeld, LeaseLost
@@ -474,7 +475,8 @@ class ServerSession:
         assert self.watcher is not None
         services, unit = self.agent.services, self.spec.unit_name
         deadline = time.monotonic() + DEATH_GRACE_S
-        while services.status(unit).running and time.monotonic() < deadline:
+        # Until it is gone and how it ended is known (its wrapper records the exit a moment after).
+        while ((status := services.status(unit)).running or status.exit_code is None) and time.monotonic() < deadline:
             time.sleep(0.1)
         time.sleep(0.2)  # the last lines written between the exit and now
         self.watcher.sync()
@@ -485,7 +487,9 @@ class ServerSession:
             parts.append(f"fatal log line ({self.watcher.fatal_marker}): {self.watcher.fatal_line.strip()}")
         elif self.watcher.suspect_line is not None:
             parts.append(f"first traceback line: {self.watcher.suspect_line.strip()}")
-        parts.append("its process is still running" if status.running else f"its process exited with code {status.exit_code}")
+        parts.append("its process is still running" if status.running else f"its process {exit_description(status.exit_code)}")
+        if status.exit_code == -signal.SIGKILL and self.watcher.fatal_line is None:
+            parts.append(SIGKILL_HINT)
         return Failure(error_class, "; ".join(parts), tuple(evidence), str(self.log_path), status.exit_code, self._diagnosis())
 
     def _diagnosis(self, hint: DiagnosisHint | None = None) -> dict[str, Any] | None:
@@ -571,14 +575,21 @@ class ServerSession:
         if self.watcher.fatal_marker is not None or not services.status(unit).running:
             return self._death(SERVER_DIED, f"died {when}")
         timeout = min(HEALTH_TIMEOUT_CAP_S, self.limits.no_token_timeout_s)
+        asked = time.monotonic()
         if health_ok(self.endpoint, timeout):
             return None
+        waited = time.monotonic() - asked
+        # A refusal sooner than the timeout is no hang: the process is dying (its port closed
+        # first); give it the death grace to be seen gone before calling it anything.
+        deadline = time.monotonic() + (DEATH_GRACE_S if waited < timeout else 0.0)
+        while services.status(unit).running and time.monotonic() < deadline:
+            time.sleep(0.1)
         self.watcher.sync()
         if self.watcher.fatal_marker is not None or not services.status(unit).running:
             return self._death(SERVER_DIED, f"died {when}")
         return Failure(
             SERVER_HUNG,
-            f"the server process is alive but /health did not answer within {timeout:.0f} s",
+            f"the server process is alive but /health did not answer (gave up after {waited:.1f} s of {timeout:.0f} s)",
             tuple(self.watcher.evidence()),
             str(self.log_path),
         )

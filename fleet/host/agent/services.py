@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import signal
 import socket
@@ -42,8 +43,15 @@ RUNNING, EXITED, ABSENT = "running", "exited", "absent"
 # that holds a port or GPU the agent needs is killed only if it carries it -- a stale server of an
 # earlier run or sweep. Anything else (someone's own server) is reported, never killed.
 SERVICE_ENV_MARKER = "FLEET_SERVICE"
-# Runs the service, then records its exit code atomically: `sh -c SCRIPT fleet-service EXITFILE argv...`.
-_WRAPPER = 'f=$1; shift; "$@"; c=$?; printf "%s\\n" "$c" > "$f.tmp" && mv -f "$f.tmp" "$f"; exit "$c"'
+# Runs the service, then records its exit code atomically: `sh -c SCRIPT fleet-service EXITFILE
+# MAINFILE argv...`. The service itself runs as the wrapper's child, which writes its own pid to
+# MAINFILE and execs the service: its pid is the service's, so its death is seen at once (the
+# wrapper, and children the service left behind, may outlive it by a while).
+_MAIN = 'echo "$$" > "$0"; exec "$@"'
+_WRAPPER = (
+    f'f=$1; m=$2; shift 2; /bin/sh -c {shlex.quote(_MAIN)} "$m" "$@"; c=$?; '
+    'printf "%s\\n" "$c" > "$f.tmp" && mv -f "$f.tmp" "$f"; exit "$c"'
+)
 
 
 class ServiceError(Exception):
@@ -72,6 +80,24 @@ class ServiceStatus:
 
     def to_json(self) -> dict[str, object]:
         return {"name": self.name, "state": self.state, "pid": self.pid, "exit_code": self.exit_code}
+
+
+def exit_description(code: int | None) -> str:
+    """How a service's process ended, for a person: both managers report a death by signal N as
+    exit code -N (ProcessServices from its wrapper's 128 + N, SystemdServices from ExecMainCode)."""
+    if code is None:
+        return "exited (its exit code is unknown)"
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = "an unknown signal"
+        return f"was killed by signal {-code} ({name}; exit status {128 - code})"
+    return f"exited with code {code}"
+
+
+# A server killed by SIGKILL leaves no line in its log: the kernel's OOM killer, or a person.
+SIGKILL_HINT = "nothing in its log explains a SIGKILL: the kernel's OOM killer (`dmesg -T | grep -i oom`) or a `kill -9`"
 
 
 class Services(Protocol):
@@ -196,6 +222,19 @@ class ProcessServices:
     def _exit_file(self, name: str) -> Path:
         return self.state_dir / f"{name}.exit"
 
+    def _main_file(self, name: str) -> Path:
+        return self.state_dir / f"{name}.main"
+
+    def _main_alive(self, name: str, members: set[int]) -> bool | None:
+        """Whether the service's own process lives (the pid it wrote before exec, among the
+        group's live members: a number outside the group is a recycled one); None before it wrote
+        it, or where it could not (a full disk): then the group says."""
+        try:
+            pid = int(self._main_file(name).read_text().strip())
+        except (OSError, ValueError):
+            return None
+        return pid in members
+
     def _record(self, name: str) -> dict[str, Any] | None:
         try:
             record = json.loads(self._pid_file(name).read_text())
@@ -226,13 +265,14 @@ class ProcessServices:
             raise ServiceError(f"{spec.name}: already running as pid {current.pid}; stop it first")
         if not spec.argv:
             raise ServiceError(f"{spec.name}: empty argv")
-        exit_file = self._exit_file(spec.name)
+        exit_file, main_file = self._exit_file(spec.name), self._main_file(spec.name)
         exit_file.unlink(missing_ok=True)
+        main_file.unlink(missing_ok=True)
         Path(spec.log_path).parent.mkdir(parents=True, exist_ok=True)
         with open(spec.log_path, "ab") as log:
             try:
                 child = subprocess.Popen(
-                    ["/bin/sh", "-c", _WRAPPER, "fleet-service", str(exit_file), *spec.argv],
+                    ["/bin/sh", "-c", _WRAPPER, "fleet-service", str(exit_file), str(main_file), *spec.argv],
                     stdin=subprocess.DEVNULL,
                     stdout=log,
                     stderr=subprocess.STDOUT,
@@ -267,17 +307,24 @@ class ProcessServices:
         if record is None:
             return ServiceStatus(name, ABSENT)
         pid = int(record["pid"])
-        if self._members(record):
-            return ServiceStatus(name, RUNNING, pid)
+        members = self._members(record)
+        if members and not self._exit_file(name).exists():
+            # Running until the service's own process is gone: a server killed with SIGKILL is
+            # dead at once, whatever its wrapper and its orphaned children still do.
+            if self._main_alive(name, members) is not False:
+                return ServiceStatus(name, RUNNING, pid)
         return ServiceStatus(name, EXITED, pid, self._exit_code(name))
 
     def _exit_code(self, name: str) -> int | None:
+        """Negative: killed by that signal. The wrapper's shell reports a death by signal N as
+        128 + N (137 for SIGKILL), read back as -N -- as systemd's ExecMainCode says it."""
         try:
-            return int(self._exit_file(name).read_text().strip())
+            code = int(self._exit_file(name).read_text().strip())
         except (OSError, ValueError):
             child = self._children.get(name)
             # The wrapper itself was killed by a signal: Popen knows it (as -signal) if we are its parent.
             return child.returncode if child is not None else None
+        return -(code - 128) if 128 < code < 128 + 65 else code
 
     def stop(self, name: str, grace_s: float) -> ServiceStatus:
         record = self._record(name)
@@ -287,6 +334,7 @@ class ProcessServices:
         if final.running:
             raise ServiceError(f"{name}: process group {final.pid} survived SIGKILL")
         self._pid_file(name).unlink(missing_ok=True)
+        self._main_file(name).unlink(missing_ok=True)
         self._children.pop(name, None)
         return final
 
