@@ -10,7 +10,10 @@ before left (provisioned host, then sweeps)."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -28,7 +31,6 @@ from fleet.playbook import load_playbook
 from fleet.provision.provision import ProvisionOptions, provision
 from fleet.provision.units import render_agent_unit, server_unit_name
 from fleet.sweep.controller import start_sweep
-from fleet.sweep.logs import fetch_logs
 from tests.testfleet.systemd_host import SystemdTestFleet
 
 pytestmark = pytest.mark.testfleet
@@ -125,8 +127,11 @@ def test_seed_failure_on_systemd_is_read_from_systemctl_and_diagnosed_from_the_f
                               f"{unit[: -len('.service')]} --manager systemd")  # fmt: skip
     assert json.loads(status) == {"name": unit[: -len(".service")], "state": "exited", "pid": None, "exit_code": -9}
 
-    fetched = fetch_logs(root, sweep_id)[HOST]
-    assert fetched.journal_units == 3, fetched  # both servers and the agent
+    env = {**os.environ, "FLEET_RESULTS_DIR": str(root), "COLUMNS": "200"}
+    fetch = subprocess.run([sys.executable, "-m", "fleet", "fetch-logs", "--sweep", sweep_id, "--json"], cwd=REPO, env=env,
+                           capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert fetch.returncode == 0, fetch.stdout + fetch.stderr
+    assert json.loads(fetch.stdout)[HOST]["journal_units"] == 3, fetch.stdout  # both servers and the agent
     journal = outcome.directory / HOST / "logs" / "journal"
     dump = journal / f"{unit}.log"
     text = dump.read_text()
@@ -142,7 +147,8 @@ def test_seed_failure_on_systemd_is_read_from_systemctl_and_diagnosed_from_the_f
     print(f"{dump.name}: {len(text.splitlines())} lines")
 
     diagnosis = diagnose_file(dump)
-    print(diagnosis)  # the seed's failure as fleet reads it from the journal fetch-logs brought back
+    # The seed's failure as `fleet diagnose` reads it from the journal fetch-logs brought back.
+    print(subprocess.run([sys.executable, "-m", "fleet", "diagnose", str(dump)], cwd=REPO, env=env, capture_output=True, text=True, timeout=120).stdout)
     assert diagnosis.failure_class == "max_running_requests_zero"
     assert any("max_running_request is zero" in e.text for e in diagnosis.evidence)
 
