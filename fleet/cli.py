@@ -275,6 +275,14 @@ def sweep(
     as_json: Annotated[
         bool, typer.Option("--json", help="Stream progress as JSON lines on stdout: one object per event (a `type` field), a final `summary` object.")
     ] = False,
+    host_lost_after: Annotated[
+        Optional[float],
+        typer.Option("--host-lost-after", min=1.0, max=7 * 86400.0, metavar="SECONDS",
+                     help="A host unreachable this long is declared lost and its runs move to the others (default: the playbook's limits.host_lost_after_s, 600)."),
+    ] = None,
+    allow_unplaceable: Annotated[
+        bool, typer.Option("--allow-unplaceable", help="Run what fits when some server configurations fit on no host (else: exit 2 before anything starts).")
+    ] = False,
 ) -> None:
     """Run every run of a playbook on the given hosts, detached from SSH; resumable after drops and reboots.
 
@@ -321,7 +329,9 @@ def sweep(
         with live if live is not None else contextlib.nullcontext():
             # Secrets for the hosts' model fetch (HF_TOKEN) come from this environment, on a resume too.
             if resume:
-                outcome = resume_sweep(resume, root, watch=watch, poll_interval_s=poll, environ=os.environ, on_event=on_event)
+                outcome = resume_sweep(
+                    resume, root, watch=watch, poll_interval_s=poll, environ=os.environ, on_event=on_event, host_lost_after_s=host_lost_after,
+                )  # fmt: skip
             else:
                 chosen = _select_hosts(hosts_spec)
                 path = playbook or _default_playbook()
@@ -337,7 +347,11 @@ def sweep(
                     quarantine=_quarantine_store(),
                     environ=os.environ,
                     on_event=on_event,
+                    host_lost_after_s=host_lost_after,
+                    allow_unplaceable=allow_unplaceable,
                 )
+    except ConfigError as exc:  # the playbook asks for what the chosen hosts cannot hold (say, TP16 on 8-GPU hosts)
+        _fail(str(exc))
     except (SweepError, FleetError) as exc:
         _fail(str(exc), EXIT_FAILED)
     for fix in outcome.fixes:
@@ -350,9 +364,14 @@ def sweep(
     if outcome.interrupted:
         note.print(f"the agents work on: `fleet status {outcome.sweep_id}`, `fleet sweep --resume {outcome.sweep_id}`", highlight=False, soft_wrap=True)
         raise typer.Exit(130)
+    for host, reason in outcome.lost.items():
+        err.print(_plain(f"{host} was given up on; its runs without a result moved to the other hosts: {reason}", "red"), highlight=False)
+    if outcome.not_run:
+        reasons = sorted(set(outcome.not_run.values()))
+        err.print(_plain(f"{len(outcome.not_run)} runs ran nowhere: " + "; ".join(reasons[:5]), "red"), highlight=False)
     failed_hosts = [s.host for s in outcome.statuses.values() if s.phase != "finished"]
     failed_runs = sum(s.counts.get("failed", 0) + s.counts.get("partial", 0) for s in outcome.statuses.values())
-    if failed_hosts or failed_runs or outcome.excluded:
+    if failed_hosts or failed_runs or outcome.excluded or outcome.not_run:
         raise typer.Exit(EXIT_FAILED)
 
 

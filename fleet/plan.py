@@ -20,7 +20,7 @@ from fleet.inventory import EngineKind, Host
 from fleet.launch import launch_spec
 from fleet.launch.sglang import LaunchSpec, render_flag
 from fleet.layout import model_serve_dir, server_port
-from fleet.planning.estimate import DurationHistory, Estimate, estimate_run, estimate_server_start
+from fleet.planning.estimate import DurationHistory, Estimate, calibrate, estimate_run, estimate_server_start
 from fleet.planning.schedule import HostSlots, Job, Schedule, schedule
 from fleet.playbook import AutoFix, FlagValue, Playbook, Run, ServerConfig, expand_runs
 from fleet.workloads import comparability_warnings
@@ -310,8 +310,9 @@ def make_plan(playbook: Playbook, hosts: Sequence[Host], options: PlanOptions | 
     scale = _time_scale(hosts)
     options = options or PlanOptions()
     history = options.durations
-    run_estimates = {r.id: _scaled(estimate_run(r, history), scale) for runs in by_server.values() for r in runs}
-    server_estimates = {key: _scaled(estimate_server_start(config, history), scale) for key, config in configs.items()}
+    calibration = calibrate([r for runs in by_server.values() for r in runs], history)
+    run_estimates = {r.id: _scaled(estimate_run(r, history, calibration), scale) for runs in by_server.values() for r in runs}
+    server_estimates = {key: _scaled(estimate_server_start(config, history, calibration), scale) for key, config in configs.items()}
     jobs = [
         Job(
             key=key,

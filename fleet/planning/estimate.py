@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -203,12 +204,63 @@ class Estimate:
     measured: int = 0
 
 
-def estimate_run(run: Run, history: DurationHistory | None = None) -> Estimate:
-    """A run measured before is estimated by its measurements; an unmeasured one by the priors."""
+@dataclass(frozen=True)
+class Calibration:
+    """How far the priors are off, learned from the measured work of a plan: the median of
+    measured / prior over its measured runs, per (decoding method, workload kind) and overall,
+    and over its measured server starts, per TP size and overall. An unmeasured run or start is
+    estimated by its prior times the factor of its group (else the overall one; 1 with no
+    measurements): the priors rank the work, the measurements set its scale."""
+
+    runs: dict[tuple[str | None, str], float] = field(default_factory=dict)
+    run_overall: float = 1.0
+    starts: dict[int, float] = field(default_factory=dict)
+    start_overall: float = 1.0
+
+    def run_factor(self, run: Run) -> float:
+        return self.runs.get((run.server.algorithm, run.workload.kind), self.run_overall)
+
+    def start_factor(self, server: ServerConfig) -> float:
+        return self.starts.get(server.tp, self.start_overall)
+
+
+def calibrate(runs: Sequence[Run], history: DurationHistory | None) -> Calibration:
+    """The calibration of the priors by the measured durations of these runs and their servers."""
+    if history is None:
+        return Calibration()
+    by_group: dict[tuple[str | None, str], list[float]] = {}
+    by_tp: dict[int, list[float]] = {}
+    servers: dict[str, ServerConfig] = {}
+    for run in runs:
+        servers[run.server.id] = run.server
+        found = history.run_seconds(run.id)
+        if found is not None and run_seconds(run) > 0:
+            by_group.setdefault((run.server.algorithm, run.workload.kind), []).append(found[0] / run_seconds(run))
+    for server in servers.values():
+        found = history.server_seconds(server.id)
+        if found is not None:
+            by_tp.setdefault(server.tp, []).append(found[0] / server_start_seconds(server))
+
+    def overall(groups: Mapping[Any, list[float]]) -> float:
+        ratios = [r for values in groups.values() for r in values]
+        return statistics.median(ratios) if ratios else 1.0
+
+    return Calibration(
+        {k: statistics.median(v) for k, v in by_group.items()}, overall(by_group), {k: statistics.median(v) for k, v in by_tp.items()}, overall(by_tp),
+    )  # fmt: skip
+
+
+def estimate_run(run: Run, history: DurationHistory | None = None, calibration: Calibration | None = None) -> Estimate:
+    """A run measured before is estimated by its measurements; an unmeasured one by the priors,
+    calibrated by what was measured of its kind."""
     found = history.run_seconds(run.id) if history is not None else None
-    return Estimate(*found) if found is not None else Estimate(run_seconds(run))
+    if found is not None:
+        return Estimate(*found)
+    return Estimate(run_seconds(run) * (calibration.run_factor(run) if calibration else 1.0))
 
 
-def estimate_server_start(server: ServerConfig, history: DurationHistory | None = None) -> Estimate:
+def estimate_server_start(server: ServerConfig, history: DurationHistory | None = None, calibration: Calibration | None = None) -> Estimate:
     found = history.server_seconds(server.id) if history is not None else None
-    return Estimate(*found) if found is not None else Estimate(server_start_seconds(server))
+    if found is not None:
+        return Estimate(*found)
+    return Estimate(server_start_seconds(server) * (calibration.start_factor(server) if calibration else 1.0))

@@ -8,6 +8,7 @@ folder that relative mirrors resolve against (secrets are read from the environm
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -16,7 +17,7 @@ import secrets
 import shutil
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -29,13 +30,13 @@ from fleet.fixes.quarantine import QuarantineStore
 from fleet.host.atomic import atomic_file, write_json_atomic
 from fleet.host.contract import ContractError, RunResult, Shard, SweepDir, load_result
 from fleet.inventory import Host
-from fleet.plan import Plan, PlannedServer, PlanOptions, hardware_of, make_plan, time_scale_of
+from fleet.plan import Plan, PlannedServer, PlanOptions, check_placeable, hardware_of, make_plan, time_scale_of
 from fleet.planning.estimate import DURATIONS_FILE, DurationHistory
-from fleet.playbook import Playbook, load_playbook
+from fleet.playbook import Playbook, expand_runs, load_playbook
 from fleet.provision.lease import sweep_claim
 from fleet.provision.provision import HostReport, ProvisionOptions, provision, provision_options
 from fleet.sweep.bundle import write_bundle
-from fleet.sweep.driver import Balancer, HostDriver, HostStatus, Phase, SweepContext, drive_all
+from fleet.sweep.driver import DISK_ERRNOS, Balancer, HostDriver, HostStatus, Phase, SweepContext, drive_all, folder_error
 from fleet.sweep.events import EventSink, EventStream, SweepProgress, record_durations
 from fleet.sweep.fixing import FixRecord, SweepFixer
 from fleet.sweep.shards import build_shards
@@ -108,6 +109,8 @@ class SweepOutcome:
     plan: Plan | None
     interrupted: bool = False
     fixes: list[FixRecord] = field(default_factory=list)
+    lost: dict[str, str] = field(default_factory=dict)  # host -> why it was given up on
+    not_run: dict[str, str] = field(default_factory=dict)  # run id -> why no host ran it
 
 
 # Called about twice a second with every host's status, for a live display.
@@ -139,26 +142,34 @@ def start_sweep(
     sleep: Callable[[float], None] = time.sleep,
     on_event: EventSink | None = None,
     host_lost_after_s: float | None = None,
+    allow_unplaceable: bool = False,
 ) -> SweepOutcome:
     """Provision, plan (memory checks and quarantine before anything launches), ship, watch.
     `on_event` receives the sweep's progress events (fleet.sweep.events), in order.
+
+    A server configuration no chosen host can hold (its TP size over the largest host's GPUs)
+    raises ConfigError before anything starts, unless `allow_unplaceable`: then the rest runs and
+    those runs are reported not run, with why (the sweep ends incomplete).
 
     `memory_check=False` launches configurations the memory planner predicts to fail, so that
     they fail for real and the sweep's automatic fixes repair them. Secrets for the hosts'
     model fetch come from `environ` (default: this process's environment)."""
     stream = EventStream(on_event)
     playbook = load_playbook(playbook_path)
+    if not allow_unplaceable:
+        check_placeable(playbook, hosts)  # before anything is written or any host contacted
     store = quarantine or QuarantineStore(results_root / "quarantine.json")
     durations = _durations(results_root)
     sweep_id = new_sweep_id(playbook)
     directory = results_root / sweep_id
-    directory.mkdir(parents=True)
-    # The playbook as it was: a resume runs exactly this, whatever happens to the file later.
-    shutil.copyfile(playbook_path, directory / "playbook.yaml")
-    for host in hosts:
-        write_json_atomic(directory / "hosts" / f"{host.name}.json", host.model_dump(mode="json"))
-    with atomic_file(results_root / LATEST) as handle:
-        handle.write(f"{sweep_id}\n".encode())
+    with _writing(results_root):
+        directory.mkdir(parents=True)
+        # The playbook as it was: a resume runs exactly this, whatever happens to the file later.
+        shutil.copyfile(playbook_path, directory / "playbook.yaml")
+        for host in hosts:
+            write_json_atomic(directory / "hosts" / f"{host.name}.json", host.model_dump(mode="json"))
+        with atomic_file(results_root / LATEST) as handle:
+            handle.write(f"{sweep_id}\n".encode())
 
     options = provision_options(playbook_path.parent, os.environ if environ is None else environ, lease=sweep_claim(sweep_id))
     reports = provision(hosts, playbook, options, connect=connect)
@@ -187,7 +198,11 @@ def start_sweep(
     # Hosts that failed are left out of the plan: their share goes to the others.
     hardware = {r.host: hardware_of(h, r.facts) for h in usable for r in reports if r.host == h.name}
     plan = make_plan(playbook, usable, PlanOptions(memory_check=memory_check, quarantine=store, hardware=hardware, durations=durations))
-    write_json_atomic(directory / "plan.json", plan.to_json())
+    unplaced = {config.id: reason for config, reason in plan.unplaceable}
+    record.not_run.update({run.id: f"unplaceable: {unplaced[run.server.id]}" for run in expand_runs(playbook) if run.server.id in unplaced})
+    with _writing(results_root):
+        write_json_atomic(directory / "plan.json", plan.to_json())
+        record.save(directory)
     stream.emit(
         "planned", eta_s=plan.schedule.makespan_s, runs=len(plan.runs), servers=len(plan.servers),
         hosts=sorted({s.host for s in plan.servers}), measured_runs=plan.measured_runs,
@@ -347,6 +362,34 @@ def _drive(
             if not interrupted and not ctx.stop.is_set():
                 driver.channel.release_lease()  # the sweep's end (detached: its agents keep the leases)
             driver.channel.close()
+    if not ctx.folder_errors:  # else a host's loop found the folder unwritable already
+        try:
+            return _finish(ctx, statuses, drivers, balancer, progress, scales, stream, plan, excluded, interrupted)
+        except OSError as exc:
+            if exc.errno not in DISK_ERRNOS:
+                raise
+            ctx.folder_errors.append(str(folder_error(ctx.directory, exc)))
+    # The results folder is full or read-only: say so, with a summary of what is here, and stop.
+    # sweep.json keeps `running` (or what could be written): the agents work on, a resume goes on.
+    error = ctx.folder_errors[0]
+    summary = summarize(ctx.directory, statuses)
+    stream.emit("summary", state="stopped", directory=str(ctx.directory), interrupted=True, error=error, **summary)
+    raise SweepError(error)
+
+
+def _finish(
+    ctx: SweepContext,
+    statuses: dict[str, HostStatus],
+    drivers: Sequence[HostDriver],
+    balancer: Balancer,
+    progress: SweepProgress,
+    scales: Mapping[str, float],
+    stream: EventStream,
+    plan: Plan | None,
+    excluded: dict[str, str],
+    interrupted: bool,
+) -> SweepOutcome:
+    """sweep.json's final state, summary.json, the measured durations, the summary event."""
     record = SweepRecord.load(ctx.directory)
     given_up = {name: st.last_error for name, st in statuses.items() if st.phase in (Phase.LOST, Phase.FAILED)}
     record.lost.update(given_up)
@@ -370,7 +413,18 @@ def _drive(
         log.error("measured durations not recorded: %s", exc)  # the results stand; only the next ETA learns less
     interrupted = interrupted or ctx.stop.is_set()
     stream.emit("summary", eta_s=0.0 if record.state == "finished" else None, state=record.state, directory=str(ctx.directory), interrupted=interrupted, **summary)
-    return SweepOutcome(ctx.sweep_id, ctx.directory, statuses, excluded, plan, interrupted, fixes)
+    return SweepOutcome(ctx.sweep_id, ctx.directory, statuses, excluded, plan, interrupted, fixes, dict(record.lost), dict(record.not_run))
+
+
+@contextlib.contextmanager
+def _writing(results_root: Path) -> Iterator[None]:
+    """Writes into the results folder: a full or read-only one is a SweepError naming it, not a traceback."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.errno not in DISK_ERRNOS:
+            raise
+        raise SweepError(f"{results_root}: the results folder cannot be written ({exc.strerror or exc}); no agent was started") from None
 
 
 def make_balancer(ctx: SweepContext, hosts: Mapping[str, Host], estimates: Plan, progress: SweepProgress | None) -> Balancer:

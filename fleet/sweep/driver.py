@@ -18,8 +18,10 @@ The agent does the work on the host, detached from SSH; the loop talks to it onl
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
+import os
 import shlex
 import threading
 import time
@@ -50,6 +52,43 @@ if TYPE_CHECKING:  # events.py builds on this module's HostStatus
 log = logging.getLogger("fleet.sweep")
 
 MAX_AGENT_RESTARTS = 5
+
+
+# A controller folder that cannot take a file: full, read-only, over quota.
+DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EROFS, errno.EDQUOT})
+
+
+class ResultsFolderError(FleetError):
+    """The controller cannot write its results folder: the sweep stops (the agents work on, their
+    results stay on the hosts) and can be resumed once there is room."""
+
+
+def unwritable(directory: Path) -> OSError | None:
+    """Why `directory` (or the nearest folder of it that exists) cannot take a small file, or None."""
+    folder = directory
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    probe = folder / f".fleet-probe-{os.getpid()}-{threading.get_ident()}"
+    try:
+        with open(probe, "wb") as handle:
+            handle.write(b"\0" * 4096)
+            handle.flush()
+            os.fsync(handle.fileno())
+        return None
+    except OSError as exc:
+        return exc if exc.errno in DISK_ERRNOS else None
+    finally:
+        try:
+            probe.unlink()
+        except OSError:
+            pass
+
+
+def folder_error(directory: Path, problem: OSError) -> ResultsFolderError:
+    return ResultsFolderError(
+        f"{directory}: the results folder cannot be written ({problem.strerror or problem}): the sweep stopped here; "
+        "the agents work on and keep their results on the hosts; make room, then `fleet sweep --resume`"
+    )
 
 
 class Phase(str, Enum):
@@ -144,6 +183,7 @@ class SweepContext:
     progress: SweepProgress | None = None  # events with elapsed time and ETA, for the display
     host_lost_after_s: float = HOST_LOST_AFTER_S  # unreachable this long (since the last answer): lost
     balancer: Balancer | None = None  # moves work between the hosts (None: each host keeps its share)
+    folder_errors: list[str] = field(default_factory=list)  # a host's loop could not write results here
 
     @property
     def sweep_id(self) -> str:
@@ -186,6 +226,16 @@ class HostDriver:
         try:
             self.start()
             self.watch()
+        except (ResultsFolderError, OSError) as exc:
+            if isinstance(exc, OSError) and exc.errno not in DISK_ERRNOS:
+                raise
+            error = exc if isinstance(exc, ResultsFolderError) else folder_error(self.ctx.directory, exc)
+            # Not the host's fault: every loop stops, the agents work on, a resume picks it all up.
+            self.status.phase = Phase.DETACHED
+            self.status.last_error = str(error)
+            self.ctx.folder_errors.append(str(error))
+            self.ctx.stop.set()
+            log.error("%s: %s", self.host.name, error)
         except FleetError as exc:
             self.status.phase = Phase.FAILED
             self.status.last_error = str(exc)
@@ -314,7 +364,7 @@ class HostDriver:
             self.pull()  # every result the released servers had (an earlier agent's) is here before they move
         moving = self._remaining(released)
         self.shard = self._shard_without(released)
-        write_json_atomic(self.local_dir / SweepDir.SHARD, json.loads(self.shard.to_json()))
+        self._save_shard()
         self.status.total = len(self.shard.runs)
         balancer.answered(self, moving, kept=answered - released)
 
@@ -365,6 +415,12 @@ class HostDriver:
         incoming = balancer.wait_for_work(self)
         if not incoming:
             return False
+        given_back = self._asked & {spec.server_id for spec in incoming}
+        if given_back:
+            # Servers this host once released come back to it (say, the host that took them was
+            # lost): no longer asked for, so its next agent starts them (its agent is not running now).
+            self._asked -= given_back
+            self._put(json.dumps(HandoverRequest(tuple(sorted(self._asked))).to_json()).encode(), self.channel.dir.handover)
         servers = {s.server_id: s for s in self.shard.servers}
         for spec in incoming:
             existing = servers.get(spec.server_id)
@@ -376,7 +432,7 @@ class HostDriver:
         self.shard = replace(self.shard, servers=list(servers.values()))
         self.status.total = len(self.shard.runs)
         log.info("%s: took %d servers handed over from other hosts", self.host.name, len(incoming))
-        write_json_atomic(self.local_dir / SweepDir.SHARD, json.loads(self.shard.to_json()))
+        self._save_shard()
         self.ship()
         self.channel.start_agent()
         self.status.phase = Phase.RUNNING
@@ -390,8 +446,23 @@ class HostDriver:
         self.channel.ship(self.ctx.bundle_dir, self.shard, facts)
 
     def pull(self) -> None:
-        self.status.pulled = self.channel.pull(self.local_dir)
+        try:
+            self.status.pulled = self.channel.pull(self.local_dir)
+        except (FleetError, OSError) as exc:
+            problem = exc if isinstance(exc, OSError) and exc.errno in DISK_ERRNOS else unwritable(self.local_dir)
+            if problem is not None:
+                raise folder_error(self.ctx.directory, problem) from None
+            raise
         self.done_runs = self._local_results()
+
+    def _save_shard(self) -> None:
+        """The controller's copy of the shard (a resume reads it)."""
+        try:
+            write_json_atomic(self.local_dir / SweepDir.SHARD, json.loads(self.shard.to_json()))
+        except OSError as exc:
+            if exc.errno in DISK_ERRNOS:
+                raise folder_error(self.ctx.directory, exc) from None
+            raise
 
     def review(self) -> None:
         """Hand the results pulled since the last review to the fixer; push a changed quarantine."""
@@ -428,7 +499,7 @@ class HostDriver:
         log.info("%s: repair round: %d runs added", self.host.name, len(extended.runs) - len(self.shard.runs))
         self.shard = extended
         self.status.total = len(extended.runs)
-        write_json_atomic(self.local_dir / SweepDir.SHARD, json.loads(extended.to_json()))
+        self._save_shard()
         self.ship()
         self.channel.start_agent()
         self.status.phase = Phase.RUNNING
@@ -501,6 +572,7 @@ class Balancer:
         self._asks: dict[str, dict[str, str]] = {}  # donor -> server id -> the host that asked
         self._incoming: dict[str, list[tuple[PlannedServer, str]]] = {}  # host -> (server to run, why)
         self.moves: list[Move] = []
+        self._moved: set[str] = set()  # servers moved once (the tail takes them no further)
         self.not_run: dict[str, str] = {}  # run id -> why it ran nowhere
 
     # ---------------------------------------------------------------- every host's loop
@@ -589,11 +661,13 @@ class Balancer:
         about together (by the plan's estimates)."""
         gpus = self.hosts[taker].gpus.count
         best: tuple[float, str, list[ServerSpec]] | None = None
+        # (Exclusive isolation: a host runs one server at a time, so its work is the plain sum.)
         for name in self._active - self._idle:
             donor = self._drivers[name]
             if donor.status.phase is not Phase.RUNNING or self._asks.get(name):
                 continue
-            queued = [s for s in donor.queued() if len(s.gpus) <= gpus]
+            # A server moved once stays where it went: no back and forth between two hosts.
+            queued = [s for s in donor.queued() if len(s.gpus) <= gpus and s.server_id not in self._moved]
             if not queued:
                 continue
             left = self._work_left(donor)
@@ -602,26 +676,27 @@ class Balancer:
         if best is None:
             return
         left, donor_name, queued = best
-        donor_gpus = max(1, self.hosts[donor_name].gpus.count)
-        area, longest, chosen = 0.0, 0.0, []
+        taken, longest, chosen = 0.0, 0.0, []
         for spec in reversed(queued):  # the end of its queue: what it would start last
             seconds = self._seconds(spec.server_id, [r.run_id for r in spec.runs])
-            tp = len(spec.gpus)
-            finish = max((area + seconds * tp) / gpus, max(longest, seconds))
-            if finish <= left - seconds * tp / donor_gpus:
+            finish = max(taken + self._share(taker, spec, seconds), longest, seconds)
+            if finish <= left - self._share(donor_name, spec, seconds):
                 chosen.append(spec.server_id)
-                area, longest, left = area + seconds * tp, max(longest, seconds), left - seconds * tp / donor_gpus
+                taken, longest = taken + self._share(taker, spec, seconds), max(longest, seconds)
+                left -= self._share(donor_name, spec, seconds)
         if chosen:
             log.info("%s ran dry: asking %s for %s", taker, donor_name, chosen)
             self._asks.setdefault(donor_name, {}).update({server_id: taker for server_id in chosen})
 
+    def _share(self, host: str, spec: ServerSpec, seconds: float) -> float:
+        """The wall time a server adds to a host's work: all of it where servers run one at a time
+        (exclusive), else its GPU time spread over the host's GPUs."""
+        return seconds if self.exclusive else seconds * len(spec.gpus) / max(1, self.hosts[host].gpus.count)
+
     def _work_left(self, driver: HostDriver) -> float:
-        """Estimated wall seconds of the runs without a result on a host, over its GPUs."""
-        gpus = max(1, self.hosts[driver.host.name].gpus.count)
-        area = 0.0
-        for spec, runs in driver._remaining():
-            area += self._seconds(spec.server_id, runs) * len(spec.gpus)
-        return area / gpus
+        """Estimated wall seconds of the runs without a result on a host."""
+        name = driver.host.name
+        return sum(self._share(name, spec, self._seconds(spec.server_id, runs)) for spec, runs in driver._remaining())
 
     def _route(self, source: str, server_id: str, runs: Sequence[str], why: str, prefer: str | None = None) -> None:
         """Send runs of a server to a live host: `prefer` if it can take them, else the live host
@@ -644,6 +719,7 @@ class Balancer:
             log.error("%s: %d runs of %s run nowhere: %s", source, len(planned.runs), planned.config.label, why)
             return
         self._incoming.setdefault(target, []).append((planned, why))
+        self._moved.add(server_id)
         self.moves.append(Move(source, target, server_id, tuple(r.id for r in planned.runs), why))
         if self.progress is not None:
             self.progress.moved(source, target, tuple(r.id for r in planned.runs), server_id=server_id, label=planned.config.label, why=why)

@@ -1,7 +1,7 @@
-"""The tail of a sweep moves to a host that ran dry: on two test hosts where one runs five times
-slower than planned, the fast one takes servers still queued on the slow one, through the
-hand-over (asked in handover.json, released by the slow host's agent before it starts them), and
-every planned run still has exactly one result."""
+"""The tail of a sweep moves to a host that ran dry: on two test hosts planned from wrong
+estimates, the host that runs dry takes servers still queued on the other, through the hand-over
+(asked in handover.json, released by that host's agent before it starts them), and every planned
+run still has exactly one result."""
 
 from __future__ import annotations
 
@@ -12,6 +12,8 @@ import pytest
 import yaml
 
 from fleet.inventory import load_inventory
+from fleet.planning.estimate import DURATIONS_FILE, DurationHistory, Sample
+from fleet.playbook import expand_runs, load_playbook
 from fleet.sweep.controller import start_sweep
 
 pytestmark = pytest.mark.testfleet
@@ -22,41 +24,50 @@ SEED = REPO / "playbooks" / "qwen36-specdec.yaml"
 
 def test_the_tail_moves_to_the_idle_host_and_every_run_has_one_result(test_fleet_factory, tmp_path: Path) -> None:
     fleet = test_fleet_factory(["ct200", "ct201"])
-    hosts_dir = fleet.write_inventory(tmp_path / "hosts", engine={"sim_speed": 0.01})
-    slow = hosts_dir / "ct200.yaml"
-    entry = yaml.safe_load(slow.read_text())
-    entry["engine"]["sim_speed"] = 0.05  # ct200 is five times slower than the plan thinks
-    slow.write_text(yaml.safe_dump(entry))
-    hosts = list(load_inventory(hosts_dir))
-    # The seed's methods on TP1 and TP4 with two workloads: enough servers queued behind others.
+    hosts = list(load_inventory(fleet.write_inventory(tmp_path / "hosts", engine={"sim_speed": 0.01})))
+    # The seed's methods on TP1, one workload, one server per host at a time (exclusive), no
+    # fixes (their repair rounds would make a tail of their own).
     playbook = yaml.safe_load(SEED.read_text())
-    playbook["tp"] = [1, 4]
-    playbook["workloads"] = {name: playbook["workloads"][name] for name in ("short", "concurrency")}
+    playbook.update(tp=[1], isolation="exclusive", auto_fix="off")
+    playbook["workloads"] = {"short": playbook["workloads"]["short"]}
     path = tmp_path / "seed-tail.yaml"
     path.write_text(yaml.safe_dump(playbook))
+    # Earlier "measurements" that are wrong, as estimates are (issue 12: real/estimate 0.15-0.77):
+    # one server's runs said to take an hour, the others' half a second. The plan gives one host
+    # that server alone and the other every other server, queued; in truth all take about as long.
+    results_root = tmp_path / "results"
+    history = DurationHistory()
+    runs = sorted(expand_runs(load_playbook(path)), key=lambda r: r.server.label)
+    for run in runs:
+        history.record_run(run.id, Sample(3600.0 if run.server.label == runs[0].server.label else 0.5, "earlier", "ct200"))
+    history.save(results_root / DURATIONS_FILE)
+
     events = []
-    outcome = start_sweep(path, hosts, tmp_path / "results", poll_interval_s=0.5, on_event=lambda e: events.append(e.to_json()))
+    outcome = start_sweep(path, hosts, results_root, poll_interval_s=0.5, on_event=lambda e: events.append(e.to_json()))
     directory = outcome.directory
 
     plan = json.loads((directory / "plan.json").read_text())
     planned_on = {run["id"]: run["host"] for run in plan["runs"]}
     by_run: dict[str, list[str]] = {}
-    for path in directory.glob("*/runs/*.json"):
-        by_run.setdefault(json.loads(path.read_text())["run_id"], []).append(path.parent.parent.name)
-    assert set(planned_on) <= set(by_run), f"missing {sorted(set(planned_on) - set(by_run))[:5]}"
+    for result in directory.glob("*/runs/*.json"):
+        by_run.setdefault(json.loads(result.read_text())["run_id"], []).append(result.parent.parent.name)
+    assert set(planned_on) == set(by_run), f"missing {sorted(set(planned_on) - set(by_run))[:5]}"
     assert not {r: h for r, h in by_run.items() if len(h) > 1}, "a run counted twice"
 
     moved = [e for e in events if e["type"] == "moved"]
-    assert moved and all(e["host"] == "ct200" and e["to"] == "ct201" and e["why"] == "tail" for e in moved), moved
-    ran_elsewhere = [r for r, hosts in by_run.items() if planned_on.get(r) == "ct200" and hosts == ["ct201"]]
-    assert ran_elsewhere, "no run planned for ct200 ran on ct201"
-    # The slow host's agent answered: what it released it never started (no log, no result there).
-    answer = json.loads((directory / "ct200" / "released.json").read_text())
+    assert moved and all(e["why"] == "tail" for e in moved), moved
+    (source,) = {e["host"] for e in moved}
+    (target,) = {e["to"] for e in moved}
+    ran_elsewhere = [r for r, where in by_run.items() if planned_on[r] == source and where == [target]]
+    assert ran_elsewhere, f"no run planned for {source} ran on {target}"
+    # The busy host's agent answered: what it released it never started there (no result, no log).
+    answer = json.loads((directory / source / "released.json").read_text())
     assert answer["released"]
-    shard = json.loads((directory / "ct200" / "shard.json").read_text())
-    assert not set(answer["released"]) & {s["server_id"] for s in shard["servers"] if s["runs"] and not all(r["run_id"] in by_run for r in s["runs"])}
     for run_id in ran_elsewhere:
-        assert not (directory / "ct200" / "runs" / f"{run_id}.json").exists()
+        assert not (directory / source / "runs" / f"{run_id}.json").exists()
+    labels = {s["server_id"]: s["label"] for s in json.loads((directory / target / "shard.json").read_text())["servers"]}
+    for server_id in answer["released"]:
+        assert not (directory / source / "logs" / f"{labels[server_id]}.log").exists(), "a released server was started"
     assert {s.phase for s in outcome.statuses.values()} == {"finished"}
     record = json.loads((directory / "sweep.json").read_text())
     assert record["state"] == "finished" and record["moves"] and not record["not_run"]

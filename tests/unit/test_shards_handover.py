@@ -65,3 +65,13 @@ def test_without_servers_drops_them_and_their_after_references() -> None:
     assert [s.server_id for s in reduced.servers] == ["a", "c"]
     assert reduced.servers[1].after == ["a"]
     assert Shard.from_json(reduced.to_json()) == reduced  # still a valid shard
+
+
+def test_a_server_no_longer_asked_for_is_this_agents_again(tmp_path: Path) -> None:
+    # Released once, then given back to this host (the host that took it was lost): the
+    # controller drops it from its request, and the next agent may start it.
+    files = request(tmp_path, "b", "c")
+    assert release_handed_over(files, started=()) == {"b", "c"}
+    request(tmp_path, "c")
+    assert release_handed_over(files, started=()) == {"c"}
+    assert answer(files) == HandoverAnswer(released=("c",), kept=())

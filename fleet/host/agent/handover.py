@@ -16,8 +16,9 @@ log = logging.getLogger("fleet.host.agent")
 
 
 def release_handed_over(files: SweepDir, started: Collection[str]) -> frozenset[str]:
-    """The servers this agent must not start: those the controller asked back before this agent
-    started them. Writes the answer (released and kept, cumulative) when it changes."""
+    """The servers this agent must not start: those the controller asks back and this agent had
+    not started when it first saw the request. Writes the answer (released and kept, for every
+    server still asked for) when it changes."""
     request_path, answer_path = Path(files.handover), Path(files.handover_answer)
     if not request_path.exists():
         return frozenset()
@@ -29,11 +30,15 @@ def release_handed_over(files: SweepDir, started: Collection[str]) -> frozenset[
         # every server (the controller moves nothing it has no answer for).
         log.error("hand-over: %s; keeping every server", exc)
         return frozenset()
+    wanted = set(request.servers)
     new = [sid for sid in request.servers if sid not in answer.answered]
-    if new:
-        released = [*answer.released, *(sid for sid in new if sid not in started)]
-        kept = [*answer.kept, *(sid for sid in new if sid in started)]
-        answer = HandoverAnswer(tuple(released), tuple(kept))
-        write_json_atomic(answer_path, answer.to_json())
-        log.info("hand-over: released %s, kept %s", [s for s in new if s not in started], [s for s in new if s in started])
-    return frozenset(answer.released)
+    # A server the controller no longer asks for was given back to this host (its agent was not
+    # running then): it is this agent's to start again.
+    released = [sid for sid in answer.released if sid in wanted] + [sid for sid in new if sid not in started]
+    kept = [sid for sid in answer.kept if sid in wanted] + [sid for sid in new if sid in started]
+    updated = HandoverAnswer(tuple(released), tuple(kept))
+    if updated != answer:
+        write_json_atomic(answer_path, updated.to_json())
+        if new:
+            log.info("hand-over: released %s, kept %s", [s for s in new if s not in started], [s for s in new if s in started])
+    return frozenset(updated.released)
