@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from fleet.provision.units import render_server_unit
-from tests.testfleet.registry import netns_name
+from tests.testfleet.registry import netns_name, reap_dead_locked, registry_lock
 from tests.testfleet.systemd_host import SystemdTestFleet, instance_cgroup, start_systemd_test_fleet, systemd_unavailable_reason
 
 pytestmark = pytest.mark.testfleet
@@ -143,3 +143,28 @@ print(json.dumps(out))
     assert out["sleeper"]["state"] == "running" and out["sleeper"]["pid"] > 1
     assert out["stopped"] == {"name": names["sleeper"], "state": "exited", "pid": None, "exit_code": 0}
     assert out["absent"]["state"] == "absent"
+
+
+def test_a_fleet_whose_owner_was_killed_is_reaped_with_its_cgroups() -> None:
+    reason = systemd_unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+    repo = Path(__file__).resolve().parents[2]
+    starter = (
+        "import sys; from tests.testfleet.systemd_host import start_systemd_test_fleet, instance_cgroup; "
+        "f = start_systemd_test_fleet(['sd202']); f.wait_until_running('sd202'); "
+        "print(f.hosts[0].netns, f.base, instance_cgroup(f._record.instance_id), ' '.join(map(str, f.processes('sd202'))), flush=True); "
+        "sys.stdin.read()"
+    )
+    child = subprocess.Popen([sys.executable, "-c", starter], cwd=repo, env={**os.environ, "PYTHONPATH": str(repo)},
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)  # fmt: skip
+    assert child.stdout is not None
+    netns, base, cgroup, *pids = child.stdout.readline().split()
+    with registry_lock():  # no other fleet start reaps it before we look
+        child.kill()
+        child.wait()
+        assert Path(cgroup).is_dir() and Path(base).is_dir() and all(Path(f"/proc/{pid}").exists() for pid in pids)
+        reap_dead_locked()
+    assert not Path(cgroup).exists() and not Path(base).exists()
+    assert not any(Path(f"/proc/{pid}").exists() for pid in pids)
+    assert netns not in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split()
