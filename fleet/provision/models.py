@@ -17,7 +17,7 @@ import logging
 import posixpath
 import shlex
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -139,10 +139,20 @@ def _read_marker_command(directory: str) -> str:
 
 
 def read_state(t: Transport, model: ModelRef, host: Host) -> ModelState:
-    cache, serve = model_cache_dir(model, host), model_serve_dir(model, host)
-    result = t.run(f"{_read_marker_command(cache)}; {_read_marker_command(serve)}", timeout=QUICK_S)
-    cached_text, staged_text, _ = (result.stdout.split("--fleet--\n") + ["", ""])[:3]
-    return ModelState(cache, serve, Marker.parse(cached_text.strip()), Marker.parse(staged_text.strip()))
+    return read_states(t, [model], host)[0]
+
+
+def read_states(t: Transport, models: Sequence[ModelRef], host: Host) -> list[ModelState]:
+    """Every model's cache and serve markers in one round trip, in the order given."""
+    dirs = [(model_cache_dir(model, host), model_serve_dir(model, host)) for model in models]
+    if not dirs:
+        return []
+    result = t.run("; ".join(f"{_read_marker_command(cache)}; {_read_marker_command(serve)}" for cache, serve in dirs), timeout=QUICK_S)
+    texts = (result.stdout.split("--fleet--\n") + [""] * (2 * len(dirs)))[: 2 * len(dirs)]
+    return [
+        ModelState(cache, serve, Marker.parse(texts[2 * i].strip()), Marker.parse(texts[2 * i + 1].strip()))
+        for i, (cache, serve) in enumerate(dirs)
+    ]
 
 
 def remote_listing(t: Transport, directory: str, timeout: float = QUICK_S) -> dict[str, int]:
@@ -334,11 +344,14 @@ def parse_job_poll(stdout: str) -> tuple[bool, int | None, str]:
 
 
 def job_vanished(free: bool, exit_code: int | None, log: str) -> bool:
-    """The job is gone without saying how it ended: its lock is free, and its log either says it
-    started (then it was killed) or is gone (the host rebooted). A log with neither is a job not
-    yet holding its lock."""
+    """The job is gone without saying how it ended: its log is gone (the host rebooted: the log is
+    made before the job starts, and only a reboot or a hand wipes it), or its lock is free while
+    its log says it started (it was killed). A log saying neither is a job not yet under its lock."""
     lines = log.splitlines()
-    return free and exit_code is None and bool(lines) and lines[0] in (JOB_STARTED, JOB_NO_LOG)
+    if exit_code is not None or not lines:
+        return False
+    # A reboot wipes the fast dir: no log, and no lock file to take either (`flock -n` fails: "busy").
+    return lines[0] == JOB_NO_LOG or (free and lines[0] == JOB_STARTED)
 
 
 def run_detached(

@@ -46,7 +46,7 @@ def fault_playbook(directory: Path, *, name: str = "faults", **changes: Any) -> 
     data["name"] = name
     data["limits"] = {"server_start_timeout_s": 10, "request_timeout_s": 10, "no_token_timeout_s": 3}
     for key, value in changes.items():
-        if isinstance(value, dict) and isinstance(data.get(key), dict):
+        if key in ("server", "limits") and isinstance(value, dict):  # settings: changed one by one
             data[key] = {**data[key], **value}
         else:
             data[key] = value

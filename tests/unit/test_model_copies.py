@@ -61,6 +61,7 @@ def test_a_detached_job_that_vanished_is_told_from_one_not_yet_started() -> None
     job = DetachedJob("fleet-stage", "true", (), "/dev/shm/fleet/x.lock", "/dev/shm/fleet/x.log")
     assert "echo fleet-started;" in job.start_command() and "|| echo fleet-no-log" in job.poll_command()
     assert job_vanished(*parse_job_poll("free\nfleet-no-log\n"))  # a reboot wiped lock and log
+    assert job_vanished(*parse_job_poll("busy\nfleet-no-log\n"))  # ... and the lock's directory: flock cannot open it
     assert job_vanished(*parse_job_poll("free\nfleet-started\ncopying\n"))  # killed under its lock
     assert not job_vanished(*parse_job_poll("free\n"))  # the log is there, the job not yet under its lock
     assert not job_vanished(*parse_job_poll("busy\nfleet-started\n"))

@@ -299,7 +299,7 @@ SIGNATURES: tuple[Signature, ...] = (
             T("Memory pool size is too small"),
             T(
                 "Not enough GPU memory for hybrid",
-                r"total_rest_memory=(?P<rest_gb>[\d.]+) GB, mamba_cache_per_req=(?P<per_req_mb>[\d.]+) MB",
+                r"total_rest_memory=(?P<rest_gb>-?[\d.]+) GB, mamba_cache_per_req=(?P<per_req_mb>[\d.]+) MB",
             ),
             T("Loaded weights leave no GPU memory for the KV cache", r"Raise --mem-fraction-static above (?P<minimum_fraction>[\d.]+)"),
             T("out of memory. Try to lower your batch size"),
