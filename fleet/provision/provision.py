@@ -34,11 +34,13 @@ from fleet.provision.models import (
     Change,
     Marker,
     ModelError,
+    ModelState,
     ensure_cached,
     ensure_staged,
     local_listing,
     mirror_dir,
     read_state,
+    read_states,
 )
 from fleet.provision.preflight import PreflightReport, PreflightRequirements, run_preflight
 from fleet.provision.units import render_agent_unit
@@ -155,16 +157,21 @@ def ensure_dirs(t: Transport, host: Host, dry_run: bool) -> list[Change]:
     return [Change("mkdir", ", ".join(missing))]
 
 
-def ensure_sim_model(t: Transport, model: ModelRef, host: Host, dry_run: bool) -> list[Change]:
-    """A sim host serves a weightless model directory made from the model card; it fetches nothing."""
+def ensure_sim_model(t: Transport, model: ModelRef, host: Host, dry_run: bool, state: ModelState | None = None) -> list[Change]:
+    """A sim host serves a weightless model directory made from the model card; it fetches nothing.
+    `state`: the model's markers as just read (saves reading the cache's marker again)."""
     if not model.card:
         raise ModelError(f"{host.name}: {model.label} needs `card:` (a model card) to be served by the sim engine")
     directory = model_cache_dir(model, host)
     files = {name: (json.dumps(content, indent=1, sort_keys=True) + "\n").encode() for name, content in hf_files_from_card(load_model_card(model.card)).items()}
     marker = Marker(f"card:{model.card}", model.revision, {name: len(data) for name, data in files.items()})
-    present = t.run(["cat", posixpath.join(directory, MARKER)], timeout=QUICK_S)
-    if present.ok and Marker.parse(present.stdout) == marker:
-        return []
+    if state is not None:
+        if state.cached == marker:
+            return []
+    else:
+        present = t.run(["cat", posixpath.join(directory, MARKER)], timeout=QUICK_S)
+        if present.ok and Marker.parse(present.stdout) == marker:
+            return []
     change = Change("fetch", f"{model.label}: weightless sim model from card {model.card} into {directory}")
     if not dry_run:
         for name, data in files.items():
@@ -188,9 +195,9 @@ def ensure_agent_unit(t: Transport, host: Host, dry_run: bool) -> list[Change]:
     return [Change("unit", f"{unit.name}\n{diff}")]
 
 
-def _model_identity(t: Transport, model: ModelRef, host: Host) -> dict[str, Any]:
-    """Which copy of a model the engine will load: for results, so a figure names its weights."""
-    state = read_state(t, model, host)
+def _model_identity(model: ModelRef, state: ModelState) -> dict[str, Any]:
+    """Which copy of a model the engine will load (from its markers as they are now): for
+    results, so a figure names its weights."""
     marker = state.staged or state.cached
     return {
         "requested_revision": model.revision,
@@ -224,7 +231,8 @@ def provision_host(host: Host, playbook: Playbook, options: ProvisionOptions, tr
         report.facts = facts
         models = models_of(playbook)
         weightless = {m.label for m in models if host.engine.kind is EngineKind.sim and not (m.mirror or m.path)}
-        states = {m.label: read_state(t, m, host) for m in models}
+        # Every model's markers in one round trip; each model's steps start from them.
+        states = dict(zip([m.label for m in models], read_states(t, models, host)))
         to_fetch = sum(
             (_fetch_estimate(m, options) or 0)
             for m in models
@@ -244,9 +252,10 @@ def provision_host(host: Host, playbook: Playbook, options: ProvisionOptions, tr
             return report
         report.changes += ensure_dirs(t, host, options.dry_run)
         for model in models:
-            report.changes += _provision_model(t, model, host, options, weightless=model.label in weightless)
+            changes, state = _provision_model(t, model, host, options, states[model.label], weightless=model.label in weightless)
+            report.changes += changes
             if not options.dry_run:
-                report.models[model.label] = _model_identity(t, model, host)
+                report.models[model.label] = _model_identity(model, state)
         report.changes += ensure_agent_unit(t, host, options.dry_run)
         report.status = "changed" if report.changes else "ok"
     except (FleetError, OSError) as exc:
@@ -258,16 +267,20 @@ def provision_host(host: Host, playbook: Playbook, options: ProvisionOptions, tr
     return report
 
 
-def _provision_model(t: Transport, model: ModelRef, host: Host, options: ProvisionOptions, *, weightless: bool) -> list[Change]:
+def _provision_model(
+    t: Transport, model: ModelRef, host: Host, options: ProvisionOptions, state: ModelState, *, weightless: bool
+) -> tuple[list[Change], ModelState]:
+    """The model fetched and staged from `state` (its markers as read); the changes, and the
+    markers afterwards (read again only where something changed)."""
+
     def transfer(action: Callable[[], object]) -> object:
         return retrying(TRANSFER, host.name, action, idempotent=True)
 
     def poll(action: Callable[[], object]) -> object:
         return retrying(CONNECT, host.name, action, idempotent=True)
 
-    state = read_state(t, model, host)
     if weightless:
-        changes = ensure_sim_model(t, model, host, options.dry_run)
+        changes = ensure_sim_model(t, model, host, options.dry_run, state)
     else:
         changes = ensure_cached(
             t,
@@ -284,8 +297,11 @@ def _provision_model(t: Transport, model: ModelRef, host: Host, options: Provisi
         state = read_state(t, model, host)
     if options.dry_run and changes:
         # The cache will be filled first; staging follows from it.
-        return changes + ([Change("stage", f"{model.label} -> {state.serve_dir}")] if state.serve_dir != state.cache_dir else [])
-    return changes + ensure_staged(t, state, dry_run=options.dry_run, poll=poll, timeout=options.stage_timeout_s)
+        return changes + ([Change("stage", f"{model.label} -> {state.serve_dir}")] if state.serve_dir != state.cache_dir else []), state
+    staged = ensure_staged(t, state, dry_run=options.dry_run, poll=poll, timeout=options.stage_timeout_s)
+    if staged and not options.dry_run:
+        state = read_state(t, model, host)
+    return changes + staged, state
 
 
 def provision(
