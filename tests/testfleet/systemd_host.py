@@ -75,6 +75,15 @@ MASKED_UNITS = (
     "systemd-timesyncd.service", "cryptsetup.target", "integritysetup.target", "veritysetup.target",
     "remote-fs.target", "swap.target", "modprobe@.service",
 )
+# What a test host runs of the vendor's boot: the journal, D-Bus, logind and user sessions, the
+# tmpfiles of its own root. Every other unit the vendor's targets pull in statically (the
+# `*.wants/` dirs under /usr/lib/systemd/system; on another distribution that may be more than
+# MASKED_UNITS names) is masked too.
+KEPT_VENDOR_UNITS = frozenset({
+    "systemd-journald.service", "systemd-journald.socket", "systemd-journald-dev-log.socket", "systemd-journal-flush.service",
+    "dbus.service", "dbus.socket", "systemd-logind.service", "systemd-user-sessions.service",
+    "systemd-tmpfiles-setup.service", "systemd-tmpfiles-clean.timer",
+})
 DEVICE_NODES = ("null", "zero", "full", "random", "urandom", "tty")
 NEEDED = (SYSTEMD, "/usr/lib/systemd/systemd-journald", "/usr/bin/systemctl", "/usr/bin/journalctl", "/usr/sbin/pivot_root")
 
@@ -103,6 +112,10 @@ def systemd_unavailable_reason() -> str | None:
     with tempfile.TemporaryDirectory(dir="/var/tmp", prefix="fleet-testfleet-overlay-probe-") as scratch:
         for sub in ("upper", "work", "root"):
             os.mkdir(os.path.join(scratch, sub))
+        try:
+            _set_opaque(Path(scratch) / "upper" / "etc")
+        except OSError as exc:
+            return f"systemd test hosts need trusted.* xattrs (opaque overlay dirs) on /var/tmp: {exc}"
         mount = f"mount -t overlay overlay -o lowerdir=/,upperdir={scratch}/upper,workdir={scratch}/work {scratch}/root"
         done = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c", mount], capture_output=True, text=True, timeout=30)
     if done.returncode != 0:
@@ -136,6 +149,13 @@ def remove_cgroup_tree(top: Path) -> None:
                 if exc.errno != errno.EBUSY or attempt == 199:
                     raise
                 time.sleep(0.01)
+
+
+@cache
+def masked_units() -> tuple[str, ...]:
+    """MASKED_UNITS and every unit the vendor's targets want statically, but those a host keeps."""
+    wanted = {entry.name for directory in VENDOR_UNIT_DIRS for entry in Path(directory).glob("*.wants/*")}
+    return tuple(sorted((set(MASKED_UNITS) | wanted) - KEPT_VENDOR_UNITS))
 
 
 def remove_instance_cgroups(instance_id: str) -> None:
@@ -180,7 +200,7 @@ class SystemdTestFleet(TestFleet):
         for directory in GENERATOR_DIRS:
             for generator in Path(directory).glob("*") if Path(directory).is_dir() else ():
                 _symlink("/dev/null", generators / generator.name)
-        for unit in MASKED_UNITS:
+        for unit in masked_units():
             _symlink("/dev/null", units / unit)
         _symlink("/usr/lib/systemd/system/multi-user.target", units / "default.target")
         write_atomic(units / SSHD_UNIT, self._sshd_unit(host))
