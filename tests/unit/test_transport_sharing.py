@@ -1,0 +1,116 @@
+"""The pure and local parts of connection sharing (fleet/transport/sharing.py): the park of
+paramiko connections, the private socket directory, the ssh options. The logins themselves are
+counted on real test hosts in tests/integration/test_connections.py."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from fleet.transport.rsync import rsync_argv, ssh_argv
+from fleet.transport.sharing import (
+    CONTROL_PERSIST_S,
+    ConnectionPark,
+    ControlDirError,
+    control_dir_candidates,
+    control_options,
+    ensure_private_dir,
+    socket_name,
+)
+from fleet.transport.target import SSHTarget
+
+
+class Conn:
+    def __init__(self, name: str, live: bool = True) -> None:
+        self.name, self.live, self.closed = name, live, threading.Event()
+
+
+def park(park_s: float = 60.0) -> ConnectionPark[Conn]:
+    return ConnectionPark(lambda c: c.closed.set(), lambda c: c.live and not c.closed.is_set(), park_s=park_s)
+
+
+def test_a_parked_connection_is_taken_over_once_and_only_for_its_key() -> None:
+    p, conn = park(), Conn("a")
+    p.park(("ct200", 1), conn)
+    assert p.take(("ct201", 1)) is None
+    assert p.take(("ct200", 1)) is conn and not conn.closed.is_set()
+    assert p.take(("ct200", 1)) is None
+
+
+def test_a_dead_connection_is_closed_not_parked_and_the_newer_of_two_is_kept() -> None:
+    p, dead, old, new = park(), Conn("dead", live=False), Conn("old"), Conn("new")
+    p.park("k", dead)
+    assert dead.closed.is_set() and len(p) == 0
+    p.park("k", old)
+    p.park("k", new)
+    assert old.closed.is_set() and p.take("k") is new
+
+
+def test_a_connection_that_died_while_parked_is_not_handed_out() -> None:
+    p, conn = park(), Conn("a")
+    p.park("k", conn)
+    conn.live = False
+    assert p.take("k") is None and conn.closed.is_set()
+
+
+def test_an_idle_parked_connection_is_closed_after_the_park_time() -> None:
+    p, conn = park(park_s=0.2), Conn("a")
+    p.park("k", conn)
+    assert conn.closed.wait(5), "the reaper closed it"
+    assert len(p) == 0
+
+
+def test_close_all_closes_every_parked_connection() -> None:
+    p = park()
+    conns = [Conn(str(i)) for i in range(16)]
+    for i, conn in enumerate(conns):
+        p.park(i, conn)
+    p.close_all()
+    assert all(c.closed.is_set() for c in conns) and len(p) == 0
+
+
+def test_the_socket_directory_is_made_private_and_a_foreign_one_is_refused(tmp_path: Path) -> None:
+    made = ensure_private_dir(tmp_path / "s", os.getuid())
+    assert (made.stat().st_mode & 0o777) == 0o700
+    assert ensure_private_dir(made, os.getuid()) == made  # ours already: fine
+    open_dir = tmp_path / "open"
+    open_dir.mkdir()
+    open_dir.chmod(0o755)
+    with pytest.raises(ControlDirError, match="mode 755"):
+        ensure_private_dir(open_dir, os.getuid())
+    link = tmp_path / "link"
+    link.symlink_to(made)
+    with pytest.raises(ControlDirError, match="symlink"):
+        ensure_private_dir(link, os.getuid())
+    with pytest.raises(ControlDirError, match="belongs to uid"):
+        ensure_private_dir(made, os.getuid() + 1)
+
+
+def test_sockets_go_to_the_runtime_dir_first_and_stay_short() -> None:
+    assert control_dir_candidates(1000, "/run/user/1000") == [Path("/run/user/1000/fleet-ssh"), Path("/tmp/fleet-ssh-1000")]
+    assert control_dir_candidates(0, None) == [Path("/tmp/fleet-ssh-0")]
+    a, b = SSHTarget(address="10.0.0.1"), SSHTarget(address="10.0.0.1", identity_file=Path("/k"))
+    assert len(socket_name(a)) == 16 and socket_name(a) != socket_name(b) and socket_name(a) == socket_name(SSHTarget(address="10.0.0.1"))
+
+
+def test_rsync_goes_through_the_master_with_the_command_sessions_options() -> None:
+    target = SSHTarget(address="10.0.0.1", port=2222, identity_file=Path("/k"), known_hosts=Path("/kh"))
+    plain = ssh_argv(target)
+    shared = ssh_argv(target, "/tmp/fleet-ssh-0/abc")
+    assert shared[: len(plain)] == plain  # same key, known_hosts policy, timeouts
+    assert shared[len(plain) :] == control_options("/tmp/fleet-ssh-0/abc")
+    assert f"ControlPersist={CONTROL_PERSIST_S}" in shared and "ControlMaster=auto" in shared
+    argv = rsync_argv("h:/a/", "/b", ssh=target, io_timeout_s=5, control_path="/tmp/fleet-ssh-0/abc")
+    assert "ControlPath=/tmp/fleet-ssh-0/abc" in argv[argv.index("-e") + 1]
+
+
+def test_the_reaper_does_not_close_a_connection_taken_back_in_time() -> None:
+    p, conn = park(park_s=0.3), Conn("a")
+    p.park("k", conn)
+    assert p.take("k") is conn
+    time.sleep(0.5)
+    assert not conn.closed.is_set()
