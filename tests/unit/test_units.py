@@ -69,6 +69,12 @@ def test_server_unit_content() -> None:
     assert "Restart=no" in text and "KillMode=control-group" in text and "TimeoutStartSec=1200" in text
     assert systemd_quote(ARGV[-1]) in text
     assert "HF_TOKEN" not in text
+    # Learned on a real systemd (tests/fixtures/systemd/): the journal must be whole and name the
+    # server, and a signal death must reach systemd as one (the wrapper re-raises bash's 128+N).
+    assert "LogRateLimitIntervalSec=0" in text and "SyslogIdentifier=fleet-server" in text
+    assert "kill -n $$((s - 128)) $$$$" in text and "[Install]" not in text  # never started at boot
+    agent = render_agent_unit(work_dir="/var/lib/fleet", agent_dir="/var/lib/fleet/agent", python="/usr/bin/python3").text
+    assert "LogRateLimitIntervalSec=0" in agent and "SyslogIdentifier=fleet-agent" in agent and "[Install]" not in agent
 
 
 def test_systemd_quote_escapes_what_systemd_would_interpret() -> None:
