@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import signal
@@ -144,3 +145,55 @@ def test_a_host_that_fails_preflight_is_reported_and_its_share_moves(test_fleet_
     assert set(results) == expected
     assert {rs[0]["host"] for rs in results.values()} == {"ct200"}
     assert fleet.exec("ct201", ["ls", "/var/lib/fleet/sweeps"]).stdout.strip() == ""  # nothing launched there
+
+
+def _fill(folder: Path) -> Path:
+    """Fill the filesystem of `folder` to the last byte; the filler file, to remove later."""
+    filler = folder / "filler"
+    with open(filler, "wb", buffering=0) as handle:
+        for chunk in (1 << 20, 1 << 12, 1):
+            try:
+                while True:
+                    handle.write(b"\0" * chunk)
+            except OSError as exc:
+                assert exc.errno == errno.ENOSPC, exc
+    return filler
+
+
+def test_a_full_results_folder_stops_the_sweep_cleanly_and_a_resume_finishes_it(test_fleet_factory, tmp_path: Path) -> None:
+    fleet = test_fleet_factory(["ct200"])
+    hosts_dir = fleet.write_inventory(tmp_path / "hosts", engine={"sim_speed": 0.1})
+    results_root = tmp_path / "results"
+    results_root.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=32m", "fleet-test-results", str(results_root)], check=True)
+    controller = None
+    try:
+        env = {**os.environ, "FLEET_HOSTS_DIR": str(hosts_dir), "FLEET_RESULTS_DIR": str(results_root)}
+        controller = subprocess.Popen(
+            [sys.executable, "-m", "fleet", "sweep", "-p", str(DEMO), "--hosts", "ct200", "--poll", "0.5", "--json"],
+            cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        )  # fmt: skip
+        wait_for(lambda: (results_root / "LATEST").exists(), 60, "the sweep to be recorded")
+        sweep_id = latest_sweep(results_root)
+        runs = results_root / sweep_id / "ct200" / "runs"
+        wait_for(lambda: runs.is_dir() and any(runs.glob("*.json")), 120, "a first result pulled")
+        filler = _fill(results_root)
+        stdout, stderr = controller.communicate(timeout=300)
+        assert controller.returncode == 1, stderr[-2000:]
+        assert "Traceback" not in stderr, stderr[-3000:]
+        assert str(results_root) in stderr and "cannot be written" in stderr and "--resume" in stderr, stderr[-2000:]
+        summary = json.loads(stdout.splitlines()[-1])
+        assert summary["type"] == "summary" and summary["state"] == "stopped" and "cannot be written" in summary["error"]
+        # Resumable: the record still says the sweep runs (its agent does, on the host), and the
+        # host kept every result it wrote.
+        assert json.loads((results_root / sweep_id / "sweep.json").read_text())["state"] == "running"
+        filler.unlink()
+        outcome = resume_sweep(sweep_id, results_root, poll_interval_s=0.5)
+        expected = {r.id for _, r in make_plan(load_playbook(DEMO), list(load_inventory(hosts_dir))).runs}
+        results = local_results(outcome.directory)
+        assert set(results) == expected and all(len(v) == 1 for v in results.values())
+        assert json.loads((outcome.directory / "sweep.json").read_text())["state"] == "finished"
+    finally:
+        if controller is not None and controller.poll() is None:
+            os.killpg(controller.pid, signal.SIGKILL)
+        subprocess.run(["umount", "-l", str(results_root)], check=False)
