@@ -41,7 +41,9 @@ def test_captured_show_output_has_exactly_the_properties_asked_for() -> None:
         ("show-p-running.txt", "running", "MainPID", None),  # the pid is the capture's own
         ("show-p-exit3.txt", "exited", None, 3),  # ActiveState=failed, ExecMainCode=1 (CLD_EXITED)
         ("show-p-killed.txt", "exited", None, -9),  # ExecMainCode=2 (CLD_KILLED): the wrapper passed the signal on
-        ("show-p-agent-auto-restart.txt", "running", None, None),  # activating/auto-restart: coming back
+        ("show-p-auto-restart.txt", "running", None, None),  # activating/auto-restart: coming back
+        # The agent on a sweep dir without a shard: exit 2, and RestartPreventExitStatus keeps it down.
+        ("show-p-agent-bad-shard.txt", "exited", None, 2),
         ("show-p-absent.txt", "absent", None, None),  # LoadState=not-found
         # An inactive unit systemd unloaded (a clean end, a stop) shows ExecMainPID=0: the code is in the journal.
         ("show-p-clean.txt", "exited", None, None),
@@ -92,6 +94,13 @@ def test_captured_journal_format_is_what_the_classifier_reads(tmp_path: Path) ->
     rewrapped = tmp_path / "seed.journal.log"
     rewrapped.write_text("\n".join([text.splitlines()[0], *lines, *text.splitlines()[2:]]) + "\n")
     assert diagnose_file(rewrapped).failure_class == "max_running_requests_zero"
+
+
+def test_an_agent_with_a_bad_shard_fails_once_with_its_own_exit_code() -> None:
+    text = (CAPTURED / "journal-agent-bad-shard.txt").read_text()
+    assert "No such file or directory: '/var/lib/fleet/sweeps/noshard/shard.json'" in text
+    assert text.count("Started fleet-agent@noshard.service") == 1  # and show-p-agent-bad-shard.txt: failed, not auto-restart
+    assert "Main process exited, code=exited, status=2/INVALIDARGUMENT" in text  # the agent's 2, not tee's 1
 
 
 def test_burst_of_20000_lines_is_all_in_the_journal() -> None:

@@ -75,6 +75,7 @@ def test_server_unit_content() -> None:
     assert "kill -n $$((s - 128)) $$$$" in text and "[Install]" not in text  # never started at boot
     agent = render_agent_unit(work_dir="/var/lib/fleet", agent_dir="/var/lib/fleet/agent", python="/usr/bin/python3").text
     assert "LogRateLimitIntervalSec=0" in agent and "SyslogIdentifier=fleet-agent" in agent and "[Install]" not in agent
+    assert "RestartPreventExitStatus=2 4" in agent and "kill -n $$((s - 128)) $$$$" in agent
 
 
 def test_systemd_quote_escapes_what_systemd_would_interpret() -> None:
