@@ -29,6 +29,7 @@ substitutes above are exact to a few ms on these hosts (see the counts of source
     python benchmarks/bench_sweep.py                   # sim speed 0.1, serial run measured: ~4 min
     python benchmarks/bench_sweep.py --quick           # sim speed 0.02, serial constructed only: ~1 min
     python benchmarks/bench_sweep.py --speed 0.1 --poll 0.5 --json /var/tmp/sweep.json
+    python benchmarks/bench_sweep.py --quick --rounds 2  # the second sweep plans with what the first measured
 
 Figures go to --json (default /var/tmp/fleet-bench/sweep-<time>.json); nothing is written in the repo.
 """
@@ -483,12 +484,14 @@ def handover_checks_s(fleet: TestFleet, host: Host) -> float | None:
     return float(done.stdout.strip()) if done.returncode == 0 else None
 
 
-def sweep_on(names: list[str], playbook: Path, workdir: Path, speed: float, poll_s: float) -> tuple[SweepRun, float | None]:
+def sweep_on(names: list[str], playbook: Path, workdir: Path, speed: float, poll_s: float, rounds: int = 1) -> tuple[list[SweepRun], float | None]:
+    """`rounds` sweeps of the playbook one after the other on the same hosts and results folder:
+    each later one plans with the durations the earlier ones measured (results/durations.json)."""
     with start_test_fleet(names) as fleet:
         inventory = fleet.write_inventory(workdir / f"hosts-{len(names)}", engine={"sim_speed": speed})
         hosts = list(load_inventory(inventory))
-        run = run_sweep(fleet, hosts, playbook, workdir / f"results-{len(names)}", poll_s)
-        return run, handover_checks_s(fleet, hosts[0])
+        runs = [run_sweep(fleet, hosts, playbook, workdir / f"results-{len(names)}", poll_s) for _ in range(rounds)]
+        return runs, handover_checks_s(fleet, hosts[0])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -514,6 +517,9 @@ def print_report(figures: dict[str, Any]) -> None:
     print(f"  server-busy GPU time             {a['busy_gpu_s']:.1f} GPU s on {a['gpus']} GPUs")
     print(f"  lower bound                      {a['lower_bound_s']:.2f} s")
     print(f"  makespan (first launch -> last exit)   {a['makespan_s']:.2f} s   = {a['ratio']:.3f} x lower bound   (target <= {MAKESPAN_TARGET})")
+    for one in figures.get("rounds", []):
+        print(f"  round {one['round']}: makespan {one['makespan_s']:.2f} s = {one['ratio']:.3f} x lower bound {one['lower_bound_s']:.2f} s"
+              f"   (planned with {one['measured_runs']} measured runs; plan said {one['plan_makespan_s']:.1f} s)")
     wall = figures["controller_wall_s"]
     print(f"  controller wall (start_sweep -> return) {wall:.2f} s = {wall / a['lower_bound_s']:.3f} x lower bound"
           f"   (+ {figures['controller_head_s']:.2f} s before the first launch: provision, ship, agent start;"
@@ -577,6 +583,8 @@ def main() -> int:
     parser.add_argument("--playbook", type=Path, default=SEED)
     parser.add_argument("--no-serial", action="store_true", help="do not run the exclusive (one at a time) sweep")
     parser.add_argument("--json", type=Path, help="where to write the figures (default /var/tmp/fleet-bench/sweep-<time>.json)")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="packed sweeps in a row on the same results folder: later ones plan with the durations earlier ones measured; the last is reported")
     args = parser.parse_args()
     speed = args.speed or (0.02 if args.quick else 0.1)
     json_path = args.json or Path("/var/tmp/fleet-bench") / f"sweep-{time.strftime('%Y%m%d-%H%M%S')}.json"
@@ -588,11 +596,17 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="bench-sweep-") as tmp:
         workdir = Path(tmp)
         print(f"packed sweep on {', '.join(HOSTS)} at sim speed {speed} ...", flush=True)
-        packed, checks_s = sweep_on(HOSTS, args.playbook, workdir / "packed", speed, args.poll)
+        rounds, checks_s = sweep_on(HOSTS, args.playbook, workdir / "packed", speed, args.poll, args.rounds)
+        packed = rounds[-1]
         serial = None
         if not (args.quick or args.no_serial):
             print("serial sweep (isolation: exclusive) on ct200 ...", flush=True)
-            serial, _ = sweep_on(HOSTS[:1], exclusive_copy(args.playbook, workdir), workdir / "serial", speed, args.poll)
+            serial = sweep_on(HOSTS[:1], exclusive_copy(args.playbook, workdir), workdir / "serial", speed, args.poll)[0][0]
+    by_round = []
+    for index, one in enumerate(rounds):
+        figures_of = packing(one.servers, 8, len(HOSTS))
+        by_round.append({"round": index + 1, "makespan_s": figures_of["makespan_s"], "lower_bound_s": figures_of["lower_bound_s"],
+                         "ratio": figures_of["ratio"], "measured_runs": one.plan.get("measured_runs"), "plan_makespan_s": one.plan["makespan_s"]})
 
     a = packing(packed.servers, 8, len(HOSTS))
     c = slot_overheads(packed.servers)
@@ -644,6 +658,7 @@ def main() -> int:
              "runs": [{**r.__dict__, "executed": r.executed} for r in s.runs]}
             for s in packed.servers
         ],
+        "rounds": by_round,
         "json": str(json_path),
     }
     json_path.parent.mkdir(parents=True, exist_ok=True)

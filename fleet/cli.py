@@ -371,7 +371,7 @@ def sweep(
         err.print(_plain(f"{len(outcome.not_run)} runs ran nowhere: " + "; ".join(reasons[:5]), "red"), highlight=False)
     failed_hosts = [s.host for s in outcome.statuses.values() if s.phase != "finished"]
     failed_runs = sum(s.counts.get("failed", 0) + s.counts.get("partial", 0) for s in outcome.statuses.values())
-    if failed_hosts or failed_runs or outcome.excluded or outcome.not_run:
+    if failed_hosts or failed_runs or outcome.excluded or outcome.lost or outcome.not_run:
         raise typer.Exit(EXIT_FAILED)
 
 

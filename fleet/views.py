@@ -118,7 +118,7 @@ def sweep_table(statuses, title: str = "sweep", etas: Mapping[str, float] | None
     table.add_column("results")
     table.add_column("now / last event", overflow="fold", ratio=1)
     styles = {
-        "finished": "green", "failed": "bold red", "recovering": "yellow", "repairing": "yellow", "detached": "cyan",
+        "finished": "green", "failed": "bold red", "lost": "bold red", "recovering": "yellow", "repairing": "yellow", "detached": "cyan",
         "unreachable": "red", "agent down": "red",
     }  # fmt: skip
     for status in statuses.values():
