@@ -5,8 +5,12 @@ dump's unit selection run by a real shell on real `journalctl -F` output shapes.
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
 import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -20,7 +24,7 @@ from fleet.host.agent.services import (
     systemd_status,
 )
 from fleet.host.diagnose.classify import diagnose_file
-from fleet.provision.units import render_server_unit
+from fleet.provision.units import render_agent_unit, render_server_unit
 
 CAPTURED = Path(__file__).resolve().parents[1] / "fixtures" / "systemd"
 
@@ -103,6 +107,12 @@ def test_an_agent_with_a_bad_shard_fails_once_with_its_own_exit_code() -> None:
     assert "Main process exited, code=exited, status=2/INVALIDARGUMENT" in text  # the agent's 2, not tee's 1
 
 
+def test_a_stopped_servers_shutdown_lines_are_in_the_journal() -> None:
+    lines = (CAPTURED / "journal-stopped.txt").read_text().splitlines()
+    said = [line.split(": ", 1)[1] for line in lines]
+    assert said.index("shutting down") > next(i for i, t in enumerate(said) if t.startswith("Stopping fleet-srv-"))
+
+
 def test_burst_of_20000_lines_is_all_in_the_journal() -> None:
     # LogRateLimitIntervalSec=0 in the server unit: journald's default (10000 per 30 s) would have dropped half.
     assert (CAPTURED / "burst-line-count.txt").read_text().strip() == "20000"
@@ -118,15 +128,19 @@ def test_captured_server_unit_is_what_the_template_renders_today() -> None:
     assert (CAPTURED / "cat-server-killed.txt").read_text() == f"# {unit.path}\n{unit.text}"
 
 
-def test_signal_wrapper_of_the_server_unit_in_a_real_bash(tmp_path: Path) -> None:
-    """The ExecStart wrapper, unescaped as systemd does, run by bash: a server killed by a signal
-    kills the wrapper with it; an exit code passes through; the log file gets every line."""
-    text = render_server_unit(sweep_id="s", server_id="x", label="l", argv=["true"], env={}, gpus=[0], working_dir="/", log_file="/x",
-                              start_timeout_s=1).text  # fmt: skip
+def unit_wrapper(text: str, identifier: str) -> str:
+    """The ExecStart script of a rendered unit, unescaped as systemd does."""
     exec_start = next(line for line in text.splitlines() if line.startswith("ExecStart="))
-    script = re.match(r'ExecStart=/bin/bash -c "(.*)" fleet-server ', exec_start)
+    script = re.match(rf'ExecStart=/bin/bash -c "(.*)" {identifier} ', exec_start)
     assert script, exec_start
-    body = script.group(1).replace('\\"', '"').replace("$$", "$")
+    return script.group(1).replace('\\"', '"').replace("$$", "$")
+
+
+def test_the_server_units_wrapper_in_a_real_bash(tmp_path: Path) -> None:
+    """The server is exec'd (its exit code or signal is the unit's), every line reaches both the
+    output and the log file."""
+    body = unit_wrapper(render_server_unit(sweep_id="s", server_id="x", label="l", argv=["true"], env={}, gpus=[0], working_dir="/",
+                                           log_file="/x", start_timeout_s=1).text, "fleet-server")  # fmt: skip
     log = tmp_path / "server.log"
     for argv, expected in (
         (["sh", "-c", "echo one; echo two; kill -KILL $$"], -9),
@@ -137,4 +151,25 @@ def test_signal_wrapper_of_the_server_unit_in_a_real_bash(tmp_path: Path) -> Non
         done = subprocess.run(["bash", "-c", body, "fleet-server", *argv], env={"FLEET_LOG": str(log), "PATH": "/usr/bin:/bin"},
                               capture_output=True, text=True, timeout=30)  # fmt: skip
         assert done.returncode == expected, (argv, done)
+        deadline = time.monotonic() + 10  # tee writes the file as it reads; it may finish just after
+        while log.read_text() != "one\ntwo\n" and time.monotonic() < deadline:
+            time.sleep(0.01)
         assert done.stdout == "one\ntwo\n" and log.read_text() == "one\ntwo\n"
+
+
+def test_a_stop_of_the_whole_group_keeps_the_servers_last_lines(tmp_path: Path) -> None:
+    """systemd stops a unit by SIGTERM to every process of its control group: tee must outlive it,
+    or the lines a server prints while it shuts down are lost (seen on a real systemd, with the
+    earlier `"$@" | tee` wrapper: only `up` reached the journal and the file)."""
+    body = unit_wrapper(render_agent_unit(work_dir="/w", agent_dir="/a", python="/p").text, "fleet-agent")
+    program = ("import signal, sys, time\ndef bye(*_):\n    time.sleep(0.2)\n    print('shutting down', flush=True)\n    sys.exit(0)\n"
+               "signal.signal(signal.SIGTERM, bye)\nprint('up', flush=True)\ntime.sleep(60)")  # fmt: skip
+    log = tmp_path / "agent.log"
+    unit = subprocess.Popen(["bash", "-c", body, "fleet-agent", sys.executable, "-c", program], env={"FLEET_LOG": str(log), "PATH": "/usr/bin:/bin"},
+                            stdout=subprocess.PIPE, text=True, start_new_session=True)  # fmt: skip
+    assert unit.stdout is not None and unit.stdout.readline() == "up\n"
+    os.killpg(unit.pid, signal.SIGTERM)  # what KillMode=control-group does
+    rest = unit.stdout.read()
+    assert unit.wait(timeout=30) == 0  # the program itself is the main process: its exit, not a wrapper's
+    assert rest == "shutting down\n"
+    assert log.read_text() == "up\nshutting down\n"
