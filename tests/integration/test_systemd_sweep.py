@@ -23,7 +23,7 @@ import pytest
 import yaml
 
 from fleet.fixes.quarantine import QuarantineStore
-from fleet.host.diagnose.classify import diagnose_file
+from fleet.host.diagnose.classify import diagnose_file, render_diagnoses
 from fleet.inventory import Host, load_inventory
 from fleet.layout import agent_dir
 from fleet.plan import make_plan
@@ -147,8 +147,8 @@ def test_seed_failure_on_systemd_is_read_from_systemctl_and_diagnosed_from_the_f
     print(f"{dump.name}: {len(text.splitlines())} lines")
 
     diagnosis = diagnose_file(dump)
-    # The seed's failure as `fleet diagnose` reads it from the journal fetch-logs brought back.
-    print(subprocess.run([sys.executable, "-m", "fleet", "diagnose", str(dump)], cwd=REPO, env=env, capture_output=True, text=True, timeout=120).stdout)
+    # The seed's failure as `fleet diagnose` prints it, read from the journal fetch-logs brought back.
+    print(render_diagnoses([diagnosis]))
     assert diagnosis.failure_class == "max_running_requests_zero"
     assert any("max_running_request is zero" in e.text for e in diagnosis.evidence)
 
