@@ -444,6 +444,7 @@ def make_balancer(ctx: SweepContext, hosts: Mapping[str, Host], estimates: Plan,
     hardware = fixer.hardware if fixer is not None else {}
     return Balancer(
         ctx.sweep_id, hosts, hardware, lookup, seconds, exclusive=ctx.playbook.isolation.value == "exclusive", progress=progress,
+        take_pending=fixer.take_pending if fixer is not None else None,
     )  # fmt: skip
 
 

@@ -205,6 +205,7 @@ class HostDriver:
         self.done_runs: set[str] = self._local_results()  # runs with a result pulled here
         self._asked: set[str] = set()  # servers asked back (handover.json, cumulative)
         self._last_contact = time.monotonic()
+        self._pull_failing_since: float | None = None
 
     def _link_dropped(self) -> None:
         self.status.link_drops += 1
@@ -298,17 +299,18 @@ class HostDriver:
             self.status.boot_id = state.boot_id or self.status.boot_id
             self.status.absorb(state.progress)
             self.status.total = len(self.shard.runs)  # the agent's count still has what was handed over
-            if state.result_files != pulled_files:
-                self.pull()
+            if state.result_files != pulled_files and self.pull():
                 pulled_files = state.result_files
             self.review()
             agent_state = state.progress.state if state.progress is not None else None
             ended = _AGENT_END_STATES.get(agent_state) if agent_state is not None else None
             over = ended is not None and not state.agent_alive
             self.hand_over(agent_ended=over)
+            if over and not self.pull():
+                self.ctx.stop.wait(self.ctx.poll_interval_s)  # its end is judged on a complete pull only
+                continue
             if over:
                 assert ended is not None
-                self.pull()
                 self.review()
                 if ended is Phase.FINISHED and (self.repair_round() or self.take_work()):
                     pulled_files = -1
@@ -360,8 +362,8 @@ class HostDriver:
         if not answered:
             return
         released = answered & set(answer.released)
-        if released:
-            self.pull()  # every result the released servers had (an earlier agent's) is here before they move
+        if released and not self.pull():
+            return  # every result the released servers had (an earlier agent's) is here before they move: next poll
         moving = self._remaining(released)
         self.shard = self._shard_without(released)
         self._save_shard()
@@ -445,15 +447,28 @@ class HostDriver:
         facts = self.ctx.directory / "hosts" / f"{self.host.name}.facts.json"
         self.channel.ship(self.ctx.bundle_dir, self.shard, facts)
 
-    def pull(self) -> None:
+    def pull(self) -> bool:
+        """Bring the host's results back. False when the pull failed and the loop should try again
+        at its next poll: a host that went away mid-pull (power, link) is the poll's to judge, and
+        one whose pulls keep failing for `host_lost_after_s` is given up on (the error raised)."""
         try:
             self.status.pulled = self.channel.pull(self.local_dir)
         except (FleetError, OSError) as exc:
             problem = exc if isinstance(exc, OSError) and exc.errno in DISK_ERRNOS else unwritable(self.local_dir)
             if problem is not None:
                 raise folder_error(self.ctx.directory, problem) from None
-            raise
+            if isinstance(exc, OSError):
+                raise
+            now = time.monotonic()
+            self._pull_failing_since = self._pull_failing_since or now
+            if now - self._pull_failing_since >= self.ctx.host_lost_after_s:
+                raise
+            self.status.last_error = f"pull failed, tried again at the next poll: {exc}"[:500]
+            log.warning("%s: %s", self.host.name, self.status.last_error)
+            return False
+        self._pull_failing_since = None
         self.done_runs = self._local_results()
+        return True
 
     def _save_shard(self) -> None:
         """The controller's copy of the shard (a resume reads it)."""
@@ -557,6 +572,7 @@ class Balancer:
         *,
         exclusive: bool = False,
         progress: SweepProgress | None = None,
+        take_pending: Callable[[str, int], list[PlannedServer]] | None = None,
     ) -> None:
         self.sweep_id = sweep_id
         self.hosts = dict(hosts)
@@ -565,6 +581,7 @@ class Balancer:
         self._seconds = seconds  # (server id, run ids) -> estimated wall seconds on its host
         self.exclusive = exclusive
         self.progress = progress
+        self._take_pending = take_pending  # a host's fixed variants not yet shipped (SweepFixer.take_pending)
         self._cond = threading.Condition()
         self._drivers: dict[str, HostDriver] = {}
         self._active: set[str] = set()  # loops that may still produce or take work
@@ -660,6 +677,14 @@ class Balancer:
         """Ask the host with the most work left for queued servers, as many as make both end
         about together (by the plan's estimates)."""
         gpus = self.hosts[taker].gpus.count
+        if self._take_pending is not None:
+            # Fixed variants waiting for a busy host's next round would start only once it has
+            # finished: a host that ran dry runs them now.
+            for name in sorted(self._active - self._idle - {taker}):
+                for planned in self._take_pending(name, gpus):
+                    self._route(name, planned.config.id, [r.id for r in planned.runs], "repair", prefer=taker)
+            if self._incoming.get(taker):
+                return
         best: tuple[float, str, list[ServerSpec]] | None = None
         # (Exclusive isolation: a host runs one server at a time, so its work is the plain sum.)
         for name in self._active - self._idle:

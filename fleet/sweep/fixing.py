@@ -188,6 +188,17 @@ class SweepFixer:
         with self._lock:
             return dict(self._quarantined.get(host, {}))
 
+    def take_pending(self, host: str, max_gpus: int) -> list[PlannedServer]:
+        """The variants waiting for `host`'s next round that fit in `max_gpus`, taken for another
+        host whose agent ran dry first (fleet.sweep.driver.Balancer): never shipped, so nothing races."""
+        with self._lock:
+            pending = self._pending.get(host, [])
+            taken = [server for server in pending if server.config.tp <= max_gpus]
+            self._pending[host] = [server for server in pending if server.config.tp > max_gpus]
+            for server in taken:
+                self.planned[server.config.id] = server
+        return taken
+
     def next_round(self, host: str, shard: Shard) -> Shard | None:
         """The shard extended with the variants waiting for this host, or None when there are none."""
         with self._lock:

@@ -115,3 +115,23 @@ def test_runs_no_live_host_can_take_are_reported_not_run_with_why(tmp_path: Path
     every = {run.run_id for d in drivers.values() for _, run in d.shard.runs}
     assert set(balancer.not_run) == every
     assert all("no live host with" in why for why in balancer.not_run.values())
+
+
+def test_a_busy_hosts_fixed_variants_not_yet_shipped_go_to_the_host_that_ran_dry(tmp_path: Path) -> None:
+    plan, balancer, drivers = setup(tmp_path)
+    dry = drivers["ct201"]
+    pulled(dry, *(run.run_id for _, run in dry.shard.runs))
+    variant = next(s for s in plan.servers if s.host == "ct200" and s.config.tp == 1)
+    waiting = {"ct200": [variant]}
+
+    def take_pending(host: str, max_gpus: int):
+        taken = [s for s in waiting.get(host, []) if s.config.tp <= max_gpus]
+        waiting[host] = [s for s in waiting.get(host, []) if s not in taken]
+        return taken
+
+    balancer._take_pending = take_pending
+    specs = balancer.wait_for_work(dry)
+    assert [s.server_id for s in specs] == [variant.config.id]
+    assert {r.run_id for r in specs[0].runs} == {r.id for r in variant.runs}
+    assert [m.why for m in balancer.moves] == ["repair"] and not waiting["ct200"]
+    assert balancer.asked_of("ct200") == set()  # the variants were enough: nothing asked of its queue
