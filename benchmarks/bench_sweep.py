@@ -484,6 +484,15 @@ def handover_checks_s(fleet: TestFleet, host: Host) -> float | None:
     return float(done.stdout.strip()) if done.returncode == 0 else None
 
 
+def _moves(directory: Path) -> dict[str, int]:
+    """Servers handed from one host to another in a sweep, by why (tail, repair, lost: ...)."""
+    try:
+        record = json.loads((directory / "sweep.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    return _count(str(move.get("why", "?")).split(":")[0] for move in record.get("moves", []))
+
+
 def sweep_on(names: list[str], playbook: Path, workdir: Path, speed: float, poll_s: float, rounds: int = 1) -> tuple[list[SweepRun], float | None]:
     """`rounds` sweeps of the playbook one after the other on the same hosts and results folder:
     each later one plans with the durations the earlier ones measured (results/durations.json)."""
@@ -519,7 +528,7 @@ def print_report(figures: dict[str, Any]) -> None:
     print(f"  makespan (first launch -> last exit)   {a['makespan_s']:.2f} s   = {a['ratio']:.3f} x lower bound   (target <= {MAKESPAN_TARGET})")
     for one in figures.get("rounds", []):
         print(f"  round {one['round']}: makespan {one['makespan_s']:.2f} s = {one['ratio']:.3f} x lower bound {one['lower_bound_s']:.2f} s"
-              f"   (planned with {one['measured_runs']} measured runs; plan said {one['plan_makespan_s']:.1f} s)")
+              f"   (planned with {one['measured_runs']} measured runs; plan said {one['plan_makespan_s']:.1f} s; servers moved: {one['moves'] or 'none'})")
     wall = figures["controller_wall_s"]
     print(f"  controller wall (start_sweep -> return) {wall:.2f} s = {wall / a['lower_bound_s']:.3f} x lower bound"
           f"   (+ {figures['controller_head_s']:.2f} s before the first launch: provision, ship, agent start;"
@@ -602,11 +611,12 @@ def main() -> int:
         if not (args.quick or args.no_serial):
             print("serial sweep (isolation: exclusive) on ct200 ...", flush=True)
             serial = sweep_on(HOSTS[:1], exclusive_copy(args.playbook, workdir), workdir / "serial", speed, args.poll)[0][0]
-    by_round = []
-    for index, one in enumerate(rounds):
-        figures_of = packing(one.servers, 8, len(HOSTS))
-        by_round.append({"round": index + 1, "makespan_s": figures_of["makespan_s"], "lower_bound_s": figures_of["lower_bound_s"],
-                         "ratio": figures_of["ratio"], "measured_runs": one.plan.get("measured_runs"), "plan_makespan_s": one.plan["makespan_s"]})
+        by_round = []
+        for index, one in enumerate(rounds):
+            figures_of = packing(one.servers, 8, len(HOSTS))
+            by_round.append({"round": index + 1, "makespan_s": figures_of["makespan_s"], "lower_bound_s": figures_of["lower_bound_s"],
+                             "ratio": figures_of["ratio"], "measured_runs": one.plan.get("measured_runs"), "plan_makespan_s": one.plan["makespan_s"],
+                             "moves": _moves(one.outcome.directory)})
 
     a = packing(packed.servers, 8, len(HOSTS))
     c = slot_overheads(packed.servers)

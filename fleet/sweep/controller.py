@@ -347,6 +347,12 @@ def _drive(
     progress.started(ctx.sweep_id, resumed)
     drivers = [HostDriver(ctx, host, shards[name], connect(host)) for name, host in hosts.items()]
     statuses = {d.host.name: d.status for d in drivers}
+    if resumed:
+        for driver in drivers:
+            balancer.register(driver)
+        for server_id, run_ids in _in_no_shard(ctx.directory, estimates, shards).items():
+            # On their way from one host to another when the last controller stopped: sent on again.
+            balancer.adopt(server_id, run_ids, "resume: handed over when the last controller stopped")
     threads = drive_all(drivers)
     interrupted = False
     try:
@@ -446,6 +452,20 @@ def make_balancer(ctx: SweepContext, hosts: Mapping[str, Host], estimates: Plan,
         ctx.sweep_id, hosts, hardware, lookup, seconds, exclusive=ctx.playbook.isolation.value == "exclusive", progress=progress,
         take_pending=fixer.take_pending if fixer is not None else None,
     )  # fmt: skip
+
+
+def _in_no_shard(directory: Path, plan: Plan, shards: Mapping[str, Shard]) -> dict[str, list[str]]:
+    """Planned runs with no result that no live host's shard holds (server id -> run ids): runs a
+    stopped controller was moving between hosts (released by one, not yet shipped to the other)."""
+    record = SweepRecord.load(directory)
+    have = {path.stem for path in directory.glob(f"*/{SweepDir.RUNS}/*.json")}
+    held = {run.run_id for name, shard in shards.items() if name not in record.lost for _, run in shard.runs}
+    orphans: dict[str, list[str]] = {}
+    for server in plan.servers:
+        for run in server.runs:
+            if run.id not in have and run.id not in held and run.id not in record.not_run:
+                orphans.setdefault(server.config.id, []).append(run.id)
+    return orphans
 
 
 def _all_have_results(directory: Path, drivers: Sequence[HostDriver]) -> bool:

@@ -349,12 +349,19 @@ class HostDriver:
         if balancer is None:
             return
         wanted = balancer.asked_of(self.host.name)
-        if wanted - self._asked:
-            self._asked |= wanted
-            self._put(json.dumps(HandoverRequest(tuple(sorted(self._asked))).to_json()).encode(), self.channel.dir.handover)
         if not wanted:
             return
-        answer = self._read_answer()
+        try:
+            if wanted - self._asked:
+                asked = self._asked | wanted
+                self._put(json.dumps(HandoverRequest(tuple(sorted(asked))).to_json()).encode(), self.channel.dir.handover)
+                self._asked = asked
+            answer = self._read_answer()
+        except TransportError as exc:
+            # The link, for now: the request is rewritten and the answer read at the next poll
+            # (the host's poll decides whether it is lost; until then nothing moves).
+            log.warning("%s: hand-over: %s; trying again at the next poll", self.host.name, exc)
+            return
         answered = wanted & answer.answered
         if agent_ended:
             # An agent that has ended started everything it was going to: what it did not answer, it ran.
@@ -622,6 +629,12 @@ class Balancer:
             for spec, runs in driver.orphans():
                 self._route(name, spec.server_id, runs, reason)
             self._reroute_incoming(name)
+            self._cond.notify_all()
+
+    def adopt(self, server_id: str, run_ids: Sequence[str], why: str) -> None:
+        """Runs no host holds (a stopped controller was moving them): to a live host, as a lost host's."""
+        with self._cond:
+            self._route("", server_id, run_ids, why)
             self._cond.notify_all()
 
     # ---------------------------------------------------------------- the donor's side

@@ -135,3 +135,21 @@ def test_a_busy_hosts_fixed_variants_not_yet_shipped_go_to_the_host_that_ran_dry
     assert {r.run_id for r in specs[0].runs} == {r.id for r in variant.runs}
     assert [m.why for m in balancer.moves] == ["repair"] and not waiting["ct200"]
     assert balancer.asked_of("ct200") == set()  # the variants were enough: nothing asked of its queue
+
+
+def test_a_resume_sends_on_the_runs_a_stopped_controller_was_moving(tmp_path: Path) -> None:
+    from fleet.host.contract.shard import without_servers
+    from fleet.sweep.controller import SweepRecord, _in_no_shard
+
+    plan, _, drivers = setup(tmp_path)
+    directory = drivers["ct200"].ctx.directory
+    directory.mkdir(parents=True, exist_ok=True)
+    SweepRecord(SWEEP, "seed", "x", ["ct200", "ct201"]).save(directory)
+    shards = {name: d.shard for name, d in drivers.items()}
+    released = shards["ct200"].servers[-1]
+    # ct200 released it (its shard no longer has it); the controller stopped before ct201 took it.
+    shards["ct200"] = without_servers(shards["ct200"], {released.server_id})
+    done = released.runs[0].run_id
+    pulled(drivers["ct201"], done)  # one of its runs has a result already: that one stays done
+    assert _in_no_shard(directory, plan, shards) == {released.server_id: [r.run_id for r in released.runs if r.run_id != done]}
+    assert _in_no_shard(directory, plan, {name: d.shard for name, d in drivers.items()}) == {}
