@@ -16,6 +16,7 @@ from fleet.fixes.feasibility import PLANNER_DEFAULT_SGLANG_VERSION, Feasibility,
 from fleet.fixes.quarantine import QuarantineStore, gpu_arch
 from fleet.host.engines.sglang.flags import ArgvError, parse_argv
 from fleet.host.engines.sglang.release import DEFAULT_SIM_RELEASE, KNOWN_RELEASES, ReleaseError, choose_release
+from fleet.host.nvidia_smi import KNOWN_GPUS, plays_declared
 from fleet.inventory import EngineKind, Host
 from fleet.launch import launch_spec
 from fleet.launch.sglang import LaunchSpec, render_flag
@@ -24,16 +25,6 @@ from fleet.planning.estimate import DurationHistory, Estimate, calibrate, estima
 from fleet.planning.schedule import HostSlots, Job, Schedule, schedule
 from fleet.playbook import AutoFix, FlagValue, Playbook, Run, ServerConfig, expand_runs
 from fleet.workloads import comparability_warnings
-
-# Per-GPU memory and compute capability of models fleet knows, for planning before any facts are
-# gathered (`nvidia-smi` figures; facts of the real host win).
-KNOWN_GPUS: dict[str, tuple[int, str]] = {
-    "NVIDIA RTX PRO 6000 Blackwell Server Edition": (97887, "12.0"),
-    "NVIDIA RTX PRO 6000 Blackwell Workstation Edition": (97887, "12.0"),
-    "NVIDIA H200": (143771, "9.0"),
-    "NVIDIA H100 80GB HBM3": (81559, "9.0"),
-    "NVIDIA B200": (183359, "10.0"),
-}
 
 
 @dataclass(frozen=True)
@@ -79,7 +70,9 @@ def engine_version_of(host: Host, facts: HostFacts | None = None) -> str | None:
 
 def hardware_of(host: Host, facts: HostFacts | None = None) -> Hardware:
     version = engine_version_of(host, facts)
-    if facts is not None and facts.gpus:
+    # Facts of the real host win -- but a sim host on a machine without its declared GPUs plays those.
+    plays = host.engine.kind is EngineKind.sim and plays_declared(host.gpus.model, [g.name for g in facts.gpus] if facts else [])
+    if facts is not None and facts.gpus and not plays:
         gpu = facts.gpus[0]
         return Hardware(gpu.memory_total_mib, gpu_arch(gpu.compute_capability), version)
     known = KNOWN_GPUS.get(host.gpus.model or "")
@@ -187,6 +180,7 @@ def launch_on(host: Host, config: ServerConfig, port: int, hardware: Hardware | 
         port=port,
         sglang_version=hardware.engine_version,
         fork=host.engine.engine_fork,
+        declared_gpus=(host.gpus.count, host.gpus.model),
     )
 
 

@@ -13,6 +13,39 @@ from dataclasses import dataclass
 COMPUTE_APPS_FIELDS: tuple[str, ...] = ("pid", "process_name", "used_memory", "gpu_uuid")
 
 
+# What nvidia-smi reports of the GPUs fleet knows: name -> (memory.total in MiB, compute_cap).
+# For a host file's declared model where no nvidia-smi speaks for it: planning without facts, and
+# a sim host that plays its declared GPUs on a machine that has others (or none).
+KNOWN_GPUS: dict[str, tuple[int, str]] = {
+    "NVIDIA RTX PRO 6000 Blackwell Server Edition": (97887, "12.0"),
+    "NVIDIA RTX PRO 6000 Blackwell Workstation Edition": (97887, "12.0"),
+    "NVIDIA H200": (143771, "9.0"),
+    "NVIDIA H100 80GB HBM3": (81559, "9.0"),
+    "NVIDIA B200": (183359, "10.0"),
+}
+
+
+# In a sim server's environment: the GPU model its host file declares (with FLEET_SIM_GPU_NAME,
+# _COUNT, _MEMORY_MIB, _COMPUTE_CAP, set by fleet.launch); where `plays_declared`, the simulator
+# plays those and the agent leaves the machine's GPUs out of its checks.
+DECLARED_GPU_ENV = "FLEET_SIM_GPU_DECLARED"
+
+
+def same_model(a: str, b: str) -> bool:
+    """GPU names as nvidia-smi and host files spell them: case and spacing aside."""
+    return " ".join(a.lower().split()) == " ".join(b.lower().split())
+
+
+def plays_declared(declared_model: str | None, found_names: Sequence[str]) -> bool:
+    """Whether a sim host plays the GPUs its host file declares instead of the machine's: the
+    machine has none, or none of the declared model (a real H200 under a file that declares RTX
+    PRO 6000s). A machine with the declared model -- a real one, or a test host's fake nvidia-smi
+    in the real formats -- is the stage itself: its view (count, memory in use, driver) counts."""
+    if not found_names:
+        return True
+    return declared_model is not None and not any(same_model(name, declared_model) for name in found_names)
+
+
 class NvidiaSmiError(ValueError):
     """nvidia-smi printed a line this parser does not understand."""
 

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from fleet.host.engines.sglang.release import DEFAULT_SIM_RELEASE, choose_release
 from fleet.host.modelcard import load_model_card
+from fleet.host.nvidia_smi import DECLARED_GPU_ENV, KNOWN_GPUS
 from fleet.launch.sglang import SGLANG_MODULE, LaunchSpec, build_launch
 
 if TYPE_CHECKING:
@@ -40,11 +41,13 @@ def launch_spec(
     served_model_name: str | None = None,
     sglang_version: str | None = None,
     fork: str | None = None,
+    declared_gpus: tuple[int, str | None] | None = None,
 ) -> LaunchSpec:
     """`hybrid=None`: decided from the playbook's model card when it names one. `sglang_version`: the
     host's release (facts, or its `engine.release` pin; for `sim` the release it plays, default
     DEFAULT_SIM_RELEASE). `fork`: "ddtree" when the host's engine is the DDTree fork (sim only: the
-    real engine's fork is whatever is installed)."""
+    real engine's fork is whatever is installed). `declared_gpus`: the host file's (count, model),
+    which a sim server plays where the machine has none of that model."""
     card = load_model_card(server.model.card) if hybrid is None and server.model.card else None
     sim = engine == "sim"  # EngineKind is a str enum; comparing by value keeps fleet.inventory unimported
     played = choose_release(sglang_version or DEFAULT_SIM_RELEASE).release if sim else None
@@ -64,5 +67,20 @@ def launch_spec(
     if played is None:
         return spec
     # The release the simulator plays: the known one fleet rendered the flags for.
-    sim_env = {SIM_RELEASE_ENV: played, SIM_FORK_ENV: fork or SIM_UPSTREAM}
+    sim_env = {SIM_RELEASE_ENV: played, SIM_FORK_ENV: fork or SIM_UPSTREAM, **_declared_gpu_env(declared_gpus)}
     return replace(spec, env=dict(sorted({**sim_env, **spec.env}.items())))
+
+
+def _declared_gpu_env(declared: tuple[int, str | None] | None) -> dict[str, str]:
+    """The host file's GPUs for the simulator (fleet.host.engines.sim.gpu): its model, count and,
+    for a model fleet knows, nvidia-smi's memory and compute capability of it."""
+    if declared is None:
+        return {}
+    count, model = declared
+    if model is None:
+        return {}
+    env = {DECLARED_GPU_ENV: model, "FLEET_SIM_GPU_NAME": model, "FLEET_SIM_GPU_COUNT": str(count)}
+    if model in KNOWN_GPUS:
+        memory_mib, compute_cap = KNOWN_GPUS[model]
+        env |= {"FLEET_SIM_GPU_MEMORY_MIB": str(memory_mib), "FLEET_SIM_GPU_COMPUTE_CAP": compute_cap}
+    return env

@@ -20,6 +20,7 @@ from rich.text import Text
 
 from fleet.errors import FleetError
 from fleet.facts.models import Gpu, HostFacts, Version, version_tuple
+from fleet.host.nvidia_smi import plays_declared
 from fleet.inventory import EngineKind, Host, ServiceManager
 
 MODEL_CACHE_KEY = "model_cache"
@@ -620,12 +621,31 @@ class PreflightFailed(FleetError):
         super().__init__(report.summary())
 
 
+# The rules about the machine's GPUs and the CUDA stack that drives them: none of it is used by a
+# sim host that plays the GPUs its host file declares on a machine that has others.
+GPU_RULES = frozenset(
+    {"gpu-count", "gpu-model", "gpus-idle", "toolkit-supports-gpu", "driver-supports-toolkit", "engine-cuda-supports-gpu", "driver-runs-engine-cuda"}
+)
+
+
+def played_gpus(facts: HostFacts, needs: PreflightRequirements) -> str | None:
+    """Why the GPU rules do not apply: a sim host whose machine has GPUs, none of the declared
+    model (a real H200 under `hosts/local.yaml`'s RTX PRO 6000s) -- the simulator plays the
+    declared ones (fleet.host.nvidia_smi.plays_declared). None where they apply (a machine of the
+    declared model, real or a test host's fake; no GPUs at all is the count rule's to say)."""
+    if needs.engine_kind is not EngineKind.sim or not facts.gpus or not plays_declared(needs.expected_gpu_model, [g.name for g in facts.gpus]):
+        return None
+    found = ", ".join(sorted({g.name for g in facts.gpus}))
+    return f"the sim engine plays the {needs.expected_gpu_count} {needs.expected_gpu_model} its host file declares; this machine's {len(facts.gpus)} GPU(s) ({found}) are not used"
+
+
 def run_preflight(
     facts: HostFacts, requirements: PreflightRequirements, host: str | None = None, rules: Sequence[Rule] = RULES
 ) -> PreflightReport:
+    played = played_gpus(facts, requirements)
     checks = []
     for rule in rules:
-        finding = rule.check(facts, requirements)
+        finding = Finding(Verdict.skip, played) if played and rule.id in GPU_RULES else rule.check(facts, requirements)
         checks.append(
             CheckResult(rule_id=rule.id, description=rule.description, verdict=finding.verdict, message=finding.message,
                         hint=finding.hint if finding.verdict in (Verdict.fail, Verdict.warn) else None)

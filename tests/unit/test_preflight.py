@@ -23,6 +23,7 @@ from fleet.facts.parsers import (
 )
 from fleet.inventory import Host
 from fleet.provision.preflight import (
+    GPU_RULES,
     RULES,
     PreflightFailed,
     PreflightRequirements,
@@ -241,8 +242,27 @@ def test_nvidia_smi_failure_fails_the_count_with_a_hint_for_its_cause():
 
 
 def test_wrong_gpu_model_fails():
-    failure = check(run_preflight(rtx_facts(), blackwell_needs(expected_gpu_model="NVIDIA H200")), "gpu-model")
+    failure = check(run_preflight(rtx_facts(), blackwell_needs(expected_gpu_model="NVIDIA H200", engine_kind="sglang")), "gpu-model")
     assert failure.verdict is Verdict.fail and RTX_NAME in failure.message
+
+
+def test_a_sim_host_on_a_machine_of_other_gpus_plays_its_declared_ones():
+    """`hosts/local.yaml` (2 RTX PRO 6000s, sim) on a machine with a real H200: the machine's GPUs,
+    their processes and their CUDA stack are not the sim's; everything else is still checked."""
+    h200 = rtx_facts()
+    h200 = h200.model_copy(update={"gpus": [g.model_copy(update={"name": "NVIDIA H200", "compute_capability": "9.0"}) for g in h200.gpus[:1]]})
+    report = run_preflight(h200, blackwell_needs(expected_gpu_count=2, engine_kind="sim", model_bytes_to_fetch=52 * 1024**4))
+    gpu_checks = [c for c in report.checks if c.rule_id in GPU_RULES]
+    assert {c.verdict for c in gpu_checks} == {Verdict.skip} and len(gpu_checks) == len(GPU_RULES)
+    assert gpu_checks[0].message == (
+        f"the sim engine plays the 2 {RTX_NAME} its host file declares; this machine's 1 GPU(s) (NVIDIA H200) are not used"
+    )
+    assert verdicts(report)["model-cache-space"] is Verdict.fail  # the rest is checked as ever
+    # The same machine under a real engine: the wrong host, said so.
+    real = run_preflight(h200, blackwell_needs(expected_gpu_count=2, engine_kind="sglang"))
+    assert verdicts(real)["gpu-model"] is Verdict.fail and verdicts(real)["gpu-count"] is Verdict.fail
+    # A machine of the declared model (a test host's fake nvidia-smi, or the real thing) is judged as it is.
+    assert verdicts(run_preflight(rtx_facts(), blackwell_needs(expected_gpu_count=2)))["gpu-count"] is Verdict.warn
 
 
 # --- disk, tmpfs, RAM ---------------------------------------------------------------------------

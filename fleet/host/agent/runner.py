@@ -33,7 +33,18 @@ from fleet.host.agent.handover import release_handed_over
 from fleet.host.agent.logwatch import LogWatcher
 from fleet.host.agent.progress import UNWRITABLE_ERRNOS, ProgressFile
 from fleet.host.agent.results import RunIdentity, WorkloadOutcome, build_result, sim_speed_of, skipped_result
-from fleet.host.agent.services import SIGKILL_HINT, ServiceError, Services, ServiceSpec, boot_id, clear_stale, exit_description, make_services, wait_free
+from fleet.host.agent.services import (
+    SIGKILL_HINT,
+    ServiceError,
+    Services,
+    ServiceSpec,
+    boot_id,
+    clear_stale,
+    exit_description,
+    gpu_names,
+    make_services,
+    wait_free,
+)
 from fleet.host.atomic import atomic_file, write_json_atomic
 from fleet.host.contract import AgentState, ContractError, Failure, HostQuarantine, RunResult, RunStatus, ServerPhase, SweepDir, load_result
 from fleet.host.contract.lease import AGENT_HEARTBEAT_S, Claim, HostLease, LeaseHeld, LeaseLost
@@ -41,6 +52,7 @@ from fleet.host.contract.progress import Halt
 from fleet.host.contract.shard import RunSpec, ServerSpec, Shard
 from fleet.host.diagnose.classify import DiagnosisHint, diagnose_file
 from fleet.host.failures import FailureClass
+from fleet.host.nvidia_smi import DECLARED_GPU_ENV, plays_declared
 
 log = logging.getLogger("fleet.host.agent")
 
@@ -377,6 +389,11 @@ class ServerSession:
         self.client: Client | None = None
         self.facts = ServerFacts()
         self._aborted = threading.Event()
+        # The machine's GPUs this server uses: none for a sim server that plays its host file's
+        # GPUs on a machine of others (fleet.host.nvidia_smi.plays_declared) -- whatever holds the
+        # machine's GPUs is not in its way, and it holds none of them.
+        declared = spec.env.get(DECLARED_GPU_ENV)
+        self.machine_gpus = [] if declared and plays_declared(declared, gpu_names()) else list(spec.gpus)
 
     @property
     def progress(self) -> ProgressFile:
@@ -426,7 +443,7 @@ class ServerSession:
             services.stop(spec.unit_name, STOP_GRACE_S)
         except ServiceError as exc:
             return Failure(SERVICE_ERROR, str(exc), log_path=str(self.log_path))
-        killed, blockers = clear_stale(spec.port, spec.gpus, STOP_GRACE_S)
+        killed, blockers = clear_stale(spec.port, self.machine_gpus, STOP_GRACE_S)
         for holder in killed:
             log.warning("server %s: killed stale server pid %d holding %s: %s", spec.label, holder.pid, holder.holds, holder.command)
         if blockers:
@@ -663,7 +680,7 @@ class ServerSession:
             # It was started: make sure it let go of its port and GPUs. (Never started: nothing of
             # ours holds them, and a stranger's hold is already reported.)
             self.watcher.close()
-            holders = wait_free(spec.port, spec.gpus, FREE_TIMEOUT_S)
+            holders = wait_free(spec.port, self.machine_gpus, FREE_TIMEOUT_S)
             if holders:
                 held = "; ".join(f"pid {h.pid} holds {h.holds}: {h.command}" for h in holders)
                 self.progress.error(spec.label, PORT_OR_GPU_BUSY, f"still held after the stop: {held}")

@@ -490,6 +490,17 @@ def port_listeners(port: int) -> set[int]:
     return pids
 
 
+def gpu_names() -> list[str]:
+    """The machine's GPU names, as nvidia-smi lists them; [] where there is none or it fails."""
+    if shutil.which("nvidia-smi") is None:
+        return []
+    try:
+        run = subprocess.run(nvidia_smi.query_command("query-gpu", ("index", "name")), capture_output=True, text=True, timeout=30)
+        return [row["name"] for row in nvidia_smi.parse_csv(run.stdout, ("index", "name"))] if run.returncode == 0 else []
+    except (OSError, subprocess.TimeoutExpired, ValueError):
+        return []
+
+
 def gpu_pids(gpus: Iterable[int]) -> dict[int, set[int]] | None:
     """{pid: {GPU indexes}} of compute processes on these GPUs; None when there is no nvidia-smi
     (nothing can be checked), it fails, or it prints what cannot be read."""

@@ -1,6 +1,7 @@
 """The simulated server's GPUs: read from the host's `nvidia-smi` (real or a test host's fake), or
-from --sim-gpu-* flags / FLEET_SIM_GPU_* env vars when there is none; and the registration of the
-running server in the fake `nvidia-smi`'s process table.
+from --sim-gpu-* flags / FLEET_SIM_GPU_* env vars when there is none or when the host file's
+declared GPUs are not the machine's (a sim host plays what its host file declares); and the
+registration of the running server in the fake `nvidia-smi`'s process table.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ class SimGpu:
 class GpuHost:
     gpus: tuple[SimGpu, ...]  # the GPUs visible to the server, in CUDA order
     cuda_toolkit: tuple[int, int] | None  # from nvcc; None when no toolkit was found
+    played: bool = False  # not the machine's (none there, or not the declared model): nothing to register in its nvidia-smi
 
     @property
     def compute_cap(self) -> tuple[int, int]:
@@ -103,9 +105,13 @@ def _run(command: list[str]) -> str | None:
     return result.stdout if result.returncode == 0 else None
 
 
+DECLARED_ENV = nvidia_smi.DECLARED_GPU_ENV
+
+
 @dataclass(frozen=True)
 class GpuOverrides:
-    """--sim-gpu-* flags (or FLEET_SIM_GPU_* env): used when the host has no nvidia-smi."""
+    """--sim-gpu-* flags (or FLEET_SIM_GPU_* env): used when the host has no nvidia-smi, or when
+    it plays the GPUs its host file declares (DECLARED_ENV)."""
 
     name: str = "NVIDIA RTX PRO 6000 Blackwell Server Edition"
     count: int = 8
@@ -116,17 +122,20 @@ class GpuOverrides:
 
 
 def detect_gpu_host(overrides: GpuOverrides, env: Mapping[str, str]) -> GpuHost:
-    """The GPUs and CUDA toolkit this server would see."""
+    """The GPUs and CUDA toolkit this server would see: the machine's (nvidia-smi), unless the
+    launch declared the host file's GPUs (FLEET_SIM_GPU_DECLARED) and the machine has none of
+    that model -- then the declared ones, whatever the machine has (fleet.host.nvidia_smi.plays_declared)."""
     smi = _run(nvidia_smi.query_command("query-gpu", QUERY_FIELDS))
-    if smi is not None:
-        gpus = parse_query_gpu(smi)
-    else:
+    gpus = parse_query_gpu(smi) if smi is not None else []
+    declared = env.get(DECLARED_ENV)
+    played = smi is None or bool(declared and nvidia_smi.plays_declared(declared, [gpu.name for gpu in gpus]))
+    if played:
         cap = parse_version(overrides.compute_cap)
         gpus = [SimGpu(i, overrides.name, cap, overrides.memory_mib, overrides.driver) for i in range(overrides.count)]
     visible = select_visible(gpus, env.get("CUDA_VISIBLE_DEVICES"))
     if not visible:
         raise GpuDetectionError("no CUDA GPU is visible (nvidia-smi lists none, or CUDA_VISIBLE_DEVICES hides all)")
-    return GpuHost(tuple(visible), _detect_toolkit(overrides, env))
+    return GpuHost(tuple(visible), _detect_toolkit(overrides, env), played)
 
 
 def _detect_toolkit(overrides: GpuOverrides, env: Mapping[str, str]) -> tuple[int, int] | None:

@@ -137,7 +137,8 @@ class SimServer:
         self.speed = launch.settings.speed
         self.tp = self.values["tp_size"]
         self.pid = os.getpid()
-        self.fake_gpu_dir = launch.env.get("FLEET_FAKE_GPU_DIR")
+        # The GPUs it plays are not the machine's: nothing of them belongs in its nvidia-smi.
+        self.fake_gpu_dir = None if host.played else launch.env.get("FLEET_FAKE_GPU_DIR")
         self.gpu_indices = [g.index for g in host.gpus[: self.tp]]
         self.total_gb = host.gpus[0].memory_total_gb
         self.started = time.time()
