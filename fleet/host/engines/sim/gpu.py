@@ -45,7 +45,7 @@ class SimGpu:
 class GpuHost:
     gpus: tuple[SimGpu, ...]  # the GPUs visible to the server, in CUDA order
     cuda_toolkit: tuple[int, int] | None  # from nvcc; None when no toolkit was found
-    played: bool = False  # not the machine's (none there, or not the declared model): nothing to register in its nvidia-smi
+    played: bool = False  # in place of the machine's GPUs of another model: nothing to register in its nvidia-smi
 
     @property
     def compute_cap(self) -> tuple[int, int]:
@@ -128,8 +128,9 @@ def detect_gpu_host(overrides: GpuOverrides, env: Mapping[str, str]) -> GpuHost:
     smi = _run(nvidia_smi.query_command("query-gpu", QUERY_FIELDS))
     gpus = parse_query_gpu(smi) if smi is not None else []
     declared = env.get(DECLARED_ENV)
-    played = smi is None or bool(declared and nvidia_smi.plays_declared(declared, [gpu.name for gpu in gpus]))
-    if played:
+    # Played over the machine's own GPUs: nvidia-smi answers for others (nothing of ours belongs there).
+    played = smi is not None and bool(declared and nvidia_smi.plays_declared(declared, [gpu.name for gpu in gpus]))
+    if smi is None or played:
         cap = parse_version(overrides.compute_cap)
         gpus = [SimGpu(i, overrides.name, cap, overrides.memory_mib, overrides.driver) for i in range(overrides.count)]
     visible = select_visible(gpus, env.get("CUDA_VISIBLE_DEVICES"))
