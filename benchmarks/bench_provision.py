@@ -26,7 +26,10 @@ machine's CPUs -- no provision here can be faster --, and how busy the machine's
     python benchmarks/bench_provision.py --repeat 3 --hosts 8 --shard-mib 16 --json out.json
 
 Target (issue 4): provisioning 8 hosts at once takes well under 8 times one host's time.
-Prints the table and the ratio t8/t1; --json also writes the figures.
+Prints the table and the ratio t8/t1 (against N: N x one host), transport calls (round trips) and
+SSH logins per host (from the hosts' sshd logs); --json also writes the figures.
+
+Issue 12: `python benchmarks/bench_provision.py --hosts 16 --repeat 3 --variants bare --json results/benchmarks/provision-16.json`
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from fleet.connect import transport_for  # noqa: E402
 from fleet.host.modelcard import hf_files_from_card, load_model_card  # noqa: E402
 from fleet.inventory import load_inventory  # noqa: E402
 from fleet.playbook import load_playbook  # noqa: E402
@@ -82,6 +86,34 @@ class Measurement:
     controller_cpu_s: float  # this process' CPU time (all threads) during the first provision
     machine_busy: float  # share of the machine's CPU time that was busy meanwhile (every process, 0..1)
     host_cpu_s: float  # CPU time spent inside the hosts (sshd, shells, rsync, tools, engine probe), all hosts
+    first_calls_per_host: float = 0.0  # transport calls (round trips) per host, first provision
+    second_calls_per_host: float = 0.0
+    first_logins_per_host: float = 0.0  # SSH logins per host, from the hosts' sshd logs
+    second_logins_per_host: float = 0.0
+
+
+class CountingTransport:
+    """A host's real transport, counting the calls made on it (each is one round trip or more)."""
+
+    def __init__(self, inner: Any, counts: dict[str, int]) -> None:
+        self._inner, self._counts = inner, counts
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self._inner, name)
+        if name in ("run", "put", "put_bytes", "get", "rsync_pull", "rsync_push"):
+            def counted(*args: Any, **kwargs: Any) -> Any:
+                self._counts[self._inner.host] = self._counts.get(self._inner.host, 0) + 1
+                return value(*args, **kwargs)
+            return counted
+        return value
+
+
+def logins(fleet: TestFleet) -> int:
+    total = 0
+    for host in fleet.hosts:
+        log = host.base / "log" / "sshd.log"
+        total += sum(1 for line in log.read_text(errors="replace").splitlines() if "Accepted publickey" in line) if log.exists() else 0
+    return total
 
 
 def make_mirror(directory: Path, shard_mib: int) -> Path:
@@ -152,18 +184,29 @@ def measure(count: int, playbook_path: Path, workdir: Path, shm_size: str, engin
         hosts = list(load_inventory(fleet.write_inventory(workdir / f"hosts-{count}-{time.monotonic_ns()}", **engine)))
         idle_processes = {h.name: len(fleet.processes(h)) for h in fleet.hosts}
         hosts_started = sum(host_cpu_ticks(h) for h in fleet.hosts)
+        counts: dict[str, int] = {}
+
+        def connect(host: Any) -> Any:
+            return CountingTransport(transport_for(host), counts)
+
+        logins_before = logins(fleet)
         started, cpu_started, machine_started = time.perf_counter(), time.process_time(), machine_cpu()
-        first = provision(hosts, playbook, options)
+        first = provision(hosts, playbook, options, connect=connect)
         first_s, controller_cpu_s = time.perf_counter() - started, time.process_time() - cpu_started
         busy, total = (after - before for after, before in zip(machine_cpu(), machine_started))
         settle(fleet, idle_processes)
         host_cpu_s = (sum(host_cpu_ticks(h) for h in fleet.hosts) - hosts_started) / os.sysconf("SC_CLK_TCK")
         _check(first, "changed", "first")
+        first_calls, first_logins = sum(counts.values()) / count, (logins(fleet) - logins_before) / count
+        counts.clear()
+        logins_before = logins(fleet)
         started = time.perf_counter()
-        second = provision(hosts, playbook, options)
+        second = provision(hosts, playbook, options, connect=connect)
         second_s = time.perf_counter() - started
         _check(second, "ok", "second")
-    return Measurement(count, first_s, second_s, controller_cpu_s, busy / total if total else 0.0, host_cpu_s)
+        second_calls, second_logins = sum(counts.values()) / count, (logins(fleet) - logins_before) / count
+    return Measurement(count, first_s, second_s, controller_cpu_s, busy / total if total else 0.0, host_cpu_s,
+                       first_calls, second_calls, first_logins, second_logins)
 
 
 def _median(values: list[float]) -> float:
@@ -198,6 +241,10 @@ def run_variant(variant: Variant, many: int, repeat: int, playbook_path: Path, w
                 "second_median_s": round(_median([m.second_s for m in ms]), 3),
                 "controller_cpu_median_s": round(_median([m.controller_cpu_s for m in ms]), 3),
                 "machine_busy_median": round(_median([m.machine_busy for m in ms]), 3),
+                "calls_per_host_first": round(_median([m.first_calls_per_host for m in ms]), 1),
+                "calls_per_host_second": round(_median([m.second_calls_per_host for m in ms]), 1),
+                "logins_per_host_first": round(_median([m.first_logins_per_host for m in ms]), 1),
+                "logins_per_host_second": round(_median([m.second_logins_per_host for m in ms]), 1),
                 "host_cpu_per_host_median_s": round(_median([m.host_cpu_s / count for m in ms]), 3),
                 # No schedule on this machine's CPUs beats the CPU time it needs spread over all of them.
                 "cpu_floor_median_s": round(_median([(m.host_cpu_s + m.controller_cpu_s) / (os.cpu_count() or 1) for m in ms]), 3),
@@ -251,6 +298,10 @@ def main() -> int:
         for row in outcome["rows"]:
             span = f"{row['first_min_s']:.2f}..{row['first_max_s']:.2f}"
             print(f"{outcome['variant']:<14} {row['hosts']:>5}  {row['first_median_s']:>14.2f} s  {span:>14}  {row['second_median_s']:>16.2f} s  {row['controller_cpu_median_s']:>12.2f} s  {row['host_cpu_per_host_median_s']:>10.2f} s  {row['cpu_floor_median_s']:>7.2f} s  {row['machine_busy_median']:>11.0%}")
+    for outcome in outcomes:
+        for row in outcome["rows"]:
+            print(f"{outcome['variant']} {row['hosts']} host(s): transport calls per host {row['calls_per_host_first']:g} (first), "
+                  f"{row['calls_per_host_second']:g} (second); SSH logins per host {row['logins_per_host_first']:g}, {row['logins_per_host_second']:g}")
     for outcome in outcomes:
         many = outcome["rows"][1]
         print(f"{outcome['variant']}: t{args.hosts}/t1 = {outcome['tn_s']:.2f} s / {outcome['t1_s']:.2f} s = {outcome['ratio']:.2f}"
