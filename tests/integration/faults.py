@@ -387,18 +387,6 @@ def notice(controller: Controller, injected_at: float, predicate: Callable[[Line
     return round(line.at - injected_at, 2), line.text[:160]
 
 
-def host_event(host: str, *types: str, phase: str | None = None) -> Callable[[Line], bool]:
-    """A --json event of `host` of one of `types` (a `phase` event: into `phase`, when given)."""
-
-    def matches(line: Line) -> bool:
-        e = line.event
-        if e is None or e.get("host") != host or e.get("type") not in types:
-            return False
-        return phase is None or e.get("type") != "phase" or e.get("phase") == phase
-
-    return matches
-
-
 def stderr_mentions(*words: str) -> Callable[[Line], bool]:
     return lambda line: line.stream == "stderr" and line.mentions(*words)
 
