@@ -166,6 +166,17 @@ def host_cpu_ticks(host: TestHost) -> int:
     return sum(int(v) for v in fields[11:15])
 
 
+def release_connections() -> None:
+    """fleet keeps each host's connections for its next step (fleet/transport/sharing.py); an
+    older fleet has none to release."""
+    try:
+        from fleet.transport import sharing, ssh
+    except ImportError:
+        return
+    ssh.PARK.close_all()
+    sharing.MASTERS.stop_own()
+
+
 def settle(fleet: TestFleet, idle_processes: dict[str, int], timeout_s: float = 10.0) -> None:
     """Wait until every host is back to its idle process count: the SSH sessions have ended and
     were reaped, so that their CPU time shows in the init's cutime."""
@@ -194,6 +205,7 @@ def measure(count: int, playbook_path: Path, workdir: Path, shm_size: str, engin
         first = provision(hosts, playbook, options, connect=connect)
         first_s, controller_cpu_s = time.perf_counter() - started, time.process_time() - cpu_started
         busy, total = (after - before for after, before in zip(machine_cpu(), machine_started))
+        release_connections()  # their sessions must end for the hosts' CPU time to show
         settle(fleet, idle_processes)
         host_cpu_s = (sum(host_cpu_ticks(h) for h in fleet.hosts) - hosts_started) / os.sysconf("SC_CLK_TCK")
         _check(first, "changed", "first")
