@@ -173,8 +173,9 @@ def release_connections() -> None:
         from fleet.transport import sharing, ssh
     except ImportError:
         return
-    ssh.PARK.close_all()
-    sharing.MASTERS.stop_own()
+    if hasattr(ssh, "PARK"):
+        ssh.PARK.close_all()
+        sharing.MASTERS.stop_own()
 
 
 def settle(fleet: TestFleet, idle_processes: dict[str, int], timeout_s: float = 10.0) -> None:
