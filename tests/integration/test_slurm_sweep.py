@@ -4,6 +4,8 @@ two slurmd nodes running the agent inside their allocations, results back as fro
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
 import sys
 import threading
 import time
@@ -16,14 +18,15 @@ from fleet.host.contract import load_result
 from fleet.inventory import Host
 from fleet.slurm.commands import SlurmClient
 from fleet.slurm.jobs import JobState, SlurmJob
-from fleet.slurm.sweep import SlurmSweep, cancel_slurm_sweep, resume_slurm_sweep, start_slurm_sweep
+from fleet.slurm.sweep import SlurmSweep, SlurmSweepError, SlurmSweepOutcome, cancel_slurm_sweep, resume_slurm_sweep, start_slurm_sweep
 from fleet.transport.ssh import SSHTransport
 from tests.testfleet import start_test_fleet, unavailable_reason
-from tests.testfleet.slurm import SlurmCluster, slurm_unavailable_reason, start_slurm_cluster
+from tests.testfleet.slurm import SHORT_PARTITION, URGENT_PARTITION, SlurmCluster, slurm_unavailable_reason, start_slurm_cluster
 
 pytestmark = pytest.mark.testfleet
 
-DEMO = Path(__file__).resolve().parents[2] / "playbooks" / "demo.yaml"
+REPO = Path(__file__).resolve().parents[2]
+DEMO = REPO / "playbooks" / "demo.yaml"
 
 
 @pytest.fixture(scope="module")
@@ -102,65 +105,152 @@ def test_a_sweep_runs_as_job_arrays_on_two_nodes_one_result_per_run(slurm: Slurm
     assert summary["results"] == len(results) and summary["by_status"] == {"ok": len(results)}
 
 
+class SweepInThread:
+    """start_slurm_sweep in a thread, and a way to catch one of its tasks between two runs."""
+
+    def __init__(self, entry: Host, results_root: Path) -> None:
+        self.entry, self.results_root, self.lines = entry, results_root, []
+        self.outcome: SlurmSweepOutcome | None = None
+        self.client = SlurmClient(connect(entry))
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        self.outcome = start_slurm_sweep(DEMO, self.entry, self.results_root, connect=connect, poll_interval_s=1.0, say=self.lines.append)
+
+    def record(self) -> SlurmSweep | None:
+        latest = self.results_root / "LATEST"
+        if not latest.exists() or not (self.results_root / latest.read_text().strip() / "slurm.json").exists():
+            return None
+        return SlurmSweep.load(self.results_root / latest.read_text().strip())
+
+    def catch_between_runs(self, node: str, timeout: float = 120) -> tuple[str, dict[str, bytes]]:
+        """(job id of a task running on `node` with some but not all results, those results)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            time.sleep(0.2)
+            record = self.record()
+            if record is None or not record.job_ids():
+                continue
+            jobs = self.client.jobs(record.job_ids())
+            for array in record.arrays:
+                for task in array.tasks:
+                    job = jobs.get(f"{array.submissions[0].job_id}_{task.index}")
+                    runs = Path(record.task_dir(array, task.index)) / "runs"
+                    done = sorted(runs.glob("*.json")) if runs.is_dir() else []
+                    if job is not None and job.batch_host == node and job.state is JobState.RUNNING and 0 < len(done) < len(task.run_ids):
+                        return job.job_id, {p.name: p.read_bytes() for p in done}
+        raise AssertionError(f"no task on {node} was caught between runs: {self.lines}")
+
+    def wait_requeued(self, job_id: str, timeout: float = 60) -> SlurmJob:
+        deadline = time.monotonic() + timeout
+        while (job := self.client.jobs([job_id]).get(job_id)) is None or job.restarts == 0:
+            assert time.monotonic() < deadline, f"{job_id} not requeued ({job}): {self.lines}"
+            time.sleep(0.5)
+        return job
+
+    def finish(self, timeout: float = 240) -> SlurmSweepOutcome:
+        self.thread.join(timeout=timeout)
+        assert not self.thread.is_alive() and self.outcome is not None, self.lines
+        return self.outcome
+
+
+def nothing_lost_or_duplicated(entry: Host, outcome: SlurmSweepOutcome, before: dict[str, bytes]) -> dict[str, SlurmJob]:
+    assert outcome.problems == [] and outcome.record.state == "done"
+    results = one_result_per_run(outcome.directory, outcome.record)
+    assert {r["status"] for r in results.values()} == {"ok"}
+    # Each run finished before the fault was not run again: its result is the same bytes.
+    runs_dir = outcome.directory / outcome.record.cluster / "runs"
+    for name, data in before.items():
+        assert (runs_dir / name).read_bytes() == data
+    return ended_jobs(entry, outcome.record.job_ids())
+
+
+def slow_entry(cluster: SlurmCluster, tmp_path: Path) -> Host:
+    entry = cluster_entry(cluster, tmp_path, cpus_per_gpu=32)  # one task per node at a time
+    return entry.model_copy(update={"engine": entry.engine.model_copy(update={"sim_speed": 0.06})})
+
+
 def test_a_node_powered_off_mid_sweep_loses_and_duplicates_nothing(slurm: SlurmCluster, tmp_path: Path) -> None:
     """ct201 loses power while its task is between runs: Slurm requeues the task (NODE_FAIL), it
     runs again and the agent skips the run that already had a result on the shared dir."""
-    entry = cluster_entry(slurm, tmp_path, cpus_per_gpu=32)  # one task per node at a time
-    entry = entry.model_copy(update={"engine": entry.engine.model_copy(update={"sim_speed": 0.06})})
-    fleet, results_root = slurm.fleet, tmp_path / "results"
-    box: dict = {}
-    lines: list[str] = []
-
-    def sweep() -> None:
-        box["outcome"] = start_slurm_sweep(DEMO, entry, results_root, connect=connect, poll_interval_s=1.0, say=lines.append)
-
-    runner = threading.Thread(target=sweep, daemon=True)
-    runner.start()
-    client = SlurmClient(connect(entry))
-    before: dict[str, bytes] = {}
+    entry, fleet = slow_entry(slurm, tmp_path), slurm.fleet
+    sweep = SweepInThread(entry, tmp_path / "results")
     try:
-        deadline = time.monotonic() + 120
-        while not before and time.monotonic() < deadline:
-            time.sleep(0.2)
-            if not (results_root / "LATEST").exists() or not (record_path := results_root / (results_root / "LATEST").read_text().strip() / "slurm.json").exists():
-                continue
-            record = SlurmSweep.load(record_path.parent)
-            if not record.job_ids():
-                continue
-            jobs = client.jobs(record.job_ids())
-            (array,) = record.arrays
-            for task in array.tasks:
-                job = jobs.get(f"{record.job_ids()[0]}_{task.index}")
-                runs = Path(record.task_dir(array, task.index)) / "runs"
-                done = sorted(runs.glob("*.json")) if runs.is_dir() else []
-                if job is not None and job.batch_host == "ct201" and job.state is JobState.RUNNING and 0 < len(done) < len(task.run_ids):
-                    before, victim = {p.name: p.read_bytes() for p in done}, job.job_id
-                    break
-        assert before, f"no task on ct201 was caught between runs: {lines}"
+        victim, before = sweep.catch_between_runs("ct201")
         fleet.power_off("ct201")
-        # slurmctld marks the node DOWN (SlurmdTimeout 10 s) and requeues its task.
-        while (job := client.jobs([victim]).get(victim)) is None or job.restarts == 0:
-            assert time.monotonic() < deadline + 60, f"{victim} not requeued ({job}): {lines}"
-            time.sleep(0.5)
+        sweep.wait_requeued(victim)  # slurmctld marks the node DOWN (SlurmdTimeout 10 s) and requeues the task
         fleet.power_on("ct201")
         slurm.start_node("ct201", timeout=60)
-        runner.join(timeout=240)
-        assert not runner.is_alive(), lines
+        outcome = sweep.finish()
     finally:
         if not fleet.is_up("ct201"):
             fleet.power_on("ct201")
             slurm.start_node("ct201", timeout=60)
-    outcome = box["outcome"]
-    assert outcome.problems == [], lines
-    results = one_result_per_run(outcome.directory, outcome.record)
-    assert {r["status"] for r in results.values()} == {"ok"}
-    # The run finished before the failure was not run again: its result is the same bytes.
-    runs_dir = outcome.directory / outcome.record.cluster / "runs"
-    for name, data in before.items():
-        assert (runs_dir / name).read_bytes() == data
-    jobs = ended_jobs(entry, outcome.record.job_ids())
-    assert any(j.restarts >= 1 for j in jobs.values()), {k: (j.state, j.restarts) for k, j in jobs.items()}
+    jobs = nothing_lost_or_duplicated(entry, outcome, before)
+    assert jobs[victim].restarts >= 1
     assert len(outcome.record.job_ids()) == 1  # Slurm requeued the task; fleet submitted nothing more
+
+
+def test_a_preempted_task_is_requeued_and_loses_and_duplicates_nothing(slurm: SlurmCluster, tmp_path: Path) -> None:
+    """A job of the higher-tier partition takes ct200's GPUs: Slurm preempts (requeues) fleet's task there."""
+    entry = slow_entry(slurm, tmp_path)
+    sweep = SweepInThread(entry, tmp_path / "results")
+    victim, before = sweep.catch_between_runs("ct200")
+    urgent = slurm.fleet.exec(slurm.login, ["sbatch", "--parsable", f"--partition={URGENT_PARTITION}", "--gres=gpu:8",
+                                            "--nodelist=ct200", "--output=/dev/null", "--wrap", "sleep 3"])
+    assert urgent.returncode == 0, urgent.stderr
+    assert sweep.wait_requeued(victim).restarts == 1
+    outcome = sweep.finish()
+    jobs = nothing_lost_or_duplicated(entry, outcome, before)
+    assert jobs[victim].restarts == 1 and len(outcome.record.job_ids()) == 1
+    assert slurm.wait_job(urgent.stdout.strip(), ["COMPLETED"])["NodeList"] == "ct200"
+
+
+def test_a_killed_controller_is_resumed_and_loses_and_duplicates_nothing(slurm: SlurmCluster, tmp_path: Path) -> None:
+    """The controller process gets SIGKILL mid-sweep; the jobs go on; `resume` reattaches."""
+    entry = slow_entry(slurm, tmp_path)
+    results_root = tmp_path / "results"
+    program = (
+        "import sys; from pathlib import Path; from fleet.inventory import Host; from fleet.slurm.sweep import start_slurm_sweep\n"
+        "start_slurm_sweep(Path(sys.argv[1]), Host.model_validate_json(sys.argv[2]), Path(sys.argv[3]), poll_interval_s=1.0)\n"
+    )
+    controller = subprocess.Popen([sys.executable, "-c", program, str(DEMO), entry.model_dump_json(), str(results_root)], cwd=REPO)
+    watcher = SweepInThread.__new__(SweepInThread)  # only its catching: the sweep is the subprocess's
+    watcher.entry, watcher.results_root, watcher.lines, watcher.client = entry, results_root, [], SlurmClient(connect(entry))
+    try:
+        _, before = watcher.catch_between_runs("ct200")
+    finally:
+        controller.send_signal(signal.SIGKILL)
+        controller.wait(timeout=10)
+    record = watcher.record()
+    assert record is not None and record.state == "running"
+    submitted = record.job_ids()
+    outcome = resume_slurm_sweep(record_dir(results_root), connect=connect, poll_interval_s=1.0)
+    nothing_lost_or_duplicated(entry, outcome, before)
+    assert outcome.record.job_ids() == submitted  # reattached to the same jobs, none submitted again
+
+
+def record_dir(results_root: Path) -> Path:
+    return results_root / (results_root / "LATEST").read_text().strip()
+
+
+def test_a_request_no_node_can_hold_is_refused_before_submitting(slurm: SlurmCluster, tmp_path: Path) -> None:
+    entry = cluster_entry(slurm, tmp_path, constraint="h200")
+    with pytest.raises(SlurmSweepError, match=r"gpu1 \(3 servers\): no node of partition 'gpu' has the features \['h200'\]"):
+        start_slurm_sweep(DEMO, entry, tmp_path / "results", connect=connect)
+    queued = slurm.run(["squeue", "-h", "-o", "%j"]).stdout
+    assert "fleet-demo" not in queued
+
+
+def test_a_job_that_can_never_start_is_cancelled_and_reported(slurm: SlurmCluster, tmp_path: Path) -> None:
+    """Asked for more time than the partition allows: Slurm keeps it pending (PartitionTimeLimit) for ever."""
+    entry = cluster_entry(slurm, tmp_path, partition=SHORT_PARTITION, min_time_s=300)
+    outcome = start_slurm_sweep(DEMO, entry, tmp_path / "results", connect=connect, poll_interval_s=1.0)
+    assert outcome.record.state == "failed" and len(outcome.problems) == 3
+    assert all("pends for PartitionTimeLimit" in p for p in outcome.problems)
+    (job_id,) = outcome.record.job_ids()
+    assert {j.state for j in ended_jobs(entry, [job_id]).values()} == {JobState.CANCELLED}
 
 
 def test_resume_after_the_controller_stopped_and_cancel(slurm: SlurmCluster, tmp_path: Path) -> None:

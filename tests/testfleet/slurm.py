@@ -56,6 +56,7 @@ CPUS_PER_NODE = 32  # declared (config_overrides): the machine has fewer, jobs d
 MEMORY_MB_PER_NODE = 64000
 PARTITION = "gpu"
 URGENT_PARTITION = "urgent"  # same nodes, higher tier: preempts (requeues) jobs of `gpu`
+SHORT_PARTITION = "short"  # same nodes, MaxTime 1 minute: a longer job pends for PartitionTimeLimit, for ever
 CLUSTER_NAME = "fleettest"
 PR_SET_PDEATHSIG = 1
 # `ip netns exec` gives each host a sysfs of its own namespace, without /sys/fs/cgroup mounts:
@@ -197,6 +198,7 @@ class SlurmCluster:
                 *node_lines,
                 f"PartitionName={PARTITION} Nodes={names} Default=YES MaxTime=INFINITE State=UP PriorityTier=1",
                 f"PartitionName={URGENT_PARTITION} Nodes={names} Default=NO MaxTime=INFINITE State=UP PriorityTier=2 PreemptMode=OFF",
+                f"PartitionName={SHORT_PARTITION} Nodes={names} Default=NO MaxTime=1 State=UP PriorityTier=1",
                 "",
             ]
         )
