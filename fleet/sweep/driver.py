@@ -305,9 +305,9 @@ class HostDriver:
             agent_state = state.progress.state if state.progress is not None else None
             ended = _AGENT_END_STATES.get(agent_state) if agent_state is not None else None
             over = ended is not None and not state.agent_alive
-            self.hand_over(agent_ended=over)
-            if over and not self.pull():
-                self.ctx.stop.wait(self.ctx.poll_interval_s)  # its end is judged on a complete pull only
+            settled = self.hand_over(agent_ended=over)
+            if over and not (settled and self.pull()):
+                self.ctx.stop.wait(self.ctx.poll_interval_s)  # its end is judged on a complete pull and hand-over only
                 continue
             if over:
                 assert ended is not None
@@ -343,14 +343,15 @@ class HostDriver:
         transport = self.channel.transport
         retrying(CONNECT, self.host.name, lambda: transport.put_bytes(data, path, timeout=QUICK_S * 4), idempotent=True, sleep=self.ctx.sleep)
 
-    def hand_over(self, agent_ended: bool) -> None:
-        """Ask the agent for the servers another host wants, and pass on what it releases."""
+    def hand_over(self, agent_ended: bool) -> bool:
+        """Ask the agent for the servers another host wants, and pass on what it releases. True
+        when nothing asked of this host is left unanswered."""
         balancer = self.ctx.balancer
         if balancer is None:
-            return
+            return True
         wanted = balancer.asked_of(self.host.name)
         if not wanted:
-            return
+            return True
         try:
             if wanted - self._asked:
                 asked = self._asked | wanted
@@ -361,21 +362,22 @@ class HostDriver:
             # The link, for now: the request is rewritten and the answer read at the next poll
             # (the host's poll decides whether it is lost; until then nothing moves).
             log.warning("%s: hand-over: %s; trying again at the next poll", self.host.name, exc)
-            return
+            return False
         answered = wanted & answer.answered
         if agent_ended:
             # An agent that has ended started everything it was going to: what it did not answer, it ran.
             answered = wanted
         if not answered:
-            return
+            return False
         released = answered & set(answer.released)
         if released and not self.pull():
-            return  # every result the released servers had (an earlier agent's) is here before they move: next poll
+            return False  # every result the released servers had (an earlier agent's) is here before they move: next poll
         moving = self._remaining(released)
         self.shard = self._shard_without(released)
         self._save_shard()
         self.status.total = len(self.shard.runs)
         balancer.answered(self, moving, kept=answered - released)
+        return answered == wanted
 
     def _read_answer(self) -> HandoverAnswer:
         path = self.channel.dir.handover_answer
@@ -662,20 +664,28 @@ class Balancer:
         produce any (every loop idle or ended, nothing asked, nothing on its way): then []."""
         name = driver.host.name
         with self._cond:
-            self._idle.add(name)
-            try:
-                while not driver.ctx.stop.is_set():
-                    if self._incoming.get(name):
-                        return self._place(driver, self._incoming.pop(name))
-                    if not self._asks_by(name):
-                        self._ask_for(name)
-                    if self._settled():
-                        self._cond.notify_all()
+            # Asked of this host after its loop answered the last time: never written (its loop
+            # writes the requests, and it is here), and its agent has ended, so none is queued there.
+            self._asks.pop(name, None)
+            self._idle.add(name)  # until work comes, or its loop has left (`left`): never busy in between
+            while not driver.ctx.stop.is_set():
+                incoming = self._incoming.pop(name, None)
+                if incoming:
+                    self._idle.discard(name)
+                    try:
+                        return self._place(driver, incoming)
+                    except ValueError as exc:  # routed by GPU count, so not expected: said, never dropped
+                        for planned, why in incoming:
+                            for run in planned.runs:
+                                self.not_run[run.id] = f"{why}; {exc}"
                         return []
-                    self._cond.wait(min(1.0, driver.ctx.poll_interval_s))
-                return []
-            finally:
-                self._idle.discard(name)
+                if not self._asks_by(name):
+                    self._ask_for(name)
+                if self._settled():
+                    self._cond.notify_all()
+                    return []
+                self._cond.wait(min(1.0, driver.ctx.poll_interval_s))
+            return []
 
     # ---------------------------------------------------------------- inside the lock
 

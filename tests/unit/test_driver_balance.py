@@ -153,3 +153,23 @@ def test_a_resume_sends_on_the_runs_a_stopped_controller_was_moving(tmp_path: Pa
     pulled(drivers["ct201"], done)  # one of its runs has a result already: that one stays done
     assert _in_no_shard(directory, plan, shards) == {released.server_id: [r.run_id for r in released.runs if r.run_id != done]}
     assert _in_no_shard(directory, plan, {name: d.shard for name, d in drivers.items()}) == {}
+
+
+def test_a_host_asked_just_as_its_agent_ended_does_not_hold_the_sweep(tmp_path: Path) -> None:
+    # ct201 runs dry and asks ct200, whose loop has just answered for the last time (its agent
+    # ended): ct200's loop goes idle too, the ask can never be written, and both must end.
+    _, balancer, drivers = setup(tmp_path)
+    dry, busy = drivers["ct201"], drivers["ct200"]
+    pulled(dry, *(run.run_id for _, run in dry.shard.runs))
+    got: dict[str, list] = {}
+    waiter = threading.Thread(target=lambda: got.setdefault("ct201", balancer.wait_for_work(dry)))
+    waiter.start()
+    for _ in range(200):
+        if balancer.asked_of("ct200"):
+            break
+        threading.Event().wait(0.01)
+    assert balancer.asked_of("ct200")
+    got["ct200"] = balancer.wait_for_work(busy)
+    waiter.join(timeout=10)
+    assert not waiter.is_alive() and got == {"ct200": [], "ct201": []}
+    assert not balancer.moves
