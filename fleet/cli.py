@@ -283,6 +283,7 @@ def sweep(
     allow_unplaceable: Annotated[
         bool, typer.Option("--allow-unplaceable", help="Run what fits when some server configurations fit on no host (else: exit 2 before anything starts).")
     ] = False,
+    cancel: Annotated[Optional[str], typer.Option("--cancel", metavar="SWEEP_ID", help="Slurm sweeps: scancel every job of the sweep.")] = None,
 ) -> None:
     """Run every run of a playbook on the given hosts, detached from SSH; resumable after drops and reboots.
 
@@ -298,6 +299,14 @@ def sweep(
     from fleet.views import duration, event_line, provision_table, sweep_table
 
     root = _results_root()
+    from fleet.slurm.cli import slurm_sweep  # a `kind: slurm` entry, or a Slurm sweep's id: fleet.slurm
+
+    code = slurm_sweep(
+        hosts=lambda: _select_hosts(hosts_spec), resume=resume, cancel=cancel, playbook=lambda: playbook or _default_playbook(),
+        root=root, poll=poll, memory_check=memory_check, say=lambda line: err.print(line, highlight=False, soft_wrap=True),
+    )  # fmt: skip
+    if code is not None:
+        raise typer.Exit(code)
     interactive = out.is_terminal and not as_json
     live = Live(console=err, refresh_per_second=2, transient=False) if interactive else None
     last: list[Event] = []  # the latest event: the live table's elapsed time and ETA

@@ -4,6 +4,7 @@ two slurmd nodes running the agent inside their allocations, results back as fro
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -265,3 +266,25 @@ def test_resume_after_the_controller_stopped_and_cancel(slurm: SlurmCluster, tmp
     assert outcome.record.job_ids() == first.record.job_ids()  # reattached, nothing resubmitted
     # Cancel: scancel of every job of the sweep (they are done; Slurm takes it quietly).
     assert cancel_slurm_sweep(first.directory, connect=connect) == first.record.job_ids()
+
+
+def test_fleet_sweep_hosts_slurm_entry_then_cancel(slurm: SlurmCluster, tmp_path: Path) -> None:
+    """The command line: `fleet sweep --hosts slurm-lab` with the entry in hosts/, then `--cancel`."""
+    import yaml
+
+    entry = cluster_entry(slurm, tmp_path)
+    hosts_dir = tmp_path / "hosts"
+    hosts_dir.mkdir()
+    (hosts_dir / "slurm-lab.yaml").write_text(yaml.safe_dump(entry.model_dump(mode="json", exclude_defaults=True) | {"kind": "slurm"}))
+    env = {**os.environ, "FLEET_HOSTS_DIR": str(hosts_dir), "FLEET_RESULTS_DIR": str(tmp_path / "results")}
+    done = subprocess.run([sys.executable, "-m", "fleet", "sweep", "-p", str(DEMO), "--hosts", "slurm-lab", "--poll", "1"],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr
+    directory = record_dir(tmp_path / "results")
+    record = SlurmSweep.load(directory)
+    one_result_per_run(directory, record)
+    assert "results: " in done.stderr and "submitted gpu1 tasks (0, 1, 2)" in done.stderr
+    cancelled = subprocess.run([sys.executable, "-m", "fleet", "sweep", "--cancel", directory.name], cwd=REPO, env=env,
+                               capture_output=True, text=True, timeout=60)
+    assert cancelled.returncode == 0 and f"scancel {record.job_ids()[0]}" in cancelled.stderr, cancelled.stderr
+    assert SlurmSweep.load(directory).state == "cancelled"
