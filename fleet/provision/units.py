@@ -14,6 +14,7 @@ from functools import lru_cache
 import jinja2
 
 from fleet.host.agent import AGENT_MODULE
+from fleet.host.contract.exits import FINAL
 
 UNIT_DIR = "/etc/systemd/system"
 _UNIT_NAME = re.compile(r"^[A-Za-z0-9:_.@-]+$")
@@ -113,6 +114,7 @@ def render_server_unit(
 def render_agent_unit(*, work_dir: str, agent_dir: str, python: str, stop_timeout_s: float = 120) -> Unit:
     """The agent's template unit; `fleet-agent@<sweep-id>` runs the agent on that sweep's directory."""
     text = _environment().get_template("agent.service.j2").render(
-        work_dir=work_dir, agent_dir=agent_dir, python=python, agent_module=AGENT_MODULE, stop_timeout_s=int(stop_timeout_s)
+        work_dir=work_dir, agent_dir=agent_dir, python=python, agent_module=AGENT_MODULE, stop_timeout_s=int(stop_timeout_s),
+        final_exits=[int(code) for code in FINAL],
     )
     return Unit(_check_name(AGENT_UNIT), text)

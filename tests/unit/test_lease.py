@@ -221,3 +221,11 @@ def test_the_channel_ships_nothing_to_a_host_another_sweep_holds(tmp_path: Path)
         channel.ship(tmp_path, shard, None)  # type: ignore[arg-type]
     assert [c.kind for c in t.calls] == ["run"]
     assert sweep_claim(SECOND.sweep_id).sweep_id == SECOND.sweep_id
+
+
+def test_the_lease_programs_held_exit_is_the_agents() -> None:
+    """The lease program cannot import contract/exits.py (it runs on hosts as a few carried
+    modules), so its code for a held host is a copy: the two must stay one meaning."""
+    from fleet.host.contract.exits import FINAL, AgentExit
+
+    assert EXIT_HELD == AgentExit.HOST_HELD and AgentExit.HOST_HELD in FINAL

@@ -162,7 +162,9 @@ def test_a_stop_of_the_whole_group_keeps_the_servers_last_lines(tmp_path: Path) 
     or the lines a server prints while it shuts down are lost (seen on a real systemd, with the
     earlier `"$@" | tee` wrapper: only `up` reached the journal and the file)."""
     body = unit_wrapper(render_agent_unit(work_dir="/w", agent_dir="/a", python="/p").text, "fleet-agent")
-    program = ("import signal, sys, time\ndef bye(*_):\n    time.sleep(0.2)\n    print('shutting down', flush=True)\n    sys.exit(0)\n"
+    # The handler writes with os.write: the TERM may land while `print('up')` is still flushing, and a
+    # print from the handler would then fail as a reentrant call on stdout (exit 1).
+    program = ("import os, signal, sys, time\ndef bye(*_):\n    time.sleep(0.2)\n    os.write(1, b'shutting down\\n')\n    sys.exit(0)\n"
                "signal.signal(signal.SIGTERM, bye)\nprint('up', flush=True)\ntime.sleep(60)")  # fmt: skip
     log = tmp_path / "agent.log"
     unit = subprocess.Popen(["bash", "-c", body, "fleet-agent", sys.executable, "-c", program], env={"FLEET_LOG": str(log), "PATH": "/usr/bin:/bin"},

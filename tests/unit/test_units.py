@@ -76,7 +76,7 @@ def test_server_unit_content() -> None:
     assert wrapper in text and "[Install]" not in text  # never started at boot
     agent = render_agent_unit(work_dir="/var/lib/fleet", agent_dir="/var/lib/fleet/agent", python="/usr/bin/python3").text
     assert "LogRateLimitIntervalSec=0" in agent and "SyslogIdentifier=fleet-agent" in agent and "[Install]" not in agent
-    assert "RestartPreventExitStatus=2 4" in agent and wrapper in agent
+    assert "RestartPreventExitStatus=2 3 4 5" in agent and wrapper in agent
 
 
 def test_systemd_quote_escapes_what_systemd_would_interpret() -> None:

@@ -27,12 +27,10 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from fleet.host.agent.runner import EXIT_HALTED, Agent, AgentBusy, HostLeased, unwritable
+from fleet.host.agent.runner import Agent, AgentBusy, HostLeased, unwritable
 from fleet.host.agent.services import ServiceError, ServiceSpec, make_services
-from fleet.host.contract.lease import EXIT_HELD
+from fleet.host.contract.exits import AgentExit
 from fleet.host.errors import ContractError
-
-EXIT_BUSY = 4
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -104,15 +102,15 @@ def _run(args: argparse.Namespace) -> int:
         return agent.run()
     except AgentBusy as exc:
         print(f"fleet agent: {exc}", file=sys.stderr)
-        return EXIT_BUSY
+        return AgentExit.BUSY
     except HostLeased as exc:
         print(f"fleet agent: {exc}", file=sys.stderr)
-        return EXIT_HELD
+        return AgentExit.HOST_HELD
     except OSError as exc:
         if not unwritable(exc):
             raise
         print(f"fleet agent: cannot write in {args.sweep_dir}: {exc}", file=sys.stderr)  # its own lock, before any server
-        return EXIT_HALTED
+        return AgentExit.HALTED
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -47,6 +47,7 @@ from fleet.host.agent.services import (
 )
 from fleet.host.atomic import atomic_file, write_json_atomic
 from fleet.host.contract import AgentState, ContractError, Failure, HostQuarantine, RunResult, RunStatus, ServerPhase, SweepDir, load_result
+from fleet.host.contract.exits import AgentExit
 from fleet.host.contract.lease import AGENT_HEARTBEAT_S, Claim, HostLease, LeaseHeld, LeaseLost
 from fleet.host.contract.progress import Halt
 from fleet.host.contract.shard import RunSpec, ServerSpec, Shard
@@ -79,8 +80,7 @@ RESULTS_UNWRITABLE = FailureClass.RESULTS_UNWRITABLE.value
 
 # A write that fails so (UNWRITABLE_ERRNOS) is no run's failure: every later write fails alike, so
 # the agent stops launching servers and says why (`halt`), instead of burning through the shard
-# without results.
-EXIT_HALTED = 5
+# without results, exiting AgentExit.HALTED.
 
 
 def unwritable(exc: BaseException) -> bool:
@@ -210,7 +210,7 @@ class Agent:
             finally:
                 os.close(fd)
         except OSError as exc:
-            log.error("%s: %s; the agent's exit status (%d) and this log are all that tell", self.files.halt, exc, EXIT_HALTED)
+            log.error("%s: %s; the agent's exit status (%d) and this log are all that tell", self.files.halt, exc, int(AgentExit.HALTED))
 
     def _prepare_halt_file(self) -> None:
         with atomic_file(Path(self.files.halt)) as handle:
@@ -231,7 +231,7 @@ class Agent:
         """Work through the shard. Exit code: 0 when every run has a result (whatever its status)
         or when told to stop (progress.json says "stopped": a requested stop is no failure, so a
         systemd unit with Restart=on-failure stays down); 1 when an agent error left runs
-        without a result; EXIT_HALTED (5) when it stopped itself, unable to write (`halt`)."""
+        without a result; AgentExit.HALTED (5) when it stopped itself, unable to write (`halt`)."""
         self.sweep_dir.mkdir(parents=True, exist_ok=True)
         lock_handle = open(self.files.agent_lock, "a+")
         try:
@@ -305,7 +305,7 @@ class Agent:
                 raise
             self.halt(exc)
             self._record_halt()
-            return EXIT_HALTED
+            return AgentExit.HALTED
         counts: dict[str, int] = {}
         for _, run in self.shard.runs:
             status = self.existing_status(run.run_id)
@@ -367,7 +367,7 @@ class Agent:
             self._heartbeat_lease()
         if self.halted is not None:
             self._record_halt()
-            return EXIT_HALTED
+            return AgentExit.HALTED
         if stopping:
             self.progress.end(AgentState.stopped)
             self.stop_file.unlink(missing_ok=True)

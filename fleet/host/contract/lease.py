@@ -55,7 +55,8 @@ AGENT_TTL_S = 120.0
 # long), planning, shipping. A controller killed meanwhile blocks the host this long at most.
 CONTROLLER_TTL_S = 900.0
 
-# `python - acquire`: exit codes.
+# `python - acquire`: exit codes. EXIT_HELD is the agent's own AgentExit.HOST_HELD (contract/exits.py;
+# not imported: this module runs on hosts as a carried program of few modules).
 EXIT_TAKEN, EXIT_ERROR, EXIT_HELD = 0, 1, 3
 
 
