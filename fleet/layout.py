@@ -6,8 +6,10 @@ On a host (under `paths.work_dir`, persistent; survives reboots):
 On a host (model files):
     <model_cache>/<repo-slug>/<revision>/    persistent copy (fetched once)
     <staging>/<repo-slug>--<revision>/        fast copy (tmpfs), re-staged after a reboot
-On the controller:
-    results/<sweep-id>/<host>/               what came back
+On the controller (under results/):
+    LATEST                                   the id of the last sweep started
+    <sweep-id>/sweep.json, plan.json, summary.json
+    <sweep-id>/<host>/                       what came back
 """
 
 from __future__ import annotations
@@ -18,6 +20,12 @@ from fleet.inventory import Host, slugify
 from fleet.playbook import ModelRef
 
 BASE_PORT = 30000
+
+# The controller's results folder (results/): the names every reader and writer uses.
+LATEST = "LATEST"
+SWEEP_RECORD = "sweep.json"
+PLAN = "plan.json"
+SUMMARY = "summary.json"
 
 
 def model_cache_dir(model: ModelRef, host: Host) -> str:

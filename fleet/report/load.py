@@ -19,10 +19,8 @@ import yaml
 
 from fleet.host.contract import ContractError, RunResult, SweepDir, load_result
 from fleet.host.contract.reader import Reader
+from fleet.layout import LATEST, PLAN, SUMMARY, SWEEP_RECORD
 
-SWEEP_RECORD = "sweep.json"
-PLAN = "plan.json"
-SUMMARY = "summary.json"
 PLAYBOOK = "playbook.yaml"
 HOSTS_DIR = "hosts"
 
@@ -86,9 +84,23 @@ def _json(path: Path, required: bool) -> Any:
         raise ReportError(str(path), "", "a whole JSON document", str(exc)) from None
 
 
+def _followed(path: Path) -> Path:
+    """`results/LATEST` (the file `fleet sweep` writes, naming the last sweep) stands for that
+    sweep's folder: `fleet report results/LATEST` is how a user asks for the last one."""
+    if path.name != LATEST or not path.is_file():
+        return path
+    try:
+        sweep_id = path.read_text().strip()
+    except OSError as exc:
+        raise ReportError(str(path), "", "the id of the last sweep", str(exc)) from None
+    if not sweep_id or "/" in sweep_id or sweep_id.startswith("."):
+        raise ReportError(str(path), "", "the id of the last sweep (a folder beside it)", repr(sweep_id))
+    return path.parent / sweep_id
+
+
 def load_sweep(directory: Path | str) -> SweepData:
     """One sweep folder, checked: `ReportError` names what is wrong and where."""
-    directory = Path(directory)
+    directory = _followed(Path(directory))
     if not directory.is_dir():
         raise ReportError(str(directory), "", "a sweep folder (results/<sweep-id>/)", "not a directory")
     record = Reader(_json(directory / SWEEP_RECORD, True), str(directory / SWEEP_RECORD))

@@ -221,6 +221,17 @@ def test_the_cli_writes_each_format_and_refuses_bad_input(tmp_path: Path) -> Non
         load_sweep(tmp_path)
 
 
+def test_results_latest_stands_for_the_last_sweep(tmp_path: Path) -> None:
+    """`fleet sweep` writes results/LATEST naming the last sweep; `fleet report results/LATEST` is
+    the report of that sweep (seen on a real H200 host: it was refused as 'not a directory')."""
+    shutil.copytree(SWEEP, tmp_path / "results" / "qwen36-x")
+    (tmp_path / "results" / "LATEST").write_text("qwen36-x\n")
+    assert load_sweep(tmp_path / "results" / "LATEST").sweep_id == load_sweep(SWEEP).sweep_id
+    (tmp_path / "results" / "LATEST").write_text("../../etc\n")
+    with pytest.raises(ReportError, match=r"LATEST: expected the id of the last sweep \(a folder beside it\)"):
+        load_sweep(tmp_path / "results" / "LATEST")
+
+
 def test_rows_of_a_result_are_its_levels() -> None:
     sweep = load_sweep(SWEEP)
     loaded = next(lo for lo in sweep.results if lo.result.status is RunStatus.ok and lo.result.workload["kind"] == "concurrency" and len(lo.result.extras["levels"]) > 1)
