@@ -57,6 +57,10 @@ class HostKeyError(PermanentTransportError):
     """The host key is unknown or does not match known_hosts. fleet never silently accepts it."""
 
 
+class ToolMissing(PermanentTransportError):
+    """A program fleet runs on this machine (rsync, ssh) is not installed here."""
+
+
 class CommandFailed(FleetError):
     """A remote command ran and exited non-zero where success was required."""
 

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from fleet.errors import CommandTimeout
+from fleet.errors import CommandTimeout, ToolMissing
 
 # After SIGKILL, how long to wait for the pipes to close. A child that left the process group
 # (setsid) can hold them open forever; we stop reading then rather than miss our deadline.
@@ -42,15 +42,19 @@ def run_process(
     """
     started = time.monotonic()
     full_env = {**os.environ, **env} if env else None
-    proc = subprocess.Popen(
-        list(argv),
-        stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=full_env,
-        cwd=cwd,
-        start_new_session=True,  # its own process group, so a timeout kills grandchildren too
-    )
+    try:
+        proc = subprocess.Popen(
+            list(argv),
+            stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=full_env,
+            cwd=cwd,
+            start_new_session=True,  # its own process group, so a timeout kills grandchildren too
+        )
+    except FileNotFoundError:
+        # Seen on a GPU machine without rsync: a traceback from deep in a sweep. Say what is missing.
+        raise ToolMissing(host, f"`{argv[0]}` is not installed on this machine (the controller); install it (Debian/Ubuntu: apt-get install {argv[0]})") from None
     try:
         stdout, stderr = proc.communicate(stdin, timeout=timeout)
     except subprocess.TimeoutExpired:
