@@ -81,7 +81,7 @@ NEVER_REASONS = frozenset(
 class SlurmJob:
     """One job (or one array task) as `scontrol show job -o` describes it."""
 
-    job_id: str  # as sbatch printed it; an array task: `<array job>_<task>`
+    job_id: str  # as sbatch printed it; an array task `<array job>_<task>`, its pending rest `<array job>_[<tasks>]`
     name: str
     state: JobState
     reason: str  # `None` when Slurm has none
@@ -140,7 +140,10 @@ def job_from_fields(fields: Mapping[str, str]) -> SlurmJob:
         raise SlurmOutputError(f"scontrol show job: a line without JobId/JobState: {dict(fields)!r:.200}")
     job_id = fields["JobId"]
     if fields.get("ArrayJobId") and fields.get("ArrayTaskId"):
-        job_id = f"{fields['ArrayJobId']}_{fields['ArrayTaskId']}"
+        tasks = fields["ArrayTaskId"]
+        # A started task is `A_3`; the pending rest of an array is one record, `A_[4-6]` as squeue
+        # spells it (and as scancel takes it).
+        job_id = f"{fields['ArrayJobId']}_{tasks}" if tasks.isdigit() else f"{fields['ArrayJobId']}_[{tasks}]"
     try:
         restarts = int(fields.get("Restarts", "0"))
     except ValueError:

@@ -407,6 +407,7 @@ def watch_slurm_sweep(
     assert cluster.slurm is not None
     stop = stop or threading.Event()
     problems: list[str] = []
+    cancelled: set[str] = set()
     while True:
         jobs = client.jobs(record.job_ids())
         done = _pull(t, record, directory)
@@ -425,8 +426,9 @@ def watch_slurm_sweep(
                     again[task.index] = verdict
                     say(f"{cluster.name}: {array.key} task {task.index} ({task.label}): {verdict.reason}")
                 else:
-                    if verdict.action is Action.CANCEL and job is not None:
-                        client.cancel([job.job_id])
+                    if verdict.action is Action.CANCEL and job is not None and job.job_id not in cancelled:
+                        client.cancel([job.job_id])  # a pending array's rest is one record: cancelled once
+                        cancelled.add(job.job_id)
                     array.finished[str(task.index)] = f"{verdict.action.value}: {verdict.reason}"
                     if verdict.action is not Action.DONE:
                         problems.append(f"{array.key} task {task.index} ({task.label}): {verdict.reason}")

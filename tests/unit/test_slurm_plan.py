@@ -14,6 +14,7 @@ from fleet.slurm.feasibility import Request, infeasible, never_runs, unusable_no
 from fleet.slurm.jobs import JobState, parse_scontrol_jobs, parse_sinfo_nodes
 from fleet.slurm.outcome import Action, judge
 from fleet.slurm.script import BatchJob, array_spec, parse_slurm_time, render_batch_script, slurm_time, time_limit_s
+from fleet.slurm.sweep import expand_array_spec, task_job
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "slurm"
 
@@ -142,3 +143,14 @@ def test_inventory_kind_slurm_bad_input_names_the_field(tmp_path: Path, body: st
     with pytest.raises(ConfigError) as caught:
         load_inventory(hosts)
     assert "lab.yaml" in str(caught.value) and field in str(caught.value)
+
+
+def test_array_tasks_and_their_pending_rest() -> None:
+    # scontrol's spelling of an array (ArrayJobId/ArrayTaskId); the captures hold single jobs only.
+    jobs = parse_scontrol_jobs(
+        "JobId=14 ArrayJobId=14 ArrayTaskId=0-2,5%2 JobName=x JobState=PENDING Reason=Resources\n"
+        "JobId=15 ArrayJobId=14 ArrayTaskId=3 JobName=x JobState=RUNNING Reason=None\n"
+    )
+    assert sorted(jobs) == ["14_3", "14_[0-2,5%2]"]
+    assert expand_array_spec("[0-2,5%2]") == {0, 1, 2, 5}
+    assert [getattr(task_job(jobs, "14", i), "job_id", None) for i in range(7)] == ["14_[0-2,5%2]"] * 3 + ["14_3", None, "14_[0-2,5%2]", None]
