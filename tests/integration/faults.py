@@ -135,7 +135,7 @@ class Controller:
         assert line.event is not None
         return line.event
 
-    def sweep_id(self, timeout: float = 60) -> str:
+    def sweep_id(self, timeout: float = 120) -> str:
         return str(self.wait_event("started", timeout)["sweep_id"])
 
     def kill(self) -> None:
