@@ -53,9 +53,10 @@ def test_a_host_powered_off_for_good_is_declared_lost_and_its_runs_move(test_fle
     # The deadline comes from the playbook (validated with the other limits).
     playbook = yaml.safe_load(SEED.read_text())
     playbook.setdefault("limits", {})["host_lost_after_s"] = LOST_AFTER_S
-    # The seed's methods on TP1 and TP4 with two workloads: a share long enough to lose mid-way.
+    # The seed's methods on TP1 and TP4 with one workload: a share long enough to lose mid-way
+    # (eight servers a host), short enough for CI.
     playbook["tp"] = [1, 4]
-    playbook["workloads"] = {name: playbook["workloads"][name] for name in ("short", "concurrency")}
+    playbook["workloads"] = {"short": playbook["workloads"]["short"]}
     path = tmp_path / "seed-lost.yaml"
     path.write_text(yaml.safe_dump(playbook))
     env = {**os.environ, "FLEET_HOSTS_DIR": str(hosts_dir), "FLEET_RESULTS_DIR": str(results_root), "COLUMNS": "200"}
@@ -68,7 +69,7 @@ def test_a_host_powered_off_for_good_is_declared_lost_and_its_runs_move(test_fle
         sweep_id = latest_sweep(results_root)
         directory = results_root / sweep_id
         # ct201 has brought some results back, and has more to do: then its power goes, for good.
-        wait_for(lambda: len(list((directory / "ct201" / "runs").glob("*.json"))) >= 4, 240, "ct201's first results pulled")
+        wait_for(lambda: len(list((directory / "ct201" / "runs").glob("*.json"))) >= 3, 240, "ct201's first results pulled")
         fleet.power_off("ct201")
         off_at = time.time()
         stdout, stderr = controller.communicate(timeout=400)
