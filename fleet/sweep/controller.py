@@ -30,10 +30,11 @@ from fleet.fixes.quarantine import QuarantineStore
 from fleet.host.atomic import atomic_file, write_json_atomic
 from fleet.host.contract import ContractError, RunResult, Shard, SweepDir, load_result
 from fleet.inventory import Host
+from fleet.layout import LATEST, PLAN, SUMMARY, SWEEP_RECORD
 from fleet.plan import Plan, PlannedServer, PlanOptions, check_placeable, hardware_of, make_plan, time_scale_of
 from fleet.planning.estimate import DURATIONS_FILE, DurationHistory
 from fleet.playbook import Playbook, expand_runs, load_playbook
-from fleet.provision.lease import sweep_claim
+from fleet.provision.lease import release_lease, sweep_claim
 from fleet.provision.provision import HostReport, ProvisionOptions, provision, provision_options
 from fleet.sweep.bundle import write_bundle
 from fleet.sweep.driver import DISK_ERRNOS, Balancer, HostDriver, HostStatus, Phase, SweepContext, drive_all, folder_error
@@ -44,7 +45,6 @@ from fleet.transport.base import Transport
 
 log = logging.getLogger("fleet.sweep")
 
-LATEST = "LATEST"
 # Makes each host's transport; tests pass fakes (fleet.transport.fake.FakeTransport).
 Connect = Callable[[Host], Transport]
 
@@ -89,11 +89,11 @@ class SweepRecord:
     moves: list[dict[str, Any]] = field(default_factory=list)  # runs handed from one host to another
 
     def save(self, directory: Path) -> None:
-        write_json_atomic(directory / "sweep.json", self.__dict__)
+        write_json_atomic(directory / SWEEP_RECORD, self.__dict__)
 
     @classmethod
     def load(cls, directory: Path) -> SweepRecord:
-        path = directory / "sweep.json"
+        path = directory / SWEEP_RECORD
         try:
             return cls(**json.loads(path.read_text()))
         except (OSError, ValueError, TypeError) as exc:
@@ -201,7 +201,7 @@ def start_sweep(
     unplaced = {config.id: reason for config, reason in plan.unplaceable}
     record.not_run.update({run.id: f"unplaceable: {unplaced[run.server.id]}" for run in expand_runs(playbook) if run.server.id in unplaced})
     with _writing(results_root):
-        write_json_atomic(directory / "plan.json", plan.to_json())
+        write_json_atomic(directory / PLAN, plan.to_json())
         record.save(directory)
     stream.emit(
         "planned", eta_s=plan.schedule.makespan_s, runs=len(plan.runs), servers=len(plan.servers),
@@ -218,9 +218,24 @@ def start_sweep(
         (directory / name).mkdir(exist_ok=True)
         write_json_atomic(directory / name / SweepDir.SHARD, json.loads(shard.to_json()))
     placed = {h.name: h for h in usable if h.name in shards}
+    for host in usable:
+        if host.name not in placed:
+            _release_unused(host, sweep_id, connect)
     fixer = SweepFixer(playbook, placed, hardware, store, sweep_id, {s.config.id: s for s in plan.servers})
     ctx = _context(directory, playbook, options, poll_interval_s, stop, fixer, sleep, host_lost_after_s)
     return _drive(ctx, placed, shards, watch=watch, plan=plan, excluded=excluded, connect=connect, stream=stream, estimates=plan)
+
+
+def _release_unused(host: Host, sweep_id: str, connect: Callable[[Host], Transport]) -> None:
+    """A host that passed provisioning but was given no work hands its lease back now, rather than
+    block other sweeps until the controller's TTL runs out. Best effort: a lease left behind expires."""
+    transport = connect(host)
+    try:
+        release_lease(transport, host, sweep_claim(sweep_id))
+    except FleetError as exc:
+        log.warning("%s: the lease was not released (it expires by itself): %s", host.name, exc)
+    finally:
+        transport.close()
 
 
 @dataclass
@@ -411,7 +426,7 @@ def _finish(
     fixes = ctx.fixer.records if ctx.fixer is not None else []
     if ctx.fixer is not None:
         summary["fixes"] = [fix.__dict__ for fix in fixes]
-    write_json_atomic(ctx.directory / "summary.json", summary)
+    write_json_atomic(ctx.directory / SUMMARY, summary)
     results, _ = collect_results(ctx.directory)
     try:
         record_durations(ctx.directory.parent, ctx.sweep_id, results, progress.server_samples, scales)

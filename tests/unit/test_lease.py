@@ -229,3 +229,21 @@ def test_the_lease_programs_held_exit_is_the_agents() -> None:
     from fleet.host.contract.exits import FINAL, AgentExit
 
     assert EXIT_HELD == AgentExit.HOST_HELD and AgentExit.HOST_HELD in FINAL
+
+
+def test_a_host_provisioned_but_given_no_work_hands_its_lease_back_at_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Else it would block every other sweep on that host for CONTROLLER_TTL_S (15 minutes)."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setattr(controller, "new_sweep_id", lambda playbook: SECOND.sweep_id)
+    busy, idle = make_host("ct200", gpus=8), make_host("ct201", gpus=8)
+    transports = {h.name: FakeTransport(h.name) for h in (busy, idle)}
+    shells = {h.name: FakeHostShell(transports[h.name], h) for h in (busy, idle)}
+    for h in (busy, idle):
+        FakeAgent(transports[h.name], h, SECOND.sweep_id)
+    outcome = start_sweep(DEMO, [busy, idle], tmp_path / "results", connect=lambda h: transports[h.name], poll_interval_s=0.0, sleep=lambda s: None)
+    unused = [name for name in transports if name not in outcome.statuses]
+    assert unused, f"the demo's three TP1 servers were expected on one 8-GPU host: {sorted(outcome.statuses)}"
+    for name in unused:
+        actions = [("acquire" if " - acquire " in c.command else "release") for c in transports[name].calls if " - acquire " in c.command or " - release " in c.command]
+        assert actions == ["acquire", "release"]  # provision, then at once: no shard for it
+        assert HostLease(shells[name].lease_dir).read() is None
