@@ -275,6 +275,14 @@ class HostDriver:
             try:
                 state = self.channel.poll(self._poll_policy())
             except TransportError as exc:
+                if not exc.transient:
+                    # A changed host key or refused credentials: no retry can mend it, and waiting for
+                    # the lost-host deadline would keep knocking with a key fleet must never accept.
+                    # Fail closed at once: given up like a lost host (never pulled again; its runs move).
+                    self.status.phase = Phase.LOST
+                    self.status.last_error = f"given up at once, fleet does not retry this: {exc}"
+                    log.error("%s: %s", self.host.name, self.status.last_error)
+                    return
                 silent = time.monotonic() - self._last_contact
                 self.status.last_error = f"unreachable for {silent:.0f} s: {exc}"
                 if silent >= self.ctx.host_lost_after_s:
