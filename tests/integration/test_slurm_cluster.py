@@ -55,24 +55,17 @@ def test_more_gpus_than_any_node_is_refused_at_submit(slurm: SlurmCluster) -> No
     assert "Requested node configuration is not available" in done.stderr
 
 
-def test_a_node_powered_off_fails_its_job_and_a_requeueable_one_runs_again(slurm: SlurmCluster) -> None:
+def test_a_node_powered_off_fails_its_job(slurm: SlurmCluster) -> None:
+    """(A requeueable job running again after a node failure: test_slurm_sweep.py's node and preemption tests.)"""
     fleet = slurm.fleet
-    out = slurm.base / "shared-out"
-    out.mkdir(exist_ok=True)
     fixed = _submit(slurm, "--gres=gpu:2", "--nodelist=ct201", "--no-requeue", "--output=/dev/null", wrap="sleep 300")
-    again = _submit(slurm, "--gres=gpu:2", "--nodelist=ct201", "--requeue", f"--output={out}/again-%j.out", "--open-mode=append",
-                    wrap='echo "start $SLURM_RESTART_COUNT"; [ "${SLURM_RESTART_COUNT:-0}" -ge 1 ] || sleep 300')
     slurm.wait_job(fixed, ["RUNNING"])
-    slurm.wait_job(again, ["RUNNING"])
     try:
         fleet.power_off("ct201")
-        assert slurm.wait_job(fixed, ["NODE_FAIL"], timeout=60)["Reason"] == "NodeDown"
-        requeued = slurm.wait_job(again, ["PENDING"], timeout=60)
-        assert requeued["Restarts"] == "1"
+        ended = slurm.wait_job(fixed, ["NODE_FAIL"], timeout=60)
+        assert (ended["Reason"], ended["Restarts"]) == ("NodeDown", "0")
     finally:
         if not fleet.is_up("ct201"):
             fleet.power_on("ct201")
         slurm.start_node("ct201", timeout=60)
-    assert slurm.wait_job(again, ["COMPLETED", "FAILED"], timeout=90)["JobState"] == "COMPLETED"
-    # The first start's output line survives (append), and the second start knows it is one.
-    assert (out / f"again-{again}.out").read_text().split("\n")[-2] == "start 1"
+    assert slurm.node_state("ct201") in ("IDLE", "MIXED")  # back in service (ReturnToService=2)
