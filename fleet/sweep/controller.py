@@ -37,7 +37,7 @@ from fleet.playbook import Playbook, expand_runs, load_playbook
 from fleet.provision.lease import release_lease, sweep_claim
 from fleet.provision.provision import HostReport, ProvisionOptions, provision, provision_options
 from fleet.sweep.bundle import write_bundle
-from fleet.sweep.driver import DISK_ERRNOS, Balancer, HostDriver, HostStatus, Phase, SweepContext, drive_all, folder_error
+from fleet.sweep.driver import DISK_ERRNOS, Balancer, HostDriver, HostStatus, Phase, SweepContext, drive_all, folder_error, readable_result
 from fleet.sweep.events import EventSink, EventStream, SweepProgress, record_durations
 from fleet.sweep.fixing import FixRecord, SweepFixer
 from fleet.sweep.shards import build_shards
@@ -484,8 +484,9 @@ def _in_no_shard(directory: Path, plan: Plan, shards: Mapping[str, Shard]) -> di
 
 
 def _all_have_results(directory: Path, drivers: Sequence[HostDriver]) -> bool:
-    """Every run of every shard that is still some host's (a lost host's moved ones are not) has a result."""
-    have = {path.stem for path in directory.glob(f"*/{SweepDir.RUNS}/*.json")}
+    """Every run of every shard that is still some host's (a lost host's moved ones are not) has a
+    result fleet can read (an unreadable one is named in the summary, never counted)."""
+    have = {path.stem for path in directory.glob(f"*/{SweepDir.RUNS}/*.json") if readable_result(path)}
     given_up = {d.host.name for d in drivers if d.status.phase in (Phase.LOST, Phase.FAILED)}
     wanted = {run.run_id for d in drivers if d.host.name not in given_up for _, run in d.shard.runs}
     return wanted <= have

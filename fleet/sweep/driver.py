@@ -84,6 +84,14 @@ def unwritable(directory: Path) -> OSError | None:
             pass
 
 
+def readable_result(path: Path) -> bool:
+    try:
+        load_result(path)
+    except ContractError:
+        return False
+    return True
+
+
 def folder_error(directory: Path, problem: OSError) -> ResultsFolderError:
     return ResultsFolderError(
         f"{directory}: the results folder cannot be written ({problem.strerror or problem}): the sweep stopped here; "
@@ -206,6 +214,7 @@ class HostDriver:
         self._asked: set[str] = set()  # servers asked back (handover.json, cumulative)
         self._last_contact = time.monotonic()
         self._pull_failing_since: float | None = None
+        self._rerun_unreadable: set[str] = set()  # runs whose pulled result could not be read, run again once
 
     def _link_dropped(self) -> None:
         self.status.link_drops += 1
@@ -320,7 +329,7 @@ class HostDriver:
             if over:
                 assert ended is not None
                 self.review()
-                if ended is Phase.FINISHED and (self.repair_round() or self.take_work()):
+                if ended is Phase.FINISHED and (self.rerun_unreadable() or self.repair_round() or self.take_work()):
                     pulled_files = -1
                     self._observe()
                     continue
@@ -517,6 +526,25 @@ class HostDriver:
         if wanted != self._pushed_quarantine:
             self.channel.push_quarantine(wanted)
             self._pushed_quarantine = wanted
+
+    def unreadable_results(self) -> list[str]:
+        """Runs whose pulled result does not follow the contract (truncated, another schema)."""
+        return sorted(path.stem for path in (self.local_dir / SweepDir.RUNS).glob("*.json") if not readable_result(path))
+
+    def rerun_unreadable(self) -> bool:
+        """A result that came back unreadable is run again, once: the agent, started again, keeps
+        the bad file aside (`<run>.unreadable`) and redoes the run (host/agent/runner.py
+        existing_status); the pull then brings the new one over the bad copy. One that is still
+        unreadable after that is named in the summary and the sweep is not finished."""
+        fresh = [run_id for run_id in self.unreadable_results() if run_id not in self._rerun_unreadable]
+        if not fresh:
+            return False
+        self._rerun_unreadable.update(fresh)
+        self.status.last_error = f"unreadable results, run again: {', '.join(fresh)}"
+        log.warning("%s: %s", self.host.name, self.status.last_error)
+        self.channel.start_agent()
+        self.status.phase = Phase.RUNNING
+        return True
 
     def repair_round(self) -> bool:
         """Fixed variants of this host's failed runs: extend the shard, ship it, start the agent.
