@@ -65,6 +65,11 @@ def latest_sweep(results_root: Path) -> str:
         raise SweepError(f"no sweep recorded in {results_root} yet (run `fleet sweep` first, or give --sweep ID)") from None
 
 
+# sweep.json's state while its hosts are provisioned (no plan yet); then running, finished,
+# incomplete or failed.
+PROVISIONING = "provisioning"
+
+
 @dataclass
 class SweepRecord:
     """results/<id>/sweep.json: what a resume, `fleet status` and `fleet fetch-logs` need."""
@@ -158,31 +163,52 @@ def start_sweep(
     playbook = load_playbook(playbook_path)
     if not allow_unplaceable:
         check_placeable(playbook, hosts)  # before anything is written or any host contacted
-    store = quarantine or QuarantineStore(results_root / "quarantine.json")
-    durations = _durations(results_root)
     sweep_id = new_sweep_id(playbook)
     directory = results_root / sweep_id
+    options = provision_options(playbook_path.parent, os.environ if environ is None else environ, lease=sweep_claim(sweep_id))
+    record = SweepRecord(
+        sweep_id, playbook.name, _sha256(playbook_path), [h.name for h in hosts], state=PROVISIONING,
+        mirror_root=str(options.mirror_root), memory_check=memory_check,
+    )  # fmt: skip
     with _writing(results_root):
         directory.mkdir(parents=True)
         # The playbook as it was: a resume runs exactly this, whatever happens to the file later.
         shutil.copyfile(playbook_path, directory / "playbook.yaml")
         for host in hosts:
             write_json_atomic(directory / "hosts" / f"{host.name}.json", host.model_dump(mode="json"))
+        # Saved before any host is contacted: a controller killed while provisioning leaves a
+        # sweep `--resume` can go on with (it provisions again, then plans, as this start would).
+        record.save(directory)
         with atomic_file(results_root / LATEST) as handle:
             handle.write(f"{sweep_id}\n".encode())
+    ctx = _context(directory, playbook, options, poll_interval_s, stop, None, sleep, host_lost_after_s)
+    return _provision_plan_drive(ctx, record, list(hosts), quarantine, connect, stream, on_provisioned, watch)
 
-    options = provision_options(playbook_path.parent, os.environ if environ is None else environ, lease=sweep_claim(sweep_id))
-    reports = provision(hosts, playbook, options, connect=connect)
+
+def _provision_plan_drive(
+    ctx: SweepContext,
+    record: SweepRecord,
+    hosts: list[Host],
+    quarantine: QuarantineStore | None,
+    connect: Connect,
+    stream: EventStream,
+    on_provisioned: Callable[[list[HostReport]], None] | None,
+    watch: Watcher | None,
+) -> SweepOutcome:
+    """A sweep from its provisioning on: what a first start does, and a resume of a sweep whose
+    controller stopped before its plan was made."""
+    directory, playbook, sweep_id = ctx.directory, ctx.playbook, record.sweep_id
+    results_root = directory.parent
+    store = quarantine or QuarantineStore(results_root / "quarantine.json")
+    durations = _durations(results_root)
+    reports = provision(hosts, playbook, ctx.provision_options, connect=connect)
     if on_provisioned:
         on_provisioned(reports)
     for report in reports:
         stream.emit("provisioned", report.host, status=report.status, reason=report.reason or "")
     usable = [h for h in hosts if any(r.host == h.name and r.status != "failed" for r in reports)]
     excluded = {r.host: r.reason for r in reports if r.status == "failed"}
-    record = SweepRecord(
-        sweep_id, playbook.name, _sha256(playbook_path), [h.name for h in usable], excluded,
-        mirror_root=str(options.mirror_root), memory_check=memory_check,
-    )  # fmt: skip
+    record.hosts, record.excluded, record.state = [h.name for h in usable], excluded, "running"
     record.save(directory)
     if not usable:
         record.state = "failed"
@@ -197,7 +223,7 @@ def start_sweep(
 
     # Hosts that failed are left out of the plan: their share goes to the others.
     hardware = {r.host: hardware_of(h, r.facts) for h in usable for r in reports if r.host == h.name}
-    plan = make_plan(playbook, usable, PlanOptions(memory_check=memory_check, quarantine=store, hardware=hardware, durations=durations))
+    plan = make_plan(playbook, usable, PlanOptions(memory_check=record.memory_check, quarantine=store, hardware=hardware, durations=durations))
     unplaced = {config.id: reason for config, reason in plan.unplaceable}
     record.not_run.update({run.id: f"unplaceable: {unplaced[run.server.id]}" for run in expand_runs(playbook) if run.server.id in unplaced})
     with _writing(results_root):
@@ -222,7 +248,7 @@ def start_sweep(
         if host.name not in placed:
             _release_unused(host, sweep_id, connect)
     fixer = SweepFixer(playbook, placed, hardware, store, sweep_id, {s.config.id: s for s in plan.servers})
-    ctx = _context(directory, playbook, options, poll_interval_s, stop, fixer, sleep, host_lost_after_s)
+    ctx = replace(ctx, fixer=fixer)
     return _drive(ctx, placed, shards, watch=watch, plan=plan, excluded=excluded, connect=connect, stream=stream, estimates=plan)
 
 
@@ -284,6 +310,16 @@ def resume_sweep(
     from the shards which failures were already fixed, so none is fixed twice. Fixes of fixed
     variants are not repaired again after a resume (their configurations live in the first
     controller's memory only)."""
+    directory = results_root / sweep_id
+    record = SweepRecord.load(directory) if directory.is_dir() else None
+    if record is not None and record.state == PROVISIONING:
+        # Its controller stopped before the plan was made: go on as its start would have.
+        stream = EventStream(on_event, started_at=record.created_at)
+        playbook = load_playbook(directory / "playbook.yaml")
+        hosts = [Host.model_validate(json.loads((directory / "hosts" / f"{name}.json").read_text())) for name in record.hosts]
+        options = provision_options(Path(record.mirror_root), os.environ if environ is None else environ, lease=sweep_claim(sweep_id))
+        ctx = _context(directory, playbook, options, poll_interval_s, stop, None, sleep, host_lost_after_s)
+        return _provision_plan_drive(ctx, record, hosts, quarantine, connect, stream, None, watch)
     sweep = load_sweep(results_root, sweep_id)
     stream = EventStream(on_event, started_at=sweep.record.created_at)  # elapsed counts from the first start
     mirror_root = Path(sweep.record.mirror_root) if sweep.record.mirror_root else sweep.directory
