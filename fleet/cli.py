@@ -294,8 +294,9 @@ def sweep(
 
     from rich.live import Live
 
-    from fleet.sweep.controller import SweepError, resume_sweep, start_sweep
+    from fleet.sweep.controller import resume_sweep, start_sweep
     from fleet.sweep.events import Event
+    from fleet.sweep.record import SweepError
     from fleet.views import duration, event_line, provision_table, sweep_table
 
     root = _results_root()
@@ -390,7 +391,7 @@ def status(
     as_json: JsonOpt = False,
 ) -> None:
     """Progress of a sweep, per host, read from the hosts' agents (the sweep may be running or done)."""
-    from fleet.sweep.controller import SweepError
+    from fleet.sweep.record import SweepError
     from fleet.sweep.status import sweep_status
     from fleet.views import sweep_table
 
@@ -411,8 +412,8 @@ def fetch_logs(
     as_json: JsonOpt = False,
 ) -> None:
     """Bring server and agent logs and the complete journald output back into results/<sweep>/<host>/."""
-    from fleet.sweep.controller import SweepError
     from fleet.sweep.logs import fetch_logs as fetch
+    from fleet.sweep.record import SweepError
 
     names = [n.strip() for n in hosts_spec.split(",")] if hosts_spec else None
     try:

@@ -45,7 +45,7 @@ from fleet.host.atomic import atomic_file, write_json_atomic
 from fleet.host.contract import ContractError, RunResult, SweepDir, load_result
 from fleet.host.contract.shard import Shard
 from fleet.inventory import EngineKind, GpuSpec, Host, HostKind, HostPaths, ServiceManager
-from fleet.layout import BASE_PORT, PORT_STRIDE
+from fleet.layout import BASE_PORT, LATEST, PORT_STRIDE
 from fleet.plan import Plan, PlannedServer, PlanOptions, hardware_of, launch_on, make_plan
 from fleet.playbook import load_playbook
 from fleet.provision.models import ensure_cached, read_state
@@ -57,7 +57,7 @@ from fleet.slurm.jobs import NodeInfo, SlurmJob
 from fleet.slurm.outcome import Action, Verdict, judge
 from fleet.slurm.script import BatchJob, render_batch_script, time_limit_s
 from fleet.sweep.bundle import write_bundle
-from fleet.sweep.controller import LATEST, new_sweep_id
+from fleet.sweep.record import new_sweep_id
 from fleet.sweep.shards import agent_limits, server_name, server_spec
 from fleet.transport.base import Transport
 

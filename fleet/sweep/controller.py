@@ -13,13 +13,11 @@ import hashlib
 import json
 import logging
 import os
-import secrets
 import shutil
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -30,80 +28,22 @@ from fleet.fixes.quarantine import QuarantineStore
 from fleet.host.atomic import atomic_file, write_json_atomic
 from fleet.host.contract import ContractError, RunResult, Shard, SweepDir, load_result
 from fleet.inventory import Host
-from fleet.layout import LATEST, PLAN, SUMMARY, SWEEP_RECORD
+from fleet.layout import LATEST, PLAN, SUMMARY
 from fleet.plan import Plan, PlannedServer, PlanOptions, check_placeable, hardware_of, make_plan, time_scale_of
 from fleet.planning.estimate import DURATIONS_FILE, DurationHistory
 from fleet.playbook import Playbook, expand_runs, load_playbook
 from fleet.provision.lease import release_lease, sweep_claim
 from fleet.provision.provision import HostReport, ProvisionOptions, provision, provision_options
 from fleet.sweep.bundle import write_bundle
-from fleet.sweep.driver import DISK_ERRNOS, Balancer, HostDriver, HostStatus, Phase, SweepContext, drive_all, folder_error, readable_result
+from fleet.sweep.driver import DISK_ERRNOS, Balancer, HostDriver, SweepContext, drive_all, folder_error, readable_result
 from fleet.sweep.events import EventSink, EventStream, SweepProgress, record_durations
 from fleet.sweep.fixing import FixRecord, SweepFixer
+from fleet.sweep.hoststatus import HostStatus, Phase
+from fleet.sweep.record import PROVISIONING, Connect, SweepError, SweepRecord, load_sweep, new_sweep_id
 from fleet.sweep.shards import build_shards
 from fleet.transport.base import Transport
 
 log = logging.getLogger("fleet.sweep")
-
-# Makes each host's transport; tests pass fakes (fleet.transport.fake.FakeTransport).
-Connect = Callable[[Host], Transport]
-
-
-class SweepError(FleetError):
-    pass
-
-
-def new_sweep_id(playbook: Playbook, now: datetime | None = None) -> str:
-    stamp = (now or datetime.now(timezone.utc)).strftime("%Y%m%d-%H%M%S")
-    return f"{playbook.name}-{stamp}-{secrets.token_hex(2)}"
-
-
-def latest_sweep(results_root: Path) -> str:
-    try:
-        return (results_root / LATEST).read_text().strip()
-    except OSError:
-        raise SweepError(f"no sweep recorded in {results_root} yet (run `fleet sweep` first, or give --sweep ID)") from None
-
-
-# sweep.json's state while its hosts are provisioned (no plan yet); then running, finished,
-# incomplete or failed.
-PROVISIONING = "provisioning"
-
-
-@dataclass
-class SweepRecord:
-    """results/<id>/sweep.json: what a resume, `fleet status` and `fleet fetch-logs` need."""
-
-    sweep_id: str
-    playbook_name: str
-    playbook_sha256: str
-    hosts: list[str]
-    excluded: dict[str, str] = field(default_factory=dict)  # host -> why it takes no part
-    created_at: float = field(default_factory=time.time)
-    state: str = "running"
-    # The folder of the playbook as the user gave it: relative `mirror:` paths resolve against it,
-    # on a resume too (the sweep's copy of the playbook lives elsewhere). "" in records made
-    # before it was kept: those resolve against the sweep's directory, as they did.
-    mirror_root: str = ""
-    # How the plan was made, so that a resume re-plans the same servers (with the same ids) for its repairs.
-    memory_check: bool = True
-    # Hosts given up on (unreachable past limits.host_lost_after_s, or failed): never driven or
-    # pulled again, on a resume neither, so a late result there cannot make a second one.
-    lost: dict[str, str] = field(default_factory=dict)
-    not_run: dict[str, str] = field(default_factory=dict)  # run id -> why no host ran it
-    moves: list[dict[str, Any]] = field(default_factory=list)  # runs handed from one host to another
-
-    def save(self, directory: Path) -> None:
-        write_json_atomic(directory / SWEEP_RECORD, self.__dict__)
-
-    @classmethod
-    def load(cls, directory: Path) -> SweepRecord:
-        path = directory / SWEEP_RECORD
-        try:
-            return cls(**json.loads(path.read_text()))
-        except (OSError, ValueError, TypeError) as exc:
-            raise SweepError(f"{path}: not a readable sweep record ({exc})") from None
-
 
 @dataclass
 class SweepOutcome:
@@ -262,33 +202,6 @@ def _release_unused(host: Host, sweep_id: str, connect: Callable[[Host], Transpo
         log.warning("%s: the lease was not released (it expires by itself): %s", host.name, exc)
     finally:
         transport.close()
-
-
-@dataclass
-class LoadedSweep:
-    directory: Path
-    record: SweepRecord
-    playbook: Playbook
-    hosts: dict[str, Host]
-    shards: dict[str, Shard]
-
-
-def load_sweep(results_root: Path, sweep_id: str | None) -> LoadedSweep:
-    """Everything recorded for a sweep (the latest when `sweep_id` is None)."""
-    directory = results_root / (sweep_id or latest_sweep(results_root))
-    if not directory.is_dir():
-        raise SweepError(f"no sweep {directory.name} in {results_root}")
-    record = SweepRecord.load(directory)
-    playbook = load_playbook(directory / "playbook.yaml")
-    hosts = {name: Host.model_validate(json.loads((directory / "hosts" / f"{name}.json").read_text())) for name in record.hosts}
-    shards = {
-        name: Shard.from_json(path.read_text(), source=str(path))
-        for name in record.hosts
-        if (path := directory / name / SweepDir.SHARD).exists()
-    }
-    # A host given up on stays out: what it brought back is kept, the rest ran elsewhere.
-    shards = {name: shard for name, shard in shards.items() if name not in record.lost}
-    return LoadedSweep(directory, record, playbook, {n: hosts[n] for n in shards}, shards)
 
 
 def resume_sweep(

@@ -35,14 +35,16 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fleet.host.contract import ContractError, RunResult, RunStatus, SweepDir, load_result
 from fleet.host.contract.progress import ServerPhase
 from fleet.host.contract.shard import Shard
-from fleet.plan import Plan
 from fleet.planning.estimate import DURATIONS_FILE, DurationHistory, Sample
-from fleet.sweep.driver import HostStatus, Phase
+from fleet.sweep.hoststatus import HostStatus, Phase
+
+if TYPE_CHECKING:  # the planner is the controller's: `fleet status` draws its table without it
+    from fleet.plan import Plan
 
 log = logging.getLogger("fleet.sweep")
 

@@ -19,7 +19,7 @@ from fleet.inventory import Host, ServiceManager
 from fleet.layout import sweep_dir
 from fleet.provision.units import server_unit_name
 from fleet.sweep.channel import AgentChannel
-from fleet.sweep.controller import Connect, load_sweep
+from fleet.sweep.record import Connect, load_sweep
 from fleet.transport.fanout import fan_out
 
 JOURNAL_DIR = posixpath.join(SweepDir.LOGS, "journal")

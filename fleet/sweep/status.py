@@ -7,8 +7,8 @@ from pathlib import Path
 from fleet.connect import transport_for
 from fleet.errors import FleetError
 from fleet.sweep.channel import AgentChannel
-from fleet.sweep.controller import Connect, load_sweep
-from fleet.sweep.driver import HostStatus, Phase, phase_of
+from fleet.sweep.hoststatus import HostStatus, Phase, phase_of
+from fleet.sweep.record import Connect, load_sweep
 from fleet.transport.fanout import fan_out
 
 

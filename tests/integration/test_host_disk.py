@@ -13,7 +13,7 @@ import pytest
 from fleet.inventory import load_inventory
 from fleet.sweep import controller
 from fleet.sweep.controller import start_sweep
-from fleet.sweep.driver import Phase
+from fleet.sweep.hoststatus import Phase
 
 pytestmark = pytest.mark.testfleet
 

@@ -20,7 +20,8 @@ from fleet.host.contract.lease import Lease
 from fleet.inventory import load_inventory
 from fleet.plan import make_plan
 from fleet.playbook import load_playbook
-from fleet.sweep.controller import latest_sweep, start_sweep
+from fleet.sweep.controller import start_sweep
+from fleet.sweep.record import latest_sweep
 
 pytestmark = pytest.mark.testfleet
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from fleet.sweep.controller import latest_sweep
+from fleet.sweep.record import latest_sweep
 
 pytestmark = pytest.mark.testfleet
 

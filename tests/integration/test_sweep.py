@@ -17,7 +17,8 @@ import pytest
 from fleet.inventory import load_inventory
 from fleet.plan import make_plan
 from fleet.playbook import load_playbook
-from fleet.sweep.controller import latest_sweep, resume_sweep, start_sweep
+from fleet.sweep.controller import resume_sweep, start_sweep
+from fleet.sweep.record import latest_sweep
 
 pytestmark = pytest.mark.testfleet
 

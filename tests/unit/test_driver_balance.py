@@ -14,7 +14,8 @@ from fleet.plan import PlanOptions, hardware_of, make_plan
 from fleet.playbook import load_playbook
 from fleet.provision.provision import provision_options
 from fleet.sweep.controller import make_balancer
-from fleet.sweep.driver import HostDriver, Phase, SweepContext
+from fleet.sweep.driver import HostDriver, SweepContext
+from fleet.sweep.hoststatus import Phase
 from fleet.sweep.shards import build_shards
 from fleet.transport.fake import FakeTransport
 from tests.unit.fake_hosts import make_host
@@ -139,7 +140,8 @@ def test_a_busy_hosts_fixed_variants_not_yet_shipped_go_to_the_host_that_ran_dry
 
 def test_a_resume_sends_on_the_runs_a_stopped_controller_was_moving(tmp_path: Path) -> None:
     from fleet.host.contract.shard import without_servers
-    from fleet.sweep.controller import SweepRecord, _in_no_shard
+    from fleet.sweep.controller import _in_no_shard
+    from fleet.sweep.record import SweepRecord
 
     plan, _, drivers = setup(tmp_path)
     directory = drivers["ct200"].ctx.directory

@@ -32,7 +32,8 @@ from fleet.provision.lease import sweep_claim
 from fleet.provision.provision import provision_host, provision_options
 from fleet.sweep import controller
 from fleet.sweep.channel import AgentChannel
-from fleet.sweep.controller import SweepError, start_sweep
+from fleet.sweep.controller import start_sweep
+from fleet.sweep.record import SweepError
 from fleet.transport.fake import FakeTransport
 from tests.unit.fake_hosts import FakeAgent, FakeHostShell, make_host
 

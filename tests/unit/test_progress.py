@@ -22,9 +22,10 @@ from fleet.inventory import Host
 from fleet.plan import make_plan
 from fleet.playbook import load_playbook
 from fleet.sweep import controller
-from fleet.sweep.controller import SweepError, resume_sweep, start_sweep
-from fleet.sweep.driver import HostStatus, Phase
+from fleet.sweep.controller import resume_sweep, start_sweep
 from fleet.sweep.events import EVENT_TYPES, Event, EventStream, SweepProgress
+from fleet.sweep.hoststatus import HostStatus, Phase
+from fleet.sweep.record import SweepError
 from fleet.transport.fake import FakeTransport
 from fleet.views import event_line
 from tests.unit.fake_hosts import GPU_ENGINE_PROBE, FakeAgent, FakeHostShell, make_host

@@ -16,8 +16,9 @@ from fleet.inventory import Host
 from fleet.plan import make_plan
 from fleet.playbook import load_playbook
 from fleet.sweep import controller
-from fleet.sweep.controller import SweepRecord, latest_sweep, resume_sweep, start_sweep
-from fleet.sweep.driver import Phase
+from fleet.sweep.controller import resume_sweep, start_sweep
+from fleet.sweep.hoststatus import Phase
+from fleet.sweep.record import SweepRecord, latest_sweep
 from fleet.transport.fake import FakeTransport
 from tests.unit.fake_hosts import GPU_ENGINE_PROBE, FakeAgent, FakeHostShell, make_host
 
