@@ -99,6 +99,13 @@ class SlurmJob:
     def ended(self) -> bool:
         return self.state.ended
 
+    @property
+    def preempted(self) -> bool:
+        """Slurm chose it for preemption (PreemptTime set). Under graceful preemption (GraceTime,
+        preempt_send_user_signal) the agent stops on its signal and the job ends COMPLETED, not
+        PREEMPTED: this says what happened to it."""
+        return self.fields.get("PreemptTime", "None") not in ("None", "Unknown", "")
+
 
 def parse_sbatch_parsable(text: str) -> str:
     """`sbatch --parsable` prints `<job id>` or `<job id>;<cluster>`."""

@@ -5,8 +5,8 @@ The results decide what is done; Slurm's state decides what happens to the rest:
   last result loses nothing);
 - still queued or running (a requeued job is PENDING again, Restarts counts it): wait — Slurm
   starts the agent again on the same directory and it runs only what has no result;
-- ended by the cluster (NODE_FAIL, PREEMPTED, BOOT_FAIL, TIMEOUT, DEADLINE) without Slurm
-  requeueing it: fleet submits the same directory again (a TIMEOUT with a longer limit), a bounded
+- ended by the cluster (NODE_FAIL, PREEMPTED, BOOT_FAIL, TIMEOUT, DEADLINE, or any end after
+  Slurm chose it for preemption: a graceful preemption ends COMPLETED) without Slurm requeueing it: fleet submits the same directory again (a TIMEOUT with a longer limit), a bounded
   number of times. No run that has a result runs again, because the agent skips those;
 - cancelled: someone meant it (scancel, an admin): reported, not resubmitted;
 - ended otherwise with runs missing (the agent failed): reported, as an agent failure on an SSH host;
@@ -54,7 +54,7 @@ def judge(job: SlurmJob | None, runs: Set[str], done: Set[str], submissions: int
         return Verdict(Action.WAIT, f"job {job.job_id} {job.state.value.lower()}{restarts}, {missing} runs to go")
     if job.state is JobState.CANCELLED:
         return Verdict(Action.REPORT, f"job {job.job_id} was cancelled with {missing} runs without a result")
-    if job.state.lost_to_the_cluster:
+    if job.state.lost_to_the_cluster or job.preempted:
         return _again(submissions, max_submissions, f"job {job.job_id} ended {job.state.value} ({job.reason}) with {missing} runs without a result",
                       job.state is JobState.TIMEOUT)
     return Verdict(Action.REPORT, f"job {job.job_id} ended {job.state.value} (exit {job.exit_code}) with {missing} runs without a result: "

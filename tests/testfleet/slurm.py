@@ -195,8 +195,13 @@ class SlurmCluster:
                 "DefMemPerCPU=1000",
                 "PreemptType=preempt/partition_prio",
                 "PreemptMode=REQUEUE",
+                # Graceful preemption, as Slurm documents it: the job's --signal (fleet's batch
+                # scripts: B:TERM, to the agent alone) at once, every process GraceTime later. Without
+                # it every process of the job gets SIGTERM at once, servers included (see the report
+                # of issue 15: the agent must then not write a result for the run in flight).
+                "SlurmctldParameters=preempt_send_user_signal",
                 *node_lines,
-                f"PartitionName={PARTITION} Nodes={names} Default=YES MaxTime=INFINITE State=UP PriorityTier=1",
+                f"PartitionName={PARTITION} Nodes={names} Default=YES MaxTime=INFINITE State=UP PriorityTier=1 GraceTime=30",
                 f"PartitionName={URGENT_PARTITION} Nodes={names} Default=NO MaxTime=INFINITE State=UP PriorityTier=2 PreemptMode=OFF",
                 f"PartitionName={SHORT_PARTITION} Nodes={names} Default=NO MaxTime=1 State=UP PriorityTier=1",
                 "",

@@ -154,3 +154,10 @@ def test_array_tasks_and_their_pending_rest() -> None:
     assert sorted(jobs) == ["14_3", "14_[0-2,5%2]"]
     assert expand_array_spec("[0-2,5%2]") == {0, 1, 2, 5}
     assert [getattr(task_job(jobs, "14", i), "job_id", None) for i in range(7)] == ["14_[0-2,5%2]"] * 3 + ["14_3", None, "14_[0-2,5%2]", None]
+
+
+def test_a_graceful_preemption_ends_completed_and_is_submitted_again() -> None:
+    completed = _jobs("scontrol_busy.txt")["1"]
+    assert not completed.preempted and judge(completed, {"r1", "r2"}, {"r1"}, 1, 3).action is Action.REPORT
+    preempted = replace(completed, fields={**completed.fields, "PreemptTime": "2026-12-01T13:51:31"})
+    assert preempted.preempted and judge(preempted, {"r1", "r2"}, {"r1"}, 1, 3).action is Action.RESUBMIT
