@@ -41,25 +41,6 @@ pytestmark = pytest.mark.testfleet
 
 SWEEP_TIMEOUT_S = 150
 
-# Faults whose handling another part of issue 14 builds: strict, so that each turns red (XPASS)
-# the moment its feature lands and the marker must go. What each waits for, with the file:
-PENDING_RESUME_BEFORE_PLAN = pytest.mark.xfail(
-    strict=True,
-    reason="fleet/sweep/controller.py start_sweep saves sweep.json only after provisioning: a controller "
-    "killed while provisioning leaves a sweep `--resume` cannot read ('not a readable sweep record')",
-)
-PENDING_UNREADABLE_IS_FINISHED = pytest.mark.xfail(
-    strict=True,
-    reason="fleet/sweep/controller.py _all_have_results counts result files, readable or not: a truncated "
-    "result is named in summary.unreadable, yet the sweep says finished and exits 0 (not re-run either)",
-)
-PENDING_HOST_KEY_FAILS_CLOSED = pytest.mark.xfail(
-    strict=True,
-    reason="fleet/sweep/driver.py HostDriver.watch treats every TransportError as 'unreachable', a HostKeyError "
-    "too: the host is polled (never accepted) until limits.host_lost_after_s, and only then is the changed key "
-    "named; each refused connect also stays open at the host's sshd until MaxStartups throttles it",
-)
-
 
 @pytest.fixture
 def scenario(test_fleet_factory, tmp_path: Path, request: pytest.FixtureRequest):
@@ -366,7 +347,6 @@ def resumed(sc: Scenario, sweep_id: str, killed_at: float) -> tuple[Controller, 
     return controller, (round(line.at - killed_at, 2), line.text[:160])
 
 
-@PENDING_RESUME_BEFORE_PLAN
 def test_controller_killed_while_provisioning(scenario) -> None:
     """SIGKILL while provisioning stages the model (before any plan exists): the resume must
     bring back every run of the sweep, as its first start would have."""
@@ -523,7 +503,6 @@ def test_controller_results_disk_full(scenario, tmp_path: Path) -> None:
 # a corrupted result, two sweeps on one host
 
 
-@PENDING_UNREADABLE_IS_FINISHED
 def test_corrupted_result_is_rerun_or_named(scenario) -> None:
     """The first result the agent writes is truncated on the host (half its bytes): fleet must
     re-run that run or name the file, never drop it silently nor call the sweep finished."""
@@ -644,7 +623,6 @@ def test_host_lost_for_good(scenario) -> None:
     assert declared_after[0] is not None and declared_after[0] < 60, declared_after
 
 
-@PENDING_HOST_KEY_FAILS_CLOSED
 def test_host_key_changed_mid_sweep(scenario) -> None:
     """ct201's host key changes while its agent runs: fleet refuses to talk to it (fails closed,
     with a message saying so), never accepts the new key; ct201's runs move to ct200 or are reported."""
