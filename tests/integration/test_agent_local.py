@@ -30,6 +30,7 @@ from fleet.host.engines.sim.gpu import register_process
 from fleet.launch import SIM_RELEASE_ENV
 from fleet.playbook import ConcurrencyWorkload, Run, expand_runs, load_playbook
 from fleet.workloads import resolve_workload
+from tests.integration.waiting import wait_for
 from tests.testfleet.gpu_tools import local_gpu_env
 
 REPO = Path(__file__).resolve().parents[2]
@@ -257,16 +258,6 @@ def test_sweep_of_healthy_and_failing_servers(tmp_path: Path, host_env: dict[str
     for spec in servers:
         with socket.socket() as probe:
             assert probe.connect_ex(("127.0.0.1", spec.port)) != 0
-
-
-def wait_for(predicate, timeout: float, what: str) -> Any:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def running_run(sweep: Path) -> str | None:

@@ -10,7 +10,6 @@ import os
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -22,21 +21,13 @@ from fleet.plan import make_plan
 from fleet.playbook import load_playbook
 from fleet.sweep.controller import start_sweep
 from fleet.sweep.record import latest_sweep
+from tests.integration.waiting import wait_for
 
 pytestmark = pytest.mark.testfleet
 
 REPO = Path(__file__).resolve().parents[2]
 DEMO = REPO / "playbooks" / "demo.yaml"
 LEASE = "/var/lib/fleet/lease.json"
-
-
-def wait_for(predicate, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def test_a_second_sweep_is_refused_naming_the_first_which_loses_nothing(test_fleet_factory, tmp_path: Path) -> None:

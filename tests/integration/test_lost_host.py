@@ -16,34 +16,13 @@ import pytest
 import yaml
 
 from fleet.sweep.record import latest_sweep
+from tests.integration.waiting import results_by_run, wait_for
 
 pytestmark = pytest.mark.testfleet
 
 REPO = Path(__file__).resolve().parents[2]
 SEED = REPO / "playbooks" / "qwen36-specdec.yaml"
 LOST_AFTER_S = 6
-
-
-def remote_done(fleet, host: str, sweep_id: str) -> int:
-    done = fleet.exec(host, ["sh", "-c", f"ls /var/lib/fleet/sweeps/{sweep_id}/runs 2>/dev/null | grep -c json || true"])
-    return int(done.stdout.strip() or 0)
-
-
-def wait_for(predicate, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-def results_by_run(directory: Path) -> dict[str, list[str]]:
-    """Run id -> the hosts whose folder holds a result for it."""
-    by_run: dict[str, list[str]] = {}
-    for path in directory.glob("*/runs/*.json"):
-        by_run.setdefault(json.loads(path.read_text())["run_id"], []).append(path.parent.parent.name)
-    return by_run
 
 
 def test_a_host_powered_off_for_good_is_declared_lost_and_its_runs_move(test_fleet_factory, tmp_path: Path) -> None:

@@ -19,26 +19,13 @@ from fleet.plan import make_plan
 from fleet.playbook import load_playbook
 from fleet.sweep.controller import resume_sweep, start_sweep
 from fleet.sweep.record import latest_sweep
+from tests.integration.waiting import remote_done, wait_for
 
 pytestmark = pytest.mark.testfleet
 
 REPO = Path(__file__).resolve().parents[2]
 SEED = REPO / "playbooks" / "qwen36-specdec.yaml"
 DEMO = REPO / "playbooks" / "demo.yaml"
-
-
-def remote_done(fleet, host: str, sweep_id: str) -> int:
-    done = fleet.exec(host, ["sh", "-c", f"ls /var/lib/fleet/sweeps/{sweep_id}/runs 2>/dev/null | grep -c json || true"])
-    return int(done.stdout.strip() or 0)
-
-
-def wait_for(predicate, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def local_results(directory: Path) -> dict[str, list[dict]]:

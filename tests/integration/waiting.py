@@ -1,0 +1,37 @@
+"""Helpers the sweep-level integration tests share: waiting on a real signal (never a bare sleep)
+and counting results on a test host and in a results folder."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+def wait_for(predicate: Callable[[], T], timeout: float, what: str, interval: float = 0.05) -> T:
+    """The predicate's first truthy value within `timeout` seconds; else an AssertionError naming `what`."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def remote_done(fleet: Any, host: str, sweep_id: str) -> int:
+    """How many results the host's agent has written for the sweep (read on the host itself)."""
+    done = fleet.exec(host, ["sh", "-c", f"ls /var/lib/fleet/sweeps/{sweep_id}/runs 2>/dev/null | grep -c json || true"])
+    return int(done.stdout.strip() or 0)
+
+
+def results_by_run(directory: Path) -> dict[str, list[str]]:
+    """Run id -> the hosts whose folder in a sweep's results holds a result for it."""
+    by_run: dict[str, list[str]] = {}
+    for path in directory.glob("*/runs/*.json"):
+        by_run.setdefault(json.loads(path.read_text())["run_id"], []).append(path.parent.parent.name)
+    return by_run
