@@ -22,6 +22,7 @@ from fleet.host.agent.services import (
     clear_stale,
     exit_description,
     group_members,
+    kill_group,
     parse_systemctl_show,
     pid_alive,
     port_listeners,
@@ -164,3 +165,16 @@ def test_systemd_status_from_show_properties() -> None:
     never = parse_systemctl_show("LoadState=loaded\nActiveState=inactive\nMainPID=0\nExecMainPID=0\nExecMainCode=0\nExecMainStatus=0\n")
     assert systemd_status("u", never).exit_code is None
     assert systemd_status("u", parse_systemctl_show("LoadState=not-found\nActiveState=inactive\n")).state == "absent"
+
+
+def test_a_stopped_server_ends_by_its_sigterm_not_by_the_sigkill_after_the_grace() -> None:
+    """A hung server may be a stopped one (SIGSTOP): its TERM stays pending until it runs again.
+    kill_group wakes it (SIGCONT, as systemd does), so it ends by the TERM, not after the grace."""
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
+    try:
+        os.kill(proc.pid, signal.SIGSTOP)
+        kill_group(proc.pid, grace_s=30.0, reap=lambda: proc.poll() and None)
+        assert proc.wait(timeout=5) == -signal.SIGTERM
+    finally:
+        if proc.poll() is None:
+            proc.kill()

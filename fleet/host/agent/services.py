@@ -200,6 +200,10 @@ def kill_group(pgid: int, grace_s: float, reap: Callable[[], None] = lambda: Non
     for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 10.0)):
         try:
             os.killpg(pgid, sig)
+            if sig == signal.SIGTERM:
+                # A stopped process (SIGSTOP, a debugger) holds a TERM pending until it runs again:
+                # wake it, as systemd does, or a hung server that was stopped costs the whole grace.
+                os.killpg(pgid, signal.SIGCONT)
         except ProcessLookupError:
             return
         if _wait_until(gone, wait):
