@@ -142,6 +142,7 @@ class HostDriver:
         self._last_contact = time.monotonic()
         self._pull_failing_since: float | None = None
         self._rerun_unreadable: set[str] = set()  # runs whose pulled result could not be read, run again once
+        self._unreadable_seen: set[str] = set()  # unreadable results already reported
 
     def _link_dropped(self) -> None:
         self.status.link_drops += 1
@@ -441,17 +442,28 @@ class HostDriver:
         for path in sorted((self.local_dir / SweepDir.RUNS).glob("*.json")):
             if path.stem in self._reviewed:
                 continue
-            self._reviewed.add(path.stem)  # rsync renames complete files into place: read once
             try:
                 fresh.append(load_result(path))
             except ContractError as exc:
                 # Not repaired, and said so: a result this controller cannot read is never guessed at.
-                self.status.last_error = str(exc)
-                log.error("%s: %s", self.host.name, exc)
+                # Read again at the next review: its run is redone (rerun_unreadable) and the new
+                # result comes over this one under the same name.
+                if path.stem not in self._unreadable_seen:
+                    self._unreadable_seen.add(path.stem)
+                    self.status.last_error = str(exc)
+                    log.error("%s: %s", self.host.name, exc)
+                continue
+            self._reviewed.add(path.stem)  # rsync renames complete files into place: read once
         fixer.consider(self.host.name, fresh)
         wanted = fixer.quarantine_for(self.host.name)
         if wanted != self._pushed_quarantine:
-            self.channel.push_quarantine(wanted)
+            try:
+                self.channel.push_quarantine(wanted)
+            except TransportError as exc:
+                # The link, for now: pushed again at the next review. Whether the host is lost is
+                # the poll's to judge (a host that went away mid-push was once failed here instead).
+                log.warning("%s: quarantine not pushed, trying again at the next poll: %s", self.host.name, exc)
+                return
             self._pushed_quarantine = wanted
 
     def unreadable_results(self) -> list[str]:

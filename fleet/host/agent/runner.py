@@ -631,10 +631,17 @@ class ServerSession:
             sim_speed=sim_speed_of(self.spec.env),
         )
 
+    def _interrupted(self) -> bool:
+        """A stop has begun: a run in flight gets no result, so a resumed agent redoes it. The
+        agent's own flag counts at once, before it aborts this session: where a scheduler stops a
+        job (Slurm's cancel, preemption, time limit) every process gets its SIGTERM together, and a
+        server that dies first would otherwise be written down as the run's failure."""
+        return self._aborted.is_set() or self.agent.stopping.is_set()
+
     def _serve(self, pending: list[RunSpec]) -> None:
         client = self._new_client()
         for index, run in enumerate(pending):
-            if self._aborted.is_set():
+            if self._interrupted():
                 return
             self.progress.phase(self.spec.server_id, self.spec.label, ServerPhase.running, run.label)
             attempt = self.agent.next_attempt(run.run_id)
@@ -642,7 +649,7 @@ class ServerSession:
             gate = Gate(self.liveness, self._aborted)
             gate.checkpoint()
             outcome = drive(Driver(client, self.limits, self.facts, gate, run)) if gate.open else WorkloadOutcome(failure=gate.failure)
-            if self._aborted.is_set():
+            if self._interrupted():
                 return  # interrupted: no result, so a resumed agent redoes this run
             self.agent.write_result(
                 build_result(identity=self._identity(run, attempt), workload=run.workload, outcome=outcome, started_at=started, ended_at=time.time())
@@ -654,7 +661,7 @@ class ServerSession:
 
     def _fail_runs(self, runs: list[RunSpec], failure: Failure) -> None:
         for run in runs:
-            if self._aborted.is_set():
+            if self._interrupted():
                 return
             now = time.time()
             self.agent.write_result(
