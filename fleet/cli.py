@@ -375,7 +375,7 @@ def sweep(
         note.print(f"the agents work on: `fleet status {outcome.sweep_id}`, `fleet sweep --resume {outcome.sweep_id}`", highlight=False, soft_wrap=True)
         raise typer.Exit(130)
     for host, reason in outcome.lost.items():
-        err.print(_plain(f"{host} was given up on; its runs without a result moved to the other hosts: {reason}", "red"), highlight=False)
+        err.print(_plain(f"{host} was given up on ({reason}); its runs without a result went to the other hosts, or are counted below as run nowhere", "red"), highlight=False)
     if outcome.not_run:
         reasons = sorted(set(outcome.not_run.values()))
         err.print(_plain(f"{len(outcome.not_run)} runs ran nowhere: " + "; ".join(reasons[:5]), "red"), highlight=False)
