@@ -203,7 +203,7 @@ class AgentChannel:
 
         at_most_once(CONNECT, self.host.name, action, running, sleep=self._sleep)
 
-    def pull(self, local: Path) -> int:
+    def pull(self, local: Path, policy: RetryPolicy = TRANSFER) -> int:
         """Results, logs and progress of this host's share into `local` (incremental); the number
         of result files there afterwards."""
         local.mkdir(parents=True, exist_ok=True)
@@ -213,7 +213,7 @@ class AgentChannel:
             if result.exit_code != RSYNC_VANISHED:
                 result.check()
 
-        self._retry(pull_once, TRANSFER)
+        self._retry(pull_once, policy)
         return len(list((local / SweepDir.RUNS).glob("*.json")))
 
     def release_lease(self) -> None:
@@ -224,10 +224,10 @@ class AgentChannel:
         except FleetError as exc:
             log.warning("%s: the lease was not released (it expires by itself): %s", self.host.name, exc)
 
-    def push_quarantine(self, quarantine: Mapping[str, str]) -> None:
+    def push_quarantine(self, quarantine: Mapping[str, str], policy: RetryPolicy = CONNECT) -> None:
         """Server id -> reason: the agent skips these servers if it has not started them."""
         data = json.dumps(HostQuarantine(dict(quarantine)).to_json(), indent=1, sort_keys=True).encode()
-        self._retry(lambda: self.transport.put_bytes(data, self.dir.quarantine, timeout=60))
+        self._retry(lambda: self.transport.put_bytes(data, self.dir.quarantine, timeout=60), policy)
 
     def close(self) -> None:
         self.transport.close()

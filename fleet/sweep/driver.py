@@ -38,7 +38,7 @@ from fleet.inventory import Host
 from fleet.plan import Hardware, PlannedServer
 from fleet.playbook import Playbook
 from fleet.provision.provision import ProvisionOptions, provision_host
-from fleet.retry import CONNECT, WAIT_FOR_REBOOT, RetryPolicy, retrying
+from fleet.retry import CONNECT, TRANSFER, WAIT_FOR_REBOOT, RetryPolicy, retrying
 from fleet.sweep.channel import QUICK_S, AgentChannel
 from fleet.sweep.fixing import SweepFixer
 from fleet.sweep.hoststatus import AGENT_END_STATES, HostStatus, Phase
@@ -200,10 +200,11 @@ class HostDriver:
         self.status.phase = Phase.RUNNING
         self._observe()
 
-    def _poll_policy(self) -> RetryPolicy:
-        """The poll's retries end when the host would be declared lost, not later."""
+    def _poll_policy(self, policy: RetryPolicy = CONNECT) -> RetryPolicy:
+        """The loop's calls (poll, pull, quarantine push) retry until the host would be declared
+        lost, not later: a host powered off mid-pull was noticed minutes late (TRANSFER's 30 min)."""
         left = self.ctx.host_lost_after_s - (time.monotonic() - self._last_contact)
-        return RetryPolicy(CONNECT.name, max(1.0, min(CONNECT.max_delay_s, left)), CONNECT.initial_wait_s, CONNECT.max_wait_s, CONNECT.jitter_s)
+        return replace(policy, max_delay_s=max(1.0, min(policy.max_delay_s, left)))
 
     def watch(self) -> None:
         pulled_files = -1
@@ -406,7 +407,7 @@ class HostDriver:
         at its next poll: a host that went away mid-pull (power, link) is the poll's to judge, and
         one whose pulls keep failing for `host_lost_after_s` is given up on (the error raised)."""
         try:
-            self.status.pulled = self.channel.pull(self.local_dir)
+            self.status.pulled = self.channel.pull(self.local_dir, self._poll_policy(TRANSFER))
         except (FleetError, OSError) as exc:
             problem = exc if isinstance(exc, OSError) and exc.errno in DISK_ERRNOS else unwritable(self.local_dir)
             if problem is not None:
@@ -458,7 +459,7 @@ class HostDriver:
         wanted = fixer.quarantine_for(self.host.name)
         if wanted != self._pushed_quarantine:
             try:
-                self.channel.push_quarantine(wanted)
+                self.channel.push_quarantine(wanted, self._poll_policy())
             except TransportError as exc:
                 # The link, for now: pushed again at the next review. Whether the host is lost is
                 # the poll's to judge (a host that went away mid-push was once failed here instead).
