@@ -3,23 +3,12 @@ the test hosts. GRES GPUs are granted per node, a node that loses power fails it
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
-from tests.testfleet import start_test_fleet, unavailable_reason
-from tests.testfleet.slurm import GPUS_PER_NODE, SlurmCluster, slurm_unavailable_reason, start_slurm_cluster
+from tests.testfleet.slurm import GPUS_PER_NODE, SlurmCluster
 
 pytestmark = pytest.mark.testfleet
 
-
-@pytest.fixture(scope="module")
-def slurm() -> Iterator[SlurmCluster]:
-    reason = unavailable_reason() or slurm_unavailable_reason()
-    if reason:
-        pytest.skip(reason)
-    with start_test_fleet(["login", "ct200", "ct201"]) as fleet, start_slurm_cluster(fleet, ["ct200", "ct201"], "login") as cluster:
-        yield cluster
 
 
 def _submit(cluster: SlurmCluster, *options: str, wrap: str) -> str:

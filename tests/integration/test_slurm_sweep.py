@@ -11,7 +11,6 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,22 +21,13 @@ from fleet.slurm.commands import SlurmClient
 from fleet.slurm.jobs import JobState, SlurmJob
 from fleet.slurm.sweep import SlurmSweep, SlurmSweepError, SlurmSweepOutcome, cancel_slurm_sweep, resume_slurm_sweep, start_slurm_sweep
 from fleet.transport.ssh import SSHTransport
-from tests.testfleet import start_test_fleet, unavailable_reason
-from tests.testfleet.slurm import SHORT_PARTITION, URGENT_PARTITION, SlurmCluster, slurm_unavailable_reason, start_slurm_cluster
+from tests.testfleet.slurm import SHORT_PARTITION, URGENT_PARTITION, SlurmCluster
 
 pytestmark = pytest.mark.testfleet
 
 REPO = Path(__file__).resolve().parents[2]
 DEMO = REPO / "playbooks" / "demo.yaml"
 
-
-@pytest.fixture(scope="module")
-def slurm() -> Iterator[SlurmCluster]:
-    reason = unavailable_reason() or slurm_unavailable_reason()
-    if reason:
-        pytest.skip(reason)
-    with start_test_fleet(["login", "ct200", "ct201"]) as fleet, start_slurm_cluster(fleet, ["ct200", "ct201"], "login") as cluster:
-        yield cluster
 
 
 def cluster_entry(cluster: SlurmCluster, tmp_path: Path, **slurm: object) -> Host:
