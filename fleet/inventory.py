@@ -13,7 +13,7 @@ from typing import Annotated
 
 from pydantic import Field, PrivateAttr, field_validator, model_validator
 
-from fleet.config import Command, HostAddress, HostPath, Int, LocalPath, SshAlias, StrictModel, UserName, load_model_file
+from fleet.config import Command, HostAddress, HostPath, Int, LocalPath, SshAlias, StrictModel, UserName, checked, checked_host_path, load_model_file
 from fleet.errors import ConfigError, HostSelectionError
 from fleet.host.engines.sglang.flags import FORKS
 from fleet.host.engines.sglang.release import DEFAULT_SIM_RELEASE, KNOWN_RELEASES
@@ -117,6 +117,19 @@ SLURM_NAME_PATTERN = r"^[A-Za-z0-9_.-]+$"
 SLURM_CONSTRAINT_PATTERN = r"^[A-Za-z0-9_.-]+(&[A-Za-z0-9_.-]+)*$"
 
 
+def _node_local_dir(value: str) -> str | None:
+    """An absolute path on the node, or one under `$TMPDIR` (expanded on the node)."""
+    if value == TMPDIR or value.startswith(TMPDIR + "/"):
+        rest = value.removeprefix(TMPDIR)
+        return None if not rest or checked_host_path(rest) is None else f"{TMPDIR} or {TMPDIR}/<relative path> (letters, digits and . _ - /)"
+    expected = checked_host_path(value)
+    return None if expected is None else f"{expected}, or a path under {TMPDIR}"
+
+
+TMPDIR = "$TMPDIR"
+NodeLocalDir = Annotated[str, checked(_node_local_dir)]
+
+
 class SlurmSpec(StrictModel):
     """Where and how a `kind: slurm` entry's jobs run; every field reaches `#SBATCH` lines."""
 
@@ -134,6 +147,11 @@ class SlurmSpec(StrictModel):
     min_time_s: Int = Field(default=600, ge=60, description="no job asks for less: server start-up and model load are in every job")
     cpus_per_gpu: Int | None = Field(default=None, ge=1, le=256)
     max_submissions: Int = Field(default=3, ge=1, le=20, description="submissions of one job's work after node failures, preemptions, time-outs")
+    node_local_dir: NodeLocalDir | None = Field(
+        default="$TMPDIR/fleet-models",
+        description="each node's fast local storage: models are copied there from shared_dir once per node and boot, and "
+        "servers load them from there; `$TMPDIR` expands on the node (else /tmp); null: servers read shared_dir",
+    )
 
     @field_validator("time_limit")
     @classmethod

@@ -5,7 +5,9 @@ The job asks for one node and its GPUs as GRES (`--gres=gpu:N`); the agent insid
 a sweep directory on the cluster's shared filesystem, exactly as on an SSH host, so a requeued
 job (node failure, preemption) starts the agent again on the same directory and it runs only
 what has no result yet. Before the agent, `fleet.slurm.grant` binds the shard to the GPUs Slurm
-granted this start. A job array runs one such directory per task
+granted this start, and `fleet.host.nodeprep` gathers the node's facts, runs the preflight rules
+on them (refusing the node where one fails) and stages the models to node-local storage. A job
+array runs one such directory per task
 (`<root>/task-<SLURM_ARRAY_TASK_ID>`): servers of one size in one submission.
 """
 
@@ -43,6 +45,10 @@ class BatchJob:
     array_tasks: tuple[int, ...] | None = None  # an array job's task indexes (a resubmission: only some)
     requeue: bool = True
     stop_grace_s: int = 60  # SIGTERM to the agent this long before the limit: it stops cleanly
+    # The sweep's node requirements (fleet.host.contract.nodeprep): the node's facts, preflight and
+    # model staging run before the agent (fleet.host.nodeprep); None: the agent starts at once.
+    node_requirements: str | None = None
+    exclude: tuple[str, ...] = ()  # nodes that refused this work before (--exclude)
 
     def task_dir(self, index: int) -> str:
         if self.array_tasks is None:
@@ -121,6 +127,8 @@ def render_batch_script(job: BatchJob) -> str:
             options.append(_option(name, value))
     if job.array_tasks is not None:
         options.append(_option("array", array_spec(job.array_tasks)))
+    if job.exclude:
+        options.append(_option("exclude", ",".join(sorted(set(job.exclude)))))
     options.append("#SBATCH --requeue" if job.requeue else "#SBATCH --no-requeue")
     q = shlex.quote
     if job.array_tasks is None:
@@ -135,6 +143,12 @@ def render_batch_script(job: BatchJob) -> str:
         f"export PYTHONPATH={q(job.bundle_dir)}",
         # The shard names the GPUs Slurm granted this start (fleet.slurm.grant), then the agent runs.
         f'{q(job.python)} -m fleet.slurm.grant "$dir"',
+    ]
+    if job.node_requirements is not None:
+        # The node's facts and preflight, then the models to node-local storage (once per node and
+        # boot); a node that fails exits REFUSED_EXIT here, the agent never starts on it.
+        body.append(f'{q(job.python)} -m fleet.host.nodeprep "$dir" {q(job.node_requirements)}')
+    body += [
         # exec: the agent is the batch step's process, so Slurm's SIGTERM (limit, scancel,
         # preemption) reaches it and it stops its servers.
         f'exec {q(job.python)} -m fleet.host.agent run --sweep-dir "$dir"',

@@ -1,0 +1,485 @@
+"""Inside a Slurm allocation, before the agent: the node's facts, its preflight, model staging.
+
+`python -m fleet.host.nodeprep TASK_DIR REQUIREMENTS` (the batch script runs it after
+fleet.slurm.grant has bound the shard to the granted GPUs):
+1. runs the controller's facts script (the same composite script an SSH host answers, fleet.facts)
+   on the node and keeps its whole output in `node-facts/<job>.<start>.txt`;
+2. judges the node by the preflight rules that decide whether a task may start there (the rule ids
+   and figures of fleet.provision.preflight, carried in the requirements): the granted GPUs are
+   listed, of the expected model, idle; the CUDA toolkit builds for their architecture; the driver
+   runs that toolkit; the engine is installed; the node-local dir has room for the models;
+3. stages every model from the shared fs to the node-local dir, once per node and boot: under an
+   exclusive lock (tasks of one node wait for the first one's copy instead of copying twice), into
+   a `.partial` dir renamed into place with a marker naming the boot id (a reader never sees half a
+   model; a reboot, which wipes a tmpfs and makes any copy on a disk suspect, stages again), and
+   points the shard's server arguments at the node-local copies;
+4. writes `node-prep/<job>.<start>.json` (fleet.host.contract.nodeprep.NodePrep) and exits 0, or
+   REFUSED_EXIT when a check failed or staging did: the agent is not started on this node and the
+   controller resubmits the task elsewhere (`--exclude`).
+
+Standard library only: shipped in the bundle. The controller re-reads the facts file with its own
+parsers and runs the full preflight report on it (fleet.slurm.nodeprep).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from fleet.host import nvidia_smi
+from fleet.host.atomic import atomic_file
+from fleet.host.contract.nodeprep import (
+    NODE_FACTS_DIR,
+    REFUSED_EXIT,
+    ArchRule,
+    ModelToStage,
+    NodeCheck,
+    NodePrep,
+    NodeRequirements,
+    Staged,
+)
+from fleet.host.errors import ContractError
+
+BOOT_ID_PATH = "/proc/sys/kernel/random/boot_id"
+COPY_MARKER = ".fleet-complete.json"  # fleet.provision.models.MARKER: a complete copy's listing
+STAGED_MARKER = ".fleet-staged.json"  # this node's copy: the boot it was made in, the listing it copied
+_IGNORED_PREFIXES = (".fleet-", ".rsync-partial", ".cache")  # as fleet.provision.models lists a copy
+FACTS_TIMEOUT_S = 600.0  # the script bounds each section itself; this only stops a runaway
+SHARD = "shard.json"
+
+
+class NodePrepError(Exception):
+    pass
+
+
+# ---------------------------------------------------------------------------------------------
+# The facts script's output (pure)
+
+
+@dataclass(frozen=True)
+class Section:
+    text: str
+    exit_code: int
+
+
+def split_sections(output: str, mark: str) -> dict[str, Section]:
+    """The composite script's output -> section name -> (text, exit code), as fleet.facts cuts it."""
+    sections: dict[str, Section] = {}
+    name: str | None = None
+    body: list[str] = []
+    for line in output.split("\n"):
+        words = line.split()
+        if line.startswith(mark + " ") and len(words) == 3 and words[1] == "begin":
+            name, body = words[2], []
+        elif line.startswith(mark + " ") and len(words) == 4 and words[1] == "end" and words[2] == name and words[3].lstrip("-").isdigit():
+            sections[name] = Section("\n".join(body), int(words[3]))
+            name = None
+        elif name is not None:
+            body.append(line)
+    return sections
+
+
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in re.findall(r"\d+", text))
+
+
+@dataclass(frozen=True)
+class NodeFacts:
+    """What the node gate reads of the facts (each None where the fact was unreadable, with why)."""
+
+    gpus: list[dict[str, str]] | None
+    gpus_problem: str | None
+    apps: list[nvidia_smi.ComputeApp] | None
+    apps_problem: str | None
+    toolkit: tuple[str, str] | None  # (nvcc path, "12.8"); None: no nvcc found
+    toolkit_line: str
+    driver: tuple[str | None, str | None]  # (driver version, the CUDA version its header names)
+    engine: dict[str, Any] | None
+    engine_problem: str | None
+
+
+def _problem(section: Section | None, what: str) -> str | None:
+    if section is None:
+        return f"no {what} section: the facts script stopped before it"
+    if section.exit_code != 0:
+        last = section.text.strip().splitlines()[-1:] or ["no output"]
+        return f"exit {section.exit_code}: {last[0]}"
+    return None
+
+
+def read_facts(sections: Mapping[str, Section], req: NodeRequirements) -> NodeFacts:
+    labels = req.facts_labels
+    gpus: list[dict[str, str]] | None = None
+    gpus_problem = _problem(sections.get("gpus"), "gpus")
+    if gpus_problem is None:
+        try:
+            gpus = nvidia_smi.parse_csv(sections["gpus"].text, req.gpu_query_fields)
+        except nvidia_smi.NvidiaSmiError as exc:
+            gpus_problem = str(exc)
+    apps: list[nvidia_smi.ComputeApp] | None = None
+    apps_problem = _problem(sections.get("gpu_processes"), "gpu_processes")
+    if apps_problem is None:
+        try:
+            apps = nvidia_smi.parse_compute_apps(sections["gpu_processes"].text)
+        except nvidia_smi.NvidiaSmiError as exc:
+            apps_problem = str(exc)
+    toolkit: tuple[str, str] | None = None
+    toolkit_text = sections["toolkit"].text if "toolkit" in sections else ""
+    first = toolkit_text.splitlines()[0] if toolkit_text else ""
+    path = first.removeprefix(labels.get("nvcc_path", "nvcc-path:")).strip()
+    release = re.search(r"release (\d+\.\d+), V[\w.]+", toolkit_text)
+    if path and path != labels.get("nvcc_absent", "none") and release:
+        toolkit = (path, release.group(1))
+    release_line = next((line for line in toolkit_text.splitlines() if "release" in line), first)
+    header = sections["driver"].text if "driver" in sections else ""
+    driver = re.search(r"Driver Version\s*:\s*(\d[\d.]*)", header, re.IGNORECASE)
+    cuda = re.search(r"CUDA Version\s*:\s*(\d+\.\d+)", header, re.IGNORECASE)
+    engine: dict[str, Any] | None = None
+    engine_problem: str | None = "no engine section: the facts script stopped before it"
+    if "engine" in sections:
+        mark = labels.get("engine_probe", "fleet-engine-probe:")
+        line = next((line for line in reversed(sections["engine"].text.splitlines()) if line.startswith(mark)), None)
+        if line is None:
+            engine_problem = f"the engine's Python printed no probe result (exit {sections['engine'].exit_code})"
+        else:
+            try:
+                engine, engine_problem = json.loads(line.removeprefix(mark)), None
+            except ValueError as exc:
+                engine_problem = f"unreadable probe result: {exc}"
+    # The driver's version from its header, else from the GPU query (as fleet.facts does).
+    version = driver.group(1) if driver else next((g["driver_version"] for g in gpus or [] if g.get("driver_version")), None)
+    return NodeFacts(gpus, gpus_problem, apps, apps_problem, toolkit, release_line.strip(), (version, cuda.group(1) if cuda else None),
+                     engine, engine_problem)
+
+
+# ---------------------------------------------------------------------------------------------
+# The checks (pure): preflight's rules on the GPUs Slurm granted this task
+
+
+def granted_gpus(env: Mapping[str, str]) -> list[int]:
+    text = env.get("CUDA_VISIBLE_DEVICES", "")
+    return [int(p) for p in text.split(",") if p.strip().isdigit()]
+
+
+def _arch_rule(rules: Sequence[ArchRule], capability: tuple[int, ...]) -> ArchRule | None:
+    major, minor = (capability + (0, 0))[:2]
+    return next((r for r in rules if r.major == major and r.minor in (None, minor)), None)
+
+
+def _driver_cuda(facts: NodeFacts, req: NodeRequirements) -> tuple[int, ...] | None:
+    version, cuda = facts.driver
+    if cuda:
+        return _version(cuda)
+    if not version:
+        return None
+    supported = [_version(t) for t, minimum in req.toolkit_min_driver.items() if _version(version) >= _version(minimum)]
+    return max(supported) if supported else None
+
+
+def shard_gpus(shard: Mapping[str, Any]) -> int:
+    """How many GPUs the task's servers use (the shard as fleet.slurm.grant bound it)."""
+    return len({g for server in shard.get("servers", []) for g in server.get("gpus", [])})
+
+
+def judge(facts: NodeFacts, req: NodeRequirements, wanted: int, granted: Sequence[int], free_bytes: int | None, to_stage_bytes: int,
+          local_dir: str | None = None) -> list[NodeCheck]:
+    """`wanted`: the GPUs the task's servers use; `granted`: CUDA_VISIBLE_DEVICES of this start;
+    `local_dir`: the node-local dir as it expanded on the node."""
+    checks: list[NodeCheck] = []
+    mine = [g for g in (facts.gpus or []) if g.get("index", "").isdigit() and int(g["index"]) in granted]
+    names = [g.get("name", "") for g in facts.gpus or []]
+    played = req.engine_kind == "sim" and (facts.gpus is None or nvidia_smi.plays_declared(req.gpu_model, names))
+    evidence = "; ".join(", ".join(f"{k}={v}" for k, v in g.items() if k in ("index", "name", "compute_cap", "uuid")) for g in mine)
+
+    # gpu-count: every GPU Slurm granted is there
+    if wanted == 0:
+        checks.append(NodeCheck("gpu-count", "skip", "the task asks for no GPUs"))
+    elif played:
+        checks.append(NodeCheck("gpu-count", "skip", f"the sim engine plays the {wanted} GPUs the task was granted"))
+    elif facts.gpus is None:
+        checks.append(NodeCheck("gpu-count", "fail", f"granted GPUs {list(granted)}, but nvidia-smi failed", facts.gpus_problem or ""))
+    else:
+        listed = sorted(int(g["index"]) for g in facts.gpus if g.get("index", "").isdigit())
+        missing = [i for i in granted if i not in listed]
+        if len(granted) < wanted or missing:
+            checks.append(NodeCheck("gpu-count", "fail",
+                                    f"Slurm granted GPUs {list(granted)} (the task's servers use {wanted}); nvidia-smi lists {listed}"
+                                    + (f": {missing} missing (fallen off the bus? dmesg: Xid 79)" if missing else ""),
+                                    f"CUDA_VISIBLE_DEVICES={','.join(map(str, granted))}"))
+        else:
+            checks.append(NodeCheck("gpu-count", "ok", f"the {len(granted)} granted GPUs are listed", evidence))
+    gpu_rules_apply = bool(mine) and not played
+    # gpu-model
+    if not gpu_rules_apply or req.gpu_model is None:
+        checks.append(NodeCheck("gpu-model", "skip", "no GPU model expected" if req.gpu_model is None else "no granted GPUs listed"))
+    else:
+        wrong = sorted({g.get("name", "") for g in mine if not nvidia_smi.same_model(g.get("name", ""), req.gpu_model)})
+        checks.append(NodeCheck("gpu-model", "fail" if wrong else "ok",
+                                f"expected {req.gpu_model!r}, found {wrong}" if wrong else f"granted GPUs are {req.gpu_model}", evidence))
+    # gpus-idle: nothing else holds the granted GPUs
+    if not gpu_rules_apply:
+        checks.append(NodeCheck("gpus-idle", "skip", "no granted GPUs listed"))
+    elif facts.apps is None:
+        checks.append(NodeCheck("gpus-idle", "warn", "could not list GPU processes", facts.apps_problem or ""))
+    else:
+        uuids = {g.get("uuid", ""): g.get("index", "") for g in mine}
+        holders = [a for a in facts.apps if a.gpu_uuid in uuids]
+        checks.append(NodeCheck("gpus-idle", "fail" if holders else "ok",
+                                (f"{len(holders)} process(es) hold granted GPUs: " + "; ".join(f"pid {a.pid} {a.process_name} on GPU {uuids[a.gpu_uuid]}" for a in holders))
+                                if holders else "no processes on the granted GPUs"))
+    # toolkit-supports-gpu
+    capabilities = sorted({_version(g.get("compute_cap", "")) for g in mine if g.get("compute_cap")})
+    if not gpu_rules_apply or not capabilities:
+        checks.append(NodeCheck("toolkit-supports-gpu", "skip", "no granted GPUs listed"))
+    else:
+        findings: list[NodeCheck] = []
+        for capability in capabilities:
+            rule = _arch_rule(req.arch_rules, capability)
+            cc = ".".join(map(str, capability))
+            if rule is None:
+                findings.append(NodeCheck("toolkit-supports-gpu", "skip", f"no toolkit rule for compute capability {cc}"))
+            elif facts.toolkit is None:
+                findings.append(NodeCheck("toolkit-supports-gpu", "warn", "no nvcc in CUDA_HOME, on PATH or in /usr/local/cuda: "
+                                          "kernels the engine compiles at run time (JIT) cannot be built", facts.toolkit_line))
+            elif _version(facts.toolkit[1]) < _version(rule.min_toolkit):
+                findings.append(NodeCheck("toolkit-supports-gpu", "fail", f"nvcc {facts.toolkit[0]} is CUDA {facts.toolkit[1]}; compute capability "
+                                          f"{cc} needs >= {rule.min_toolkit}: {rule.reason}", facts.toolkit_line))
+            else:
+                findings.append(NodeCheck("toolkit-supports-gpu", "ok", f"CUDA {facts.toolkit[1]} >= {rule.min_toolkit} for {cc}", facts.toolkit_line))
+        checks.append(min(findings, key=lambda c: ("fail", "warn", "ok", "skip").index(c.verdict)))
+    # driver-supports-toolkit
+    driver_cuda = _driver_cuda(facts, req)
+    if facts.toolkit is None or played:
+        checks.append(NodeCheck("driver-supports-toolkit", "skip", "no CUDA toolkit" if facts.toolkit is None else "the sim engine plays the GPUs"))
+    elif driver_cuda is None:
+        checks.append(NodeCheck("driver-supports-toolkit", "warn", "the driver's CUDA version is unknown (nvidia-smi did not report it)"))
+    else:
+        toolkit = _version(facts.toolkit[1])[:2]
+        have = f"driver {facts.driver[0] or '?'} supports CUDA {'.'.join(map(str, driver_cuda))}"
+        floor = req.minor_compat_min_driver.get(str(toolkit[0]))
+        if driver_cuda >= toolkit:
+            checks.append(NodeCheck("driver-supports-toolkit", "ok", f"{have} >= toolkit {facts.toolkit[1]}"))
+        elif driver_cuda[:1] == toolkit[:1] and floor and facts.driver[0] and _version(facts.driver[0]) >= _version(floor):
+            checks.append(NodeCheck("driver-supports-toolkit", "warn", f"{have} < toolkit {facts.toolkit[1]}: minor-version compatibility"))
+        else:
+            checks.append(NodeCheck("driver-supports-toolkit", "fail", f"{have} < toolkit {facts.toolkit[1]}: code built by this toolkit will not load"))
+    # engine-installed
+    if req.engine_kind != "sglang":
+        checks.append(NodeCheck("engine-installed", "skip", f"engine {req.engine_kind} needs no Python packages"))
+    elif facts.engine is None:
+        checks.append(NodeCheck("engine-installed", "fail", f"the engine's Python: {facts.engine_problem}"))
+    elif not facts.engine.get("sglang_version"):
+        checks.append(NodeCheck("engine-installed", "fail", f"{facts.engine.get('executable')} has no sglang"))
+    else:
+        checks.append(NodeCheck("engine-installed", "ok", f"sglang {facts.engine['sglang_version']} in {facts.engine.get('executable')}"))
+    # staging-space
+    if not req.models or req.node_local_dir is None:
+        checks.append(NodeCheck("staging-space", "skip", "nothing to stage"))
+    elif to_stage_bytes == 0:
+        checks.append(NodeCheck("staging-space", "ok", "every model is staged on this node for this boot"))
+    else:
+        where = local_dir or req.node_local_dir
+        if free_bytes is None:
+            checks.append(NodeCheck("staging-space", "fail", f"cannot measure free space of the node-local dir {where}"))
+        else:
+            verdict = "ok" if free_bytes >= to_stage_bytes else "fail"
+            checks.append(NodeCheck("staging-space", verdict, f"stage {to_stage_bytes} bytes into {where}: {free_bytes} bytes free"
+                                    + ("" if verdict == "ok" else f" (point slurm.node_local_dir in {req.host_file} at a larger disk)"),
+                                    f"statvfs {where}"))
+    return checks
+
+
+# ---------------------------------------------------------------------------------------------
+# Staging (I/O)
+
+
+def local_root(node_local_dir: str, env: Mapping[str, str]) -> Path:
+    """`$TMPDIR` (Slurm's per-node scratch where the site sets it) expands on the node, else /tmp."""
+    if node_local_dir == "$TMPDIR" or node_local_dir.startswith("$TMPDIR/"):
+        return Path(env.get("TMPDIR") or "/tmp") / node_local_dir.removeprefix("$TMPDIR").lstrip("/")
+    return Path(node_local_dir)
+
+
+def listing(directory: Path) -> dict[str, int]:
+    return {
+        p.relative_to(directory).as_posix(): p.stat().st_size
+        for p in sorted(directory.rglob("*"))
+        if p.is_file() and not p.relative_to(directory).as_posix().startswith(_IGNORED_PREFIXES)
+    }
+
+
+def source_marker(model: ModelToStage) -> dict[str, Any]:
+    """The shared copy's marker: a model without one is not complete on the shared fs."""
+    path = Path(model.source) / COPY_MARKER
+    try:
+        marker = json.loads(path.read_text())
+        files = {str(k): int(v) for k, v in marker["files"].items()}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise NodePrepError(f"{model.name}: {path}: no complete copy on the shared fs ({exc})") from None
+    return {**marker, "files": files}
+
+
+def staged_ok(target: Path, marker: Mapping[str, Any], boot_id: str) -> bool:
+    try:
+        staged = json.loads((target / STAGED_MARKER).read_text())
+    except (OSError, ValueError):
+        return False
+    return bool(staged.get("boot_id") == boot_id and staged.get("marker") == marker and listing(target) == marker["files"])
+
+
+def stage(model: ModelToStage, root: Path, boot_id: str) -> Staged:
+    """One model to `root/<key>`, once per boot: under `root/.<key>.lock` (a second task of the
+    node waits, then finds the copy done), via `<key>.partial`, the staged marker inside it."""
+    began = time.monotonic()
+    marker = source_marker(model)
+    target = root / model.key
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / f".{model.key}.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if staged_ok(target, marker, boot_id):
+            return Staged(model.name, str(target), "present", sum(marker["files"].values()), time.monotonic() - began)
+        partial = root / f"{model.key}.partial"
+        for stale in (partial, target):
+            if stale.exists():
+                shutil.rmtree(stale)
+        shutil.copytree(model.source, partial, ignore=shutil.ignore_patterns(".fleet-staged.json", ".rsync-partial"), symlinks=False)
+        found = listing(partial)
+        if found != marker["files"]:
+            shutil.rmtree(partial)
+            raise NodePrepError(f"{model.name}: the copy from {model.source} does not match its marker (files changed under the copy?)")
+        with atomic_file(partial / STAGED_MARKER) as handle:
+            handle.write(json.dumps({"boot_id": boot_id, "source": model.source, "marker": marker}, sort_keys=True).encode())
+        os.rename(partial, target)
+        return Staged(model.name, str(target), "copied", sum(marker["files"].values()), time.monotonic() - began)
+
+
+def bytes_to_stage(models: Sequence[ModelToStage], root: Path, boot_id: str) -> int:
+    """What this start would copy (models without this boot's complete copy); an unreadable
+    source counts nothing here: staging then fails with its reason."""
+    total = 0
+    for model in models:
+        try:
+            marker = source_marker(model)
+        except NodePrepError:
+            continue
+        if not staged_ok(root / model.key, marker, boot_id):
+            total += sum(marker["files"].values())
+    return total
+
+
+def free_space(root: Path) -> int | None:
+    probe = root
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    try:
+        stat = os.statvfs(probe)
+    except OSError:
+        return None
+    return stat.f_bavail * stat.f_frsize
+
+
+def point_at(shard: dict[str, Any], moves: Mapping[str, str]) -> dict[str, Any]:
+    """The shard with every server argument and environment value under a shared model dir
+    pointed at its node-local copy. Pure."""
+
+    def moved(value: str) -> str:
+        for source, target in moves.items():
+            if value == source or value.startswith(source.rstrip("/") + "/"):
+                return target + value[len(source.rstrip("/")):]
+        return value
+
+    out = json.loads(json.dumps(shard))
+    for server in out.get("servers", []):
+        server["argv"] = [moved(a) for a in server.get("argv", [])]
+        server["env"] = {k: moved(v) for k, v in server.get("env", {}).items()}
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# The step
+
+
+def _identity(env: Mapping[str, str]) -> tuple[str, str, str, str, int]:
+    hostname = socket.gethostname()
+    try:
+        boot_id = Path(BOOT_ID_PATH).read_text().strip()
+    except OSError:
+        boot_id = "unknown"
+    # An array task as squeue and the controller name it (`A_i`); a single job by its id.
+    if env.get("SLURM_ARRAY_JOB_ID") and env.get("SLURM_ARRAY_TASK_ID"):
+        job_id = f"{env['SLURM_ARRAY_JOB_ID']}_{env['SLURM_ARRAY_TASK_ID']}"
+    else:
+        job_id = env.get("SLURM_JOB_ID", "nojob")
+    return env.get("SLURMD_NODENAME") or hostname, hostname, boot_id, job_id, int(env.get("SLURM_RESTART_COUNT", "0") or 0) + 1
+
+
+def prepare(task_dir: Path, req: NodeRequirements, env: Mapping[str, str]) -> NodePrep:
+    node, hostname, boot_id, job_id, start = _identity(env)
+    began = time.time()
+    facts_file = f"{NODE_FACTS_DIR}/{job_id}.{start}.txt"
+    try:
+        done = subprocess.run(["sh", req.facts_script], capture_output=True, text=True, timeout=FACTS_TIMEOUT_S, cwd="/", env=dict(env))
+        output = done.stdout
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        output = f"the facts script did not run: {exc}"
+    with atomic_file(task_dir / facts_file) as handle:
+        handle.write(output.encode())
+    facts = read_facts(split_sections(output, req.section_mark), req)
+    root = local_root(req.node_local_dir, env) if req.node_local_dir else None
+    pending = bytes_to_stage(req.models, root, boot_id) if root else 0
+    shard_path = task_dir / SHARD
+    try:
+        shard = json.loads(shard_path.read_text())
+    except (OSError, ValueError) as exc:
+        raise NodePrepError(f"{shard_path}: {exc}") from None
+    checks = judge(facts, req, shard_gpus(shard), granted_gpus(env), free_space(root) if root else None, pending, str(root) if root else None)
+    prep = NodePrep(node, hostname, boot_id, job_id, start, began, checks, agent_started=False, facts_file=facts_file)
+    if prep.failures:
+        return prep
+    staged: list[Staged] = []
+    try:
+        if root is not None:
+            staged = [stage(model, root, boot_id) for model in req.models]
+            with atomic_file(shard_path) as handle:
+                handle.write(json.dumps(point_at(shard, {m.source: s.path for m, s in zip(req.models, staged)}), indent=1, sort_keys=True).encode())
+    except (OSError, ValueError, NodePrepError) as exc:
+        return replace(prep, staged=staged, error=f"staging failed: {exc}")
+    return replace(prep, staged=staged, agent_started=True)
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 2:
+        print("usage: python -m fleet.host.nodeprep TASK_DIR REQUIREMENTS", file=sys.stderr)
+        return 2
+    task_dir = Path(argv[0])
+    try:
+        req = NodeRequirements.load(argv[1])
+        prep = prepare(task_dir, req, os.environ)
+    except (ContractError, NodePrepError) as exc:
+        print(f"fleet nodeprep: {exc}", file=sys.stderr)
+        return 2
+    with atomic_file(task_dir / prep.file_name()) as handle:
+        handle.write(prep.to_json().encode())
+    for check in prep.checks:
+        print(f"fleet nodeprep: {prep.node}: {check.verdict:4} {check.rule_id}: {check.message}", file=sys.stderr)
+    for item in prep.staged:
+        print(f"fleet nodeprep: {prep.node}: {item.action} {item.model} -> {item.path} ({item.bytes} bytes, {item.seconds:.2f} s)", file=sys.stderr)
+    if not prep.agent_started:
+        print(f"fleet nodeprep: {prep.reason()}", file=sys.stderr)
+        return REFUSED_EXIT
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

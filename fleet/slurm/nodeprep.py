@@ -1,0 +1,182 @@
+"""The controller's side of node preparation inside Slurm allocations (fleet.host.nodeprep runs
+on the node): what a node must have, written once per array beside its task dirs; what the nodes
+said, read back from the pulled task dirs.
+
+- `facts_script`: the composite facts script of fleet.facts (the one an SSH host answers in one
+  round trip), shipped to the shared dir; the node runs it, not an SSH login to the node.
+- `requirements`: the array's NodeRequirements: the GPUs a task is granted, the preflight tables
+  (fleet.provision.preflight) as data, the models to stage to node-local storage.
+- `refusal`, `refused_nodes`: pure readings of the nodes' NodePrep files, for fleet.slurm.outcome
+  (a task refused by its node is submitted again) and fleet.slurm.sweep (`--exclude` those nodes).
+- `node_report`: the controller's full preflight report (every rule, warnings too) on a node's
+  facts file, parsed by fleet.facts' own parsers.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from fleet.facts.commands import SECTION_MARK, composite_script, parse_section, split_sections
+from fleet.facts.gather import _stable_facts, _volatile_facts
+from fleet.facts.models import Driver, FactsRequest, HostFacts
+from fleet.facts.parsers import GPU_QUERY_FIELDS, NVCC_ABSENT, NVCC_PATH_LABEL, PROBE_MARK, FactError
+from fleet.host.contract.nodeprep import REQUIREMENTS_FILE, ArchRule, ModelToStage, NodePrep, NodeRequirements, load_node_preps
+from fleet.inventory import Host, slugify
+from fleet.layout import model_cache_dir
+from fleet.playbook import ModelRef
+from fleet.provision import preflight
+from fleet.provision.preflight import PreflightReport, PreflightRequirements, run_preflight
+from fleet.transport.base import Transport
+
+FACTS_SCRIPT = "node-facts.sh"  # in the sweep's root on the shared fs
+STAGING_KEY = preflight.STAGING_KEY
+
+
+def _version_text(version: tuple[int, ...]) -> str:
+    return ".".join(map(str, version))
+
+
+def facts_request(node: Host, node_local_dir: str | None) -> FactsRequest:
+    """What the node's facts measure: the node-local dir's disk (where it is a plain path; a
+    `$TMPDIR` one is measured by the node itself) and the engine's interpreter."""
+    paths = {STAGING_KEY: node_local_dir} if node_local_dir and node_local_dir.startswith("/") else {}
+    return FactsRequest(paths=paths, engine_python=node.engine.python)
+
+
+def facts_script(request: FactsRequest) -> str:
+    """The same composite script `fleet.facts.gather_facts` runs on an SSH host."""
+    return composite_script(_volatile_facts(request) + _stable_facts(request))
+
+
+def model_key(model: ModelRef) -> str:
+    """A model's directory under the node-local dir (as fleet.layout names a staged copy)."""
+    return f"{slugify(model.label)}--{slugify(model.revision)}"
+
+
+def models_to_stage(models: Iterable[ModelRef], node: Host) -> list[ModelToStage]:
+    """Every model fleet copied to the shared dir (with its marker); a model given by `path:` is
+    the site's own copy, served where it is."""
+    return [ModelToStage(m.label, model_cache_dir(m, node), model_key(m)) for m in models if not m.path]
+
+
+def requirements(cluster: Host, node: Host, root: str, models: Sequence[ModelToStage]) -> NodeRequirements:
+    """A sweep's NodeRequirements; `root`: the sweep's dir on the shared fs (the facts script's)."""
+    assert cluster.slurm is not None
+    local = cluster.slurm.node_local_dir
+    return NodeRequirements(
+        engine_kind=node.engine.kind.value,
+        facts_script=posixpath.join(root, FACTS_SCRIPT),
+        section_mark=SECTION_MARK,
+        node_local_dir=local,
+        gpu_model=cluster.gpus.model,
+        arch_rules=[ArchRule(r.major, r.minor, _version_text(r.min_toolkit), r.toolkit_reason) for r in preflight.ARCH_REQUIREMENTS],
+        toolkit_min_driver={_version_text(k): v for k, v in preflight.TOOLKIT_MIN_DRIVER.items()},
+        minor_compat_min_driver={str(k): v for k, v in preflight.MINOR_COMPAT_MIN_DRIVER.items()},
+        models=list(models) if local else [],
+        gpu_query_fields=list(GPU_QUERY_FIELDS),
+        facts_labels={"nvcc_path": NVCC_PATH_LABEL, "nvcc_absent": NVCC_ABSENT, "engine_probe": PROBE_MARK},
+        host_file=str(cluster.source_file),
+    )
+
+
+def requirements_path(root: str) -> str:
+    return posixpath.join(root, REQUIREMENTS_FILE)
+
+
+def ship(t: Transport, cluster: Host, node: Host, root: str, models: Iterable[ModelRef], timeout: float = 60.0) -> NodeRequirements:
+    """The facts script and the sweep's NodeRequirements to its dir on the shared fs (through the
+    login host): every task's batch script reads them before its agent starts."""
+    assert cluster.slurm is not None
+    req = requirements(cluster, node, root, models_to_stage(models, node))
+    t.put_bytes(facts_script(facts_request(node, cluster.slurm.node_local_dir)).encode(), req.facts_script, timeout=timeout)
+    t.put_bytes(req.to_json().encode(), requirements_path(root), timeout=timeout)
+    return req
+
+
+# ---------------------------------------------------------------------------------------------
+# What the nodes said (pure, on pulled task dirs)
+
+
+def refusal(preps: Sequence[NodePrep], job_id: str) -> NodePrep | None:
+    """The latest start of `job_id` (an array task as `A_i`), where its node refused it."""
+    starts = [p for p in preps if p.job_id == job_id]
+    if not starts:
+        return None
+    latest = max(starts, key=lambda p: (p.start, p.at))
+    return None if latest.agent_started else latest
+
+
+def refused_nodes(preps: Iterable[NodePrep]) -> list[str]:
+    """Nodes that refused a task of the array: a failed check, or a staging that failed there
+    (its disk, its copy): the array's resubmissions exclude them."""
+    return sorted({p.node for p in preps if not p.agent_started})
+
+
+@dataclass(frozen=True)
+class NodeRefusals:
+    """The NodePrep files of a Slurm sweep's pulled task dirs (`<mirror>/<array>/task-<i>/`)."""
+
+    preps: Mapping[tuple[str, int], Sequence[NodePrep]]
+
+    @classmethod
+    def read(cls, mirror: Path, tasks: Iterable[tuple[str, int]]) -> NodeRefusals:
+        return cls({(key, index): load_node_preps(mirror / key / f"task-{index}") for key, index in tasks})
+
+    def reason(self, array: str, index: int, job_id: str | None) -> str | None:
+        """Why the task's latest start (job `job_id`) was refused by its node, or None."""
+        refused = refusal(self.preps.get((array, index), ()), job_id) if job_id else None
+        return refused.reason() if refused else None
+
+    def excluded(self, array: str) -> list[str]:
+        """The nodes any task of the array was refused by: its next submission avoids them."""
+        return refused_nodes(p for (key, _), preps in self.preps.items() if key == array for p in preps)
+
+
+@dataclass(frozen=True)
+class NodeReport:
+    prep: NodePrep
+    report: PreflightReport
+
+
+def node_facts(output: str, request: FactsRequest) -> HostFacts:
+    """A node's facts file -> HostFacts, through fleet.facts' own parsers (as gather_facts reads
+    an SSH host's answer to the same script)."""
+    sections = split_sections(output)
+    values: dict[str, object] = {}
+    problems: dict[str, str] = {}
+    for fact in _volatile_facts(request) + _stable_facts(request):
+        section = sections.get(fact.name)
+        if section is None:
+            problems[fact.name] = "no output: the facts script stopped before it"
+            continue
+        try:
+            values[fact.name] = parse_section(fact, section)
+        except FactError as exc:
+            problems[fact.name] = str(exc)
+    header = values.get("driver")
+    driver = header.model_copy(update={"kernel_module": values.get("kernel_module")}) if isinstance(header, Driver) else None
+    return HostFacts.model_validate(
+        {
+            "request": request, "driver": driver, "toolkit": values.get("toolkit"), "engine": values.get("engine"),
+            "os": values.get("os"), "kernel": values.get("kernel"), "systemd": values.get("systemd"), "problems": problems,
+            "boot_id": values.get("boot_id"), "gpus": values.get("gpus", []), "gpu_processes": values.get("gpu_processes", []),
+            "memory": values.get("memory"), "disks": values.get("disks", {}), "staging_dir_bytes": values.get("staging_dir"),
+        }
+    )  # fmt: skip
+
+
+def node_report(task_dir: Path, prep: NodePrep, node: Host, gpus: int, node_local_dir: str | None) -> NodeReport | None:
+    """The full preflight report of fleet.provision.preflight on the facts the node gathered
+    (None when the facts file is not there)."""
+    if prep.facts_file is None or not (task_dir / prep.facts_file).exists():
+        return None
+    facts = node_facts((task_dir / prep.facts_file).read_text(errors="replace"), facts_request(node, node_local_dir))
+    needs = PreflightRequirements(expected_gpu_count=gpus, expected_gpu_model=node.gpus.model, engine_kind=node.engine.kind,
+                                  service_manager=node.service_manager, host_file=str(node.source_file))
+    # nvidia-smi lists the whole node; the job has `gpus` of them: count and idleness are the
+    # node gate's to judge on the granted GPUs, the rest (toolkit, driver, engine) is the node's.
+    rules = [r for r in preflight.RULES if r.id not in ("gpu-count", "gpus-idle")]
+    return NodeReport(prep, run_preflight(facts, needs, host=prep.node, rules=rules))
