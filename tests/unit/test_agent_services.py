@@ -30,6 +30,8 @@ from fleet.host.agent.services import (
     systemd_status,
     wait_free,
 )
+from fleet.host.engines.sim.gpu import register_process
+from tests.testfleet.gpu_tools import local_gpu_env
 
 REAL = Path(__file__).resolve().parents[1] / "fixtures" / "real-tool-output" / "h200-driver580-cuda13.0"
 LISTEN = "import socket,sys,time; s=socket.socket(); s.bind(('127.0.0.1', int(sys.argv[1]))); s.listen(); time.sleep(60)"
@@ -152,6 +154,24 @@ def test_stale_fleet_servers_on_the_port_are_cleared_strangers_are_not(tmp_path:
         stranger.kill()
         stranger.wait()
     assert wait_free(port, [], timeout_s=5) == []
+
+
+def test_a_stale_server_holding_the_port_and_a_gpu_is_killed_once_and_not_called_a_stranger(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Listed twice (port and GPU): once the first listing killed it, its environ is unreadable;
+    # read as "not fleet's", the GPU listing would fail the new server as busy (seen on a real sweep).
+    for key, value in local_gpu_env(tmp_path / "gpu-tools", os.environ).items():
+        monkeypatch.setenv(key, value)
+    port = free_port()
+    earlier = ProcessServices(tmp_path / "earlier-sweep")
+    stale = earlier.start(spec(tmp_path, "stale", [sys.executable, "-c", LISTEN, str(port)])).pid
+    assert stale is not None
+    assert wait(lambda: bool(port_listeners(port)))
+    server_pid = next(iter(port_listeners(port)))
+    register_process(os.environ["FLEET_FAKE_GPU_DIR"], server_pid, [3], 2048)
+    killed, blockers = clear_stale(port, [3], grace_s=5)
+    assert [(h.pid, h.holds) for h in killed] == [(server_pid, f"port {port}")] and blockers == []
+    assert not pid_alive(server_pid)
+    earlier.status("stale")  # reaps the wrapper
 
 
 def test_systemd_status_from_show_properties() -> None:

@@ -37,6 +37,7 @@ from typing import Any, Callable, Iterable, Protocol
 
 from fleet.host import nvidia_smi
 from fleet.host.atomic import write_json_atomic
+from fleet.host.procfs import boot_id, cmdline, group_members, pid_alive, start_ticks
 
 RUNNING, EXITED, ABSENT = "running", "exited", "absent"
 # Set in the environment of every service fleet starts (systemd units must set it too): a process
@@ -106,56 +107,6 @@ class Services(Protocol):
     def status(self, name: str) -> ServiceStatus: ...
 
     def stop(self, name: str, grace_s: float) -> ServiceStatus: ...
-
-
-def boot_id() -> str:
-    try:
-        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
-    except OSError:
-        return "unknown"
-
-
-# ---------------------------------------------------------------------------------------------
-# /proc helpers
-
-
-def _stat_fields(pid: int) -> list[str] | None:
-    """Fields of /proc/<pid>/stat after the command name: [state, ppid, pgrp, ...]."""
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return text.rsplit(")", 1)[1].split()
-
-
-def pid_alive(pid: int) -> bool:
-    """Alive and not a zombie."""
-    fields = _stat_fields(pid)
-    return fields is not None and fields[0] != "Z"
-
-
-def start_ticks(pid: int) -> int | None:
-    """The process start time in clock ticks since boot: with the pid, a name that is never reused."""
-    fields = _stat_fields(pid)
-    return int(fields[19]) if fields else None
-
-
-def group_members(pgid: int) -> set[int]:
-    """Live processes of a process group."""
-    members = set()
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            fields = _stat_fields(int(entry.name))
-            if fields and fields[0] != "Z" and int(fields[2]) == pgid:
-                members.add(int(entry.name))
-    return members
-
-
-def cmdline(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
-    except OSError:
-        return ""
 
 
 def started_by_fleet(pid: int) -> bool:
@@ -555,6 +506,10 @@ def clear_stale(port: int, gpus: Iterable[int], grace_s: float) -> tuple[list[Ho
     killed: list[Holder] = []
     blockers: list[Holder] = []
     for holder in find_holders(port, gpus):
+        if any(holder.pid == done.pid for done in killed) or not pid_alive(holder.pid):
+            # Listed twice (it held the port and a GPU) and killed by the first, or gone meanwhile:
+            # a dead process's environ is unreadable, so it must not be read as someone else's.
+            continue
         if not started_by_fleet(holder.pid):
             blockers.append(holder)
             continue

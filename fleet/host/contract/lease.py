@@ -36,6 +36,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from fleet.host import procfs
 from fleet.host.atomic import write_json_atomic
 from fleet.host.contract.reader import Reader
 from fleet.host.errors import ContractError, FleetError
@@ -171,22 +172,6 @@ class Taken:
 # ------------------------------------------------------------------------------ on the host
 
 
-def host_boot_id() -> str:
-    try:
-        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
-    except OSError:
-        return "unknown"
-
-
-def process_exists(pid: int) -> bool:
-    """Alive and not a zombie (a zombie agent holds nothing)."""
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return text.rsplit(")", 1)[1].split()[0] != "Z"
-
-
 class HostLease:
     """The lease file of one host's work dir. Every read-decide-write holds the flock."""
 
@@ -195,8 +180,8 @@ class HostLease:
         work_dir: Path | str,
         *,
         clock: Callable[[], float] = time.time,
-        boot_id: Callable[[], str] = host_boot_id,
-        alive: Callable[[int], bool] = process_exists,
+        boot_id: Callable[[], str] = procfs.boot_id,
+        alive: Callable[[int], bool] = procfs.pid_alive,  # a zombie agent holds nothing
     ) -> None:
         self.dir = Path(work_dir)
         self.path = self.dir / LEASE_FILE
@@ -294,7 +279,7 @@ def command_args(action: str, work_dir: str, claim: Claim) -> list[str]:
 
 
 # What the program carries, in import order: this module and what it imports of fleet.
-_CARRIED = ("fleet/host/errors.py", "fleet/host/atomic.py", "fleet/host/contract/reader.py", "fleet/host/contract/lease.py")
+_CARRIED = ("fleet/host/errors.py", "fleet/host/atomic.py", "fleet/host/procfs.py", "fleet/host/contract/reader.py", "fleet/host/contract/lease.py")
 _PACKAGES = ("fleet", "fleet.host", "fleet.host.contract")
 _BOOTSTRAP = """\
 import sys, types

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, NoReturn, Sequence, TextIO
 
+from fleet.host import procfs
 from fleet.host.engines.sglang import args as sglang_args
 from fleet.host.engines.sglang.args import DFLASH_FAMILY, EAGLE_FAMILY, ResolvedArgs, resolve_server_args
 from fleet.host.engines.sglang.flags import ArgvError, ConfigFileError, ParsedArgv
@@ -98,8 +99,11 @@ def other_processes_mib(fake_gpu_dir: str | None, gpu_indices: Sequence[int], ow
             pid = int(record["pid"])
             if pid == own_pid or gpu_indices[0] not in record.get("gpus", []):
                 continue
-            os.kill(pid, 0)
         except (OSError, ValueError, KeyError, TypeError):
+            continue
+        # A dead process holds no GPU memory, a zombie neither: a server killed before it could
+        # unregister stays a zombie for good where PID 1 does not reap orphans.
+        if not procfs.pid_alive(pid):
             continue
         total += float(record.get("used_mib", 0))
     return total
