@@ -300,14 +300,6 @@ def sweep(
     from fleet.views import duration, event_line, provision_table, sweep_table
 
     root = _results_root()
-    from fleet.slurm.cli import slurm_sweep  # a `kind: slurm` entry, or a Slurm sweep's id: fleet.slurm
-
-    code = slurm_sweep(
-        hosts=lambda: _select_hosts(hosts_spec), resume=resume, cancel=cancel, playbook=lambda: playbook or _default_playbook(),
-        root=root, poll=poll, memory_check=memory_check, say=lambda line: err.print(line, highlight=False, soft_wrap=True),
-    )  # fmt: skip
-    if code is not None:
-        raise typer.Exit(code)
     interactive = out.is_terminal and not as_json
     live = Live(console=err, refresh_per_second=2, transient=False) if interactive else None
     last: list[Event] = []  # the latest event: the live table's elapsed time and ETA
@@ -323,6 +315,17 @@ def sweep(
         last[:] = [event]
         if event.host and "host_eta_s" in event.data:
             host_etas[event.host] = float(event.data["host_eta_s"])
+
+    from fleet.slurm.cli import slurm_sweep  # a `kind: slurm` entry, or a Slurm sweep's id: fleet.slurm
+
+    code = slurm_sweep(
+        hosts=lambda: _select_hosts(hosts_spec), resume=resume, cancel=cancel, playbook=lambda: playbook or _default_playbook(),
+        root=root, poll=poll, memory_check=memory_check, say=lambda line: err.print(line, highlight=False, soft_wrap=True),
+        # No live table for a cluster: on a terminal its events go to stderr as lines.
+        on_event=on_event if not interactive else lambda e: err.print(event_line(e), highlight=False, soft_wrap=True), quarantine=_quarantine_store(),
+    )  # fmt: skip
+    if code is not None:
+        raise typer.Exit(code)
 
     def watch(statuses) -> None:
         if live is None:

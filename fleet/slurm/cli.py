@@ -8,8 +8,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from fleet.errors import FleetError
+from fleet.fixes.quarantine import QuarantineStore
 from fleet.inventory import Host, HostKind
 from fleet.slurm.sweep import SlurmSweepOutcome, cancel_slurm_sweep, is_slurm_sweep, resume_slurm_sweep, start_slurm_sweep
+from fleet.sweep.events import EventSink
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -24,8 +26,11 @@ def slurm_sweep(
     poll: float,
     memory_check: bool,
     say: Callable[[str], None],
+    on_event: EventSink | None = None,
+    quarantine: QuarantineStore | None = None,
 ) -> int | None:
-    """The exit code of a Slurm sweep command, or None when it is no Slurm sweep."""
+    """The exit code of a Slurm sweep command, or None when it is no Slurm sweep. `on_event` gets
+    the sweep's progress events (fleet.sweep.events: the vocabulary of an SSH sweep)."""
     sweep_id = cancel or resume
     if sweep_id is not None:
         directory = root / sweep_id
@@ -42,7 +47,9 @@ def slurm_sweep(
                 return EXIT_FAILED
             say(f"scancel {' '.join(ids)}")
             return EXIT_OK
-        return _watched(lambda stop: resume_slurm_sweep(directory, poll_interval_s=poll, stop=stop, say=say), say)
+        return _watched(
+            lambda stop: resume_slurm_sweep(directory, poll_interval_s=poll, stop=stop, say=say, on_event=on_event, quarantine=quarantine), say
+        )
     chosen = list(hosts())
     clusters = [h for h in chosen if h.kind is HostKind.slurm]
     if not clusters:
@@ -51,7 +58,10 @@ def slurm_sweep(
         say(f"--hosts: a Slurm entry ({clusters[0].name}) runs a sweep alone, not beside {', '.join(h.name for h in chosen if h is not clusters[0])}")
         return EXIT_USAGE
     return _watched(
-        lambda stop: start_slurm_sweep(playbook(), clusters[0], root, poll_interval_s=poll, stop=stop, memory_check=memory_check, say=say), say
+        lambda stop: start_slurm_sweep(
+            playbook(), clusters[0], root, poll_interval_s=poll, stop=stop, memory_check=memory_check, say=say, on_event=on_event, quarantine=quarantine
+        ),
+        say,
     )
 
 
@@ -82,6 +92,8 @@ def _watched(run: Callable[[threading.Event], SlurmSweepOutcome], say: Callable[
         raise errors[0]
     outcome = box[0]
     say(f"results: {outcome.directory}/{outcome.record.cluster}/runs/ ({outcome.results} results: {outcome.by_status}; summary: {outcome.directory}/summary.json)")
+    for fix in outcome.fixes:
+        say(f"{fix['host']}: {fix['label']}: {fix['failure_class']} -> {fix['action']}: {fix['description']}")
     for problem in outcome.problems:
         say(problem)
     if outcome.interrupted:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from fleet.errors import FleetError
+from fleet.slurm.script import parse_slurm_time
 
 
 class SlurmOutputError(FleetError):
@@ -100,11 +101,28 @@ class SlurmJob:
         return self.state.ended
 
     @property
+    def time_limit_s(self) -> int | None:
+        """The limit Slurm enforces (TimeLimit; an admin's `scontrol update` shows here), None when UNLIMITED."""
+        return _seconds(self.time_limit)
+
+    @property
+    def run_time_s(self) -> int | None:
+        """How long it ran (RunTime), None where Slurm says nothing readable."""
+        return _seconds(self.fields.get("RunTime", ""))
+
+    @property
     def preempted(self) -> bool:
         """Slurm chose it for preemption (PreemptTime set). Under graceful preemption (GraceTime,
         preempt_send_user_signal) the agent stops on its signal and the job ends COMPLETED, not
         PREEMPTED: this says what happened to it."""
         return self.fields.get("PreemptTime", "None") not in ("None", "Unknown", "")
+
+
+def _seconds(text: str) -> int | None:
+    try:
+        return parse_slurm_time(text) if text and text not in ("UNLIMITED", "NONE", "INVALID", "Partition_Limit") else None
+    except ValueError:
+        return None
 
 
 def parse_sbatch_parsable(text: str) -> str:

@@ -16,18 +16,26 @@ How a Slurm sweep goes:
    happens to a task follows fleet.slurm.outcome: the results say what is done; a task that
    Slurm requeues (node failure, preemption) is waited for, one that ended lost to the cluster
    is submitted again on the same dir -- the agent then runs only what has no result.
-4. `results/<sweep>/slurm.json` records the arrays, their tasks and every submission's job id:
+4. Repair, as on SSH hosts (fleet.sweep.fixing.SweepFixer, the same code): once a task has all
+   its results, its failed runs are classified (the agent's diagnosis rides in each result); a
+   kernel crash quarantines the configuration (each unfinished task of a quarantined server gets
+   `quarantine.json` in its dir, and its agent skips it, as on an SSH host), a fixable failure
+   becomes a fixed variant, and the variants of one poll are submitted as further tasks of the
+   array of their GPU count (a repair round: one more job).
+5. `results/<sweep>/slurm.json` records the arrays, their tasks and every submission's job id:
    `fleet sweep --resume ID` reattaches to them, `fleet sweep --cancel ID` cancels them.
-   Ctrl-C (or a killed controller) leaves the jobs to Slurm.
+   Ctrl-C (or a killed controller) leaves the jobs to Slurm. Progress goes out as the events of an
+   SSH sweep (fleet.sweep.events), the cluster as their one host.
 
 Not done here (see README.md, Slurm): provisioning and preflight per node inside allocations
-(facts, CUDA toolkit, node-local staging), repair rounds, live quarantine pushes.
+(facts, CUDA toolkit, node-local staging).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
 import posixpath
 import shutil
 import tempfile
@@ -43,20 +51,28 @@ from fleet.errors import FleetError
 from fleet.fixes.quarantine import QuarantineStore
 from fleet.host.atomic import atomic_file, write_json_atomic
 from fleet.host.contract import ContractError, RunResult, SweepDir, load_result
-from fleet.host.contract.shard import Shard
+from fleet.host.contract.quarantine import HostQuarantine
+from fleet.host.contract.shard import AgentLimits, Shard
 from fleet.inventory import EngineKind, GpuSpec, Host, HostKind, HostPaths, ServiceManager
 from fleet.layout import BASE_PORT, LATEST, PORT_STRIDE
-from fleet.plan import Plan, PlannedServer, PlanOptions, hardware_of, launch_on, make_plan
-from fleet.playbook import load_playbook
+from fleet.plan import Plan, PlannedServer, PlanOptions, hardware_of, launch_on, make_plan, time_scale_of
+from fleet.planning.estimate import DURATIONS_FILE, DurationHistory
+from fleet.playbook import Playbook, load_playbook
 from fleet.provision.models import ensure_cached, read_state
 from fleet.provision.provision import ensure_dirs, ensure_sim_model, models_of, provision_options
 from fleet.slurm import grant
 from fleet.slurm.commands import SlurmClient
 from fleet.slurm.feasibility import Request, infeasible, unusable_now
 from fleet.slurm.jobs import NodeInfo, SlurmJob
+from fleet.slurm.nodeprep import NodeRefusals
+from fleet.slurm.nodeprep import requirements_path as node_requirements_path
+from fleet.slurm.nodeprep import ship as ship_node_prep
 from fleet.slurm.outcome import Action, Verdict, judge
 from fleet.slurm.script import BatchJob, render_batch_script, time_limit_s
 from fleet.sweep.bundle import write_bundle
+from fleet.sweep.events import EventSink, EventStream, SweepProgress, record_durations
+from fleet.sweep.fixing import SweepFixer
+from fleet.sweep.hoststatus import HostStatus, Phase
 from fleet.sweep.record import new_sweep_id
 from fleet.sweep.shards import agent_limits, server_name, server_spec
 from fleet.transport.base import Transport
@@ -113,8 +129,12 @@ class SlurmSweep:
     cluster: str  # the inventory entry
     root: str  # <shared>/slurm/<sweep-id> on the cluster
     arrays: list[JobArray]
-    state: str = "running"
+    state: str = "running"  # running, then finished (every run has its result) or incomplete; cancelled
     schema: str = RECORD_SCHEMA
+    # How the plan was made, so that a resume makes it again (same server ids) for its repairs.
+    memory_check: bool = True
+    gpus_per_node: int = 0
+    created_at: float = field(default_factory=time.time)  # a resume's elapsed time counts from here
 
     def save(self, directory: Path) -> None:
         write_json_atomic(directory / RECORD, asdict(self))
@@ -130,7 +150,8 @@ class SlurmSweep:
                 JobArray(a["key"], a["gpus"], [Task(**t) for t in a["tasks"]], [Submission(**s) for s in a["submissions"]], a["finished"])
                 for a in raw["arrays"]
             ]
-            return cls(raw["sweep_id"], raw["cluster"], raw["root"], arrays, raw["state"])
+            return cls(raw["sweep_id"], raw["cluster"], raw["root"], arrays, raw["state"], memory_check=raw.get("memory_check", True),
+                       gpus_per_node=raw.get("gpus_per_node", 0), created_at=raw.get("created_at", time.time()))
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise SlurmSweepError(f"{path}: not a readable Slurm sweep record ({exc})") from None
 
@@ -184,7 +205,7 @@ def task_server(planned: PlannedServer, node: Host, record: SlurmSweep, array: J
     port (tasks of one sweep may share a node), its work dir the task's."""
     hardware = hardware_of(node)
     moved = replace(planned, gpus=tuple(range(len(planned.gpus))), port=port, launch=launch_on(node, planned.config, port, hardware))
-    spec = server_spec(moved, node, record.sweep_id, after=[])
+    spec = server_spec(moved, node, record.sweep_id)
     env = {k: v for k, v in spec.env.items() if k != "CUDA_VISIBLE_DEVICES"}
     if node.engine.kind is EngineKind.sim:
         env["PYTHONPATH"] = record.bundle_dir
@@ -205,7 +226,7 @@ def arrays_of(plan: Plan) -> list[JobArray]:
     return arrays
 
 
-def batch_job(cluster: Host, record: SlurmSweep, array: JobArray, tasks: Sequence[int], limit_s: int) -> BatchJob:
+def batch_job(cluster: Host, record: SlurmSweep, array: JobArray, tasks: Sequence[int], limit_s: int, exclude: Sequence[str] = ()) -> BatchJob:
     assert cluster.slurm is not None
     s = cluster.slurm
     return BatchJob(
@@ -223,6 +244,8 @@ def batch_job(cluster: Host, record: SlurmSweep, array: JobArray, tasks: Sequenc
         constraint=s.constraint,
         cpus_per_task=s.cpus_per_gpu * array.gpus if s.cpus_per_gpu else None,
         array_tasks=tuple(tasks),
+        node_requirements=node_requirements_path(record.root),
+        exclude=tuple(exclude),
     )
 
 
@@ -283,8 +306,9 @@ def _provision_models(t: Transport, node: Host, playbook_path: Path) -> None:
                           transfer=lambda action: action(), timeout=TRANSFER_TIMEOUT_S, secrets=options.secrets)
 
 
-def _submit(t: Transport, client: SlurmClient, cluster: Host, record: SlurmSweep, array: JobArray, tasks: Sequence[int], limit_s: int, say: Say) -> None:
-    job = batch_job(cluster, record, array, tasks, limit_s)
+def _submit(t: Transport, client: SlurmClient, cluster: Host, record: SlurmSweep, array: JobArray, tasks: Sequence[int], limit_s: int, say: Say,
+            exclude: Sequence[str] = ()) -> None:
+    job = batch_job(cluster, record, array, tasks, limit_s, exclude)
     n = len(array.submissions)
     job_id = client.submit(render_batch_script(job), posixpath.join(record.array_dir(array), f"submit-{n}.sh"))
     array.submissions.append(Submission(job_id, list(tasks), limit_s))
@@ -300,6 +324,58 @@ class SlurmSweepOutcome:
     by_status: dict[str, int]
     problems: list[str]
     interrupted: bool = False
+    fixes: list[dict[str, Any]] = field(default_factory=list)  # fleet.sweep.fixing.FixRecord, as summary.json has them
+
+
+def _durations(results_root: Path) -> DurationHistory | None:
+    try:
+        return DurationHistory.load(results_root / DURATIONS_FILE)
+    except ContractError as exc:
+        log.error("%s; estimating from priors", exc)
+        return None
+
+
+def _plan(playbook: Playbook, node: Host, store: QuarantineStore, memory_check: bool, results_root: Path) -> Plan:
+    """The plan for one node of the cluster: what a start makes and a resume makes again (same
+    playbook copy, node and options: the same server ids, which the fixer needs)."""
+    options = PlanOptions(memory_check=memory_check, quarantine=store, hardware={node.name: hardware_of(node)}, durations=_durations(results_root))
+    return make_plan(playbook, [node], options)
+
+
+def _fixer(playbook: Playbook, node: Host, plan: Plan, store: QuarantineStore, sweep_id: str) -> SweepFixer:
+    """The SSH path's fixer, the cluster as its one host (a Slurm plan's servers are all the node's)."""
+    return SweepFixer(playbook, {node.name: node}, {node.name: hardware_of(node)}, store, sweep_id, {s.config.id: s for s in plan.servers})
+
+
+def _task_file(directory: Path, record: SlurmSweep, array: JobArray, index: int) -> Path:
+    """The controller's copy of a task's shard template (a resume reads the fixes made from it)."""
+    return directory / record.cluster / "tasks" / f"{array.key}-task-{index}.json"
+
+
+def _plant(t: Transport, directory: Path, record: SlurmSweep, node: Host, array: JobArray, task: Task, planned: PlannedServer, limits: AgentLimits) -> None:
+    """A task's shard template, on the shared dir (the agent's) and here (a resume's)."""
+    # Tasks of one sweep may share a node: each its own port (a fixed variant that must move keeps the one it pinned).
+    port = planned.config.port or BASE_PORT + PORT_STRIDE * sum(len(a.tasks) for a in record.arrays if a is not array) + PORT_STRIDE * task.index
+    shard = json.loads(Shard(record.sweep_id, record.cluster, "", "process", limits, []).to_json())
+    shard["servers"] = [task_server(planned, node, record, array, task.index, port)]
+    text = json.dumps(shard, indent=1, sort_keys=True)
+    t.put_bytes(text.encode(), posixpath.join(record.task_dir(array, task.index), grant.TEMPLATE), timeout=60)
+    write_json_atomic(_task_file(directory, record, array, task.index), shard)
+
+
+def _task_shards(directory: Path, record: SlurmSweep) -> list[Shard]:
+    shards = []
+    for array in record.arrays:
+        for task in array.tasks:
+            path = _task_file(directory, record, array, task.index)
+            if path.exists():
+                shards.append(Shard.from_json(path.read_text(), source=str(path)))
+    return shards
+
+
+def _one_shard(record: SlurmSweep, shards: Sequence[Shard], limits: AgentLimits) -> Shard:
+    """Every task's server in one shard: what the progress display follows (the cluster as one host)."""
+    return Shard(record.sweep_id, record.cluster, "", "process", limits, [server for shard in shards for server in shard.servers])
 
 
 def start_slurm_sweep(
@@ -313,9 +389,11 @@ def start_slurm_sweep(
     memory_check: bool = True,
     quarantine: QuarantineStore | None = None,
     say: Say = lambda line: None,
+    on_event: EventSink | None = None,
 ) -> SlurmSweepOutcome:
     if cluster.slurm is None:
         raise SlurmSweepError(f"{cluster.source_file}: {cluster.name} is not a `kind: slurm` entry")
+    stream = EventStream(on_event)
     playbook = load_playbook(playbook_path)
     t = connect(cluster)
     client = SlurmClient(t)
@@ -325,7 +403,7 @@ def start_slurm_sweep(
         raise SlurmSweepError(f"{cluster.name}: no node of partition {cluster.slurm.partition or '(default)'} has {cluster.slurm.gres} GRES (sinfo)")
     node = node_host(cluster, per_node)
     store = quarantine or QuarantineStore(results_root / "quarantine.json")
-    plan = make_plan(playbook, [node], PlanOptions(memory_check=memory_check, quarantine=store, hardware={node.name: hardware_of(node)}))
+    plan = _plan(playbook, node, store, memory_check, results_root)
     if plan.unplaceable:
         raise SlurmSweepError(f"{cluster.name}: cannot place {[c.label for c, _ in plan.unplaceable]}: {plan.unplaceable[0][1]}")
     sweep_id = new_sweep_id(playbook)
@@ -336,7 +414,8 @@ def start_slurm_sweep(
     write_json_atomic(directory / "plan.json", plan.to_json())
     with atomic_file(results_root / LATEST) as handle:
         handle.write(f"{sweep_id}\n".encode())
-    record = SlurmSweep(sweep_id, cluster.name, posixpath.join(cluster.slurm.shared_dir, "slurm", sweep_id), arrays_of(plan))
+    record = SlurmSweep(sweep_id, cluster.name, posixpath.join(cluster.slurm.shared_dir, "slurm", sweep_id), arrays_of(plan),
+                        memory_check=memory_check, gpus_per_node=per_node, created_at=stream.started_at)
     # Refused before anything is submitted: a request no node of the partition can ever hold.
     for array in record.arrays:
         request = Request(array.gpus, cluster.slurm.gres, cluster.slurm.partition, cluster.slurm.constraint)
@@ -347,34 +426,43 @@ def start_slurm_sweep(
     record.save(directory)
     _provision_models(t, node, playbook_path)
     _ship(t, record)
+    ship_node_prep(t, cluster, node, record.root, models_of(playbook))
+    stream.emit("provisioned", cluster.name, status="ok", reason="")
     planned = {s.config.id: s for s in plan.servers}
-    port = 0
     limits = agent_limits(playbook)
     for array in record.arrays:
         for task in array.tasks:
-            template = Shard(sweep_id, cluster.name, "", "process", limits, [])
-            shard = json.loads(template.to_json())
-            shard["servers"] = [task_server(planned[task.server_id], node, record, array, task.index, BASE_PORT + PORT_STRIDE * port)]
-            port += 1
-            t.put_bytes(json.dumps(shard, indent=1, sort_keys=True).encode(), posixpath.join(record.task_dir(array, task.index), grant.TEMPLATE),
-                        timeout=60)
+            _plant(t, directory, record, node, array, task, planned[task.server_id], limits)
+    usable = max(1, sum(1 for n in partition_nodes(cluster, nodes) if n.usable and n.gres.get(cluster.slurm.gres, 0) > 0))
+    stream.emit("planned", eta_s=plan.schedule.makespan_s / usable, runs=len(plan.runs), servers=len(plan.servers), hosts=[cluster.name],
+                measured_runs=plan.measured_runs)
     for array in record.arrays:
         tasks = [task.index for task in array.tasks]
         _submit(t, client, cluster, record, array, tasks, first_limit(cluster, array, tasks), say)
         record.save(directory)
-    return watch_slurm_sweep(directory, cluster, record, t, client, poll_interval_s=poll_interval_s, stop=stop, say=say)
+    watch = SlurmWatch(directory, cluster, node, record, t, client, plan, _fixer(playbook, node, plan, store, sweep_id), stream, usable, say)
+    return watch.run(poll_interval_s=poll_interval_s, stop=stop, resumed=False)
 
 
-def _pull(t: Transport, record: SlurmSweep, directory: Path) -> dict[tuple[str, int], set[str]]:
+def _copy_atomic(source: Path, target: Path) -> None:
+    """A result into runs/ whole or not at all: `fleet status` and the progress display read it meanwhile."""
+    temp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    shutil.copyfile(source, temp)
+    os.replace(temp, target)
+
+
+def pull_tasks(t: Transport, record: SlurmSweep, directory: Path, *, logs: bool = True) -> dict[tuple[str, int], set[str]]:
     """The shared dir's task dirs into results/<sweep>/<cluster>/slurm/; every readable result
-    into <cluster>/runs/. Returns the run ids with a result, per (array, task)."""
+    into <cluster>/runs/ (and, with `logs`, the server logs into <cluster>/logs/). Returns the run
+    ids with a result, per (array, task)."""
     mirror = directory / record.cluster / "slurm"
     mirror.mkdir(parents=True, exist_ok=True)
-    t.rsync_pull(record.root + "/", mirror, timeout=TRANSFER_TIMEOUT_S, excludes=[*SweepDir.PULL_EXCLUDES, "agent/"]).check()
+    excludes = [*SweepDir.PULL_EXCLUDES, "agent/"] + ([] if logs else [f"{SweepDir.LOGS}/", "slurm-*.out"])
+    t.rsync_pull(record.root + "/", mirror, timeout=TRANSFER_TIMEOUT_S, excludes=excludes).check()
     runs = directory / record.cluster / SweepDir.RUNS
-    logs = directory / record.cluster / SweepDir.LOGS
     runs.mkdir(parents=True, exist_ok=True)
-    logs.mkdir(parents=True, exist_ok=True)
+    logs_dir = directory / record.cluster / SweepDir.LOGS
+    logs_dir.mkdir(parents=True, exist_ok=True)
     done: dict[tuple[str, int], set[str]] = {}
     for array in record.arrays:
         for task in array.tasks:
@@ -387,31 +475,78 @@ def _pull(t: Transport, record: SlurmSweep, directory: Path) -> dict[tuple[str, 
                     continue  # a file the agent is still writing cannot be: atomic; a stranger's: left in the mirror
                 if result.run_id in task.run_ids:
                     have.add(result.run_id)
-                    shutil.copyfile(path, runs / path.name)
-            for path in (task_dir / SweepDir.LOGS).glob("*.log"):
-                shutil.copyfile(path, logs / path.name)
+                    target = runs / path.name
+                    if not target.exists() or target.read_bytes() != path.read_bytes():
+                        _copy_atomic(path, target)
+            if logs:
+                for path in (task_dir / SweepDir.LOGS).glob("*.log"):
+                    _copy_atomic(path, logs_dir / path.name)
     return done
 
 
-def watch_slurm_sweep(
-    directory: Path,
-    cluster: Host,
-    record: SlurmSweep,
-    t: Transport,
-    client: SlurmClient,
-    *,
-    poll_interval_s: float,
-    stop: threading.Event | None,
-    say: Say,
-) -> SlurmSweepOutcome:
-    assert cluster.slurm is not None
-    stop = stop or threading.Event()
-    problems: list[str] = []
-    cancelled: set[str] = set()
-    while True:
-        jobs = client.jobs(record.job_ids())
-        done = _pull(t, record, directory)
-        pending = 0
+class SlurmWatch:
+    """The loop of a Slurm sweep: Slurm's states and the results decide each task's fate
+    (fleet.slurm.outcome); finished tasks' failures go to the fixer; its variants are submitted."""
+
+    def __init__(
+        self, directory: Path, cluster: Host, node: Host, record: SlurmSweep, t: Transport, client: SlurmClient, plan: Plan, fixer: SweepFixer,
+        stream: EventStream, nodes: int, say: Say,
+    ) -> None:
+        assert cluster.slurm is not None
+        self.directory, self.cluster, self.node, self.record = directory, cluster, node, record
+        self.t, self.client, self.fixer, self.say = t, client, fixer, say
+        self.playbook = load_playbook(directory / "playbook.yaml")
+        self.limits = agent_limits(self.playbook)
+        self.local = directory / record.cluster
+        self.status = HostStatus(record.cluster, phase=Phase.SHIPPING)
+        self.considered: set[str] = set()  # run ids handed to the fixer
+        self.pushed: dict[str, str] = {}  # task dir -> the quarantine.json pushed there
+        self.problems: list[str] = []
+        shards = _task_shards(directory, record)
+        self.fixer.already_fixed(shards)
+        self.progress = SweepProgress(stream, plan, {record.cluster: _one_shard(record, shards, self.limits)}, {record.cluster: time_scale_of(node)},
+                                      {record.cluster: self.local})
+        # The plan packs one node; the partition's nodes run its tasks side by side.
+        self.progress.hosts[record.cluster].parallel *= nodes
+
+    def _observe(self) -> None:
+        self.progress.observe(self.status, _one_shard(self.record, _task_shards(self.directory, self.record), self.limits), self.local)
+
+    def run(self, *, poll_interval_s: float, stop: threading.Event | None, resumed: bool) -> SlurmSweepOutcome:
+        assert self.cluster.slurm is not None
+        stop = stop or threading.Event()
+        self.progress.started(self.record.sweep_id, resumed)
+        self.status.phase = Phase.RUNNING
+        self._observe()
+        while True:
+            pending = self.poll()
+            self.record.save(self.directory)
+            self._observe()
+            if pending == 0:
+                break
+            if stop.wait(poll_interval_s):
+                self.say(f"{self.cluster.name}: stopped watching; the jobs go on under Slurm (fleet sweep --resume {self.record.sweep_id})")
+                self.status.phase = Phase.DETACHED
+                self._observe()
+                return self.outcome(interrupted=True)
+        self.record.state = "incomplete" if self.problems or self._given_up() else "finished"
+        self.record.save(self.directory)
+        self.status.phase = Phase.FINISHED if self.record.state == "finished" else Phase.FAILED
+        self.status.last_error = "; ".join(self.problems)[:500]
+        self._observe()
+        return self.outcome()
+
+    def _given_up(self) -> bool:
+        return any(not v.startswith(Action.DONE.value) for a in self.record.arrays for v in a.finished.values())
+
+    def poll(self) -> int:
+        """One look at Slurm and the shared dir; returns how many tasks are still to come."""
+        assert self.cluster.slurm is not None
+        record = self.record
+        jobs = self.client.jobs(record.job_ids())
+        done = pull_tasks(self.t, record, self.directory)
+        refusals = NodeRefusals.read(self.directory / record.cluster / "slurm", [(a.key, k.index) for a in record.arrays for k in a.tasks])
+        pending, cancelled = 0, set()
         for array in record.arrays:
             again: dict[int, Verdict] = {}
             for task in array.tasks:
@@ -419,51 +554,134 @@ def watch_slurm_sweep(
                     continue
                 tries = array.submissions_of(task.index)
                 job = task_job(jobs, tries[-1].job_id, task.index) if tries else None
-                verdict = judge(job, set(task.run_ids), done[(array.key, task.index)], len(tries), cluster.slurm.max_submissions)
+                verdict = judge(job, set(task.run_ids), done[(array.key, task.index)], len(tries), self.cluster.slurm.max_submissions,
+                                refusals.reason(array.key, task.index, job.job_id if job else None))
                 if verdict.action is Action.WAIT:
                     pending += 1
                 elif verdict.action is Action.RESUBMIT:
                     again[task.index] = verdict
-                    say(f"{cluster.name}: {array.key} task {task.index} ({task.label}): {verdict.reason}")
+                    self.say(f"{self.cluster.name}: {array.key} task {task.index} ({task.label}): {verdict.reason}")
                 else:
                     if verdict.action is Action.CANCEL and job is not None and job.job_id not in cancelled:
-                        client.cancel([job.job_id])  # a pending array's rest is one record: cancelled once
+                        self.client.cancel([job.job_id])  # a pending array's rest is one record: cancelled once
                         cancelled.add(job.job_id)
                     array.finished[str(task.index)] = f"{verdict.action.value}: {verdict.reason}"
                     if verdict.action is not Action.DONE:
-                        problems.append(f"{array.key} task {task.index} ({task.label}): {verdict.reason}")
-                        say(f"{cluster.name}: {array.key} task {task.index} ({task.label}): {verdict.reason}")
+                        self.problems.append(f"{array.key} task {task.index} ({task.label}): {verdict.reason}")
+                        self.say(f"{self.cluster.name}: {array.key} task {task.index} ({task.label}): {verdict.reason}")
             if again:
-                longer = any(v.longer_limit for v in again.values())
-                last = max(array.submissions_of(i)[-1].time_limit_s for i in again)
-                limit = min(last * 2, cluster.slurm.time_limit_s or last * 2) if longer else last
-                _submit(t, client, cluster, record, array, sorted(again), limit, say)
+                limit = self._next_limit(array, again)
+                _submit(self.t, self.client, self.cluster, record, array, sorted(again), limit, self.say, refusals.excluded(array.key))
                 pending += len(again)
-        record.save(directory)
-        if pending == 0:
-            break
-        if stop.wait(poll_interval_s):
-            say(f"{cluster.name}: stopped watching; the jobs go on under Slurm (fleet sweep --resume {record.sweep_id})")
-            return _outcome(directory, record, problems, interrupted=True)
-    record.state = "failed" if problems else "done"
-    record.save(directory)
-    return _outcome(directory, record, problems)
+        return pending + self.repair()
 
+    def _next_limit(self, array: JobArray, again: dict[int, Verdict]) -> int:
+        """A resubmission's limit: the last one, or after a time-out at least twice what the task ran out of."""
+        assert self.cluster.slurm is not None
+        last = max(array.submissions_of(i)[-1].time_limit_s for i in again)
+        ran_out = [v.ran_out_of_s or last for v in again.values() if v.longer_limit]
+        if not ran_out:
+            return last
+        wanted = max(last, 2 * max(ran_out))
+        cap = self.cluster.slurm.time_limit_s
+        return min(wanted, cap) if cap is not None else wanted
 
-def _outcome(directory: Path, record: SlurmSweep, problems: list[str], interrupted: bool = False) -> SlurmSweepOutcome:
-    results: list[RunResult] = []
-    for path in sorted((directory / record.cluster / SweepDir.RUNS).glob("*.json")):
-        results.append(load_result(path))
-    by_status: dict[str, int] = {}
-    for result in results:
-        by_status[result.status.value] = by_status.get(result.status.value, 0) + 1
-    summary = {
-        "sweep_id": record.sweep_id, "state": record.state, "directory": str(directory), "interrupted": interrupted,
-        "results": len(results), "by_status": by_status, "problems": problems,
-        "jobs": {a.key: [asdict(s) for s in a.submissions] for a in record.arrays},
-    }  # fmt: skip
-    write_json_atomic(directory / "summary.json", summary)
-    return SlurmSweepOutcome(record.sweep_id, directory, record, len(results), by_status, problems, interrupted)
+    # ------------------------------------------------------------------------- repair
+
+    def repair(self) -> int:
+        """Failures of finished tasks to the fixer; a changed quarantine to the unfinished tasks'
+        dirs; the fixed variants submitted as new tasks. Returns how many tasks it submitted."""
+        fresh: list[RunResult] = []
+        for array in self.record.arrays:
+            for task in array.tasks:
+                if str(task.index) not in array.finished:
+                    continue
+                for run_id in task.run_ids:
+                    path = self.local / SweepDir.RUNS / f"{run_id}.json"
+                    if run_id in self.considered or not path.exists():
+                        continue
+                    try:
+                        fresh.append(load_result(path))
+                    except ContractError as exc:
+                        log.error("%s: %s", self.cluster.name, exc)
+                    self.considered.add(run_id)
+        if fresh:
+            self.fixer.consider(self.node.name, fresh)
+        self._push_quarantine()
+        variants = self.fixer.take_pending(self.node.name, max(a.gpus for a in self.record.arrays))
+        if not variants:
+            return 0
+        self.status.phase = Phase.REPAIRING
+        self._observe()
+        added: dict[str, list[int]] = {}
+        for planned in variants:
+            gpus = len(planned.gpus)
+            found = next((a for a in self.record.arrays if a.gpus == gpus), None)
+            if found is None:
+                found = JobArray(f"gpu{gpus}", gpus, [])
+                self.record.arrays.append(found)
+            array = found
+            task = Task(len(array.tasks), planned.config.id, planned.config.label, [r.id for r in planned.runs], planned.end_s - planned.start_s)
+            array.tasks.append(task)
+            _plant(self.t, self.directory, self.record, self.node, array, task, planned, self.limits)
+            added.setdefault(array.key, []).append(task.index)
+        self.record.save(self.directory)
+        for key, indexes in added.items():
+            array = next(a for a in self.record.arrays if a.key == key)
+            self.say(f"{self.cluster.name}: repair round: {len(indexes)} fixed variants as {key} tasks {indexes}")
+            _submit(self.t, self.client, self.cluster, self.record, array, indexes, first_limit(self.cluster, array, indexes), self.say)
+            self.record.save(self.directory)
+        self.status.phase = Phase.RUNNING
+        return sum(len(i) for i in added.values())
+
+    def _push_quarantine(self) -> None:
+        """Each unfinished task of a quarantined server gets its `quarantine.json` (its agent reads
+        it before the launch and skips the server, as on an SSH host)."""
+        wanted = self.fixer.quarantine_for(self.node.name)
+        if not wanted:
+            return
+        for array in self.record.arrays:
+            for task in array.tasks:
+                if str(task.index) in array.finished or task.server_id not in wanted:
+                    continue
+                path = posixpath.join(self.record.task_dir(array, task.index), SweepDir.QUARANTINE)
+                text = json.dumps(HostQuarantine({task.server_id: wanted[task.server_id]}).to_json(), indent=1)
+                if self.pushed.get(path) != text:
+                    self.t.put_bytes(text.encode(), path, timeout=60)
+                    self.pushed[path] = text
+                    self.say(f"{self.cluster.name}: {array.key} task {task.index} ({task.label}): {wanted[task.server_id]}")
+
+    # ------------------------------------------------------------------------- the end
+
+    def outcome(self, interrupted: bool = False) -> SlurmSweepOutcome:
+        record = self.record
+        results: list[RunResult] = []
+        unreadable: dict[str, str] = {}
+        for path in sorted((self.local / SweepDir.RUNS).glob("*.json")):
+            try:
+                results.append(load_result(path))
+            except ContractError as exc:
+                unreadable[str(path.relative_to(self.directory))] = str(exc)
+        by_status: dict[str, int] = {}
+        for result in results:
+            by_status[result.status.value] = by_status.get(result.status.value, 0) + 1
+        fixes = [fix.__dict__ for fix in self.fixer.records]
+        summary: dict[str, Any] = {
+            "sweep_id": record.sweep_id, "state": record.state, "directory": str(self.directory), "interrupted": interrupted,
+            "results": len(results), "by_status": by_status, "unreadable": unreadable,
+            "hosts": {record.cluster: {"phase": self.status.phase.value, "reboots": 0, "agent_restarts": 0, "link_drops": 0, "last_error": self.status.last_error}},
+            "fixes": fixes, "problems": self.problems,
+            "jobs": {a.key: [asdict(s) for s in a.submissions] for a in record.arrays},
+        }  # fmt: skip
+        write_json_atomic(self.directory / "summary.json", summary)
+        if not interrupted:
+            try:
+                record_durations(self.directory.parent, record.sweep_id, results, self.progress.server_samples, {record.cluster: time_scale_of(self.node)})
+            except (ContractError, OSError) as exc:
+                log.error("measured durations not recorded: %s", exc)
+        # The summary event of an SSH sweep (what summary.json holds), and Slurm's problems and jobs.
+        self.progress.stream.emit("summary", None, 0.0 if record.state == "finished" else None, **summary)
+        return SlurmSweepOutcome(record.sweep_id, self.directory, record, len(results), by_status, list(self.problems), interrupted, fixes)
 
 
 def is_slurm_sweep(directory: Path) -> bool:
@@ -481,12 +699,27 @@ def resume_slurm_sweep(
     poll_interval_s: float = 5.0,
     stop: threading.Event | None = None,
     say: Say = lambda line: None,
+    quarantine: QuarantineStore | None = None,
+    on_event: EventSink | None = None,
 ) -> SlurmSweepOutcome:
-    """Reattach to a Slurm sweep's jobs (the controller was stopped or killed; the jobs went on)."""
+    """Reattach to a Slurm sweep's jobs (the controller was stopped or killed; the jobs went on),
+    with the repairs a start has: the plan made again as it was, and the fixer told by the task
+    templates which failures were fixed already. As on SSH hosts, fixes of fixed variants are not
+    repaired again after a resume (their configurations lived in the first controller only)."""
     record = SlurmSweep.load(directory)
     cluster = _cluster_of(directory, record)
+    assert cluster.slurm is not None
     t = connect(cluster)
-    return watch_slurm_sweep(directory, cluster, record, t, SlurmClient(t), poll_interval_s=poll_interval_s, stop=stop, say=say)
+    client = SlurmClient(t)
+    nodes = client.nodes()
+    node = node_host(cluster, record.gpus_per_node or gpus_per_node(cluster, nodes))
+    store = quarantine or QuarantineStore(directory.parent / "quarantine.json")
+    playbook = load_playbook(directory / "playbook.yaml")
+    plan = _plan(playbook, node, store, record.memory_check, directory.parent)
+    usable = max(1, sum(1 for n in partition_nodes(cluster, nodes) if n.usable and n.gres.get(cluster.slurm.gres, 0) > 0))
+    stream = EventStream(on_event, started_at=record.created_at)
+    watch = SlurmWatch(directory, cluster, node, record, t, client, plan, _fixer(playbook, node, plan, store, record.sweep_id), stream, usable, say)
+    return watch.run(poll_interval_s=poll_interval_s, stop=stop, resumed=True)
 
 
 def cancel_slurm_sweep(directory: Path, *, connect: Callable[[Host], Transport] = transport_for) -> list[str]:

@@ -10,7 +10,6 @@ from tests.testfleet.slurm import GPUS_PER_NODE, SlurmCluster
 pytestmark = pytest.mark.testfleet
 
 
-
 def _submit(cluster: SlurmCluster, *options: str, wrap: str) -> str:
     done = cluster.fleet.exec(cluster.login, ["sbatch", "--parsable", *options, "--wrap", wrap])
     assert done.returncode == 0, done.stderr

@@ -29,7 +29,6 @@ REPO = Path(__file__).resolve().parents[2]
 DEMO = REPO / "playbooks" / "demo.yaml"
 
 
-
 def cluster_entry(cluster: SlurmCluster, tmp_path: Path, **slurm: object) -> Host:
     """The inventory entry of the cluster: its login host, reached over SSH like any host."""
     login = cluster.login
@@ -81,7 +80,7 @@ def test_a_sweep_runs_as_job_arrays_on_two_nodes_one_result_per_run(slurm: Slurm
     entry = cluster_entry(slurm, tmp_path)
     lines: list[str] = []
     outcome = start_slurm_sweep(DEMO, entry, tmp_path / "results", connect=connect, poll_interval_s=1.0, say=lines.append)
-    assert outcome.problems == [] and outcome.record.state == "done", lines
+    assert outcome.problems == [] and outcome.record.state == "finished", lines
     results = one_result_per_run(outcome.directory, outcome.record)
     assert {r["status"] for r in results.values()} == {"ok"}
     (array,) = outcome.record.arrays
@@ -148,7 +147,7 @@ class SweepInThread:
 
 
 def nothing_lost_or_duplicated(entry: Host, outcome: SlurmSweepOutcome, before: dict[str, bytes]) -> dict[str, SlurmJob]:
-    assert outcome.problems == [] and outcome.record.state == "done"
+    assert outcome.problems == [] and outcome.record.state == "finished"
     results = one_result_per_run(outcome.directory, outcome.record)
     assert {r["status"] for r in results.values()} == {"ok"}
     # Each run finished before the fault was not run again: its result is the same bytes.
@@ -244,7 +243,7 @@ def test_a_job_that_can_never_start_is_cancelled_and_reported(slurm: SlurmCluste
     """Asked for more time than the partition allows: Slurm keeps it pending for ever (22.05 says PartitionConfig)."""
     entry = cluster_entry(slurm, tmp_path, partition=SHORT_PARTITION, min_time_s=300)
     outcome = start_slurm_sweep(DEMO, entry, tmp_path / "results", connect=connect, poll_interval_s=1.0)
-    assert outcome.record.state == "failed" and len(outcome.problems) == 3
+    assert outcome.record.state == "incomplete" and len(outcome.problems) == 3
     assert all(re.search(r"job \d+_\[0-2\] pends for Partition(Config|TimeLimit)", p) for p in outcome.problems), outcome.problems
     (job_id,) = outcome.record.job_ids()
     assert {j.state for j in ended_jobs(entry, [job_id]).values()} == {JobState.CANCELLED}
@@ -257,7 +256,7 @@ def test_resume_after_the_controller_stopped_and_cancel(slurm: SlurmCluster, tmp
     first = start_slurm_sweep(DEMO, entry, tmp_path / "results", connect=connect, poll_interval_s=1.0, stop=stop)
     assert first.interrupted and first.record.job_ids()
     outcome = resume_slurm_sweep(first.directory, connect=connect, poll_interval_s=1.0)
-    assert outcome.problems == [] and outcome.record.state == "done"
+    assert outcome.problems == [] and outcome.record.state == "finished"
     one_result_per_run(outcome.directory, outcome.record)
     assert outcome.record.job_ids() == first.record.job_ids()  # reattached, nothing resubmitted
     # Cancel: scancel of every job of the sweep (they are done; Slurm takes it quietly).
