@@ -8,8 +8,6 @@ said, read back from the pulled task dirs.
   (fleet.provision.preflight) as data, the models to stage to node-local storage.
 - `refusal`, `refused_nodes`: pure readings of the nodes' NodePrep files, for fleet.slurm.outcome
   (a task refused by its node is submitted again) and fleet.slurm.sweep (`--exclude` those nodes).
-- `node_report`: the controller's full preflight report (every rule, warnings too) on a node's
-  facts file, parsed by fleet.facts' own parsers.
 """
 
 from __future__ import annotations
@@ -19,16 +17,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from fleet.facts.commands import SECTION_MARK, composite_script, parse_section, split_sections
+from fleet.facts.commands import SECTION_MARK, composite_script
 from fleet.facts.gather import _stable_facts, _volatile_facts
-from fleet.facts.models import Driver, FactsRequest, HostFacts
-from fleet.facts.parsers import GPU_QUERY_FIELDS, NVCC_ABSENT, NVCC_PATH_LABEL, PROBE_MARK, FactError
+from fleet.facts.models import FactsRequest
+from fleet.facts.parsers import GPU_QUERY_FIELDS, NVCC_ABSENT, NVCC_PATH_LABEL, PROBE_MARK
 from fleet.host.contract.nodeprep import REQUIREMENTS_FILE, ArchRule, ModelToStage, NodePrep, NodeRequirements, load_node_preps
 from fleet.inventory import Host, slugify
 from fleet.layout import model_cache_dir
 from fleet.playbook import ModelRef
 from fleet.provision import preflight
-from fleet.provision.preflight import PreflightReport, PreflightRequirements, run_preflight
 from fleet.transport.base import Transport
 
 FACTS_SCRIPT = "node-facts.sh"  # in the sweep's root on the shared fs
@@ -133,50 +130,3 @@ class NodeRefusals:
     def excluded(self, array: str) -> list[str]:
         """The nodes any task of the array was refused by: its next submission avoids them."""
         return refused_nodes(p for (key, _), preps in self.preps.items() if key == array for p in preps)
-
-
-@dataclass(frozen=True)
-class NodeReport:
-    prep: NodePrep
-    report: PreflightReport
-
-
-def node_facts(output: str, request: FactsRequest) -> HostFacts:
-    """A node's facts file -> HostFacts, through fleet.facts' own parsers (as gather_facts reads
-    an SSH host's answer to the same script)."""
-    sections = split_sections(output)
-    values: dict[str, object] = {}
-    problems: dict[str, str] = {}
-    for fact in _volatile_facts(request) + _stable_facts(request):
-        section = sections.get(fact.name)
-        if section is None:
-            problems[fact.name] = "no output: the facts script stopped before it"
-            continue
-        try:
-            values[fact.name] = parse_section(fact, section)
-        except FactError as exc:
-            problems[fact.name] = str(exc)
-    header = values.get("driver")
-    driver = header.model_copy(update={"kernel_module": values.get("kernel_module")}) if isinstance(header, Driver) else None
-    return HostFacts.model_validate(
-        {
-            "request": request, "driver": driver, "toolkit": values.get("toolkit"), "engine": values.get("engine"),
-            "os": values.get("os"), "kernel": values.get("kernel"), "systemd": values.get("systemd"), "problems": problems,
-            "boot_id": values.get("boot_id"), "gpus": values.get("gpus", []), "gpu_processes": values.get("gpu_processes", []),
-            "memory": values.get("memory"), "disks": values.get("disks", {}), "staging_dir_bytes": values.get("staging_dir"),
-        }
-    )  # fmt: skip
-
-
-def node_report(task_dir: Path, prep: NodePrep, node: Host, gpus: int, node_local_dir: str | None) -> NodeReport | None:
-    """The full preflight report of fleet.provision.preflight on the facts the node gathered
-    (None when the facts file is not there)."""
-    if prep.facts_file is None or not (task_dir / prep.facts_file).exists():
-        return None
-    facts = node_facts((task_dir / prep.facts_file).read_text(errors="replace"), facts_request(node, node_local_dir))
-    needs = PreflightRequirements(expected_gpu_count=gpus, expected_gpu_model=node.gpus.model, engine_kind=node.engine.kind,
-                                  service_manager=node.service_manager, host_file=str(node.source_file))
-    # nvidia-smi lists the whole node; the job has `gpus` of them: count and idleness are the
-    # node gate's to judge on the granted GPUs, the rest (toolkit, driver, engine) is the node's.
-    rules = [r for r in preflight.RULES if r.id not in ("gpu-count", "gpus-idle")]
-    return NodeReport(prep, run_preflight(facts, needs, host=prep.node, rules=rules))
