@@ -20,6 +20,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Strict, ValidationEr
 from pydantic_core import ErrorDetails
 
 from fleet.errors import ConfigError
+from fleet.shell import is_env_name
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -243,8 +244,7 @@ def _token(value: str) -> str | None:
 
 
 def _env_name(value: str) -> str | None:
-    ok = re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", value)
-    return None if ok else "an environment variable name (letters, digits and _, not starting with a digit)"
+    return None if is_env_name(value) else "an environment variable name (letters, digits and _, not starting with a digit)"
 
 
 def _flag_name(value: str) -> str | None:

@@ -15,7 +15,6 @@ log or a `CommandResult`; each implementation documents how it delivers them.
 
 from __future__ import annotations
 
-import re
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -23,11 +22,10 @@ from pathlib import Path
 from typing import Protocol
 
 from fleet.errors import CommandFailed
+from fleet.shell import is_env_name
 
 # Hosts read their boot id here; a new value means the kernel booted again.
 BOOT_ID_PATH = "/proc/sys/kernel/random/boot_id"
-
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 @dataclass(frozen=True)
@@ -125,6 +123,6 @@ def command_text(command: str | Sequence[str]) -> str:
 def env_exports(env: Mapping[str, str]) -> str:
     """`export NAME='value'` lines, for a shell to source; names are checked, values quoted."""
     for name in env:
-        if not _ENV_NAME.match(name):
+        if not is_env_name(name):
             raise ValueError(f"environment variable name {name!r} is not a shell identifier")
     return "".join(f"export {name}={shlex.quote(value)}\n" for name, value in env.items())

@@ -27,6 +27,7 @@ import yaml
 
 from fleet.host.agent.services import SERVICE_ENV_MARKER
 from fleet.host.contract import ContractError, SweepDir, load_result
+from tests.integration.waiting import wait_for
 from tests.testfleet.hosts import TestFleet
 
 REPO = Path(__file__).resolve().parents[2]
@@ -222,13 +223,7 @@ class Scenario:
         return sorted((self.host_sweep_dir(host, sweep_id) / SweepDir.RUNS).glob("*.json"))
 
     def wait_host(self, predicate: Callable[[], Any], timeout: float, what: str, interval: float = 0.02) -> Any:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            found = predicate()
-            if found:
-                return found
-            time.sleep(interval)
-        raise AssertionError(f"timed out ({timeout:g}s) waiting for {what}:\n" + "\n".join(c.transcript(20) for c in self.controllers))
+        return wait_for(predicate, timeout, what, interval, detail=lambda: "\n".join(c.transcript(20) for c in self.controllers))
 
     def server_in(self, host: str, sweep_id: str, phase: str, *, with_run: bool = False) -> str | None:
         """The id of a server the agent reports in `phase` (running: with a run under way)."""

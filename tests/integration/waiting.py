@@ -12,15 +12,16 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 
 
-def wait_for(predicate: Callable[[], T], timeout: float, what: str, interval: float = 0.05) -> T:
-    """The predicate's first truthy value within `timeout` seconds; else an AssertionError naming `what`."""
+def wait_for(predicate: Callable[[], T], timeout: float, what: str, interval: float = 0.05, detail: Callable[[], str] | None = None) -> T:
+    """The predicate's first truthy value within `timeout` seconds; else an AssertionError naming
+    `what`, followed by `detail()` (say, the controllers' transcripts) where given."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = predicate()
         if value:
             return value
         time.sleep(interval)
-    raise AssertionError(f"timed out waiting for {what}")
+    raise AssertionError(f"timed out ({timeout:g}s) waiting for {what}" + (":\n" + detail() if detail else ""))
 
 
 def remote_done(fleet: Any, host: str, sweep_id: str) -> int:

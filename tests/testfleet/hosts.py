@@ -27,6 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import TypeVar
 
 import yaml
 
@@ -683,6 +684,16 @@ def start_test_fleet(
     boot_timeout: float = 15.0,
 ) -> TestFleet:
     """Build and boot one test host per name; returns when every host's sshd serves."""
+    return boot_test_fleet(TestFleet, names, shm_size, gpu_profiles, boot_timeout)
+
+
+FleetKind = TypeVar("FleetKind", bound=TestFleet)
+
+
+def boot_test_fleet(
+    kind: type[FleetKind], names: list[str], shm_size: str, gpu_profiles: Mapping[str, Mapping[str, object]] | None, boot_timeout: float
+) -> FleetKind:
+    """Build and boot a fleet of `kind` (plain test hosts, or systemd ones); closed again if any host fails."""
     if not names or len(set(names)) != len(names) or not all(HOSTNAME_PATTERN.match(n) for n in names):
         raise ValueError(f"test fleet: expected distinct hostnames like 'ct200', got {names!r}")
     unknown = set(gpu_profiles or {}) - set(names)
@@ -693,7 +704,7 @@ def start_test_fleet(
         raise RuntimeError(reason)
     _install_safety_nets()
     record = claim_slots(f"{os.getpid()}-{secrets.token_hex(3)}", list(names))
-    fleet = TestFleet(record, shm_size)
+    fleet = kind(record, shm_size)
     try:
         fleet._build(gpu_profiles or {}, boot_timeout)
     except BaseException:

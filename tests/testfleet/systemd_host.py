@@ -44,11 +44,11 @@ from tests.testfleet.hosts import (
     SSHD,
     TestFleet,
     TestHost,
-    _install_safety_nets,
     _python_dirs_hidden_on_hosts,
+    boot_test_fleet,
     unavailable_reason,
 )
-from tests.testfleet.registry import InstanceRecord, claim_slots, process_start_time, write_atomic
+from tests.testfleet.registry import InstanceRecord, process_start_time, write_atomic
 
 SYSTEMD = "/usr/lib/systemd/systemd"
 CGROUP2_ROOT = Path("/sys/fs/cgroup/unified")
@@ -349,15 +349,7 @@ def start_systemd_test_fleet(
     reason = systemd_unavailable_reason()
     if reason:
         raise RuntimeError(reason)
-    _install_safety_nets()
-    record = claim_slots(f"{os.getpid()}-{os.urandom(3).hex()}", list(names))
-    fleet = SystemdTestFleet(record, shm_size)
-    try:
-        fleet._build(gpu_profiles or {}, boot_timeout)
-    except BaseException:
-        fleet.close()
-        raise
-    return fleet
+    return boot_test_fleet(SystemdTestFleet, names, shm_size, gpu_profiles, boot_timeout)
 
 
 if __name__ == "__main__":  # python -m tests.testfleet.systemd_host: boot one, show its state, close

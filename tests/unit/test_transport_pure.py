@@ -274,8 +274,9 @@ def test_env_exports_round_trip_through_a_real_shell(tmp_path: Path) -> None:
     out = subprocess.run(["sh", "-c", script], capture_output=True, text=True, check=True)
     assert out.stdout == secret
     assert not env_file.exists(), "the prelude must delete the env file"
-    with pytest.raises(ValueError, match="not a shell identifier"):
-        env_exports({"BAD-NAME": "x"})
+    for bad in ("BAD-NAME", "HF_TOKEN\n", "1ST"):  # a trailing newline once slipped past `^...$`
+        with pytest.raises(ValueError, match="not a shell identifier"):
+            env_exports({bad: "x"})
 
 
 def test_env_prelude_refuses_to_run_the_command_without_its_environment(tmp_path: Path) -> None:
