@@ -45,13 +45,18 @@ def infeasible(request: Request, nodes: Sequence[NodeInfo]) -> str | None:
     return None
 
 
+def fitting(request: Request, nodes: Sequence[NodeInfo]) -> list[NodeInfo]:
+    """The nodes that can hold the request: of its partition, with its features and enough GRES."""
+    return [n for n in nodes if (request.partition is None and n.default_partition or n.partition == request.partition)
+            and _features(request.constraint) <= set(n.features) and n.gres.get(request.gres_name, 0) >= request.gpus]
+
+
 def unusable_now(request: Request, nodes: Sequence[NodeInfo]) -> str | None:
     """A feasible request whose every fitting node is down or drained: it would pend
     (ReqNodeNotAvail) until someone repairs the nodes. Worth saying; not a reason to refuse."""
-    fitting = [n for n in nodes if (request.partition is None and n.default_partition or n.partition == request.partition)
-               and _features(request.constraint) <= set(n.features) and n.gres.get(request.gres_name, 0) >= request.gpus]
-    if fitting and not any(n.usable for n in fitting):
-        return "every node that fits is unavailable: " + ", ".join(f"{n.name} ({n.state})" for n in fitting)
+    fitting_nodes = fitting(request, nodes)
+    if fitting_nodes and not any(n.usable for n in fitting_nodes):
+        return "every node that fits is unavailable: " + ", ".join(f"{n.name} ({n.state})" for n in fitting_nodes)
     return None
 
 

@@ -127,6 +127,13 @@ class NodeRefusals:
         refused = refusal(self.preps.get((array, index), ()), job_id) if job_id else None
         return refused.reason() if refused else None
 
-    def excluded(self, array: str) -> list[str]:
-        """The nodes any task of the array was refused by: its next submission avoids them."""
-        return refused_nodes(p for (key, _), preps in self.preps.items() if key == array for p in preps)
+    def excluded(self, array: str, fitting: Iterable[str] | None = None) -> list[str]:
+        """The nodes any task of the array was refused by: its next submission avoids them. Where
+        they are every node that can hold the array (`fitting`, from sinfo), none is left out:
+        sbatch refuses a request that excludes them all ("Requested node configuration is not
+        available"); the work goes back to a refusing node, and each refusal there counts
+        against `max_submissions`, so the task ends reported with the node's reason."""
+        refused = refused_nodes(p for (key, _), preps in self.preps.items() if key == array for p in preps)
+        if fitting is not None and set(fitting) <= set(refused):
+            return []
+        return refused

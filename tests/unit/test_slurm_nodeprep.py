@@ -286,6 +286,8 @@ def test_refusals_are_read_back_per_start_and_exclude_their_nodes(tmp_path: Path
     assert refusals.reason("gpu1", 0, "5_0") is not None and "node ct201" in str(refusals.reason("gpu1", 0, "5_0"))
     assert refusals.reason("gpu1", 0, "9_0") is None and refusals.reason("gpu1", 2, "5_2") is None and refusals.reason("gpu1", 0, None) is None
     assert refusals.excluded("gpu1") == ["ct201"] and refusals.excluded("gpu2") == ["ct202"]
+    # Never every node that can hold the array: sbatch would refuse the submission.
+    assert refusals.excluded("gpu1", ["ct200", "ct201"]) == ["ct201"] and refusals.excluded("gpu2", ["ct202"]) == []
     # A requeued start that was refused after a good one: the latest start counts.
     assert refusal([prep("a", "7_0", 1, True, 1.0), prep("b", "7_0", 2, False, 2.0)], "7_0") is not None
 
