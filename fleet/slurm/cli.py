@@ -10,7 +10,8 @@ from pathlib import Path
 from fleet.errors import FleetError
 from fleet.fixes.quarantine import QuarantineStore
 from fleet.inventory import Host, HostKind
-from fleet.slurm.sweep import SlurmSweepOutcome, cancel_slurm_sweep, is_slurm_sweep, resume_slurm_sweep, start_slurm_sweep
+from fleet.slurm.record import is_slurm_sweep
+from fleet.slurm.sweep import SlurmSweepOutcome, cancel_slurm_sweep, resume_slurm_sweep, start_slurm_sweep
 from fleet.sweep.events import EventSink
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130

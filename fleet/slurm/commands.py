@@ -1,5 +1,5 @@
 """Slurm's own commands, run on the cluster's login host over its transport: sinfo, sbatch,
-squeue, scontrol, scancel. fleet re-implements nothing of Slurm: it asks, submits and cancels."""
+squeue, scontrol, scancel, and sacct where the cluster keeps accounting. fleet re-implements nothing of Slurm: it asks, submits and cancels."""
 
 from __future__ import annotations
 
@@ -7,11 +7,14 @@ from collections.abc import Sequence
 
 from fleet.errors import FleetError
 from fleet.slurm.jobs import (
+    SACCT_FIELDS,
     SINFO_FORMAT,
     SQUEUE_FORMAT,
+    AccountedJob,
     NodeInfo,
     QueueEntry,
     SlurmJob,
+    parse_sacct,
     parse_sbatch_parsable,
     parse_scontrol_jobs,
     parse_sinfo_nodes,
@@ -79,6 +82,14 @@ class SlurmClient:
         if not result.ok and FORGOTTEN not in result.stderr:
             raise SlurmCommandError(self.transport.host, result)
         return parse_squeue(result.stdout) if result.ok else {}
+
+    def accounting(self, job_ids: Sequence[str]) -> dict[str, AccountedJob]:
+        """`sacct` of these jobs: what accounting (slurmdbd) keeps of jobs slurmctld has forgotten.
+        Raises SlurmCommandError with sacct's words where the cluster keeps none."""
+        if not job_ids:
+            return {}
+        argv = ["sacct", "-n", "-P", "-X", "-j", ",".join(job_ids), "-o", ",".join(SACCT_FIELDS)]
+        return parse_sacct(self._run(argv).stdout)
 
     def cancel(self, job_ids: Sequence[str]) -> None:
         if job_ids:

@@ -293,3 +293,32 @@ def parse_sinfo_nodes(text: str) -> list[NodeInfo]:
         )
     return nodes
 
+
+# `sacct` fields fleet reads where the cluster keeps accounting (slurmdbd): a job slurmctld has
+# forgotten (ended longer than MinJobAge ago) is still there. `-P`: `|`-separated, no padding.
+SACCT_FIELDS = ("JobID", "State", "ExitCode", "NodeList", "Elapsed", "Timelimit")
+
+
+@dataclass(frozen=True)
+class AccountedJob:
+    job_id: str  # `<job>` or `<array job>_<task>` (-X: allocations only, no steps)
+    state: JobState
+    exit_code: str
+    nodes: str
+    elapsed: str
+    time_limit: str
+
+
+def parse_sacct(text: str) -> dict[str, AccountedJob]:
+    """`sacct -n -P -X -o JobID,State,ExitCode,NodeList,Elapsed,Timelimit` -> {job id: job}."""
+    jobs = {}
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        parts = line.split("|")
+        if len(parts) != len(SACCT_FIELDS):
+            raise SlurmOutputError(f"sacct line {number}: {line!r}: expected {len(SACCT_FIELDS)} fields ({','.join(SACCT_FIELDS)})")
+        job_id, state, exit_code, nodes, elapsed, limit = parts
+        jobs[job_id] = AccountedJob(job_id, _state(state, f"sacct line {number}"), exit_code, nodes, elapsed, limit)
+    return jobs
+

@@ -35,19 +35,16 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import posixpath
 import shutil
 import tempfile
 import threading
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from fleet.connect import transport_for
-from fleet.errors import FleetError
 from fleet.fixes.quarantine import QuarantineStore
 from fleet.host.atomic import atomic_file, write_json_atomic
 from fleet.host.contract import ContractError, RunResult, SweepDir, load_result
@@ -62,12 +59,24 @@ from fleet.provision.models import ensure_cached, read_state
 from fleet.provision.provision import ensure_dirs, ensure_sim_model, models_of, provision_options
 from fleet.slurm import grant
 from fleet.slurm.commands import SlurmClient
-from fleet.slurm.feasibility import Request, infeasible, unusable_now
-from fleet.slurm.jobs import NodeInfo, SlurmJob
+from fleet.slurm.feasibility import Request, fitting, infeasible, unusable_now
+from fleet.slurm.jobs import NodeInfo
 from fleet.slurm.nodeprep import NodeRefusals
 from fleet.slurm.nodeprep import requirements_path as node_requirements_path
 from fleet.slurm.nodeprep import ship as ship_node_prep
 from fleet.slurm.outcome import Action, Verdict, judge
+from fleet.slurm.record import (
+    TRANSFER_TIMEOUT_S,
+    JobArray,
+    Say,
+    SlurmSweep,
+    SlurmSweepError,
+    Submission,
+    Task,
+    cluster_of,
+    pull_tasks,
+    task_job,
+)
 from fleet.slurm.script import BatchJob, render_batch_script, time_limit_s
 from fleet.sweep.bundle import write_bundle
 from fleet.sweep.events import EventSink, EventStream, SweepProgress, record_durations
@@ -78,96 +87,6 @@ from fleet.sweep.shards import agent_limits, server_name, server_spec
 from fleet.transport.base import Transport
 
 log = logging.getLogger("fleet.slurm")
-
-RECORD = "slurm.json"
-RECORD_SCHEMA = "fleet.slurm_sweep/1"
-TRANSFER_TIMEOUT_S = 600.0
-Say = Callable[[str], None]
-
-
-class SlurmSweepError(FleetError):
-    pass
-
-
-# ---------------------------------------------------------------------------------------------
-# the record of a Slurm sweep (results/<sweep>/slurm.json)
-
-
-@dataclass
-class Task:
-    index: int
-    server_id: str
-    label: str
-    run_ids: list[str]
-    estimate_s: float
-
-
-@dataclass
-class Submission:
-    job_id: str
-    tasks: list[int]
-    time_limit_s: int
-    at: float = field(default_factory=time.time)
-
-
-@dataclass
-class JobArray:
-    key: str  # `gpu<N>`: the arrays of a sweep differ by the GPUs a task asks for
-    gpus: int
-    tasks: list[Task]
-    submissions: list[Submission] = field(default_factory=list)
-    # Task index -> what was decided for good (done, or given up with the reason).
-    finished: dict[str, str] = field(default_factory=dict)
-
-    def submissions_of(self, index: int) -> list[Submission]:
-        return [s for s in self.submissions if index in s.tasks]
-
-
-@dataclass
-class SlurmSweep:
-    sweep_id: str
-    cluster: str  # the inventory entry
-    root: str  # <shared>/slurm/<sweep-id> on the cluster
-    arrays: list[JobArray]
-    state: str = "running"  # running, then finished (every run has its result) or incomplete; cancelled
-    schema: str = RECORD_SCHEMA
-    # How the plan was made, so that a resume makes it again (same server ids) for its repairs.
-    memory_check: bool = True
-    gpus_per_node: int = 0
-    created_at: float = field(default_factory=time.time)  # a resume's elapsed time counts from here
-
-    def save(self, directory: Path) -> None:
-        write_json_atomic(directory / RECORD, asdict(self))
-
-    @classmethod
-    def load(cls, directory: Path) -> SlurmSweep:
-        path = directory / RECORD
-        try:
-            raw = json.loads(path.read_text())
-            if raw.get("schema") != RECORD_SCHEMA:
-                raise ValueError(f"schema {raw.get('schema')!r}, expected {RECORD_SCHEMA}")
-            arrays = [
-                JobArray(a["key"], a["gpus"], [Task(**t) for t in a["tasks"]], [Submission(**s) for s in a["submissions"]], a["finished"])
-                for a in raw["arrays"]
-            ]
-            return cls(raw["sweep_id"], raw["cluster"], raw["root"], arrays, raw["state"], memory_check=raw.get("memory_check", True),
-                       gpus_per_node=raw.get("gpus_per_node", 0), created_at=raw.get("created_at", time.time()))
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise SlurmSweepError(f"{path}: not a readable Slurm sweep record ({exc})") from None
-
-    def array_dir(self, array: JobArray) -> str:
-        return posixpath.join(self.root, array.key)
-
-    def task_dir(self, array: JobArray, index: int) -> str:
-        return posixpath.join(self.array_dir(array), f"task-{index}")
-
-    @property
-    def bundle_dir(self) -> str:
-        return posixpath.join(self.root, "agent")
-
-    def job_ids(self) -> list[str]:
-        return [s.job_id for a in self.arrays for s in a.submissions]
-
 
 # ---------------------------------------------------------------------------------------------
 # planning (pure)
@@ -253,30 +172,6 @@ def first_limit(cluster: Host, array: JobArray, tasks: Sequence[int]) -> int:
     assert cluster.slurm is not None
     longest = max(array.tasks[i].estimate_s for i in tasks)
     return time_limit_s(longest, margin=cluster.slurm.time_margin, floor_s=cluster.slurm.min_time_s, cap_s=cluster.slurm.time_limit_s)
-
-
-def expand_array_spec(text: str) -> set[int]:
-    """`3`, `[3-5]`, `1,4-6%2` (Slurm's pending-task ranges, a `%` limit after them) -> indexes."""
-    body = text.strip("[]").split("%")[0]
-    indexes: set[int] = set()
-    for part in body.split(","):
-        if "-" in part:
-            start, end = part.split("-", 1)
-            indexes.update(range(int(start), int(end) + 1))
-        elif part:
-            indexes.add(int(part))
-    return indexes
-
-
-def task_job(jobs: dict[str, SlurmJob], job_id: str, index: int) -> SlurmJob | None:
-    """The job of one array task: `A_i` once it started; the pending record `A_[i-j]` before."""
-    exact = jobs.get(f"{job_id}_{index}")
-    if exact is not None:
-        return exact
-    for key, job in jobs.items():
-        if key.startswith(f"{job_id}_") and index in expand_array_spec(key.split("_", 1)[1]):
-            return job
-    return None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -444,46 +339,6 @@ def start_slurm_sweep(
     return watch.run(poll_interval_s=poll_interval_s, stop=stop, resumed=False)
 
 
-def _copy_atomic(source: Path, target: Path) -> None:
-    """A result into runs/ whole or not at all: `fleet status` and the progress display read it meanwhile."""
-    temp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    shutil.copyfile(source, temp)
-    os.replace(temp, target)
-
-
-def pull_tasks(t: Transport, record: SlurmSweep, directory: Path, *, logs: bool = True) -> dict[tuple[str, int], set[str]]:
-    """The shared dir's task dirs into results/<sweep>/<cluster>/slurm/; every readable result
-    into <cluster>/runs/ (and, with `logs`, the server logs into <cluster>/logs/). Returns the run
-    ids with a result, per (array, task)."""
-    mirror = directory / record.cluster / "slurm"
-    mirror.mkdir(parents=True, exist_ok=True)
-    excludes = [*SweepDir.PULL_EXCLUDES, "agent/"] + ([] if logs else [f"{SweepDir.LOGS}/", "slurm-*.out"])
-    t.rsync_pull(record.root + "/", mirror, timeout=TRANSFER_TIMEOUT_S, excludes=excludes).check()
-    runs = directory / record.cluster / SweepDir.RUNS
-    runs.mkdir(parents=True, exist_ok=True)
-    logs_dir = directory / record.cluster / SweepDir.LOGS
-    logs_dir.mkdir(parents=True, exist_ok=True)
-    done: dict[tuple[str, int], set[str]] = {}
-    for array in record.arrays:
-        for task in array.tasks:
-            task_dir = mirror / array.key / f"task-{task.index}"
-            have = done.setdefault((array.key, task.index), set())
-            for path in sorted((task_dir / SweepDir.RUNS).glob("*.json")):
-                try:
-                    result = load_result(path)
-                except ContractError:
-                    continue  # a file the agent is still writing cannot be: atomic; a stranger's: left in the mirror
-                if result.run_id in task.run_ids:
-                    have.add(result.run_id)
-                    target = runs / path.name
-                    if not target.exists() or target.read_bytes() != path.read_bytes():
-                        _copy_atomic(path, target)
-            if logs:
-                for path in (task_dir / SweepDir.LOGS).glob("*.log"):
-                    _copy_atomic(path, logs_dir / path.name)
-    return done
-
-
 class SlurmWatch:
     """The loop of a Slurm sweep: Slurm's states and the results decide each task's fate
     (fleet.slurm.outcome); finished tasks' failures go to the fixer; its variants are submitted."""
@@ -571,7 +426,11 @@ class SlurmWatch:
                         self.say(f"{self.cluster.name}: {array.key} task {task.index} ({task.label}): {verdict.reason}")
             if again:
                 limit = self._next_limit(array, again)
-                _submit(self.t, self.client, self.cluster, record, array, sorted(again), limit, self.say, refusals.excluded(array.key))
+                exclude = refusals.excluded(array.key)
+                if exclude:  # sbatch refuses a request that excludes every node that can hold it
+                    s = self.cluster.slurm
+                    exclude = refusals.excluded(array.key, [n.name for n in fitting(Request(array.gpus, s.gres, s.partition, s.constraint), self.client.nodes())])
+                _submit(self.t, self.client, self.cluster, record, array, sorted(again), limit, self.say, exclude)
                 pending += len(again)
         return pending + self.repair()
 
@@ -672,6 +531,7 @@ class SlurmWatch:
             "hosts": {record.cluster: {"phase": self.status.phase.value, "reboots": 0, "agent_restarts": 0, "link_drops": 0, "last_error": self.status.last_error}},
             "fixes": fixes, "problems": self.problems,
             "jobs": {a.key: [asdict(s) for s in a.submissions] for a in record.arrays},
+            "nodes_refused": NodeRefusals.read(self.local / "slurm", [(a.key, k.index) for a in record.arrays for k in a.tasks]).summary(),
         }  # fmt: skip
         write_json_atomic(self.directory / "summary.json", summary)
         if not interrupted:
@@ -682,14 +542,6 @@ class SlurmWatch:
         # The summary event of an SSH sweep (what summary.json holds), and Slurm's problems and jobs.
         self.progress.stream.emit("summary", None, 0.0 if record.state == "finished" else None, **summary)
         return SlurmSweepOutcome(record.sweep_id, self.directory, record, len(results), by_status, list(self.problems), interrupted, fixes)
-
-
-def is_slurm_sweep(directory: Path) -> bool:
-    return (directory / RECORD).exists()
-
-
-def _cluster_of(directory: Path, record: SlurmSweep) -> Host:
-    return Host.model_validate(json.loads((directory / "hosts" / f"{record.cluster}.json").read_text()))
 
 
 def resume_slurm_sweep(
@@ -707,7 +559,7 @@ def resume_slurm_sweep(
     templates which failures were fixed already. As on SSH hosts, fixes of fixed variants are not
     repaired again after a resume (their configurations lived in the first controller only)."""
     record = SlurmSweep.load(directory)
-    cluster = _cluster_of(directory, record)
+    cluster = cluster_of(directory, record)
     assert cluster.slurm is not None
     t = connect(cluster)
     client = SlurmClient(t)
@@ -725,7 +577,7 @@ def resume_slurm_sweep(
 def cancel_slurm_sweep(directory: Path, *, connect: Callable[[Host], Transport] = transport_for) -> list[str]:
     """`scancel` every job the sweep submitted; returns their ids."""
     record = SlurmSweep.load(directory)
-    cluster = _cluster_of(directory, record)
+    cluster = cluster_of(directory, record)
     t = connect(cluster)
     ids = record.job_ids()
     SlurmClient(t).cancel(ids)

@@ -18,8 +18,9 @@ from fleet.host.contract import SweepDir
 from fleet.inventory import Host, ServiceManager
 from fleet.layout import sweep_dir
 from fleet.provision.units import server_unit_name
+from fleet.slurm.record import is_slurm_sweep
 from fleet.sweep.channel import AgentChannel
-from fleet.sweep.record import Connect, load_sweep
+from fleet.sweep.record import Connect, latest_sweep, load_sweep
 from fleet.transport.fanout import fan_out
 
 JOURNAL_DIR = posixpath.join(SweepDir.LOGS, "journal")
@@ -63,6 +64,11 @@ def fetch_logs(
     *,
     connect: Connect = transport_for,
 ) -> dict[str, FetchedLogs]:
+    directory = results_root / (sweep_id or latest_sweep(results_root))
+    if is_slurm_sweep(directory):  # by its job ids, through the cluster's login host
+        from fleet.slurm.observe import fetch_slurm_logs
+
+        return fetch_slurm_logs(directory, host_names, connect=connect)
     sweep = load_sweep(results_root, sweep_id)
     names = [n for n in sweep.shards if host_names is None or n in host_names]
 
