@@ -137,3 +137,11 @@ class NodeRefusals:
         if fitting is not None and set(fitting) <= set(refused):
             return []
         return refused
+
+    def summary(self) -> list[dict[str, object]]:
+        """Every refusal of the sweep, for summary.json: which node, which start, why."""
+        return [
+            {"array": key, "task": index, "node": p.node, "boot_id": p.boot_id, "job_id": p.job_id, "start": p.start,
+             "failed": [c.rule_id for c in p.failures], "reason": p.reason()}
+            for (key, index), preps in sorted(self.preps.items()) for p in preps if not p.agent_started
+        ]  # fmt: skip

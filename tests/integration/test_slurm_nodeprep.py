@@ -137,3 +137,5 @@ def test_a_node_that_fails_preflight_is_refused_reported_and_excluded(slurm: Slu
     assert len(array.submissions) == 2
     script = (outcome.directory / outcome.record.cluster / "slurm" / array.key / "submit-1.sh").read_text()
     assert "#SBATCH --exclude=ct201" in script
+    summary = json.loads((outcome.directory / "summary.json").read_text())
+    assert summary["nodes_refused"] and {(r["node"], tuple(r["failed"])) for r in summary["nodes_refused"]} == {("ct201", ("toolkit-supports-gpu",))}
