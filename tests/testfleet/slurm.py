@@ -420,6 +420,16 @@ def _submit(cluster: SlurmCluster, *options: str, wrap: str) -> str:
     return done.stdout.strip().split(";")[0]
 
 
+def capture_time_limit_signal(cluster: SlurmCluster, directory: Path) -> None:
+    """A job stopped by its time-limit signal, as fleet's batch scripts ask for it (`--signal=B:TERM@60`,
+    the script exits on it): it ends COMPLETED, not TIMEOUT, well before its one-minute limit."""
+    wrap = "trap 'echo stopped by the limit signal; exit 0' TERM; sleep 300 & wait"
+    job = _submit(cluster, "--gres=gpu:1", "--time=1", "--signal=B:TERM@60", wrap=wrap)
+    cluster.wait_job(job, ["COMPLETED", "FAILED", "TIMEOUT"], timeout=150)
+    (directory / "scontrol_time_limit_signal.txt").write_text(cluster.scontrol("show", "job", "-o", job).stdout)
+    print(f"wrote {directory / 'scontrol_time_limit_signal.txt'}")
+
+
 def capture_fixtures(directory: Path) -> None:
     from tests.testfleet import start_test_fleet
 
@@ -490,6 +500,7 @@ def capture_fixtures(directory: Path) -> None:
         late = _submit(cluster, "--gres=gpu:1", "--time=1", wrap="sleep 300")
         cluster.wait_job(late, ["TIMEOUT"], timeout=150)
         save("scontrol_timeout.txt", scontrol_jobs([late]))
+        capture_time_limit_signal(cluster, directory)
         save("squeue_all_final.txt", cluster.run(["squeue", "-h", "-t", "all", "-o", SQUEUE_FORMAT]).stdout)
         time.sleep(1)
         save("jobcomp.txt", cluster.jobcomp_log.read_text() if cluster.jobcomp_log.exists() else "")
