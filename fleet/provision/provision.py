@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import logging
 import posixpath
 import re
 import shlex
@@ -47,6 +48,7 @@ from fleet.provision.units import render_agent_unit
 from fleet.retry import CONNECT, TRANSFER, retrying
 from fleet.transport.base import Transport
 from fleet.transport.fanout import fan_out
+from fleet.transport.reboot import read_boot_id
 
 
 def _module_pattern(module: str, *args: str) -> str:
@@ -56,9 +58,12 @@ def _module_pattern(module: str, *args: str) -> str:
 
 
 # Fleet's agent: while one runs, the servers are its own to manage (it clears its stale ones itself).
+log = logging.getLogger(__name__)
 AGENT_PATTERN = _module_pattern(AGENT_MODULE, "run")
 FETCH_TIMEOUT_S = 6 * 3600.0
 STAGE_TIMEOUT_S = 3600.0
+# Rounds of fetching and staging, each begun again after a reboot wiped the fast copies under it.
+MODEL_ROUNDS = 3
 
 
 @dataclass
@@ -250,12 +255,27 @@ def provision_host(host: Host, playbook: Playbook, options: ProvisionOptions, tr
         if not report.preflight.ok:
             report.status, report.reason = "failed", report.preflight.summary()
             return report
-        report.changes += ensure_dirs(t, host, options.dry_run)
-        for model in models:
-            changes, state = _provision_model(t, model, host, options, states[model.label], weightless=model.label in weightless)
-            report.changes += changes
-            if not options.dry_run:
-                report.models[model.label] = _model_identity(model, state)
+        boot = facts.boot_id
+        for staging_round in range(1, MODEL_ROUNDS + 1):
+            round_changes = ensure_dirs(t, host, options.dry_run)
+            for model in models:
+                changes, state = _provision_model(t, model, host, options, states[model.label], weightless=model.label in weightless)
+                round_changes += changes
+                if not options.dry_run:
+                    report.models[model.label] = _model_identity(model, state)
+            report.changes += round_changes
+            if options.dry_run or not round_changes:
+                break
+            # A reboot while one model was fetched or staged wipes the fast copies made before it
+            # (its own restarts where it left off): read every model's markers again on a new boot.
+            now = retrying(CONNECT, host.name, lambda: read_boot_id(t), idempotent=True)
+            if not boot or not now or now == boot:  # (a host whose boot id cannot be read: no way to tell)
+                break
+            if staging_round == MODEL_ROUNDS:
+                raise ModelError(f"{host.name}: rebooted during each of {MODEL_ROUNDS} rounds of model staging; not staging again")
+            log.warning("%s: rebooted while its models were staged (boot %s, now %s): checking every model again", host.name, boot, now)
+            boot = now
+            states = dict(zip([m.label for m in models], read_states(t, models, host)))
         report.changes += ensure_agent_unit(t, host, options.dry_run)
         report.status = "changed" if report.changes else "ok"
     except (FleetError, OSError) as exc:

@@ -228,3 +228,45 @@ def test_hub_fetch_gets_the_token_in_its_environment_only(test_fleet_factory, tm
         assert read_state(transport, model, inventory_host).cached is None  # nothing counts as fetched
     finally:
         transport.close()
+
+
+def test_a_reboot_while_the_draft_is_staged_restages_the_target_it_wiped(test_fleet_factory, tmp_path: Path) -> None:
+    fleet = test_fleet_factory(["ct200"])
+    host = fleet["ct200"]
+    target, draft = make_mirror(tmp_path / "mirror" / "qwen36"), make_mirror(tmp_path / "mirror" / "dflash")
+    playbook = tmp_path / "two-models.yaml"
+    playbook.write_text(yaml.safe_dump({
+        "name": "two-models",
+        "model": {"repo": "Qwen/Qwen3.6-27B", "revision": "main", "card": "qwen3.6-27b", "mirror": str(target)},
+        "drafts": {"dflash": {"repo": "z-lab/Qwen3.6-27B-DFlash", "revision": "main", "card": "qwen3.6-27b-dflash", "mirror": str(draft)}},
+        "methods": {"dflash": {"algorithm": "DFLASH", "draft": "dflash", "num_draft_tokens": 16}},
+        "tp": [1],
+        "workloads": {"short": {"kind": "short", "prompts": ["fib"]}},
+    }))
+    staged_draft = "/dev/shm/fleet/z-lab--Qwen3.6-27B-DFlash--main"
+    slow_cp = host.bin_dir / "cp"  # a slow disk: staging takes a few seconds, long enough to reboot under it
+    slow_cp.write_text("#!/bin/sh\nsleep 3\nexec /bin/cp \"$@\"\n")
+    slow_cp.chmod(0o755)
+    rebooted = threading.Event()
+
+    def reboot_while_the_draft_stages() -> None:
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            if fleet.exec(host, ["sh", "-c", f"test -e {staged_draft}.partial || test -e {staged_draft}.lock"]).returncode == 0:
+                assert fleet.exec(host, ["test", "-e", f"{STAGED}/.fleet-complete.json"]).returncode == 0  # the target was staged first
+                fleet.reboot(host)
+                rebooted.set()
+                return
+            time.sleep(0.05)
+
+    watcher = threading.Thread(target=reboot_while_the_draft_stages, daemon=True)
+    watcher.start()
+    hosts = list(load_inventory(fleet.write_inventory(tmp_path / "hosts")))
+    report = provision(hosts, load_playbook(playbook), ProvisionOptions())[0]
+    watcher.join(timeout=100)
+    assert rebooted.is_set(), "the draft's staging was never seen"
+    assert report.status == "changed", report.reason
+    assert [c.detail.split(" -> ")[1] for c in report.changes if c.action == "stage"] == [STAGED, staged_draft, STAGED]
+    for staged in (STAGED, staged_draft):  # both copies complete on the new boot
+        listing = fleet.exec(host, ["ls", "-a", staged]).stdout.split()
+        assert ".fleet-complete.json" in listing and "model-00001-of-00002.safetensors" in listing, (staged, listing)
