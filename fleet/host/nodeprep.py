@@ -425,8 +425,13 @@ def _identity(env: Mapping[str, str]) -> tuple[str, str, str, str, int]:
 
 
 def prepare(task_dir: Path, req: NodeRequirements, env: Mapping[str, str]) -> NodePrep:
+    began, clock = time.time(), time.monotonic()
+    prep = _prepare(task_dir, req, env, began)
+    return replace(prep, seconds=round(time.monotonic() - clock, 3))
+
+
+def _prepare(task_dir: Path, req: NodeRequirements, env: Mapping[str, str], began: float) -> NodePrep:
     node, hostname, boot_id, job_id, start = _identity(env)
-    began = time.time()
     facts_file = f"{NODE_FACTS_DIR}/{job_id}.{start}.txt"
     try:
         done = subprocess.run(["sh", req.facts_script], capture_output=True, text=True, timeout=FACTS_TIMEOUT_S, cwd="/", env=dict(env))
@@ -478,6 +483,7 @@ def main(argv: list[str]) -> int:
     if not prep.agent_started:
         print(f"fleet nodeprep: {prep.reason()}", file=sys.stderr)
         return REFUSED_EXIT
+    print(f"fleet nodeprep: {prep.node}: ready in {prep.seconds:.2f} s", file=sys.stderr)
     return 0
 
 

@@ -131,6 +131,7 @@ class NodePrep:
     staged: list[Staged] = field(default_factory=list)
     error: str | None = None  # why staging (or reading the facts) failed, when it did
     facts_file: str | None = None  # the facts output, relative to the task's dir
+    seconds: float = 0.0  # how long the step took (facts, checks, staging) before the agent could start
 
     @property
     def failures(self) -> list[NodeCheck]:
@@ -166,6 +167,7 @@ class NodePrep:
                            s.number("seconds", positive=False)) for s in r.children("staged", default=[])],
             error=r.optional("error", str),
             facts_file=r.optional("facts_file", str),
+            seconds=r.number("seconds", default=0.0, positive=False),
         )
 
     @classmethod
