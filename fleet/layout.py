@@ -54,6 +54,7 @@ def agent_dir(host: Host) -> str:
 PORT_STRIDE = 10
 
 
-def server_port(first_gpu: int) -> int:
-    """Servers side by side on one host get distinct ports, derived from their first GPU."""
-    return BASE_PORT + PORT_STRIDE * first_gpu
+def server_port(index: int) -> int:
+    """The port of a host's index-th server: any of them may run side by side (the agent places
+    them as GPUs free up), so each has its own."""
+    return BASE_PORT + PORT_STRIDE * index

@@ -320,10 +320,14 @@ def make_plan(playbook: Playbook, hosts: Sequence[Host], options: PlanOptions | 
     timetable = schedule(jobs, slots, exclusive=playbook.isolation.value == "exclusive")
     hosts_by_name = {h.name: h for h in hosts}
     servers: list[PlannedServer] = []
+    on_host: dict[str, int] = defaultdict(int)
     for placement in timetable.placements:
         config = configs[placement.job.key]
         host = hosts_by_name[placement.host]
-        port = server_port(placement.gpus[0])
+        # The agent places servers on whichever GPUs free first, so any two may run side by side:
+        # a port of its own each (not one per first GPU).
+        port = server_port(on_host[host.name])
+        on_host[host.name] += 1
         hardware = options.hardware.get(host.name) or hardware_of(host)
         launch = launch_on(host, config, port, hardware)
         planned = PlannedServer(

@@ -96,7 +96,9 @@ def render_server_unit(
     log_file: str,
     start_timeout_s: float,
     stop_timeout_s: float = 60,
+    gpus_env_file: str | None = None,
 ) -> Unit:
+    """`gpus`: the plan's; `gpus_env_file`: where the agent writes the GPUs it placed the server on."""
     environment = {**env, "CUDA_VISIBLE_DEVICES": ",".join(map(str, gpus)), "FLEET_LOG": log_file}
     text = _environment().get_template("server.service.j2").render(
         sweep_id=sweep_id,
@@ -107,6 +109,7 @@ def render_server_unit(
         working_dir=working_dir,
         start_timeout_s=int(start_timeout_s),
         stop_timeout_s=int(stop_timeout_s),
+        gpus_env_file=gpus_env_file,
     )
     return Unit(_check_name(server_unit_name(sweep_id, server_id)), text)
 

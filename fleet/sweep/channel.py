@@ -159,6 +159,7 @@ class AgentChannel:
                 working_dir=self.dir.root,
                 log_file=self.dir.path(SweepDir.LOGS, server.log_name),  # where the agent tails it
                 start_timeout_s=shard.limits.server_start_timeout_s,
+                gpus_env_file=self.dir.placement_env(server.unit_name),  # the agent places it (fleet.host.agent.dispatch)
             )
             assert unit.name == server_unit_name(shard.sweep_id, server.server_id)
             text, path = unit.text.encode(), unit.path

@@ -209,7 +209,7 @@ class SweepFixer:
             return None
         servers = {s.server_id: s for s in shard.servers}
         for server in pending:
-            spec = server_spec(server, self.hosts[host], self.sweep_id, after=[])
+            spec = server_spec(server, self.hosts[host], self.sweep_id)
             existing = servers.get(spec.server_id)
             if existing is not None:
                 # The same variant again (a later round of fixes): one server, its runs together.

@@ -1,5 +1,8 @@
 """From a plan to each host's shard: what its agent must run, in which order, with which command;
-and where servers handed over from another host go on their new host. Pure."""
+and where servers handed over from another host go on their new host. Pure.
+
+The plan's GPUs of a server reach the shard as its count and a hint: the agent places servers on
+GPUs as they free up (fleet.host.agent.dispatch), in the plan's order and by its estimates."""
 
 from __future__ import annotations
 
@@ -33,16 +36,7 @@ def server_env(server: PlannedServer, host: Host) -> dict[str, str]:
     return env
 
 
-def _after(server: PlannedServer, mine: list[PlannedServer]) -> list[str]:
-    """Servers planned earlier on any of the same GPUs: this one starts when they have finished."""
-    return [
-        other.config.id
-        for other in mine
-        if other is not server and set(other.gpus) & set(server.gpus) and (other.start_s, other.gpus) < (server.start_s, server.gpus)
-    ]
-
-
-def server_spec(planned: PlannedServer, host: Host, sweep_id: str, after: list[str]) -> ServerSpec:
+def server_spec(planned: PlannedServer, host: Host, sweep_id: str) -> ServerSpec:
     provenance = dict(planned.provenance) if planned.provenance else None
     return ServerSpec(
         server_id=planned.config.id,
@@ -52,11 +46,12 @@ def server_spec(planned: PlannedServer, host: Host, sweep_id: str, after: list[s
         argv=list(planned.launch.argv),
         env=server_env(planned, host),
         unit_name=server_name(sweep_id, planned.config.id),
-        after=after,
         runs=[RunSpec(run.id, run.label, resolve_workload(run), run.repeats, provenance) for run in planned.runs],
         cwd=sweep_dir(host, sweep_id),
         skip_reason=planned.skip_reason,
         engine_release=planned.engine_release,
+        # The plan's slot is as long as its estimate of the server's start-up and runs.
+        estimate_s=round(planned.end_s - planned.start_s, 3),
     )
 
 
@@ -80,7 +75,9 @@ def build_shards(plan: Plan, hosts: Mapping[str, Host], sweep_id: str, boot_ids:
             boot_id=boot_ids.get(name, ""),
             service_manager="systemd" if host.service_manager is ServiceManager.systemd else "process",
             limits=agent_limits(plan.playbook),
-            servers=[server_spec(s, host, sweep_id, _after(s, mine)) for s in mine],
+            servers=[server_spec(s, host, sweep_id) for s in mine],
+            gpus=list(range(host.gpus.count)),
+            exclusive=plan.playbook.isolation.value == "exclusive",
         )
     return shards
 
@@ -89,24 +86,24 @@ def place_moved(
     moved: Sequence[PlannedServer], target: Host, hardware: Hardware | None, sweep_id: str, seconds: Mapping[str, float], *, exclusive: bool = False
 ) -> list[ServerSpec]:
     """Servers handed over to `target`, whose agent has finished its own share (all its GPUs are
-    free): packed onto its aligned GPU blocks as a plan packs them, each with the launch command
-    of `target` (its model copies, its Python, a port of its first GPU unless the configuration
-    pins one) and `after` on the moved servers planned earlier on the same GPUs. `seconds`: the
-    estimated work of each server, for the packing."""
+    free): packed onto its aligned GPU blocks as a plan packs them (for their order and their GPU
+    hints; the agent places them), each with the launch command of `target` (its model copies, its
+    Python, a port of its own unless the configuration pins one). `seconds`: the estimated work of
+    each server."""
     by_id = {server.config.id: server for server in moved}
     jobs = [Job(key, server.config.tp, seconds.get(key, 1.0), server.config.label) for key, server in by_id.items()]
     timetable = schedule(jobs, [HostSlots(target.name, target.gpus.count)], exclusive=exclusive)
     if timetable.unplaceable:
         raise ValueError(f"{target.name}: cannot take {[u.job.label for u in timetable.unplaceable]}: {timetable.unplaceable[0].reason}")
     placed: list[PlannedServer] = []
-    for placement in timetable.placements:
+    for index, placement in enumerate(sorted(timetable.placements, key=lambda p: (p.start_s, p.gpus))):
         server = by_id[placement.job.key]
-        port = server.config.port or server_port(placement.gpus[0])
+        # Placed anywhere by the agent, so side by side with any other: a port of its own.
+        port = server.config.port or server_port(index)
         placed.append(
             replace(
                 server, host=target.name, gpus=placement.gpus, port=port, launch=launch_on(target, server.config, port, hardware),
                 start_s=placement.start_s, end_s=placement.end_s,
             )
         )  # fmt: skip
-    placed.sort(key=lambda s: (s.start_s, s.gpus))
-    return [server_spec(s, target, sweep_id, _after(s, placed)) for s in placed]
+    return [server_spec(s, target, sweep_id) for s in placed]

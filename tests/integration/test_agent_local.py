@@ -1,8 +1,10 @@
 """The agent run locally (no SSH) against the real simulator (`python -m fleet.host.engines.sim`),
 with the test hosts' fake nvidia-smi on PATH: real processes, real HTTP streams, real log files.
 
-- a shard of healthy servers (two side by side, a third waiting for the first's GPU) completes
-  with ok results and plausible figures;
+- a shard of healthy servers (more servers than GPUs: the rest start as GPUs free up) completes
+  with ok results and plausible figures; a GPU a stranger holds is never handed out;
+- a server later in the shard's order starts on a GPU freed early, ahead of its place, and every
+  run has exactly one result naming the GPU its server really ran on;
 - servers that fail are failed runs with their evidence, never 0 tok/s: an assertion at start-up
   (DFlash, max_running_requests 8 on a 96 GB GPU) fails fast, DDTree b8 on cc 12.0 crashes with
   an illegal instruction, a hung server trips the no-token watchdog;
@@ -18,9 +20,10 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator
 
 import pytest
 
@@ -69,7 +72,8 @@ def free_port() -> int:
 
 
 def server(server_id: str, gpu: int, args: list[str], runs: list[Run], *, speed: float = SPEED,
-           after: list[str] | None = None, faults: Path | None = None) -> ServerSpec:
+           faults: Path | None = None, estimate_s: float | None = None) -> ServerSpec:
+    """`gpu`: the plan's hint; the agent places it on whichever GPU of the pool frees."""
     port = free_port()
     # The seed campaign's flags and memory settings: the simulator plays the seed's release.
     env = {"CUDA_VISIBLE_DEVICES": str(gpu), "FLEET_SIM_SPEED": str(speed), SIM_RELEASE_ENV: "0.5.12"}
@@ -83,14 +87,14 @@ def server(server_id: str, gpu: int, args: list[str], runs: list[Run], *, speed:
         argv=[sys.executable, "-m", "fleet.host.engines.sim", *args, "--port", str(port)],
         env=env,
         unit_name=f"fleet-test-{server_id}",
-        after=after or [],
+        estimate_s=estimate_s,
         # The run id is the playbook's; suffixed so that one run can be served by several servers here.
         runs=[RunSpec(f"{run.id}-{server_id}", f"{server_id}/{run.workload_name}", resolve_workload(run)) for run in runs],
     )
 
 
-def write_shard(sweep: Path, servers: list[ServerSpec]) -> Shard:
-    shard = Shard(sweep_id=sweep.name, host="local", boot_id="", service_manager="process", limits=LIMITS, servers=servers)
+def write_shard(sweep: Path, servers: list[ServerSpec], pool: list[int] | None = None) -> Shard:
+    shard = Shard(sweep_id=sweep.name, host="local", boot_id="", service_manager="process", limits=LIMITS, servers=servers, gpus=pool)
     sweep.mkdir(parents=True, exist_ok=True)
     (sweep / "shard.json").write_text(shard.to_json())
     return shard
@@ -135,6 +139,20 @@ def kill_leftover_servers(sweep: Path) -> None:
             pass
 
 
+def assert_no_gpu_shared_at_once(results: Iterable[dict[str, Any]]) -> None:
+    """From the results: servers whose runs overlap in time ran on disjoint GPUs."""
+    spans: dict[str, tuple[float, float, set[int]]] = {}
+    for result in results:
+        if result["status"] == "skipped" or result["ended_at"] <= result["started_at"]:
+            continue  # nothing ran
+        began, ended, gpus = spans.get(result["server_id"], (result["started_at"], result["ended_at"], set(result["gpus"])))
+        spans[result["server_id"]] = (min(began, result["started_at"]), max(ended, result["ended_at"]), gpus)
+    for a, (a0, a1, a_gpus) in spans.items():
+        for b, (b0, b1, b_gpus) in spans.items():
+            if a < b and a0 < b1 and b0 < a1:
+                assert not a_gpus & b_gpus, (a, b, a_gpus & b_gpus)
+
+
 def assert_never_zero_tok_s(result: dict[str, Any]) -> None:
     for figures in [result["figures"], *result.get("levels", [])]:
         for key in ("output_tok_s", "output_tok_s_per_request", "request_throughput"):
@@ -148,13 +166,13 @@ def test_sweep_of_healthy_and_failing_servers(tmp_path: Path, host_env: dict[str
     servers = [
         server("ar", 0, AUTOREGRESSIVE, [short, concurrency]),
         server("dflash", 1, DFLASH + ["--max-running-requests", "4"], [long_context, agentic]),
-        server("ar-again", 0, AUTOREGRESSIVE, [short, long_context], after=["ar"]),  # GPU 0 again: waits for "ar"
+        server("ar-again", 0, AUTOREGRESSIVE, [short, long_context]),  # nine servers, eight GPUs: it waits for one to free
         server("dflash-mrr8", 2, DFLASH + ["--max-running-requests", "8"], [short, concurrency]),
         server("ddtree-b8", 3, DDTREE_B8, [short, agentic]),
         server("hung", 4, AUTOREGRESSIVE, [short, concurrency], faults=hang),
         server("noisy", 5, AUTOREGRESSIVE, [short]),
         server("reclaimed", 6, AUTOREGRESSIVE, [short]),  # GPU 6 held by a stale fleet server of an earlier sweep
-        server("blocked", 7, AUTOREGRESSIVE, [short]),  # GPU 7 held by someone else's process
+        server("blocked", 7, AUTOREGRESSIVE, [short]),  # planned on GPU 7, which someone else's process holds
     ]
     # A server that logs a traceback it survives (as servers do when a client hangs up) still serves.
     noisy = servers[-1]
@@ -174,6 +192,7 @@ def test_sweep_of_healthy_and_failing_servers(tmp_path: Path, host_env: dict[str
     agents.append(start_agent(sweep, host_env))
     try:
         assert agents[0].wait(timeout=120) == 0, (sweep / "agent.log").read_text()
+        assert stranger.poll() is None  # never touched
     finally:
         kill_leftover_servers(sweep)
         earlier.stop("fleet-srv-old", grace_s=5)
@@ -215,9 +234,8 @@ def test_sweep_of_healthy_and_failing_servers(tmp_path: Path, host_env: dict[str
     assert calibration["chosen_prompt_tokens"] + 256 + 64 <= 32768
     assert calibration["chosen_prompt_tokens"] >= 0.99 * calibration["target_prompt_tokens"]
     assert by_label["ar-again/long_context"]["requests"][0]["prompt_tokens"] <= calibration["chosen_prompt_tokens"] + 2
-    # "ar-again" shares GPU 0 with "ar": it started only after "ar" was done.
-    assert min(by_label[f"ar-again/{w}"]["started_at"] for w in ("short", "long_context")) >= max(
-        by_label[f"ar/{w}"]["ended_at"] for w in ("short", "concurrency"))
+    # Nine servers on eight GPUs: never two of them on one GPU at once.
+    assert_no_gpu_shared_at_once(by_run.values())
 
     # DFlash with max_running_requests 8 on 96 GB: asserts at start-up; failed fast, with evidence.
     for workload in ("short", "concurrency"):
@@ -245,11 +263,12 @@ def test_sweep_of_healthy_and_failing_servers(tmp_path: Path, host_env: dict[str
     assert first["figures"]["requests"]["timed_out"] == 1
     assert second["status"] == "failed" and second["failure"]["class"] == "server_hung"
 
-    # GPU 6: the earlier sweep's server was killed to make room; GPU 7: a stranger, left alone, the run failed.
+    # GPU 6: the earlier sweep's server was killed to make room; GPU 7: a stranger's, never handed
+    # out (and the stranger left alone): the server planned there ran on a GPU that freed.
     assert by_label["reclaimed/short"]["status"] == "ok"
-    blocked = by_label["blocked/short"]
-    assert blocked["status"] == "failed" and blocked["failure"]["class"] == "port_or_gpu_busy"
-    assert blocked["failure"]["evidence"] == [f"pid {stranger.pid} holds GPU 7: sleep 120"]
+    assert by_label["blocked/short"]["status"] == "ok" and by_label["blocked/short"]["gpus"] != [7]
+    assert not [r["label"] for r in by_run.values() if 7 in r["gpus"]]
+    assert all(len(r["gpus"]) == 1 for r in by_run.values())
 
     # Everything fleet started was stopped: no server process, no port held, no GPU process left but the stranger's.
     assert not [pid for pid in service_pids(sweep) if pid_alive(pid)]
@@ -258,6 +277,99 @@ def test_sweep_of_healthy_and_failing_servers(tmp_path: Path, host_env: dict[str
     for spec in servers:
         with socket.socket() as probe:
             assert probe.connect_ex(("127.0.0.1", spec.port)) != 0
+
+
+def gpu_use_sampler(gpu_dir: Path, sweep: Path, seen: dict[int, set[int]], units: dict[str, int], done: threading.Event) -> threading.Thread:
+    """Every 50 ms: which GPUs each process tells the fake nvidia-smi it holds (the sim registers
+    what its CUDA_VISIBLE_DEVICES shows it), into `seen` by its process group (a service's pid
+    leads its group); and each service's pid, by unit."""
+
+    def sample() -> None:
+        while not done.wait(0.05):
+            for path in [*(gpu_dir / "procs").glob("*.json"), *(sweep / "services").glob("*.pid")]:
+                try:
+                    record = json.loads(path.read_text())
+                except (OSError, ValueError):
+                    continue
+                if path.suffix == ".pid":
+                    units[path.stem] = int(record["pid"])
+                else:
+                    try:
+                        group = os.getpgid(int(record["pid"]))
+                    except ProcessLookupError:
+                        continue
+                    seen.setdefault(group, set()).update(record["gpus"])
+
+    thread = threading.Thread(target=sample, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_a_server_starts_on_a_gpu_freed_early_ahead_of_its_place_in_the_order(
+    tmp_path: Path, host_env: dict[str, str], seed_runs: dict[str, Run], agents: list
+) -> None:
+    """Two GPUs, four servers in the controller's order long (GPU 0), short (GPU 1), then two
+    planned after them on GPUs 0 and 1. The short one ends early: the next in the order, planned
+    to wait for GPU 0, starts on GPU 1 while the long one still runs (the agent before waited)."""
+    short, long_context, concurrency, agentic = (seed_runs[k] for k in ("short", "long_context", "concurrency", "agentic"))
+    servers = [
+        server("long", 0, AUTOREGRESSIVE, [long_context, concurrency], speed=SPEED * 2, estimate_s=20),
+        server("short", 1, AUTOREGRESSIVE, [short], estimate_s=20),
+        server("next-on-0", 0, AUTOREGRESSIVE, [short, agentic], estimate_s=5),
+        server("next-on-1", 1, AUTOREGRESSIVE, [short], estimate_s=5),
+    ]
+    sweep = tmp_path / "sweep-early"
+    shard = write_shard(sweep, servers)
+    seen: dict[int, set[int]] = {}
+    units: dict[str, int] = {}
+    done = threading.Event()
+    sampler = gpu_use_sampler(Path(host_env["FLEET_FAKE_GPU_DIR"]), sweep, seen, units, done)
+    agents.append(start_agent(sweep, host_env))
+    try:
+        assert agents[-1].wait(timeout=120) == 0, (sweep / "agent.log").read_text()
+    finally:
+        done.set()
+        sampler.join()
+        kill_leftover_servers(sweep)
+    by_run = results(sweep)
+    assert sorted(by_run) == sorted(run.run_id for _, run in shard.runs)  # exactly one result per run
+    assert {r["status"] for r in by_run.values()} == {"ok"}
+    by_server: dict[str, list[dict[str, Any]]] = {}
+    for result in by_run.values():
+        by_server.setdefault(result["server_label"], []).append(result)
+    gpus = {label: {tuple(r["gpus"]) for r in mine} for label, mine in by_server.items()}
+    assert gpus["long"] == {(0,)} and gpus["short"] == {(1,)}
+    # Ahead of its place: on the GPU "short" freed, while "long" (planned before it on GPU 0) still ran.
+    assert gpus["next-on-0"] == {(1,)}, gpus
+    log = (sweep / "agent.log").read_text().splitlines()
+    launched = log.index(next(line for line in log if "server next-on-0 (next-on-0): launching on GPUs 1" in line))
+    assert launched < log.index(next(line for line in log if "server long (long): stopped" in line))
+    assert min(r["started_at"] for r in by_server["next-on-0"]) < max(r["ended_at"] for r in by_server["long"])
+    # And the server really ran there: its process registered GPU 1, nothing else.
+    pid = units["fleet-test-next-on-0"]
+    assert seen.get(pid) == {1}, (pid, units, seen)
+    assert_no_gpu_shared_at_once(by_run.values())
+
+
+def test_a_server_no_gpu_but_a_strangers_can_hold_fails_naming_it(tmp_path: Path, host_env: dict[str, str], seed_runs: dict[str, Run], agents: list) -> None:
+    """The pool is GPU 7 alone and a process fleet did not start holds it: the agent does not wait
+    for it forever, nor touch it; the server's runs fail with the holder as evidence."""
+    sweep = tmp_path / "sweep-blocked"
+    write_shard(sweep, [server("blocked", 7, AUTOREGRESSIVE, [seed_runs["short"]])], pool=[7])
+    stranger = subprocess.Popen(["sleep", "120"])
+    register_process(host_env["FLEET_FAKE_GPU_DIR"], stranger.pid, [7], 2048)
+    agents.append(start_agent(sweep, host_env))
+    try:
+        assert agents[-1].wait(timeout=60) == 0, (sweep / "agent.log").read_text()
+        assert stranger.poll() is None  # never touched
+    finally:
+        kill_leftover_servers(sweep)
+        stranger.kill()
+        stranger.wait()
+    (blocked,) = results(sweep).values()
+    assert blocked["status"] == "failed" and blocked["failure"]["class"] == "port_or_gpu_busy"
+    assert blocked["failure"]["evidence"] == [f"pid {stranger.pid} holds GPU 7: sleep 120"]
+    assert blocked["gpus"] == [7]
 
 
 def running_run(sweep: Path) -> str | None:

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from fleet.host.contract.shard import AgentLimits, RunSpec, ServerSpec, Shard, dependency_order
+from fleet.host.contract.shard import AgentLimits, RunSpec, ServerSpec, Shard
 from fleet.host.errors import ContractError
 
 
@@ -21,9 +21,11 @@ def make_shard() -> Shard:
         servers=[
             ServerSpec("a1", "tp1-ar", [0], 30000, ["python", "-m", "sglang.launch_server"], {"CUDA_VISIBLE_DEVICES": "0"}, "fleet-srv-sw1-a1",
                        runs=[RunSpec("r1", "tp1-ar/short", short, repeats=2)]),
-            ServerSpec("b2", "tp4-dflash", [0, 1, 2, 3], 30000, ["python"], {}, "fleet-srv-sw1-b2", after=["a1"], api="completions",
-                       runs=[RunSpec("r2", "tp4-dflash/short", short)]),
+            ServerSpec("b2", "tp4-dflash", [0, 1, 2, 3], 30010, ["python"], {}, "fleet-srv-sw1-b2", api="completions",
+                       runs=[RunSpec("r2", "tp4-dflash/short", short)], estimate_s=42.5),
         ],
+        gpus=list(range(8)),
+        exclusive=True,
     )
 
 
@@ -32,7 +34,8 @@ def test_round_trip_is_lossless() -> None:
     again = Shard.from_json(shard.to_json())
     assert again == shard
     assert [run.run_id for _, run in again.runs] == ["r1", "r2"]
-    assert again.servers[1].gpus == [0, 1, 2, 3]
+    assert again.servers[1].gpus == [0, 1, 2, 3] and again.servers[1].gpu_count == 4 and again.servers[1].estimate_s == 42.5
+    assert again.pool == tuple(range(8)) and again.exclusive
     assert again.servers[1].log_name == "tp4-dflash.log"  # where a systemd unit must write its log
 
 
@@ -49,14 +52,18 @@ def mutated(change) -> str:  # type: ignore[no-untyped-def]
         (lambda d: d.update(service_manager="docker"), "service_manager: expected one of systemd, process, got 'docker'"),
         (lambda d: d["servers"][1].update(port="30000"), "servers[1].port: expected a TCP port, got '30000'"),
         (lambda d: d["servers"][0].update(port=True), "servers[0].port: expected a TCP port, got True"),
-        (lambda d: d["servers"][0].update(gpus=[0, -1]), "servers[0].gpus: expected a list of GPU indexes (integers >= 0), got [0, -1]"),
+        (lambda d: d["servers"][0].update(gpus=[0, -1]), "servers[0].gpus: expected a list of distinct GPU indexes (integers >= 0), got [0, -1]"),
+        (lambda d: d["servers"][0].update(gpus=[1, 1]), "servers[0].gpus: expected a list of distinct GPU indexes (integers >= 0), got [1, 1]"),
+        (lambda d: d["servers"][0].update(gpus=[]), "servers[0].gpus: expected at least one GPU (the count is what the server needs), got []"),
+        (lambda d: d["servers"][1].update(gpus=[6, 7, 8, 9]), "servers[1].gpus: expected GPUs of the shard's pool [0, 1, 2, 3, 4, 5, 6, 7], got [6, 7, 8, 9]"),
+        (lambda d: d["servers"][1].update(estimate_s=-1), "servers[1].estimate_s: expected seconds (a number >= 0) or null, got -1"),
+        (lambda d: d.update(gpus="0-7"), "shard.json: gpus: expected a list of GPU indexes or null, got '0-7'"),
+        (lambda d: d.update(exclusive="yes"), "exclusive: expected true or false, got 'yes'"),
         (lambda d: d["servers"][0]["runs"][0]["workload"].update(kind="batch"), "servers[0].runs[0].workload.kind: expected one of"),
         (lambda d: d["servers"][0]["runs"][0].update(repeats=0), "servers[0].runs[0].repeats: expected an integer >= 1, got 0"),
         (lambda d: d["limits"].update(no_token_timeout_s=0), "limits.no_token_timeout_s: expected a number > 0, got 0"),
-        (lambda d: d["servers"][1].update(after=["zz"]), "servers[1].after: expected server ids of this shard, got ['zz']"),
-        (lambda d: d["servers"][0].update(after=["b2"]), "servers[].after: expected no cycle between servers"),
         (lambda d: d["servers"][1]["runs"][0].update(run_id="r1"), "expected distinct run_id values (duplicates: ['r1'])"),
-        (lambda d: d.update(format=2), "format: expected shard format 1 (agent and controller differ in version), got 2"),
+        (lambda d: d.update(format=1), "format: expected shard format 2 (agent and controller differ in version), got 1"),
     ],
 )
 def test_bad_shards_are_refused_with_the_field_named(change, expected: str) -> None:  # type: ignore[no-untyped-def]
@@ -70,10 +77,15 @@ def test_not_json_names_the_file() -> None:
         Shard.from_json("{", source="/var/lib/fleet/sweeps/x/shard.json")
 
 
-def test_dependency_order_is_stable_and_respects_after() -> None:
-    servers = make_shard().servers
-    c = ServerSpec("c3", "c", [1], 30001, ["python"], {}, "u", after=[])
-    assert dependency_order([servers[1], servers[0], c]) == ["a1", "b2", "c3"]
+def test_without_a_pool_it_is_the_gpus_the_servers_name() -> None:
+    """A Slurm task's shard names no pool: its servers' GPUs are exactly the job's grant (fleet.slurm.grant)."""
+    shard = make_shard()
+    data = json.loads(shard.to_json())
+    data["gpus"] = None
+    data["servers"][0]["gpus"] = [5]
+    data["servers"][1]["gpus"] = [2, 3, 5, 6]
+    again = Shard.from_json(json.dumps(data))
+    assert again.gpus is None and again.pool == (2, 3, 5, 6) and not Shard.from_json(json.dumps({**data, "exclusive": False})).exclusive
 
 
 def test_skip_reason_round_trips_and_defaults_to_none() -> None:

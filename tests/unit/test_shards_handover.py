@@ -55,15 +55,15 @@ def test_a_broken_request_releases_nothing(tmp_path: Path) -> None:
         HandoverRequest.from_json(Path(files.handover).read_text(), files.handover)
 
 
-def spec(server_id: str, after: list[str]) -> ServerSpec:
-    return ServerSpec(server_id, server_id, [0], 30000, ["x"], {}, f"u-{server_id}", after, [RunSpec(f"r-{server_id}", "l", {"name": "w", "kind": "short"})])
+def spec(server_id: str, gpus: list[int]) -> ServerSpec:
+    return ServerSpec(server_id, server_id, gpus, 30000, ["x"], {}, f"u-{server_id}", [RunSpec(f"r-{server_id}", "l", {"name": "w", "kind": "short"})])
 
 
-def test_without_servers_drops_them_and_their_after_references() -> None:
-    shard = Shard("s", "h", "boot", "process", AgentLimits(), [spec("a", []), spec("b", ["a"]), spec("c", ["a", "b"])])
+def test_without_servers_drops_them_and_keeps_the_pool() -> None:
+    shard = Shard("s", "h", "boot", "process", AgentLimits(), [spec("a", [0]), spec("b", [1]), spec("c", [0, 1])], gpus=[0, 1, 2, 3])
     reduced = without_servers(shard, {"b"})
     assert [s.server_id for s in reduced.servers] == ["a", "c"]
-    assert reduced.servers[1].after == ["a"]
+    assert reduced.pool == (0, 1, 2, 3)
     assert Shard.from_json(reduced.to_json()) == reduced  # still a valid shard
 
 

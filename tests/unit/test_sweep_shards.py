@@ -8,9 +8,10 @@ from pathlib import Path
 from fleet.host.contract import Shard
 from fleet.inventory import load_inventory
 from fleet.plan import PlanOptions, hardware_of, make_plan
-from fleet.playbook import load_playbook
+from fleet.playbook import Isolation, load_playbook
 from fleet.sweep.shards import build_shards
 from tests.shipped import shipped_hosts
+from tests.unit.fake_hosts import make_host
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -22,3 +23,25 @@ def test_every_server_of_a_shard_names_its_planned_release(tmp_path: Path) -> No
     planned = {s.config.id: s.engine_release for s in plan.servers}
     assert shard.servers and all(server.engine_release == planned[server.server_id] is not None for server in shard.servers)
     assert Shard.from_json(shard.to_json()) == shard  # and it survives the trip to the host
+
+
+def test_a_shard_asks_for_gpu_counts_on_the_hosts_pool_with_estimates_and_a_port_each(tmp_path: Path) -> None:
+    """The agent places servers as GPUs free up (fleet.host.agent.dispatch): the shard gives it the
+    host's GPUs as the pool, each server's count (its plan's GPUs only as a hint) and estimate, and
+    ports that let any two servers run side by side."""
+    ct200 = make_host("ct200", gpus=8)
+    playbook = load_playbook(REPO / "playbooks" / "qwen36-specdec.yaml")
+    plan = make_plan(playbook, [ct200], PlanOptions(memory_check=False, hardware={ct200.name: hardware_of(ct200)}))
+    shard = build_shards(plan, {ct200.name: ct200}, "s1", {})[ct200.name]
+    assert shard.pool == tuple(range(8)) and not shard.exclusive
+    planned = {s.config.id: s for s in plan.servers}
+    for server in shard.servers:
+        assert server.gpu_count == planned[server.server_id].config.tp
+        assert server.estimate_s == round(planned[server.server_id].end_s - planned[server.server_id].start_s, 3) > 0
+    ports = [server.port for server in shard.servers]
+    assert len(set(ports)) == len(ports), ports
+    # The controller's order is the plan's: earliest planned start first.
+    starts = [planned[s.server_id].start_s for s in shard.servers]
+    assert starts == sorted(starts)
+    exclusive = make_plan(playbook.model_copy(update={"isolation": Isolation.exclusive}), [ct200], PlanOptions(memory_check=False))
+    assert build_shards(exclusive, {ct200.name: ct200}, "s1", {})[ct200.name].exclusive

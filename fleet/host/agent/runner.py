@@ -1,5 +1,12 @@
 """The agent's main loop: work through a shard, one server launch per server configuration,
-side by side where they use different GPUs. It reads and writes the files of `fleet.host.contract`.
+side by side on the host's GPU pool. It reads and writes the files of `fleet.host.contract`.
+
+Dispatch: whenever GPUs free up (and at the start), the next server is chosen among those not
+started nor released to another host, and placed on free GPUs (fleet.host.agent.dispatch); the
+shard asks for a number of GPUs per server, not for particular ones. A start that finds its GPUs
+held by a process fleet did not start never touches it: the server goes back to waiting and those
+GPUs are left out for a while (STRANGER_RECHECK_S); only when nothing else could ever free do its
+runs fail, naming the holder. Each result names the GPUs its server ran on.
 
 Per server: clear what an earlier agent or run left on its port and GPUs; start it; wait until
 `/health` answers, failing fast on a fatal log line or an exited process; read its context length
@@ -24,10 +31,12 @@ import signal
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from fleet.host.agent.client import Client, Endpoint, get_json, health_ok
+from fleet.host.agent.dispatch import Placement, Running, Waiting, choose, stuck
 from fleet.host.agent.drive import Driver, Gate, ServerFacts, drive
 from fleet.host.agent.handover import release_handed_over
 from fleet.host.agent.logwatch import LogWatcher
@@ -35,6 +44,7 @@ from fleet.host.agent.progress import UNWRITABLE_ERRNOS, ProgressFile
 from fleet.host.agent.results import RunIdentity, WorkloadOutcome, build_result, sim_speed_of, skipped_result
 from fleet.host.agent.services import (
     SIGKILL_HINT,
+    Holder,
     ServiceError,
     Services,
     ServiceSpec,
@@ -66,6 +76,8 @@ DEATH_GRACE_S = 5.0  # after a fatal line: time for the process to finish loggin
 READY_POLL_S = 0.2
 HEALTH_TIMEOUT_CAP_S = 20.0
 FACTS_TIMEOUT_S = 10.0
+GPU_HOLD = "GPU "  # how fleet.host.agent.services.find_holders names a hold on GPUs ("GPU 0,1")
+STRANGER_RECHECK_S = 60.0  # a GPU found held by a process fleet did not start is left out this long
 
 # Failure classes of servers (requests have theirs in fleet.host.agent.client).
 SERVER_START_FAILED = FailureClass.SERVER_START_FAILED.value
@@ -96,7 +108,17 @@ class HostLeased(Exception):
 
 
 class _Stopped(Exception):
-    """The agent was told to stop while a server was starting."""
+    """The agent was told to stop while a server was starting (or it must not start: `strangers`)."""
+
+
+def held_gpus(holders: list[Holder]) -> frozenset[int] | None:
+    """The GPUs these holders hold; None when one holds something else (the port)."""
+    gpus: set[int] = set()
+    for holder in holders:
+        if not holder.holds.startswith(GPU_HOLD):
+            return None
+        gpus.update(int(index) for index in holder.holds.removeprefix(GPU_HOLD).split(","))
+    return frozenset(gpus)
 
 
 class Agent:
@@ -118,18 +140,23 @@ class Agent:
         self.lease = HostLease(self.files.work_dir) if self.files.work_dir else None
         self._lease_beat = 0.0
         self.halted: str | None = None  # why the agent stopped itself: it cannot write
+        self._strangers: dict[int, float] = {}  # GPU -> when a start found a foreign process on it
 
-    def skip_reason(self, spec: ServerSpec) -> str | None:
+    def skip_reason(self, spec: ServerSpec, quarantined: dict[str, str] | None = None) -> str | None:
         """Why not to launch this server: the shard says so, or the controller quarantined its
-        configuration while the sweep runs (`quarantine.json`: server id -> reason, read afresh)."""
+        configuration while the sweep runs (`quarantine.json`: server id -> reason, read afresh
+        unless given)."""
         if spec.skip_reason:
             return spec.skip_reason
+        return (self.quarantined() if quarantined is None else quarantined).get(spec.server_id)
+
+    def quarantined(self) -> dict[str, str]:
         try:
-            return HostQuarantine.load(self.files.quarantine).reasons.get(spec.server_id)
+            return dict(HostQuarantine.load(self.files.quarantine).reasons)
         except ContractError as exc:
             # Written atomically by the controller: only a hand edit or an older fleet gets here.
             log.error("%s; launching as if nothing were quarantined", exc)
-            return None
+            return {}
 
     def _read_host_facts(self) -> dict[str, Any] | None:
         """What the controller knows of this host (GPUs, driver, CUDA, engine versions), for every result."""
@@ -297,6 +324,31 @@ class Agent:
         except (LeaseLost, OSError) as exc:
             log.warning("lease hand-back: %s", exc)
 
+    def _dispatch(
+        self, waiting: list[ServerSpec], placed: dict[str, Running], order: dict[str, int], launch: Callable[[ServerSpec, Placement | None], None]
+    ) -> None:
+        """Start what fits the free GPUs now (fleet.host.agent.dispatch), one choice at a time; a
+        skipped server (quarantined, or the shard says so) at once, on no GPUs."""
+        quarantined = self.quarantined()
+        for spec in [s for s in waiting if self.skip_reason(s, quarantined)]:
+            waiting.remove(spec)
+            launch(spec, None)  # never launched: it writes its skipped results
+        now = time.monotonic()
+        # GPUs a start found held by a process fleet did not start: not handed out for a while.
+        unusable = {gpu for gpu, at in self._strangers.items() if now - at < STRANGER_RECHECK_S}
+        while waiting:
+            candidates = [Waiting(s.server_id, s.gpu_count, s.estimate_s or 0.0, order[s.server_id], s.port) for s in waiting]
+            running = list(placed.values())
+            choice = choose(self.shard.pool, running, candidates, now, unusable, exclusive=self.shard.exclusive)
+            if choice is None and not running:
+                # Nothing of ours runs, so nothing frees: the start fails, naming the holders.
+                choice = stuck(self.shard.pool, candidates, unusable)
+            if choice is None:
+                return
+            spec = next(s for s in waiting if s.server_id == choice.server_id)
+            waiting.remove(spec)
+            launch(spec, choice)
+
     def _run_locked(self) -> int:
         try:
             self._prepare_halt_file()
@@ -318,11 +370,17 @@ class Agent:
         log.info("sweep %s: %d runs, %d already done", self.shard.sweep_id, len(self.shard.runs), sum(counts.values()))
         finished: set[str] = set()
         threads: dict[str, threading.Thread] = {}
+        placed: dict[str, Running] = {}  # servers started on GPUs, while their session lasts
         changed = threading.Condition()
+        specs = {spec.server_id: spec for spec in self.shard.servers}
+        order = {spec.server_id: index for index, spec in enumerate(self.shard.servers)}
+        # Known now, for the rest of the agent's life: only this agent writes them.
+        done = {spec.server_id for spec in self.shard.servers if all(self.existing_status(r.run_id) is not None for r in spec.runs)}
 
-        def serve(spec: ServerSpec) -> None:
+        def serve(spec: ServerSpec, placement: Placement | None) -> None:
+            session: ServerSession | None = None
             try:
-                session = ServerSession(self, spec)
+                session = ServerSession(self, spec, placement.gpus if placement else (), last_chance=placement is not None and placement.last_chance)
                 with self._lock:
                     self._sessions[spec.server_id] = session
                 if self.stopping.is_set():
@@ -342,8 +400,20 @@ class Agent:
                 with self._lock:
                     self._sessions.pop(spec.server_id, None)
                 with changed:
-                    finished.add(spec.server_id)
+                    placed.pop(spec.server_id, None)  # its GPUs are free again (the session waited for them)
+                    if session is not None and session.strangers:
+                        # Not started: back to waiting, for GPUs no stranger holds.
+                        threads.pop(spec.server_id, None)
+                        self._strangers.update({gpu: time.monotonic() for gpu in session.strangers})
+                    else:
+                        finished.add(spec.server_id)
                     changed.notify_all()
+
+        def launch(spec: ServerSpec, placement: Placement | None) -> None:
+            threads[spec.server_id] = threading.Thread(target=serve, args=(spec, placement), name=spec.label, daemon=True)
+            if placement is not None:
+                placed[spec.server_id] = Running(spec.server_id, placement.gpus, time.monotonic() + (spec.estimate_s or 0.0), spec.port)
+            threads[spec.server_id].start()
 
         released: frozenset[str] = frozenset()  # handed back to the controller: never started here
         while True:
@@ -352,12 +422,11 @@ class Agent:
                 if not stopping:
                     # Answered here, before any start: a server is started or released, never both.
                     released = release_handed_over(self.files, started=threads.keys())
-                    for spec in self.shard.servers:
-                        if spec.server_id in released:
-                            continue
-                        if spec.server_id not in threads and all(dep in finished or dep in released for dep in spec.after):
-                            threads[spec.server_id] = threading.Thread(target=serve, args=(spec,), name=spec.label, daemon=True)
-                            threads[spec.server_id].start()
+                    waiting = [spec for spec in self.shard.servers if spec.server_id not in threads and spec.server_id not in released]
+                    for spec in waiting:
+                        if spec.server_id in done:
+                            launch(spec, None)  # no GPUs: it only makes sure no server of it is left running
+                    self._dispatch([specs[s.server_id] for s in waiting if s.server_id not in done], placed, order, launch)
                 running = [sid for sid in threads if sid not in finished]
                 remaining = [s for s in self.shard.servers if s.server_id not in threads and s.server_id not in released]
                 if not running and (stopping or not remaining):
@@ -379,9 +448,16 @@ class Agent:
 class ServerSession:
     """One server of the shard, from start to stop, and the runs it serves."""
 
-    def __init__(self, agent: Agent, spec: ServerSpec) -> None:
+    def __init__(self, agent: Agent, spec: ServerSpec, gpus: tuple[int, ...], last_chance: bool = False) -> None:
+        """`gpus`: where the agent placed it (fleet.host.agent.dispatch); none for a server that
+        is not launched (all its runs done, or skipped). `last_chance`: no GPUs but those found
+        held by strangers are left for it, so a stranger's hold fails its runs instead of sending
+        it back to wait (`strangers`)."""
         self.agent = agent
         self.spec = spec
+        self.gpus = gpus
+        self.last_chance = last_chance
+        self.strangers: frozenset[int] = frozenset()  # GPUs of its placement held by foreign processes: not started
         self.limits = agent.shard.limits
         self.endpoint = Endpoint("127.0.0.1", spec.port)
         self.log_path = agent.logs_dir / spec.log_name
@@ -393,7 +469,7 @@ class ServerSession:
         # GPUs on a machine of others (fleet.host.nvidia_smi.plays_declared) -- whatever holds the
         # machine's GPUs is not in its way, and it holds none of them.
         declared = spec.env.get(DECLARED_GPU_ENV)
-        self.machine_gpus = [] if declared and plays_declared(declared, gpu_names()) else list(spec.gpus)
+        self.machine_gpus = [] if declared and plays_declared(declared, gpu_names()) else list(gpus)
 
     @property
     def progress(self) -> ProgressFile:
@@ -446,17 +522,29 @@ class ServerSession:
         killed, blockers = clear_stale(spec.port, self.machine_gpus, STOP_GRACE_S)
         for holder in killed:
             log.warning("server %s: killed stale server pid %d holding %s: %s", spec.label, holder.pid, holder.holds, holder.command)
+        held = held_gpus(blockers)
+        if blockers and held is not None and not self.last_chance:
+            # Only GPUs in the way, and the pool may have others: never touched, and left out.
+            self.strangers = held
+            log.warning("server %s: GPUs %s are held by processes fleet did not start (%s): waiting for others",
+                        spec.label, sorted(held), "; ".join(f"pid {h.pid}: {h.command}" for h in blockers))
+            raise _Stopped()
         if blockers:
             return Failure(
                 PORT_OR_GPU_BUSY,
-                f"port {spec.port} / GPUs {spec.gpus} are held by processes that are not fleet's servers",
+                f"port {spec.port} / GPUs {list(self.gpus)} are held by processes that are not fleet's servers",
                 evidence=tuple(f"pid {h.pid} holds {h.holds}: {h.command}" for h in blockers),
             )
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         offset = self.log_path.stat().st_size if self.log_path.exists() else 0
+        visible = ",".join(map(str, self.gpus))
+        # A systemd unit reads its GPUs from this file; the process manager takes them from the env.
+        with atomic_file(Path(self.agent.files.placement_env(spec.unit_name))) as handle:
+            handle.write(f"CUDA_VISIBLE_DEVICES={visible}\n".encode())
+        log.info("server %s (%s): launching on GPUs %s", spec.label, spec.server_id, visible)
         began = time.monotonic()
         try:
-            services.start(ServiceSpec(spec.unit_name, spec.argv, spec.env, str(self.log_path), spec.cwd))
+            services.start(ServiceSpec(spec.unit_name, spec.argv, {**spec.env, "CUDA_VISIBLE_DEVICES": visible}, str(self.log_path), spec.cwd))
         except ServiceError as exc:
             return Failure(SERVICE_ERROR, str(exc), log_path=str(self.log_path))
         self.watcher = LogWatcher(self.log_path, offset)
@@ -622,7 +710,7 @@ class ServerSession:
             boot_id=self.agent.boot_id,
             attempt=attempt,
             agent_pid=os.getpid(),
-            gpus=tuple(self.spec.gpus),
+            gpus=self.gpus,  # where it ran: the agent placed it
             server=self.facts.to_json(),
             log_path=str(self.log_path),
             host_facts=self.agent.host_facts,
@@ -691,5 +779,6 @@ class ServerSession:
             if holders:
                 held = "; ".join(f"pid {h.pid} holds {h.holds}: {h.command}" for h in holders)
                 self.progress.error(spec.label, PORT_OR_GPU_BUSY, f"still held after the stop: {held}")
+            log.info("server %s (%s): stopped, GPUs %s handed back", spec.label, spec.server_id, ",".join(map(str, self.gpus)))
         self.progress.finished_server(spec.server_id)
 

@@ -109,3 +109,9 @@ class SweepDir:
 
     def server_log(self, label: str) -> str:
         return self.path(self.LOGS, f"{label}.log")
+
+    def placement_env(self, unit_name: str) -> str:
+        """`services/<unit>.gpus.env`: `CUDA_VISIBLE_DEVICES=` the GPUs the agent placed the server
+        on (fleet.host.agent.dispatch), written before each start; a systemd server unit reads it
+        (EnvironmentFile=), since its other settings are baked in when the shard is shipped."""
+        return self.path(self.SERVICES, f"{unit_name}.gpus.env")

@@ -1,10 +1,18 @@
 """The shard: what one host's agent must do in one sweep. Written by the controller as
 `<work_dir>/sweeps/<sweep_id>/shard.json`, read by the agent.
 
-Servers are listed in the controller's order. `after` names the servers that must have finished
-before this one may start, because they share GPUs with it; servers on disjoint GPUs run side by
-side. Each run carries its workload already resolved into a plain request plan
-(`fleet.workloads.resolve_workload`), so the agent needs no prompt library of its own.
+The controller asks for GPUs by count; the agent places (`fleet.host.agent.dispatch`). `gpus` of
+the shard is the pool: the host's GPUs the agent may hand out (under Slurm: exactly the GPUs the
+job was granted). A server's `gpus` are where the controller's plan put it: their number is what
+the server needs, the indexes only a hint (they were never a promise: a server starts on whichever
+block of the pool frees first, and its results name the GPUs it really ran on). Servers are listed
+in the controller's order, with `estimate_s`, the controller's estimate of a server's whole work
+(start-up and runs, wall seconds on this host), which the agent uses to choose what to start next.
+`exclusive` (the playbook's `isolation: exclusive`): one server at a time on the host. Each run
+carries its workload already resolved into a plain request plan (`fleet.workloads.resolve_workload`),
+so the agent needs no prompt library of its own.
+
+Format 2 (format 1 fixed every server's GPUs and chained servers sharing them with `after`).
 """
 
 from __future__ import annotations
@@ -17,7 +25,7 @@ from fleet.host.contract.layout import SweepDir
 from fleet.host.contract.reader import Reader, parse_json
 from fleet.host.errors import ContractError
 
-SHARD_FORMAT = 1
+SHARD_FORMAT = 2
 SERVICE_MANAGERS = ("systemd", "process")
 API_KINDS = ("generate", "completions")
 WORKLOAD_KINDS = ("short", "long_context", "concurrency", "agentic")
@@ -44,12 +52,11 @@ class RunSpec:
 class ServerSpec:
     server_id: str
     label: str
-    gpus: list[int]
+    gpus: list[int]  # the plan's GPUs: how many the server needs, and a hint of where (see above)
     port: int
     argv: list[str]  # ignored under systemd: the controller bakes it into the installed unit
-    env: dict[str, str]
+    env: dict[str, str]  # its CUDA_VISIBLE_DEVICES is replaced by the GPUs the agent places it on
     unit_name: str
-    after: list[str] = field(default_factory=list)
     runs: list[RunSpec] = field(default_factory=list)
     api: Literal["generate", "completions"] = "generate"
     cwd: str | None = None
@@ -58,6 +65,12 @@ class ServerSpec:
     skip_reason: str | None = None
     # The SGLang release the server runs (or the sim plays), as planned; copied into its results.
     engine_release: str | None = None
+    # The controller's estimate of the server's whole work (start-up and runs), wall seconds; None: none.
+    estimate_s: float | None = None
+
+    @property
+    def gpu_count(self) -> int:
+        return len(self.gpus)
 
     @property
     def log_name(self) -> str:
@@ -74,6 +87,8 @@ class Shard:
     service_manager: Literal["systemd", "process"]
     limits: AgentLimits
     servers: list[ServerSpec]
+    gpus: list[int] | None = None  # the pool; None: the GPUs the servers' hints name (a Slurm task's grant)
+    exclusive: bool = False
     format: int = SHARD_FORMAT
 
     def to_json(self) -> str:
@@ -86,6 +101,13 @@ class Shard:
     @property
     def runs(self) -> list[tuple[ServerSpec, RunSpec]]:
         return [(server, run) for server in self.servers for run in server.runs]
+
+    @property
+    def pool(self) -> tuple[int, ...]:
+        """The GPUs the agent may place servers on, in ascending order."""
+        if self.gpus is not None:
+            return tuple(sorted(set(self.gpus)))
+        return tuple(sorted({gpu for server in self.servers for gpu in server.gpus}))
 
 
 def _limits(reader: Reader) -> AgentLimits:
@@ -110,10 +132,26 @@ def _run(reader: Reader) -> RunSpec:
     )
 
 
+def _gpu_list(reader: Reader, key: str, *, required: bool) -> list[int] | None:
+    if required:
+        gpus = reader.get(key, list, "a list of GPU indexes")
+    else:
+        gpus = reader.get(key, (list, type(None)), "a list of GPU indexes or null", None)
+        if gpus is None:
+            return None
+    if not all(isinstance(g, int) and not isinstance(g, bool) and g >= 0 for g in gpus) or len(set(gpus)) != len(gpus):
+        raise reader.fail(key, "a list of distinct GPU indexes (integers >= 0)", gpus)
+    return list(gpus)
+
+
 def _server(reader: Reader) -> ServerSpec:
-    gpus = reader.get("gpus", list, "a list of GPU indexes")
-    if not all(isinstance(g, int) and not isinstance(g, bool) and g >= 0 for g in gpus):
-        raise reader.fail("gpus", "a list of GPU indexes (integers >= 0)", gpus)
+    gpus = _gpu_list(reader, "gpus", required=True)
+    assert gpus is not None
+    if not gpus:
+        raise reader.fail("gpus", "at least one GPU (the count is what the server needs)", gpus)
+    estimate = reader.get("estimate_s", (int, float, type(None)), "seconds (a number >= 0) or null", None)
+    if estimate is not None and (isinstance(estimate, bool) or estimate < 0):
+        raise reader.fail("estimate_s", "seconds (a number >= 0) or null", estimate)
     port = reader.get("port", int, "a TCP port")
     if not 0 < port < 65536:
         raise reader.fail("port", "a TCP port (1-65535)", port)
@@ -128,12 +166,12 @@ def _server(reader: Reader) -> ServerSpec:
         argv=reader.strings("argv"),
         env=dict(env),
         unit_name=reader.text("unit_name"),
-        after=reader.strings("after", []),
         runs=[_run(run) for run in reader.children("runs")],
         api=reader.choice("api", API_KINDS, "generate"),  # type: ignore[arg-type]
         cwd=reader.get("cwd", (str, type(None)), "a directory or null", None),
         skip_reason=reader.get("skip_reason", (str, type(None)), "a reason or null", None),
         engine_release=reader.get("engine_release", (str, type(None)), "a release such as 0.5.23, or null", None),
+        estimate_s=float(estimate) if estimate is not None else None,
     )
 
 
@@ -150,6 +188,8 @@ def shard_from_dict(data: Any, source: str = SweepDir.SHARD) -> Shard:
         service_manager=reader.choice("service_manager", SERVICE_MANAGERS),  # type: ignore[arg-type]
         limits=_limits(reader.child("limits")) if "limits" in reader.data else AgentLimits(),
         servers=servers,
+        gpus=_gpu_list(reader, "gpus", required=False),
+        exclusive=reader.get("exclusive", bool, "true or false", False),
     )
     _check_references(shard, source)
     return shard
@@ -164,27 +204,11 @@ def _check_references(shard: Shard, source: str) -> None:
     duplicate_runs = sorted({i for i in run_ids if run_ids.count(i) > 1})
     if duplicate_runs:
         raise ContractError(source, "servers[].runs", f"distinct run_id values (duplicates: {duplicate_runs})")
-    known = set(ids)
+    pool = set(shard.pool)
     for index, server in enumerate(shard.servers):
-        unknown = [dep for dep in server.after if dep not in known]
-        if unknown:
-            raise ContractError(source, f"servers[{index}].after", "server ids of this shard", unknown)
-    order = dependency_order(shard.servers)
-    if order is None:
-        raise ContractError(source, "servers[].after", "no cycle between servers")
-
-
-def dependency_order(servers: list[ServerSpec]) -> list[str] | None:
-    """Server ids in an order that respects `after` (stable: earlier in the shard first); None on a cycle."""
-    done: list[str] = []
-    pending = list(servers)
-    while pending:
-        ready = [s for s in pending if all(dep in done for dep in s.after)]
-        if not ready:
-            return None
-        done.append(ready[0].server_id)
-        pending.remove(ready[0])
-    return done
+        if not set(server.gpus) <= pool:
+            # A hint outside the pool, or a server wider than it: it could never be placed.
+            raise ContractError(source, f"servers[{index}].gpus", f"GPUs of the shard's pool {sorted(pool)}", server.gpus)
 
 
 # ------------------------------------------------------------------------------ hand-over
@@ -243,8 +267,5 @@ class HandoverAnswer:
 
 
 def without_servers(shard: Shard, server_ids: set[str] | frozenset[str]) -> Shard:
-    """The shard less some servers (handed over); `after` no longer names them."""
-    servers = [
-        replace(server, after=[dep for dep in server.after if dep not in server_ids]) for server in shard.servers if server.server_id not in server_ids
-    ]
-    return replace(shard, servers=servers)
+    """The shard less some servers (handed over)."""
+    return replace(shard, servers=[server for server in shard.servers if server.server_id not in server_ids])
