@@ -25,10 +25,10 @@ How a Slurm sweep goes:
 5. `results/<sweep>/slurm.json` records the arrays, their tasks and every submission's job id:
    `fleet sweep --resume ID` reattaches to them, `fleet sweep --cancel ID` cancels them.
    Ctrl-C (or a killed controller) leaves the jobs to Slurm. Progress goes out as the events of an
-   SSH sweep (fleet.sweep.events), the cluster as their one host.
+   SSH sweep (fleet.sweep.events), the cluster as their one host. `fleet status` and
+   `fleet fetch-logs` read the sweep by its job ids (fleet.slurm.observe).
 
-Not done here (see README.md, Slurm): provisioning and preflight per node inside allocations
-(facts, CUDA toolkit, node-local staging).
+Facts, preflight and model staging per node, inside each allocation: fleet.slurm.nodeprep.
 """
 
 from __future__ import annotations
