@@ -222,8 +222,10 @@ def test_the_shard_points_at_the_node_local_copies() -> None:
 # the whole step, as the batch script runs it
 
 
-def run_step(tmp_path: Path, output: str, env: dict[str, str]) -> tuple[int, NodePrep, dict]:
+def run_step(tmp_path: Path, output: str, env: dict[str, str], marker_files: dict[str, int] | None = None) -> tuple[int, NodePrep, dict]:
     model = shared_model(tmp_path)
+    if marker_files is not None:  # a shared copy whose files are not what its marker lists
+        (Path(model.source) / ".fleet-complete.json").write_text(json.dumps({"source": "card:x", "revision": "main", "files": marker_files}))
     script = tmp_path / "node-facts.sh"
     (tmp_path / "facts.txt").write_text(output)
     script.write_text(f"cat {shlex.quote(str(tmp_path / 'facts.txt'))}\n")  # the node's answer, replayed
@@ -334,3 +336,11 @@ def test_node_local_dir_is_validated_naming_file_and_field(tmp_path: Path) -> No
         with pytest.raises(ConfigError) as caught:
             load_host(tmp_path / "lab.yaml")
         assert str(tmp_path / "lab.yaml") in str(caught.value) and "slurm.node_local_dir" in str(caught.value) and "$TMPDIR" in str(caught.value)
+
+
+def test_a_copy_that_does_not_match_its_marker_refuses_the_node_and_leaves_no_half_model(tmp_path: Path) -> None:
+    code, prep, shard = run_step(tmp_path, node_output(), SLURM_ENV, marker_files={"config.json": 9, "sub/weights.bin": 8192})
+    assert code == REFUSED_EXIT and not prep.agent_started and prep.failures == []
+    assert prep.error is not None and "does not match its marker" in prep.error and "staging failed" in prep.reason()
+    assert sorted(p.name for p in (tmp_path / "local").iterdir()) == [".m--main.lock"]  # neither the copy nor its .partial
+    assert shard["servers"][0]["argv"] == ["--model-path", str(tmp_path / "shared" / "m")]
