@@ -53,7 +53,8 @@ from fleet.transport.base import BOOT_ID_PATH
 T = TypeVar("T")
 
 # nvidia-smi can hang for minutes when a GPU has fallen off the bus; one stuck tool must not
-# cost the other facts, so each section has its own limit (GNU `timeout`, where installed).
+# cost the other facts, so each external command that can hang has its own limit (GNU
+# `timeout`, where installed).
 SECTION_TIMEOUT_S = 20
 # importing torch from a cold page cache takes a while
 ENGINE_PROBE_TIMEOUT_S = 90
@@ -65,59 +66,84 @@ ENGINE_PROBE_SOURCE = Path(__file__).with_name("engine_probe.py").read_text(enco
 
 @dataclass(frozen=True)
 class Fact(Generic[T]):
+    """`command` is POSIX sh, pasted into the facts script (not a string it evaluates): with
+    `subshell` it runs in a subshell (its `exit`, `exec`, `cd` and variables stay there; one fork
+    and no exec), else in the script's own shell (builtins only, no fork: files read by
+    `fleet_cat`). Commands that can hang go through `limited`; `timeout_s` is the limit the
+    parser names when one exits 124."""
+
     name: str
     command: str
     parse: Callable[[str, int], T]
     timeout_s: int = SECTION_TIMEOUT_S
+    subshell: bool = True
 
 
-GPUS: Fact[list[Gpu]] = Fact("gpus", shlex.join(nvidia_smi.query_command("query-gpu", GPU_QUERY_FIELDS)), parse_gpus)
-GPU_PROCESSES: Fact[list[GpuProcess]] = Fact(
-    "gpu_processes", shlex.join(nvidia_smi.query_command("query-compute-apps", nvidia_smi.COMPUTE_APPS_FIELDS)), parse_gpu_processes
+def limited(command: str, seconds: int = SECTION_TIMEOUT_S) -> str:
+    """One simple command, killed after `seconds` where GNU timeout is installed (else unlimited).
+    `${fleet_timeout:+timeout N}` expands to two words or none: no wrapper shell, no extra exec."""
+    return f"${{fleet_timeout:+timeout {int(seconds)}}} {command}"
+
+
+def file_fact(name: str, path: str, parse: Callable[[str, int], T]) -> Fact[T]:
+    """A file read with the shell's own `read` (no `cat` process); a missing file is the shell's
+    'cannot open' message and a non-zero exit code, as with cat."""
+    return Fact(name, f"fleet_cat {shlex.quote(path)}", parse, subshell=False)
+
+
+def nvidia_smi_fact(name: str, argv: Sequence[str], parse: Callable[[str, int], T]) -> Fact[T]:
+    return Fact(name, "exec " + limited(shlex.join(argv)), parse)
+
+
+GPUS: Fact[list[Gpu]] = nvidia_smi_fact("gpus", nvidia_smi.query_command("query-gpu", GPU_QUERY_FIELDS), parse_gpus)
+GPU_PROCESSES: Fact[list[GpuProcess]] = nvidia_smi_fact(
+    "gpu_processes", nvidia_smi.query_command("query-compute-apps", nvidia_smi.COMPUTE_APPS_FIELDS), parse_gpu_processes
 )
-# only the plain table's header carries the CUDA version the driver supports
-DRIVER: Fact[Driver] = Fact("driver", "nvidia-smi", parse_driver_header)
-KERNEL_MODULE: Fact[str | None] = Fact("kernel_module", "cat /proc/driver/nvidia/version", parse_kernel_module)
-# FlashInfer's JIT looks for CUDA_HOME, then nvcc on PATH, then /usr/local/cuda: the same order here
+# The driver's version and the CUDA version it supports; `--version` asks nothing of the GPUs,
+# where the plain table (the other place that prints the CUDA version) queries all of them.
+DRIVER: Fact[Driver] = nvidia_smi_fact("driver", ["nvidia-smi", "--version"], parse_driver_header)
+KERNEL_MODULE: Fact[str | None] = file_fact("kernel_module", "/proc/driver/nvidia/version", parse_kernel_module)
+# FlashInfer's JIT looks for CUDA_HOME, then nvcc on PATH, then /usr/local/cuda: the same order
+# here. PATH is walked with builtins (as `command -v` would, without a command substitution's fork).
 TOOLKIT: Fact[CudaToolkit | None] = Fact(
     "toolkit",
-    'for nvcc in ${CUDA_HOME:+"$CUDA_HOME/bin/nvcc"} "$(command -v nvcc 2>/dev/null)" /usr/local/cuda/bin/nvcc; do '
-    f'if [ -n "$nvcc" ] && [ -x "$nvcc" ]; then echo "{NVCC_PATH_LABEL} $nvcc"; exec "$nvcc" --version; fi; '
+    'set -f; set --; [ -n "$CUDA_HOME" ] && set -- "$CUDA_HOME/bin/nvcc"; '
+    'IFS=:; for dir in $PATH; do set -- "$@" "${dir:-.}/nvcc"; done; unset IFS; '
+    "for nvcc in \"$@\" /usr/local/cuda/bin/nvcc; do "
+    f'if [ -f "$nvcc" ] && [ -x "$nvcc" ]; then echo "{NVCC_PATH_LABEL} $nvcc"; exec ' + limited('"$nvcc" --version') + '; fi; '
     f"done; echo {shlex.quote(NVCC_PATH_LABEL + ' ' + NVCC_ABSENT)}",
     parse_nvcc,
 )
-MEMORY: Fact[Memory] = Fact("memory", "cat /proc/meminfo", parse_meminfo)
-OS_RELEASE: Fact[OperatingSystem] = Fact("os", "cat /etc/os-release", parse_os_release)
-KERNEL: Fact[Kernel] = Fact("kernel", "uname -r; uname -m; uname -n", parse_kernel)
+MEMORY: Fact[Memory] = file_fact("memory", "/proc/meminfo", parse_meminfo)
+OS_RELEASE: Fact[OperatingSystem] = file_fact("os", "/etc/os-release", parse_os_release)
+# one process: uname prints the fields in its own fixed order, nodename release machine
+KERNEL: Fact[Kernel] = Fact("kernel", "exec uname -n -r -m", parse_kernel)
 SYSTEMD: Fact[Systemd] = Fact(
     "systemd",
     f"if [ -d /run/systemd/system ]; then echo {shlex.quote(SYSTEMD_BOOTED_LABEL)} yes; "
-    f"else echo {shlex.quote(SYSTEMD_BOOTED_LABEL)} no; fi; systemctl is-system-running",
+    f"else echo {shlex.quote(SYSTEMD_BOOTED_LABEL)} no; fi; exec {limited('systemctl is-system-running')}",
     parse_systemd,
 )
-BOOT_ID: Fact[str] = Fact("boot_id", shlex.join(["cat", BOOT_ID_PATH]), parse_boot_id)
+BOOT_ID: Fact[str] = file_fact("boot_id", BOOT_ID_PATH, parse_boot_id)
 
 
 def engine_fact(engine_python: str, refresh: bool = False) -> Fact[EnginePython]:
     """The engine probe, answered from its cache on the host while boot and packages are the
     same (engine_probe.py); `refresh` probes afresh."""
     # from / so that a stray `torch/` in the login directory cannot shadow the real package
-    return Fact(
-        "engine",
-        "cd / && " + shlex.join([engine_python, "-c", ENGINE_PROBE_SOURCE, *(["--refresh"] if refresh else [])]),
-        parse_engine_probe,
-        timeout_s=ENGINE_PROBE_TIMEOUT_S,
-    )
+    argv = [engine_python, "-c", ENGINE_PROBE_SOURCE, *(["--refresh"] if refresh else [])]
+    return Fact("engine", "cd / && exec " + limited(shlex.join(argv), ENGINE_PROBE_TIMEOUT_S), parse_engine_probe, timeout_s=ENGINE_PROBE_TIMEOUT_S)
 
 
 def disk_space_fact(paths: Mapping[str, str]) -> Fact[dict[str, DiskSpace]]:
-    """df of each path; a path not created yet is measured at its nearest existing parent."""
+    """df of each path; a path not created yet is measured at its nearest existing parent (found
+    with parameter expansion, as `dirname` would, without a process per level)."""
     quoted = " ".join(shlex.quote(path) for path in paths.values())
     command = (
         f"set --; for path in {quoted}; do "
-        'while [ ! -e "$path" ]; do path=$(dirname "$path"); done; '
+        'while [ ! -e "$path" ]; do case $path in */*) path=${path%/*}; path=${path:-/} ;; *) path=. ;; esac; done; '
         'set -- "$@" "$path"; done; '
-        f'printf "%s\\n" "$@"; echo {DF_SEPARATOR}; df -P -T -B1 "$@"'
+        f'printf "%s\\n" "$@"; echo {DF_SEPARATOR}; exec ' + limited('df -P -T -B1 "$@"')
     )
     requested = dict(paths)
     return Fact("disks", command, lambda text, exit_code: parse_disk_space(text, exit_code, requested))
@@ -125,26 +151,31 @@ def disk_space_fact(paths: Mapping[str, str]) -> Fact[dict[str, DiskSpace]]:
 
 def staging_dir_fact(path: str) -> Fact[int | None]:
     quoted = shlex.quote(path)
-    return Fact("staging_dir", f"if [ -d {quoted} ]; then du -sk {quoted}; else echo {DIR_ABSENT}; fi", parse_du_bytes)
+    return Fact("staging_dir", f"if [ -d {quoted} ]; then exec {limited('du -sk ' + quoted)}; else echo {DIR_ABSENT}; fi", parse_du_bytes)
 
 
+# fleet_cat: `cat FILE` in builtins. `read` returns non-zero on a last line without a newline,
+# which is printed as it is; a file that cannot be opened fails the loop's redirection (the
+# shell's message on stderr, exit 2) and prints nothing.
 _SCRIPT_PROLOGUE = f"""\
-fleet_section() {{
-  printf '%s begin %s\\n' '{SECTION_MARK}' "$1"
-  if command -v timeout >/dev/null 2>&1; then
-    timeout "$2" sh -c "$3" </dev/null 2>&1
-  else
-    sh -c "$3" </dev/null 2>&1
-  fi
-  printf '\\n%s end %s %s\\n' '{SECTION_MARK}' "$1" "$?"
+if command -v timeout >/dev/null 2>&1; then fleet_timeout=1; else fleet_timeout=; fi
+fleet_cat() {{
+  while IFS= read -r fleet_line; do printf '%s\\n' "$fleet_line"; done < "$1" && {{ [ -z "$fleet_line" ] || printf '%s' "$fleet_line"; }}
 }}
+fleet_begin() {{ printf '%s begin %s\\n' '{SECTION_MARK}' "$1"; }}
+fleet_end() {{ printf '\\n%s end %s %s\\n' '{SECTION_MARK}' "$1" "$2"; }}
 """
+
+
+def _section(fact: Fact[object]) -> str:
+    name = shlex.quote(fact.name)
+    body = f"( {fact.command}\n)" if fact.subshell else f"{{ {fact.command}\n}}"
+    return f"fleet_begin {name}\n{body} </dev/null 2>&1\nfleet_end {name} $?\n"
 
 
 def composite_script(facts: Sequence[Fact[object]]) -> str:
     """One POSIX sh script running every fact; each section's stdout+stderr is framed by marker lines."""
-    calls = [f"fleet_section {shlex.quote(f.name)} {int(f.timeout_s)} {shlex.quote(f.command)}" for f in facts]
-    return _SCRIPT_PROLOGUE + "\n".join(calls) + "\n"
+    return _SCRIPT_PROLOGUE + "".join(_section(f) for f in facts)
 
 
 @dataclass(frozen=True)

@@ -121,7 +121,7 @@ def parse_gpu_processes(text: str, exit_code: int = 0) -> list[GpuProcess]:
 
 
 def parse_driver_header(text: str, exit_code: int = 0) -> Driver:
-    """Plain `nvidia-smi` (also `nvidia-smi -q` and `--version`): driver version and its CUDA version."""
+    """`nvidia-smi --version` (also the plain table and `-q`): the driver version and the CUDA version it supports."""
     _require_success("driver", text, exit_code)
     driver = re.search(r"Driver Version\s*:\s*(\d[\d.]*)", text, re.IGNORECASE)
     cuda = re.search(r"CUDA Version\s*:\s*(\d+\.\d+)", text, re.IGNORECASE)
@@ -268,12 +268,13 @@ def parse_os_release(text: str, exit_code: int = 0) -> OperatingSystem:
 
 
 def parse_kernel(text: str, exit_code: int = 0) -> Kernel:
-    """`uname -r; uname -m; uname -n`, one value a line."""
+    """`uname -n -r -m`: one line, `nodename release machine` (uname's own order, whatever the flags' order)."""
     _require_success("kernel", text, exit_code)
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    if len(lines) != 3:
-        raise FactError("kernel", "expected three lines: release, machine, hostname", text)
-    return Kernel(release=lines[0], machine=lines[1], hostname=lines[2])
+    lines = [line.split() for line in text.splitlines() if line.strip()]
+    if len(lines) != 1 or len(lines[0]) != 3:
+        raise FactError("kernel", "expected one line: hostname, release, machine", text)
+    hostname, release, machine = lines[0]
+    return Kernel(release=release, machine=machine, hostname=hostname)
 
 
 def parse_systemd(text: str, exit_code: int) -> Systemd:

@@ -2,7 +2,8 @@
 
 Each test host runs a copy of this file through small launchers `nvidia-smi` and `nvcc` in its
 bin directory; it picks its behaviour from argv[0]. It uses only cheap standard-library imports
-(no pathlib, dataclasses, socket): every call of a GPU tool pays Python's start-up.
+(no pathlib, dataclasses, socket, not even `json` or `uuid`, see `loads` and `default_uuid`):
+every call of a GPU tool pays Python's start-up, sixteen hosts' calls on this machine's CPUs.
 
 State lives in `$FLEET_FAKE_GPU_DIR` (default: `../gpu` next to the bin directory):
 - `profile.json`: what the GPUs are (see `DEFAULT_PROFILE`; README.md lists every key);
@@ -14,13 +15,17 @@ The layouts are copied from real output of driver 580 (tests/testfleet/real_tool
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
-import uuid
 from collections import namedtuple
 from collections.abc import Callable
+
+try:  # a built-in module; hashlib would load OpenSSL's (about 4 ms a call)
+    from _sha1 import sha1
+except ImportError:  # pragma: no cover - builds without it
+    from hashlib import sha1
+import _json
 
 DEFAULT_PROFILE: dict[str, object] = {
     "name": "NVIDIA RTX PRO 6000 Blackwell Server Edition",
@@ -80,10 +85,38 @@ def read_text(path: str) -> str:
         return handle.read()
 
 
+class _Decoding:
+    """What `_json.make_scanner` reads of a decoder: the `json` module's defaults."""
+
+    strict = True
+    object_hook = None
+    object_pairs_hook = None
+    parse_float = float
+    parse_int = int
+    parse_constant = {"-Infinity": float("-inf"), "Infinity": float("inf"), "NaN": float("nan")}.__getitem__
+    memo: dict = {}
+
+
+_scan = _json.make_scanner(_Decoding())
+
+
+def loads(text: str) -> object:
+    """`json.loads` with json's own C scanner: importing `json` imports `re` and `enum`, about
+    half of this tool's start-up. Raises ValueError on bad JSON, as json.loads does."""
+    stripped = text.strip()
+    try:
+        value, end = _scan(stripped, 0)
+    except StopIteration as exc:
+        raise ValueError(f"expected a JSON value at character {exc.value}") from None
+    if end != len(stripped):
+        raise ValueError(f"extra data after the JSON value at character {end}")
+    return value
+
+
 def load_profile(state_dir: str | os.PathLike) -> dict:
     path = os.path.join(state_dir, "profile.json")
     try:
-        loaded = json.loads(read_text(path))
+        loaded = loads(read_text(path))
     except FileNotFoundError:
         return dict(DEFAULT_PROFILE)
     if not isinstance(loaded, dict):
@@ -114,7 +147,7 @@ def load_processes(
     found = []
     for name in sorted(n for n in os.listdir(procs_dir) if n.endswith(".json")):
         path = os.path.join(procs_dir, name)
-        entry = json.loads(read_text(path))
+        entry = loads(read_text(path))
         try:
             proc = GpuProcess(
                 pid=int(entry["pid"]),
@@ -134,8 +167,17 @@ def load_processes(
     return sorted(found, key=lambda p: p.pid)
 
 
+# uuid.NAMESPACE_DNS; the uuid module imports enum and hashlib, most of this tool's start-up
+NAMESPACE_DNS = bytes.fromhex("6ba7b8109dad11d180b400c04fd430c8")
+
+
 def default_uuid(hostname: str, index: int) -> str:
-    return "GPU-" + str(uuid.uuid5(uuid.NAMESPACE_DNS, f"{hostname}.gpu{index}.fleet-testfleet"))
+    """uuid.uuid5(NAMESPACE_DNS, "<host>.gpu<i>.fleet-testfleet") written out (RFC 4122 section 4.3)."""
+    digest = bytearray(sha1(NAMESPACE_DNS + f"{hostname}.gpu{index}.fleet-testfleet".encode()).digest()[:16])
+    digest[6] = (digest[6] & 0x0F) | 0x50  # version 5
+    digest[8] = (digest[8] & 0x3F) | 0x80  # RFC 4122 variant
+    h = digest.hex()
+    return f"GPU-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
 def build_gpus(profile: dict, processes: list[GpuProcess], hostname: str) -> list[Gpu]:
@@ -220,6 +262,18 @@ def render_table(profile: dict, gpus: list[Gpu], processes: list[GpuProcess], no
         lines.append(f"|{index:>5}   N/A  N/A{proc.pid:>16}      C   {name:<32}{memory:>14} |")
     lines.append(RULE_FULL)
     return "\n".join(lines) + "\n"
+
+
+def render_version(profile: dict) -> str:
+    """`nvidia-smi --version` (real_tool_output/.../nvidia-smi-version.txt): NVML's version is the
+    driver's without its last part (580.159.04 -> 580.159). Nothing is asked of the GPUs."""
+    driver = str(profile["driver"])
+    return (
+        f"NVIDIA-SMI version  : {driver}\n"
+        f"NVML version        : {driver.rsplit('.', 1)[0] if driver.count('.') > 1 else driver}\n"
+        f"DRIVER version      : {driver}\n"
+        f"CUDA Version        : {profile['cuda_driver_version']}\n"
+    )
 
 
 def render_list(gpus: list[Gpu]) -> str:
@@ -364,18 +418,25 @@ def nvidia_smi(
                     raise UsageError(f"Option {key} requires a value.\n")
                 value = args.pop(0)
             options["--id" if key == "-i" else key] = value
-        elif arg in ("-L", "--list-gpus", "-h", "--help"):
+        elif arg in ("-L", "--list-gpus", "-h", "--help", "--version"):
             flags.add({"--list-gpus": "-L", "--help": "-h"}.get(arg, arg))
         else:
             raise UsageError("Invalid combination of input arguments. Please run 'nvidia-smi -h' for help.\n")
     if "-h" in flags:
         return "NVIDIA System Management Interface -- fake of fleet's test hosts (see tests/testfleet/README.md)\n"
+    if "--version" in flags:
+        others = [a for a in argv if a != "--version"]
+        if others:
+            raise UsageError(f"ERROR: Option {others[0]} is not valid for this command. Please run 'nvidia-smi -h' for help.\n\n")
+        return render_version(load_profile(state_dir))
     profile = load_profile(state_dir)
     processes = load_processes(state_dir, int(profile["count"]), alive)
     gpus = build_gpus(profile, processes, hostname)
     selected = select_gpus(gpus, options.get("--id"))
     queries = [q for q in ("--query-gpu", "--query-compute-apps") if q in options]
-    if len(queries) > 1 or (queries and "-L" in flags):
+    if len(queries) > 1:
+        raise UsageError("Only one --query-* switch can be used at a time.\n")
+    if queries and "-L" in flags:
         raise UsageError("Invalid combination of input arguments. Please run 'nvidia-smi -h' for help.\n")
     if queries:
         if "--format" not in options:

@@ -9,6 +9,7 @@ import re
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -73,6 +74,7 @@ def test_table_matches_real_layout(tmp_path):
             "query-gpu-noheader.csv",
         ),
         (["--query-compute-apps=pid,process_name,used_memory,gpu_uuid", "--format=csv"], "query-apps.csv"),
+        (["--version"], "nvidia-smi-version.txt"),
     ],
 )
 def test_idle_outputs_match_real_files(tmp_path, argv, real_file):
@@ -121,6 +123,8 @@ def test_live_process_is_listed_and_dead_one_is_hidden(tmp_path):
 
 
 def test_uuids_are_stable_per_hostname_and_distinct_between_hosts(tmp_path):
+    # written out without the uuid module (its imports cost the tool's start-up): the same UUIDs
+    assert fake_gpu.default_uuid("ct200", 3) == "GPU-" + str(uuid.uuid5(uuid.NAMESPACE_DNS, "ct200.gpu3.fleet-testfleet"))
     directory = state_dir(tmp_path, fake_gpu.DEFAULT_PROFILE)
     a = fake_gpu.nvidia_smi(["-L"], directory, "ct200", NOW)
     assert a == fake_gpu.nvidia_smi(["-L"], directory, "ct200", NOW)
@@ -136,6 +140,27 @@ def test_nvcc_matches_real_version_output(tmp_path):
 def test_nvcc_follows_the_profile_toolkit(tmp_path):
     out = fake_gpu.nvcc(["-V"], state_dir(tmp_path, {**H200, "toolkit": "12.8"}))
     assert "Cuda compilation tools, release 12.8, V12.8.93" in out.splitlines()
+
+
+def test_profiles_are_read_as_json_reads_them_without_importing_it():
+    text = '{"a": [1, 2.5, "x\\u00e9", null, true, -1e3], "b": {"c": {}}}'
+    assert fake_gpu.loads(" " + text + "\n") == json.loads(text)
+    for bad in ("", "{", '{"a": 1} extra', "{'a': 1}"):
+        with pytest.raises(ValueError):
+            fake_gpu.loads(bad)
+
+
+@pytest.mark.parametrize(
+    ("argv", "real_file"),
+    [
+        (["--version", "--query-gpu=index", "--format=csv"], "nvidia-smi-version-with-query.txt"),
+        (["--query-gpu=index", "--query-compute-apps=pid", "--format=csv"], "nvidia-smi-two-queries.txt"),
+    ],
+)
+def test_refused_combinations_print_the_real_message(tmp_path, argv, real_file):
+    with pytest.raises(fake_gpu.UsageError) as refused:
+        smi(state_dir(tmp_path, H200), *argv)
+    assert str(refused.value) == (REAL / real_file).read_text()
 
 
 def test_bad_queries_fail_like_the_real_tool(tmp_path):

@@ -5,15 +5,18 @@ from __future__ import annotations
 import json
 import os
 import platform
+import shutil
 import subprocess
+from collections import Counter
 from pathlib import Path
 
 import pytest
 from rich.console import Console
 
-from fleet.facts import FactsCache, facts_table, gather_facts
-from fleet.facts.commands import Fact, composite_script, engine_fact, parse_section, split_sections
+from fleet.facts import FactsCache, commands, facts_table, gather, gather_facts
+from fleet.facts.commands import Fact, composite_script, engine_fact, file_fact, limited, parse_section, split_sections
 from fleet.facts.engine_probe import PROBE_MARK
+from fleet.facts.models import Driver, FactsRequest
 from fleet.facts.parsers import (
     FactError,
     parse_boot_id,
@@ -39,6 +42,7 @@ H200 = FIXTURES / "real-tool-output" / "h200-driver580-cuda13.0"
 RTX = FIXTURES / "facts" / "rtx-pro-6000-8gpu-driver580-cuda13.1"
 NVCC = FIXTURES / "facts" / "nvcc"
 DEV = FIXTURES / "facts" / "dev-machine"
+DEVICE = FIXTURES / "facts" / "h200-driver580-cuda13.0-device"
 RTX_NAME = "NVIDIA RTX PRO 6000 Blackwell Server Edition"
 
 
@@ -147,10 +151,22 @@ def test_gpu_processes_no_running_processes_message_and_commas_in_names():
 # --- driver and toolkit -------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("capture", [H200 / "nvidia-smi.txt", H200 / "nvidia-smi-q.txt", RTX / "nvidia-smi.txt"])
+@pytest.mark.parametrize(
+    "capture", [DEVICE / "nvidia-smi-version.txt", H200 / "nvidia-smi.txt", H200 / "nvidia-smi-q.txt", RTX / "nvidia-smi.txt"]
+)
 def test_driver_header(capture):
     driver = parse_driver_header(read(capture))
     assert (driver.version, driver.cuda_version) == ("580.159.04", "13.0")
+
+
+def test_the_driver_fact_asks_nvidia_smi_for_its_version_only():
+    # `--version` answers what the plain table's header did, without querying the GPUs (a real
+    # H200: 21 ms against 105 ms), and refuses to be combined with a query (real capture, exit 2).
+    assert commands.DRIVER.command.endswith("nvidia-smi --version")
+    with pytest.raises(FactError, match="exited 2.*not valid for this command"):
+        parse_driver_header(read(DEVICE / "nvidia-smi-version-with-query.txt"), 2)
+    with pytest.raises(FactError, match="no 'Driver Version'"):
+        parse_driver_header("Failed to initialize NVML: Driver/library version mismatch\n", 0)
 
 
 def test_kernel_module_real_line_and_absent_file():
@@ -279,8 +295,12 @@ def test_meminfo_real():
 def test_os_release_and_kernel_real():
     system = parse_os_release(read(DEV / "os-release.txt"))
     assert (system.id, system.version_id, system.pretty_name) == ("debian", "12", "Debian GNU/Linux 12 (bookworm)")
-    kernel = parse_kernel(read(DEV / "uname-r-m-n.txt"))
-    assert (kernel.release, kernel.machine, kernel.hostname) == ("6.18.44-fc-v782", "x86_64", "vm")
+    kernel = parse_kernel(read(DEV / "uname-n-r-m.txt"))
+    assert (kernel.release, kernel.machine, kernel.hostname) == ("6.18.44-fc-v1045", "x86_64", "vm")
+    kernel = parse_kernel(read(DEVICE / "uname-n-r-m.txt"))
+    assert (kernel.release, kernel.machine, kernel.hostname) == ("6.18.44-fc-v973-gpu", "x86_64", "vm")
+    with pytest.raises(FactError, match="expected one line"):
+        parse_kernel("6.18.44\nx86_64\nvm\n")
 
 
 def test_systemd_command_not_found_real():
@@ -326,12 +346,52 @@ def test_composite_script_keeps_each_sections_exact_output_and_exit_code():
 
 
 def test_a_hanging_section_times_out_alone():
-    slow = Fact("slow", "sleep 10", lambda text, code: text, timeout_s=1)
+    slow = Fact("slow", "exec " + limited("sleep 10", 1), lambda text, code: text, timeout_s=1)
     after = Fact("after", "echo still here", lambda text, code: text)
     sections = split_sections(run_script([slow, after]))
     assert sections["after"].text == "still here\n"
     with pytest.raises(FactError, match="timed out after 1 s"):
         parse_section(slow, sections["slow"])
+
+
+def test_the_facts_scripts_output_on_a_real_h200_host_reads_as_every_fact():
+    # Captured 2026-12-01 on a real H200 host (Ubuntu 24.04, dash, GNU timeout, no systemctl):
+    # the script this module builds (facts-script.sh beside it), for these paths and `python3`.
+    request = FactsRequest(
+        paths={"work_dir": "/tmp/fleetb4/work", "model_cache": "/tmp/fleetb4/models/qwen", "staging": "/dev/shm/fleet"}, engine_python="python3"
+    )
+    facts = gather._volatile_facts(request) + gather._stable_facts(request)
+    sections = split_sections(read(DEVICE / "facts-script-output.txt"))
+    values = {fact.name: parse_section(fact, sections[fact.name]) for fact in facts}
+    assert values["driver"] == Driver(version="580.159.04", cuda_version="13.0")
+    assert values["kernel_module"] == "NVIDIA UNIX Open Kernel Module for x86_64 580.159.04 Release Build (nixbld@)"
+    (gpu,) = values["gpus"]
+    assert (gpu.name, gpu.memory_total_mib, gpu.memory_free_mib, gpu.capability) == ("NVIDIA H200", 143771, 143156, (9, 0))
+    assert values["gpu_processes"] == [] and values["staging_dir"] is None
+    assert (values["toolkit"].version, values["toolkit"].nvcc_path) == ("13.0", "/usr/local/cuda/bin/nvcc")
+    engine = values["engine"]
+    assert (engine.torch_version, engine.torch_cuda, engine.triton_version) == ("2.11.0+cu130", "13.0", "3.6.0")
+    assert "sm_90" in engine.torch_arch_list
+    assert values["disks"]["work_dir"].measured_path == "/tmp" and values["disks"]["staging"].measured_path == "/dev/shm"
+    assert values["os"].id == "ubuntu" and values["kernel"].release == "6.18.44-fc-v973-gpu"
+    assert values["memory"].total_bytes == 131961788 * 1024
+    # no systemctl there: GNU timeout's own message, exit 127
+    assert values["systemd"].state is None and values["systemd"].exit_code == 127
+
+
+def test_files_are_read_exactly_by_the_shells_own_read(tmp_path):
+    whole = tmp_path / "whole"
+    whole.write_text("  leading spaces\\n and a backslash \\\ttab\n\nlast\n")
+    unfinished = tmp_path / "unfinished"
+    unfinished.write_text("a\nno final newline")
+    (tmp_path / "empty").write_text("")
+    names = ["whole", "unfinished", "empty", "missing"]
+    sections = split_sections(run_script([file_fact(name, str(tmp_path / name), lambda text, code: text) for name in names]))
+    assert sections["whole"] == commands.SectionOutput(whole.read_text(), 0)
+    assert sections["unfinished"] == commands.SectionOutput("a\nno final newline", 0)
+    assert sections["empty"] == commands.SectionOutput("", 0)
+    # as with cat: the reason on stderr (here the shell's), a non-zero exit
+    assert sections["missing"].exit_code != 0 and str(tmp_path / "missing") in sections["missing"].text
 
 
 def test_split_sections_leaves_out_an_unfinished_section():
@@ -355,16 +415,16 @@ def fake_host(tmp_path, monkeypatch):
     smi.write_text(
         "#!/bin/sh\n"
         'case "$*" in\n'
-        f'  *--query-gpu=*) cat "{RTX}/fleet-query-gpu.csv" ;;\n'
-        f'  *--query-compute-apps=*) cat "{state}/apps.csv" ;;\n'
-        f'  "") cat "{RTX}/nvidia-smi.txt" ;;\n'
+        f'  *--query-gpu=*) exec /bin/cat "{RTX}/fleet-query-gpu.csv" ;;\n'
+        f'  *--query-compute-apps=*) exec /bin/cat "{state}/apps.csv" ;;\n'
+        f'  --version) exec /bin/cat "{DEVICE}/nvidia-smi-version.txt" ;;\n'
         '  *) echo "unsupported: $*" >&2; exit 2 ;;\n'
         "esac\n"
     )
     cuda_home = tmp_path / "cuda"
     (cuda_home / "bin").mkdir(parents=True)
     nvcc = cuda_home / "bin" / "nvcc"
-    nvcc.write_text(f'#!/bin/sh\ncat "{state}/nvcc.txt"\n')
+    nvcc.write_text(f'#!/bin/sh\nexec /bin/cat "{state}/nvcc.txt"\n')
     for tool in (smi, nvcc):
         tool.chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
@@ -390,6 +450,29 @@ def test_gather_facts_in_one_round_trip(fake_host):
     assert facts.memory.total_bytes > 0 and facts.kernel.release == platform.release()
     restored = type(facts).model_validate_json(facts.model_dump_json())
     assert restored == facts
+
+
+# what a cold gather may run, and what it must not (files are read with builtins, parents found
+# with parameter expansion, no `sh -c` per section)
+COUNTED = ("sh", "timeout", "cat", "dirname", "uname", "df", "du", "systemctl", "nvidia-smi", "grep", "head")
+
+
+def test_a_cold_gather_starts_one_shell_and_only_the_tools_it_reads(fake_host, monkeypatch):
+    tmp_path, _, paths = fake_host
+    calls, counted = tmp_path / "calls.log", tmp_path / "counted-bin"
+    counted.mkdir()
+    for name in COUNTED:
+        real = shutil.which(name)
+        if real is not None:
+            (counted / name).write_text(f'#!/bin/sh\necho {name} >> "{calls}"\nexec "{real}" "$@"\n')
+            (counted / name).chmod(0o755)
+    monkeypatch.setenv("PATH", f"{counted}:{os.environ['PATH']}")
+    facts = gather_facts(LocalTransport("fake"), paths, bare_python(tmp_path), timeout=120)
+    assert facts.problems == {} and facts.driver.cuda_version == "13.0"
+    systemctl = 1 if shutil.which("systemctl") else 0
+    # the engine's Python and nvcc ($CUDA_HOME/bin) are run by path, not looked up on PATH
+    expected = {"sh": 1, "nvidia-smi": 3, "df": 1, "uname": 1, "systemctl": systemctl, "timeout": 6 + systemctl}
+    assert Counter(calls.read_text().split()) == {name: n for name, n in expected.items() if n}
 
 
 def test_gather_facts_records_what_it_could_not_read(fake_host, monkeypatch):

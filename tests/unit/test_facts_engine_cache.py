@@ -80,5 +80,5 @@ def test_an_unwritable_cache_is_no_error(tmp_path: Path, site: Path) -> None:
 def test_refresh_reaches_the_probe_command() -> None:
     assert engine_fact("/opt/py/bin/python", refresh=True).command.endswith(" --refresh")
     assert not engine_fact("/opt/py/bin/python").command.endswith("--refresh")
-    assert engine_fact("/opt/py/bin/python").command.startswith("cd / && /opt/py/bin/python -c ")
+    assert engine_fact("/opt/py/bin/python").command.startswith("cd / && exec ${fleet_timeout:+timeout 90} /opt/py/bin/python -c ")
     assert PROBE_MARK in ENGINE_PROBE_SOURCE
