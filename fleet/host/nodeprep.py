@@ -63,6 +63,10 @@ class NodePrepError(Exception):
     pass
 
 
+class SharedCopyError(NodePrepError):
+    """The model's copy on the shared fs is incomplete: no node can stage it."""
+
+
 # ---------------------------------------------------------------------------------------------
 # The facts script's output (pure)
 
@@ -326,7 +330,7 @@ def source_marker(model: ModelToStage) -> dict[str, Any]:
         marker = json.loads(path.read_text())
         files = {str(k): int(v) for k, v in marker["files"].items()}
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise NodePrepError(f"{model.name}: {path}: no complete copy on the shared fs ({exc})") from None
+        raise SharedCopyError(f"{model.name}: {path}: no complete copy on the shared fs ({exc})") from None
     return {**marker, "files": files}
 
 
@@ -357,7 +361,7 @@ def stage(model: ModelToStage, root: Path, boot_id: str) -> Staged:
         found = listing(partial)
         if found != marker["files"]:
             shutil.rmtree(partial)
-            raise NodePrepError(f"{model.name}: the copy from {model.source} does not match its marker (files changed under the copy?)")
+            raise SharedCopyError(f"{model.name}: the copy from {model.source} does not match its marker (files changed under the copy?)")
         with atomic_file(partial / STAGED_MARKER) as handle:
             handle.write(json.dumps({"boot_id": boot_id, "source": model.source, "marker": marker}, sort_keys=True).encode())
         os.rename(partial, target)
@@ -459,7 +463,7 @@ def _prepare(task_dir: Path, req: NodeRequirements, env: Mapping[str, str], bega
             with atomic_file(shard_path) as handle:
                 handle.write(json.dumps(point_at(shard, {m.source: s.path for m, s in zip(req.models, staged)}), indent=1, sort_keys=True).encode())
     except (OSError, ValueError, NodePrepError) as exc:
-        return replace(prep, staged=staged, error=f"staging failed: {exc}")
+        return replace(prep, staged=staged, error=f"staging failed: {exc}", node_at_fault=not isinstance(exc, SharedCopyError))
     return replace(prep, staged=staged, agent_started=True)
 
 

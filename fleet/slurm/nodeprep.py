@@ -107,9 +107,10 @@ def refusal(preps: Sequence[NodePrep], job_id: str) -> NodePrep | None:
 
 
 def refused_nodes(preps: Iterable[NodePrep]) -> list[str]:
-    """Nodes that refused a task of the array: a failed check, or a staging that failed there
-    (its disk, its copy): the array's resubmissions exclude them."""
-    return sorted({p.node for p in preps if not p.agent_started})
+    """Nodes that refused a task of the array for a failed check or a copy that failed there
+    (its disk): the array's resubmissions exclude them. A shared copy no node could stage from
+    excludes none."""
+    return sorted({p.node for p in preps if not p.agent_started and p.node_at_fault})
 
 
 @dataclass(frozen=True)

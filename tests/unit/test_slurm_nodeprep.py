@@ -10,6 +10,7 @@ import shlex
 import subprocess
 import sys
 import threading
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -204,7 +205,7 @@ def test_tasks_staging_at_once_copy_once_and_never_see_half_a_model(tmp_path: Pa
 def test_a_model_without_a_complete_shared_copy_is_not_staged(tmp_path: Path) -> None:
     model = shared_model(tmp_path)
     (Path(model.source) / ".fleet-complete.json").unlink()
-    with pytest.raises(nodeprep.NodePrepError, match="no complete copy on the shared fs"):
+    with pytest.raises(nodeprep.SharedCopyError, match="no complete copy on the shared fs"):
         nodeprep.stage(model, tmp_path / "local", "b")
 
 
@@ -284,7 +285,8 @@ def test_refusals_are_read_back_per_start_and_exclude_their_nodes(tmp_path: Path
     write_prep(tmp_path, "gpu1", 0, prep("ct200", "9_0", 1, True, 2.0))  # the resubmission ran on ct200
     write_prep(tmp_path, "gpu1", 1, prep("ct200", "5_1", 1, True, 1.0))
     write_prep(tmp_path, "gpu2", 0, prep("ct202", "6_0", 1, False, 1.0))
-    refusals = NodeRefusals.read(tmp_path, [("gpu1", 0), ("gpu1", 1), ("gpu1", 2), ("gpu2", 0)])
+    write_prep(tmp_path, "gpu2", 1, replace(prep("ct203", "6_1", 1, False, 1.0), checks=[], error="staging failed: shared copy", node_at_fault=False))
+    refusals = NodeRefusals.read(tmp_path, [("gpu1", 0), ("gpu1", 1), ("gpu1", 2), ("gpu2", 0), ("gpu2", 1)])
     assert refusals.reason("gpu1", 0, "5_0") is not None and "node ct201" in str(refusals.reason("gpu1", 0, "5_0"))
     assert refusals.reason("gpu1", 0, "9_0") is None and refusals.reason("gpu1", 2, "5_2") is None and refusals.reason("gpu1", 0, None) is None
     assert refusals.excluded("gpu1") == ["ct201"] and refusals.excluded("gpu2") == ["ct202"]
@@ -340,7 +342,7 @@ def test_node_local_dir_is_validated_naming_file_and_field(tmp_path: Path) -> No
 
 def test_a_copy_that_does_not_match_its_marker_refuses_the_node_and_leaves_no_half_model(tmp_path: Path) -> None:
     code, prep, shard = run_step(tmp_path, node_output(), SLURM_ENV, marker_files={"config.json": 9, "sub/weights.bin": 8192})
-    assert code == REFUSED_EXIT and not prep.agent_started and prep.failures == []
+    assert code == REFUSED_EXIT and not prep.agent_started and prep.failures == [] and not prep.node_at_fault  # not excluded
     assert prep.error is not None and "does not match its marker" in prep.error and "staging failed" in prep.reason()
     assert sorted(p.name for p in (tmp_path / "local").iterdir()) == [".m--main.lock"]  # neither the copy nor its .partial
     assert shard["servers"][0]["argv"] == ["--model-path", str(tmp_path / "shared" / "m")]

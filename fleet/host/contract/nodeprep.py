@@ -132,6 +132,9 @@ class NodePrep:
     error: str | None = None  # why staging (or reading the facts) failed, when it did
     facts_file: str | None = None  # the facts output, relative to the task's dir
     seconds: float = 0.0  # how long the step took (facts, checks, staging) before the agent could start
+    # False where the refusal is not this node's doing (the shared copy of a model is incomplete):
+    # another node would refuse too, so resubmissions do not exclude it.
+    node_at_fault: bool = True
 
     @property
     def failures(self) -> list[NodeCheck]:
@@ -168,6 +171,7 @@ class NodePrep:
             error=r.optional("error", str),
             facts_file=r.optional("facts_file", str),
             seconds=r.number("seconds", default=0.0, positive=False),
+            node_at_fault=r.get("node_at_fault", bool, default=True),
         )
 
     @classmethod
