@@ -32,7 +32,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -196,112 +196,159 @@ def shard_gpus(shard: Mapping[str, Any]) -> int:
     return len({g for server in shard.get("servers", []) for g in server.get("gpus", [])})
 
 
+@dataclass(frozen=True)
+class Scene:
+    """What the node's rules look at: the facts, the requirements, this start's GPUs and room."""
+
+    facts: NodeFacts
+    req: NodeRequirements
+    wanted: int  # the GPUs the task's servers use
+    granted: Sequence[int]  # CUDA_VISIBLE_DEVICES of this start
+    free_bytes: int | None  # free space of the node-local dir
+    to_stage_bytes: int  # what this start must copy there
+    local_dir: str | None  # the node-local dir as it expanded on the node
+
+    @property
+    def mine(self) -> list[dict[str, str]]:
+        """The granted GPUs' rows of nvidia-smi's query."""
+        return [g for g in self.facts.gpus or [] if g.get("index", "").isdigit() and int(g["index"]) in self.granted]
+
+    @property
+    def played(self) -> bool:
+        """A sim engine that plays the declared GPUs (fleet.provision.preflight.played_gpus)."""
+        names = [g.get("name", "") for g in self.facts.gpus or []]
+        return self.req.engine_kind == "sim" and (self.facts.gpus is None or nvidia_smi.plays_declared(self.req.gpu_model, names))
+
+    @property
+    def gpu_rules_apply(self) -> bool:
+        return bool(self.mine) and not self.played
+
+    @property
+    def evidence(self) -> str:
+        return "; ".join(", ".join(f"{k}={v}" for k, v in g.items() if k in ("index", "name", "compute_cap", "uuid")) for g in self.mine)
+
+
+def check_gpu_count(s: Scene) -> tuple[str, str, str]:
+    """Every GPU Slurm granted is listed by nvidia-smi."""
+    if s.wanted == 0:
+        return "skip", "the task asks for no GPUs", ""
+    if s.played:
+        return "skip", f"the sim engine plays the {s.wanted} GPUs the task was granted", ""
+    if s.facts.gpus is None:
+        return "fail", f"granted GPUs {list(s.granted)}, but nvidia-smi failed", s.facts.gpus_problem or ""
+    listed = sorted(int(g["index"]) for g in s.facts.gpus if g.get("index", "").isdigit())
+    missing = [i for i in s.granted if i not in listed]
+    if len(s.granted) < s.wanted or missing:
+        return ("fail", f"Slurm granted GPUs {list(s.granted)} (the task's servers use {s.wanted}); nvidia-smi lists {listed}"
+                + (f": {missing} missing (fallen off the bus? dmesg: Xid 79)" if missing else ""), f"CUDA_VISIBLE_DEVICES={','.join(map(str, s.granted))}")
+    return "ok", f"the {len(s.granted)} granted GPUs are listed", s.evidence
+
+
+def check_gpu_model(s: Scene) -> tuple[str, str, str]:
+    if s.req.gpu_model is None:
+        return "skip", "no GPU model expected", ""
+    if not s.gpu_rules_apply:
+        return "skip", "no granted GPUs listed", ""
+    wrong = sorted({g.get("name", "") for g in s.mine if not nvidia_smi.same_model(g.get("name", ""), s.req.gpu_model)})
+    return ("fail", f"expected {s.req.gpu_model!r}, found {wrong}", s.evidence) if wrong else ("ok", f"granted GPUs are {s.req.gpu_model}", s.evidence)
+
+
+def check_gpus_idle(s: Scene) -> tuple[str, str, str]:
+    """No process holds a granted GPU (a neighbouring job's GPUs are its own business)."""
+    if not s.gpu_rules_apply:
+        return "skip", "no granted GPUs listed", ""
+    if s.facts.apps is None:
+        return "warn", "could not list GPU processes", s.facts.apps_problem or ""
+    uuids = {g.get("uuid", ""): g.get("index", "") for g in s.mine}
+    holders = [a for a in s.facts.apps if a.gpu_uuid in uuids]
+    if holders:
+        return "fail", f"{len(holders)} process(es) hold granted GPUs: " + "; ".join(f"pid {a.pid} {a.process_name} on GPU {uuids[a.gpu_uuid]}" for a in holders), ""
+    return "ok", "no processes on the granted GPUs", ""
+
+
+def check_toolkit_supports_gpu(s: Scene) -> tuple[str, str, str]:
+    capabilities = sorted({_version(g.get("compute_cap", "")) for g in s.mine if g.get("compute_cap")})
+    if not s.gpu_rules_apply or not capabilities:
+        return "skip", "no granted GPUs listed", ""
+    findings: list[tuple[str, str, str]] = []
+    toolkit, line = s.facts.toolkit, s.facts.toolkit_line
+    for capability in capabilities:
+        rule = _arch_rule(s.req.arch_rules, capability)
+        cc = ".".join(map(str, capability))
+        if rule is None:
+            findings.append(("skip", f"no toolkit rule for compute capability {cc}", ""))
+        elif toolkit is None:
+            findings.append(("warn", "no nvcc in CUDA_HOME, on PATH or in /usr/local/cuda: kernels the engine compiles at run time (JIT) cannot be built", line))
+        elif _version(toolkit[1]) < _version(rule.min_toolkit):
+            findings.append(("fail", f"nvcc {toolkit[0]} is CUDA {toolkit[1]}; compute capability {cc} needs >= {rule.min_toolkit}: {rule.reason}", line))
+        else:
+            findings.append(("ok", f"CUDA {toolkit[1]} >= {rule.min_toolkit} for {cc}", line))
+    return min(findings, key=lambda f: VERDICT_ORDER.index(f[0]))
+
+
+def check_driver_supports_toolkit(s: Scene) -> tuple[str, str, str]:
+    toolkit, (driver, _) = s.facts.toolkit, s.facts.driver
+    if toolkit is None:
+        return "skip", "no CUDA toolkit", ""
+    if s.played:
+        return "skip", "the sim engine plays the GPUs", ""
+    driver_cuda = _driver_cuda(s.facts, s.req)
+    if driver_cuda is None:
+        return "warn", "the driver's CUDA version is unknown (nvidia-smi did not report it)", ""
+    wanted = _version(toolkit[1])[:2]
+    have = f"driver {driver or '?'} supports CUDA {'.'.join(map(str, driver_cuda))}"
+    floor = s.req.minor_compat_min_driver.get(str(wanted[0]))
+    if driver_cuda >= wanted:
+        return "ok", f"{have} >= toolkit {toolkit[1]}", ""
+    if driver_cuda[:1] == wanted[:1] and floor and driver and _version(driver) >= _version(floor):
+        return "warn", f"{have} < toolkit {toolkit[1]}: it runs under CUDA minor-version compatibility (driver >= {floor})", ""
+    return "fail", f"{have} < toolkit {toolkit[1]}: code built by this toolkit will not load", ""
+
+
+def check_engine_installed(s: Scene) -> tuple[str, str, str]:
+    engine = s.facts.engine
+    if s.req.engine_kind != "sglang":
+        return "skip", f"engine {s.req.engine_kind} needs no Python packages", ""
+    if engine is None:
+        return "fail", f"the engine's Python: {s.facts.engine_problem}", ""
+    if not engine.get("sglang_version"):
+        return "fail", f"{engine.get('executable')} has no sglang", ""
+    return "ok", f"sglang {engine['sglang_version']} in {engine.get('executable')}", ""
+
+
+def check_staging_space(s: Scene) -> tuple[str, str, str]:
+    if not s.req.models or s.req.node_local_dir is None:
+        return "skip", "nothing to stage", ""
+    if s.to_stage_bytes == 0:
+        return "ok", "every model is staged on this node for this boot", ""
+    where = s.local_dir or s.req.node_local_dir
+    if s.free_bytes is None:
+        return "fail", f"cannot measure free space of the node-local dir {where}", ""
+    if s.free_bytes < s.to_stage_bytes:
+        return ("fail", f"stage {s.to_stage_bytes} bytes into {where}: {s.free_bytes} bytes free "
+                f"(point slurm.node_local_dir in {s.req.host_file} at a larger disk)", f"statvfs {where}")
+    return "ok", f"stage {s.to_stage_bytes} bytes into {where}: {s.free_bytes} bytes free", f"statvfs {where}"
+
+
+VERDICT_ORDER = ("fail", "warn", "ok", "skip")
+# The rules a node is judged by before a task starts, by their ids in fleet.provision.preflight.RULES
+# (the rules about a host's whole inventory -- service manager, model cache -- have no say here).
+NODE_RULES: tuple[tuple[str, Callable[[Scene], tuple[str, str, str]]], ...] = (
+    ("gpu-count", check_gpu_count),
+    ("gpu-model", check_gpu_model),
+    ("gpus-idle", check_gpus_idle),
+    ("toolkit-supports-gpu", check_toolkit_supports_gpu),
+    ("driver-supports-toolkit", check_driver_supports_toolkit),
+    ("engine-installed", check_engine_installed),
+    ("staging-space", check_staging_space),
+)
+
+
 def judge(facts: NodeFacts, req: NodeRequirements, wanted: int, granted: Sequence[int], free_bytes: int | None, to_stage_bytes: int,
           local_dir: str | None = None) -> list[NodeCheck]:
-    """`wanted`: the GPUs the task's servers use; `granted`: CUDA_VISIBLE_DEVICES of this start;
-    `local_dir`: the node-local dir as it expanded on the node."""
-    checks: list[NodeCheck] = []
-    mine = [g for g in (facts.gpus or []) if g.get("index", "").isdigit() and int(g["index"]) in granted]
-    names = [g.get("name", "") for g in facts.gpus or []]
-    played = req.engine_kind == "sim" and (facts.gpus is None or nvidia_smi.plays_declared(req.gpu_model, names))
-    evidence = "; ".join(", ".join(f"{k}={v}" for k, v in g.items() if k in ("index", "name", "compute_cap", "uuid")) for g in mine)
-
-    # gpu-count: every GPU Slurm granted is there
-    if wanted == 0:
-        checks.append(NodeCheck("gpu-count", "skip", "the task asks for no GPUs"))
-    elif played:
-        checks.append(NodeCheck("gpu-count", "skip", f"the sim engine plays the {wanted} GPUs the task was granted"))
-    elif facts.gpus is None:
-        checks.append(NodeCheck("gpu-count", "fail", f"granted GPUs {list(granted)}, but nvidia-smi failed", facts.gpus_problem or ""))
-    else:
-        listed = sorted(int(g["index"]) for g in facts.gpus if g.get("index", "").isdigit())
-        missing = [i for i in granted if i not in listed]
-        if len(granted) < wanted or missing:
-            checks.append(NodeCheck("gpu-count", "fail",
-                                    f"Slurm granted GPUs {list(granted)} (the task's servers use {wanted}); nvidia-smi lists {listed}"
-                                    + (f": {missing} missing (fallen off the bus? dmesg: Xid 79)" if missing else ""),
-                                    f"CUDA_VISIBLE_DEVICES={','.join(map(str, granted))}"))
-        else:
-            checks.append(NodeCheck("gpu-count", "ok", f"the {len(granted)} granted GPUs are listed", evidence))
-    gpu_rules_apply = bool(mine) and not played
-    # gpu-model
-    if not gpu_rules_apply or req.gpu_model is None:
-        checks.append(NodeCheck("gpu-model", "skip", "no GPU model expected" if req.gpu_model is None else "no granted GPUs listed"))
-    else:
-        wrong = sorted({g.get("name", "") for g in mine if not nvidia_smi.same_model(g.get("name", ""), req.gpu_model)})
-        checks.append(NodeCheck("gpu-model", "fail" if wrong else "ok",
-                                f"expected {req.gpu_model!r}, found {wrong}" if wrong else f"granted GPUs are {req.gpu_model}", evidence))
-    # gpus-idle: nothing else holds the granted GPUs
-    if not gpu_rules_apply:
-        checks.append(NodeCheck("gpus-idle", "skip", "no granted GPUs listed"))
-    elif facts.apps is None:
-        checks.append(NodeCheck("gpus-idle", "warn", "could not list GPU processes", facts.apps_problem or ""))
-    else:
-        uuids = {g.get("uuid", ""): g.get("index", "") for g in mine}
-        holders = [a for a in facts.apps if a.gpu_uuid in uuids]
-        checks.append(NodeCheck("gpus-idle", "fail" if holders else "ok",
-                                (f"{len(holders)} process(es) hold granted GPUs: " + "; ".join(f"pid {a.pid} {a.process_name} on GPU {uuids[a.gpu_uuid]}" for a in holders))
-                                if holders else "no processes on the granted GPUs"))
-    # toolkit-supports-gpu
-    capabilities = sorted({_version(g.get("compute_cap", "")) for g in mine if g.get("compute_cap")})
-    if not gpu_rules_apply or not capabilities:
-        checks.append(NodeCheck("toolkit-supports-gpu", "skip", "no granted GPUs listed"))
-    else:
-        findings: list[NodeCheck] = []
-        for capability in capabilities:
-            rule = _arch_rule(req.arch_rules, capability)
-            cc = ".".join(map(str, capability))
-            if rule is None:
-                findings.append(NodeCheck("toolkit-supports-gpu", "skip", f"no toolkit rule for compute capability {cc}"))
-            elif facts.toolkit is None:
-                findings.append(NodeCheck("toolkit-supports-gpu", "warn", "no nvcc in CUDA_HOME, on PATH or in /usr/local/cuda: "
-                                          "kernels the engine compiles at run time (JIT) cannot be built", facts.toolkit_line))
-            elif _version(facts.toolkit[1]) < _version(rule.min_toolkit):
-                findings.append(NodeCheck("toolkit-supports-gpu", "fail", f"nvcc {facts.toolkit[0]} is CUDA {facts.toolkit[1]}; compute capability "
-                                          f"{cc} needs >= {rule.min_toolkit}: {rule.reason}", facts.toolkit_line))
-            else:
-                findings.append(NodeCheck("toolkit-supports-gpu", "ok", f"CUDA {facts.toolkit[1]} >= {rule.min_toolkit} for {cc}", facts.toolkit_line))
-        checks.append(min(findings, key=lambda c: ("fail", "warn", "ok", "skip").index(c.verdict)))
-    # driver-supports-toolkit
-    driver_cuda = _driver_cuda(facts, req)
-    if facts.toolkit is None or played:
-        checks.append(NodeCheck("driver-supports-toolkit", "skip", "no CUDA toolkit" if facts.toolkit is None else "the sim engine plays the GPUs"))
-    elif driver_cuda is None:
-        checks.append(NodeCheck("driver-supports-toolkit", "warn", "the driver's CUDA version is unknown (nvidia-smi did not report it)"))
-    else:
-        toolkit = _version(facts.toolkit[1])[:2]
-        have = f"driver {facts.driver[0] or '?'} supports CUDA {'.'.join(map(str, driver_cuda))}"
-        floor = req.minor_compat_min_driver.get(str(toolkit[0]))
-        if driver_cuda >= toolkit:
-            checks.append(NodeCheck("driver-supports-toolkit", "ok", f"{have} >= toolkit {facts.toolkit[1]}"))
-        elif driver_cuda[:1] == toolkit[:1] and floor and facts.driver[0] and _version(facts.driver[0]) >= _version(floor):
-            checks.append(NodeCheck("driver-supports-toolkit", "warn", f"{have} < toolkit {facts.toolkit[1]}: minor-version compatibility"))
-        else:
-            checks.append(NodeCheck("driver-supports-toolkit", "fail", f"{have} < toolkit {facts.toolkit[1]}: code built by this toolkit will not load"))
-    # engine-installed
-    if req.engine_kind != "sglang":
-        checks.append(NodeCheck("engine-installed", "skip", f"engine {req.engine_kind} needs no Python packages"))
-    elif facts.engine is None:
-        checks.append(NodeCheck("engine-installed", "fail", f"the engine's Python: {facts.engine_problem}"))
-    elif not facts.engine.get("sglang_version"):
-        checks.append(NodeCheck("engine-installed", "fail", f"{facts.engine.get('executable')} has no sglang"))
-    else:
-        checks.append(NodeCheck("engine-installed", "ok", f"sglang {facts.engine['sglang_version']} in {facts.engine.get('executable')}"))
-    # staging-space
-    if not req.models or req.node_local_dir is None:
-        checks.append(NodeCheck("staging-space", "skip", "nothing to stage"))
-    elif to_stage_bytes == 0:
-        checks.append(NodeCheck("staging-space", "ok", "every model is staged on this node for this boot"))
-    else:
-        where = local_dir or req.node_local_dir
-        if free_bytes is None:
-            checks.append(NodeCheck("staging-space", "fail", f"cannot measure free space of the node-local dir {where}"))
-        else:
-            verdict = "ok" if free_bytes >= to_stage_bytes else "fail"
-            checks.append(NodeCheck("staging-space", verdict, f"stage {to_stage_bytes} bytes into {where}: {free_bytes} bytes free"
-                                    + ("" if verdict == "ok" else f" (point slurm.node_local_dir in {req.host_file} at a larger disk)"),
-                                    f"statvfs {where}"))
-    return checks
+    """Every node rule's verdict on this start (see Scene for the arguments)."""
+    scene = Scene(facts, req, wanted, granted, free_bytes, to_stage_bytes, local_dir)
+    return [NodeCheck(rule_id, *check(scene)) for rule_id, check in NODE_RULES]
 
 
 # ---------------------------------------------------------------------------------------------
