@@ -6,14 +6,17 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from fleet.facts import FactsCache, HostFacts
 from fleet.inventory import Host, TransportKind
 from fleet.transport.base import Transport
 from fleet.transport.fanout import FanoutResult, fan_out
 from fleet.transport.local import LocalTransport
 from fleet.transport.reboot import read_boot_id
 from fleet.transport.target import SSHTarget
+
+if TYPE_CHECKING:  # the facts' models cost fetch-logs and status, which only connect, a tenth of a second
+    from fleet.facts import HostFacts
 
 CONNECT_TIMEOUT_S = 10.0
 
@@ -77,6 +80,8 @@ def host_paths(host: Host) -> dict[str, str]:
 
 
 def collect_facts(transport: Transport, host: Host, *, refresh: bool = False) -> HostFacts:
+    from fleet.facts import FactsCache
+
     return FactsCache(facts_cache_dir()).facts(
         host.name, transport, host_paths(host), host.engine.python, refresh=refresh
     )

@@ -22,6 +22,7 @@ from fleet.slurm.record import is_slurm_sweep
 from fleet.sweep.channel import AgentChannel
 from fleet.sweep.record import Connect, latest_sweep, load_sweep
 from fleet.transport.fanout import fan_out
+from fleet.transport.rsync import without_own_masters
 
 JOURNAL_DIR = posixpath.join(SweepDir.LOGS, "journal")
 
@@ -57,6 +58,7 @@ def journal_command(host: Host, sweep_id: str) -> str:
     )
 
 
+@without_own_masters()  # one rsync per host: a master of its own would only cost (fleet.transport.rsync)
 def fetch_logs(
     results_root: Path,
     sweep_id: str | None = None,

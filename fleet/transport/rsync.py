@@ -10,7 +10,8 @@ from __future__ import annotations
 import math
 import re
 import shlex
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 from fleet.errors import (
@@ -49,10 +50,30 @@ _PERMANENT_STDERR: tuple[tuple[re.Pattern[str], type[TransportError], str], ...]
 )
 _REMOTE_COMMAND_NOT_FOUND = 127
 
+# A command that makes one transfer per host and exits (`fleet fetch-logs`) gains nothing from a
+# master of its own: starting it, asking its pid after the transfer and stopping it at exit are
+# three more ssh processes per host, a fifth of a nothing-changed fetch. Inside
+# `without_own_masters()` transfers go through a master that already serves the host (a running
+# sweep's: no new login) and otherwise connect on their own (ControlMaster=no).
+_start_masters = True
 
-def ssh_argv(target: SSHTarget, control_path: str | None = None) -> list[str]:
+
+@contextmanager
+def without_own_masters() -> Iterator[None]:
+    """Transfers started inside (by any thread) start no OpenSSH master; for one-shot commands
+    (also a decorator). Restored on the way out."""
+    global _start_masters
+    saved, _start_masters = _start_masters, False
+    try:
+        yield
+    finally:
+        _start_masters = saved
+
+
+def ssh_argv(target: SSHTarget, control_path: str | None = None, *, start_master: bool = True) -> list[str]:
     """The `ssh` command rsync runs (`-e`): same key, port, known_hosts policy and timeouts;
-    with `control_path`, through the host's shared master (fleet.transport.sharing)."""
+    with `control_path`, through the host's shared master (fleet.transport.sharing), which this
+    ssh becomes if none serves yet, unless not `start_master` (then a direct connection)."""
     argv = ["ssh"]
     if target.ssh_config is not None:
         argv += ["-F", str(target.ssh_config)]
@@ -73,7 +94,7 @@ def ssh_argv(target: SSHTarget, control_path: str | None = None) -> list[str]:
         "-o", f"ServerAliveCountMax={SERVER_ALIVE_COUNT_MAX}",
     ]  # fmt: skip
     if control_path is not None:
-        argv += control_options(control_path)
+        argv += control_options(control_path) if start_master else ["-o", "ControlMaster=no", "-o", f"ControlPath={control_path}"]
     return argv
 
 
@@ -92,6 +113,7 @@ def rsync_argv(
     delete: bool = False,
     excludes: Sequence[str] = (),
     control_path: str | None = None,
+    start_master: bool = True,
 ) -> list[str]:
     """The full rsync argv. `ssh=None` copies between local paths.
 
@@ -115,7 +137,7 @@ def rsync_argv(
         # `$(...)`, `;` or space in a path to the host's shell. (`--secluded-args` is its 3.3 name.)
         argv.append("--protect-args")
         # rsync splits this string itself, honouring quotes.
-        argv += ["-e", shlex.join(ssh_argv(ssh, control_path))]
+        argv += ["-e", shlex.join(ssh_argv(ssh, control_path, start_master=start_master))]
     argv += ["--", source, dest]
     return argv
 
@@ -168,15 +190,16 @@ def rsync_transfer(
     if isinstance(dest, Path):
         dest.parent.mkdir(parents=True, exist_ok=True)
     control_path = MASTERS.control_path(ssh) if ssh is not None else None
+    start_master = _start_masters
     existed = control_path is not None and MASTERS.before_use(control_path)
     argv = rsync_argv(
         str(source), str(dest), ssh=ssh, io_timeout_s=rsync_io_timeout(timeout), delete=delete, excludes=excludes,
-        control_path=control_path,
+        control_path=control_path, start_master=start_master,
     )
     try:
         outcome = run_process(host, argv, timeout=timeout, what=f"rsync {source} {dest}")
     finally:
-        if control_path is not None:
+        if control_path is not None and start_master:  # a master this process may have started
             MASTERS.after_use(control_path, ssh.destination, existed)  # type: ignore[union-attr]
     result = CommandResult.from_output(
         host, shlex.join(argv), outcome.exit_code, outcome.stdout, outcome.stderr, outcome.duration_s

@@ -1,4 +1,4 @@
-"""Facts over a real SSH test host: the engine probe's cache lives on the host, per boot.
+"""Facts and one-shot transfers over a real SSH test host. The engine probe's cache lives on the host, per boot.
 
 The first gather imports torch with the engine's Python and leaves its report in the host's
 ~/.cache/fleet/engine-probe/; the next gather reads it from there (shown by marking the cached
@@ -12,9 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from fleet.connect import host_paths, transport_for
+from fleet.connect import host_paths, ssh_target, transport_for
 from fleet.facts.gather import gather_facts
 from fleet.inventory import load_inventory
+from fleet.transport.rsync import without_own_masters
+from fleet.transport.sharing import MASTERS
 
 pytestmark = pytest.mark.testfleet
 
@@ -42,3 +44,40 @@ def test_the_engine_probe_is_cached_on_the_host_until_it_reboots(test_fleet_fact
         assert rebooted.engine is not None and rebooted.engine.torch_version == first.engine.torch_version
     finally:
         transport.close()
+
+
+def test_a_one_shot_transfer_uses_a_serving_master_and_starts_none(test_fleet_factory, tmp_path: Path) -> None:
+    """`fleet fetch-logs` makes one rsync per host (`without_own_masters`): a master of its own
+    would cost three ssh processes more per host. It logs in once where no master serves, leaves
+    none behind, and logs in not at all through a master that serves already (a sweep's)."""
+    fleet = test_fleet_factory(["ct200"])
+    (host,) = load_inventory(fleet.write_inventory(tmp_path / "hosts"))
+    sshd_log = fleet["ct200"].base / "log" / "sshd.log"
+
+    def logins() -> int:
+        return sum(1 for line in sshd_log.read_text(errors="replace").splitlines() if "Accepted publickey" in line)
+
+    remote = fleet["ct200"].persistent_path("/var/lib/fleet/one-shot")
+    remote.mkdir(parents=True)
+    (remote / "a.log").write_text("a\n")
+    target = ssh_target(host)
+    socket = MASTERS.control_path(target)
+    assert socket is not None and not Path(socket).exists()
+    transport = transport_for(host)
+    try:
+        before = logins()
+        with without_own_masters():
+            transport.rsync_pull("/var/lib/fleet/one-shot/", tmp_path / "first", timeout=60).check()
+        assert (tmp_path / "first" / "a.log").read_text() == "a\n"
+        assert logins() == before + 1 and not Path(socket).exists()
+
+        transport.rsync_pull("/var/lib/fleet/one-shot/", tmp_path / "second", timeout=60).check()  # starts a master
+        assert Path(socket).exists() and logins() == before + 2
+        (remote / "b.log").write_text("b\n")
+        with without_own_masters():
+            transport.rsync_pull("/var/lib/fleet/one-shot/", tmp_path / "second", timeout=60).check()
+        assert (tmp_path / "second" / "b.log").read_text() == "b\n" and logins() == before + 2
+    finally:
+        transport.close()
+        MASTERS.stop_own()
+    assert not Path(socket).exists()
