@@ -192,8 +192,10 @@ def _driver_cuda(facts: NodeFacts, req: NodeRequirements) -> tuple[int, ...] | N
 
 
 def shard_gpus(shard: Mapping[str, Any]) -> int:
-    """How many GPUs the task's servers use (the shard as fleet.slurm.grant bound it)."""
-    return len({g for server in shard.get("servers", []) for g in server.get("gpus", [])})
+    """How many GPUs the task needs (the shard as fleet.slurm.grant bound it): its pool where it
+    names one, else the GPUs its servers' hints name (fleet.host.contract.shard.Shard.pool)."""
+    pool = shard.get("gpus")
+    return len(set(pool)) if isinstance(pool, list) else len({g for server in shard.get("servers", []) for g in server.get("gpus", [])})
 
 
 @dataclass(frozen=True)

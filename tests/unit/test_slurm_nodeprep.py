@@ -215,6 +215,7 @@ def test_the_shard_points_at_the_node_local_copies() -> None:
     moved = nodeprep.point_at(shard, {"/shared/models/q/main": "/tmp/fleet-models/q--main", "/shared/models/d/main": "/tmp/fleet-models/d--main"})
     assert moved["servers"][0]["argv"][4:] == ["/tmp/fleet-models/q--main", "--speculative-draft-model-path", "/tmp/fleet-models/d--main/sub"]
     assert moved["servers"][0]["env"] == {"FLEET_MODEL": "/tmp/fleet-models/q--main"} and moved["servers"][0]["gpus"] == [3]
+    assert nodeprep.shard_gpus(shard) == 1 and nodeprep.shard_gpus({**shard, "gpus": [3, 4]}) == 2 and nodeprep.shard_gpus({"servers": []}) == 0
     assert nodeprep.local_root("$TMPDIR/fleet-models", {"TMPDIR": "/scratch/job42"}) == Path("/scratch/job42/fleet-models")
     assert nodeprep.local_root("$TMPDIR", {}) == Path("/tmp")
 
