@@ -14,17 +14,17 @@ the agents recorded on each host and measures:
     where the time goes (stopping the old server, handing the GPUs over, warm-up, run to run).
 
 Where each timestamp comes from (all on the host, whose clock is this machine's):
-- launch: birth time of the server's log file (`<sweep>/logs/<label>.log`), which the process
-  manager creates right before it spawns the server; else the agent log's `ready in R s` line
-  time minus R (0.1 s resolution).
-- ready: the agent log's `server <label>: ready in R s` line (asctime, ms).
-- exit: mtime of `<sweep>/services/<unit>.exit`, written by the service wrapper when the server
-  ends on its own (a crash); a server the agent stops is signalled with its whole process group,
-  wrapper included, so then the server log's mtime: its last line, "Finished server process",
-  written on the way out.
+- launch and GPUs: the agent log's `server <label> (<id>): launching on GPUs <list>` line (asctime,
+  ms), by server id; where an agent wrote none, the birth time of the server's log file
+  (`<sweep>/logs/<label>.log`) and the shard's GPUs.
+- ready: the agent log's `server <label>: ready in R s` line.
+- exit: the agent log's `server <label> (<id>): stopped, GPUs <list> handed back` line: the moment
+  the agent may give those GPUs to another server (the server stopped, its port and GPUs free);
+  where it wrote none, mtime of `<sweep>/services/<unit>.exit` (a crash), else of the server log.
 - runs: `started_at` / `ended_at` of each result in `<sweep>/runs/`.
-The agent itself records no launch, exit or "port and GPUs free again" time of a server; the
-substitutes above are exact to a few ms on these hosts (see the counts of sources in the output).
+The log-file fallbacks are wrong for a fixed variant that shares its original's label (one log
+file for both): an agent before issue 12's dispatch needs the two log lines added to measure it
+(`git show` the commit that added this paragraph for the patch used).
 
     python benchmarks/bench_sweep.py                   # sim speed 0.1, serial run measured: ~4 min
     python benchmarks/bench_sweep.py --quick           # sim speed 0.02, serial constructed only: ~1 min
@@ -73,6 +73,8 @@ MAKESPAN_TARGET = 1.15
 OVERHEAD_TARGET_S = 2.0
 MAX_RESUMES = 3
 READY_LINE = re.compile(r"^(\S+ \S+) fleet-agent INFO server (.+): ready in ([0-9.]+) s$")
+LAUNCH_LINE = re.compile(r"^(\S+ \S+) fleet-agent INFO server .+ \((\S+)\): launching on GPUs ([0-9,]+)$")
+HANDBACK_LINE = re.compile(r"^(\S+ \S+) fleet-agent INFO server .+ \((\S+)\): stopped, GPUs ([0-9,]*) handed back$")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -99,8 +101,10 @@ class ServerTimes:
     host: str
     server_id: str
     label: str
-    gpus: tuple[int, ...]
-    after: tuple[str, ...]
+    gpus: tuple[int, ...]  # where it ran
+    planned_gpus: tuple[int, ...]  # the shard's (a hint since issue 12's dispatch)
+    estimate_s: float | None  # the shard's estimate of its work (None before issue 12)
+    order: int  # its place in the shard
     launch: float
     launch_source: str
     ready: float | None  # None: never ready (died during start-up)
@@ -134,43 +138,68 @@ def birth_time(path: Path) -> float | None:
     return datetime.strptime(text[:26] + text[29:], "%Y-%m-%d %H:%M:%S.%f %z").timestamp()
 
 
+def _stamp(text: str) -> float:
+    return datetime.strptime(text, "%Y-%m-%d %H:%M:%S,%f").timestamp()  # local time, as asctime writes it
+
+
 def ready_times(agent_log: str) -> dict[str, tuple[float, float]]:
     """{server label: (time of the ready line, seconds from launch to ready)} from the agent log."""
     ready = {}
     for line in agent_log.splitlines():
         match = READY_LINE.match(line)
         if match:
-            stamp = datetime.strptime(match[1], "%Y-%m-%d %H:%M:%S,%f").timestamp()  # local time, as asctime writes it
-            ready[match[2]] = (stamp, float(match[3]))
+            ready[match[2]] = (_stamp(match[1]), float(match[3]))
     return ready
+
+
+def placements(agent_log: str) -> tuple[dict[str, tuple[float, tuple[int, ...]]], dict[str, float]]:
+    """({server id: (launch time, GPUs)}, {server id: time its GPUs were handed back}) from the
+    agent log; the last of each (a server restarted after a reboot launches again)."""
+    launched: dict[str, tuple[float, tuple[int, ...]]] = {}
+    handed_back: dict[str, float] = {}
+    for line in agent_log.splitlines():
+        if match := LAUNCH_LINE.match(line):
+            launched[match[2]] = (_stamp(match[1]), tuple(int(g) for g in match[3].split(",")))
+        elif match := HANDBACK_LINE.match(line):
+            handed_back[match[2]] = _stamp(match[1])
+    return launched, handed_back
 
 
 def read_host(host: str, directory: Path) -> HostTimes:
     """Every server of one host's shard with the times its agent left in `directory` (the sweep dir)."""
     shard = Shard.from_json((directory / "shard.json").read_text(), source=str(directory / "shard.json"))
     agent_log = directory / "agent.log"
-    ready = ready_times(agent_log.read_text() if agent_log.exists() else "")
+    log_text = agent_log.read_text() if agent_log.exists() else ""
+    ready = ready_times(log_text)
+    launched, handed_back = placements(log_text)
     runs: dict[str, list[RunTimes]] = {}
     for path in (directory / "runs").glob("*.json"):
         result = json.loads(path.read_text())
         runs.setdefault(result["server_id"], []).append(RunTimes(result["label"], result["status"], result["started_at"], result["ended_at"]))
     times = HostTimes([], [])
-    for spec in shard.servers:
+    for order, spec in enumerate(shard.servers):
         mine = runs.get(spec.server_id, [])
         log = directory / "logs" / spec.log_name
         # A skipped server (quarantined, or replaced by a fixed variant that may share its label
         # and so its log file) never launched.
-        if (mine and all(r.status == "skipped" for r in mine)) or not log.exists():
+        # An agent that logs its launches names every server it launched.
+        if (mine and all(r.status == "skipped" for r in mine)) or (spec.server_id not in launched if launched else not log.exists()):
             times.never_launched.append(spec.label)
             continue
         ready_at, startup_s = ready.get(spec.label, (None, None))
-        launch, launch_source = birth_time(log), "log birth"
+        launch: float | None
+        if spec.server_id in launched:
+            (launch, gpus), launch_source = launched[spec.server_id], "agent log launching"
+        else:
+            launch, launch_source, gpus = birth_time(log), "log birth", tuple(spec.gpus)
         if launch is None:
             if ready_at is None or startup_s is None:
                 raise SystemExit(f"{host}: no launch time for {spec.label}: no birth time of {log}, no ready line in {agent_log}")
             launch, launch_source = ready_at - startup_s, "agent log ready - R"
         exit_file = directory / "services" / f"{spec.unit_name}.exit"
-        if exit_file.exists():
+        if spec.server_id in handed_back:
+            exit_at, exit_source = handed_back[spec.server_id], "agent log handed back"
+        elif exit_file.exists():
             exit_at, exit_source = exit_file.stat().st_mtime, "exit file"
         else:
             # The agent stops a server by signalling its whole process group, wrapper included,
@@ -178,8 +207,8 @@ def read_host(host: str, directory: Path) -> HostTimes:
             # ("Finished server process", written on the way out) stands in.
             exit_at, exit_source = log.stat().st_mtime, "log mtime"
         times.servers.append(
-            ServerTimes(host, spec.server_id, spec.label, tuple(spec.gpus), tuple(spec.after), launch, launch_source,
-                        ready_at, exit_at, exit_source, mine)
+            ServerTimes(host, spec.server_id, spec.label, gpus, tuple(spec.gpus), getattr(spec, "estimate_s", None), order,
+                        launch, launch_source, ready_at, exit_at, exit_source, mine)
         )  # fmt: skip
     return times
 
@@ -220,8 +249,7 @@ def packing(live: Sequence[ServerTimes], gpus_per_host: int, hosts: int) -> dict
     busy_gpu_s = sum(s.busy_s * len(s.gpus) for s in live)
     lower_bound = busy_gpu_s / gpu_count
     makespan = end - start
-    by_id = {(s.host, s.server_id): s for s in live}
-    idle = {"head": 0.0, "handover": 0.0, "waiting_for_other_gpus": 0.0, "tail": 0.0}
+    idle = {"head": 0.0, "between_servers": 0.0, "tail": 0.0}
     for host in {s.host for s in live}:
         for gpu in range(gpus_per_host):
             holding = sorted((s for s in live if s.host == host and gpu in s.gpus), key=lambda s: s.launch)
@@ -231,10 +259,7 @@ def packing(live: Sequence[ServerTimes], gpus_per_host: int, hosts: int) -> dict
             idle["head"] += holding[0].launch - start
             idle["tail"] += end - holding[-1].exit
             for before, after in zip(holding, holding[1:]):
-                deps = [by_id[(host, d)] for d in after.after if (host, d) in by_id]
-                released = max((d.exit for d in deps), default=before.exit)
-                idle["waiting_for_other_gpus"] += max(0.0, released - before.exit)
-                idle["handover"] += after.launch - max(released, before.exit)
+                idle["between_servers"] += max(0.0, after.launch - before.exit)
     per_host = {}
     for host in sorted({s.host for s in live}):
         mine = [s for s in live if s.host == host]
@@ -252,6 +277,8 @@ def packing(live: Sequence[ServerTimes], gpus_per_host: int, hosts: int) -> dict
         "busy_gpu_s": round(busy_gpu_s, 2),
         "lower_bound_s": round(lower_bound, 3),
         "ratio": round(makespan / lower_bound, 3),
+        "longest_busy_s": round(max(s.busy_s for s in live), 3),
+        "longest_label": max(live, key=lambda s: s.busy_s).label,
         "idle_gpu_s": {k: round(v, 2) for k, v in idle.items()},
         "per_host": per_host,
         "launch_sources": _count(s.launch_source for s in live),
@@ -266,9 +293,14 @@ def _count(items: Iterable[str]) -> dict[str, int]:
     return counts
 
 
+def previous_holder(server: ServerTimes, live: Sequence[ServerTimes]) -> ServerTimes | None:
+    """The server that last gave up any of this one's GPUs before it launched."""
+    before = [s for s in live if s.host == server.host and s is not server and set(s.gpus) & set(server.gpus) and s.exit <= server.launch + 0.05]
+    return max(before, key=lambda s: s.exit, default=None)
+
+
 def slot_overheads(live: Sequence[ServerTimes]) -> dict[str, Any]:
     """(c): per run on a slot, one run's end to the next run's start, start-up excluded; and its parts."""
-    by_id = {(s.host, s.server_id): s for s in live}
     within: list[float] = []  # run to run on the same server
     across: list[float] = []  # last run of the server before -> first run of the next, start-up excluded
     stop: list[float] = []  # last run's end -> server process exit
@@ -284,11 +316,10 @@ def slot_overheads(live: Sequence[ServerTimes]) -> dict[str, Any]:
             startup.append(server.ready - server.launch)
             if runs:
                 after_ready.append(runs[0].started - server.ready)
-        deps = [by_id[(server.host, d)] for d in server.after if (server.host, d) in by_id]
-        if not deps:
+        previous = previous_holder(server, live)
+        if previous is None:
             continue
-        previous = max(deps, key=lambda d: d.exit)
-        handover.append(server.launch - previous.exit)
+        handover.append(max(0.0, server.launch - previous.exit))
         previous_runs = previous.executed_runs
         if runs and previous_runs and server.ready is not None:
             across.append(runs[0].started - previous_runs[-1].ended - (server.ready - server.launch))
@@ -297,8 +328,8 @@ def slot_overheads(live: Sequence[ServerTimes]) -> dict[str, Any]:
         "run_to_run_same_server": spread(within),
         "server_to_server_startup_excluded": spread(across),
         "parts": {
-            "stop (last run end -> process exit)": spread(stop),
-            "handover (exit -> next launch on those GPUs)": spread(handover),
+            "stop (last run end -> GPUs handed back)": spread(stop),
+            "handover (GPUs handed back -> next launch on them)": spread(handover),
             "warm-up + facts (ready -> first run)": spread(after_ready),
         },
         "startup_excluded (launch -> ready)": spread(startup),
@@ -331,6 +362,61 @@ def best_order(live: Sequence[ServerTimes], gpus_per_host: dict[str, int], tries
     orders = [sorted(live, key=lambda s: -s.busy_s)]
     orders += [random.Random(seed).sample(live, len(live)) for seed in range(tries)]
     return min(place(order) for order in orders)
+
+
+REPLAYS = ("shard", "order", "real", "none")
+
+
+def dispatch_replay(live: Sequence[ServerTimes], gpus_per_host: dict[str, int], planned: set[tuple[str, str]], estimates: str = "shard") -> float | None:
+    """The makespan fleet's agent dispatch (fleet.host.agent.dispatch.choose) reaches on each host
+    when every server takes its real busy time and hand-overs cost nothing: what is left of the
+    ratio with the same choice rules and no overhead. A server the plan did not put on that host
+    (a fixed variant, a server moved there) is released at its real launch, the rest at the start.
+    `estimates`: "shard" (what the agent had), "order" (the same, but ranked by the controller's
+    order instead of longest first), "real" (perfect ones), "none" (the controller's order alone,
+    no reservation). None for a tree without the dispatch (before issue 12)."""
+    try:
+        from fleet.host.agent.dispatch import Running, Waiting, choose
+    except ImportError:
+        return None
+    if not live:
+        return 0.0
+    start = min(s.launch for s in live)
+    end = 0.0
+    for host, count in gpus_per_host.items():
+        mine = sorted((s for s in live if s.host == host), key=lambda s: s.order)
+        if not mine:
+            continue
+        release = {s.server_id: 0.0 if (host, s.server_id) in planned else s.launch - start for s in mine}
+        guess = {s.server_id: {"shard": s.estimate_s or 0.0, "order": s.estimate_s or 0.0, "real": s.busy_s, "none": 0.0}[estimates] for s in mine}
+        pending = {s.server_id: s for s in mine}
+        running: dict[str, tuple[Running, float]] = {}  # with its real end
+        now = 0.0
+        while pending or running:
+            ready = [Waiting(s.server_id, len(s.gpus), guess[s.server_id], s.order, s.order) for s in pending.values() if release[s.server_id] <= now]
+            running_now = [r for r, _ in running.values()]
+            while (choice := choose(tuple(range(count)), running_now, ready, now, by_estimate=estimates != "order")) is not None:
+                server = pending.pop(choice.server_id)
+                running[server.server_id] = (Running(server.server_id, choice.gpus, now + guess[server.server_id], server.order), now + server.busy_s)
+                ready = [w for w in ready if w.server_id != choice.server_id]
+                running_now = [r for r, _ in running.values()]
+            events = [e for _, e in running.values()] + [release[sid] for sid in pending if release[sid] > now]
+            now = min(events)
+            for sid in [sid for sid, (_, e) in running.items() if e <= now]:
+                del running[sid]
+        end = max(end, now)
+    return end
+
+
+def first_round(live: Sequence[ServerTimes], planned: set[tuple[str, str]], gpus_per_host: dict[str, int]) -> dict[str, Any] | None:
+    mine = [s for s in live if (s.host, s.server_id) in planned]
+    if not mine:
+        return None
+    a = packing(mine, 8, len(gpus_per_host))
+    replay = {kind: _round(dispatch_replay(mine, gpus_per_host, planned, kind)) for kind in REPLAYS}
+    return {"servers": len(mine), "makespan_s": a["makespan_s"], "lower_bound_s": a["lower_bound_s"], "ratio": a["ratio"],
+            "longest_busy_s": a["longest_busy_s"], "idle_gpu_s": a["idle_gpu_s"], "dispatch_replay_s": replay,
+            "best_order_s": round(best_order(mine, gpus_per_host), 3)}
 
 
 def estimate_errors(live: Sequence[ServerTimes], plan: dict[str, Any]) -> dict[str, Any]:
@@ -542,8 +628,22 @@ def print_report(figures: dict[str, Any]) -> None:
           f" = {figures['replanned_handover_s'] / a['lower_bound_s']:.3f} x")
     print(f"  best of 2000 server orders with the real busy times (greedy placement, no handover):"
           f" {figures['best_order_s']:.2f} s = {figures['best_order_s'] / a['lower_bound_s']:.3f} x")
+    replay = figures["dispatch_replay_s"]
+    if replay["shard"] is not None:
+        print("  the agent's dispatch replayed with the real busy times, no hand-over cost: "
+              + ", ".join(f"{kind} estimates {replay[kind]:.2f} s = {replay[kind] / a['lower_bound_s']:.3f} x" for kind in REPLAYS))
+    first = figures.get("first_round")
+    if first:
+        print(f"  first round alone ({first['servers']} planned servers, no fixed variant, no move): makespan {first['makespan_s']:.2f} s"
+              f" = {first['ratio']:.3f} x its lower bound {first['lower_bound_s']:.2f} s (longest server {first['longest_busy_s']:.2f} s);"
+              f" best of 2000 orders {first['best_order_s'] / first['lower_bound_s']:.3f} x")
+        if first["dispatch_replay_s"]["shard"] is not None:
+            r = first["dispatch_replay_s"]
+            print("    its dispatch replayed with real busy times: " + ", ".join(f"{k} estimates {r[k] / first['lower_bound_s']:.3f} x" for k in REPLAYS))
+        print("    idle GPU time: " + ", ".join(f"{k.replace('_', ' ')} {v:.1f} GPU s" for k, v in first["idle_gpu_s"].items()))
     e = figures["estimate_error"]
     print(f"  real busy time / the plan's estimate, per server: min {e['min']}, median {e['median']}, max {e['max']}")
+    print(f"  longest server busy {a['longest_busy_s']:.2f} s ({a['longest_label']}): no schedule ends before it")
     idle = a["idle_gpu_s"]
     print("  idle GPU time inside the makespan: " + ", ".join(f"{k.replace('_', ' ')} {v:.1f} GPU s" for k, v in idle.items()))
     for host, h in a["per_host"].items():
@@ -620,9 +720,10 @@ def main() -> int:
 
     a = packing(packed.servers, 8, len(HOSTS))
     c = slot_overheads(packed.servers)
-    handover = c["parts"]["handover (exit -> next launch on those GPUs)"]["median_s"] or 0.0
+    handover = c["parts"]["handover (GPUs handed back -> next launch on them)"]["median_s"] or 0.0
     constructed = constructed_serial(packed.servers, handover)
     per_host_gpus = {h: 8 for h in HOSTS}
+    planned_on = {(r["host"], r["server_id"]) for r in packed.plan["runs"]}
     serial_figures: dict[str, Any] = {
         "constructed_s": round(constructed, 3),
         "constructed_speedup": round(constructed / a["makespan_s"], 3),
@@ -658,6 +759,10 @@ def main() -> int:
         "replanned_s": round(replanned(packed.servers, per_host_gpus, 0.0), 3),
         "replanned_handover_s": round(replanned(packed.servers, per_host_gpus, handover), 3),
         "best_order_s": round(best_order(packed.servers, per_host_gpus), 3),
+        "dispatch_replay_s": {kind: _round(dispatch_replay(packed.servers, per_host_gpus, planned_on, kind)) for kind in REPLAYS},
+        # The first round alone: the servers the plan put on each host, none of the fixed variants
+        # (later rounds, after their originals failed) nor the servers moved between hosts.
+        "first_round": first_round(packed.servers, planned_on, per_host_gpus),
         "estimate_error": estimate_errors(packed.servers, packed.plan),
         "overhead": c,
         "cpu": packed.cpu,
@@ -669,6 +774,7 @@ def main() -> int:
             for s in packed.servers
         ],
         "rounds": by_round,
+        "planned_on": sorted(f"{h}/{sid}" for h, sid in planned_on),
         "json": str(json_path),
     }
     json_path.parent.mkdir(parents=True, exist_ok=True)

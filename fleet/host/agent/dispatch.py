@@ -9,13 +9,15 @@ next server in the plan's order waits for its own GPUs (a fixed order packed the
 1.35-1.63x its lower bound).
 
 Choice (list scheduling): the waiting servers are ranked by their estimate, longest first (the
-controller's order breaks ties); the first that fits a free block starts. When the first-ranked
-server does not fit, it holds a reservation: the block of the pool that the running servers'
-estimated ends free soonest. A lower-ranked server may start before it only where it does not
-delay it: on GPUs outside that block, or when its own estimate ends before the block frees
-(backfilling). Without this, narrow servers that keep starting as single GPUs free would keep a
-TP8 server waiting for a whole host until the end. A running server past its estimate is taken
-to end now, so a wrong estimate costs at most the idle GPUs of one reserved block.
+controller's order breaks ties); the first that fits a free block starts, so a narrow server fills
+GPUs a wider one higher in the ranking cannot use yet (backfilling).
+
+Measured, not assumed (benchmarks/bench_sweep.py replays this choice with the real busy times of
+a sweep of the seed matrix): longest first came out at or below the controller's order, by up to
+0.25x the lower bound; holding a reservation for the first-ranked server that does not fit (EASY
+backfilling: others start before it only outside its block, or if they end before it frees) came
+out worse with the estimates the controller has (real/estimate per server 0.4-2.5), and no better
+with perfect ones, so it is off (`reserve`; kept for the replay's comparison).
 
 Placement, for a TP group on a host whose topology the shard does not describe: consecutive GPUs
 of the pool (indexes close in the PCIe/NVLink tree), aligned to the group size (TP4 on 0-3 or
@@ -56,8 +58,11 @@ class Placement:
     last_chance: bool = False  # from `stuck`: GPUs a foreign process was found holding
 
 
-def rank(waiting: Sequence[Waiting]) -> list[Waiting]:
-    """Longest estimated work first; the controller's order among equals."""
+def rank(waiting: Sequence[Waiting], by_estimate: bool = True) -> list[Waiting]:
+    """Longest estimated work first, the controller's order among equals; or (`by_estimate`
+    False) the controller's order alone."""
+    if not by_estimate:
+        return sorted(waiting, key=lambda w: (w.order, w.server_id))
     return sorted(waiting, key=lambda w: (-w.estimate_s, w.order, w.server_id))
 
 
@@ -118,22 +123,27 @@ def choose(
     now: float,
     unusable: Collection[int] = (),
     exclusive: bool = False,
+    by_estimate: bool = True,
+    reserve: bool = False,
 ) -> Placement | None:
-    """The next server to start and its GPUs, or None: wait until something ends."""
+    """The next server to start and its GPUs, or None: wait until something ends. `by_estimate`
+    False ranks by the controller's order alone; `reserve` holds the first-ranked server's block
+    (see above: both for the benchmark's comparison). A running server past its estimate counts
+    as ending now."""
     if exclusive and running:
         return None
     busy = {gpu for r in running for gpu in r.gpus}
     free = [g for g in pool if g not in busy and g not in unusable]
     ports = {r.port for r in running}
     held: tuple[float, tuple[int, ...]] | None = None  # the first-ranked server's reservation
-    for server in rank(waiting):
+    for server in rank(waiting, by_estimate):
         if server.port in ports:
             continue  # another server of ours listens there: this one starts after it
         block = place(pool, free, server.gpu_count)
         if held is None:
             if block is not None:
                 return Placement(server.server_id, block)
-            held = reservation(pool, running, unusable, server.gpu_count, now)
+            held = reservation(pool, running, unusable, server.gpu_count, now) if reserve else None
             if held is None:
                 held = (float("inf"), ())  # it can never fit: it delays nobody
             continue
