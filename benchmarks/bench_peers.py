@@ -13,6 +13,9 @@ Rows (each a median of --runs interleaved runs, A B A B ..., against its peer in
   the 4 hosts' sweep directories (1 GiB in all), into an empty local tree, against 4 parallel
   `rsync -a` of the same directories into an empty tree; then both again with nothing changed.
 - `cli`: `fleet --help` and `fleet facts local --json` against `ansible --version`.
+- `processes`: the processes one gather starts on a host (cold: every fact; warm: the volatile
+  ones), counted with `strace -f` (execve and fork/clone calls) around fleet's facts script run
+  here with the test hosts' fake GPU tools first on PATH (no test hosts needed).
 
 Ansible (ansible-core) and pyinfra are installed by this script into their own virtualenvs under
 /var/tmp/fleet-bench-venvs/ (pinned versions; kept, so reruns are fast). Needs root (test hosts).
@@ -208,6 +211,45 @@ def row_cli(setting: Setting, runs: int) -> dict[str, Any]:
     return summary(times, [("fleet --help", "ansible --version"), ("fleet facts local --json", "ansible --version")])
 
 
+def row_processes() -> dict[str, Any]:
+    """execve and fork/clone calls of one facts script (cold, warm), as strace sees them."""
+    from collections import Counter
+
+    from fleet.facts import gather
+    from fleet.facts.commands import composite_script, parse_section, split_sections
+    from fleet.facts.models import FactsRequest
+    from tests.testfleet.gpu_tools import local_gpu_env
+
+    if shutil.which("strace") is None:
+        return {"skipped": "strace is not installed"}
+    base = Path(tempfile.mkdtemp(prefix="fleet-bench-procs-", dir="/var/tmp"))
+    try:
+        env = {**local_gpu_env(base, os.environ), "XDG_CACHE_HOME": str(base / "cache")}
+        request = FactsRequest(paths={"work_dir": str(base / "work" / "x"), "model_cache": "/srv/models/q", "staging": str(base / "shm")},
+                               engine_python="/usr/bin/python3")
+        out: dict[str, Any] = {}
+        for kind, facts in (("cold", gather._volatile_facts(request) + gather._stable_facts(request)), ("warm", gather._volatile_facts(request))):
+            script = composite_script(facts)
+            subprocess.run(["sh", "-c", script], env=env, capture_output=True, timeout=120)  # the engine probe's host cache, as after a first gather
+            trace = base / f"{kind}.trace"
+            done = subprocess.run(["strace", "-f", "-qq", "-e", "trace=execve,clone,clone3,fork,vfork", "-e", "status=successful", "-o", str(trace),
+                                   "sh", "-c", script], env=env, capture_output=True, text=True, timeout=120)
+            lines = trace.read_text().splitlines()
+            execs = [line.split('execve("', 1)[1].split('"', 1)[0].rsplit("/", 1)[-1] for line in lines if "execve(" in line]
+            sections = split_sections(done.stdout)
+            problems = {}
+            for fact in facts:
+                try:
+                    parse_section(fact, sections[fact.name])
+                except Exception as exc:  # a count of a gather that failed is no count
+                    problems[fact.name] = str(exc)
+            out[kind] = {"execs": len(execs), "forks": sum(1 for line in lines if "clone" in line or "fork(" in line),
+                         "by_program": dict(Counter(execs)), "problems": problems}
+        return out
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
 def row_facts(setting: Setting, runs: int) -> dict[str, Any]:
     n = len(setting.names)
     ansible = ensure_venv("ansible") / "ansible"
@@ -358,7 +400,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--hosts", type=int, default=16)
     parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--rows", default="cli,facts,handshakes")
+    parser.add_argument("--rows", default="processes,cli,facts,handshakes")
     parser.add_argument("--label", default="now")
     parser.add_argument("--engine", choices=("bare", "torch"), default="bare", help="the facts row's engine Python on the hosts")
     args = parser.parse_args()
@@ -369,6 +411,12 @@ def main() -> None:
     for peer in PEERS:
         ensure_venv(peer)
     out: dict[str, Any] = {"label": args.label, "engine": args.engine, "hosts": args.hosts, "runs": args.runs, "load_before": os.getloadavg()}
+    if "processes" in rows:
+        out["processes"] = row_processes()
+        print("\n## processes of one facts gather on a host (strace -f)\n")
+        for kind, counts in out["processes"].items():
+            print(f"- {kind}: {counts}" if kind == "skipped" else f"- {kind}: {counts['execs']} execs, {counts['forks']} forks: {counts['by_program']}"
+                  + (f"; problems: {counts['problems']}" if counts["problems"] else ""))
     work = Path(tempfile.mkdtemp(prefix="fleet-bench-peers-", dir="/var/tmp"))
     try:
         with start_test_fleet([f"h{i:02d}" for i in range(args.hosts)], boot_timeout=60.0) as fleet:
