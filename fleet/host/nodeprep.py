@@ -487,7 +487,10 @@ def _prepare(task_dir: Path, req: NodeRequirements, env: Mapping[str, str], bega
     node, hostname, boot_id, job_id, start = _identity(env)
     facts_file = f"{NODE_FACTS_DIR}/{job_id}.{start}.txt"
     try:
-        done = subprocess.run(["sh", req.facts_script], capture_output=True, text=True, timeout=FACTS_TIMEOUT_S, cwd="/", env=dict(env))
+        # Without the bundle's PYTHONPATH: the engine's Python is probed as an SSH login finds it,
+        # and the probe's cache (keyed by boot, interpreter and sys.path) holds across sweeps.
+        clean = {k: v for k, v in env.items() if k != "PYTHONPATH"}
+        done = subprocess.run(["sh", req.facts_script], capture_output=True, text=True, timeout=FACTS_TIMEOUT_S, cwd="/", env=clean)
         output = done.stdout
     except (OSError, subprocess.TimeoutExpired) as exc:
         output = f"the facts script did not run: {exc}"
