@@ -347,3 +347,22 @@ def test_a_copy_that_does_not_match_its_marker_refuses_the_node_and_leaves_no_ha
     assert prep.error is not None and "does not match its marker" in prep.error and "staging failed" in prep.reason()
     assert sorted(p.name for p in (tmp_path / "local").iterdir()) == [".m--main.lock"]  # neither the copy nor its .partial
     assert shard["servers"][0]["argv"] == ["--model-path", str(tmp_path / "shared" / "m")]
+
+
+def test_a_whole_node_facts_file_from_the_test_cluster() -> None:
+    # The facts script's output as a task on the test cluster's ct200 kept it (node-facts/<job>.<start>.txt):
+    # fake GPU tools in the real formats (8 RTX PRO 6000, driver 580.95.05 / CUDA 13.0, nvcc 13.1).
+    output = (FIXTURES / "slurm" / "nodeprep" / "node-facts-test-host.txt").read_text()
+    ours = nodeprep.split_sections(output, SECTION_MARK)
+    assert {n: (s.text, s.exit_code) for n, s in ours.items()} == {n: (s.text, s.exit_code) for n, s in facts_split_sections(output).items()}
+    checks = gate(output, reqs(), [3])
+    assert {r: c.verdict for r, c in checks.items()} == {
+        "gpu-count": "ok", "gpu-model": "skip", "gpus-idle": "ok", "toolkit-supports-gpu": "ok",
+        "driver-supports-toolkit": "warn",  # toolkit 13.1 on a CUDA 13.0 driver: minor-version compatibility
+        "engine-installed": "ok", "staging-space": "skip",
+    }  # fmt: skip
+    assert "index=3" in checks["gpu-count"].evidence and "release 13.1" in checks["toolkit-supports-gpu"].evidence
+    c = cluster()
+    report = run_preflight(controller_facts(output, facts_request(node_of(c), None)), PreflightRequirements(expected_gpu_count=8))
+    theirs = {check.rule_id: check.verdict.value for check in report.checks}
+    assert all(theirs[r] == checks[r].verdict for r in ("toolkit-supports-gpu", "driver-supports-toolkit", "engine-installed"))
