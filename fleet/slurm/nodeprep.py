@@ -22,7 +22,7 @@ from fleet.facts.gather import _stable_facts, _volatile_facts
 from fleet.facts.models import FactsRequest
 from fleet.facts.parsers import GPU_QUERY_FIELDS, NVCC_ABSENT, NVCC_PATH_LABEL, PROBE_MARK
 from fleet.host.contract.nodeprep import REQUIREMENTS_FILE, ArchRule, ModelToStage, NodePrep, NodeRequirements, load_node_preps
-from fleet.inventory import Host, slugify
+from fleet.inventory import EngineKind, Host, slugify
 from fleet.layout import model_cache_dir
 from fleet.playbook import ModelRef
 from fleet.provision import preflight
@@ -43,9 +43,12 @@ def facts_request(node: Host, node_local_dir: str | None) -> FactsRequest:
     return FactsRequest(paths=paths, engine_python=node.engine.python)
 
 
-def facts_script(request: FactsRequest) -> str:
-    """The same composite script `fleet.facts.gather_facts` runs on an SSH host."""
-    return composite_script(_volatile_facts(request) + _stable_facts(request))
+def facts_script(request: FactsRequest, probe_engine: bool = True) -> str:
+    """The same composite script `fleet.facts.gather_facts` runs on an SSH host; without the
+    engine probe for an engine no rule probes (sim: it imports torch, seconds at each node's
+    first start of a boot, for nothing)."""
+    facts = _volatile_facts(request) + _stable_facts(request)
+    return composite_script([f for f in facts if probe_engine or f.name != "engine"])
 
 
 def model_key(model: ModelRef) -> str:
@@ -88,7 +91,8 @@ def ship(t: Transport, cluster: Host, node: Host, root: str, models: Iterable[Mo
     login host): every task's batch script reads them before its agent starts."""
     assert cluster.slurm is not None
     req = requirements(cluster, node, root, models_to_stage(models, node))
-    t.put_bytes(facts_script(facts_request(node, cluster.slurm.node_local_dir)).encode(), req.facts_script, timeout=timeout)
+    script = facts_script(facts_request(node, cluster.slurm.node_local_dir), probe_engine=node.engine.kind is not EngineKind.sim)
+    t.put_bytes(script.encode(), req.facts_script, timeout=timeout)
     t.put_bytes(req.to_json().encode(), requirements_path(root), timeout=timeout)
     return req
 

@@ -100,6 +100,8 @@ def test_the_node_cuts_the_real_facts_script_output_as_fleet_facts_does(tmp_path
     assert set(ours) == set(theirs) and len(ours) >= 10
     assert {n: (s.text, s.exit_code) for n, s in ours.items()} == {n: (s.text, s.exit_code) for n, s in theirs.items()}
     assert ours["engine"].exit_code == 127 and c.engine.python not in ours["engine"].text
+    assert "engine" not in nodeprep.split_sections(subprocess.run(["sh", "-c", facts_script(request, probe_engine=False)], capture_output=True,
+                                                                  text=True, timeout=120, cwd="/").stdout, SECTION_MARK)  # fmt: skip
 
 
 @pytest.mark.parametrize(
