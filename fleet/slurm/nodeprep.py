@@ -1,13 +1,14 @@
 """The controller's side of node preparation inside Slurm allocations (fleet.host.nodeprep runs
-on the node): what a node must have, written once per array beside its task dirs; what the nodes
+on the node): what a node must have, written once per sweep beside its arrays; what the nodes
 said, read back from the pulled task dirs.
 
 - `facts_script`: the composite facts script of fleet.facts (the one an SSH host answers in one
   round trip), shipped to the shared dir; the node runs it, not an SSH login to the node.
-- `requirements`: the array's NodeRequirements: the GPUs a task is granted, the preflight tables
-  (fleet.provision.preflight) as data, the models to stage to node-local storage.
-- `refusal`, `refused_nodes`: pure readings of the nodes' NodePrep files, for fleet.slurm.outcome
-  (a task refused by its node is submitted again) and fleet.slurm.sweep (`--exclude` those nodes).
+- `requirements`, `ship`: the sweep's NodeRequirements (the preflight tables of
+  fleet.provision.preflight as data, the models to stage to node-local storage) to the shared dir.
+- `NodeRefusals` (`refusal`, `refused_nodes`): pure readings of the nodes' NodePrep files, for
+  fleet.slurm.outcome (a task refused by its node is submitted again), fleet.slurm.sweep
+  (`--exclude` those nodes) and summary.json (`nodes_refused`).
 """
 
 from __future__ import annotations
@@ -45,8 +46,8 @@ def facts_request(node: Host, node_local_dir: str | None) -> FactsRequest:
 
 def facts_script(request: FactsRequest, probe_engine: bool = True) -> str:
     """The same composite script `fleet.facts.gather_facts` runs on an SSH host; without the
-    engine probe for an engine no rule probes (sim: it imports torch, seconds at each node's
-    first start of a boot, for nothing)."""
+    engine probe where no rule reads it (a sim engine: the probe imports torch, seconds at each
+    node's first start of a boot, for nothing)."""
     facts = _volatile_facts(request) + _stable_facts(request)
     return composite_script([f for f in facts if probe_engine or f.name != "engine"])
 
