@@ -5,6 +5,8 @@ files say. Both ends read and write these types, so a file means the same thing 
 - `shard`: what the controller asks of one host's agent (`Shard`).
 - `results`: one run's outcome (`RunResult`), `progress`: what the agent is doing (`Progress`),
   `quarantine`: servers to skip while the sweep runs (`HostQuarantine`).
+- `nodeprep`: what a Slurm node must have before a task's agent starts, and what the node found
+  (`NodeRequirements`, `NodePrep`; fleet.host.nodeprep).
 
 Every document but the shard carries a `schema` (name/version; the shard a `format` number).
 Readers check it: a document of another schema, a truncated file or a field of the wrong type
