@@ -54,6 +54,7 @@ from fleet.slurm.commands import SlurmClient  # noqa: E402
 from fleet.slurm.sweep import SlurmSweep, SlurmSweepOutcome, resume_slurm_sweep, start_slurm_sweep  # noqa: E402
 from fleet.sweep.controller import start_sweep  # noqa: E402
 from fleet.transport.ssh import SSHTransport  # noqa: E402
+from tests.integration.test_slurm_repair import time_limit_playbook  # noqa: E402
 from tests.testfleet import start_test_fleet, unavailable_reason  # noqa: E402
 from tests.testfleet.slurm import CPUS_PER_NODE, GPUS_PER_NODE, URGENT_PARTITION, SlurmCluster, slurm_unavailable_reason, start_slurm_cluster  # noqa: E402
 
@@ -96,7 +97,10 @@ def work_done(directory: Path) -> dict[str, Any]:
     for result in results:
         by_status[result.status.value] = by_status.get(result.status.value, 0) + 1
     summary = json.loads((directory / "summary.json").read_text())
-    fixes = sorted((f["run_id"], f["action"], f.get("variant_id") or "") for f in summary.get("fixes", []))
+    # An applied fix by the run it fixes and the variant it made; a quarantine by its key (which
+    # of the configuration's crashed runs came back first, and so triggered it, is timing).
+    fixes = sorted((f["run_id"] if f["action"] != "quarantined" else f["description"], f["action"], f.get("variant_id") or "")
+                   for f in summary.get("fixes", []))
     ran = [r for r in results if r.ended_at > r.started_at]
     span = max(r.ended_at for r in ran) - min(r.started_at for r in ran) if ran else 0.0
     return {
@@ -175,8 +179,8 @@ class Watched:
     """A Slurm sweep of the demo playbook in a thread (or a subprocess), and one of its tasks
     caught on a node between two runs."""
 
-    def __init__(self, entry: Host, results_root: Path, subprocess_controller: bool = False) -> None:
-        self.entry, self.results_root, self.lines = entry, results_root, []
+    def __init__(self, entry: Host, results_root: Path, subprocess_controller: bool = False, playbook: Path = DEMO) -> None:
+        self.entry, self.results_root, self.lines, self.playbook = entry, results_root, [], playbook
         self.outcome: SlurmSweepOutcome | None = None
         self.client = SlurmClient(connect(entry))
         self.process: subprocess.Popen | None = None
@@ -185,13 +189,13 @@ class Watched:
                 "import sys; from pathlib import Path; from fleet.inventory import Host; from fleet.slurm.sweep import start_slurm_sweep\n"
                 "start_slurm_sweep(Path(sys.argv[1]), Host.model_validate_json(sys.argv[2]), Path(sys.argv[3]), poll_interval_s=1.0)\n"
             )
-            self.process = subprocess.Popen([sys.executable, "-c", program, str(DEMO), entry.model_dump_json(), str(results_root)], cwd=REPO)
+            self.process = subprocess.Popen([sys.executable, "-c", program, str(playbook), entry.model_dump_json(), str(results_root)], cwd=REPO)
         else:
             self.thread = threading.Thread(target=self._run, daemon=True)
             self.thread.start()
 
     def _run(self) -> None:
-        self.outcome = start_slurm_sweep(DEMO, self.entry, self.results_root, connect=connect, poll_interval_s=1.0, say=self.lines.append)
+        self.outcome = start_slurm_sweep(self.playbook, self.entry, self.results_root, connect=connect, poll_interval_s=1.0, say=self.lines.append)
 
     def record(self) -> SlurmSweep | None:
         latest = self.results_root / "LATEST"
@@ -255,14 +259,29 @@ def fault_node(cluster: SlurmCluster, entry: Host, root: Path) -> dict[str, Any]
 
 
 def fault_time_limit(cluster: SlurmCluster, entry: Host, root: Path) -> dict[str, Any]:
-    sweep = Watched(entry, root)
-    victim, before = sweep.catch("ct200")
+    # One task of seven ~6 s runs (the test's playbook): once it has a result, more is left than
+    # the 30 s between slurmctld's time-limit checks, so the check finds it running.
+    root.mkdir(parents=True, exist_ok=True)
+    sweep = Watched(entry, root, playbook=time_limit_playbook(root))
+    victim, before = sweep.catch(node_of(sweep))
     injected = time.time()
     done = cluster.scontrol("update", f"JobId={victim}", "TimeLimit=1")
     if done.returncode != 0:
         raise SystemExit(f"scontrol update failed: {done.stderr}")
     outcome = sweep.finish()
     return fault_row("time limit (cut to 1 min mid-run; resubmitted with a longer one)", entry, outcome, before, injected, time.time())
+
+
+def node_of(sweep: Watched, timeout: float = 60) -> str:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        record = sweep.record()
+        if record is not None and record.job_ids():
+            job = sweep.client.jobs(record.job_ids()).get(f"{record.job_ids()[0]}_0")
+            if job is not None and job.batch_host:
+                return job.batch_host
+        time.sleep(0.2)
+    raise SystemExit(f"the task did not start: {sweep.lines}")
 
 
 def fault_preempt(cluster: SlurmCluster, entry: Host, root: Path) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
+from fleet.inventory import Host
 from fleet.slurm.commands import SlurmClient
 from fleet.slurm.jobs import JobState
 from fleet.slurm.sweep import SlurmSweep, SlurmSweepOutcome, start_slurm_sweep
@@ -142,15 +143,38 @@ def _record(results_root: Path) -> SlurmSweep | None:
     return record if record.job_ids() else None
 
 
+def time_limit_playbook(tmp_path: Path) -> Path:
+    """One server, seven runs of about 6 s each at sim speed 0.06: once its first result is in,
+    some 35 s of work are left, more than the period of slurmctld's time-limit check (30 s), so
+    the check always finds the task running."""
+    data = yaml.safe_load((REPO / "playbooks" / "demo.yaml").read_text())
+    data.update(name="slurm-limit", methods={"autoregressive": {}})
+    data["workloads"] = {f"w{i}": {"kind": "short", "prompts": [prompt], "max_new_tokens": 640, "requests": 4}
+                         for i, prompt in enumerate(["fib", "qsort", "arith", "json", "fib", "qsort", "arith"])}
+    path = tmp_path / "slurm-limit.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+class LimitSweep(SweepInThread):
+    def __init__(self, entry: Host, results_root: Path, playbook: Path) -> None:
+        self.playbook = playbook
+        super().__init__(entry, results_root)
+
+    def _run(self) -> None:
+        self.outcome = start_slurm_sweep(self.playbook, self.entry, self.results_root, connect=connect, poll_interval_s=1.0, say=self.lines.append)
+
+
 def test_a_task_stopped_at_its_time_limit_loses_and_duplicates_nothing_and_gets_a_longer_one(slurm: SlurmCluster, tmp_path: Path) -> None:
-    """Slurm's smallest limit is a minute: the task is caught between runs and its limit cut to
-    one minute (`scontrol update TimeLimit=1`, as an admin may). Fleet's scripts ask Slurm for the
-    agent's SIGTERM 60 s before the limit, so the agent stops at once and the job ends COMPLETED
-    with runs missing: fleet submits that task again with a longer limit, on the same dir."""
-    entry = entry_with_gpu(slurm, tmp_path, cpus_per_gpu=32)  # one task per node at a time
+    """Slurm's smallest limit is a minute: once the task has a result, its limit is cut to one
+    minute (`scontrol update TimeLimit=1`, as an admin may). Fleet's scripts ask Slurm for the
+    agent's SIGTERM 60 s before the limit, so at slurmctld's next time-limit check (every 30 s)
+    the agent stops and the job ends COMPLETED with runs missing: fleet submits that task again
+    with a longer limit, on the same dir, and it runs only what has no result."""
+    entry = entry_with_gpu(slurm, tmp_path)
     entry = entry.model_copy(update={"engine": entry.engine.model_copy(update={"sim_speed": 0.06})})
-    sweep = SweepInThread(entry, tmp_path / "results")
-    victim, before = sweep.catch_between_runs("ct200")
+    sweep = LimitSweep(entry, tmp_path / "results", time_limit_playbook(tmp_path))
+    victim, before = sweep.catch_between_runs(_node_of(sweep), timeout=120)
     cut = slurm.scontrol("update", f"JobId={victim}", "TimeLimit=1")
     assert cut.returncode == 0, cut.stderr
     outcome = sweep.finish()
@@ -159,10 +183,25 @@ def test_a_task_stopped_at_its_time_limit_loses_and_duplicates_nothing_and_gets_
     assert ended.state is JobState.COMPLETED and ended.time_limit_s == 60, ended
     (array,) = outcome.record.arrays
     first, *again = array.submissions
-    index = int(victim.split("_")[1])
-    assert [s.tasks for s in again] == [[index]], [(s.tasks, s.time_limit_s) for s in array.submissions]
+    assert [s.tasks for s in again] == [[0]], [(s.tasks, s.time_limit_s) for s in array.submissions]
     assert again[0].time_limit_s > 60 and again[0].time_limit_s >= first.time_limit_s
     assert any("stopped at its time limit" in line for line in sweep.lines), sweep.lines
+    # Stopped mid-task: some runs were done by the first start, the rest by the second.
+    second = jobs[f"{again[0].job_id}_0"]
+    assert second.state is JobState.COMPLETED and len(before) < len(outcome.record.arrays[0].tasks[0].run_ids)
+
+
+def _node_of(sweep: SweepInThread, timeout: float = 60) -> str:
+    """The node the sweep's one task runs on (the scheduler's choice)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        record = sweep.record()
+        if record is not None and record.job_ids():
+            job = sweep.client.jobs(record.job_ids()).get(f"{record.job_ids()[0]}_0")
+            if job is not None and job.batch_host:
+                return job.batch_host
+        time.sleep(0.2)
+    raise AssertionError(f"the task did not start: {sweep.lines}")
 
 
 def test_fleet_sweep_json_streams_the_events_of_an_ssh_sweep(slurm: SlurmCluster, tmp_path: Path) -> None:
