@@ -26,6 +26,11 @@ Ansible (ansible-core) and pyinfra are installed by this script into their own v
 
 Prints one table per row (median, min-max, ratio fleet/peer pair by pair) and writes all figures
 to results/benchmarks/peers-<label>.json.
+
+`--baseline PATH` (a checkout of an older commit, e.g. a `git worktree`) adds that fleet's runs
+to the cli, facts and fetch-logs rows, interleaved with this checkout's on the same hosts in the
+same minutes (the test hosts and their fake tools are this checkout's): a before/after that load
+on the machine cannot skew.
 """
 
 from __future__ import annotations
@@ -121,8 +126,9 @@ def print_table(title: str, result: dict[str, Any]) -> None:
 class Setting:
     """A test fleet, its fleet inventory, an Ansible inventory and a pyinfra inventory."""
 
-    def __init__(self, fleet: TestFleet, work: Path, engine: str) -> None:
+    def __init__(self, fleet: TestFleet, work: Path, engine: str, baseline: Path | None = None) -> None:
         self.fleet = fleet
+        self.baseline = baseline
         self.work = work
         self.hosts_dir = fleet.write_inventory(work / "hosts")
         # The facts row's engine Python: /usr/bin/python3 without torch by default (`--engine
@@ -133,9 +139,9 @@ class Setting:
         self.results.mkdir()
         self.names = [h.name for h in fleet.hosts]
 
-    def fleet_env(self, cache: Path | None = None, hosts_dir: Path | None = None) -> dict[str, str]:
-        # PYTHONPATH: the fleet of this checkout (a copy of an older commit measures that commit).
-        env = dict(os.environ, FLEET_HOSTS_DIR=str(hosts_dir or self.hosts_dir), FLEET_RESULTS_DIR=str(self.results), PYTHONPATH=str(REPO))
+    def fleet_env(self, cache: Path | None = None, hosts_dir: Path | None = None, repo: Path = REPO) -> dict[str, str]:
+        # PYTHONPATH: the fleet of this checkout (a copy of an older commit measures that commit), or the baseline's.
+        env = dict(os.environ, FLEET_HOSTS_DIR=str(hosts_dir or self.hosts_dir), FLEET_RESULTS_DIR=str(self.results), PYTHONPATH=str(repo))
         env["XDG_CACHE_HOME"] = str(cache or self.work / "cache")
         return env
 
@@ -200,15 +206,18 @@ def row_cli(setting: Setting, runs: int) -> dict[str, Any]:
     local_hosts.mkdir(exist_ok=True)
     shutil.copy(REPO / "hosts" / "local.yaml", local_hosts / "local.yaml")
     env = dict(setting.fleet_env(), FLEET_HOSTS_DIR=str(local_hosts))
-    times = interleave(
-        {
-            "fleet --help": lambda: run_quiet(setting.fleet_argv("--help"), env),
-            "fleet facts local --json": lambda: run_quiet(setting.fleet_argv("facts", "local", "--json"), env),
-            "ansible --version": lambda: run_quiet([str(ansible), "--version"]),
-        },
-        runs,
-    )
-    return summary(times, [("fleet --help", "ansible --version"), ("fleet facts local --json", "ansible --version")])
+    variants = {
+        "fleet --help": lambda: run_quiet(setting.fleet_argv("--help"), env),
+        "fleet facts local --json": lambda: run_quiet(setting.fleet_argv("facts", "local", "--json"), env),
+        "ansible --version": lambda: run_quiet([str(ansible), "--version"]),
+    }
+    pairs = [("fleet --help", "ansible --version"), ("fleet facts local --json", "ansible --version")]
+    if setting.baseline is not None:
+        old = dict(setting.fleet_env(repo=setting.baseline), FLEET_HOSTS_DIR=str(local_hosts))
+        variants["fleet --help (baseline)"] = lambda: run_quiet(setting.fleet_argv("--help"), old)
+        variants["fleet facts local --json (baseline)"] = lambda: run_quiet(setting.fleet_argv("facts", "local", "--json"), old)
+        pairs += [("fleet --help", "fleet --help (baseline)"), ("fleet facts local --json", "fleet facts local --json (baseline)")]
+    return summary(interleave(variants, runs), pairs)
 
 
 def row_processes() -> dict[str, Any]:
@@ -259,15 +268,16 @@ def row_facts(setting: Setting, runs: int) -> dict[str, Any]:
     script = fleet_facts_script(setting)
     counter = iter(range(1_000_000))
 
-    def fleet_cold() -> float:
+    def fleet_cold(repo: Path = REPO) -> float:
         cache = setting.work / f"cold-cache-{next(counter)}"
         try:
-            return run_quiet(setting.fleet_argv("facts", "all", "--json"), setting.fleet_env(cache, setting.facts_hosts_dir))
+            return run_quiet(setting.fleet_argv("facts", "all", "--json"), setting.fleet_env(cache, setting.facts_hosts_dir, repo))
         finally:
             shutil.rmtree(cache, ignore_errors=True)
 
-    def fleet_warm() -> float:
-        return run_quiet(setting.fleet_argv("facts", "all", "--json"), setting.fleet_env(setting.work / "warm-cache", setting.facts_hosts_dir))
+    def fleet_warm(repo: Path = REPO) -> float:
+        cache = setting.work / ("warm-cache" if repo == REPO else "warm-cache-baseline")
+        return run_quiet(setting.fleet_argv("facts", "all", "--json"), setting.fleet_env(cache, setting.facts_hosts_dir, repo))
 
     def ansible_setup() -> float:
         # A fresh ControlPath directory per run: no run reuses a master left by the one before.
@@ -288,23 +298,27 @@ def row_facts(setting: Setting, runs: int) -> dict[str, Any]:
         argv = [str(pyinfra), "-y", "--parallel", str(n), str(pyinfra_inv), "fact", "server.Command", f"command=sh -c {shlex.quote(script)}"]
         return run_quiet(argv, dict(os.environ, HOME=str(setting.work)))
 
-    times = interleave(
-        {
-            "fleet facts (cold)": fleet_cold,
-            "fleet facts (warm cache)": fleet_warm,
-            f"ansible all -m setup -f {n}": ansible_setup,
-            f"pyinfra fleet's script --parallel {n}": pyinfra_same,
-        },
-        runs,
-    )
-    return summary(
-        times,
-        [
-            ("fleet facts (cold)", f"ansible all -m setup -f {n}"),
-            ("fleet facts (cold)", f"pyinfra fleet's script --parallel {n}"),
-            ("fleet facts (warm cache)", f"pyinfra fleet's script --parallel {n}"),
-        ],
-    )
+    variants: dict[str, Callable[[], float]] = {
+        "fleet facts (cold)": fleet_cold,
+        "fleet facts (warm cache)": fleet_warm,
+        f"ansible all -m setup -f {n}": ansible_setup,
+        f"pyinfra fleet's script --parallel {n}": pyinfra_same,
+    }
+    pairs = [
+        ("fleet facts (cold)", f"ansible all -m setup -f {n}"),
+        ("fleet facts (cold)", f"pyinfra fleet's script --parallel {n}"),
+        ("fleet facts (warm cache)", f"pyinfra fleet's script --parallel {n}"),
+    ]
+    baseline = setting.baseline
+    if baseline is not None:
+        variants["fleet facts (cold, baseline)"] = lambda: fleet_cold(baseline)
+        variants["fleet facts (warm cache, baseline)"] = lambda: fleet_warm(baseline)
+        pairs += [
+            ("fleet facts (cold)", "fleet facts (cold, baseline)"),
+            ("fleet facts (warm cache)", "fleet facts (warm cache, baseline)"),
+            ("fleet facts (cold, baseline)", f"ansible all -m setup -f {n}"),
+        ]
+    return summary(interleave(variants, runs), pairs)
 
 
 def demo_sweep(setting: Setting, names: Sequence[str]) -> tuple[str, dict[str, int]]:
@@ -374,8 +388,8 @@ def row_handshakes_and_fetch(setting: Setting, runs: int) -> dict[str, Any]:
                 future.result()
         return time.perf_counter() - started
 
-    def fleet_fetch() -> float:
-        return run_quiet(setting.fleet_argv("fetch-logs", "--sweep", sweep_id, "--hosts", ",".join(names)), setting.fleet_env())
+    def fleet_fetch(repo: Path = REPO) -> float:
+        return run_quiet(setting.fleet_argv("fetch-logs", "--sweep", sweep_id, "--hosts", ",".join(names)), setting.fleet_env(repo=repo))
 
     def fresh(fn: Callable[[], float], local: Path) -> Callable[[], float]:
         def run() -> float:
@@ -384,11 +398,19 @@ def row_handshakes_and_fetch(setting: Setting, runs: int) -> dict[str, Any]:
             return fn()
         return run
 
-    full = interleave({"fleet fetch-logs (1 GiB, 4 hosts)": fresh(fleet_fetch, local_fleet), "4 x rsync -a (1 GiB)": fresh(rsync_all, local_rsync)}, runs)
-    result["full"] = summary(full, [("fleet fetch-logs (1 GiB, 4 hosts)", "4 x rsync -a (1 GiB)")])
+    full_variants = {"fleet fetch-logs (1 GiB, 4 hosts)": fresh(fleet_fetch, local_fleet), "4 x rsync -a (1 GiB)": fresh(rsync_all, local_rsync)}
+    full_pairs = [("fleet fetch-logs (1 GiB, 4 hosts)", "4 x rsync -a (1 GiB)")]
+    same_variants: dict[str, Callable[[], float]] = {"fleet fetch-logs, nothing changed": fleet_fetch, "4 x rsync -a, nothing changed": rsync_all}
+    same_pairs = [("fleet fetch-logs, nothing changed", "4 x rsync -a, nothing changed")]
+    baseline = setting.baseline
+    if baseline is not None:
+        full_variants["fleet fetch-logs (1 GiB, 4 hosts, baseline)"] = fresh(lambda: fleet_fetch(baseline), local_fleet)
+        full_pairs += [("fleet fetch-logs (1 GiB, 4 hosts)", "fleet fetch-logs (1 GiB, 4 hosts, baseline)")]
+        same_variants["fleet fetch-logs, nothing changed (baseline)"] = lambda: fleet_fetch(baseline)
+        same_pairs += [("fleet fetch-logs, nothing changed", "fleet fetch-logs, nothing changed (baseline)")]
+    result["full"] = summary(interleave(full_variants, runs), full_pairs)
     fleet_fetch(), rsync_all()
-    same = interleave({"fleet fetch-logs, nothing changed": fleet_fetch, "4 x rsync -a, nothing changed": rsync_all}, runs)
-    result["unchanged"] = summary(same, [("fleet fetch-logs, nothing changed", "4 x rsync -a, nothing changed")])
+    result["unchanged"] = summary(interleave(same_variants, runs), same_pairs)
 
     before = setting.logins()
     fleet_fetch()
@@ -403,6 +425,7 @@ def main() -> None:
     parser.add_argument("--rows", default="processes,cli,facts,handshakes")
     parser.add_argument("--label", default="now")
     parser.add_argument("--engine", choices=("bare", "torch"), default="bare", help="the facts row's engine Python on the hosts")
+    parser.add_argument("--baseline", type=Path, help="an older checkout whose fleet runs beside this one's (cli, facts, fetch-logs rows)")
     args = parser.parse_args()
     reason = unavailable_reason()
     if reason:
@@ -410,7 +433,8 @@ def main() -> None:
     rows = set(args.rows.split(","))
     for peer in PEERS:
         ensure_venv(peer)
-    out: dict[str, Any] = {"label": args.label, "engine": args.engine, "hosts": args.hosts, "runs": args.runs, "load_before": os.getloadavg()}
+    out: dict[str, Any] = {"label": args.label, "engine": args.engine, "hosts": args.hosts, "runs": args.runs, "load_before": os.getloadavg(),
+                           "baseline": str(args.baseline) if args.baseline else None}
     if "processes" in rows:
         out["processes"] = row_processes()
         print("\n## processes of one facts gather on a host (strace -f)\n")
@@ -420,7 +444,7 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="fleet-bench-peers-", dir="/var/tmp"))
     try:
         with start_test_fleet([f"h{i:02d}" for i in range(args.hosts)], boot_timeout=60.0) as fleet:
-            setting = Setting(fleet, work, args.engine)
+            setting = Setting(fleet, work, args.engine, args.baseline.resolve() if args.baseline else None)
             if "cli" in rows:
                 out["cli"] = row_cli(setting, args.runs)
                 print_table("CLI start", out["cli"])
