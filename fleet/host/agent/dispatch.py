@@ -12,12 +12,13 @@ Choice (list scheduling): the waiting servers are ranked by their estimate, long
 controller's order breaks ties); the first that fits a free block starts, so a narrow server fills
 GPUs a wider one higher in the ranking cannot use yet (backfilling).
 
-Measured, not assumed (benchmarks/bench_sweep.py replays this choice with the real busy times of
-a sweep of the seed matrix): longest first came out at or below the controller's order, by up to
-0.25x the lower bound; holding a reservation for the first-ranked server that does not fit (EASY
-backfilling: others start before it only outside its block, or if they end before it frees) came
-out worse with the estimates the controller has (real/estimate per server 0.4-2.5), and no better
-with perfect ones, so it is off (`reserve`; kept for the replay's comparison).
+Measured, not assumed: benchmarks/bench_sweep.py replays this choice with the real busy times of
+the servers of a sweep of the seed matrix (first round, no hand-over cost; 4 sweeps, ratios to
+the lower bound): longest first 1.115-1.175, the controller's order 1.127-1.223; with a
+reservation for the first-ranked server that does not fit (EASY backfilling: others start before
+it only outside its block, or if they end before it frees) 1.172-1.265 and 1.318-1.419, as the
+controller's estimates are off by 0.4-2.5x per server, and with perfect estimates no better
+(1.125-1.171). So no reservation (`reserve`, kept for that comparison).
 
 Placement, for a TP group on a host whose topology the shard does not describe: consecutive GPUs
 of the pool (indexes close in the PCIe/NVLink tree), aligned to the group size (TP4 on 0-3 or
