@@ -356,7 +356,6 @@ class SlurmWatch:
         self.status = HostStatus(record.cluster, phase=Phase.SHIPPING)
         self.considered: set[str] = set()  # run ids handed to the fixer
         self.pushed: dict[str, str] = {}  # task dir -> the quarantine.json pushed there
-        self.problems: list[str] = []
         shards = _task_shards(directory, record)
         self.fixer.already_fixed(shards)
         self.progress = SweepProgress(stream, plan, {record.cluster: _one_shard(record, shards, self.limits)}, {record.cluster: time_scale_of(node)},
@@ -384,15 +383,18 @@ class SlurmWatch:
                 self.status.phase = Phase.DETACHED
                 self._observe()
                 return self.outcome(interrupted=True)
-        self.record.state = "incomplete" if self.problems or self._given_up() else "finished"
+        self.record.state = "incomplete" if self.problems() else "finished"
         self.record.save(self.directory)
         self.status.phase = Phase.FINISHED if self.record.state == "finished" else Phase.FAILED
-        self.status.last_error = "; ".join(self.problems)[:500]
+        self.status.last_error = "; ".join(self.problems())[:500]
         self._observe()
         return self.outcome()
 
-    def _given_up(self) -> bool:
-        return any(not v.startswith(Action.DONE.value) for a in self.record.arrays for v in a.finished.values())
+    def problems(self) -> list[str]:
+        """Tasks given up on, with why (from the record: a resume's too)."""
+        labels = {(a.key, str(t.index)): t.label for a in self.record.arrays for t in a.tasks}
+        return [f"{a.key} task {i} ({labels[(a.key, i)]}): {v.split(': ', 1)[1]}" for a in self.record.arrays
+                for i, v in a.finished.items() if not v.startswith(Action.DONE.value)]  # fmt: skip
 
     def poll(self) -> int:
         """One look at Slurm and the shared dir; returns how many tasks are still to come."""
@@ -422,7 +424,6 @@ class SlurmWatch:
                         cancelled.add(job.job_id)
                     array.finished[str(task.index)] = f"{verdict.action.value}: {verdict.reason}"
                     if verdict.action is not Action.DONE:
-                        self.problems.append(f"{array.key} task {task.index} ({task.label}): {verdict.reason}")
                         self.say(f"{self.cluster.name}: {array.key} task {task.index} ({task.label}): {verdict.reason}")
             if again:
                 limit = self._next_limit(array, again)
@@ -529,7 +530,7 @@ class SlurmWatch:
             "sweep_id": record.sweep_id, "state": record.state, "directory": str(self.directory), "interrupted": interrupted,
             "results": len(results), "by_status": by_status, "unreadable": unreadable,
             "hosts": {record.cluster: {"phase": self.status.phase.value, "reboots": 0, "agent_restarts": 0, "link_drops": 0, "last_error": self.status.last_error}},
-            "fixes": fixes, "problems": self.problems,
+            "fixes": fixes, "problems": self.problems(),
             "jobs": {a.key: [asdict(s) for s in a.submissions] for a in record.arrays},
             "nodes_refused": NodeRefusals.read(self.local / "slurm", [(a.key, k.index) for a in record.arrays for k in a.tasks]).summary(),
         }  # fmt: skip
@@ -541,7 +542,7 @@ class SlurmWatch:
                 log.error("measured durations not recorded: %s", exc)
         # The summary event of an SSH sweep (what summary.json holds), and Slurm's problems and jobs.
         self.progress.stream.emit("summary", None, 0.0 if record.state == "finished" else None, **summary)
-        return SlurmSweepOutcome(record.sweep_id, self.directory, record, len(results), by_status, list(self.problems), interrupted, fixes)
+        return SlurmSweepOutcome(record.sweep_id, self.directory, record, len(results), by_status, summary["problems"], interrupted, fixes)
 
 
 def resume_slurm_sweep(
