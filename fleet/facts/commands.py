@@ -85,6 +85,12 @@ def limited(command: str, seconds: int = SECTION_TIMEOUT_S) -> str:
     return f"${{fleet_timeout:+timeout {int(seconds)}}} {command}"
 
 
+def guarded(body: str, seconds: int = SECTION_TIMEOUT_S) -> str:
+    """`body` (sh) in a shell of its own under the limit: for sections whose builtins touch
+    configured paths (`[ -e ]`, `[ -x ]`), a stat that can hang on a dead network mount."""
+    return "exec " + limited("sh -c " + shlex.quote(body), seconds)
+
+
 def file_fact(name: str, path: str, parse: Callable[[str, int], T]) -> Fact[T]:
     """A file read with the shell's own `read` (no `cat` process); a missing file is the shell's
     'cannot open' message and a non-zero exit code, as with cat."""
@@ -104,14 +110,17 @@ GPU_PROCESSES: Fact[list[GpuProcess]] = nvidia_smi_fact(
 DRIVER: Fact[Driver] = nvidia_smi_fact("driver", ["nvidia-smi", "--version"], parse_driver_header)
 KERNEL_MODULE: Fact[str | None] = file_fact("kernel_module", "/proc/driver/nvidia/version", parse_kernel_module)
 # FlashInfer's JIT looks for CUDA_HOME, then nvcc on PATH, then /usr/local/cuda: the same order
-# here. PATH is walked with builtins (as `command -v` would, without a command substitution's fork).
+# here. PATH is walked with builtins (as `command -v` would, without a command substitution's
+# fork), all under the limit: CUDA often lives on a network mount.
 TOOLKIT: Fact[CudaToolkit | None] = Fact(
     "toolkit",
-    'set -f; set --; [ -n "$CUDA_HOME" ] && set -- "$CUDA_HOME/bin/nvcc"; '
-    'IFS=:; for dir in $PATH; do set -- "$@" "${dir:-.}/nvcc"; done; unset IFS; '
-    "for nvcc in \"$@\" /usr/local/cuda/bin/nvcc; do "
-    f'if [ -f "$nvcc" ] && [ -x "$nvcc" ]; then echo "{NVCC_PATH_LABEL} $nvcc"; exec ' + limited('"$nvcc" --version') + '; fi; '
-    f"done; echo {shlex.quote(NVCC_PATH_LABEL + ' ' + NVCC_ABSENT)}",
+    guarded(
+        'set -f; set --; [ -n "$CUDA_HOME" ] && set -- "$CUDA_HOME/bin/nvcc"; '
+        'IFS=:; for dir in $PATH; do set -- "$@" "${dir:-.}/nvcc"; done; unset IFS; '
+        'for nvcc in "$@" /usr/local/cuda/bin/nvcc; do '
+        f'if [ -f "$nvcc" ] && [ -x "$nvcc" ]; then echo "{NVCC_PATH_LABEL} $nvcc"; exec "$nvcc" --version; fi; '
+        f"done; echo {shlex.quote(NVCC_PATH_LABEL + ' ' + NVCC_ABSENT)}"
+    ),
     parse_nvcc,
 )
 MEMORY: Fact[Memory] = file_fact("memory", "/proc/meminfo", parse_meminfo)
@@ -137,21 +146,22 @@ def engine_fact(engine_python: str, refresh: bool = False) -> Fact[EnginePython]
 
 def disk_space_fact(paths: Mapping[str, str]) -> Fact[dict[str, DiskSpace]]:
     """df of each path; a path not created yet is measured at its nearest existing parent (found
-    with parameter expansion, as `dirname` would, without a process per level)."""
+    with parameter expansion, as `dirname` would, without a process per level). Model caches sit
+    on network mounts: the walk's stats are under the limit too."""
     quoted = " ".join(shlex.quote(path) for path in paths.values())
-    command = (
+    body = (
         f"set --; for path in {quoted}; do "
         'while [ ! -e "$path" ]; do case $path in */*) path=${path%/*}; path=${path:-/} ;; *) path=. ;; esac; done; '
         'set -- "$@" "$path"; done; '
-        f'printf "%s\\n" "$@"; echo {DF_SEPARATOR}; exec ' + limited('df -P -T -B1 "$@"')
+        f'printf "%s\\n" "$@"; echo {DF_SEPARATOR}; exec df -P -T -B1 "$@"'
     )
     requested = dict(paths)
-    return Fact("disks", command, lambda text, exit_code: parse_disk_space(text, exit_code, requested))
+    return Fact("disks", guarded(body), lambda text, exit_code: parse_disk_space(text, exit_code, requested))
 
 
 def staging_dir_fact(path: str) -> Fact[int | None]:
     quoted = shlex.quote(path)
-    return Fact("staging_dir", f"if [ -d {quoted} ]; then exec {limited('du -sk ' + quoted)}; else echo {DIR_ABSENT}; fi", parse_du_bytes)
+    return Fact("staging_dir", guarded(f"if [ -d {quoted} ]; then exec du -sk {quoted}; else echo {DIR_ABSENT}; fi"), parse_du_bytes)
 
 
 # fleet_cat: `cat FILE` in builtins. `read` returns non-zero on a last line without a newline,

@@ -345,6 +345,16 @@ def test_composite_script_keeps_each_sections_exact_output_and_exit_code():
     assert sections["quoting"].text == "it's 2\n$HOME\n"
 
 
+def test_a_section_that_stats_a_hanging_path_times_out_alone():
+    # what a dead NFS mount does to `[ -e ]` in the disk fact's walk: the section's own shell hangs
+    slow = Fact("disks", commands.guarded("sleep 10; echo never", 1), lambda text, code: text, timeout_s=1)
+    after = file_fact("after", "/proc/meminfo", lambda text, code: text)
+    sections = split_sections(run_script([slow, after]))
+    assert sections["after"].text.startswith("MemTotal:")
+    with pytest.raises(FactError, match="timed out after 1 s"):
+        parse_section(slow, sections["disks"])
+
+
 def test_a_hanging_section_times_out_alone():
     slow = Fact("slow", "exec " + limited("sleep 10", 1), lambda text, code: text, timeout_s=1)
     after = Fact("after", "echo still here", lambda text, code: text)
@@ -453,7 +463,7 @@ def test_gather_facts_in_one_round_trip(fake_host):
 
 
 # what a cold gather may run, and what it must not (files are read with builtins, parents found
-# with parameter expansion, no `sh -c` per section)
+# with parameter expansion, no `sh -c` per section but where a stat can hang)
 COUNTED = ("sh", "timeout", "cat", "dirname", "uname", "df", "du", "systemctl", "nvidia-smi", "grep", "head")
 
 
@@ -470,8 +480,10 @@ def test_a_cold_gather_starts_one_shell_and_only_the_tools_it_reads(fake_host, m
     facts = gather_facts(LocalTransport("fake"), paths, bare_python(tmp_path), timeout=120)
     assert facts.problems == {} and facts.driver.cuda_version == "13.0"
     systemctl = 1 if shutil.which("systemctl") else 0
-    # the engine's Python and nvcc ($CUDA_HOME/bin) are run by path, not looked up on PATH
-    expected = {"sh": 1, "nvidia-smi": 3, "df": 1, "uname": 1, "systemctl": systemctl, "timeout": 6 + systemctl}
+    # the engine's Python and nvcc ($CUDA_HOME/bin) are run by path, not looked up on PATH; the
+    # script's shell, and one each for the sections that stat configured paths (disks, staging
+    # dir, toolkit), under their limit
+    expected = {"sh": 4, "nvidia-smi": 3, "df": 1, "uname": 1, "systemctl": systemctl, "timeout": 7 + systemctl}
     assert Counter(calls.read_text().split()) == {name: n for name, n in expected.items() if n}
 
 
