@@ -43,6 +43,7 @@ class Task:
     label: str
     run_ids: list[str]
     estimate_s: float
+    port: int = 0  # its server's port, unique in the sweep (tasks share nodes); 0 until planted
 
 
 @dataclass

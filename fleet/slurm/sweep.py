@@ -249,10 +249,13 @@ def _task_file(directory: Path, record: SlurmSweep, array: JobArray, index: int)
 
 def _plant(t: Transport, directory: Path, record: SlurmSweep, node: Host, array: JobArray, task: Task, planned: PlannedServer, limits: AgentLimits) -> None:
     """A task's shard template, on the shared dir (the agent's) and here (a resume's)."""
-    # Tasks of one sweep may share a node: each its own port (a fixed variant that must move keeps the one it pinned).
-    port = planned.config.port or BASE_PORT + PORT_STRIDE * sum(len(a.tasks) for a in record.arrays if a is not array) + PORT_STRIDE * task.index
+    if not task.port:
+        # Tasks of one sweep may share a node: each its own port, the next one free in the sweep
+        # (a fixed variant that had to move keeps the one it pinned).
+        taken = [t.port for a in record.arrays for t in a.tasks]
+        task.port = planned.config.port or max([BASE_PORT - PORT_STRIDE, *taken]) + PORT_STRIDE
     shard = json.loads(Shard(record.sweep_id, record.cluster, "", "process", limits, []).to_json())
-    shard["servers"] = [task_server(planned, node, record, array, task.index, port)]
+    shard["servers"] = [task_server(planned, node, record, array, task.index, task.port)]
     text = json.dumps(shard, indent=1, sort_keys=True)
     t.put_bytes(text.encode(), posixpath.join(record.task_dir(array, task.index), grant.TEMPLATE), timeout=60)
     write_json_atomic(_task_file(directory, record, array, task.index), shard)
