@@ -372,7 +372,6 @@ class Agent:
         threads: dict[str, threading.Thread] = {}
         placed: dict[str, Running] = {}  # servers started on GPUs, while their session lasts
         changed = threading.Condition()
-        specs = {spec.server_id: spec for spec in self.shard.servers}
         order = {spec.server_id: index for index, spec in enumerate(self.shard.servers)}
         # Known now, for the rest of the agent's life: only this agent writes them.
         done = {spec.server_id for spec in self.shard.servers if all(self.existing_status(r.run_id) is not None for r in spec.runs)}
@@ -426,7 +425,7 @@ class Agent:
                     for spec in waiting:
                         if spec.server_id in done:
                             launch(spec, None)  # no GPUs: it only makes sure no server of it is left running
-                    self._dispatch([specs[s.server_id] for s in waiting if s.server_id not in done], placed, order, launch)
+                    self._dispatch([spec for spec in waiting if spec.server_id not in done], placed, order, launch)
                 running = [sid for sid in threads if sid not in finished]
                 remaining = [s for s in self.shard.servers if s.server_id not in threads and s.server_id not in released]
                 if not running and (stopping or not remaining):
