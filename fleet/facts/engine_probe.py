@@ -10,24 +10,26 @@ distribution metadata, because importing flashinfer queries the GPU and importin
 in the whole engine (seconds, and side effects on a host that may be serving).
 
 Importing torch costs seconds of CPU per host, so the report is cached on the host (issue 12),
-in `~/.cache/fleet/engine-probe/<interpreter>.json` (or under $XDG_CACHE_HOME), keyed by a
+in `~/.cache/fleet/engine-probe/<interpreter>.txt` (or under $XDG_CACHE_HOME), keyed by a
 fingerprint: the boot id, the interpreter (its path, real path and inode/size/mtime) and every
 directory on its `sys.path` (inode and mtime: installing, upgrading or removing a package adds
 or removes entries there, which changes the directory's mtime). Any change -> probed afresh.
 `--refresh` skips the cached report (and writes a new one). A cache that cannot be read or
 written is no error: the probe runs as without one.
+
+A cache hit imports nothing beyond `os` and `sys` (the interpreter loads them anyway): `json`
+alone (with `re` and `enum`) is two thirds of a hit's time. The file holds the fingerprint, a
+separator line and the report's JSON exactly as it is printed; the report is parsed on the
+controller, never here. The rest is imported where a probe really runs.
 """
 
-import hashlib
-import json
 import os
-import platform
 import sys
-import tempfile
 
 PROBE_MARK = "fleet-engine-probe:"
 BOOT_ID_PATH = "/proc/sys/kernel/random/boot_id"
-CACHE_VERSION = 1
+CACHE_VERSION = 2
+CACHE_SEPARATOR = "\n--fleet-engine-probe-report--\n"
 
 # module name -> distribution names that may provide it, most common first
 PACKAGES = {
@@ -84,6 +86,8 @@ def _torch_facts():
 
 
 def probe():
+    import platform
+
     report = {
         "executable": sys.executable,
         "python_version": platform.python_version(),
@@ -118,24 +122,33 @@ def fingerprint(boot_id_path=BOOT_ID_PATH):
 
 
 def cache_path():
+    """One file per interpreter (by its real path; a name shared by two interpreters only costs
+    misses: the fingerprint names the interpreter). zlib, not hashlib: no OpenSSL to load."""
+    import zlib
+
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    name = hashlib.sha256(os.path.realpath(sys.executable or "unknown").encode()).hexdigest()[:16]
-    return os.path.join(base, "fleet", "engine-probe", name + ".json")
+    name = "%08x" % (zlib.crc32(os.path.realpath(sys.executable or "unknown").encode()) & 0xFFFFFFFF)
+    return os.path.join(base, "fleet", "engine-probe", name + ".txt")
 
 
 def cached_report(path, key):
+    """The cached report's JSON text when the fingerprint is `key`, else None."""
     try:
         with open(path) as handle:
-            entry = json.load(handle)
+            text = handle.read()
     except (OSError, ValueError):
         return None
-    if isinstance(entry, dict) and entry.get("fingerprint") == key and isinstance(entry.get("report"), dict):
-        return entry["report"]
+    stored, separator, report = text.partition(CACHE_SEPARATOR)
+    # one line of JSON, whole (a file cut short is a miss, never a garbled answer)
+    if separator and stored == key and report.startswith("{") and report.endswith("}") and "\n" not in report:
+        return report
     return None
 
 
 def store_report(path, key, report):
     """Atomically (temp file, rename); silently nothing when the cache is not writable."""
+    import tempfile
+
     try:
         directory = os.path.dirname(path)
         if not os.path.isdir(directory):
@@ -143,7 +156,7 @@ def store_report(path, key, report):
         fd, tmp = tempfile.mkstemp(dir=directory, prefix=".probe-")
         try:
             with os.fdopen(fd, "w") as handle:
-                json.dump({"fingerprint": key, "report": report}, handle)
+                handle.write(key + CACHE_SEPARATOR + report)
             os.rename(tmp, path)
         except BaseException:
             os.unlink(tmp)
@@ -158,9 +171,11 @@ def main(argv, boot_id_path=BOOT_ID_PATH):
     path = cache_path()
     report = None if "--refresh" in argv else cached_report(path, key)
     if report is None:
-        report = probe()
+        import json
+
+        report = json.dumps(probe())
         store_report(path, key, report)
-    sys.stdout.write(PROBE_MARK + json.dumps(report) + "\n")
+    sys.stdout.write(PROBE_MARK + report + "\n")
 
 
 if __name__ == "__main__":

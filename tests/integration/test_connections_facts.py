@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from fleet.connect import host_paths, ssh_target, transport_for
+from fleet.facts.engine_probe import CACHE_SEPARATOR
 from fleet.facts.gather import gather_facts
 from fleet.inventory import load_inventory
 from fleet.transport.rsync import without_own_masters
@@ -29,11 +30,11 @@ def test_the_engine_probe_is_cached_on_the_host_until_it_reboots(test_fleet_fact
     try:
         first = gather_facts(transport, host_paths(host), host.engine.python)
         assert first.engine is not None and first.engine.python_version, first.problems
-        (cached,) = cache_dir.glob("*.json")
-        entry = json.loads(cached.read_text())
-        assert entry["report"]["python_version"] == first.engine.python_version
-        entry["report"]["torch_version"] = "from-the-host-cache"
-        cached.write_text(json.dumps(entry))
+        (cached,) = cache_dir.glob("*.txt")
+        key, separator, text = cached.read_text().partition(CACHE_SEPARATOR)
+        report = json.loads(text)
+        assert report["python_version"] == first.engine.python_version
+        cached.write_text(key + separator + json.dumps({**report, "torch_version": "from-the-host-cache"}))
 
         again = gather_facts(transport, host_paths(host), host.engine.python)
         assert again.engine is not None and again.engine.torch_version == "from-the-host-cache"

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from fleet.facts.commands import ENGINE_PROBE_SOURCE, engine_fact
-from fleet.facts.engine_probe import BOOT_ID_PATH, PROBE_MARK
+from fleet.facts.engine_probe import BOOT_ID_PATH, CACHE_SEPARATOR, PROBE_MARK
 from fleet.facts.parsers import parse_engine_probe
 
 
@@ -34,14 +34,13 @@ def probe(tmp_path: Path, site: Path, *args: str, boot_id: str = "boot-1") -> tu
     env = {**os.environ, "PYTHONPATH": str(site), "XDG_CACHE_HOME": str(tmp_path / "cache")}
     done = subprocess.run([sys.executable, "-c", source, *args], cwd="/", env=env, capture_output=True, text=True, timeout=60, check=True)
     report = parse_engine_probe(done.stdout)
-    return report.model_dump(), sorted((tmp_path / "cache" / "fleet" / "engine-probe").glob("*.json"))
+    return report.model_dump(), sorted((tmp_path / "cache" / "fleet" / "engine-probe").glob("*.txt"))
 
 
 def tamper(cache_file: Path, torch_version: str) -> None:
     """Mark the cached report, so that a run that answers from the cache shows it."""
-    entry = json.loads(cache_file.read_text())
-    entry["report"]["torch_version"] = torch_version
-    cache_file.write_text(json.dumps(entry))
+    key, separator, report = cache_file.read_text().partition(CACHE_SEPARATOR)
+    cache_file.write_text(key + separator + json.dumps({**json.loads(report), "torch_version": torch_version}))
 
 
 def test_a_second_probe_answers_from_the_cache(tmp_path: Path, site: Path) -> None:
@@ -82,3 +81,26 @@ def test_refresh_reaches_the_probe_command() -> None:
     assert not engine_fact("/opt/py/bin/python").command.endswith("--refresh")
     assert engine_fact("/opt/py/bin/python").command.startswith("cd / && exec ${fleet_timeout:+timeout 90} /opt/py/bin/python -c ")
     assert PROBE_MARK in ENGINE_PROBE_SOURCE
+
+
+def test_a_cache_hit_imports_no_json_hashlib_or_re(tmp_path: Path, site: Path) -> None:
+    # json (with re and enum), hashlib (OpenSSL) and tempfile were two thirds of a hit's time
+    probe(tmp_path, site)
+    source = ENGINE_PROBE_SOURCE.replace(repr(BOOT_ID_PATH)[1:-1], str(tmp_path / "boot_id"))
+    env = {**os.environ, "PYTHONPATH": str(site), "XDG_CACHE_HOME": str(tmp_path / "cache")}
+
+    def imports(code: str) -> tuple[set[str], str]:
+        done = subprocess.run([sys.executable, "-X", "importtime", "-c", code], cwd="/", env=env, capture_output=True, text=True, timeout=60, check=True)
+        return {line.rsplit("|", 1)[-1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")}, done.stdout
+
+    startup, _ = imports("pass")  # what this interpreter's site imports anyway
+    hit, out = imports(source)
+    assert parse_engine_probe(out).torch_version == "2.11.0+cu130"
+    assert not (hit - startup) & {"json", "hashlib", "re", "enum", "tempfile", "platform", "torch"}, sorted(hit - startup)
+
+
+def test_a_cache_file_cut_short_is_a_miss(tmp_path: Path, site: Path) -> None:
+    _, files = probe(tmp_path, site)
+    tamper(files[0], "from-the-cache")
+    files[0].write_text(files[0].read_text()[:-5])
+    assert probe(tmp_path, site)[0]["torch_version"] == "2.11.0+cu130"
