@@ -40,6 +40,7 @@ from fleet.transport.fake import Call, FakeTransport, Reply
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "facts"
 DEV = FIXTURES / "dev-machine"
 RTX = FIXTURES / "rtx-pro-6000-8gpu-driver580-cuda13.1"
+H200 = FIXTURES / "h200-driver580-cuda13.0-device"
 RTX_MODEL = "NVIDIA RTX PRO 6000 Blackwell Server Edition"
 
 
@@ -108,7 +109,7 @@ class FakeHostShell:
 
     def _facts(self, t: FakeTransport, call: Call) -> Reply:
         assert call.argv is not None
-        names = re.findall(r"^fleet_section (\S+) ", call.argv[2], re.M)
+        names = re.findall(r"^fleet_begin (\S+)$", call.argv[2], re.M)
         out = []
         for name in names:
             text, rc = self._section(name)
@@ -124,7 +125,8 @@ class FakeHostShell:
         if name == "gpu_processes":
             return ("", 0) if self.gpu else not_found
         if name == "driver":
-            return (_fixture(RTX, "nvidia-smi.txt").rstrip(), 0) if self.gpu else not_found
+            # `nvidia-smi --version`, captured on a real H200 with the RTX capture's driver (580.159.04, CUDA 13.0).
+            return (_fixture(H200, "nvidia-smi-version.txt").rstrip(), 0) if self.gpu else not_found
         if name == "kernel_module":
             if self.gpu:
                 nvrm = next(line for line in _fixture(RTX, "versions.txt").splitlines() if line.startswith("NVRM"))
@@ -153,7 +155,7 @@ class FakeHostShell:
         if name == "os":
             return _fixture(DEV, "os-release.txt").strip(), 0
         if name == "kernel":
-            return _fixture(DEV, "uname-r-m-n.txt").strip(), 0
+            return _fixture(DEV, "uname-n-r-m.txt").strip(), 0
         if name == "systemd":
             return f"{SYSTEMD_BOOTED_LABEL} no\n" + _fixture(DEV, "systemctl-is-system-running.txt").strip(), 1
         raise AssertionError(f"FakeHostShell has no answer for the fact {name!r}")
