@@ -279,19 +279,22 @@ def test_sweep_of_healthy_and_failing_servers(tmp_path: Path, host_env: dict[str
             assert probe.connect_ex(("127.0.0.1", spec.port)) != 0
 
 
-def gpu_use_sampler(gpu_dir: Path, sweep: Path, seen: dict[int, set[int]], units: dict[str, int], done: threading.Event) -> threading.Thread:
+def gpu_use_sampler(gpu_dir: Path, sweep: Path, seen: dict[int, set[int]], units: dict[str, Any], done: threading.Event) -> threading.Thread:
     """Every 50 ms: which GPUs each process tells the fake nvidia-smi it holds (the sim registers
     what its CUDA_VISIBLE_DEVICES shows it), into `seen` by its process group (a service's pid
-    leads its group); and each service's pid, by unit."""
+    leads its group); each service's pid, by unit; and the GPUs progress.json gives each server."""
 
     def sample() -> None:
         while not done.wait(0.05):
-            for path in [*(gpu_dir / "procs").glob("*.json"), *(sweep / "services").glob("*.pid")]:
+            for path in [*(gpu_dir / "procs").glob("*.json"), *(sweep / "services").glob("*.pid"), sweep / "progress.json"]:
                 try:
                     record = json.loads(path.read_text())
                 except (OSError, ValueError):
                     continue
-                if path.suffix == ".pid":
+                if path.name == "progress.json":
+                    for server_id, server in record["servers"].items():  # what `fleet status` reads: where each server runs
+                        units[f"progress {server_id}"] = tuple(server["gpus"])
+                elif path.suffix == ".pid":
                     units[path.stem] = int(record["pid"])
                 else:
                     try:
@@ -321,7 +324,7 @@ def test_a_server_starts_on_a_gpu_freed_early_ahead_of_its_place_in_the_order(
     sweep = tmp_path / "sweep-early"
     shard = write_shard(sweep, servers)
     seen: dict[int, set[int]] = {}
-    units: dict[str, int] = {}
+    units: dict[str, Any] = {}
     done = threading.Event()
     sampler = gpu_use_sampler(Path(host_env["FLEET_FAKE_GPU_DIR"]), sweep, seen, units, done)
     agents.append(start_agent(sweep, host_env))
@@ -348,6 +351,7 @@ def test_a_server_starts_on_a_gpu_freed_early_ahead_of_its_place_in_the_order(
     # And the server really ran there: its process registered GPU 1, nothing else.
     pid = units["fleet-test-next-on-0"]
     assert seen.get(pid) == {1}, (pid, units, seen)
+    assert units["progress next-on-0"] == (1,) and units["progress long"] == (0,)
     assert_no_gpu_shared_at_once(by_run.values())
 
 

@@ -67,10 +67,10 @@ class ProgressFile:
             if time.time() - self.state.updated_at >= HEARTBEAT_S:
                 self._write()
 
-    def phase(self, server_id: str, label: str, phase: ServerPhase, run: str | None = None) -> None:
-        """A server's phase, with the run's label while running."""
+    def phase(self, server_id: str, label: str, phase: ServerPhase, run: str | None = None, gpus: tuple[int, ...] = ()) -> None:
+        """A server's phase, with the run's label while running and the GPUs it was placed on."""
         with self._lock:
-            self.state.servers[server_id] = ServerProgress(label, phase, run, time.time())
+            self.state.servers[server_id] = ServerProgress(label, phase, run, time.time(), gpus)
             self._write()
 
     def finished_server(self, server_id: str) -> None:

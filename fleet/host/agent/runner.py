@@ -510,7 +510,7 @@ class ServerSession:
 
     def _bring_up(self) -> Failure | None:
         spec = self.spec
-        self.progress.phase(spec.server_id, spec.label, ServerPhase.starting)
+        self.progress.phase(spec.server_id, spec.label, ServerPhase.starting, gpus=self.gpus)
         services = self.agent.services
         try:
             # Left running by an agent that was killed or crashed: a fresh start, never adoption
@@ -648,7 +648,7 @@ class ServerSession:
         return self.client
 
     def _warm_up(self) -> Failure | None:
-        self.progress.phase(self.spec.server_id, self.spec.label, ServerPhase.warmup)
+        self.progress.phase(self.spec.server_id, self.spec.label, ServerPhase.warmup, gpus=self.gpus)
         client = self._new_client()
         for _ in range(WARMUP_REQUESTS):
             outcome = client.generate(
@@ -730,7 +730,7 @@ class ServerSession:
         for index, run in enumerate(pending):
             if self._interrupted():
                 return
-            self.progress.phase(self.spec.server_id, self.spec.label, ServerPhase.running, run.label)
+            self.progress.phase(self.spec.server_id, self.spec.label, ServerPhase.running, run.label, self.gpus)
             attempt = self.agent.next_attempt(run.run_id)
             started = time.time()
             gate = Gate(self.liveness, self._aborted)
@@ -765,7 +765,7 @@ class ServerSession:
 
     def _bring_down(self) -> None:
         spec = self.spec
-        self.progress.phase(spec.server_id, spec.label, ServerPhase.stopping)
+        self.progress.phase(spec.server_id, spec.label, ServerPhase.stopping, gpus=self.gpus)
         try:
             self.agent.services.stop(spec.unit_name, STOP_GRACE_S)
         except ServiceError as exc:

@@ -40,14 +40,18 @@ class ServerProgress:
     phase: ServerPhase
     run: str | None  # the run's label while running
     since: float
+    gpus: tuple[int, ...] = ()  # where the agent placed it (fleet.host.agent.dispatch)
 
     def to_json(self) -> dict[str, Any]:
-        return {"label": self.label, "phase": self.phase.value, "run": self.run, "since": self.since}
+        return {"label": self.label, "phase": self.phase.value, "run": self.run, "since": self.since, "gpus": list(self.gpus)}
 
     @classmethod
     def from_json(cls, data: object, source: str, prefix: str) -> ServerProgress:
         r = Reader(data, source, prefix)
-        return cls(r.get("label", str), r.enum("phase", ServerPhase), r.optional("run", str), r.get("since", float))
+        gpus = r.get("gpus", list, "a list of GPU indexes", [])
+        if not all(isinstance(g, int) and not isinstance(g, bool) for g in gpus):
+            raise r.fail("gpus", "a list of GPU indexes", gpus)
+        return cls(r.get("label", str), r.enum("phase", ServerPhase), r.optional("run", str), r.get("since", float), tuple(gpus))
 
 
 @dataclass(frozen=True)
