@@ -36,10 +36,8 @@ import json
 import os
 import re
 import signal
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -53,37 +51,22 @@ from fleet.inventory import Host, load_inventory  # noqa: E402
 from fleet.slurm.commands import SlurmClient  # noqa: E402
 from fleet.slurm.sweep import SlurmSweep, SlurmSweepOutcome, resume_slurm_sweep, start_slurm_sweep  # noqa: E402
 from fleet.sweep.controller import start_sweep  # noqa: E402
-from fleet.transport.ssh import SSHTransport  # noqa: E402
-from tests.integration.test_slurm_repair import time_limit_playbook  # noqa: E402
+from tests.integration.slurm_sweeps import (  # noqa: E402
+    DEMO,
+    GPU,
+    SweepInThread,
+    cluster_entry,
+    connect,
+    controller_process,
+    rewritten_results,
+    time_limit_playbook,
+)
 from tests.testfleet import start_test_fleet, unavailable_reason  # noqa: E402
 from tests.testfleet.slurm import CPUS_PER_NODE, GPUS_PER_NODE, URGENT_PARTITION, SlurmCluster, slurm_unavailable_reason, start_slurm_cluster  # noqa: E402
 
 SEED = REPO / "playbooks" / "qwen36-specdec.yaml"
-DEMO = REPO / "playbooks" / "demo.yaml"
 NODES = ["ct200", "ct201"]
-GPU = "NVIDIA RTX PRO 6000 Blackwell Server Edition"  # what the hosts' fake GPU tools report
 RUN_LINE = re.compile(r"fleet-agent INFO run (\S+): (\w+)")
-
-
-def connect(host: Host) -> SSHTransport:
-    from fleet.connect import transport_for
-
-    transport = transport_for(host)
-    assert isinstance(transport, SSHTransport)
-    return transport
-
-
-def cluster_entry(cluster: SlurmCluster, label: str, speed: float, cpus_per_gpu: int) -> Host:
-    login = cluster.login
-    return Host.model_validate(
-        {
-            "name": "slurm-lab", "kind": "slurm", "address": login.address, "user": login.user,
-            "identity_file": str(login.identity_file), "known_hosts": str(login.known_hosts),
-            "gpus": {"count": GPUS_PER_NODE, "model": GPU},
-            "engine": {"kind": "sim", "python": sys.executable, "sim_speed": speed},
-            "slurm": {"shared_dir": str(cluster.base / "shared" / label), "partition": "gpu", "cpus_per_gpu": cpus_per_gpu, "min_time_s": 300},
-        }
-    )  # fmt: skip
 
 
 def result_files(directory: Path) -> list[Path]:
@@ -134,7 +117,7 @@ def ssh_sweep(cluster: SlurmCluster, workdir: Path, speed: float, poll: float) -
 
 def slurm_sweep(cluster: SlurmCluster, workdir: Path, speed: float, poll: float) -> dict[str, Any]:
     # 4 CPUs a GPU: eight one-GPU tasks fill a node's 32 CPUs as they fill its 8 GPUs.
-    entry = cluster_entry(cluster, "seed", speed, CPUS_PER_NODE // GPUS_PER_NODE)
+    entry = cluster_entry(cluster, "seed", speed=speed, gpu_model=GPU, cpus_per_gpu=CPUS_PER_NODE // GPUS_PER_NODE)
     lines: list[str] = []
     began = time.time()
     outcome = start_slurm_sweep(SEED, entry, workdir / "results-slurm", connect=connect, poll_interval_s=poll, say=lines.append)
@@ -175,63 +158,11 @@ def completions(record: SlurmSweep) -> dict[str, int]:
     return counts
 
 
-class Watched:
-    """A Slurm sweep of the demo playbook in a thread (or a subprocess), and one of its tasks
-    caught on a node between two runs."""
-
-    def __init__(self, entry: Host, results_root: Path, subprocess_controller: bool = False, playbook: Path = DEMO) -> None:
-        self.entry, self.results_root, self.lines, self.playbook = entry, results_root, [], playbook
-        self.outcome: SlurmSweepOutcome | None = None
-        self.client = SlurmClient(connect(entry))
-        self.process: subprocess.Popen | None = None
-        if subprocess_controller:
-            program = (
-                "import sys; from pathlib import Path; from fleet.inventory import Host; from fleet.slurm.sweep import start_slurm_sweep\n"
-                "start_slurm_sweep(Path(sys.argv[1]), Host.model_validate_json(sys.argv[2]), Path(sys.argv[3]), poll_interval_s=1.0)\n"
-            )
-            self.process = subprocess.Popen([sys.executable, "-c", program, str(playbook), entry.model_dump_json(), str(results_root)], cwd=REPO)
-        else:
-            self.thread = threading.Thread(target=self._run, daemon=True)
-            self.thread.start()
-
-    def _run(self) -> None:
-        self.outcome = start_slurm_sweep(self.playbook, self.entry, self.results_root, connect=connect, poll_interval_s=1.0, say=self.lines.append)
-
-    def record(self) -> SlurmSweep | None:
-        latest = self.results_root / "LATEST"
-        if not latest.exists() or not (self.results_root / latest.read_text().strip() / "slurm.json").exists():
-            return None
-        return SlurmSweep.load(self.results_root / latest.read_text().strip())
-
-    def catch(self, node: str, timeout: float = 180) -> tuple[str, dict[str, bytes]]:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            time.sleep(0.2)
-            record = self.record()
-            if record is None or not record.job_ids():
-                continue
-            jobs = self.client.jobs(record.job_ids())
-            for array in record.arrays:
-                for task in array.tasks:
-                    job = jobs.get(f"{array.submissions[0].job_id}_{task.index}")
-                    runs = Path(record.task_dir(array, task.index)) / "runs"
-                    done = sorted(runs.glob("*.json")) if runs.is_dir() else []
-                    if job is not None and job.batch_host == node and job.state.value == "RUNNING" and 0 < len(done) < len(task.run_ids):
-                        return job.job_id, {p.name: p.read_bytes() for p in done}
-        raise SystemExit(f"no task on {node} was caught between runs: {self.lines}")
-
-    def finish(self, timeout: float = 300) -> SlurmSweepOutcome:
-        self.thread.join(timeout=timeout)
-        if self.outcome is None:
-            raise SystemExit(f"the sweep did not end: {self.lines}")
-        return self.outcome
-
-
 def fault_row(name: str, entry: Host, outcome: SlurmSweepOutcome, before: dict[str, bytes], injected: float, ended: float) -> dict[str, Any]:
     runs = {r for a in outcome.record.arrays for t in a.tasks for r in t.run_ids}
     local = outcome.directory / outcome.record.cluster / "runs"
     have = {p.stem for p in local.glob("*.json")}
-    rewritten = [n for n, data in before.items() if (local / n).read_bytes() != data]
+    rewritten = rewritten_results(outcome, before)
     logged_twice = [label for label, n in completions(outcome.record).items() if n > 1]
     jobs = SlurmClient(connect(entry)).jobs(outcome.record.job_ids())
     return {
@@ -243,15 +174,11 @@ def fault_row(name: str, entry: Host, outcome: SlurmSweepOutcome, before: dict[s
 
 
 def fault_node(cluster: SlurmCluster, entry: Host, root: Path) -> dict[str, Any]:
-    sweep = Watched(entry, root)
-    victim, before = sweep.catch("ct201")
+    sweep = SweepInThread(entry, root)
+    victim, before = sweep.catch_between_runs("ct201", timeout=180)
     injected = time.time()
     cluster.fleet.power_off("ct201")
-    deadline = time.monotonic() + 90
-    while (job := sweep.client.jobs([victim]).get(victim)) is None or job.restarts == 0:
-        if time.monotonic() > deadline:
-            raise SystemExit(f"{victim} was not requeued: {sweep.lines}")
-        time.sleep(0.5)
+    sweep.wait_requeued(victim, timeout=90)
     cluster.fleet.power_on("ct201")
     cluster.start_node("ct201", timeout=90)
     outcome = sweep.finish()
@@ -262,8 +189,8 @@ def fault_time_limit(cluster: SlurmCluster, entry: Host, root: Path) -> dict[str
     # One task of seven ~6 s runs (the test's playbook): once it has a result, more is left than
     # the 30 s between slurmctld's time-limit checks, so the check finds it running.
     root.mkdir(parents=True, exist_ok=True)
-    sweep = Watched(entry, root, playbook=time_limit_playbook(root))
-    victim, before = sweep.catch(node_of(sweep))
+    sweep = SweepInThread(entry, root, time_limit_playbook(root))
+    victim, before = sweep.catch_between_runs(sweep.node_of_first_task(), timeout=180)
     injected = time.time()
     done = cluster.scontrol("update", f"JobId={victim}", "TimeLimit=1")
     if done.returncode != 0:
@@ -272,22 +199,10 @@ def fault_time_limit(cluster: SlurmCluster, entry: Host, root: Path) -> dict[str
     return fault_row("time limit (cut to 1 min mid-run; resubmitted with a longer one)", entry, outcome, before, injected, time.time())
 
 
-def node_of(sweep: Watched, timeout: float = 60) -> str:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        record = sweep.record()
-        if record is not None and record.job_ids():
-            job = sweep.client.jobs(record.job_ids()).get(f"{record.job_ids()[0]}_0")
-            if job is not None and job.batch_host:
-                return job.batch_host
-        time.sleep(0.2)
-    raise SystemExit(f"the task did not start: {sweep.lines}")
-
-
 def fault_preempt(cluster: SlurmCluster, entry: Host, root: Path) -> dict[str, Any]:
     slow = entry.model_copy(update={"engine": entry.engine.model_copy(update={"sim_speed": 0.2})})
-    sweep = Watched(slow, root)
-    victim, before = sweep.catch("ct200")
+    sweep = SweepInThread(slow, root)
+    victim, before = sweep.catch_between_runs("ct200", timeout=180)
     injected = time.time()
     urgent = cluster.fleet.exec(cluster.login, ["sbatch", "--parsable", f"--partition={URGENT_PARTITION}", "--gres=gpu:8", "--nodelist=ct200",
                                                 "--output=/dev/null", "--wrap", "sleep 3"])  # fmt: skip
@@ -298,14 +213,14 @@ def fault_preempt(cluster: SlurmCluster, entry: Host, root: Path) -> dict[str, A
 
 
 def fault_controller(cluster: SlurmCluster, entry: Host, root: Path) -> dict[str, Any]:
-    sweep = Watched(entry, root, subprocess_controller=True)
-    assert sweep.process is not None
+    controller = controller_process(DEMO, entry, root)
+    sweep = SweepInThread(entry, root, start=False)
     try:
-        _, before = sweep.catch("ct200")
+        _, before = sweep.catch_between_runs("ct200", timeout=180)
     finally:
         injected = time.time()
-        sweep.process.send_signal(signal.SIGKILL)
-        sweep.process.wait(timeout=10)
+        controller.send_signal(signal.SIGKILL)
+        controller.wait(timeout=10)
     record = sweep.record()
     assert record is not None
     directory = root / (root / "LATEST").read_text().strip()
@@ -380,7 +295,7 @@ def main() -> int:
             figures["faults"] = []
             for name in args.faults.split(","):
                 print(f"fault: {name} ...", flush=True)
-                entry = cluster_entry(cluster, f"fault-{name}", 0.06, 32)  # one task per node at a time, slow enough to catch
+                entry = cluster_entry(cluster, f"fault-{name}", speed=0.06, gpu_model=GPU, cpus_per_gpu=32)  # one task per node at a time, slow enough to catch
                 figures["faults"].append(FAULTS[name](cluster, entry, workdir / f"fault-{name}"))
     figures["load_after"] = os.getloadavg()
     if "sweep" in figures:

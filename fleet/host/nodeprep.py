@@ -37,7 +37,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from fleet.host import nvidia_smi
+from fleet.host import nvidia_smi, procfs
 from fleet.host.atomic import atomic_file
 from fleet.host.contract.nodeprep import (
     NODE_FACTS_DIR,
@@ -51,7 +51,6 @@ from fleet.host.contract.nodeprep import (
 )
 from fleet.host.errors import ContractError
 
-BOOT_ID_PATH = "/proc/sys/kernel/random/boot_id"
 COPY_MARKER = ".fleet-complete.json"  # fleet.provision.models.MARKER: a complete copy's listing
 STAGED_MARKER = ".fleet-staged.json"  # this node's copy: the boot it was made in, the listing it copied
 _IGNORED_PREFIXES = (".fleet-", ".rsync-partial", ".cache")  # as fleet.provision.models lists a copy
@@ -465,10 +464,7 @@ def point_at(shard: dict[str, Any], moves: Mapping[str, str]) -> dict[str, Any]:
 
 def _identity(env: Mapping[str, str]) -> tuple[str, str, str, str, int]:
     hostname = socket.gethostname()
-    try:
-        boot_id = Path(BOOT_ID_PATH).read_text().strip()
-    except OSError:
-        boot_id = "unknown"
+    boot_id = procfs.boot_id()
     # An array task as squeue and the controller name it (`A_i`); a single job by its id.
     if env.get("SLURM_ARRAY_JOB_ID") and env.get("SLURM_ARRAY_TASK_ID"):
         job_id = f"{env['SLURM_ARRAY_JOB_ID']}_{env['SLURM_ARRAY_TASK_ID']}"

@@ -6,7 +6,6 @@ are staged to node-local storage once per node and boot (again after a real rebo
 from __future__ import annotations
 
 import json
-import sys
 from collections import Counter
 from pathlib import Path
 
@@ -17,35 +16,14 @@ from fleet.host.contract import load_result
 from fleet.host.contract.nodeprep import NodePrep, load_node_preps
 from fleet.inventory import Host
 from fleet.slurm.sweep import SlurmSweep, SlurmSweepOutcome, start_slurm_sweep
-from fleet.transport.ssh import SSHTransport
+from tests.integration.slurm_sweeps import DEMO, cluster_entry, connect
 from tests.testfleet.slurm import SlurmCluster
 
 pytestmark = pytest.mark.testfleet
 
-REPO = Path(__file__).resolve().parents[2]
-DEMO = REPO / "playbooks" / "demo.yaml"
-
-
 def entry(cluster: SlurmCluster, shared: Path) -> Host:
-    login = cluster.login
-    return Host.model_validate(
-        {
-            "name": "slurm-lab", "kind": "slurm", "address": login.address, "user": login.user,
-            "identity_file": str(login.identity_file), "known_hosts": str(login.known_hosts),
-            "engine": {"kind": "sim", "python": sys.executable, "sim_speed": 0.02},
-            # 16 CPUs per GPU: two one-GPU tasks fill a node's 32 CPUs, so the three spread over both nodes.
-            # node_local_dir left at its default, $TMPDIR/fleet-models: /tmp of each test host (a tmpfs of its own).
-            "slurm": {"shared_dir": str(shared), "partition": "gpu", "cpus_per_gpu": 16, "min_time_s": 300},
-        }
-    )  # fmt: skip
-
-
-def connect(host: Host) -> SSHTransport:
-    from fleet.connect import transport_for
-
-    transport = transport_for(host)
-    assert isinstance(transport, SSHTransport)
-    return transport
+    # node_local_dir left at its default, $TMPDIR/fleet-models: /tmp of each test host (a tmpfs of its own).
+    return cluster_entry(cluster, shared.name)
 
 
 def sweep(cluster: SlurmCluster, shared: Path, results: Path) -> tuple[SlurmSweepOutcome, list[str]]:

@@ -17,7 +17,7 @@ import yaml
 
 from fleet.slurm.sweep import SlurmSweep, resume_slurm_sweep, start_slurm_sweep
 from fleet.sweep.status import sweep_status
-from tests.integration.test_slurm_sweep import DEMO, REPO, cluster_entry, connect, one_result_per_run
+from tests.integration.slurm_sweeps import DEMO, REPO, cluster_entry, connect, one_result_per_run
 from tests.testfleet.slurm import SlurmCluster
 
 pytestmark = pytest.mark.testfleet
@@ -28,7 +28,7 @@ def fleet_cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
 
 
 def test_status_and_fetch_logs_of_a_slurm_sweep_by_job_id(slurm: SlurmCluster, tmp_path: Path) -> None:
-    entry = cluster_entry(slurm, tmp_path)
+    entry = cluster_entry(slurm, tmp_path.name)
     hosts_dir = tmp_path / "hosts"
     hosts_dir.mkdir()
     (hosts_dir / "slurm-lab.yaml").write_text(yaml.safe_dump(entry.model_dump(mode="json", exclude_defaults=True) | {"kind": "slurm"}))

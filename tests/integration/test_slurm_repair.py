@@ -8,26 +8,22 @@ import os
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
 
-from fleet.inventory import Host
 from fleet.slurm.commands import SlurmClient
 from fleet.slurm.jobs import JobState
 from fleet.slurm.sweep import SlurmSweep, SlurmSweepOutcome, start_slurm_sweep
 from fleet.sweep.events import EVENT_TYPES
-from tests.integration.test_slurm_sweep import SweepInThread, cluster_entry, connect, nothing_lost_or_duplicated, one_result_per_run, record_dir
+from tests.integration.slurm_sweeps import GPU, REPO, SweepInThread, cluster_entry, connect, nothing_lost_or_duplicated, one_result_per_run, record_dir, time_limit_playbook
+from tests.integration.waiting import wait_for
 from tests.testfleet.slurm import CPUS_PER_NODE, SlurmCluster
 
 pytestmark = pytest.mark.testfleet
 
-REPO = Path(__file__).resolve().parents[2]
 SEED = yaml.safe_load((REPO / "playbooks" / "qwen36-specdec.yaml").read_text())
-GPU = "NVIDIA RTX PRO 6000 Blackwell Server Edition"  # what the nodes' fake GPU tools report (SM 12.0)
 
 
 def repair_playbook(tmp_path: Path) -> Path:
@@ -49,11 +45,6 @@ def repair_playbook(tmp_path: Path) -> Path:
     return path
 
 
-def entry_with_gpu(cluster: SlurmCluster, tmp_path: Path, **slurm: object):
-    entry = cluster_entry(cluster, tmp_path, **slurm)
-    return entry.model_copy(update={"gpus": entry.gpus.model_copy(update={"model": GPU})})
-
-
 def block_nodes(cluster: SlurmCluster) -> list[str]:
     """A job holding every CPU of each node: what fleet submits now pends until they go."""
     ids = []
@@ -67,16 +58,8 @@ def block_nodes(cluster: SlurmCluster) -> list[str]:
     return ids
 
 
-def wait_for(ready: Any, timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while not (value := ready()):
-        assert time.monotonic() < deadline, what
-        time.sleep(0.2)
-    return value
-
-
 def test_failed_runs_are_repaired_in_further_jobs_and_a_quarantined_configuration_is_not_run(slurm: SlurmCluster, tmp_path: Path) -> None:
-    entry = entry_with_gpu(slurm, tmp_path, cpus_per_gpu=8)
+    entry = cluster_entry(slurm, tmp_path.name, gpu_model=GPU, cpus_per_gpu=8)
     results_root = tmp_path / "results"
     blockers = block_nodes(slurm)
     outcome: list[SlurmSweepOutcome] = []
@@ -89,7 +72,7 @@ def test_failed_runs_are_repaired_in_further_jobs_and_a_quarantined_configuratio
     try:
         # Every task pends behind the blockers: hold the second b8 configuration's task until its
         # dir has the quarantine the first one's crash brings (it must then not run its server).
-        record: SlurmSweep = wait_for(lambda: _record(results_root), 120, f"the sweep's jobs: {lines}")
+        record: SlurmSweep = wait_for(lambda: _record(results_root), 120, "the sweep's jobs", 0.2, detail=lambda: "\n".join(lines))
         (array,) = record.arrays
         (held,) = [t for t in array.tasks if t.label == "tp1-ddtree_n8-b8"]
         task_id = f"{array.submissions[0].job_id}_{held.index}"
@@ -97,7 +80,7 @@ def test_failed_runs_are_repaired_in_further_jobs_and_a_quarantined_configuratio
     finally:
         assert slurm.run(["scancel", *blockers]).returncode == 0
     quarantine = Path(record.task_dir(array, held.index)) / "quarantine.json"
-    wait_for(quarantine.exists, 120, f"the quarantine pushed to the held task: {lines}")
+    wait_for(quarantine.exists, 120, "the quarantine pushed to the held task", 0.2, detail=lambda: "\n".join(lines))
     assert slurm.scontrol("release", task_id).returncode == 0
     thread.join(timeout=240)
     assert outcome, lines
@@ -143,38 +126,15 @@ def _record(results_root: Path) -> SlurmSweep | None:
     return record if record.job_ids() else None
 
 
-def time_limit_playbook(tmp_path: Path) -> Path:
-    """One server, seven runs of about 6 s each at sim speed 0.06: once its first result is in,
-    some 35 s of work are left, more than the period of slurmctld's time-limit check (30 s), so
-    the check always finds the task running."""
-    data = yaml.safe_load((REPO / "playbooks" / "demo.yaml").read_text())
-    data.update(name="slurm-limit", methods={"autoregressive": {}})
-    data["workloads"] = {f"w{i}": {"kind": "short", "prompts": [prompt], "max_new_tokens": 640, "requests": 4}
-                         for i, prompt in enumerate(["fib", "qsort", "arith", "json", "fib", "qsort", "arith"])}
-    path = tmp_path / "slurm-limit.yaml"
-    path.write_text(yaml.safe_dump(data))
-    return path
-
-
-class LimitSweep(SweepInThread):
-    def __init__(self, entry: Host, results_root: Path, playbook: Path) -> None:
-        self.playbook = playbook
-        super().__init__(entry, results_root)
-
-    def _run(self) -> None:
-        self.outcome = start_slurm_sweep(self.playbook, self.entry, self.results_root, connect=connect, poll_interval_s=1.0, say=self.lines.append)
-
-
 def test_a_task_stopped_at_its_time_limit_loses_and_duplicates_nothing_and_gets_a_longer_one(slurm: SlurmCluster, tmp_path: Path) -> None:
     """Slurm's smallest limit is a minute: once the task has a result, its limit is cut to one
     minute (`scontrol update TimeLimit=1`, as an admin may). Fleet's scripts ask Slurm for the
     agent's SIGTERM 60 s before the limit, so at slurmctld's next time-limit check (every 30 s)
     the agent stops and the job ends COMPLETED with runs missing: fleet submits that task again
     with a longer limit, on the same dir, and it runs only what has no result."""
-    entry = entry_with_gpu(slurm, tmp_path)
-    entry = entry.model_copy(update={"engine": entry.engine.model_copy(update={"sim_speed": 0.06})})
-    sweep = LimitSweep(entry, tmp_path / "results", time_limit_playbook(tmp_path))
-    victim, before = sweep.catch_between_runs(_node_of(sweep), timeout=120)
+    entry = cluster_entry(slurm, tmp_path.name, speed=0.06, gpu_model=GPU)
+    sweep = SweepInThread(entry, tmp_path / "results", time_limit_playbook(tmp_path))
+    victim, before = sweep.catch_between_runs(sweep.node_of_first_task(), timeout=120)
     cut = slurm.scontrol("update", f"JobId={victim}", "TimeLimit=1")
     assert cut.returncode == 0, cut.stderr
     outcome = sweep.finish()
@@ -191,22 +151,9 @@ def test_a_task_stopped_at_its_time_limit_loses_and_duplicates_nothing_and_gets_
     assert second.state is JobState.COMPLETED and len(before) < len(outcome.record.arrays[0].tasks[0].run_ids)
 
 
-def _node_of(sweep: SweepInThread, timeout: float = 60) -> str:
-    """The node the sweep's one task runs on (the scheduler's choice)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        record = sweep.record()
-        if record is not None and record.job_ids():
-            job = sweep.client.jobs(record.job_ids()).get(f"{record.job_ids()[0]}_0")
-            if job is not None and job.batch_host:
-                return job.batch_host
-        time.sleep(0.2)
-    raise AssertionError(f"the task did not start: {sweep.lines}")
-
-
 def test_fleet_sweep_json_streams_the_events_of_an_ssh_sweep(slurm: SlurmCluster, tmp_path: Path) -> None:
     """`fleet sweep --json --hosts slurm-lab`: JSON lines only on stdout, elapsed and ETA in each."""
-    entry = entry_with_gpu(slurm, tmp_path)
+    entry = cluster_entry(slurm, tmp_path.name, gpu_model=GPU)
     hosts_dir = tmp_path / "hosts"
     hosts_dir.mkdir()
     (hosts_dir / "slurm-lab.yaml").write_text(yaml.safe_dump(entry.model_dump(mode="json", exclude_defaults=True) | {"kind": "slurm"}))
