@@ -53,13 +53,14 @@ def _server_notes(server) -> Text:
 
 
 def plan_tables(plan) -> list[Any]:
-    """One table per host: its servers in start order, their GPUs, runs and estimated times."""
+    """One table per host: its servers in start order, their GPUs, runs and estimated times. The
+    GPUs are the plan's: the agent places each server on whichever block frees first."""
     renderables: list[Any] = []
     by_host: dict[str, list] = {}
     for server in plan.servers:
         by_host.setdefault(server.host, []).append(server)
     for host, servers in by_host.items():
-        table = Table(title=f"{host}: {len(servers)} server configurations", title_justify="left")
+        table = Table(title=f"{host}: {len(servers)} server configurations", title_justify="left", caption="GPUs as planned: the agent starts each server on the first block of that size to free up", caption_justify="left")
         columns: tuple[tuple[str, JustifyMethod], ...] = (
             ("server", "left"), ("GPUs", "left"), ("port", "right"), ("runs", "right"), ("start", "right"), ("end", "right"), ("notes", "left"),
         )  # fmt: skip

@@ -51,6 +51,13 @@ def _stable_facts(request: FactsRequest, refresh: bool = False) -> list[Fact[Any
     ]
 
 
+def gather_script(request: FactsRequest, *, engine: bool = True) -> str:
+    """The composite script of a cold gather, for a host fleet cannot run it on itself (a Slurm
+    node, reached only inside an allocation); `engine=False` leaves out the engine probe."""
+    facts = _volatile_facts(request) + _stable_facts(request)
+    return composite_script([f for f in facts if engine or f.name != "engine"])
+
+
 def _run_facts(transport: Transport, facts: Sequence[Fact[Any]], timeout: float) -> tuple[dict[str, Any], dict[str, str]]:
     """One round trip: the composite script. Returns parsed values and, per unreadable fact, why."""
     result = transport.run(["sh", "-c", composite_script(facts)], timeout=timeout)

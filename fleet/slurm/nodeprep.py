@@ -18,8 +18,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from fleet.facts.commands import SECTION_MARK, composite_script
-from fleet.facts.gather import _stable_facts, _volatile_facts
+from fleet.facts.commands import SECTION_MARK
+from fleet.facts.gather import gather_script
 from fleet.facts.models import FactsRequest
 from fleet.facts.parsers import GPU_QUERY_FIELDS, NVCC_ABSENT, NVCC_PATH_LABEL, PROBE_MARK
 from fleet.host.contract.nodeprep import REQUIREMENTS_FILE, ArchRule, ModelToStage, NodePrep, NodeRequirements, load_node_preps
@@ -48,8 +48,7 @@ def facts_script(request: FactsRequest, probe_engine: bool = True) -> str:
     """The same composite script `fleet.facts.gather_facts` runs on an SSH host; without the
     engine probe where no rule reads it (a sim engine: the probe imports torch, seconds at each
     node's first start of a boot, for nothing)."""
-    facts = _volatile_facts(request) + _stable_facts(request)
-    return composite_script([f for f in facts if probe_engine or f.name != "engine"])
+    return gather_script(request, engine=probe_engine)
 
 
 def model_key(model: ModelRef) -> str:
