@@ -10,11 +10,13 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-
-import jinja2
+from typing import TYPE_CHECKING
 
 from fleet.host.agent import AGENT_MODULE
 from fleet.host.contract.exits import FINAL
+
+if TYPE_CHECKING:
+    import jinja2
 
 UNIT_DIR = "/etc/systemd/system"
 _UNIT_NAME = re.compile(r"^[A-Za-z0-9:_.@-]+$")
@@ -39,6 +41,8 @@ def systemd_path(value: str) -> str:
 
 @lru_cache(maxsize=1)
 def _environment() -> jinja2.Environment:
+    import jinja2  # here: `fleet fetch-logs` and `status` name units without rendering any (40 ms)
+
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("fleet.provision", "templates"),
         undefined=jinja2.StrictUndefined,

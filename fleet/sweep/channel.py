@@ -1,8 +1,11 @@
 """The channel to one host's agent for one sweep: short, bounded calls, and no policy.
 
-Ship the bundle and shard, start the agent, poll it, pull its results, push the quarantine. Each
-call is idempotent (or, for the start, checked first) and retried under the transport's policies;
-a call that needed retries counts as a link drop. What to do about what a poll says -- restart,
+Ship the bundle and shard, start the agent, poll it, pull its results, push the quarantine, ask
+for servers back and read what it released. Each call is idempotent (or, for the start, checked
+first) and retried under the transport's policies, none for longer than `max_retry_s`: the
+sweep loop sets it to the time after which it calls an unreachable host lost, so no call keeps
+retrying past that (a bundle push once retried for TRANSFER's 30 minutes); a call that needed
+retries counts as a link drop. What to do about what a poll says -- restart,
 recover from a reboot, run a repair round -- is the sweep loop's business (`fleet.sweep.driver`);
 `fleet status` and `fleet fetch-logs` use this channel alone.
 """
@@ -20,9 +23,9 @@ from typing import TypeVar
 
 from fleet.errors import FleetError, TransportError
 from fleet.host.agent import AGENT_MODULE
-from fleet.host.contract import AgentError, AgentState, HostQuarantine, Progress, SweepDir
+from fleet.host.contract import AgentError, AgentState, ContractError, HostQuarantine, Progress, SweepDir
 from fleet.host.contract.progress import Halt
-from fleet.host.contract.shard import Shard
+from fleet.host.contract.shard import HandoverAnswer, HandoverRequest, Shard
 from fleet.host.failures import FailureClass
 from fleet.inventory import Host, ServiceManager
 from fleet.layout import agent_dir, sweep_dir
@@ -91,6 +94,7 @@ class AgentChannel:
         *,
         sleep: Callable[[float], None] = time.sleep,
         on_link_drop: Callable[[], None] | None = None,
+        max_retry_s: float | None = None,
     ) -> None:
         self.host = host
         self.sweep_id = sweep_id
@@ -99,11 +103,19 @@ class AgentChannel:
         self.link_drops = 0  # calls that needed retries
         self._sleep = sleep
         self._on_link_drop = on_link_drop
+        self.max_retry_s = max_retry_s
 
     # ------------------------------------------------------------------------------ helpers
 
+    def _bounded(self, policy: RetryPolicy) -> RetryPolicy:
+        if self.max_retry_s is None or policy.max_delay_s <= self.max_retry_s:
+            return policy
+        return replace(policy, max_delay_s=max(1.0, self.max_retry_s))
+
     def _retry(self, fn: Callable[[], T], policy: RetryPolicy = CONNECT) -> T:
-        """An idempotent call under a retry policy; a call that needed retries counts as a link drop."""
+        """An idempotent call under a retry policy (at most `max_retry_s` of it); a call that
+        needed retries counts as a link drop."""
+        policy = self._bounded(policy)
         hiccups = 0
 
         def attempt() -> T:
@@ -177,7 +189,8 @@ class AgentChannel:
         )
 
     def poll(self, policy: RetryPolicy = CONNECT) -> Poll:
-        """`policy`: the sweep loop bounds the retries by the time left before it declares the host lost."""
+        """`policy`: the sweep loop bounds the retries by the time left before it declares the host
+        lost (finer than `max_retry_s`: it counts from the last answer)."""
         command = self.poll_command()
         stdout = self._retry(lambda: self.transport.run(command, timeout=QUICK_S), policy).stdout
         return parse_poll(stdout, f"{self.host.name}:{self.dir.progress}")
@@ -202,7 +215,7 @@ class AgentChannel:
             self.transport.run(start, timeout=60, check=True)
             return True
 
-        at_most_once(CONNECT, self.host.name, action, running, sleep=self._sleep)
+        at_most_once(self._bounded(CONNECT), self.host.name, action, running, sleep=self._sleep)
 
     def pull(self, local: Path, policy: RetryPolicy = TRANSFER) -> int:
         """Results, logs and progress of this host's share into `local` (incremental); the number
@@ -229,6 +242,25 @@ class AgentChannel:
         """Server id -> reason: the agent skips these servers if it has not started them."""
         data = json.dumps(HostQuarantine(dict(quarantine)).to_json(), indent=1, sort_keys=True).encode()
         self._retry(lambda: self.transport.put_bytes(data, self.dir.quarantine, timeout=60), policy)
+
+    def ask_handover(self, request: HandoverRequest) -> None:
+        """The servers other hosts want (cumulative): the agent answers before it starts any of them."""
+        data = json.dumps(request.to_json()).encode()
+        self._retry(lambda: self.transport.put_bytes(data, self.dir.handover, timeout=QUICK_S * 4))
+
+    def handover_answer(self) -> HandoverAnswer:
+        """What the agent released (never started there) and kept; empty before it answered, or
+        where its answer cannot be read (then nothing moves)."""
+        path = self.dir.handover_answer
+        # One try: the sweep loop asks again at its next poll (a retry here would hold up the loop).
+        text = self.transport.run(f"cat {shlex.quote(path)} 2>/dev/null || true", timeout=QUICK_S).stdout.strip()
+        if not text:
+            return HandoverAnswer()
+        try:
+            return HandoverAnswer.from_json(text, f"{self.host.name}:{path}")
+        except ContractError as exc:
+            log.error("%s; nothing moves", exc)
+            return HandoverAnswer()
 
     def close(self) -> None:
         self.transport.close()

@@ -22,7 +22,6 @@ import errno
 import json
 import logging
 import os
-import shlex
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -33,13 +32,13 @@ from typing import TYPE_CHECKING
 from fleet.errors import FleetError, TransportError
 from fleet.host.atomic import write_json_atomic
 from fleet.host.contract import ContractError, SweepDir, load_result
-from fleet.host.contract.shard import HandoverAnswer, HandoverRequest, ServerSpec, Shard, without_servers
+from fleet.host.contract.shard import HandoverRequest, ServerSpec, Shard, without_servers
 from fleet.inventory import Host
 from fleet.plan import Hardware, PlannedServer
 from fleet.playbook import Playbook
 from fleet.provision.provision import ProvisionOptions, provision_host
 from fleet.retry import CONNECT, TRANSFER, WAIT_FOR_REBOOT, RetryPolicy, retrying
-from fleet.sweep.channel import QUICK_S, AgentChannel
+from fleet.sweep.channel import AgentChannel
 from fleet.sweep.fixing import SweepFixer
 from fleet.sweep.hoststatus import AGENT_END_STATES, HostStatus, Phase
 from fleet.sweep.shards import place_moved
@@ -133,7 +132,7 @@ class HostDriver:
         self.host = host
         self.shard = shard
         self.status = HostStatus(host.name, total=len(shard.runs))
-        self.channel = AgentChannel(host, ctx.sweep_id, transport, sleep=ctx.sleep, on_link_drop=self._link_dropped)
+        self.channel = AgentChannel(host, ctx.sweep_id, transport, sleep=ctx.sleep, on_link_drop=self._link_dropped, max_retry_s=ctx.host_lost_after_s)
         self.local_dir = ctx.directory / host.name
         self._reviewed: set[str] = set()
         self._pushed_quarantine: dict[str, str] = {}
@@ -285,10 +284,6 @@ class HostDriver:
             and s.runs and not any(r.run_id in self.done_runs for r in s.runs)
         ]  # fmt: skip
 
-    def _put(self, data: bytes, path: str) -> None:
-        transport = self.channel.transport
-        retrying(CONNECT, self.host.name, lambda: transport.put_bytes(data, path, timeout=QUICK_S * 4), idempotent=True, sleep=self.ctx.sleep)
-
     def hand_over(self, agent_ended: bool) -> bool:
         """Ask the agent for the servers another host wants, and pass on what it releases. True
         when nothing asked of this host is left unanswered."""
@@ -301,9 +296,9 @@ class HostDriver:
         try:
             if wanted - self._asked:
                 asked = self._asked | wanted
-                self._put(json.dumps(HandoverRequest(tuple(sorted(asked))).to_json()).encode(), self.channel.dir.handover)
+                self.channel.ask_handover(HandoverRequest(tuple(sorted(asked))))
                 self._asked = asked
-            answer = self._read_answer()
+            answer = self.channel.handover_answer()
         except TransportError as exc:
             # The link, for now: the request is rewritten and the answer read at the next poll
             # (the host's poll decides whether it is lost; until then nothing moves).
@@ -324,18 +319,6 @@ class HostDriver:
         self.status.total = len(self.shard.runs)
         balancer.answered(self, moving, kept=answered - released)
         return answered == wanted
-
-    def _read_answer(self) -> HandoverAnswer:
-        path = self.channel.dir.handover_answer
-        result = self.channel.transport.run(f"cat {shlex.quote(path)} 2>/dev/null || true", timeout=QUICK_S)
-        text = result.stdout.strip()
-        if not text:
-            return HandoverAnswer()
-        try:
-            return HandoverAnswer.from_json(text, f"{self.host.name}:{path}")
-        except ContractError as exc:
-            log.error("%s; nothing moves", exc)
-            return HandoverAnswer()
 
     def _remaining(self, server_ids: set[str] | None = None) -> list[tuple[ServerSpec, list[str]]]:
         """Servers (all, or these) with the ids of their runs that have no result pulled here."""
@@ -377,7 +360,7 @@ class HostDriver:
             # Servers this host once released come back to it (say, the host that took them was
             # lost): no longer asked for, so its next agent starts them (its agent is not running now).
             self._asked -= given_back
-            self._put(json.dumps(HandoverRequest(tuple(sorted(self._asked))).to_json()).encode(), self.channel.dir.handover)
+            self.channel.ask_handover(HandoverRequest(tuple(sorted(self._asked))))
         servers = {s.server_id: s for s in self.shard.servers}
         for spec in incoming:
             existing = servers.get(spec.server_id)
