@@ -27,8 +27,7 @@ from fleet.host.contract import ContractError, SweepDir, load_result
 from fleet.slurm.commands import FORGOTTEN_MARK, SlurmClient, SlurmCommandError
 from fleet.slurm.jobs import AccountedJob, JobState, SlurmJob
 from fleet.slurm.record import JobArray, SlurmSweep, Task, cluster_of, pull_tasks, task_job
-from fleet.sweep.hoststatus import HostStatus, Phase
-from fleet.sweep.logs import FetchedLogs
+from fleet.sweep.hoststatus import FetchedLogs, HostStatus, Phase
 from fleet.sweep.record import Connect
 from fleet.transport.base import Transport, command_text
 

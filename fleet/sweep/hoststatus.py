@@ -1,12 +1,15 @@
 """Where one host of a sweep stands (`Phase`, `HostStatus`): what the sweep loop keeps, the live
-display draws and `fleet status` prints. Apart from the loop so that `fleet status` reads it
-without importing the planner, provisioning and the fixes."""
+display draws and `fleet status` prints; and what `fleet fetch-logs` brought back from it
+(`FetchedLogs`). Apart from the loop so that `fleet status` and `fetch-logs` read them without
+importing the planner, provisioning and the fixes, and shared by the SSH and Slurm paths of both
+commands (fleet.sweep.status, fleet.sweep.logs, fleet.slurm.observe)."""
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
 from enum import Enum
+from pathlib import Path
 from typing import Any
 
 from fleet.host.contract import AgentState, Progress
@@ -85,3 +88,14 @@ def phase_of(poll: Poll) -> Phase:
     if poll.progress is None:
         return Phase.NOT_STARTED
     return AGENT_END_STATES.get(poll.progress.state, Phase.AGENT_DOWN)
+
+
+@dataclass(frozen=True)
+class FetchedLogs:
+    """What `fleet fetch-logs` brought back from one host (or one Slurm cluster)."""
+
+    host: str
+    directory: Path
+    files: int
+    journal_units: int
+    note: str = ""

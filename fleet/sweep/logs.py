@@ -10,7 +10,6 @@ from __future__ import annotations
 import posixpath
 import shlex
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from fleet.connect import transport_for
@@ -20,20 +19,12 @@ from fleet.layout import sweep_dir
 from fleet.provision.units import server_unit_name
 from fleet.slurm.record import is_slurm_sweep
 from fleet.sweep.channel import AgentChannel
+from fleet.sweep.hoststatus import FetchedLogs
 from fleet.sweep.record import Connect, latest_sweep, load_sweep
 from fleet.transport.fanout import fan_out
 from fleet.transport.rsync import without_own_masters
 
 JOURNAL_DIR = posixpath.join(SweepDir.LOGS, "journal")
-
-
-@dataclass(frozen=True)
-class FetchedLogs:
-    host: str
-    directory: Path
-    files: int
-    journal_units: int
-    note: str = ""
 
 
 def journal_command(host: Host, sweep_id: str) -> str:
