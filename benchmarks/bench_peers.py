@@ -225,8 +225,9 @@ def row_processes() -> dict[str, Any]:
     from collections import Counter
 
     from fleet.facts import gather
-    from fleet.facts.commands import composite_script, parse_section, split_sections
+    from fleet.facts.commands import composite_script, parse_section
     from fleet.facts.models import FactsRequest
+    from fleet.host.facts_output import split_sections
     from tests.testfleet.gpu_tools import local_gpu_env
 
     if shutil.which("strace") is None:

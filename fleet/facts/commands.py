@@ -2,7 +2,8 @@
 
 Facts are not run one by one: `composite_script` joins many into one script that prints each
 fact's output between delimiter lines, so a host answers all of them in one SSH round trip;
-`split_sections` cuts that output back into per-fact pieces for the parsers.
+`fleet.host.facts_output.split_sections` cuts that output back into per-fact pieces for the parsers
+(it lives in fleet/host, so that a Slurm node cuts its own output the same way).
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ from fleet.facts.parsers import (
     parse_systemd,
 )
 from fleet.host import nvidia_smi
+from fleet.host.facts_output import SECTION_MARK, SectionOutput
 from fleet.transport.base import BOOT_ID_PATH
 
 T = TypeVar("T")
@@ -60,7 +62,6 @@ SECTION_TIMEOUT_S = 20
 ENGINE_PROBE_TIMEOUT_S = 90
 TIMED_OUT = 124  # GNU timeout's exit code
 
-SECTION_MARK = "@@fleet-facts@@"
 ENGINE_PROBE_SOURCE = Path(__file__).with_name("engine_probe.py").read_text(encoding="utf-8")
 
 
@@ -186,34 +187,6 @@ def _section(fact: Fact[object]) -> str:
 def composite_script(facts: Sequence[Fact[object]]) -> str:
     """One POSIX sh script running every fact; each section's stdout+stderr is framed by marker lines."""
     return _SCRIPT_PROLOGUE + "".join(_section(f) for f in facts)
-
-
-@dataclass(frozen=True)
-class SectionOutput:
-    text: str
-    exit_code: int
-
-
-def split_sections(output: str) -> dict[str, SectionOutput]:
-    """The composite script's stdout -> fact name -> (output, exit code). Unfinished sections are left out."""
-    sections: dict[str, SectionOutput] = {}
-    name: str | None = None
-    body: list[str] = []
-    for line in output.split("\n"):
-        if line.startswith(SECTION_MARK + " "):
-            words = line.split()
-            if len(words) == 3 and words[1] == "begin":
-                name, body = words[2], []
-                continue
-            if len(words) == 4 and words[1] == "end" and words[2] == name and words[3].lstrip("-").isdigit():
-                # the newline printed before the end marker ends the last line of output, or makes
-                # an empty last line that restores the output's own final newline: joining is exact
-                sections[name] = SectionOutput("\n".join(body), int(words[3]))
-                name = None
-                continue
-        if name is not None:
-            body.append(line)
-    return sections
 
 
 def parse_section(fact: Fact[T], section: SectionOutput) -> T:

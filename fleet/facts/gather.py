@@ -19,10 +19,11 @@ from typing import Any
 from pydantic import ValidationError
 
 from fleet.facts import commands
-from fleet.facts.commands import Fact, composite_script, parse_section, split_sections
+from fleet.facts.commands import Fact, composite_script, parse_section
 from fleet.facts.models import Driver, FactsRequest, HostFacts
 from fleet.facts.parsers import FactError
 from fleet.host.atomic import atomic_file
+from fleet.host.facts_output import split_sections
 from fleet.inventory import NAME_PATTERN
 from fleet.transport.base import Transport
 

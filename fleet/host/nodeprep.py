@@ -50,6 +50,7 @@ from fleet.host.contract.nodeprep import (
     Staged,
 )
 from fleet.host.errors import ContractError
+from fleet.host.facts_output import SectionOutput, split_sections
 
 COPY_MARKER = ".fleet-complete.json"  # fleet.provision.models.MARKER: a complete copy's listing
 STAGED_MARKER = ".fleet-staged.json"  # this node's copy: the boot it was made in, the listing it copied
@@ -68,29 +69,6 @@ class SharedCopyError(NodePrepError):
 
 # ---------------------------------------------------------------------------------------------
 # The facts script's output (pure)
-
-
-@dataclass(frozen=True)
-class Section:
-    text: str
-    exit_code: int
-
-
-def split_sections(output: str, mark: str) -> dict[str, Section]:
-    """The composite script's output -> section name -> (text, exit code), as fleet.facts cuts it."""
-    sections: dict[str, Section] = {}
-    name: str | None = None
-    body: list[str] = []
-    for line in output.split("\n"):
-        words = line.split()
-        if line.startswith(mark + " ") and len(words) == 3 and words[1] == "begin":
-            name, body = words[2], []
-        elif line.startswith(mark + " ") and len(words) == 4 and words[1] == "end" and words[2] == name and words[3].lstrip("-").isdigit():
-            sections[name] = Section("\n".join(body), int(words[3]))
-            name = None
-        elif name is not None:
-            body.append(line)
-    return sections
 
 
 def _version(text: str) -> tuple[int, ...]:
@@ -112,7 +90,7 @@ class NodeFacts:
     engine_problem: str | None
 
 
-def _problem(section: Section | None, what: str) -> str | None:
+def _problem(section: SectionOutput | None, what: str) -> str | None:
     if section is None:
         return f"no {what} section: the facts script stopped before it"
     if section.exit_code != 0:
@@ -121,7 +99,7 @@ def _problem(section: Section | None, what: str) -> str | None:
     return None
 
 
-def read_facts(sections: Mapping[str, Section], req: NodeRequirements) -> NodeFacts:
+def read_facts(sections: Mapping[str, SectionOutput], req: NodeRequirements) -> NodeFacts:
     labels = req.facts_labels
     gpus: list[dict[str, str]] | None = None
     gpus_problem = _problem(sections.get("gpus"), "gpus")
@@ -492,7 +470,7 @@ def _prepare(task_dir: Path, req: NodeRequirements, env: Mapping[str, str], bega
         output = f"the facts script did not run: {exc}"
     with atomic_file(task_dir / facts_file) as handle:
         handle.write(output.encode())
-    facts = read_facts(split_sections(output, req.section_mark), req)
+    facts = read_facts(split_sections(output), req)
     root = local_root(req.node_local_dir, env) if req.node_local_dir else None
     pending = bytes_to_stage(req.models, root, boot_id) if root else 0
     shard_path = task_dir / SHARD

@@ -18,7 +18,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from fleet.facts.commands import SECTION_MARK
 from fleet.facts.gather import gather_script
 from fleet.facts.models import FactsRequest
 from fleet.facts.parsers import GPU_QUERY_FIELDS, NVCC_ABSENT, NVCC_PATH_LABEL, PROBE_MARK
@@ -69,7 +68,6 @@ def requirements(cluster: Host, node: Host, root: str, models: Sequence[ModelToS
     return NodeRequirements(
         engine_kind=node.engine.kind.value,
         facts_script=posixpath.join(root, FACTS_SCRIPT),
-        section_mark=SECTION_MARK,
         node_local_dir=local,
         gpu_model=cluster.gpus.model,
         arch_rules=[ArchRule(r.major, r.minor, _version_text(r.min_toolkit), r.toolkit_reason) for r in preflight.ARCH_REQUIREMENTS],

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from fleet.facts.commands import split_sections
 from fleet.host.contract import load_result
 from fleet.host.contract.nodeprep import NodePrep, load_node_preps
+from fleet.host.facts_output import split_sections
 from fleet.inventory import Host
 from fleet.slurm.sweep import SlurmSweep, SlurmSweepOutcome, start_slurm_sweep
 from tests.integration.slurm_sweeps import DEMO, cluster_entry, connect

@@ -14,7 +14,7 @@ import pytest
 from rich.console import Console
 
 from fleet.facts import FactsCache, commands, facts_table, gather, gather_facts
-from fleet.facts.commands import Fact, composite_script, engine_fact, file_fact, limited, parse_section, split_sections
+from fleet.facts.commands import Fact, composite_script, engine_fact, file_fact, limited, parse_section
 from fleet.facts.engine_probe import PROBE_MARK
 from fleet.facts.models import Driver, FactsRequest
 from fleet.facts.parsers import (
@@ -34,6 +34,7 @@ from fleet.facts.parsers import (
     parse_os_release,
     parse_systemd,
 )
+from fleet.host.facts_output import SectionOutput, split_sections
 from fleet.transport.local import LocalTransport
 from tests.interpreters import bare_python
 
@@ -397,9 +398,9 @@ def test_files_are_read_exactly_by_the_shells_own_read(tmp_path):
     (tmp_path / "empty").write_text("")
     names = ["whole", "unfinished", "empty", "missing"]
     sections = split_sections(run_script([file_fact(name, str(tmp_path / name), lambda text, code: text) for name in names]))
-    assert sections["whole"] == commands.SectionOutput(whole.read_text(), 0)
-    assert sections["unfinished"] == commands.SectionOutput("a\nno final newline", 0)
-    assert sections["empty"] == commands.SectionOutput("", 0)
+    assert sections["whole"] == SectionOutput(whole.read_text(), 0)
+    assert sections["unfinished"] == SectionOutput("a\nno final newline", 0)
+    assert sections["empty"] == SectionOutput("", 0)
     # as with cat: the reason on stderr (here the shell's), a non-zero exit
     assert sections["missing"].exit_code != 0 and str(tmp_path / "missing") in sections["missing"].text
 

@@ -18,11 +18,11 @@ import pytest
 from fleet.errors import ConfigError
 from fleet.facts import HostFacts, gather_facts
 from fleet.facts.commands import SECTION_MARK
-from fleet.facts.commands import split_sections as facts_split_sections
 from fleet.facts.models import FactsRequest
 from fleet.host import nodeprep
 from fleet.host.contract.nodeprep import REFUSED_EXIT, ModelToStage, NodeCheck, NodePrep, NodeRequirements, load_node_preps
 from fleet.host.errors import ContractError
+from fleet.host.facts_output import split_sections
 from fleet.inventory import Host, load_host
 from fleet.provision.preflight import PreflightRequirements, run_preflight
 from fleet.slurm.jobs import parse_scontrol_jobs
@@ -74,7 +74,7 @@ def node_output(*, toolkit: str | None = "13.1", apps: str = "", header: str | N
 
 
 def gate(output: str, req: NodeRequirements, granted: list[int], wanted: int | None = None, free: int | None = 10**12, pending: int = 0) -> dict[str, NodeCheck]:
-    facts = nodeprep.read_facts(nodeprep.split_sections(output, SECTION_MARK), req)
+    facts = nodeprep.read_facts(split_sections(output), req)
     checks = nodeprep.judge(facts, req, len(granted) if wanted is None else wanted, granted, free, pending, "/tmp/fleet-models")
     return {c.rule_id: c for c in checks}
 
@@ -95,13 +95,11 @@ def test_the_node_cuts_the_real_facts_script_output_as_fleet_facts_does(tmp_path
     c = cluster()
     request = FactsRequest(paths={"staging": str(tmp_path)}, engine_python="/nonexistent/python")
     done = subprocess.run(["sh", "-c", facts_script(request)], capture_output=True, text=True, timeout=120, cwd="/")
-    ours = nodeprep.split_sections(done.stdout, SECTION_MARK)
-    theirs = facts_split_sections(done.stdout)
-    assert set(ours) == set(theirs) and len(ours) >= 10
-    assert {n: (s.text, s.exit_code) for n, s in ours.items()} == {n: (s.text, s.exit_code) for n, s in theirs.items()}
+    ours = split_sections(done.stdout)
+    assert len(ours) >= 10
     assert ours["engine"].exit_code == 127 and c.engine.python not in ours["engine"].text
-    assert "engine" not in nodeprep.split_sections(subprocess.run(["sh", "-c", facts_script(request, probe_engine=False)], capture_output=True,
-                                                                  text=True, timeout=120, cwd="/").stdout, SECTION_MARK)  # fmt: skip
+    assert "engine" not in split_sections(subprocess.run(["sh", "-c", facts_script(request, probe_engine=False)], capture_output=True,
+                                                         text=True, timeout=120, cwd="/").stdout)  # fmt: skip
 
 
 @pytest.mark.parametrize(
@@ -355,8 +353,6 @@ def test_a_whole_node_facts_file_from_the_test_cluster() -> None:
     # The facts script's output as a task on the test cluster's ct200 kept it (node-facts/<job>.<start>.txt):
     # fake GPU tools in the real formats (8 RTX PRO 6000, driver 580.95.05 / CUDA 13.0, nvcc 13.1).
     output = (FIXTURES / "slurm" / "nodeprep" / "node-facts-test-host.txt").read_text()
-    ours = nodeprep.split_sections(output, SECTION_MARK)
-    assert {n: (s.text, s.exit_code) for n, s in ours.items()} == {n: (s.text, s.exit_code) for n, s in facts_split_sections(output).items()}
     checks = gate(output, reqs(), [3])
     assert {r: c.verdict for r, c in checks.items()} == {
         "gpu-count": "ok", "gpu-model": "skip", "gpus-idle": "ok", "toolkit-supports-gpu": "ok",

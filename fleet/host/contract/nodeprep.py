@@ -57,7 +57,6 @@ class ModelToStage:
 class NodeRequirements:
     engine_kind: str  # sglang | sim
     facts_script: str  # the composite facts script (fleet.facts), on the shared fs
-    section_mark: str  # its section delimiter (fleet.facts.commands.SECTION_MARK)
     node_local_dir: str | None  # where models are staged; `$TMPDIR` expands on the node; None: no staging
     gpu_model: str | None = None
     arch_rules: list[ArchRule] = field(default_factory=list)
@@ -79,7 +78,6 @@ class NodeRequirements:
         return cls(
             engine_kind=r.choice("engine_kind", ("sglang", "sim")),
             facts_script=r.text("facts_script"),
-            section_mark=r.text("section_mark"),
             node_local_dir=r.optional("node_local_dir", str),
             gpu_model=r.optional("gpu_model", str),
             arch_rules=[
