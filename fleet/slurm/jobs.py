@@ -218,15 +218,23 @@ class QueueEntry:
 def parse_squeue(text: str) -> dict[str, QueueEntry]:
     """`squeue -h -t all -o SQUEUE_FORMAT` -> {job id: entry}. A pending array prints `<id>_[1-3]`."""
     entries = {}
+    for number, (job_id, state, reason, nodes, gres, partition) in _pipe_rows(text, "squeue", len(SQUEUE_FIELDS), SQUEUE_FORMAT):
+        entries[job_id] = QueueEntry(job_id, _state(state, f"squeue line {number}"), reason, nodes, gres, partition)
+    return entries
+
+
+def _pipe_rows(text: str, command: str, fields: int, layout: str) -> list[tuple[int, list[str]]]:
+    """(line number, fields) of each non-blank line of a `|`-separated listing; a line with
+    another number of fields is refused, naming the command, the line and the layout asked for."""
+    rows = []
     for number, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
         parts = line.split("|")
-        if len(parts) != len(SQUEUE_FIELDS):
-            raise SlurmOutputError(f"squeue line {number}: {line!r}: expected {len(SQUEUE_FIELDS)} fields ({SQUEUE_FORMAT})")
-        job_id, state, reason, nodes, gres, partition = parts
-        entries[job_id] = QueueEntry(job_id, _state(state, f"squeue line {number}"), reason, nodes, gres, partition)
-    return entries
+        if len(parts) != fields:
+            raise SlurmOutputError(f"{command} line {number}: {line!r}: expected {fields} fields ({layout})")
+        rows.append((number, parts))
+    return rows
 
 
 SINFO_FORMAT = "%N|%P|%T|%G|%c|%m|%f"
@@ -312,13 +320,7 @@ class AccountedJob:
 def parse_sacct(text: str) -> dict[str, AccountedJob]:
     """`sacct -n -P -X -o JobID,State,ExitCode,NodeList,Elapsed,Timelimit` -> {job id: job}."""
     jobs = {}
-    for number, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        parts = line.split("|")
-        if len(parts) != len(SACCT_FIELDS):
-            raise SlurmOutputError(f"sacct line {number}: {line!r}: expected {len(SACCT_FIELDS)} fields ({','.join(SACCT_FIELDS)})")
-        job_id, state, exit_code, nodes, elapsed, limit = parts
+    for number, (job_id, state, exit_code, nodes, elapsed, limit) in _pipe_rows(text, "sacct", len(SACCT_FIELDS), ",".join(SACCT_FIELDS)):
         jobs[job_id] = AccountedJob(job_id, _state(state, f"sacct line {number}"), exit_code, nodes, elapsed, limit)
     return jobs
 
