@@ -13,6 +13,16 @@ carries its workload already resolved into a plain request plan (`fleet.workload
 so the agent needs no prompt library of its own.
 
 Format 2 (format 1 fixed every server's GPUs and chained servers sharing them with `after`).
+
+A shard grows while its agent runs: the controller may rewrite `shard.json` (atomically) with
+servers appended -- a failed server's fixed variant starts on the next free GPUs of the running
+agent instead of in a later round. Nothing else changes: same sweep, host, format, service
+manager, limits, pool and isolation, every server the agent knows unchanged and in its place, new
+servers only after them (`grown_servers`). Removal stays the hand-over's job (below): a server
+the agent released may be gone from the new shard, or have fewer runs (the controller keeps only
+the runs it has results for), and is never started either way. The agent refuses any other change
+with an error in its log and works on with what it has; the controller's saved shard stays the
+truth, shipped whole before any agent starts (a resume, a repair round, after a reboot).
 """
 
 from __future__ import annotations
@@ -209,6 +219,36 @@ def _check_references(shard: Shard, source: str) -> None:
         if not set(server.gpus) <= pool:
             # A hint outside the pool, or a server wider than it: it could never be placed.
             raise ContractError(source, f"servers[{index}].gpus", f"GPUs of the shard's pool {sorted(pool)}", server.gpus)
+
+
+# ------------------------------------------------------------------------------ growth
+
+# What a grown shard must keep as it was (everything but the servers and the boot id, which names
+# the boot the controller wrote it on: a resume after a reboot writes a new one).
+_FIXED_FIELDS = ("sweep_id", "host", "service_manager", "limits", "gpus", "exclusive", "format")
+
+
+def grown_servers(old: Shard, new: Shard, released: frozenset[str] | set[str] = frozenset(), source: str = SweepDir.SHARD) -> list[ServerSpec]:
+    """The servers `new` appends to `old` (the agent's shard), or `ContractError` naming what else
+    changed. `released`: servers the agent handed back (`HandoverAnswer.released`), which `new`
+    may lack or have changed (the hand-over removed them; the agent starts them never)."""
+    for name in _FIXED_FIELDS:
+        if getattr(new, name) != getattr(old, name):
+            raise ContractError(source, name, f"{getattr(old, name)!r} as when the agent started (a shard only grows)", getattr(new, name))
+    by_id = {server.server_id: server for server in new.servers}
+    kept = [server for server in old.servers if server.server_id not in released]
+    for server in kept:
+        if server.server_id not in by_id:
+            raise ContractError(source, "servers", f"server {server.server_id} still there (only the hand-over removes servers)", "absent")
+        if by_id[server.server_id] != server:
+            raise ContractError(source, f"servers[{server.server_id}]", "unchanged (a shard only grows: new servers are appended)", "changed")
+    known = {server.server_id for server in old.servers}
+    # The kept servers, in their order, then only new ones: a released server may stay where it was.
+    remaining = [server for server in new.servers if server.server_id not in released or server.server_id not in known]
+    if [server.server_id for server in remaining[: len(kept)]] != [server.server_id for server in kept]:
+        raise ContractError(source, "servers", "the agent's servers first, in their order, new servers after them", [s.server_id for s in new.servers])
+    # (A released server's id stays the hand-over's: the controller never appends a new server under it.)
+    return remaining[len(kept) :]
 
 
 # ------------------------------------------------------------------------------ hand-over

@@ -1,0 +1,76 @@
+"""A shard grows while its agent runs (fleet.host.contract.shard.grown_servers): servers appended,
+nothing else changed; a released server may be gone. Every refusal names the field."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from fleet.host.contract.shard import AgentLimits, RunSpec, ServerSpec, Shard, grown_servers
+from fleet.host.errors import ContractError
+from tests.unit.test_contract_shard import make_shard
+
+SHORT = {"name": "short", "kind": "short", "max_new_tokens": 256}
+
+
+def variant(server_id: str = "a1-fix") -> ServerSpec:
+    return ServerSpec(server_id, "tp1-ar", [0], 30000, ["python", "-m", "sglang.launch_server", "--max-running-requests", "2"], {},
+                      f"fleet-srv-sw1-{server_id}", runs=[RunSpec(f"{server_id}-r1", "tp1-ar/short", SHORT, provenance={"attempt": 2})])
+
+
+def grown(old: Shard, *servers: ServerSpec) -> Shard:
+    """As the agent reads it: through the file's JSON."""
+    return Shard.from_json(replace(old, servers=[*old.servers, *servers]).to_json())
+
+
+def test_appended_servers_are_returned_in_their_order() -> None:
+    old = make_shard()
+    new = grown(old, variant("v1"), variant("v2"))
+    assert [s.server_id for s in grown_servers(old, new)] == ["v1", "v2"]
+    assert grown_servers(old, Shard.from_json(old.to_json())) == []  # rewritten, unchanged: nothing new
+    assert grown_servers(new, new) == []
+
+
+def test_a_new_boot_id_is_no_change_to_refuse() -> None:
+    old = make_shard()
+    assert [s.server_id for s in grown_servers(old, replace(grown(old, variant()), boot_id="another-boot"))] == ["a1-fix"]
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        (lambda s: replace(s, sweep_id="sw2"), "shard.json: sweep_id: expected 'sw1' as when the agent started (a shard only grows), got 'sw2'"),
+        (lambda s: replace(s, host="ct201"), "shard.json: host: expected 'ct200'"),
+        (lambda s: replace(s, format=1), "shard.json: format: expected 2"),
+        (lambda s: replace(s, service_manager="systemd"), "shard.json: service_manager: expected 'process'"),
+        (lambda s: replace(s, limits=AgentLimits(request_timeout_s=1)), "shard.json: limits: expected AgentLimits(server_start_timeout_s=900"),
+        (lambda s: replace(s, gpus=[0, 1]), "shard.json: gpus: expected [0, 1, 2, 3, 4, 5, 6, 7]"),
+        (lambda s: replace(s, exclusive=False), "shard.json: exclusive: expected True"),
+        (lambda s: replace(s, servers=[s.servers[0], replace(s.servers[1], port=30020), *s.servers[2:]]),
+         "shard.json: servers[b2]: expected unchanged (a shard only grows: new servers are appended), got 'changed'"),
+        (lambda s: replace(s, servers=[s.servers[0], replace(s.servers[1], runs=[]), *s.servers[2:]]), "servers[b2]: expected unchanged"),
+        (lambda s: replace(s, servers=[s.servers[0], *s.servers[2:]]),
+         "shard.json: servers: expected server b2 still there (only the hand-over removes servers), got 'absent'"),
+        (lambda s: replace(s, servers=[s.servers[1], s.servers[0], *s.servers[2:]]),
+         "shard.json: servers: expected the agent's servers first, in their order, new servers after them, got ['b2', 'a1', 'a1-fix']"),
+        (lambda s: replace(s, servers=[s.servers[0], s.servers[2], s.servers[1]]), "expected the agent's servers first, in their order"),
+    ],
+)
+def test_anything_but_an_append_is_refused_naming_the_field(change, expected: str) -> None:  # type: ignore[no-untyped-def]
+    old = make_shard()
+    with pytest.raises(ContractError) as caught:
+        grown_servers(old, change(grown(old, variant())))
+    assert expected in str(caught.value)
+
+
+def test_a_released_server_may_be_gone_or_changed_and_is_never_new() -> None:
+    old = make_shard()
+    gone = replace(grown(old, variant()), servers=[old.servers[0], variant()])
+    assert [s.server_id for s in grown_servers(old, gone, released={"b2"})] == ["a1-fix"]
+    fewer_runs = grown(replace(old, servers=[old.servers[0], replace(old.servers[1], runs=[])]), variant())
+    assert [s.server_id for s in grown_servers(old, fewer_runs, released=frozenset({"b2"}))] == ["a1-fix"]
+    # Not released: the same shards are refused.
+    for new in (gone, fewer_runs):
+        with pytest.raises(ContractError):
+            grown_servers(old, new)
