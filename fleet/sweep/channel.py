@@ -16,7 +16,7 @@ import json
 import logging
 import shlex
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TypeVar
@@ -25,7 +25,7 @@ from fleet.errors import FleetError, TransportError
 from fleet.host.agent import AGENT_MODULE
 from fleet.host.contract import AgentError, AgentState, ContractError, HostQuarantine, Progress, SweepDir
 from fleet.host.contract.progress import Halt
-from fleet.host.contract.shard import HandoverAnswer, HandoverRequest, Shard
+from fleet.host.contract.shard import HandoverAnswer, HandoverRequest, ServerSpec, Shard
 from fleet.host.failures import FailureClass
 from fleet.inventory import Host, ServiceManager
 from fleet.layout import agent_dir, sweep_dir
@@ -158,8 +158,16 @@ class AgentChannel:
         if self.host.service_manager is ServiceManager.systemd:
             self._install_server_units(shard)
 
-    def _install_server_units(self, shard: Shard) -> None:
-        for server in shard.servers:
+    def grow(self, shard: Shard, appended: Sequence[ServerSpec]) -> None:
+        """A running agent's shard, grown by `appended` (fleet.host.contract.shard.grown_servers):
+        under systemd their units first (so none is started before it is installed), then the shard,
+        by rename (the agent sees a whole new file or the old one). The agent is not restarted. Idempotent."""
+        if self.host.service_manager is ServiceManager.systemd:
+            self._install_server_units(shard, appended)
+        self._retry(lambda: self.transport.put_bytes(shard.to_json().encode(), self.dir.shard, timeout=60))
+
+    def _install_server_units(self, shard: Shard, servers: Sequence[ServerSpec] | None = None) -> None:
+        for server in shard.servers if servers is None else servers:
             unit = render_server_unit(
                 sweep_id=shard.sweep_id,
                 server_id=server.server_id,

@@ -5,8 +5,11 @@ The agent does the work on the host, detached from SSH; the loop talks to it onl
 - a new boot id means the host rebooted: re-provision (the model is re-staged from the cache),
   ship again and restart the agent, which skips the runs already finished;
 - an agent that died is restarted, up to `MAX_AGENT_RESTARTS` times;
-- results pulled back are reviewed by the sweep's fixer (`review`); when the agent has finished,
-  a repair round (`repair_round`) extends the shard with fixed variants and starts it again;
+- results pulled back are reviewed by the sweep's fixer (`review`); a fixed variant goes to the
+  running agent, appended to its shard (`grow_live`; fleet.host.contract.shard, growth), so it
+  starts on the next GPUs that free; when the agent has finished, a repair round (`repair_round`)
+  extends the shard with what could not be appended (more runs for a server it has), and with what
+  was appended too late for that agent to see, and starts it again;
 - the stop event detaches the loop, leaving the agent working;
 - a host unreachable for `host_lost_after_s` is declared lost (and one the loop gave up on,
   failed): what it had finished and was pulled is kept, its other runs go to the live hosts
@@ -142,6 +145,7 @@ class HostDriver:
         self._pull_failing_since: float | None = None
         self._rerun_unreadable: set[str] = set()  # runs whose pulled result could not be read, run again once
         self._unreadable_seen: set[str] = set()  # unreadable results already reported
+        self._grown: set[str] = set()  # runs appended to a running agent's shard, until an agent has ended after them
 
     def _link_dropped(self) -> None:
         self.status.link_drops += 1
@@ -191,6 +195,9 @@ class HostDriver:
         self._observe()
         self.ship()
         state = self.channel.poll()
+        if state.agent_alive:
+            # A resume that finds the agent at work: it may end before it reads the shard just put.
+            self._grown.update(run.run_id for _, run in self.shard.runs if run.run_id not in self.done_runs)
         self.status.boot_id = state.boot_id
         agent_boot = state.progress.boot_id if state.progress is not None else ""
         if agent_boot and agent_boot != state.boot_id and not state.agent_alive:
@@ -246,9 +253,9 @@ class HostDriver:
             self.status.total = len(self.shard.runs)  # the agent's count still has what was handed over
             if state.result_files != pulled_files and self.pull():
                 pulled_files = state.result_files
-            self.review()
             agent_state = state.progress.state if state.progress is not None else None
             ended = AGENT_END_STATES.get(agent_state) if agent_state is not None else None
+            self.review(agent_running=state.agent_alive and ended is None)
             over = ended is not None and not state.agent_alive
             settled = self.hand_over(agent_ended=over)
             if over and not (settled and self.pull()):
@@ -417,8 +424,9 @@ class HostDriver:
                 raise folder_error(self.ctx.directory, exc) from None
             raise
 
-    def review(self) -> None:
-        """Hand the results pulled since the last review to the fixer; push a changed quarantine."""
+    def review(self, agent_running: bool = False) -> None:
+        """Hand the results pulled since the last review to the fixer; the fixed variants to the
+        agent if it runs (`grow_live`); push a changed quarantine."""
         fixer = self.ctx.fixer
         if fixer is None:
             return
@@ -439,6 +447,8 @@ class HostDriver:
                 continue
             self._reviewed.add(path.stem)  # rsync renames complete files into place: read once
         fixer.consider(self.host.name, fresh)
+        if agent_running:
+            self.grow_live()
         wanted = fixer.quarantine_for(self.host.name)
         if wanted != self._pushed_quarantine:
             try:
@@ -469,20 +479,51 @@ class HostDriver:
         self.status.phase = Phase.RUNNING
         return True
 
+    def grow_live(self) -> bool:
+        """Fixed variants waiting for this host, to its running agent: appended to the shard (saved
+        here first: a resume ships it whole), put on the host by rename; the agent takes them in at
+        its next loop and starts them as GPUs free, with no new agent. What the running agent ends
+        before reading, `repair_round` ships and starts again. False when nothing was appended."""
+        fixer = self.ctx.fixer
+        if fixer is None:
+            return False
+        grown = fixer.grow(self.host.name, self.shard, self._asked)
+        if grown is None:
+            return False
+        appended = grown.servers[len(self.shard.servers) :]  # grow appends only (fleet.host.contract.shard.grown_servers)
+        self.shard = grown
+        self.status.total = len(grown.runs)
+        self._save_shard()
+        self._grown.update(run.run_id for server in appended for run in server.runs)
+        log.info("%s: %d fixed variants to the running agent: %s", self.host.name, len(appended), ", ".join(s.label for s in appended))
+        try:
+            self.channel.grow(grown, appended)
+        except TransportError as exc:
+            # Not on the host: the next growth puts the whole shard, or the repair round after the agent ends.
+            log.warning("%s: the grown shard was not put, shipped with the next one: %s", self.host.name, exc)
+        return True
+
     def repair_round(self) -> bool:
-        """Fixed variants of this host's failed runs: extend the shard, ship it, start the agent.
-        False when there is nothing to repair (the share is finished)."""
+        """Fixed variants of this host's failed runs: extend the shard, ship it, start the agent;
+        also when runs appended to the last agent's shard (`grow_live`) came too late for it (no
+        result). False when there is nothing to repair (the share is finished)."""
         fixer = self.ctx.fixer
         if fixer is None:
             return False
         extended = fixer.next_round(self.host.name, self.shard)
-        if extended is None:
+        in_shard = {run.run_id for _, run in self.shard.runs}  # what was handed over since is not this host's
+        late = sorted(run_id for run_id in self._grown if run_id in in_shard and run_id not in self.done_runs)
+        self._grown.clear()  # once: an agent started on the whole shard sees them all
+        if extended is None and not late:
             return False
         self.status.phase = Phase.REPAIRING
-        log.info("%s: repair round: %d runs added", self.host.name, len(extended.runs) - len(self.shard.runs))
-        self.shard = extended
-        self.status.total = len(extended.runs)
-        self._save_shard()
+        if late:
+            log.info("%s: %d runs appended too late for the agent that ended: shipped again", self.host.name, len(late))
+        if extended is not None:
+            log.info("%s: repair round: %d runs added", self.host.name, len(extended.runs) - len(self.shard.runs))
+            self.shard = extended
+            self.status.total = len(extended.runs)
+            self._save_shard()
         self.ship()
         self.channel.start_agent()
         self.status.phase = Phase.RUNNING

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -63,6 +63,7 @@ class SweepFixer:
     _origin: dict[str, str] = field(default_factory=dict)  # run id -> the original run it descends from
     _pending: dict[str, list[PlannedServer]] = field(default_factory=dict)  # host -> variants for its next round
     _quarantined: dict[str, dict[str, str]] = field(default_factory=dict)  # host -> server id -> reason
+    _shipped: set[str] = field(default_factory=set)  # run ids in an earlier controller's shards (`already_fixed`)
 
     def __post_init__(self) -> None:
         self.planned = dict(self.planned)
@@ -76,6 +77,7 @@ class SweepFixer:
         with self._lock:
             for shard in shards:
                 for _, run in shard.runs:
+                    self._shipped.add(run.run_id)
                     provenance = run.provenance or {}
                     failed = provenance.get("failed_run_id")
                     if failed:
@@ -163,7 +165,11 @@ class SweepFixer:
         config = run.server
         port = config.port or server.port
         target = self.hosts[host]
-        pending = self._pending.setdefault(host, [])
+        # Made by an earlier controller of this sweep and in a shard already (a variant's provenance
+        # names the one run that caused it, so `already_fixed` cannot see every failure it fixes):
+        # known, so that its own failure is fixed in turn, but never pending again (it would run twice).
+        shipped = run.id in self._shipped
+        pending = [] if shipped else self._pending.setdefault(host, [])
         index = next((i for i, p in enumerate(pending) if p.config.id == config.id and p.port == port), None)
         if index is None:
             launch = launch_on(target, config, port, self.hardware.get(host))
@@ -178,6 +184,8 @@ class SweepFixer:
             pending[index] = replace(pending[index], runs=pending[index].runs + (run,))
         self._runs[run.id] = (pending[index], run)
         self._origin[run.id] = origin
+        if shipped:
+            return
         failed = self._runs.get(str(fix.provenance.get("failed_run_id")), (server, run))[1]
         self.records.append(FixRecord(host, failed.id, failed.label, str(fix.provenance.get("failure_class")), "applied", fix.description, run.id))
         log.warning("%s: %s -> variant run %s (%s)", host, failed.label, run.id, fix.description)
@@ -205,6 +213,22 @@ class SweepFixer:
             pending = self._pending.pop(host, [])
             for server in pending:
                 self.planned[server.config.id] = server
+        return self._extended(host, shard, pending)
+
+    def grow(self, host: str, shard: Shard, asked: Collection[str] = ()) -> Shard | None:
+        """For a running agent (fleet.host.contract.shard.grown_servers): the shard with the waiting
+        variants appended, only those under server ids new to it and not `asked` back by the
+        hand-over; the others (more runs for a server it has) wait for the host's next round."""
+        have = {s.server_id for s in shard.servers} | set(asked)
+        with self._lock:
+            pending = self._pending.get(host, [])
+            fresh = [p for p in pending if p.config.id not in have]  # its server id (fleet.sweep.shards.server_spec)
+            self._pending[host] = [p for p in pending if p.config.id in have]
+            for server in fresh:
+                self.planned[server.config.id] = server
+        return self._extended(host, shard, fresh)
+
+    def _extended(self, host: str, shard: Shard, pending: list[PlannedServer]) -> Shard | None:
         if not pending:
             return None
         servers = {s.server_id: s for s in shard.servers}

@@ -22,6 +22,7 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
@@ -472,3 +473,47 @@ def test_a_server_killed_with_sigkill_mid_run_is_a_crash_with_its_signal_not_a_h
     # Noticed at once: well within the death grace, nowhere near a 20-second health timeout.
     assert by_label["victim/concurrency"]["ended_at"] - killed_at < 8
     assert not [pid for pid in service_pids(sweep) if pid_alive(pid)]
+
+
+def put_shard(sweep: Path, shard: Shard) -> None:
+    """As the controller puts it: a whole new file, by rename."""
+    temp = sweep / ".shard.json.tmp"
+    temp.write_text(shard.to_json())
+    os.replace(temp, sweep / "shard.json")
+
+
+def test_servers_appended_to_the_shard_start_in_the_running_agent_and_a_change_is_refused(
+    tmp_path: Path, host_env: dict[str, str], seed_runs: dict[str, Run], agents: list
+) -> None:
+    """Two GPUs; a long server runs on one. A rewrite of shard.json that changes a server is
+    refused (logged) and the agent goes on; one that appends a server (a fixed variant) is taken
+    in: the same agent launches it on the free GPU while the long server still runs, and its runs
+    join the progress total. One result per run, the refused change never applied."""
+    short, long_context, concurrency = (seed_runs[k] for k in ("short", "long_context", "concurrency"))
+    long_server = server("long", 0, AUTOREGRESSIVE, [long_context, concurrency], speed=SPEED * 2, estimate_s=20)
+    sweep = tmp_path / "sweep-grow"
+    shard = write_shard(sweep, [long_server], pool=[0, 1])
+    agents.append(start_agent(sweep, host_env))
+    try:
+        wait_for(lambda: running_run(sweep) is not None, 60, "the long server to serve")
+        # Not an append: the long server's port changed. Refused; the agent works on with what it has.
+        put_shard(sweep, replace(shard, servers=[replace(long_server, port=free_port())]))
+        wait_for(lambda: "shard change refused" in (sweep / "agent.log").read_text(), 10, "the refusal in the agent's log")
+        variant = server("variant", 0, AUTOREGRESSIVE, [short])
+        put_shard(sweep, replace(shard, servers=[long_server, variant]))
+        assert agents[-1].wait(timeout=120) == 0, (sweep / "agent.log").read_text()
+    finally:
+        kill_leftover_servers(sweep)
+    log = (sweep / "agent.log").read_text()
+    assert "servers[long]: expected unchanged (a shard only grows: new servers are appended)" in log
+    assert "shard grew: server variant (variant) appended, 1 runs" in log
+    assert log.count("fleet-agent INFO sweep ") == 1  # one agent, started once
+    lines = log.splitlines()
+    launched = next(i for i, line in enumerate(lines) if "server variant (variant): launching on GPUs 1" in line)
+    assert launched < next(i for i, line in enumerate(lines) if "server long (long): stopped" in line)
+    by_run = results(sweep)
+    assert sorted(by_run) == sorted([*(r.run_id for r in long_server.runs), *(r.run_id for r in variant.runs)])
+    assert {r["status"] for r in by_run.values()} == {"ok"} and {r["attempt"] for r in by_run.values()} == {1}
+    assert progress(sweep)["total"] == 3 and progress(sweep)["state"] == "finished"
+    (variant_result,) = [r for r in by_run.values() if r["server_id"] == "variant"]
+    assert variant_result["ended_at"] < max(r["ended_at"] for r in by_run.values() if r["server_id"] == "long")

@@ -4,6 +4,7 @@ nothing else changed; a released server may be gone. Every refusal names the fie
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -74,3 +75,43 @@ def test_a_released_server_may_be_gone_or_changed_and_is_never_new() -> None:
     for new in (gone, fewer_runs):
         with pytest.raises(ContractError):
             grown_servers(old, new)
+
+
+# ------------------------------------------------------------------ the controller's side (SweepFixer)
+
+
+def test_grow_appends_only_new_server_ids_and_keeps_the_rest_for_the_next_round(tmp_path: Path) -> None:
+    from tests.unit.test_sweep_fixing import failed, setup
+
+    plan, fixer, shard = setup(tmp_path)
+    server = plan.servers[0]
+    first, *rest = server.runs
+    fixer.consider("local", [failed(first.id, "port_in_use", {"port": str(server.port)})])
+    once = fixer.grow("local", shard)
+    assert once is not None
+    (variant,) = grown_servers(shard, once)
+    # The same fix for the server's other runs: the same variant server, which the agent has:
+    # not appended (that would change a server), but kept for the host's next round.
+    fixer.consider("local", [failed(r.id, "port_in_use", {"port": str(server.port)}) for r in rest])
+    assert fixer.grow("local", once) is None
+    assert fixer.grow("local", shard, asked={variant.server_id}) is None  # nor under an id the hand-over asked back
+    later = fixer.next_round("local", once)
+    assert later is not None and [len(s.runs) for s in later.servers if s.server_id == variant.server_id] == [len(server.runs)]
+
+
+def test_a_resumed_fixer_never_makes_pending_a_variant_run_already_shipped(tmp_path: Path) -> None:
+    """A variant's provenance names one failed run; a resumed controller re-reading the others'
+    failures makes the same variant runs again: they are in a shard already, so never pending
+    (another host taking them pending would run them twice)."""
+    from tests.unit.test_sweep_fixing import failed, setup
+
+    plan, fixer, shard = setup(tmp_path)
+    server = plan.servers[0]
+    failures = [failed(r.id, "port_in_use", {"port": str(server.port)}) for r in server.runs]
+    fixer.consider("local", failures)
+    shipped = fixer.next_round("local", shard)
+    assert shipped is not None
+    _, resumed, _ = setup(tmp_path)
+    resumed.already_fixed([shipped])
+    resumed.consider("local", failures)
+    assert resumed.next_round("local", shipped) is None and resumed.take_pending("local", 8) == []

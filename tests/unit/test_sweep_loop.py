@@ -152,19 +152,22 @@ def port_in_use(server_port: int) -> Failure:
     return Failure("server_start_failed", "the server exited", diagnosis=diagnosis)
 
 
-def test_a_repair_round_extends_the_shard_ships_it_and_restarts_the_agent(tmp_path: Path, bundle: Path) -> None:
+@pytest.mark.parametrize("live", [True, False], ids=["to-the-running-agent", "repair-round-after-it-ended"])
+def test_a_fixed_variant_extends_the_shard_and_ships_it(tmp_path: Path, bundle: Path, live: bool) -> None:
+    """While the agent runs, the grown shard goes to it (no new agent); one that has ended by the
+    time the failure is pulled (all its runs in one poll) gets a repair round: shipped, started again."""
     first: list[str] = []
 
     def outcome(server, run):  # the first server's port is taken; its fixed variant (another port) serves
         first.append(first[0] if first else server.server_id)
         return port_in_use(server.port) if server.server_id == first[0] else RunStatus.ok
 
-    r = rig(tmp_path, bundle, fixer=True, outcome=outcome)
+    r = rig(tmp_path, bundle, fixer=True, outcome=outcome, runs_per_poll=2 if live else 1000)
     original = {run.id for _, run in r.plan.runs}
     status = r.drive()
     assert status.phase is Phase.FINISHED, status.last_error
-    assert Phase.REPAIRING in r.phases
-    assert r.agent.starts == 2
+    assert (Phase.REPAIRING in r.phases) is not live
+    assert r.agent.starts == (1 if live else 2)
     added = {run.run_id for _, run in r.driver.shard.runs} - original
     assert added and status.total == len(original) + len(added)
     assert local_results(r) == original | added

@@ -83,6 +83,16 @@ class ProgressFile:
             self.state.counts[status.value] = self.state.counts.get(status.value, 0) + 1
             self._write()
 
+    def add_runs(self, total: int, counts: dict[str, int]) -> None:
+        """Runs of servers appended to a running agent's shard (`fleet.host.contract.shard.grown_servers`);
+        `counts`: those of them with a result already (an earlier agent's)."""
+        with self._lock:
+            merged = dict(self.state.counts)
+            for status, count in counts.items():
+                merged[status] = merged.get(status, 0) + count
+            self.state = dataclasses.replace(self.state, total=self.state.total + total, counts=merged)
+            self._write()
+
     def error(self, server_label: str, error_class: str, message: str) -> None:
         with self._lock:
             self.state = dataclasses.replace(self.state, last_error=AgentError(server_label, error_class, message, time.time()))

@@ -14,6 +14,11 @@ and effective max_running_requests; warm it up (two 16-token requests, not measu
 pending run's workload, checking liveness between sections; write one result per run; stop it and
 make sure its port and GPUs are free.
 
+Growth: the controller may append servers to `shard.json` while the agent runs (a failed
+server's fixed variant, `fleet.host.contract.shard.grown_servers`); the loop notices a changed
+file by its inode, size and mtime, takes the new servers into its waiting set, and refuses any
+other change (logged; it works on with the shard it has).
+
 Resume: a run is done when `<sweep_dir>/runs/<run_id>.json` exists. A run interrupted by a stop
 or a crash has no result file, so a restarted agent redoes exactly that one (with `attempt`
 one higher). Stop: SIGTERM or a `STOP` file in the sweep directory; requests in flight are cut,
@@ -32,6 +37,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -60,7 +66,7 @@ from fleet.host.contract import AgentState, ContractError, Failure, HostQuaranti
 from fleet.host.contract.exits import AgentExit
 from fleet.host.contract.lease import AGENT_HEARTBEAT_S, Claim, HostLease, LeaseHeld, LeaseLost
 from fleet.host.contract.progress import Halt
-from fleet.host.contract.shard import RunSpec, ServerSpec, Shard
+from fleet.host.contract.shard import RunSpec, ServerSpec, Shard, grown_servers
 from fleet.host.diagnose.classify import DiagnosisHint, diagnose_file
 from fleet.host.failures import FailureClass
 from fleet.host.nvidia_smi import DECLARED_GPU_ENV, plays_declared
@@ -125,6 +131,7 @@ class Agent:
     def __init__(self, sweep_dir: Path, services: Services | None = None) -> None:
         self.sweep_dir = Path(sweep_dir)
         self.files = SweepDir(str(self.sweep_dir))
+        self._shard_seen = self._shard_stat()  # before the read: a change in between is seen next loop
         self.shard = Shard.from_json(Path(self.files.shard).read_text(), source=self.files.shard)
         self.services = services or make_services(self.shard.service_manager, Path(self.files.services))
         self.boot_id = boot_id()
@@ -157,6 +164,46 @@ class Agent:
             # Written atomically by the controller: only a hand edit or an older fleet gets here.
             log.error("%s; launching as if nothing were quarantined", exc)
             return {}
+
+    def _shard_stat(self) -> tuple[int, int, int] | None:
+        """Cheap enough for every loop: the controller writes by rename, so a new file is a new inode."""
+        try:
+            stat = os.stat(self.files.shard)
+        except OSError:
+            return None
+        return (stat.st_ino, stat.st_size, stat.st_mtime_ns)
+
+    def take_growth(self, released: frozenset[str]) -> list[tuple[ServerSpec, bool]]:
+        """Servers the controller appended to `shard.json` since the last look, each with whether
+        all its runs have a result already (an earlier agent's); they join this agent's shard, its
+        run total and counts. Any other change is refused: said in the log, and the agent goes on
+        with the shard it has (the controller ships its whole shard before the next agent)."""
+        stat = self._shard_stat()
+        if stat is None or stat == self._shard_seen:
+            return []
+        self._shard_seen = stat
+        try:
+            new = Shard.from_json(Path(self.files.shard).read_text(), source=self.files.shard)
+            appended = grown_servers(self.shard, new, released, self.files.shard)
+        except (OSError, ContractError) as exc:
+            log.error("shard change refused (%s); working on with the shard as it was", exc)
+            return []
+        if not appended:
+            return []
+        self.shard = replace(self.shard, servers=[*self.shard.servers, *appended])
+        counts: dict[str, int] = {}
+        out = []
+        for spec in appended:
+            statuses = [self.existing_status(run.run_id) for run in spec.runs]
+            for status in statuses:
+                if status is not None:
+                    counts[status.value] = counts.get(status.value, 0) + 1
+            out.append((spec, all(status is not None for status in statuses)))
+        assert self.progress is not None
+        self.progress.add_runs(sum(len(spec.runs) for spec in appended), counts)
+        for spec in appended:
+            log.info("shard grew: server %s (%s) appended, %d runs", spec.label, spec.server_id, len(spec.runs))
+        return out
 
     def _read_host_facts(self) -> dict[str, Any] | None:
         """What the controller knows of this host (GPUs, driver, CUDA, engine versions), for every result."""
@@ -421,6 +468,10 @@ class Agent:
                 if not stopping:
                     # Answered here, before any start: a server is started or released, never both.
                     released = release_handed_over(self.files, started=threads.keys())
+                    for spec, all_done in self.take_growth(released):
+                        order[spec.server_id] = len(order)
+                        if all_done:
+                            done.add(spec.server_id)
                     waiting = [spec for spec in self.shard.servers if spec.server_id not in threads and spec.server_id not in released]
                     for spec in waiting:
                         if spec.server_id in done:
