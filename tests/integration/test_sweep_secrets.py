@@ -26,8 +26,20 @@ import yaml
 from fleet.host.modelcard import hf_files_from_card, load_model_card
 from fleet.playbook import load_playbook
 from fleet.provision.provision import models_of
+from tests.testfleet.hosts import _python_dirs_hidden_on_hosts
 
 pytestmark = pytest.mark.testfleet
+
+
+def host_files_holding(fleet, host: str, text: str) -> list[str]:
+    """Files on the host that hold `text`, among all it could have written: the machine's
+    interpreter and this checkout, shown read-only inside the host's /root or /tmp, are left out
+    (grepping a whole Python install outlived a 30 s call on a loaded machine; nothing writes there)."""
+    read_only = [arg for d in _python_dirs_hidden_on_hosts() for arg in ("-path", d, "-prune", "-o")]
+    files = ["find", "/var/lib/fleet", "/srv/models", "/root", "/dev/shm", "/tmp", *read_only, "-type", "f", "-print0"]
+    found = fleet.exec(host, ["sh", "-c", '"$@" | xargs -0 -r grep -lF -- "$0"', text, *files], timeout=120)
+    assert found.returncode in (0, 123), found.stderr  # 123: some grep found nothing
+    return sorted(found.stdout.split())
 
 REPO = Path(__file__).resolve().parents[2]
 DEMO = REPO / "playbooks" / "demo.yaml"
@@ -169,7 +181,8 @@ def test_fleet_sweep_gives_hf_token_to_the_hub_fetch_in_its_environment_only(tes
     # Nowhere else: not in the results (records, shards, agent and server logs), the controller's
     # facts cache, nor any file on the host (persistent dirs, tmpfs, the staged env files).
     assert files_holding(tmp_path, TOKEN.encode()) == []
-    grep = fleet.exec("ct200", ["grep", "-rlF", "--", TOKEN, "/var/lib/fleet", "/srv/models", "/root", "/dev/shm", "/tmp"])
-    assert grep.returncode == 1 and grep.stdout == "", grep.stdout + grep.stderr  # 1: grep found nothing
+    assert host_files_holding(fleet, "ct200", TOKEN) == []
+    fleet.exec("ct200", ["sh", "-c", f"echo {TOKEN} > /root/planted"])  # the search itself finds what is there
+    assert host_files_holding(fleet, "ct200", TOKEN) == ["/root/planted"]
     leftovers = fleet.exec("ct200", ["sh", "-c", "ls -a /dev/shm /tmp | grep fleet-env || true"]).stdout
     assert leftovers == ""  # the transport's env files are gone
