@@ -12,6 +12,16 @@ from fleet.host.contract.shard import AgentLimits, RunSpec, ServerSpec, Shard, g
 from fleet.host.errors import ContractError
 from tests.unit.test_contract_shard import make_shard
 
+
+@pytest.fixture(scope="module")
+def bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from fleet.sweep.bundle import write_bundle
+
+    directory = tmp_path_factory.mktemp("bundle") / ".bundle"
+    write_bundle(directory)
+    return directory
+
+
 SHORT = {"name": "short", "kind": "short", "max_new_tokens": 256}
 
 
@@ -115,3 +125,39 @@ def test_a_resumed_fixer_never_makes_pending_a_variant_run_already_shipped(tmp_p
     resumed.already_fixed([shipped])
     resumed.consider("local", failures)
     assert resumed.next_round("local", shipped) is None and resumed.take_pending("local", 8) == []
+
+
+def test_runs_appended_as_the_agent_ended_are_shipped_again_and_run_once(tmp_path: Path, bundle: Path) -> None:
+    """The agent finishes its last run just as the grown shard lands, and never reads it: the
+    loop sees the appended runs without results once that agent has ended, ships the shard and
+    starts an agent for them (the real agent skips every run that has a result)."""
+    from fleet.host.contract import AgentState, RunStatus
+    from fleet.sweep.hoststatus import Phase
+    from tests.unit.test_sweep_loop import local_results, port_in_use, rig
+
+    first: list[str] = []
+
+    def outcome(server, run):  # type: ignore[no-untyped-def]
+        first.append(first[0] if first else server.server_id)
+        return port_in_use(server.port) if server.server_id == first[0] else RunStatus.ok
+
+    r = rig(tmp_path, bundle, fixer=True, outcome=outcome, runs_per_poll=2)
+    original = {run.id for _, run in r.plan.runs}
+    put = r.driver.channel.grow
+
+    def grow_then_the_agent_ends(shard, appended):  # type: ignore[no-untyped-def]
+        put(shard, appended)
+        if r.agent.starts == 1 and r.agent.alive:
+            done = r.agent.results()
+            for server, run in shard.runs:
+                if run.run_id in original and run.run_id not in done:
+                    r.agent._finish(server, run)
+            r.agent.alive = False
+            r.agent._write_progress(AgentState.finished_with_errors)
+
+    r.driver.channel.grow = grow_then_the_agent_ends  # type: ignore[method-assign]
+    status = r.drive()
+    assert status.phase is Phase.FINISHED, status.last_error
+    added = {run.run_id for _, run in r.driver.shard.runs} - original
+    assert added and r.agent.starts == 2 and Phase.REPAIRING in r.phases
+    assert local_results(r) == original | added and status.total == len(original | added)
