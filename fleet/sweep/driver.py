@@ -487,7 +487,7 @@ class HostDriver:
         fixer = self.ctx.fixer
         if fixer is None:
             return False
-        grown = fixer.grow(self.host.name, self.shard, self._asked)
+        grown = fixer.grow(self.host.name, self.shard, self._asked, done=self.done_runs)
         if grown is None:
             return False
         appended = grown.servers[len(self.shard.servers) :]  # grow appends only (fleet.host.contract.shard.grown_servers)

@@ -215,15 +215,26 @@ class SweepFixer:
                 self.planned[server.config.id] = server
         return self._extended(host, shard, pending)
 
-    def grow(self, host: str, shard: Shard, asked: Collection[str] = ()) -> Shard | None:
+    def grow(self, host: str, shard: Shard, asked: Collection[str] = (), done: Collection[str] | None = None) -> Shard | None:
         """For a running agent (fleet.host.contract.shard.grown_servers): the shard with the waiting
         variants appended, only those under server ids new to it and not `asked` back by the
-        hand-over; the others (more runs for a server it has) wait for the host's next round."""
+        hand-over; the others (more runs for a server it has) wait for the host's next round.
+        `done`: runs with a result pulled; a variant waits until every run of the server whose
+        failure made it has one (a server failing at start fails them all within a moment, and a
+        pull may bring only some: the variant would go out with some of its runs, the rest to a
+        later round)."""
         have = {s.server_id for s in shard.servers} | set(asked)
+        servers = {s.server_id: s for s in shard.servers}
+
+        def settled(planned: PlannedServer) -> bool:
+            failed = servers.get(str((planned.provenance or {}).get("failed_config_id")))
+            return done is None or failed is None or all(run.run_id in done for run in failed.runs)
+
         with self._lock:
             pending = self._pending.get(host, [])
-            fresh = [p for p in pending if p.config.id not in have]  # its server id (fleet.sweep.shards.server_spec)
-            self._pending[host] = [p for p in pending if p.config.id in have]
+            # Its server id is its config's (fleet.sweep.shards.server_spec).
+            fresh = [p for p in pending if p.config.id not in have and settled(p)]
+            self._pending[host] = [p for p in pending if all(p is not f for f in fresh)]
             for server in fresh:
                 self.planned[server.config.id] = server
         return self._extended(host, shard, fresh)

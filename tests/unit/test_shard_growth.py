@@ -161,3 +161,21 @@ def test_runs_appended_as_the_agent_ended_are_shipped_again_and_run_once(tmp_pat
     added = {run.run_id for _, run in r.driver.shard.runs} - original
     assert added and r.agent.starts == 2 and Phase.REPAIRING in r.phases
     assert local_results(r) == original | added and status.total == len(original | added)
+
+
+def test_a_variant_waits_until_its_failed_server_has_every_result_pulled(tmp_path: Path) -> None:
+    """A pull may bring only some of a failed server's results: the variant goes out once all
+    are in, with all its runs, not with some now and the rest in a later round."""
+    from tests.unit.test_sweep_fixing import failed, setup
+
+    plan, fixer, shard = setup(tmp_path)
+    server = plan.servers[0]
+    first, *rest = server.runs
+    assert rest, "the demo's first server has several runs"
+    fixer.consider("local", [failed(first.id, "port_in_use", {"port": str(server.port)})])
+    assert fixer.grow("local", shard, done={first.id}) is None  # the others still to come
+    fixer.consider("local", [failed(r.id, "port_in_use", {"port": str(server.port)}) for r in rest])
+    grown = fixer.grow("local", shard, done={r.id for r in server.runs})
+    assert grown is not None
+    (variant,) = grown_servers(shard, grown)
+    assert len(variant.runs) == len(server.runs)
