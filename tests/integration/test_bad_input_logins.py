@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -36,6 +37,20 @@ def sshd_log_lines(fleet, name: str) -> int:
     return len(log.read_text(errors="replace").splitlines()) if log.exists() else 0
 
 
+def settled_sshd_log_lines(fleet, name: str, quiet_s: float = 1.5, timeout: float = 20.0) -> int:
+    """The log's length once nothing has been added to it for `quiet_s`: the test fleet's own
+    readiness probe (a TCP connect) is logged by sshd a moment after the host counts as up, and
+    under load that came after a case's first look (1 line, then 3)."""
+    deadline = time.monotonic() + timeout
+    lines, since = sshd_log_lines(fleet, name), time.monotonic()
+    while time.monotonic() - since < quiet_s and time.monotonic() < deadline:
+        time.sleep(0.1)
+        now = sshd_log_lines(fleet, name)
+        if now != lines:
+            lines, since = now, time.monotonic()
+    return lines
+
+
 def fleet_cli(args: list[str], hosts_dir: Path, tmp_path: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "FLEET_HOSTS_DIR": str(hosts_dir), "FLEET_RESULTS_DIR": str(tmp_path / "results"),
            "XDG_CACHE_HOME": str(tmp_path / "cache"), "COLUMNS": "400"}  # fmt: skip
@@ -47,6 +62,7 @@ def test_bad_input_makes_no_ssh_login_on_the_host(test_fleet_factory, tmp_path: 
     good = tmp_path / "good"
     hosts_dir = fleet.write_inventory(good / "hosts")
     host_data = yaml.safe_load((hosts_dir / "ct200.yaml").read_text())
+    settled_sshd_log_lines(fleet, "ct200")
     for case, which, path, value, field in CASES:
         work = tmp_path / case
         (work / "hosts").mkdir(parents=True)
