@@ -58,6 +58,32 @@ def provision_all(fleet, tmp_path: Path, **options):
     return {r.host: r for r in provision(hosts, playbook, ProvisionOptions(**options))}
 
 
+def slow_disk(host, seconds: float) -> None:
+    """The host's cp takes `seconds` more: staging lasts long enough to inject a fault under it."""
+    slow_cp = host.bin_dir / "cp"
+    slow_cp.write_text(f"#!/bin/sh\nsleep {seconds:g}\nexec /bin/cp \"$@\"\n")
+    slow_cp.chmod(0o755)
+
+
+def when_staging(fleet, host, staged: str, fault, timeout: float) -> tuple[threading.Thread, threading.Event]:
+    """Run `fault()` once, as soon as the host stages into `staged` (its .partial or .lock is
+    there); the event is set once it ran."""
+    done = threading.Event()
+
+    def watch() -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if fleet.exec(host, ["sh", "-c", f"test -e {staged}.partial || test -e {staged}.lock"]).returncode == 0:
+                fault()
+                done.set()
+                return
+            time.sleep(0.05)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    return watcher, done
+
+
 def test_first_provision_changes_second_changes_nothing_then_reboot_restages(two_hosts, tmp_path: Path) -> None:
     dry = provision_all(two_hosts, tmp_path, dry_run=True)
     for report in dry.values():
@@ -99,23 +125,8 @@ def test_toolkit_too_old_for_blackwell_fails_preflight_with_reason_and_hint(test
 def test_link_drop_during_staging_finishes_once_the_link_is_back(test_fleet_factory, tmp_path: Path) -> None:
     fleet = test_fleet_factory(["ct200"])
     host = fleet["ct200"]
-    # A slow disk: the host's cp takes a few seconds, so the link can drop while staging runs.
-    slow_cp = host.bin_dir / "cp"
-    slow_cp.write_text("#!/bin/sh\nsleep 4\nexec /bin/cp \"$@\"\n")
-    slow_cp.chmod(0o755)
-    seen_partial = threading.Event()
-
-    def drop_when_staging() -> None:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            if fleet.exec(host, ["sh", "-c", f"test -e {STAGED}.partial || test -e {STAGED}.lock"]).returncode == 0:
-                seen_partial.set()
-                fleet.drop_link(host, 8).join()
-                return
-            time.sleep(0.05)
-
-    watcher = threading.Thread(target=drop_when_staging, daemon=True)
-    watcher.start()
+    slow_disk(host, 4)  # the link can drop while staging runs
+    watcher, seen_partial = when_staging(fleet, host, STAGED, lambda: fleet.drop_link(host, 8).join(), timeout=60)
     started = time.monotonic()
     report = provision_all(fleet, tmp_path)["ct200"]
     watcher.join(timeout=70)
@@ -244,27 +255,19 @@ def test_a_reboot_while_the_draft_is_staged_restages_the_target_it_wiped(test_fl
         "workloads": {"short": {"kind": "short", "prompts": ["fib"]}},
     }))
     staged_draft = "/dev/shm/fleet/z-lab--Qwen3.6-27B-DFlash--main"
-    slow_cp = host.bin_dir / "cp"  # a slow disk: staging takes a few seconds, long enough to reboot under it
-    slow_cp.write_text("#!/bin/sh\nsleep 3\nexec /bin/cp \"$@\"\n")
-    slow_cp.chmod(0o755)
-    rebooted = threading.Event()
+    slow_disk(host, 3)  # long enough to reboot under it
+    target_staged_first: list[bool] = []
 
-    def reboot_while_the_draft_stages() -> None:
-        deadline = time.monotonic() + 90
-        while time.monotonic() < deadline:
-            if fleet.exec(host, ["sh", "-c", f"test -e {staged_draft}.partial || test -e {staged_draft}.lock"]).returncode == 0:
-                assert fleet.exec(host, ["test", "-e", f"{STAGED}/.fleet-complete.json"]).returncode == 0  # the target was staged first
-                fleet.reboot(host)
-                rebooted.set()
-                return
-            time.sleep(0.05)
+    def reboot() -> None:
+        target_staged_first.append(fleet.exec(host, ["test", "-e", f"{STAGED}/.fleet-complete.json"]).returncode == 0)
+        fleet.reboot(host)
 
-    watcher = threading.Thread(target=reboot_while_the_draft_stages, daemon=True)
-    watcher.start()
+    watcher, rebooted = when_staging(fleet, host, staged_draft, reboot, timeout=90)
     hosts = list(load_inventory(fleet.write_inventory(tmp_path / "hosts")))
     report = provision(hosts, load_playbook(playbook), ProvisionOptions())[0]
     watcher.join(timeout=100)
     assert rebooted.is_set(), "the draft's staging was never seen"
+    assert target_staged_first == [True]  # the reboot came after the target's copy was complete
     assert report.status == "changed", report.reason
     assert [c.detail.split(" -> ")[1] for c in report.changes if c.action == "stage"] == [STAGED, staged_draft, STAGED]
     for staged in (STAGED, staged_draft):  # both copies complete on the new boot
