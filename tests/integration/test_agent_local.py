@@ -176,7 +176,7 @@ def test_sweep_of_healthy_and_failing_servers(tmp_path: Path, host_env: dict[str
         server("blocked", 7, AUTOREGRESSIVE, [short]),  # planned on GPU 7, which someone else's process holds
     ]
     # A server that logs a traceback it survives (as servers do when a client hangs up) still serves.
-    noisy = servers[-1]
+    noisy = next(s for s in servers if s.server_id == "noisy")
     noisy.argv[:] = ["sh", "-c", 'echo "Traceback (most recent call last):"; echo "ValueError: client went away"; exec "$@"', "sh", *noisy.argv]
     sweep = tmp_path / "sweep-a"
     shard = write_shard(sweep, servers)
@@ -219,6 +219,7 @@ def test_sweep_of_healthy_and_failing_servers(tmp_path: Path, host_env: dict[str
         assert result["server"]["context_len"] == 32768 and result["server"]["max_running_requests"] == 4
         assert 32768 - 10 < result["server"]["max_req_input_len"] < 32768
         assert result["attempt"] == 1 and result["host_facts"] is None
+    assert "ValueError: client went away" in Path(by_label["noisy/short"]["log_path"]).read_text()  # and it served
     assert by_label["ar/short"]["figures"]["output_tokens"] == 12 * 256  # 3 rounds of the 4 prompts: enough for a p90
     assert by_label["ar/short"]["figures"]["acceptance_length"] is None
     assert by_label["ar/short"]["figures"]["tokens_per_chunk"]["mean"] == 1.0
@@ -266,8 +267,9 @@ def test_sweep_of_healthy_and_failing_servers(tmp_path: Path, host_env: dict[str
 
     # GPU 6: the earlier sweep's server was killed to make room; GPU 7: a stranger's, never handed
     # out (and the stranger left alone): the server planned there ran on a GPU that freed.
-    assert by_label["reclaimed/short"]["status"] == "ok"
-    assert by_label["blocked/short"]["status"] == "ok" and by_label["blocked/short"]["gpus"] != [7]
+    for label in ("reclaimed/short", "blocked/short"):
+        assert by_label[label]["status"] == "ok", (label, by_label[label]["failure"], (sweep / "agent.log").read_text())
+    assert by_label["blocked/short"]["gpus"] != [7]
     assert not [r["label"] for r in by_run.values() if 7 in r["gpus"]]
     assert all(len(r["gpus"]) == 1 for r in by_run.values())
 

@@ -100,6 +100,36 @@ def test_a_service_killed_with_sigkill_is_dead_at_once_though_its_children_linge
     assert group_members(started.pid) == set()  # ...until the stop takes the group
 
 
+def test_a_service_read_while_its_main_process_starts_is_running(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The race a loaded machine hit (a healthy server's start read as a death at 0.03 s): the
+    group's listing of /proc is taken, then the main process forks and writes its pid, then the
+    pid is read -- a pid missing from the listing. Played back on a real service: its pid file is
+    put aside, and the listing writes it back and leaves its pid out, as a listing taken a
+    moment before the fork would."""
+    from fleet.host.agent import services as module
+
+    services = ProcessServices(tmp_path / "state")
+    services.start(spec(tmp_path, "srv", ["sleep", "60"]))
+    main_file = tmp_path / "state" / "srv.main"
+    assert wait(lambda: main_file.exists() and main_file.read_text().strip() != "")
+    main = main_file.read_text()
+    real_listing = module.group_members
+
+    def listing_before_the_fork(pgid: int) -> set[int]:
+        listed = real_listing(pgid)
+        main_file.write_text(main)
+        return listed - {int(main)}
+
+    main_file.unlink()
+    monkeypatch.setattr(module, "group_members", listing_before_the_fork)
+    try:
+        assert services.status("srv").running
+    finally:
+        monkeypatch.undo()
+        services.stop("srv", grace_s=5)
+    assert not pid_alive(int(main))
+
+
 def test_a_restarted_agent_finds_its_server_by_the_pid_file(tmp_path: Path) -> None:
     first = ProcessServices(tmp_path / "state")
     pid = first.start(spec(tmp_path, "srv", ["sleep", "60"])).pid

@@ -180,15 +180,13 @@ class ProcessServices:
     def _main_file(self, name: str) -> Path:
         return self.state_dir / f"{name}.main"
 
-    def _main_alive(self, name: str, members: set[int]) -> bool | None:
-        """Whether the service's own process lives (the pid it wrote before exec, among the
-        group's live members: a number outside the group is a recycled one); None before it wrote
-        it, or where it could not (a full disk): then the group says."""
+    def _main_pid(self, name: str) -> int | None:
+        """The pid the service's own process wrote before exec; None before it wrote it, or where
+        it could not (a full disk): then the group says whether it runs."""
         try:
-            pid = int(self._main_file(name).read_text().strip())
+            return int(self._main_file(name).read_text().strip())
         except (OSError, ValueError):
             return None
-        return pid in members
 
     def _record(self, name: str) -> dict[str, Any] | None:
         try:
@@ -262,11 +260,15 @@ class ProcessServices:
         if record is None:
             return ServiceStatus(name, ABSENT)
         pid = int(record["pid"])
+        # Read before the group is listed: a main process that forks and writes its pid after the
+        # listing began is missing from it, and would look dead.
+        main = self._main_pid(name)
         members = self._members(record)
         if members and not self._exit_file(name).exists():
             # Running until the service's own process is gone: a server killed with SIGKILL is
-            # dead at once, whatever its wrapper and its orphaned children still do.
-            if self._main_alive(name, members) is not False:
+            # dead at once, whatever its wrapper and its orphaned children still do. (A main pid
+            # outside the group's live members is dead, or a recycled number.)
+            if main is None or main in members:
                 return ServiceStatus(name, RUNNING, pid)
         return ServiceStatus(name, EXITED, pid, self._exit_code(name))
 
