@@ -170,12 +170,15 @@ def release_connections() -> None:
     """fleet keeps each host's connections for its next step (fleet/transport/sharing.py); an
     older fleet has none to release."""
     try:
-        from fleet.transport import sharing, ssh
+        from fleet.transport import sharing
     except ImportError:
         return
-    if hasattr(ssh, "PARK"):
-        ssh.PARK.close_all()
-        sharing.MASTERS.stop_own()
+    try:
+        from fleet.transport.sshlink import PARK
+    except ImportError:  # before the paramiko side had a module of its own
+        from fleet.transport.ssh import PARK  # type: ignore[attr-defined,no-redef]
+    PARK.close_all()
+    sharing.MASTERS.stop_own()
 
 
 def settle(fleet: TestFleet, idle_processes: dict[str, int], timeout_s: float = 10.0) -> None:

@@ -15,9 +15,12 @@ On the controller (under results/):
 from __future__ import annotations
 
 import posixpath
+from typing import TYPE_CHECKING
 
 from fleet.inventory import Host, slugify
-from fleet.playbook import ModelRef
+
+if TYPE_CHECKING:  # for types only: the commands that read a sweep need no playbook model
+    from fleet.playbook import ModelRef
 
 BASE_PORT = 30000
 

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import JustifyMethod
 from rich.table import Table
 from rich.text import Text
 
 from fleet.inventory import Host
-from fleet.sweep.events import Event
+
+if TYPE_CHECKING:  # types only: `fleet status` renders a table and needs no event log (nor its estimates)
+    from fleet.sweep.events import Event
 
 
 def duration(seconds: float) -> str:

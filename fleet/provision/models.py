@@ -20,12 +20,15 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from fleet.errors import FleetError
 from fleet.inventory import Host
 from fleet.layout import model_cache_dir, model_serve_dir
-from fleet.playbook import ModelRef
 from fleet.transport.base import Transport
+
+if TYPE_CHECKING:  # types only: `fleet.provision.lease` imports this module on the commands that read a sweep
+    from fleet.playbook import ModelRef
 
 log = logging.getLogger("fleet.provision")
 

@@ -10,16 +10,19 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fleet.errors import FleetError
 from fleet.host.atomic import write_json_atomic
 from fleet.host.contract import Shard, SweepDir
 from fleet.inventory import Host
 from fleet.layout import LATEST, SWEEP_RECORD
-from fleet.playbook import Playbook, load_playbook
 from fleet.transport.base import Transport
+
+if TYPE_CHECKING:
+    from fleet.playbook import Playbook
 
 # Makes each host's transport; tests pass fakes (fleet.transport.fake.FakeTransport).
 Connect = Callable[[Host], Transport]
@@ -85,9 +88,16 @@ class SweepRecord:
 class LoadedSweep:
     directory: Path
     record: SweepRecord
-    playbook: Playbook
     hosts: dict[str, Host]
     shards: dict[str, Shard]
+
+    @cached_property
+    def playbook(self) -> Playbook:
+        """The sweep's copy of its playbook, read when first asked: a resume re-plans from it;
+        `fleet status` and `fleet fetch-logs` never need it (nor the import of the playbook model)."""
+        from fleet.playbook import load_playbook
+
+        return load_playbook(self.directory / "playbook.yaml")
 
 
 def load_sweep(results_root: Path, sweep_id: str | None) -> LoadedSweep:
@@ -96,7 +106,6 @@ def load_sweep(results_root: Path, sweep_id: str | None) -> LoadedSweep:
     if not directory.is_dir():
         raise SweepError(f"no sweep {directory.name} in {results_root}")
     record = SweepRecord.load(directory)
-    playbook = load_playbook(directory / "playbook.yaml")
     hosts = {name: Host.model_validate(json.loads((directory / "hosts" / f"{name}.json").read_text())) for name in record.hosts}
     shards = {
         name: Shard.from_json(path.read_text(), source=str(path))
@@ -105,4 +114,4 @@ def load_sweep(results_root: Path, sweep_id: str | None) -> LoadedSweep:
     }
     # A host given up on stays out: what it brought back is kept, the rest ran elsewhere.
     shards = {name: shard for name, shard in shards.items() if name not in record.lost}
-    return LoadedSweep(directory, record, playbook, {n: hosts[n] for n in shards}, shards)
+    return LoadedSweep(directory, record, {n: hosts[n] for n in shards}, shards)

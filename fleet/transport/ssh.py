@@ -1,4 +1,6 @@
-"""The SSH `Transport`: Fabric resolves the target (ssh config, ProxyJump), paramiko carries it.
+"""The SSH `Transport`: Fabric resolves the target (ssh config, ProxyJump), paramiko carries its
+commands (fleet.transport.sshlink, imported on the first one: a transfer is OpenSSH's rsync and
+needs neither).
 
 Why not Fabric's `run`: its session open can wait an hour on a dead peer, paramiko's keepalive
 never notices one, and its env support puts values on the command line. So every call here runs
@@ -18,141 +20,36 @@ fsynced and renamed.
 
 from __future__ import annotations
 
-import atexit
 import io
 import logging
-import math
-import os
 import posixpath
-import select
 import shlex
-import socket
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, TypeVar
+from typing import TYPE_CHECKING, BinaryIO, TypeVar
 
-import paramiko
-from fabric import Config, Connection
-
-from fleet.errors import (
-    AuthenticationFailed,
-    CommandFailed,
-    CommandTimeout,
-    ConnectionLost,
-    ConnectTimeout,
-    HostKeyError,
-    PermanentTransportError,
-    TransportError,
-)
+from fleet.errors import CommandFailed, CommandTimeout, ConnectionLost, ConnectTimeout, HostKeyError, TransportError
 from fleet.host.atomic import atomic_file
 from fleet.transport.base import CommandResult, command_text, env_exports
 from fleet.transport.rsync import push_source, remote_spec, rsync_transfer
-from fleet.transport.sharing import ConnectionPark
 from fleet.transport.target import SSHTarget
+
+if TYPE_CHECKING:
+    import paramiko
+    from fabric import Connection
 
 log = logging.getLogger("fleet.transport")
 
 T = TypeVar("T")
 
-_CHUNK = 1 << 16
-# Keeps NAT and firewall state alive on idle connections; it does not detect a dead peer
-# (paramiko never waits for the reply), the per-call deadline does that.
-_KEEPALIVE_S = 15
-# Closing a connection must never hold up the caller, even if the link is dead.
-_CLOSE_WAIT_S = 1.0
 
 _STAGE_ENV_SCRIPT = (
     'umask 077; d=/dev/shm; { [ -d "$d" ] && [ -w "$d" ]; } || d="${TMPDIR:-/tmp}"; '
     'f=$(mktemp "$d/.fleet-env.XXXXXXXXXX") && cat > "$f" && printf %s "$f"'
 )
-
-
-class UnknownHostKey(paramiko.SSHException):
-    """The server's key is not in known_hosts and the policy is "verify"."""
-
-    def __init__(self, hostname: str, key: paramiko.PKey) -> None:
-        self.hostname = hostname
-        self.key = key
-        super().__init__(f"no {key.get_name()} host key known for {hostname}")
-
-
-class _RefuseUnknownKey(paramiko.MissingHostKeyPolicy):
-    def missing_host_key(self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey) -> None:
-        raise UnknownHostKey(hostname, key)
-
-
-class _AcceptNewKey(paramiko.MissingHostKeyPolicy):
-    """Record an unknown key (a changed one still fails: paramiko raises BadHostKeyException)."""
-
-    def __init__(self, host: str, known_hosts: Path) -> None:
-        self.host = host
-        self.known_hosts = known_hosts
-
-    def missing_host_key(self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey) -> None:
-        self.known_hosts.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        line = f"{hostname} {key.get_name()} {key.get_base64()}\n".encode()
-        # One O_APPEND write, not a rewrite: several hosts may be accepted at once from parallel
-        # threads, and a read-modify-rename would lose all but one of their lines.
-        fd = os.open(self.known_hosts, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-        try:
-            os.write(fd, line)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        client.get_host_keys().add(hostname, key.get_name(), key)
-        log.warning("%s: accepted new host key %s for %s into %s", self.host, key.fingerprint, hostname, self.known_hosts)
-
-
-def classify_exception(exc: BaseException) -> type[TransportError] | None:
-    """The fleet error for a paramiko/socket failure; None if `exc` is not a transport failure."""
-    if isinstance(exc, TransportError):
-        return type(exc)
-    if isinstance(exc, (paramiko.BadHostKeyException, UnknownHostKey)):
-        return HostKeyError
-    if isinstance(exc, paramiko.AuthenticationException):
-        return AuthenticationFailed
-    if isinstance(exc, (paramiko.ssh_exception.IncompatiblePeer, paramiko.ConfigParseError)):
-        return PermanentTransportError
-    if isinstance(exc, paramiko.SSHException) and "No authentication methods available" in str(exc):
-        return AuthenticationFailed
-    if isinstance(exc, TimeoutError):  # socket.timeout is TimeoutError since 3.10
-        return ConnectTimeout
-    if isinstance(exc, paramiko.SSHException) and "banner" in str(exc):
-        return ConnectTimeout
-    if isinstance(exc, (paramiko.SSHException, EOFError, OSError)):
-        # Refused, reset, broken pipe, no route, DNS, "session not active", channel refused.
-        return ConnectionLost
-    return None
-
-
-def host_key_hint(exc: BaseException, known_hosts: Path) -> str:
-    """What the operator should do about a refused host key."""
-    if isinstance(exc, UnknownHostKey):
-        address, port = _split_key_name(exc.hostname)
-        return (
-            f"unknown host key {exc.key.fingerprint} ({exc.key.get_name()}) for {exc.hostname}, not in {known_hosts}. "
-            f"Check that fingerprint out of band, then record it: ssh-keyscan -p {port} {address} >> {known_hosts} "
-            "(or set host_key_policy: accept-new)"
-        )
-    if isinstance(exc, paramiko.BadHostKeyException):
-        return (
-            f"host key for {exc.hostname} CHANGED: the host sent {exc.key.fingerprint}, {known_hosts} expects "
-            f"{exc.expected_key.fingerprint}. If the host was reinstalled, remove the old key with "
-            f"ssh-keygen -R {shlex.quote(exc.hostname)} -f {known_hosts} and verify the new one; "
-            "otherwise someone may be intercepting the connection"
-        )
-    return str(exc)
-
-
-def _split_key_name(name: str) -> tuple[str, int]:
-    """known_hosts names are `addr` (port 22) or `[addr]:port`."""
-    if name.startswith("[") and "]:" in name:
-        address, port = name[1:].split("]:", 1)
-        return address, int(port)
-    return name, 22
 
 
 def env_prelude(env_file: str) -> str:
@@ -280,6 +177,8 @@ class SSHTransport:
             conn, self._conn = self._conn, None
             self._epoch += 1
         if conn is not None:
+            from fleet.transport.sshlink import PARK
+
             PARK.park((self.host, self.target), conn)
 
     # ------------------------------------------------------------------------- deadline guard
@@ -315,6 +214,8 @@ class SSHTransport:
         return box["value"]  # type: ignore[return-value]
 
     def _translate(self, exc: BaseException, what: str, call: _Call) -> BaseException:
+        from fleet.transport.sshlink import classify_exception, host_key_hint
+
         error_class = classify_exception(exc)
         if error_class is None or isinstance(exc, TransportError):
             if isinstance(exc, TransportError) and exc.transient:
@@ -335,6 +236,8 @@ class SSHTransport:
 
     def _connection(self, epoch: int) -> tuple[Connection, bool]:
         """The live connection and whether it was reused; opens one if there is none."""
+        from fleet.transport.sshlink import PARK, close_quietly, open_connection
+
         with self._lock:
             conn = self._conn
             if conn is not None and conn.is_connected:
@@ -346,78 +249,31 @@ class SSHTransport:
                     self._conn = parked
                     return parked, True
             PARK.park((self.host, self.target), parked)
-        conn = self._open()
+        conn = open_connection(self.host, self.target)
         with self._lock:
             if self._epoch == epoch:
                 self._conn = conn
                 return conn, False
-        _close_quietly(conn)
+        close_quietly(conn)
         raise ConnectionLost(self.host, "the call was abandoned while connecting")
-
-    def _open(self) -> Connection:
-        target = self.target
-        if target.identity_file is not None and not target.identity_file.is_file():
-            raise PermanentTransportError(self.host, f"identity_file {target.identity_file} does not exist")
-        connect_timeout = max(1, math.ceil(target.connect_timeout))
-        connect_kwargs: dict[str, object] = {
-            "banner_timeout": connect_timeout,
-            "auth_timeout": connect_timeout,
-            "channel_timeout": connect_timeout,
-        }
-        if target.identity_file is not None:
-            # Like IdentitiesOnly=yes: the given key (and IdentityFile from ssh config), nothing else.
-            connect_kwargs.update(key_filename=[str(target.identity_file)], look_for_keys=False, allow_agent=False)
-        try:
-            # Jump hosts inherit these through Fabric's config clone: same key, same timeouts.
-            config = Config(
-                overrides={"connect_kwargs": connect_kwargs, "timeouts": {"connect": connect_timeout}},
-                runtime_ssh_path=str(target.ssh_config) if target.ssh_config is not None else None,
-            )
-        except FileNotFoundError as exc:
-            raise PermanentTransportError(self.host, f"ssh_config {target.ssh_config} does not exist") from exc
-        conn = Connection(target.destination, user=target.user, port=target.port, config=config)
-        hop: object = conn
-        while isinstance(hop, Connection):  # the target, then each ProxyJump hop
-            hop.client = self._new_client()
-            hop = hop.gateway
-        try:
-            conn.open()
-        except BaseException:
-            _close_quietly(conn)
-            raise
-        conn.transport.set_keepalive(_KEEPALIVE_S)
-        hop = conn
-        while isinstance(hop, Connection):
-            if isinstance(hop.transport.sock, socket.socket):
-                # Without it every channel open waits ~40 ms on Nagle + delayed ACK.
-                hop.transport.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            hop = hop.gateway
-        return conn
-
-    def _new_client(self) -> paramiko.SSHClient:
-        """A client that trusts exactly the keys in our known_hosts (never the AutoAdd default)."""
-        client = paramiko.SSHClient()
-        if self.target.known_hosts.is_file():
-            client.load_host_keys(str(self.target.known_hosts))
-        if self.target.host_key_policy == "accept-new":
-            client.set_missing_host_key_policy(_AcceptNewKey(self.host, self.target.known_hosts))
-        else:
-            client.set_missing_host_key_policy(_RefuseUnknownKey())
-        return client
 
     def _drop(self) -> None:
         with self._lock:
             conn, self._conn = self._conn, None
             self._epoch += 1
         if conn is not None:
-            _close_quietly(conn)
+            from fleet.transport.sshlink import close_quietly
+
+            close_quietly(conn)
 
     def _session(self, epoch: int) -> paramiko.Channel:
+        from fleet.transport.sshlink import SESSION_ERRORS, close_quietly
+
         conn, reused = self._connection(epoch)
         open_timeout = self.target.connect_timeout
         try:
             return conn.transport.open_session(timeout=open_timeout)
-        except (paramiko.SSHException, EOFError, OSError) as exc:
+        except SESSION_ERRORS as exc:
             if not reused:
                 raise
             # A connection the link dropped while idle still looks active; nothing was sent
@@ -426,7 +282,7 @@ class SSHTransport:
         with self._lock:
             if self._conn is conn:
                 self._conn = None
-        _close_quietly(conn)
+        close_quietly(conn)
         conn, _ = self._connection(epoch)
         return conn.transport.open_session(timeout=open_timeout)
 
@@ -441,13 +297,15 @@ class SSHTransport:
         stdout_sink: BinaryIO | None = None,
         call: _Call | None = None,
     ) -> _ExecOutcome:
+        from fleet.transport.sshlink import pump
+
         channel = self._session(epoch)
         try:
             if call is not None:
                 call.started = True
             channel.exec_command(script)
             stdout = io.BytesIO() if stdout_sink is None else stdout_sink
-            stderr = _pump(channel, stdin, stdout)
+            stderr = pump(channel, stdin, stdout)
             return _ExecOutcome(
                 channel.recv_exit_status(), stdout.getvalue() if stdout_sink is None else b"", stderr  # type: ignore[attr-defined]
             )
@@ -461,70 +319,3 @@ class SSHTransport:
                 raise CommandFailed(self.host, what, outcome.exit_code, "", outcome.stderr.decode(errors="replace"))
 
         self._bounded(what, timeout, work)
-
-
-def _pump(channel: paramiko.Channel, stdin: BinaryIO | None, stdout: BinaryIO) -> bytes:
-    """Feed stdin and drain stdout/stderr together (either side may fill its window first).
-
-    Returns stderr once the command exited and both streams reached EOF; raises ConnectionLost
-    if the channel closes without an exit status.
-    """
-    stderr = bytearray()
-    pending = b""
-    if stdin is None:
-        channel.shutdown_write()
-    while True:
-        sent = False
-        if stdin is not None and channel.send_ready():
-            pending = pending or stdin.read(_CHUNK)
-            if not pending:
-                channel.shutdown_write()
-                stdin = None
-            else:
-                try:
-                    pending = pending[channel.send(pending) :]
-                    sent = True
-                except OSError:  # the command exited without reading all of its stdin
-                    stdin, pending = None, b""
-        while channel.recv_ready():
-            stdout.write(channel.recv(_CHUNK))
-        while channel.recv_stderr_ready():
-            stderr += channel.recv_stderr(_CHUNK)
-        if channel.exit_status_ready() and channel.eof_received:
-            if not (channel.recv_ready() or channel.recv_stderr_ready()):
-                return bytes(stderr)
-        elif channel.closed:
-            raise EOFError("the channel closed before the command's exit status arrived")
-        if sent:
-            continue
-        if channel.eof_received:  # output done, exit status on its way
-            channel.status_event.wait(0.2)
-        else:  # wakes on output; paramiko has no event for "send window open", so poll for that
-            select.select([channel], [], [], 0.01 if stdin is not None else 0.5)
-
-
-def _is_live(conn: Connection) -> bool:
-    return bool(conn.is_connected)
-
-
-def _close_quietly(conn: Connection) -> None:
-    """Close a connection and its jump hosts without ever blocking the caller for long."""
-
-    def close_all() -> None:
-        hop: object = conn
-        while isinstance(hop, Connection):
-            try:
-                hop.close()
-            except Exception as exc:  # a dead link may fail to close cleanly; it is gone anyway
-                log.debug("closing %s: %s", hop.host, exc)
-            hop = hop.gateway
-
-    closer = threading.Thread(target=close_all, name="fleet-ssh-close", daemon=True)
-    closer.start()
-    closer.join(_CLOSE_WAIT_S)
-
-
-# Closed transports' live connections, for the next transport of the same host (one paramiko
-# login per host per controller process); closed after PARK_S idle seconds and at exit.
-PARK: ConnectionPark[Connection] = ConnectionPark(_close_quietly, _is_live)
-atexit.register(PARK.close_all)

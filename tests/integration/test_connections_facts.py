@@ -8,6 +8,9 @@ report); a reboot (a new boot id) makes the probe run again. Both gathers share 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -82,3 +85,39 @@ def test_a_one_shot_transfer_uses_a_serving_master_and_starts_none(test_fleet_fa
         transport.close()
         MASTERS.stop_own()
     assert not Path(socket).exists()
+
+
+# In a fresh interpreter: what a transfer and then a command load of the SSH libraries.
+TRANSFER_THEN_COMMAND = """
+import sys
+from pathlib import Path
+from fleet.connect import transport_for
+from fleet.inventory import load_inventory
+from fleet.transport.rsync import without_own_masters
+
+(host,) = load_inventory(Path(sys.argv[1]))
+transport = transport_for(host)
+ssh_libraries = lambda: sorted({"paramiko", "fabric", "invoke"} & set(sys.modules))
+with without_own_masters():
+    transport.rsync_pull("/var/lib/fleet/pulled/", Path(sys.argv[2]), timeout=60).check()
+print("after the pull:", ssh_libraries())
+print("the command says:", transport.run("echo hello", timeout=60, check=True).stdout.strip())
+print("after the command:", ssh_libraries())
+transport.close()
+"""
+
+
+def test_a_transfer_loads_no_paramiko_and_a_command_does(test_fleet_factory, tmp_path: Path) -> None:
+    """A pull is OpenSSH's rsync: `fleet fetch-logs` of a process-managed host never imports
+    paramiko, Fabric nor invoke (a third of a nothing-changed fetch); the first command does."""
+    fleet = test_fleet_factory(["ct200"])
+    hosts = fleet.write_inventory(tmp_path / "hosts")
+    remote = fleet["ct200"].persistent_path("/var/lib/fleet/pulled")
+    remote.mkdir(parents=True)
+    (remote / "agent.log").write_text("pulled\n")
+    done = subprocess.run([sys.executable, "-c", TRANSFER_THEN_COMMAND, str(hosts), str(tmp_path / "local")],
+                          env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert (tmp_path / "local" / "agent.log").read_text() == "pulled\n"
+    assert done.stdout.splitlines() == ["after the pull: []", "the command says: hello", "after the command: ['fabric', 'invoke', 'paramiko']"]

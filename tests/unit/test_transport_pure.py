@@ -35,7 +35,8 @@ from fleet.transport.rsync import (
     remote_spec,
     rsync_argv,
 )
-from fleet.transport.ssh import UnknownHostKey, classify_exception, env_prelude, host_key_hint, put_script
+from fleet.transport.ssh import env_prelude, put_script
+from fleet.transport.sshlink import UnknownHostKey, classify_exception, host_key_hint
 from fleet.transport.target import SSHTarget
 
 RSYNC_FIXTURES = Path(__file__).parent.parent / "fixtures" / "transport" / "rsync"
