@@ -146,7 +146,9 @@ class Setting:
         return env
 
     def fleet_argv(self, *args: str) -> list[str]:
-        return [sys.executable, "-m", "fleet", *args]
+        # -P: `-m` would put the working directory (this checkout) ahead of PYTHONPATH, and a
+        # --baseline run would measure this checkout's fleet instead of the baseline's.
+        return [sys.executable, "-P", "-m", "fleet", *args]
 
     def ssh_common(self) -> str:
         return f"-F none -o UserKnownHostsFile={self.fleet.known_hosts} -o StrictHostKeyChecking=yes -o BatchMode=yes"

@@ -152,7 +152,7 @@ class AgentChannel:
         self._retry(lambda: take_lease(t, self.host, sweep_claim(self.sweep_id)))
         self._retry(lambda: t.run(["mkdir", "-p", self.dir.runs], timeout=QUICK_S, check=True))
         self._retry(lambda: t.rsync_push(bundle_dir, agent_dir(self.host) + "/", timeout=300, delete=True).check(), TRANSFER)
-        self._retry(lambda: t.put_bytes(shard.to_json().encode(), self.dir.shard, timeout=60))
+        self._put_shard(shard)
         if host_facts is not None and host_facts.exists():
             self._retry(lambda: t.put(host_facts, self.dir.host_facts, timeout=60))
         if self.host.service_manager is ServiceManager.systemd:
@@ -164,6 +164,10 @@ class AgentChannel:
         by rename (the agent sees a whole new file or the old one). The agent is not restarted. Idempotent."""
         if self.host.service_manager is ServiceManager.systemd:
             self._install_server_units(shard, appended)
+        self._put_shard(shard)
+
+    def _put_shard(self, shard: Shard) -> None:
+        # By rename (put_bytes): a running agent reads the whole new file or the old one.
         self._retry(lambda: self.transport.put_bytes(shard.to_json().encode(), self.dir.shard, timeout=60))
 
     def _install_server_units(self, shard: Shard, servers: Sequence[ServerSpec] | None = None) -> None:
@@ -230,8 +234,12 @@ class AgentChannel:
         of result files there afterwards."""
         local.mkdir(parents=True, exist_ok=True)
 
+        # Nor the host's shard.json: the controller's copy is the one a resume reads, and it may be
+        # ahead of the host's (servers handed over to another host are never taken out there).
+        excludes = (*SweepDir.PULL_EXCLUDES, f"/{SweepDir.SHARD}")
+
         def pull_once() -> None:
-            result = self.transport.rsync_pull(self.dir.root + "/", local, timeout=600, excludes=SweepDir.PULL_EXCLUDES)
+            result = self.transport.rsync_pull(self.dir.root + "/", local, timeout=600, excludes=excludes)
             if result.exit_code != RSYNC_VANISHED:
                 result.check()
 

@@ -65,6 +65,8 @@ def test_the_tail_moves_to_the_idle_host_and_every_run_has_one_result(test_fleet
     assert answer["released"]
     for run_id in ran_elsewhere:
         assert not (directory / source / "runs" / f"{run_id}.json").exists()
+    # The controller's copy of the busy host's shard no longer has them (a pull never brings the host's back).
+    assert not set(answer["released"]) & {s["server_id"] for s in json.loads((directory / source / "shard.json").read_text())["servers"]}
     labels = {s["server_id"]: s["label"] for s in json.loads((directory / target / "shard.json").read_text())["servers"]}
     for server_id in answer["released"]:
         assert not (directory / source / "logs" / f"{labels[server_id]}.log").exists(), "a released server was started"
