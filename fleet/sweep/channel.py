@@ -234,8 +234,9 @@ class AgentChannel:
         of result files there afterwards."""
         local.mkdir(parents=True, exist_ok=True)
 
-        # Nor the host's shard.json: the controller's copy is the one a resume reads, and it may be
-        # ahead of the host's (servers handed over to another host are never taken out there).
+        # Beside the host's bookkeeping, its shard.json stays there: the controller's copy is the one
+        # a resume reads, and it may be ahead of the host's (servers handed over to another host are
+        # never taken out there).
         excludes = (*SweepDir.PULL_EXCLUDES, f"/{SweepDir.SHARD}")
 
         def pull_once() -> None:

@@ -125,7 +125,6 @@ def _split_key_name(name: str) -> tuple[str, int]:
     return name, 22
 
 
-
 def open_connection(host: str, target: SSHTarget) -> Connection:
     """A verified connection to `target` (and its ProxyJump hops), keepalive and TCP_NODELAY on."""
     if target.identity_file is not None and not target.identity_file.is_file():
@@ -165,6 +164,7 @@ def open_connection(host: str, target: SSHTarget) -> Connection:
             hop.transport.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         hop = hop.gateway
     return conn
+
 
 def _new_client(host: str, target: SSHTarget) -> paramiko.SSHClient:
     """A client that trusts exactly the keys in our known_hosts (never the AutoAdd default)."""

@@ -31,6 +31,7 @@ import pytest
 from fleet.host.agent.services import ProcessServices, ServiceSpec, pid_alive
 from fleet.host.contract.shard import AgentLimits, RunSpec, ServerSpec, Shard
 from fleet.host.engines.sim.gpu import register_process
+from fleet.host.engines.sim.harness import free_port
 from fleet.launch import SIM_RELEASE_ENV
 from fleet.playbook import ConcurrencyWorkload, Run, expand_runs, load_playbook
 from fleet.workloads import resolve_workload
@@ -63,13 +64,6 @@ def host_env(tmp_path: Path) -> dict[str, str]:
     env = local_gpu_env(tmp_path / "gpu-tools", os.environ)
     env["PYTHONPATH"] = str(REPO)
     return env
-
-
-def free_port() -> int:
-    # Ports are shared with everything else running on this machine: never a fixed number.
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def server(server_id: str, gpu: int, args: list[str], runs: list[Run], *, speed: float = SPEED,

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -31,6 +30,7 @@ from fleet.host.agent.services import (
     wait_free,
 )
 from fleet.host.engines.sim.gpu import register_process
+from fleet.host.engines.sim.harness import free_port
 from tests.testfleet.gpu_tools import local_gpu_env
 
 REAL = Path(__file__).resolve().parents[1] / "fixtures" / "real-tool-output" / "h200-driver580-cuda13.0"
@@ -48,12 +48,6 @@ def wait(predicate, timeout: float = 5.0) -> bool:  # type: ignore[no-untyped-de
             return True
         time.sleep(0.02)
     return False
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def test_start_status_stop_and_the_log(tmp_path: Path) -> None:

@@ -5,10 +5,12 @@ rehearsals. Standard library only.
 from __future__ import annotations
 
 import os
+import random
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,11 +18,39 @@ from typing import Mapping, Sequence
 
 from fleet.host.engines.sglang.logparse import READY_TEXT
 
+# Ports handed out by this process: never twice (a closed bind(0) probe's port is often the very
+# next one bind(0) gives, and two servers of one shard then shared a port).
+_GIVEN: set[int] = set()
+_GIVEN_LOCK = threading.Lock()
+_LOWEST_PORT = 10000
+
+
+def _ephemeral_low(path: str = "/proc/sys/net/ipv4/ip_local_port_range") -> int:
+    try:
+        return int(Path(path).read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768  # Linux's default
+
 
 def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+    """A TCP port of 127.0.0.1 for a server that binds it later: free now, never handed out before
+    by this process, and below the kernel's ephemeral range, where neither another process's
+    bind(0) nor an outgoing connection's local port can take it meanwhile."""
+    high = _ephemeral_low()
+    chooser = random.Random()  # seeded from the OS: side-by-side test processes choose apart
+    for _ in range(1000):
+        port = chooser.randrange(_LOWEST_PORT, max(_LOWEST_PORT + 1, high))
+        with _GIVEN_LOCK:
+            if port in _GIVEN:
+                continue
+            with socket.socket() as probe:
+                try:
+                    probe.bind(("127.0.0.1", port))
+                except OSError:
+                    continue
+            _GIVEN.add(port)
+            return port
+    raise RuntimeError(f"no free TCP port in {_LOWEST_PORT}-{high - 1} after 1000 tries")
 
 
 @dataclass
