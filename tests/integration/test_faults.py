@@ -169,16 +169,24 @@ def test_server_crash_hang_and_never_healthy(scenario) -> None:
     crash), its next SIGSTOPped while starting (it never becomes healthy); ct201's server is
     SIGSTOPped mid-workload (it hangs). Each failure ends its runs with a result and evidence."""
     sc = scenario(["ct200", "ct201"])
-    controller = sc.sweep(fault_playbook(sc.root, isolation="exclusive"), "ct200,ct201")
+    # Runs of a few seconds, not a fraction of one, so that each signal lands while a run is under
+    # way (a DFlash server at the sim's speed served both demo runs in 0.6 s, and under load the
+    # signal came after them).
+    workloads = {
+        "short": {"kind": "short", "prompts": ["fib", "json"], "max_new_tokens": 512},
+        "concurrency": {"kind": "concurrency", "levels": [1, 4], "prompt": "qsort", "max_new_tokens": 512},
+    }  # demo.yaml's, with 4 and 8 times the new tokens
+    controller = sc.sweep(fault_playbook(sc.root, isolation="exclusive", workloads=workloads), "ct200,ct201")
     sweep_id = controller.sweep_id()
     plan = plan_of(sc, sweep_id)
     placed = servers_by_host(plan)
     two, one = sorted(placed, key=lambda h: -len(placed[h]))
     assert len(placed[two]) >= 2, placed
 
+    # Each signalled as soon as its run is seen: not after waiting for the other host's.
     crashed = sc.wait_server(two, sweep_id, "running", with_run=True)
-    hung = sc.wait_server(one, sweep_id, "running", with_run=True)
     crash_at = signal_server(sc, two, crashed, signal.SIGKILL)
+    hung = sc.wait_server(one, sweep_id, "running", with_run=True)
     hang_at = signal_server(sc, one, hung, signal.SIGSTOP)
     # Stopped the moment its engine process exists: long before it could answer a health check.
     others = [s for s in placed[two] if s != crashed]
