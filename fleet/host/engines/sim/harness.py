@@ -18,7 +18,7 @@ from typing import Mapping, Sequence
 
 from fleet.host.engines.sglang.logparse import READY_TEXT
 
-# Ports handed out by this process: never twice (a closed bind(0) probe's port is often the very
+# Ports handed out by this process: never twice (a closed bind(0) probe's port may be the very
 # next one bind(0) gives, and two servers of one shard then shared a port).
 _GIVEN: set[int] = set()
 _GIVEN_LOCK = threading.Lock()
