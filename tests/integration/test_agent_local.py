@@ -373,6 +373,12 @@ def test_a_server_no_gpu_but_a_strangers_can_hold_fails_naming_it(tmp_path: Path
     assert blocked["gpus"] == [7]
 
 
+def started_without_result(sweep: Path) -> list[str]:
+    """The run ids an agent started (attempts/<run-id>.json) that have no result."""
+    done = results(sweep)
+    return sorted(path.stem for path in (sweep / "attempts").glob("*.json") if path.stem not in done)
+
+
 def running_runs(sweep: Path) -> list[str]:
     """The labels of the runs in progress that have no result yet, from progress.json."""
     try:
@@ -412,9 +418,10 @@ def test_stop_kill_and_resume_leave_exactly_one_result_per_run(
         wait_for(lambda: running_runs(sweep), 40, "a run in progress")
         os.kill(agents[-1].pid, signal.SIGKILL)
         agents[-1].wait()
-        # What it was serving when it died: its last progress, less the runs it had finished (a
-        # run seen in progress before the kill may have ended before it).
-        interrupted = running_runs(sweep)
+        # What it had started and not finished when it died: the runs with an attempt recorded and
+        # no result (a run seen in progress may have ended before the kill, or not yet started:
+        # the agent shows a run in progress a moment before it counts the attempt).
+        interrupted = started_without_result(sweep)
         assert interrupted, "the SIGKILL interrupted no run"
         assert all(pid_alive(pid) for pid in orphans)
 
@@ -436,8 +443,7 @@ def test_stop_kill_and_resume_leave_exactly_one_result_per_run(
     by_run = results(sweep)
     assert sorted(by_run) == sorted(run.run_id for _, run in shard.runs)
     assert {r["status"] for r in by_run.values()} == {"ok"}
-    by_label = {r["label"]: r for r in by_run.values()}
-    assert all(by_label[label]["attempt"] >= 2 for label in interrupted), [(label, by_label[label]["attempt"]) for label in interrupted]
+    assert all(by_run[run_id]["attempt"] >= 2 for run_id in interrupted), [(by_run[r]["label"], by_run[r]["attempt"]) for r in interrupted]
     assert progress(sweep)["state"] == "finished" and progress(sweep)["counts"]["ok"] == 6
     assert not list((sweep / "runs").glob(".*.tmp"))
 
