@@ -9,7 +9,9 @@ a remote shell or rsync, or be read as an option.
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 import unicodedata
 from collections.abc import Callable
 from pathlib import Path, PurePosixPath
@@ -27,8 +29,16 @@ M = TypeVar("M", bound=BaseModel)
 # Host files and playbooks are a few KB; a bound keeps a wrong file (a log, a dump) from taking
 # minutes and gigabytes to parse.
 MAX_FILE_BYTES = 1 << 20
-# YAML aliases make shared sub-trees: a handful is plenty for a playbook, thousands is a bomb.
+# YAML aliases make shared sub-trees: a handful is plenty for a playbook, thousands is a bomb. The
+# count alone bounds nothing (81 aliases of 9 aliases each make 9^9 values), so what bounds the cost
+# is the size of the document with every alias expanded, as the validation will walk it.
 MAX_ALIASES = 100
+MAX_YAML_VALUES = 100_000
+# Deeper than any host file or playbook, and far below where libyaml's composer (recursive C code,
+# under no Python recursion limit) overflows the stack and kills the process.
+MAX_YAML_DEPTH = 64
+# The kernel's own file systems: their files claim size 0 and say whatever the kernel makes of them.
+_KERNEL_DIRS = ("/proc", "/sys")
 
 
 class StrictModel(BaseModel):
@@ -52,14 +62,8 @@ _SafeLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoade
 
 
 class _StrictLoader(_SafeLoader):  # type: ignore[valid-type,misc]
-    """safe_load, but a key given twice in one mapping is an error (YAML keeps the last silently),
-    and so are more than MAX_ALIASES aliases."""
-
-    def get_single_node(self) -> Any:
-        node = super().get_single_node()
-        if node is not None:
-            _count_aliases(node)
-        return node
+    """safe_load, but a key given twice in one mapping is an error (YAML keeps the last silently);
+    aliases and nesting are bounded before, by `_check_shape`."""
 
     def construct_mapping(self, node: Any, deep: bool = False) -> Any:
         seen: dict[Any, Any] = {}
@@ -79,42 +83,97 @@ class _StrictLoader(_SafeLoader):  # type: ignore[valid-type,misc]
         return super().construct_mapping(node, deep=deep)
 
 
-def _count_aliases(root: yaml.Node) -> None:
-    """Raise on more than MAX_ALIASES aliases, before anything is constructed.
+def _check_shape(path: Path, text: str) -> None:
+    """Raise, before anything is composed, on a document nested deeper than MAX_YAML_DEPTH, with
+    more than MAX_ALIASES aliases, or holding more than MAX_YAML_VALUES values once its aliases are
+    expanded (an alias of an anchor still open, a cycle, is refused as well).
 
-    An alias composes to the very node its anchor made, so every visit of a node already seen is
-    one alias (the C parser composes without a Python hook, hence a walk of the composed graph;
-    it never expands the graph, so a "billion laughs" file costs its own size here).
+    Read from the parser's events, which libyaml produces without recursion: the composer and
+    everything after it see only a document that is small and shallow when expanded.
     """
-    seen: set[int] = set()
+    sizes: dict[str, int] = {}  # anchor -> its node's size, aliases expanded
+    open_nodes: list[list[Any]] = [[None, 0]]  # [anchor, values so far] per open collection
     aliases = 0
-    stack: list[yaml.Node] = [root]
-    while stack:
-        node = stack.pop()
-        if id(node) in seen:
+    for event in yaml.parse(text, Loader=_SafeLoader):
+        if isinstance(event, yaml.CollectionStartEvent):
+            if len(open_nodes) > MAX_YAML_DEPTH:
+                raise ConfigError(path, _line(event), f"YAML nested at most {MAX_YAML_DEPTH} levels deep", "deeper")
+            open_nodes.append([event.anchor, 1])
+            continue
+        if isinstance(event, yaml.CollectionEndEvent):
+            anchor, size = open_nodes.pop()
+        elif isinstance(event, yaml.ScalarEvent):
+            anchor, size = event.anchor, 1
+        elif isinstance(event, yaml.AliasEvent):
             aliases += 1
             if aliases > MAX_ALIASES:
-                raise yaml.composer.ComposerError(None, None, f"more than {MAX_ALIASES} aliases (*name)", node.start_mark)
+                raise ConfigError(path, _line(event), f"at most {MAX_ALIASES} aliases (*name)", "more")
+            if event.anchor not in sizes and any(node[0] == event.anchor for node in open_nodes):
+                raise ConfigError(path, _line(event), "an alias of a finished anchor", f"*{event.anchor} inside &{event.anchor} (a cycle)")
+            anchor, size = None, sizes.get(event.anchor, 1)  # an unknown anchor: the composer names it
+        else:
             continue
-        seen.add(id(node))
-        if isinstance(node, yaml.SequenceNode):
-            stack.extend(reversed(node.value))
-        elif isinstance(node, yaml.MappingNode):
-            for key, value in reversed(node.value):
-                stack.extend((value, key))
+        if anchor is not None:
+            sizes[anchor] = size
+        open_nodes[-1][1] += size
+        if open_nodes[-1][1] > MAX_YAML_VALUES:
+            raise ConfigError(path, _line(event), f"at most {MAX_YAML_VALUES} values with every alias (*name) expanded", "more")
+
+
+def _line(event: yaml.Event) -> str:
+    return f"line {event.start_mark.line + 1}, column {event.start_mark.column + 1}"
+
+
+def read_input_file(path: Path, what: str, limit: int = MAX_FILE_BYTES) -> bytes:
+    """The bytes of a file named by a user or kept by the controller (a host file, a playbook,
+    `results/LATEST`, the quarantine): a regular file of at most `limit` bytes, `what` in messages.
+
+    The one reader of such files. A FIFO, a device or a socket is refused before a byte is read
+    (opened non-blocking, so a FIFO without a writer cannot hang the open; judged on the opened
+    file, so nothing can be swapped in between), and so is anything under /proc or /sys.
+    """
+    real = os.path.realpath(path)
+    if any(real == top or real.startswith(top + "/") for top in _KERNEL_DIRS):
+        raise ConfigError(path, "", f"{what}: a regular file", f"a file of the kernel's {real.split('/')[1]} file system")
+    try:
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        raise ConfigError(path, "", f"{what}: a readable file", exc.strerror) from None
+    try:
+        info = os.fstat(descriptor)
+        if not stat.S_ISREG(info.st_mode):
+            raise ConfigError(path, "", f"{what}: a regular file", _file_kind(info.st_mode))
+        chunks: list[bytes] = []
+        size = 0
+        while size <= limit:  # bounded even where the size said is wrong or the file grows
+            chunk = os.read(descriptor, min(1 << 20, limit + 1 - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    except OSError as exc:
+        raise ConfigError(path, "", f"{what}: a readable file", exc.strerror) from None
+    finally:
+        os.close(descriptor)
+    if max(size, info.st_size) > limit:
+        raise ConfigError(path, "", f"{what} of at most {_size_text(limit)}", f"{max(size, info.st_size)} bytes")
+    return b"".join(chunks)
+
+
+def _size_text(limit: int) -> str:
+    return f"{limit // 1024} KiB" if limit >= 1024 else f"{limit} bytes"
+
+
+def _file_kind(mode: int) -> str:
+    kinds = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
+             (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))  # fmt: skip
+    return next((name for test, name in kinds if test(mode)), "not a regular file")
 
 
 def read_yaml(path: Path) -> Any:
     """The parsed YAML of a host file or playbook: at most MAX_FILE_BYTES of UTF-8 text, every key
     of a mapping given once, every string free of control characters."""
-    try:
-        size = path.stat().st_size
-        with path.open("rb") as handle:
-            data = handle.read(MAX_FILE_BYTES + 1)
-    except OSError as exc:
-        raise ConfigError(path, "", "a readable file", exc.strerror) from exc
-    if max(size, len(data)) > MAX_FILE_BYTES:
-        raise ConfigError(path, "", f"a YAML file of at most {MAX_FILE_BYTES // 1024} KiB", f"{max(size, len(data))} bytes")
+    data = read_input_file(path, "a YAML file")
     if b"\0" in data:
         nul = data.index(b"\0")
         raise ConfigError(path, "", "a YAML text file", f"binary data (a NUL byte at offset {nul})")
@@ -123,6 +182,7 @@ def read_yaml(path: Path) -> Any:
     except UnicodeDecodeError as exc:
         raise ConfigError(path, "", "UTF-8 text", f"an invalid byte at offset {exc.start}") from None
     try:
+        _check_shape(path, text)
         parsed = yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
@@ -183,8 +243,18 @@ def checked(check: Callable[[str], str | None]) -> AfterValidator:
 _SAFE_PATH = re.compile(r"^[A-Za-z0-9._+@%,=:~/-]+$")
 
 
+# The longest value of each kind a file may give: within what the systems that receive it take (a
+# DNS name is at most 253 characters, a Linux user name 32), and short enough that a sweep's paths
+# on a host stay far below PATH_MAX.
+MAX_ADDRESS = 253
+MAX_USER = 32
+MAX_HOST_PATH = 512
+
+
 def checked_host_path(value: str) -> str | None:
     """None for a safe absolute host path, else what was expected."""
+    if len(value) > MAX_HOST_PATH:
+        return f"an absolute path of at most {MAX_HOST_PATH} characters (got {len(value)})"
     if not value.startswith("/"):
         return "an absolute path on the host"
     if not _SAFE_PATH.match(value):
@@ -209,19 +279,21 @@ def _revision(value: str) -> str | None:
 
 
 def _address(value: str) -> str | None:
+    if len(value) > MAX_ADDRESS:
+        return f"a host name or IP address of at most {MAX_ADDRESS} characters (got {len(value)})"
     if re.fullmatch(r"[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?", value) or re.fullmatch(r"[0-9A-Fa-f:.]*:[0-9A-Fa-f:.]*", value):
         return None
     return "a host name or IP address (letters, digits, . - or an IPv6 address; not starting with -)"
 
 
 def _ssh_alias(value: str) -> str | None:
-    ok = re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", value)
-    return None if ok else "a Host name of ~/.ssh/config (letters, digits, . _ -; not starting with -)"
+    ok = len(value) <= MAX_ADDRESS and re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", value)
+    return None if ok else f"a Host name of ~/.ssh/config (letters, digits, . _ -; not starting with -; at most {MAX_ADDRESS} characters)"
 
 
 def _user(value: str) -> str | None:
-    ok = re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.-]*\$?", value)
-    return None if ok else "a user name (letters, digits, _ . -; starting with a letter or _)"
+    ok = len(value) <= MAX_USER and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.-]*\$?", value)
+    return None if ok else f"a user name (letters, digits, _ . -; starting with a letter or _; at most {MAX_USER} characters)"
 
 
 def _local_path(value: str) -> str | None:
@@ -287,6 +359,10 @@ def _expectation(error: ErrorDetails) -> str:
     return message
 
 
+# The most of a value a message shows.
+MAX_SHOWN = 120
+
+
 def validate_model(path: Path, data: Any, model: type[M], context: dict[str, Any] | None = None) -> M:
     """Validate parsed YAML against `model`; every problem of the file is reported in one ConfigError."""
     if data is None:
@@ -299,6 +375,8 @@ def validate_model(path: Path, data: Any, model: type[M], context: dict[str, Any
             got = None if error["type"] in ("missing", "extra_forbidden") else error.get("input")
             if isinstance(got, (dict, list)):
                 got = None  # the whole sub-tree is noise; the field name says where
+            elif isinstance(got, str) and len(got) > MAX_SHOWN:
+                got = got[: MAX_SHOWN - 3] + "..."  # a 10,000-character value would bury the message
             problems.append((_field_name(error["loc"]), _expectation(error), got))
         field, expected, got = problems[0]
         more = tuple(

@@ -20,6 +20,17 @@ from fleet.host.engines.sglang.release import DEFAULT_SIM_RELEASE, KNOWN_RELEASE
 from fleet.slurm.script import parse_slurm_time
 
 NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]*$"
+# Names become file and folder names (hosts/<name>.yaml, results/<playbook>-<stamp>/<host>/):
+# bounded well below a file name's 255 bytes, with room for what is added to them.
+MAX_NAME = 64
+
+
+def _name_length(value: str) -> str | None:
+    return None if len(value) <= MAX_NAME else f"a name of at most {MAX_NAME} characters (got {len(value)})"
+
+
+# The name of a host, group, playbook, method, workload or draft.
+Name = Annotated[str, Field(pattern=NAME_PATTERN), checked(_name_length)]
 
 
 class TransportKind(str, Enum):
@@ -166,7 +177,7 @@ class SlurmSpec(StrictModel):
 
 
 class Host(StrictModel):
-    name: str = Field(pattern=NAME_PATTERN)
+    name: Name
     kind: HostKind = HostKind.host
     slurm: SlurmSpec | None = Field(default=None, description="kind slurm only: the cluster's partition, account, ...")
     transport: TransportKind = TransportKind.ssh
@@ -182,7 +193,7 @@ class Host(StrictModel):
     paths: HostPaths = HostPaths()
     engine: EngineSpec = EngineSpec()
     service_manager: ServiceManager = ServiceManager.systemd
-    groups: tuple[Annotated[str, Field(pattern=NAME_PATTERN)], ...] = ()
+    groups: tuple[Name, ...] = ()
     _source: Path | None = PrivateAttr(default=None)  # the host file, for messages about it
 
     @property

@@ -22,10 +22,9 @@ from pydantic import AfterValidator, Field, PrivateAttr, ValidationInfo, field_v
 
 from fleet.config import EnvName, FlagName, HfRepoId, HostPath, Int, Revision, StrictModel, Token, checked, checked_host_path, load_model_file
 from fleet.host.modelcard import shipped_card_names
-from fleet.inventory import NAME_PATTERN
+from fleet.inventory import NAME_PATTERN, Name
 
 FlagValue = Union[str, int, float, bool, None, list[Union[str, int, float]]]
-Name = Annotated[str, Field(pattern=NAME_PATTERN)]
 # Flags and environment reach the engine's argv and its unit file: names are words (a key like
 # `x; touch /tmp/p` is refused here), values free of control characters (fleet.config.read_yaml).
 Flags = dict[FlagName, FlagValue]
