@@ -9,6 +9,9 @@ Sim-only settings (flags win over the environment):
 - FLEET_SIM_SPEED / --sim-speed: wall seconds per simulated second (0.01: everything 100x faster).
   Every time the server reports (e2e_latency, throughputs, log elapsed) is wall-clock.
 - FLEET_SIM_SEED / --sim-seed: seed of the generated tokens and acceptance (default 0).
+- FLEET_SIM_NOISE / --sim-noise: run-to-run variation as hardware shows it (noise.py): `off` (default:
+  the perf model's exact figures), `on` (throughput jitter, occasional slow runs, heavier-tailed TTFT),
+  or a JSON object of noise.NoiseModel fields. Seeded by the sim seed; a run ends at each cache flush.
 - FLEET_SIM_FAULTS / --sim-faults: fault profile JSON (see faults.py); default
   `$FLEET_SIM_WORK_DIR/sim-faults.json` when FLEET_SIM_WORK_DIR is set.
 - FLEET_SIM_SGLANG_VERSION: the SGLang release the sim plays (its command line, argument resolution,

@@ -20,6 +20,7 @@ from fleet.host.engines.sglang.flags import FORKS, ArgvError, ConfigFileError, P
 from fleet.host.engines.sglang.release import DEFAULT_SIM_RELEASE, ReleaseError, choose_release
 from fleet.host.engines.sim.faults import fault_profile_path
 from fleet.host.engines.sim.gpu import GpuOverrides
+from fleet.host.engines.sim.noise import NOISE_ENV, NoiseModel, NoiseModelError, parse_noise
 
 RELEASE_ENV = "FLEET_SIM_SGLANG_VERSION"
 FORK_ENV = "FLEET_SIM_SGLANG_FORK"
@@ -32,6 +33,7 @@ _SIM_FLAGS: Mapping[str, Callable[[str], Any]] = {
     "--sim-speed": float,  # time scale (env FLEET_SIM_SPEED, default 1.0)
     "--sim-seed": int,  # seed of the simulated outputs (env FLEET_SIM_SEED, default 0)
     "--sim-faults": str,  # fault profile JSON (env FLEET_SIM_FAULTS)
+    "--sim-noise": str,  # run-to-run noise: off (default), on, or a JSON object (env FLEET_SIM_NOISE; noise.py)
     "--sim-gpu-name": str,
     "--sim-gpu-count": int,
     "--sim-gpu-memory-mib": int,
@@ -43,12 +45,13 @@ _SIM_FLAGS: Mapping[str, Callable[[str], Any]] = {
 
 @dataclass(frozen=True)
 class SimSettings:
-    """What only the simulator has: time scale, seed, fault profile path, GPU fallback."""
+    """What only the simulator has: time scale, seed, fault profile path, GPU fallback, noise."""
 
     speed: float  # wall seconds per simulated second: 0.01 runs everything 100x faster
     seed: int
     faults_path: str | None
     gpu: GpuOverrides
+    noise: NoiseModel | None = None  # None: no run-to-run noise
 
 
 @dataclass(frozen=True)
@@ -142,11 +145,19 @@ def read_command_line(argv: Sequence[str], env: Mapping[str, str]) -> SimCommand
         driver=pick("sim_gpu_driver", "FLEET_SIM_GPU_DRIVER", defaults.driver, str),
         cuda_toolkit=pick("sim_cuda_toolkit", "FLEET_SIM_CUDA_TOOLKIT", defaults.cuda_toolkit, str),
     )
+    noise_text, noise_source = (
+        (sim["sim_noise"], "argument --sim-noise") if sim.get("sim_noise") is not None else (env.get(NOISE_ENV), f"environment variable {NOISE_ENV}")
+    )
+    try:
+        noise = parse_noise(noise_text, noise_source)
+    except NoiseModelError as exc:
+        raise SimUsageError(str(exc)) from None
     settings = SimSettings(
         speed=speed,
         seed=pick("sim_seed", "FLEET_SIM_SEED", 0, int),
         faults_path=sim.get("sim_faults") or fault_profile_path(env),
         gpu=gpu,
+        noise=noise,
     )
     return SimCommandLine(release, requested, note, fork, parsed, fleet_values(parsed), settings)
 

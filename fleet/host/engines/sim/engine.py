@@ -1,6 +1,8 @@
 """The simulated scheduler: requests queue, are admitted up to max_running_requests and the KV pool,
 prefill in chunks, then decode in batched steps whose simulated duration comes from the perf
-model, scaled by the speed factor. Speculative methods emit several tokens per verify step.
+model, scaled by the speed factor and, when the server was asked for it, varied by the noise model
+(noise.py; a new run begins at each prefix-cache flush). Speculative methods emit several tokens
+per verify step.
 Faults (crash, hang) fire from here, at the step where SGLang's would.
 
 One asyncio task runs the loop; outputs go straight to each request's sink (which writes to its
@@ -20,6 +22,7 @@ from typing import Callable, Protocol, Sequence
 from fleet.host.engines.sim import metrics, perf, sgltext, tokenizer
 from fleet.host.engines.sim.console import ERROR, WARNING, Console
 from fleet.host.engines.sim.faults import DDTreeCrash, FaultProfile
+from fleet.host.engines.sim.noise import NoiseModel
 
 EOS_TOKEN_ID = 248046  # Qwen3.5/3.6 <|im_end|>
 # Radix cache granularity for the simulator's prefix matching (real SGLang matches per token).
@@ -89,6 +92,7 @@ class EngineConfig:
     radix_cache: bool
     compute_cap_major: int
     seed: int
+    noise: NoiseModel | None = None  # run-to-run variation (noise.py); None: the perf model's exact times
 
     @property
     def max_req_input_len(self) -> int:
@@ -154,6 +158,9 @@ class Engine:
         self._last_prefill_log = time.monotonic()
         self._prefix_cache: OrderedDict[int, None] = OrderedDict()
         self._request_ids = random.Random(config.seed)
+        self._run = 0  # the run (noise.py): flushes of the prefix cache so far
+        self._run_factor = config.noise.run(config.seed, 0).throughput_factor if config.noise else 1.0
+        self._prefill_batches = 0  # in this run
         self._ddtree_crash: DDTreeCrash | None = (
             faults.ddtree_crash_for(config.compute_cap_major, config.ddtree_budget) if config.algorithm == "DDTREE" else None
         )
@@ -214,6 +221,10 @@ class Engine:
             return False
         self._prefix_cache.clear()
         self.console.rank(0, "Cache flushed successfully!")
+        if self.config.noise is not None:
+            self._run += 1
+            self._run_factor = self.config.noise.run(self.config.seed, self._run).throughput_factor
+            self._prefill_batches = 0
         return True
 
     def abort(self, request: SimRequest) -> None:
@@ -307,7 +318,7 @@ class Engine:
             if request.prefilled < request.prompt_tokens:
                 self.chunked = request
         started = time.monotonic()
-        await self._spend(self.model.prefill_s(new_tokens))
+        await self._spend(self._prefill_noise() * self.model.prefill_s(new_tokens))
         if self.crashed:
             return
         self._log_prefill(len(batch), new_tokens, cached_tokens, started)
@@ -325,6 +336,14 @@ class Engine:
             # The prefill forward samples the first output token.
             self._emit(request, 1, now)
         self.last_progress = now
+
+    def _prefill_noise(self) -> float:
+        """How many times its noise-free time this prefill batch takes (1.0 without noise)."""
+        noise = self.config.noise
+        if noise is None:
+            return 1.0
+        self._prefill_batches += 1
+        return noise.prefill_factor(self.config.seed, self._run, self._prefill_batches) / self._run_factor
 
     def _match_prefix(self, request: SimRequest) -> int:
         matched = 0
@@ -367,7 +386,7 @@ class Engine:
             return
         batch = len(self.running)
         context = sum(r.context_tokens for r in self.running)
-        await self._spend(self.model.decode_step_s(batch, config.verify_tokens, context))
+        await self._spend(self.model.decode_step_s(batch, config.verify_tokens, context) / self._run_factor)
         if self.crashed or self.hung:
             return
         self._decode_steps += 1

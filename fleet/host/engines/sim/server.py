@@ -368,6 +368,7 @@ class SimServer:
             radix_cache=not values["disable_radix_cache"],
             compute_cap_major=self.host.compute_cap[0],
             seed=self.launch.settings.seed,
+            noise=self.launch.settings.noise,
         )
         return Engine(config, model, self.launch.faults, self.console, self.speed, self.crash)
 
