@@ -13,6 +13,7 @@ import logging
 import posixpath
 import re
 import shlex
+import traceback
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -279,7 +280,15 @@ def provision_host(host: Host, playbook: Playbook, options: ProvisionOptions, tr
         report.changes += ensure_agent_unit(t, host, options.dry_run)
         report.status = "changed" if report.changes else "ok"
     except (FleetError, OSError) as exc:
-        report.status, report.reason = "failed", str(exc)
+        report.status, report.reason = "failed", failure_reason(exc)
+    except Exception as exc:
+        # A bug (once an `assert` on a reply garbled by a host's login banner): still this host's
+        # failure, said, and its lease released below; never a sweep left without a reason.
+        log.exception("%s: provisioning failed", host.name)
+        report.status, report.reason = "failed", failure_reason(exc)
+    except BaseException:
+        report.status = "failed"  # KeyboardInterrupt: the lease is released below all the same
+        raise
     finally:
         end_of_provision(t, host, options.lease, options.dry_run, failed=report.status == "failed")
         if transport is None:
@@ -348,5 +357,18 @@ def provision(
             outcome.value.seconds = outcome.duration_s
             reports.append(outcome.value)
         else:
-            reports.append(HostReport(name, "failed", reason=str(outcome.error), seconds=outcome.duration_s))
+            reports.append(HostReport(name, "failed", reason=failure_reason(outcome.error), seconds=outcome.duration_s))
     return reports
+
+
+def failure_reason(error: BaseException | None) -> str:
+    """What failed, never empty: an error without a message (a bare `assert`) is named by its
+    type and where it was raised."""
+    if isinstance(error, (FleetError, OSError)) and str(error):
+        return str(error)
+    if error is None:
+        return "failed without an error (a bug in fleet)"
+    frames = traceback.extract_tb(error.__traceback__)
+    where = f" at {Path(frames[-1].filename).name}:{frames[-1].lineno}" if frames else ""
+    detail = f": {error}" if str(error) else ""
+    return f"{type(error).__name__}{detail}{where}"
