@@ -121,3 +121,42 @@ def parse_compute_apps(text: str) -> list[ComputeApp]:
             raise NvidiaSmiError("expected `pid, process_name, used_memory, gpu_uuid`", line)
         apps.append(ComputeApp(int(cells[0]), ", ".join(cells[1:-2]), mib(cells[-2]), cells[-1]))
     return apps
+
+
+# The power query a run's sampler runs (`query_command("query-gpu", POWER_FIELDS)`). `power.draw` is
+# the driver's one-second average on current drivers (580: equal to `power.draw.average`), steadier
+# than `power.draw.instant`, which swings by +-50 W under load on an H200 (the busy-loop capture).
+POWER_FIELDS: tuple[str, ...] = ("index", "power.draw", "power.limit")
+
+
+@dataclass(frozen=True)
+class PowerReading:
+    index: int
+    draw_w: float | None  # None: [N/A] (GPUs or vGPUs that report no power)
+    limit_w: float | None  # None: [N/A], or not queried
+
+
+def watts(value: str) -> float | None:
+    """'78.37 W', '78.37' -> 78.37; '[N/A]', 'N/A' -> None."""
+    if not_available(value):
+        return None
+    number = value.strip().removesuffix("W").strip()
+    try:
+        return float(number)
+    except ValueError:
+        raise NvidiaSmiError("expected a power figure in W", value) from None
+
+
+def parse_power(text: str, fields: Sequence[str] = POWER_FIELDS) -> list[PowerReading]:
+    """A `--query-gpu` answer holding `index` and `power.draw` (and `power.limit` where asked),
+    with or without a header and units (see parse_csv: without a header, columns are `fields`);
+    a looped query (`-lms`) gives one reading per line, in order."""
+    readings = []
+    for row in parse_csv(text, fields):
+        if "index" not in row or "power.draw" not in row:
+            raise NvidiaSmiError(f"expected the index and power.draw columns, got {', '.join(row)}")
+        if not row["index"].isdigit():
+            raise NvidiaSmiError("expected a GPU index", row["index"])
+        limit = row.get("power.limit")
+        readings.append(PowerReading(int(row["index"]), watts(row["power.draw"]), None if limit is None else watts(limit)))
+    return readings

@@ -41,6 +41,7 @@ DEFAULT_PROFILE: dict[str, object] = {
     # "memory_reserved_mib": 616, "power_limit_w": 600,
     # "idle": {"temperature_c": 28, "power_w": 34, "pstate": "P8"},
     # "busy": {"temperature_c": 61, "power_w": 455, "pstate": "P1", "utilization_pct": 100},
+    # power_w may be fractional (an H200 idles at 78.37 W, runs a matmul loop at about 690 W).
 }
 
 IDLE = {"temperature_c": 28, "power_w": 34, "pstate": "P8", "utilization_pct": 0}
@@ -202,7 +203,7 @@ def build_gpus(profile: dict, processes: list[GpuProcess], hostname: str) -> lis
                 used_mib=used,
                 power_limit_w=int(profile.get("power_limit_w", 600)),
                 temperature_c=int(looks["temperature_c"]),
-                power_w=int(looks["power_w"]),
+                power_w=float(looks["power_w"]),
                 pstate=str(looks["pstate"]),
                 utilization_pct=int(looks["utilization_pct"]),
             )
@@ -243,7 +244,7 @@ def render_table(profile: dict, gpus: list[Gpu], processes: list[GpuProcess], no
     lines.append(f"| NVIDIA-SMI {driver:<23}Driver Version: {driver:<15}CUDA Version: {cuda:<9}|")
     lines += [RULE_COLUMNS, *TABLE_HEAD]
     for gpu in gpus:
-        usage, cap = f"{gpu.power_w}W", f"{gpu.power_limit_w}W"
+        usage, cap = f"{gpu.power_w:.0f}W", f"{gpu.power_limit_w}W"
         memory = f"{gpu.used_mib}MiB"
         lines += [
             f"| {gpu.index:>3}  {clip(gpu.name, 27):<31}On  |   {gpu.bus_id:>16} Off |{'0':>21} |",
@@ -330,9 +331,15 @@ def _gpu_fields(profile: dict, gpu_count: int) -> dict[str, Field]:
         "utilization.gpu": Field("utilization.gpu", "%", lambda g: g.utilization_pct),
         "utilization.memory": Field("utilization.memory", "%", lambda g: g.utilization_pct // 2),
         "temperature.gpu": Field("temperature.gpu", "", lambda g: g.temperature_c),
+        # Power as driver 580 prints it (real-tool-output/.../query-power*.csv): "78.37 W", two
+        # decimals; power.draw is the driver's one-second average, so it equals power.draw.average,
+        # and a fake with no moment-to-moment swing gives the same figure as the instant reading.
         "power.draw": Field("power.draw", "W", lambda g: f"{g.power_w:.2f}"),
+        "power.draw.average": Field("power.draw.average", "W", lambda g: f"{g.power_w:.2f}"),
+        "power.draw.instant": Field("power.draw.instant", "W", lambda g: f"{g.power_w:.2f}"),
         "power.limit": Field("power.limit", "W", lambda g: f"{g.power_limit_w:.2f}"),
         "enforced.power.limit": Field("enforced.power.limit", "W", lambda g: f"{g.power_limit_w:.2f}"),
+        "power.default_limit": Field("power.default_limit", "W", lambda g: f"{g.power_limit_w:.2f}"),
         "clocks.current.sm": Field("clocks.current.sm", "MHz", lambda g: 2430 if g.used_mib else 180),
         "clocks.current.memory": Field("clocks.current.memory", "MHz", lambda g: 14001 if g.used_mib else 405),
         "clocks.max.sm": Field("clocks.max.sm", "MHz", lambda g: 2430),
