@@ -74,8 +74,11 @@ class Transport(Protocol):
         On timeout raise `CommandTimeout`: over SSH the command may still be running. A background
         child that keeps stdout/stderr open keeps the call waiting until the timeout: start
         detached work with its output redirected (`setsid cmd >log 2>&1 </dev/null &`).
-        `exit_code` is negative when a signal killed the command (-1 over SSH, which does not
-        say which signal).
+        `stdout`/`stderr` are the command's own: whatever the host's shell prints around it (its
+        startup files' banners) is left out (fleet.transport.framing). `exit_code` is 128+N when
+        signal N killed the command; negative (-1 over SSH) when its shell itself was killed.
+        That shell outlives the command with the command's text on its command line: a
+        `pgrep -f`/`pkill -f` pattern must not match its own text (`[s]leep 30`, not `sleep 30`).
         """
         ...
 

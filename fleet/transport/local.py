@@ -2,8 +2,10 @@
 
 Commands run in the user's login shell from the home directory, as sshd runs them, so that a
 command behaves the same on a local and an SSH host; a relative "remote" path is relative to
-the home directory too. `env` goes into the child's environment, never onto its command line.
-On timeout the command's whole process group is killed.
+the home directory too; and like SSH's, its output is framed (fleet.transport.framing): a shell
+that sources a talking startup file here too (BASH_ENV, ~/.zshenv) adds nothing to it. `env` goes
+into the child's environment, never onto its command line. On timeout the command's whole process
+group is killed.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import BinaryIO
 from fleet.errors import CommandFailed, CommandTimeout
 from fleet.host.atomic import atomic_file
 from fleet.transport.base import CommandResult, command_text
+from fleet.transport.framing import Frame, cut, warn_noise
 from fleet.transport.process import run_process
 from fleet.transport.rsync import push_source, rsync_transfer
 
@@ -40,12 +43,14 @@ class LocalTransport:
         check: bool = False,
     ) -> CommandResult:
         text = command_text(command)
+        frame = Frame.new()
         outcome = run_process(
-            self.host, [self._shell, "-c", text], timeout=timeout, env=env, stdin=stdin, cwd=self._home, what=text
+            self.host, [self._shell, "-c", frame.wrap(text)], timeout=timeout, env=env, stdin=stdin, cwd=self._home, what=text
         )
-        result = CommandResult.from_output(
-            self.host, text, outcome.exit_code, outcome.stdout, outcome.stderr, outcome.duration_s
-        )
+        stdout, stderr = cut(frame, outcome.stdout), cut(frame, outcome.stderr)
+        warn_noise(self.host, stdout.noise, stderr.noise)
+        exit_code = outcome.exit_code if stdout.exit_code is None else stdout.exit_code
+        result = CommandResult.from_output(self.host, text, exit_code, stdout.output, stderr.output, outcome.duration_s)
         return result.check() if check else result
 
     def put(self, local: Path, remote: str, *, mode: int | None = None, timeout: float) -> None:

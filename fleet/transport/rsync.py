@@ -23,6 +23,7 @@ from fleet.errors import (
     TransportError,
 )
 from fleet.transport.base import CommandResult
+from fleet.transport.framing import STARTUP_FILES, STARTUP_FIX
 from fleet.transport.process import run_process
 from fleet.transport.sharing import MASTERS, control_options
 from fleet.transport.target import SSHTarget
@@ -46,7 +47,8 @@ _PERMANENT_STDERR: tuple[tuple[re.Pattern[str], type[TransportError], str], ...]
     (re.compile(r"Bad configuration option|bad configuration options|Can't open user config file"),
      PermanentTransportError, "bad ssh config"),
     (re.compile(r"protocol version mismatch"), PermanentTransportError,
-     "the remote shell prints text at login (or the user has no shell); rsync cannot talk through it"),
+     "the host's shell prints text of its own around every command (or the user has no shell), and rsync "
+     f"cannot talk through it; the text comes from a shell startup file on the host ({STARTUP_FILES}): {STARTUP_FIX}"),
 )
 _REMOTE_COMMAND_NOT_FOUND = 127
 

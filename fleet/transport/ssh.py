@@ -9,9 +9,13 @@ is closed under the worker (which unblocks it) and `CommandTimeout` is raised. T
 opens a fresh connection; so does a call that finds the cached one stale before its command
 was sent (safe: nothing ran yet).
 
-Secrets: `env` is written by a first exec into a `mktemp` file (mode 0600, in /dev/shm when it
-is writable, else /tmp) via that exec's stdin; the command's shell sources it, removes it, then
-runs the command. Values never appear in an argv, a log or a `CommandResult`.
+Output: every command runs wrapped between random markers (fleet.transport.framing), and only
+what lies between them comes back: the text a host's shell startup files print around every
+command (a banner in ~/.bashrc) is skipped, and named once per host in a warning.
+
+Secrets: `env` goes first on the command's stdin as `export` lines, which the wrapper reads and
+exports before the command runs (fleet.transport.framing): never in an argv, a file on the
+host, a log or a `CommandResult`.
 
 Files: `put` streams into `mktemp` next to the target, `chmod`s, `sync`s and `mv`s it into place
 (needs only coreutils on the host, no SFTP); `get` streams `cat` into a local temp file that is
@@ -34,6 +38,7 @@ from typing import TYPE_CHECKING, BinaryIO, TypeVar
 from fleet.errors import CommandFailed, CommandTimeout, ConnectionLost, ConnectTimeout, HostKeyError, TransportError
 from fleet.host.atomic import atomic_file
 from fleet.transport.base import CommandResult, command_text, env_exports
+from fleet.transport.framing import Frame, Unframer, cut, warn_noise
 from fleet.transport.rsync import push_source, remote_spec, rsync_transfer
 from fleet.transport.target import SSHTarget
 
@@ -44,23 +49,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("fleet.transport")
 
 T = TypeVar("T")
-
-
-_STAGE_ENV_SCRIPT = (
-    'umask 077; d=/dev/shm; { [ -d "$d" ] && [ -w "$d" ]; } || d="${TMPDIR:-/tmp}"; '
-    'f=$(mktemp "$d/.fleet-env.XXXXXXXXXX") && cat > "$f" && printf %s "$f"'
-)
-
-
-def env_prelude(env_file: str) -> str:
-    """Shell lines that load and delete a staged env file before the caller's command runs."""
-    quoted = shlex.quote(env_file)
-    # `command .`: a failing `.` must not exit a POSIX shell before the file is removed.
-    return (
-        f"command . {quoted}; __fleet_rc=$?; rm -f {quoted}; "
-        '[ "$__fleet_rc" -eq 0 ] || { echo "fleet: could not load the environment file" >&2; exit 125; }; '
-        "unset __fleet_rc\n"
-    )
 
 
 def put_script(remote: str, mode: int) -> str:
@@ -111,19 +99,12 @@ class SSHTransport:
         check: bool = False,
     ) -> CommandResult:
         text = command_text(command)
-        prelude_env = env_exports(env) if env else None
+        exports = env_exports(env) if env else None
         started = time.monotonic()
 
         def work(call: _Call, epoch: int) -> _ExecOutcome:
-            script = text
-            if prelude_env is not None:
-                staged = self._exec(epoch, _STAGE_ENV_SCRIPT, stdin=io.BytesIO(prelude_env.encode()))
-                if staged.exit_code != 0 or not staged.stdout:
-                    raise CommandFailed(
-                        self.host, "stage environment file", staged.exit_code, "", staged.stderr.decode(errors="replace")
-                    )
-                script = env_prelude(staged.stdout.decode()) + text
-            return self._exec(epoch, script, stdin=io.BytesIO(stdin) if stdin is not None else None, call=call)
+            source = io.BytesIO(stdin) if stdin is not None else None
+            return self._exec(epoch, text, stdin=source, env_exports=exports, call=call)
 
         outcome = self._bounded(f"`{text}`", timeout, work)
         result = CommandResult.from_output(
@@ -294,23 +275,35 @@ class SSHTransport:
         script: str,
         *,
         stdin: BinaryIO | None,
+        env_exports: str | None = None,
         stdout_sink: BinaryIO | None = None,
         call: _Call | None = None,
     ) -> _ExecOutcome:
+        """Run `script` wrapped between fresh markers; its own output and exit status come back,
+        the shell's noise around them is warned about (once per host) and dropped."""
         from fleet.transport.sshlink import pump
 
+        frame = Frame.new()
+        wrapped = frame.wrap(script, env_on_stdin=env_exports is not None)
+        if env_exports is not None:  # ahead of the command's own stdin (`run`'s: a few bytes)
+            stdin = io.BytesIO(frame.env_input(env_exports) + (stdin.read() if stdin is not None else b""))
+        captured = io.BytesIO()
+        unframer = Unframer(frame, (stdout_sink or captured).write)
         channel = self._session(epoch)
         try:
             if call is not None:
                 call.started = True
-            channel.exec_command(script)
-            stdout = io.BytesIO() if stdout_sink is None else stdout_sink
-            stderr = pump(channel, stdin, stdout)
-            return _ExecOutcome(
-                channel.recv_exit_status(), stdout.getvalue() if stdout_sink is None else b"", stderr  # type: ignore[attr-defined]
-            )
+            channel.exec_command(wrapped)
+            stderr = pump(channel, stdin, unframer.feed)
+            unframer.close()
+            exit_code = channel.recv_exit_status()
         finally:
             channel.close()
+        errors = cut(frame, stderr)
+        warn_noise(self.host, unframer.noise, errors.noise)
+        # The shell's own status where the wrapper's end marker never came (its shell was killed).
+        status = exit_code if unframer.exit_code is None else unframer.exit_code
+        return _ExecOutcome(status, captured.getvalue(), errors.output)
 
     def _put_stream(self, source: BinaryIO, remote: str, mode: int, timeout: float, what: str) -> None:
         def work(call: _Call, epoch: int) -> None:

@@ -18,6 +18,7 @@ import select
 import shlex
 import socket
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
 
@@ -178,8 +179,9 @@ def _new_client(host: str, target: SSHTarget) -> paramiko.SSHClient:
     return client
 
 
-def pump(channel: paramiko.Channel, stdin: BinaryIO | None, stdout: BinaryIO) -> bytes:
-    """Feed stdin and drain stdout/stderr together (either side may fill its window first).
+def pump(channel: paramiko.Channel, stdin: BinaryIO | None, stdout: Callable[[bytes], object]) -> bytes:
+    """Feed stdin and drain stdout (to `stdout`, as it arrives) and stderr together (either side
+    may fill its window first).
 
     Returns stderr once the command exited and both streams reached EOF; raises ConnectionLost
     if the channel closes without an exit status.
@@ -202,7 +204,7 @@ def pump(channel: paramiko.Channel, stdin: BinaryIO | None, stdout: BinaryIO) ->
                 except OSError:  # the command exited without reading all of its stdin
                     stdin, pending = None, b""
         while channel.recv_ready():
-            stdout.write(channel.recv(_CHUNK))
+            stdout(channel.recv(_CHUNK))
         while channel.recv_stderr_ready():
             stderr += channel.recv_stderr(_CHUNK)
         if channel.exit_status_ready() and channel.eof_received:

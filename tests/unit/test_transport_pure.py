@@ -26,7 +26,7 @@ from fleet.errors import (
     TransportError,
 )
 from fleet.retry import CONNECT, TRANSFER, WAIT_FOR_REBOOT, RetryPolicy, at_most_once, retrying
-from fleet.transport.base import CommandResult, command_text, env_exports
+from fleet.transport.base import CommandResult, command_text
 from fleet.transport.fanout import fan_out
 from fleet.transport.reboot import RebootTimeout, wait_for_reboot
 from fleet.transport.rsync import (
@@ -35,7 +35,7 @@ from fleet.transport.rsync import (
     remote_spec,
     rsync_argv,
 )
-from fleet.transport.ssh import env_prelude, put_script
+from fleet.transport.ssh import put_script
 from fleet.transport.sshlink import UnknownHostKey, classify_exception, host_key_hint
 from fleet.transport.target import SSHTarget
 
@@ -265,25 +265,6 @@ def test_command_text_quotes_sequences_and_keeps_strings() -> None:
     assert command_text("echo $HOME") == "echo $HOME"
     with pytest.raises(ValueError):
         command_text([])
-
-
-def test_env_exports_round_trip_through_a_real_shell(tmp_path: Path) -> None:
-    secret = "it's a $ecret\nwith `two` lines"
-    env_file = tmp_path / "env"
-    env_file.write_text(env_exports({"HF_TOKEN": secret}))
-    script = env_prelude(str(env_file)) + 'printf %s "$HF_TOKEN"'
-    out = subprocess.run(["sh", "-c", script], capture_output=True, text=True, check=True)
-    assert out.stdout == secret
-    assert not env_file.exists(), "the prelude must delete the env file"
-    for bad in ("BAD-NAME", "HF_TOKEN\n", "1ST"):  # a trailing newline once slipped past `^...$`
-        with pytest.raises(ValueError, match="not a shell identifier"):
-            env_exports({bad: "x"})
-
-
-def test_env_prelude_refuses_to_run_the_command_without_its_environment(tmp_path: Path) -> None:
-    out = subprocess.run(["sh", "-c", env_prelude(str(tmp_path / "missing")) + "echo ran"], capture_output=True, text=True)
-    assert out.returncode == 125
-    assert "ran" not in out.stdout
 
 
 def test_put_script_writes_atomically_with_the_mode(tmp_path: Path) -> None:
