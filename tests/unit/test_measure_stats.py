@@ -174,3 +174,14 @@ def test_percentile_estimate_withholds_below_the_floors_and_bootstraps_above() -
     assert first.interval.low <= first.estimate <= first.interval.high
     median = percentile_estimate(many, 50, seed=5)
     assert median.interval is not None and median.interval.low < 500 < median.interval.high
+
+
+def test_edges_identical_passes_and_refused_arguments() -> None:
+    assert regularized_beta(0.0, 2.0, 3.0) == 0.0 and regularized_beta(1.0, 2.0, 3.0) == 1.0
+    steady = fieller_ratio([200.0, 200.0], [100.0, 100.0])
+    assert steady.interval is not None and (steady.interval.low, steady.interval.high) == (2.0, 2.0)
+    assert summarize([5.0, 5.0]).interval == Interval(5.0, 5.0, 0.95, "t")
+    with pytest.raises(ValueError, match="degrees of freedom"):
+        t_quantile(0.9, 0)
+    with pytest.raises(ValueError, match="exclusive"):
+        percentile_interval_floor(100)

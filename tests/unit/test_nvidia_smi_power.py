@@ -83,3 +83,8 @@ def test_the_fake_knows_every_captured_power_field_in_the_real_layout(tmp_path: 
     assert fake[0] == ", ".join(real[0].split(", ")[:count])
     assert fake[1] == "0, 78.37 W, 78.37 W, 78.37 W, 700.00 W, 700.00 W, 700.00 W"
     assert parse_power("\n".join(fake)) == [PowerReading(0, 78.37, 700.0)]
+
+
+def test_a_row_without_a_gpu_index_is_refused() -> None:
+    with pytest.raises(NvidiaSmiError, match="GPU index"):
+        parse_power("GPU-1, 78.37, 700.00\n")
