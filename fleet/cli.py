@@ -6,11 +6,16 @@ a malformed host/playbook file (the message names file, field and expectation).
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
+import math
 import os
+import re
+import stat
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, NoReturn, Optional
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, Optional, TextIO
 
 import typer
 from rich.console import Console
@@ -27,6 +32,7 @@ if TYPE_CHECKING:
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
+QUARANTINE_FILE = "quarantine.json"  # under the results root
 
 app = typer.Typer(
     name="fleet",
@@ -62,8 +68,17 @@ MemoryCheckOpt = Annotated[
 ]
 
 
+def _env(name: str) -> str | None:
+    """An environment setting of fleet's, None where unset. Set but empty is refused: an empty
+    FLEET_HOSTS_DIR would read the current directory, an empty FLEET_HOSTS mean `local`."""
+    value = os.environ.get(name)
+    if value is not None and not value.strip():
+        _fail(f"${name}: expected a value or the variable unset, got {value!r}")
+    return value
+
+
 def _hosts_dir() -> Path:
-    return Path(os.environ.get("FLEET_HOSTS_DIR", "hosts"))
+    return Path(_env("FLEET_HOSTS_DIR") or "hosts")
 
 
 def _plain(text: str, style: str = "") -> Text:
@@ -86,16 +101,22 @@ def _load_inventory() -> Inventory:
 
 
 def _select_hosts(spec: str | None):
+    if spec is not None and not spec.replace(",", "").strip():  # before the inventory: nothing is read for a typo
+        _fail(f"--hosts {spec!r}: expected host names, groups or `all`, comma-separated")
+    from fleet.inventory import check_distinct_machines
+
     inventory = _load_inventory()
     try:
-        return inventory.select(spec or os.environ.get("FLEET_HOSTS") or "local")
-    except HostSelectionError as exc:
+        chosen = inventory.select(spec if spec is not None else _env("FLEET_HOSTS") or "local")
+        check_distinct_machines(chosen)
+    except (HostSelectionError, ConfigError) as exc:
         _fail(str(exc))
+    return chosen
 
 
 def _default_playbook() -> Path:
-    if os.environ.get("FLEET_PLAYBOOK"):
-        return Path(os.environ["FLEET_PLAYBOOK"])
+    if given := _env("FLEET_PLAYBOOK"):
+        return Path(given)
     default = Path("playbooks/default.yaml")
     return default if default.exists() else Path("playbooks/demo.yaml")
 
@@ -120,9 +141,14 @@ def _check_engine_flags(book: Playbook, hosts) -> None:
 
 
 def _quarantine_store():
-    from fleet.fixes.quarantine import QuarantineStore
+    from fleet.fixes.quarantine import QuarantineError, QuarantineStore
 
-    return QuarantineStore(_results_root() / "quarantine.json")
+    store = QuarantineStore(_results_root() / QUARANTINE_FILE)
+    try:
+        store.list()  # a damaged file is refused here, before anything starts, not inside the planner
+    except QuarantineError as exc:
+        _fail(str(exc))
+    return store
 
 
 def _plan_options(hosts, memory_check: bool):
@@ -141,6 +167,73 @@ def _plan_options(hosts, memory_check: bool):
     except ContractError as exc:
         _fail(str(exc))
     return PlanOptions(memory_check=memory_check, quarantine=_quarantine_store(), hardware=hardware, durations=durations)
+
+
+class _StdoutLoss:
+    """Why stdout stopped taking output (a reader gone, `| head -1`; a full disk, /dev/full), once
+    it has; from then on it points at /dev/null, so that no later print, nor the interpreter's
+    last flush, fails on it again (each did: a traceback per progress event, exit 120)."""
+
+    error: OSError | None = None
+    said = False  # the progress display said so and the work went on: it keeps its exit code
+
+    @classmethod
+    def lose(cls, error: OSError, stream: TextIO) -> None:
+        if cls.error is not None:
+            return
+        cls.error = error
+        try:
+            descriptor = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(descriptor, stream.fileno())  # what is still buffered goes nowhere
+            os.close(descriptor)
+        except (OSError, ValueError):  # no descriptor (a test's captured stdout): nothing to redirect
+            pass
+
+
+class _Stdout:
+    """sys.stdout under the console entry: a write or flush that fails is remembered (_StdoutLoss)
+    before the error goes on, and every later one does nothing."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        if _StdoutLoss.error is not None:
+            return len(text)
+        try:
+            return self._stream.write(text)
+        except OSError as exc:
+            _StdoutLoss.lose(exc, self._stream)
+            raise
+
+    def flush(self) -> None:
+        if _StdoutLoss.error is not None:
+            return
+        try:
+            self._stream.flush()
+        except OSError as exc:
+            _StdoutLoss.lose(exc, self._stream)
+            raise
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+def _show(text: str) -> None:
+    """Write progress to stdout as it happens. A stdout that takes no more (its reader gone, a
+    full disk) stops the display only: the work goes on and ends with its own exit code (a sweep
+    is not given up because nobody reads its progress)."""
+    if _StdoutLoss.error is not None:
+        return
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except OSError as exc:
+        _StdoutLoss.lose(exc, sys.stdout)
+        _StdoutLoss.said = True
+        if exc.errno != errno.EPIPE:  # a closed pipe is the reader's choice; anything else is worth a line
+            err.print(_plain(f"error: stdout: expected a writable output, got {exc.strerror!r}; progress is no longer shown"),
+                      highlight=False, soft_wrap=True)  # fmt: skip
 
 
 def _version(value: bool) -> None:
@@ -262,7 +355,64 @@ def provision(
 
 
 def _results_root() -> Path:
-    return Path(os.environ.get("FLEET_RESULTS_DIR", "results"))
+    """$FLEET_RESULTS_DIR, else results/: a directory, or a path where one can be made."""
+    from fleet.config import kernel_file_system
+
+    root = Path(_env("FLEET_RESULTS_DIR") or "results")
+    if kernel := kernel_file_system(root):
+        _fail(f"{root} ($FLEET_RESULTS_DIR): expected a results directory, got a path in the kernel's {kernel} file system")
+    if root.exists() and not root.is_dir():
+        _fail(f"{root} ($FLEET_RESULTS_DIR): expected a results directory, got a file")
+    return root
+
+
+def _sweep_id(given: str | None, option: str) -> str | None:
+    """The sweep a command is about: `given` when it names a folder of the results (never a path),
+    else the one results/LATEST names, else None (no sweep yet: the command says so)."""
+    from fleet.layout import checked_sweep_id, read_latest
+
+    try:
+        return checked_sweep_id(given, option) if given is not None else read_latest(_results_root())
+    except ConfigError as exc:
+        _fail(str(exc))
+
+
+def _check_sweep_records(sweep_id: str | None) -> None:
+    """Refuse a sweep whose record (sweep.json, hosts/<name>.json) is missing or damaged, with
+    the file and the field, before a host is contacted: the commands that read a sweep would
+    otherwise fail inside, on a host name such as `../../../etc/passwd` too."""
+    from fleet.inventory import NAME_PATTERN, load_host_record
+    from fleet.layout import SWEEP_RECORD
+    from fleet.sweep.record import SweepError, SweepRecord
+
+    if sweep_id is None:
+        return  # no sweep recorded yet: the command says so
+    directory = _results_root() / sweep_id
+    if not (directory / SWEEP_RECORD).exists():
+        return  # no such sweep, or a Slurm sweep (its own record): the command names what is missing
+    try:
+        record = SweepRecord.load(directory)
+        hosts = record.hosts
+        if not isinstance(hosts, list):
+            raise ConfigError(directory / SWEEP_RECORD, "hosts", "a list of host names", hosts)
+        for i, name in enumerate(hosts):
+            if not isinstance(name, str) or not re.fullmatch(NAME_PATTERN, name):
+                raise ConfigError(directory / SWEEP_RECORD, f"hosts[{i}]", f"a host name matching {NAME_PATTERN}", name)
+            load_host_record(directory / "hosts" / f"{name}.json")
+    except (SweepError, ConfigError) as exc:
+        _fail(str(exc))
+
+
+def _seconds(low: float, high: float):
+    """A callback for a duration option: a finite number of seconds from `low` to `high` (`--poll
+    0` would poll without a pause; `nan` passes click's range checks, comparing false to both)."""
+
+    def check(value: float | None) -> float | None:
+        if value is not None and not (math.isfinite(value) and low <= value <= high):
+            raise typer.BadParameter(f"expected a finite number of seconds from {low:g} to {high:g}, got {value}")
+        return value
+
+    return check
 
 
 @app.command()
@@ -270,14 +420,14 @@ def sweep(
     playbook: PlaybookOpt = None,
     hosts_spec: HostsOpt = None,
     resume: Annotated[Optional[str], typer.Option("--resume", metavar="SWEEP_ID", help="Reattach to a sweep (its agents may still be running).")] = None,
-    poll: Annotated[float, typer.Option("--poll", help="Seconds between polls of each host.")] = 2.0,
+    poll: Annotated[float, typer.Option("--poll", callback=_seconds(0.01, 3600), help="Seconds between polls of each host.")] = 2.0,
     memory_check: MemoryCheckOpt = True,
     as_json: Annotated[
         bool, typer.Option("--json", help="Stream progress as JSON lines on stdout: one object per event (a `type` field), a final `summary` object.")
     ] = False,
     host_lost_after: Annotated[
         Optional[float],
-        typer.Option("--host-lost-after", min=1.0, max=7 * 86400.0, metavar="SECONDS",
+        typer.Option("--host-lost-after", callback=_seconds(1, 7 * 86400), metavar="SECONDS",
                      help="A host unreachable this long is declared lost and its runs move to the others (default: the playbook's limits.host_lost_after_s, 600)."),
     ] = None,
     allow_unplaceable: Annotated[
@@ -289,7 +439,6 @@ def sweep(
 
     Progress: a live table on a terminal; one line per event (elapsed, ETA, host, what happened)
     when stdout is not a terminal; JSON lines with --json. The exit code is the same in all three."""
-    import contextlib
     import time
 
     from rich.live import Live
@@ -299,6 +448,14 @@ def sweep(
     from fleet.sweep.record import SweepError
     from fleet.views import duration, event_line, provision_table, sweep_table
 
+    if (resume or cancel) and (playbook is not None or hosts_spec is not None):
+        # A resume runs the sweep's recorded playbook on its recorded hosts: -p or --hosts would be ignored.
+        _fail(f"{'--resume' if resume else '--cancel'}: expected no -p/--playbook nor --hosts (the sweep's own are used)")
+    if resume is not None:
+        resume = _sweep_id(resume, "--resume")
+    if cancel is not None:
+        cancel = _sweep_id(cancel, "--cancel")
+    _check_sweep_records(resume)
     root = _results_root()
     interactive = out.is_terminal and not as_json
     live = Live(console=err, refresh_per_second=2, transient=False) if interactive else None
@@ -307,11 +464,9 @@ def sweep(
 
     def on_event(event: Event) -> None:
         if as_json:
-            sys.stdout.write(json.dumps(event.to_json()) + "\n")
-            sys.stdout.flush()
+            _show(json.dumps(event.to_json()) + "\n")
         elif not interactive:
-            sys.stdout.write(event_line(event) + "\n")
-            sys.stdout.flush()
+            _show(event_line(event) + "\n")
         last[:] = [event]
         if event.host and "host_eta_s" in event.data:
             host_etas[event.host] = float(event.data["host_eta_s"])
@@ -382,10 +537,11 @@ def sweep(
     if outcome.not_run:
         reasons = sorted(set(outcome.not_run.values()))
         err.print(_plain(f"{len(outcome.not_run)} runs ran nowhere: " + "; ".join(reasons[:5]), "red"), highlight=False)
-    failed_hosts = [s.host for s in outcome.statuses.values() if s.phase != "finished"]
-    failed_runs = sum(s.counts.get("failed", 0) + s.counts.get("partial", 0) for s in outcome.statuses.values())
-    if failed_hosts or failed_runs or outcome.excluded or outcome.lost or outcome.not_run:
-        raise typer.Exit(EXIT_FAILED)
+    if outcome.missing:
+        shown = ", ".join(outcome.missing[:10]) + (", ..." if len(outcome.missing) > 10 else "")
+        err.print(_plain(f"{len(outcome.missing)} runs have no result fleet can read ({shown}): see `missing` and `unreadable` in summary.json", "red"), highlight=False)
+    if outcome.exit_code:
+        raise typer.Exit(outcome.exit_code)
 
 
 @app.command()
@@ -398,6 +554,8 @@ def status(
     from fleet.sweep.status import sweep_status
     from fleet.views import sweep_table
 
+    sweep_id = _sweep_id(sweep_id, "SWEEP_ID")
+    _check_sweep_records(sweep_id)
     try:
         statuses = sweep_status(_results_root(), sweep_id)
     except SweepError as exc:
@@ -418,7 +576,11 @@ def fetch_logs(
     from fleet.sweep.logs import fetch_logs as fetch
     from fleet.sweep.record import SweepError
 
-    names = [n.strip() for n in hosts_spec.split(",")] if hosts_spec else None
+    names = [n.strip() for n in hosts_spec.split(",") if n.strip()] if hosts_spec is not None else None
+    if names == []:
+        _fail(f"--hosts {hosts_spec!r}: expected host names of the sweep, comma-separated")
+    sweep_id = _sweep_id(sweep_id, "--sweep")
+    _check_sweep_records(sweep_id)
     try:
         fetched = fetch(_results_root(), sweep_id, names)
     except SweepError as exc:
@@ -440,9 +602,18 @@ def diagnose(
     """Name the cause of each failure from whole logs, with evidence lines and a fix."""
     from fleet.host.diagnose.classify import diagnose_paths, render_diagnoses
 
+    from fleet.config import file_kind, kernel_file_system
+
     missing = [str(p) for p in paths if not p.exists()]
     if missing:
         _fail(f"no such file or directory: {', '.join(missing)}")
+    for path in paths:
+        # A FIFO would block the read, /dev/zero never end, /proc say what this machine holds.
+        mode = path.stat().st_mode
+        if kernel := kernel_file_system(path):
+            _fail(f"{path}: expected a log file or a run or sweep folder, got a path in the kernel's {kernel} file system")
+        if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+            _fail(f"{path}: expected a log file or a run or sweep folder, got {file_kind(mode)}")
     diagnoses = diagnose_paths(paths)
     if as_json:
         print(json.dumps({"diagnoses": [d.to_json() for d in diagnoses]}, indent=2))
@@ -501,14 +672,66 @@ def report(
     if output is None:
         sys.stdout.write(render(built, fmt, None))
         return
-    output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(render(built, fmt, output.resolve().parent))
+    _check_report_output(output, [*results_dirs, *(baseline or [])])
+    text = render(built, fmt, output.resolve().parent)
+    try:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        output.write_text(text)
+    except OSError as exc:
+        _fail(f"{output} (-o): expected a file the report can be written to, got {exc.strerror!r}")
     err.print(f"report: {output}", highlight=False, markup=False)
 
 
+def _check_report_output(output: Path, inputs: list[Path]) -> None:
+    """Refuse an -o that would write into a sweep's folder or over one of the report's inputs: a
+    report never changes what it reports on (`-o results/<sweep>/summary.json` overwrote it)."""
+    from fleet.layout import LATEST, SWEEP_RECORD, read_latest
+    from fleet.planning.estimate import DURATIONS_FILE
+    from fleet.slurm.record import RECORD as SLURM_RECORD
+
+    target = Path(os.path.realpath(output))
+    root = Path(os.path.realpath(_results_root()))
+    inputs = [Path(os.path.realpath(p)) for p in inputs]
+    for given in list(inputs):
+        if given.name == LATEST and given.is_file():  # results/LATEST stands for the sweep it names
+            try:
+                latest = read_latest(given.parent)
+            except ConfigError as exc:
+                _fail(str(exc))
+            if latest is not None:
+                inputs.append(given.parent / latest)
+    for given in inputs:
+        if target == given or given in target.parents:
+            _fail(f"{output} (-o): expected a path outside the report's inputs, got one in {given}")
+    for folder in target.parents:
+        # An SSH sweep's folder holds sweep.json, a Slurm sweep's slurm.json; under the results
+        # root, any folder is a sweep's (one whose record is not written yet too).
+        record = next((name for name in (SWEEP_RECORD, SLURM_RECORD) if (folder / name).exists()), None)
+        if record or folder.parent == root:
+            _fail(f"{output} (-o): expected a path outside every sweep folder, got one in {folder}" + (f" (it holds {record})" if record else ""))
+    if target.parent == root and target.name in (LATEST, DURATIONS_FILE, QUARANTINE_FILE):
+        _fail(f"{output} (-o): expected a path that is not one of fleet's own files in {root}, got {target.name}")
+
+
 def run() -> None:  # pragma: no cover - console entry for `python -m fleet`
+    sys.stdout = _Stdout(sys.stdout)
+    code: int | str | None = 0
     try:
         app()
+    except SystemExit as done:  # how click's standalone mode ends every command
+        code = done.code
     except FleetError as exc:
         err.print(_plain("error: ", "bold red") + _plain(str(exc)), highlight=False)
-        sys.exit(EXIT_FAILED)
+        code = EXIT_FAILED
+    except OSError:
+        if _StdoutLoss.error is None:
+            raise  # not stdout's: a bug worth its traceback
+    # stdout is flushed here, where a failure can be said in one line, not by the interpreter on
+    # its way out ("Exception ignored ...", exit 120 for `> /dev/full`).
+    with contextlib.suppress(OSError):
+        sys.stdout.flush()
+    lost = _StdoutLoss.error
+    if lost is not None and lost.errno != errno.EPIPE and not _StdoutLoss.said:  # a reader gone (`| head`) is its choice
+        err.print(_plain("error: ", "bold red") + _plain(f"stdout: expected a writable output, got {lost.strerror!r}"), highlight=False)
+        code = EXIT_USAGE
+    sys.exit(code)

@@ -5,6 +5,7 @@ Files whose name contains `.example.` document a host shape and are never loaded
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Sequence
 from enum import Enum
@@ -13,7 +14,10 @@ from typing import Annotated
 
 from pydantic import Field, PrivateAttr, field_validator, model_validator
 
-from fleet.config import Command, HostAddress, HostPath, Int, LocalPath, SshAlias, StrictModel, UserName, checked, checked_host_path, load_model_file
+from fleet.config import (
+    Command, HostAddress, HostPath, Int, LocalPath, SshAlias, StrictModel, UserName, checked, checked_host_path, load_model_file,
+    read_input_file, validate_model,
+)  # fmt: skip
 from fleet.errors import ConfigError, HostSelectionError
 from fleet.host.engines.sglang.flags import FORKS
 from fleet.host.engines.sglang.release import DEFAULT_SIM_RELEASE, KNOWN_RELEASES
@@ -273,6 +277,22 @@ def load_host(path: Path) -> Host:
     return host
 
 
+def load_host_record(path: Path) -> Host:
+    """A host as a sweep recorded it (results/<sweep>/hosts/<name>.json, the host file's model as
+    JSON): read and validated as a host file is, so a damaged record is a ConfigError naming it."""
+    data = read_input_file(path, "a sweep's record of a host (JSON)")
+    try:
+        parsed = json.loads(data)
+    except RecursionError:
+        raise ConfigError(path, "", "a host record (JSON)", "nested too deep") from None
+    except ValueError as exc:  # not UTF-8, not JSON
+        raise ConfigError(path, "", "a host record (JSON)", str(exc)[:120]) from None
+    host = validate_model(path, parsed, Host)
+    if host.name != path.name.removesuffix(".json"):
+        raise ConfigError(path, "name", f"the file name without .json ({path.name.removesuffix('.json')!r})", host.name)
+    return host
+
+
 def host_files(directory: Path) -> list[Path]:
     return sorted(
         p for p in directory.glob("*.y*ml") if p.suffix in (".yaml", ".yml") and ".example." not in p.name
@@ -292,6 +312,32 @@ def load_inventory(directory: Path) -> Inventory:
     if clash:
         raise ConfigError(directory, "groups", "group names distinct from host names", clash)
     return Inventory(hosts, source=directory)
+
+
+def check_distinct_machines(hosts: Sequence[Host]) -> None:
+    """Refuse two of `hosts` (the ones a command is to work on) that are one machine and work dir:
+    they would run two agents over one sweep folder and count its GPUs twice. A Slurm entry names
+    a cluster, of which several partitions may each have one."""
+    machines: dict[tuple[object, ...], Host] = {}
+    for host in hosts:
+        if host.kind is HostKind.slurm:
+            continue
+        key = _machine(host)
+        if key in machines:
+            first = machines[key]
+            raise ConfigError(
+                host.source_file, "address", f"one host file per machine and work_dir (also {first.source_file}, host {first.name})",
+                f"{host.ssh_target_name}, port {host.port}, user {host.user or '(default)'}, work_dir {host.paths.work_dir}",
+            )  # fmt: skip
+        machines[key] = host
+
+
+def _machine(host: Host) -> tuple[object, ...]:
+    """What a host file says of where fleet works: the same for two files that reach one machine
+    the same way (host names are case-insensitive) and keep one work dir there."""
+    if host.transport is TransportKind.local:
+        return ("local", host.paths.work_dir)
+    return ("ssh", host.ssh_target_name.lower(), host.port, host.user, host.paths.work_dir)
 
 
 def _group_name_clashes(hosts: Sequence[Host]) -> str | None:

@@ -15,8 +15,12 @@ On the controller (under results/):
 from __future__ import annotations
 
 import posixpath
+import re
+from pathlib import Path
 from typing import TYPE_CHECKING
 
+from fleet.config import read_input_file
+from fleet.errors import ConfigError
 from fleet.inventory import Host, slugify
 
 if TYPE_CHECKING:  # for types only: the commands that read a sweep need no playbook model
@@ -29,6 +33,35 @@ LATEST = "LATEST"
 SWEEP_RECORD = "sweep.json"
 PLAN = "plan.json"
 SUMMARY = "summary.json"
+
+
+# A sweep id names a folder of results/ and of every host's work dir: `<playbook>-<stamp>-<hex>`
+# (fleet.sweep.record.new_sweep_id), one path component however it was typed or recorded.
+SWEEP_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+SWEEP_ID_EXPECTED = "a sweep id (a folder name of letters, digits, . _ -; at most 128 characters)"
+
+
+def checked_sweep_id(sweep_id: str, source: Path | str, field: str = "") -> str:
+    """`sweep_id` when it can only name one folder of the results (no `/`, no `..`, not empty, short);
+    else a ConfigError naming `source` (a file, or the option that gave it)."""
+    if not SWEEP_ID_PATTERN.fullmatch(sweep_id):
+        shown = sweep_id if len(sweep_id) <= 120 else sweep_id[:117] + "..."
+        raise ConfigError(source, field, SWEEP_ID_EXPECTED, shown)
+    return sweep_id
+
+
+def read_latest(results_root: Path) -> str | None:
+    """The sweep `results/LATEST` names, None where no sweep was started yet. Whatever else the
+    file holds (garbage, a megabyte, a path) is a ConfigError naming it."""
+    path = results_root / LATEST
+    if not path.exists() and not path.is_symlink():
+        return None
+    data = read_input_file(path, "the id of the latest sweep", limit=256)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(path, "", "UTF-8 text: " + SWEEP_ID_EXPECTED, f"an invalid byte at offset {exc.start}") from None
+    return checked_sweep_id(text.strip(), path)
 
 
 def model_cache_dir(model: ModelRef, host: Host) -> str:

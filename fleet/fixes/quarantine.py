@@ -35,11 +35,15 @@ from typing import Any
 
 from rich.table import Table
 
-from fleet.errors import FleetError
+from fleet.config import read_input_file
+from fleet.errors import ConfigError, FleetError
 from fleet.host.atomic import atomic_file
 from fleet.playbook import ServerConfig
 
 DEFAULT_QUARANTINE_PATH = Path("results") / "quarantine.json"
+# A quarantine holds one entry per crashing configuration and GPU architecture: a few KB. A bound
+# keeps a wrong or damaged file from costing the controller its memory on every plan.
+MAX_QUARANTINE_BYTES = 16 << 20
 SCHEMA = "fleet.quarantine/1"
 AUTOREGRESSIVE = "AUTOREGRESSIVE"  # the algorithm of a configuration without speculative decoding
 UNKNOWN_VERSION = "unknown"
@@ -221,16 +225,16 @@ class QuarantineStore:
             os.close(descriptor)  # closing releases the lock; a killed process releases it too
 
     def _read(self) -> builtins.list[QuarantineEntry]:
-        try:
-            text = self.path.read_text(encoding="utf-8")
-        except FileNotFoundError:
+        if not self.path.exists() and not self.path.is_symlink():
             return []
-        except OSError as exc:
-            raise QuarantineError(f"{self.path}: cannot read the quarantine file: {exc.strerror}") from exc
         try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise QuarantineError(f"{self.path}: expected a fleet quarantine file (JSON), got invalid JSON: {exc}") from exc
+            data = json.loads(read_input_file(self.path, "a fleet quarantine file (JSON)", MAX_QUARANTINE_BYTES))
+        except ConfigError as exc:  # not a regular file, or too large
+            raise QuarantineError(str(exc)) from None
+        except RecursionError:
+            raise QuarantineError(f"{self.path}: expected a fleet quarantine file (JSON), got JSON nested too deep") from None
+        except ValueError as exc:  # not UTF-8, not JSON
+            raise QuarantineError(f"{self.path}: expected a fleet quarantine file (JSON), got invalid JSON: {str(exc)[:120]}") from None
         if not isinstance(data, dict) or data.get("schema") != SCHEMA or not isinstance(data.get("entries"), list):
             raise QuarantineError(f"{self.path}: expected an object with schema {SCHEMA!r} and a list of entries")
         return [QuarantineEntry.from_json(item, f"{self.path}: entries[{i}]") for i, item in enumerate(data["entries"])]
