@@ -17,9 +17,10 @@ from typing import Any
 
 import yaml
 
-from fleet.host.contract import ContractError, RunResult, SweepDir, load_result
+from fleet.host.contract import ContractError, RunResult, SweepDir
 from fleet.host.contract.reader import Reader
 from fleet.layout import LATEST, PLAN, SUMMARY, SWEEP_RECORD
+from fleet.sweep.ledger import read_sweep_results
 
 PLAYBOOK = "playbook.yaml"
 HOSTS_DIR = "hosts"
@@ -127,11 +128,11 @@ def load_sweep(directory: Path | str) -> SweepData:
         fixes=fixes,
         playbook_description=_description(directory / PLAYBOOK),
     )
-    for path in sorted(directory.glob(f"*/{SweepDir.RUNS}/*.json")):
-        try:
-            sweep.results.append(Loaded(path, load_result(path)))
-        except ContractError as exc:
-            sweep.unreadable.append((path, str(exc)))
+    # Through the sweep's one reader of pulled results: bounded, checked, never a crash (a bad
+    # file is listed with why, as unreadable).
+    swept = read_sweep_results(directory, sweep_id=sweep.sweep_id)
+    sweep.results = [Loaded(directory / r.host / SweepDir.RUNS / f"{r.run_id}.json", r) for r in swept.results]
+    sweep.unreadable = [(directory / relative, why) for relative, why in sorted(swept.rejected.items())]
     return sweep
 
 

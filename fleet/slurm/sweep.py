@@ -47,7 +47,7 @@ from typing import Any
 from fleet.connect import transport_for
 from fleet.fixes.quarantine import QuarantineStore
 from fleet.host.atomic import atomic_file, write_json_atomic
-from fleet.host.contract import ContractError, RunResult, SweepDir, load_result
+from fleet.host.contract import ContractError, RunResult, SweepDir
 from fleet.host.contract.quarantine import HostQuarantine
 from fleet.host.contract.shard import AgentLimits, Shard
 from fleet.inventory import EngineKind, GpuSpec, Host, HostKind, HostPaths, ServiceManager
@@ -82,6 +82,7 @@ from fleet.sweep.bundle import write_bundle
 from fleet.sweep.events import EventSink, EventStream, SweepProgress, record_durations
 from fleet.sweep.fixing import SweepFixer
 from fleet.sweep.hoststatus import HostStatus, Phase
+from fleet.sweep.ledger import host_ledger, read_sweep_results
 from fleet.sweep.record import new_sweep_id
 from fleet.sweep.shards import agent_limits, server_name, server_spec
 from fleet.transport.base import Transport
@@ -356,18 +357,21 @@ class SlurmWatch:
         self.playbook = load_playbook(directory / "playbook.yaml")
         self.limits = agent_limits(self.playbook)
         self.local = directory / record.cluster
+        # The cluster's results as the record copies them out of the mirror (only a task's own runs).
+        self.ledger = host_ledger(directory, record.cluster)
         self.status = HostStatus(record.cluster, phase=Phase.SHIPPING)
         self.considered: set[str] = set()  # run ids handed to the fixer
         self.pushed: dict[str, str] = {}  # task dir -> the quarantine.json pushed there
         shards = _task_shards(directory, record)
         self.fixer.already_fixed(shards)
         self.progress = SweepProgress(stream, plan, {record.cluster: _one_shard(record, shards, self.limits)}, {record.cluster: time_scale_of(node)},
-                                      {record.cluster: self.local})
+                                      {record.cluster: self.ledger})
         # The plan packs one node; the partition's nodes run its tasks side by side.
         self.progress.hosts[record.cluster].parallel *= nodes
 
     def _observe(self) -> None:
-        self.progress.observe(self.status, _one_shard(self.record, _task_shards(self.directory, self.record), self.limits), self.local)
+        self.ledger.refresh()
+        self.progress.observe(self.status, _one_shard(self.record, _task_shards(self.directory, self.record), self.limits), self.ledger)
 
     def run(self, *, poll_interval_s: float, stop: threading.Event | None, resumed: bool) -> SlurmSweepOutcome:
         assert self.cluster.slurm is not None
@@ -455,18 +459,19 @@ class SlurmWatch:
         """Failures of finished tasks to the fixer; a changed quarantine to the unfinished tasks'
         dirs; the fixed variants submitted as new tasks. Returns how many tasks it submitted."""
         fresh: list[RunResult] = []
+        self.ledger.refresh()
+        have, rejected = self.ledger.results, self.ledger.rejected
         for array in self.record.arrays:
             for task in array.tasks:
                 if str(task.index) not in array.finished:
                     continue
                 for run_id in task.run_ids:
-                    path = self.local / SweepDir.RUNS / f"{run_id}.json"
-                    if run_id in self.considered or not path.exists():
+                    if run_id in self.considered or (run_id not in have and f"{run_id}.json" not in rejected):
                         continue
-                    try:
-                        fresh.append(load_result(path))
-                    except ContractError as exc:
-                        log.error("%s: %s", self.cluster.name, exc)
+                    if run_id in have:
+                        fresh.append(have[run_id])
+                    else:
+                        log.error("%s: %s", self.cluster.name, rejected[f"{run_id}.json"])
                     self.considered.add(run_id)
         if fresh:
             self.fixer.consider(self.node.name, fresh)
@@ -518,13 +523,8 @@ class SlurmWatch:
 
     def outcome(self, interrupted: bool = False) -> SlurmSweepOutcome:
         record = self.record
-        results: list[RunResult] = []
-        unreadable: dict[str, str] = {}
-        for path in sorted((self.local / SweepDir.RUNS).glob("*.json")):
-            try:
-                results.append(load_result(path))
-            except ContractError as exc:
-                unreadable[str(path.relative_to(self.directory))] = str(exc)
+        swept = read_sweep_results(self.directory, {record.cluster: self.ledger})
+        results, unreadable = swept.results, swept.rejected
         by_status: dict[str, int] = {}
         for result in results:
             by_status[result.status.value] = by_status.get(result.status.value, 0) + 1

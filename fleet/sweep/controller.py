@@ -26,7 +26,7 @@ from fleet.errors import FleetError
 from fleet.facts import HostFacts
 from fleet.fixes.quarantine import QuarantineStore
 from fleet.host.atomic import atomic_file, write_json_atomic
-from fleet.host.contract import ContractError, RunResult, Shard, SweepDir, load_result
+from fleet.host.contract import ContractError, RunStatus, Shard, SweepDir
 from fleet.inventory import Host
 from fleet.layout import LATEST, PLAN, SUMMARY
 from fleet.plan import Plan, PlannedServer, PlanOptions, check_placeable, hardware_of, make_plan, time_scale_of
@@ -35,7 +35,8 @@ from fleet.playbook import Playbook, expand_runs, load_playbook
 from fleet.provision.lease import release_lease, sweep_claim
 from fleet.provision.provision import HostReport, ProvisionOptions, provision, provision_options
 from fleet.sweep.bundle import write_bundle
-from fleet.sweep.driver import DISK_ERRNOS, Balancer, HostDriver, SweepContext, drive_all, folder_error, readable_result
+from fleet.sweep.driver import DISK_ERRNOS, Balancer, HostDriver, SweepContext, drive_all, folder_error
+from fleet.sweep.ledger import SweepResults, host_ledger, read_sweep_results
 from fleet.sweep.events import EventSink, EventStream, SweepProgress, record_durations
 from fleet.sweep.fixing import FixRecord, SweepFixer
 from fleet.sweep.hoststatus import HostStatus, Phase
@@ -56,6 +57,21 @@ class SweepOutcome:
     fixes: list[FixRecord] = field(default_factory=list)
     lost: dict[str, str] = field(default_factory=dict)  # host -> why it was given up on
     not_run: dict[str, str] = field(default_factory=dict)  # run id -> why no host ran it
+    state: str = ""  # sweep.json's state at the end ("" where the sweep was stopped before one was set)
+    # Runs a live host's shard holds with no readable result (lost to an agent error, or whose
+    # result was rejected): the record's, named on stderr whatever else happened.
+    missing: tuple[str, ...] = ()
+    failed_runs: int = 0  # results that are failed or partial
+
+    @property
+    def exit_code(self) -> int:
+        """A function of the record: 0 only when the sweep is `finished` (every planned run has a
+        readable result), no run failed, and no host was left out, lost or given up on; 130 for
+        a sweep left running on its hosts after Ctrl-C; else 1."""
+        if self.interrupted:
+            return 130
+        clean = self.state == "finished" and not (self.failed_runs or self.excluded or self.lost or self.not_run or self.missing)
+        return 0 if clean and all(s.phase == Phase.FINISHED for s in self.statuses.values()) else 1
 
 
 # Called about twice a second with every host's status, for a live display.
@@ -305,11 +321,12 @@ def _drive(
     """Drive every host to its end; `estimates` is the plan whose estimates make the ETA (on a
     resume, the plan made again), `plan` the one the outcome reports (None on a resume)."""
     scales = {name: time_scale_of(host) for name, host in hosts.items()}
-    progress = SweepProgress(stream, estimates, shards, scales, {name: ctx.directory / name for name in hosts})
+    ledgers = {name: host_ledger(ctx.directory, name, (run.run_id for _, run in shards[name].runs)) for name in hosts}
+    progress = SweepProgress(stream, estimates, shards, scales, ledgers)
     balancer = make_balancer(ctx, hosts, estimates, progress)
     ctx = replace(ctx, progress=progress, balancer=balancer)
     progress.started(ctx.sweep_id, resumed)
-    drivers = [HostDriver(ctx, host, shards[name], connect(host)) for name, host in hosts.items()]
+    drivers = [HostDriver(ctx, host, shards[name], connect(host), ledgers[name]) for name, host in hosts.items()]
     statuses = {d.host.name: d.status for d in drivers}
     if resumed:
         for driver in drivers:
@@ -342,7 +359,7 @@ def _drive(
     # The results folder is full or read-only: say so, with a summary of what is here, and stop.
     # sweep.json keeps `running` (or what could be written): the agents work on, a resume goes on.
     error = ctx.folder_errors[0]
-    summary = summarize(ctx.directory, statuses)
+    summary = summarize(ctx.directory, read_sweep_results(ctx.directory, ledgers), statuses)
     stream.emit("summary", state="stopped", directory=str(ctx.directory), interrupted=True, error=error, **summary)
     raise SweepError(error)
 
@@ -365,25 +382,31 @@ def _finish(
     record.lost.update(given_up)
     record.not_run.update(balancer.not_run)
     record.moves += [move.__dict__ for move in balancer.moves]
+    swept = read_sweep_results(ctx.directory, {d.host.name: d.ledger for d in drivers})
+    missing = _without_result(swept, drivers)
     if not interrupted and not ctx.stop.is_set():
         # Finished: every run has its result, though a host given up on may have left it to others.
         others_done = all(st.phase is Phase.FINISHED for name, st in statuses.items() if name not in given_up)
-        record.state = "finished" if others_done and not record.not_run and _all_have_results(ctx.directory, drivers) else "incomplete"
+        record.state = "finished" if others_done and not record.not_run and not missing else "incomplete"
     record.save(ctx.directory)
-    summary = summarize(ctx.directory, statuses)
-    summary.update(lost=record.lost, not_run=record.not_run, moved=len(record.moves))
+    summary = summarize(ctx.directory, swept, statuses)
+    summary.update(lost=record.lost, not_run=record.not_run, moved=len(record.moves), missing=missing)
     fixes = ctx.fixer.records if ctx.fixer is not None else []
     if ctx.fixer is not None:
         summary["fixes"] = [fix.__dict__ for fix in fixes]
     write_json_atomic(ctx.directory / SUMMARY, summary)
-    results, _ = collect_results(ctx.directory)
+    results = swept.results
     try:
         record_durations(ctx.directory.parent, ctx.sweep_id, results, progress.server_samples, scales)
     except (ContractError, OSError) as exc:
         log.error("measured durations not recorded: %s", exc)  # the results stand; only the next ETA learns less
     interrupted = interrupted or ctx.stop.is_set()
     stream.emit("summary", eta_s=0.0 if record.state == "finished" else None, state=record.state, directory=str(ctx.directory), interrupted=interrupted, **summary)
-    return SweepOutcome(ctx.sweep_id, ctx.directory, statuses, excluded, plan, interrupted, fixes, dict(record.lost), dict(record.not_run))
+    failed_runs = sum(1 for r in results if r.status in (RunStatus.failed, RunStatus.partial))
+    return SweepOutcome(
+        ctx.sweep_id, ctx.directory, statuses, excluded, plan, interrupted, fixes, dict(record.lost), dict(record.not_run),
+        state=record.state, missing=tuple(missing), failed_runs=failed_runs,
+    )  # fmt: skip
 
 
 @contextlib.contextmanager
@@ -432,40 +455,25 @@ def _in_no_shard(directory: Path, plan: Plan, shards: Mapping[str, Shard]) -> di
     return orphans
 
 
-def _all_have_results(directory: Path, drivers: Sequence[HostDriver]) -> bool:
-    """Every run of every shard that is still some host's (a lost host's moved ones are not) has a
-    result fleet can read (an unreadable one is named in the summary, never counted)."""
-    have = {path.stem for path in directory.glob(f"*/{SweepDir.RUNS}/*.json") if readable_result(path)}
+def _without_result(swept: SweepResults, drivers: Sequence[HostDriver]) -> list[str]:
+    """Every run of every shard that is still some host's (a lost host's moved ones are not) with
+    no result fleet can read (an unreadable one is named in the summary, never counted)."""
+    have = {(r.host, r.run_id) for r in swept.results}
     given_up = {d.host.name for d in drivers if d.status.phase in (Phase.LOST, Phase.FAILED)}
-    wanted = {run.run_id for d in drivers if d.host.name not in given_up for _, run in d.shard.runs}
-    return wanted <= have
+    return sorted({run.run_id for d in drivers if d.host.name not in given_up for _, run in d.shard.runs if (d.host.name, run.run_id) not in have})
 
 
-def collect_results(directory: Path) -> tuple[list[RunResult], dict[str, str]]:
-    """Every result pulled into a sweep folder, read through the contract; and the files that
-    do not follow it (truncated, another schema), each with why -- named, never dropped silently."""
-    results: list[RunResult] = []
-    unreadable: dict[str, str] = {}
-    for path in sorted(directory.glob(f"*/{SweepDir.RUNS}/*.json")):
-        try:
-            results.append(load_result(path))
-        except ContractError as exc:
-            unreadable[str(path.relative_to(directory))] = str(exc)
-    return results, unreadable
-
-
-def summarize(directory: Path, statuses: dict[str, HostStatus]) -> dict[str, Any]:
-    results, unreadable = collect_results(directory)
+def summarize(directory: Path, swept: SweepResults, statuses: dict[str, HostStatus]) -> dict[str, Any]:
     by_status: dict[str, int] = {}
-    for result in results:
+    for result in swept.results:
         by_status[result.status.value] = by_status.get(result.status.value, 0) + 1
-    for path, why in unreadable.items():
+    for path, why in swept.rejected.items():
         log.error("%s: not a result fleet can read: %s", path, why)
     return {
         "sweep_id": directory.name,
-        "results": len(results),
+        "results": len(swept.results),
         "by_status": by_status,
-        "unreadable": unreadable,
+        "unreadable": swept.rejected,
         "hosts": {
             name: {"phase": s.phase.value, "reboots": s.reboots, "agent_restarts": s.agent_restarts, "link_drops": s.link_drops, "last_error": s.last_error}
             for name, s in statuses.items()

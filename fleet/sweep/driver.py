@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 
 from fleet.errors import FleetError, TransportError
 from fleet.host.atomic import write_json_atomic
-from fleet.host.contract import ContractError, SweepDir, load_result
+from fleet.host.contract import SweepDir
 from fleet.host.contract.shard import HandoverRequest, ServerSpec, Shard, without_servers
 from fleet.inventory import Host
 from fleet.plan import Hardware, PlannedServer
@@ -44,6 +44,7 @@ from fleet.retry import CONNECT, TRANSFER, WAIT_FOR_REBOOT, RetryPolicy, retryin
 from fleet.sweep.channel import AgentChannel
 from fleet.sweep.fixing import SweepFixer
 from fleet.sweep.hoststatus import AGENT_END_STATES, HostStatus, Phase
+from fleet.sweep.ledger import ResultLedger, host_ledger
 from fleet.sweep.shards import place_moved
 from fleet.transport.base import Transport
 
@@ -85,14 +86,6 @@ def unwritable(directory: Path) -> OSError | None:
             pass
 
 
-def readable_result(path: Path) -> bool:
-    try:
-        load_result(path)
-    except ContractError:
-        return False
-    return True
-
-
 def folder_error(directory: Path, problem: OSError) -> ResultsFolderError:
     return ResultsFolderError(
         f"{directory}: the results folder cannot be written ({problem.strerror or problem}): the sweep stopped here; "
@@ -130,22 +123,36 @@ class SweepContext:
 class HostDriver:
     """The loop of one host. `drive()` returns when the share is done, failed, lost or detached."""
 
-    def __init__(self, ctx: SweepContext, host: Host, shard: Shard, transport: Transport) -> None:
+    def __init__(self, ctx: SweepContext, host: Host, shard: Shard, transport: Transport, ledger: ResultLedger | None = None) -> None:
         self.ctx = ctx
         self.host = host
+        # The one reader of what this host sends back (untrusted): each result read once, checked
+        # against the sweep and the runs any shard of this host held, a bad file named once and
+        # never counted.
+        self.ledger = ledger or host_ledger(ctx.directory, host.name, ())
         self.shard = shard
         self.status = HostStatus(host.name, total=len(shard.runs))
         self.channel = AgentChannel(host, ctx.sweep_id, transport, sleep=ctx.sleep, on_link_drop=self._link_dropped, max_retry_s=ctx.host_lost_after_s)
         self.local_dir = ctx.directory / host.name
-        self._reviewed: set[str] = set()
+        self._review_cursor = 0
+        self._rejection_cursor = 0
         self._pushed_quarantine: dict[str, str] = {}
         self.done_runs: set[str] = self._local_results()  # runs with a result pulled here
         self._asked: set[str] = set()  # servers asked back (handover.json, cumulative)
         self._last_contact = time.monotonic()
         self._pull_failing_since: float | None = None
         self._rerun_unreadable: set[str] = set()  # runs whose pulled result could not be read, run again once
-        self._unreadable_seen: set[str] = set()  # unreadable results already reported
+        self._rerun_missing: set[str] = set()  # runs an agent ended without a result for, run again once
         self._grown: set[str] = set()  # runs appended to a running agent's shard, until an agent has ended after them
+
+    @property
+    def shard(self) -> Shard:
+        return self._shard
+
+    @shard.setter
+    def shard(self, shard: Shard) -> None:
+        self._shard = shard
+        self.ledger.expect(run.run_id for _, run in shard.runs)
 
     def _link_dropped(self) -> None:
         self.status.link_drops += 1
@@ -153,10 +160,19 @@ class HostDriver:
     def _observe(self) -> None:
         """Let the progress display see this host's status after a step (it emits what changed)."""
         if self.ctx.progress is not None:
-            self.ctx.progress.observe(self.status, self.shard, self.local_dir)
+            self.ctx.progress.observe(self.status, self.shard, self.ledger)
 
     def _local_results(self) -> set[str]:
-        return {path.stem for path in (self.local_dir / SweepDir.RUNS).glob("*.json")}
+        """The runs with a result file pulled here (read or rejected), after a fresh look; each
+        rejected file is named once, here."""
+        self.ledger.refresh()
+        rejections, self._rejection_cursor = self.ledger.rejections(self._rejection_cursor)
+        for _, why in rejections:
+            # Never guessed at nor counted: a run of this host's shard is redone (rerun_unreadable)
+            # and its new result comes over the bad copy; anything else stays aside, named.
+            self.status.last_error = f"not a result fleet can read: {why}"[:500]
+            log.error("%s: %s", self.host.name, self.status.last_error)
+        return self.ledger.present
 
     # ------------------------------------------------------------------------------ the loop
 
@@ -264,10 +280,22 @@ class HostDriver:
             if over:
                 assert ended is not None
                 self.review()
-                if ended is Phase.FINISHED and (self.rerun_unreadable() or self.repair_round() or self.take_work()):
+                if ended is Phase.FINISHED and (self.rerun_unreadable() or self.repair_round() or self.rerun_missing() or self.take_work()):
                     pulled_files = -1
                     self._observe()
                     continue
+                if ended is Phase.FINISHED and not self.ctx.stop.is_set():
+                    lost = [run_id for run_id in self.runs_without_result() if run_id not in self.ledger.present]
+                    if lost:
+                        # Run twice and still no result: an agent error, never a finished share.
+                        # Given up like a failed host: its runs without a result go to a live
+                        # host, or are named not run, with this reason (Balancer.gone).
+                        self.status.last_error = (
+                            f"the agent ended twice with runs without a result ({', '.join(lost[:5])}{', ...' if len(lost) > 5 else ''}): "
+                            f"{self.status.last_error or 'no error given'}"
+                        )[:500]
+                        log.error("%s: %s", self.host.name, self.status.last_error)
+                        ended = Phase.FAILED
                 # STOPPED: someone stopped it on purpose (a STOP file, SIGTERM): not a crash to undo.
                 self.status.phase = Phase.DETACHED if self.ctx.stop.is_set() else ended
                 self._observe()
@@ -430,22 +458,7 @@ class HostDriver:
         fixer = self.ctx.fixer
         if fixer is None:
             return
-        fresh = []
-        for path in sorted((self.local_dir / SweepDir.RUNS).glob("*.json")):
-            if path.stem in self._reviewed:
-                continue
-            try:
-                fresh.append(load_result(path))
-            except ContractError as exc:
-                # Not repaired, and said so: a result this controller cannot read is never guessed at.
-                # Read again at the next review: its run is redone (rerun_unreadable) and the new
-                # result comes over this one under the same name.
-                if path.stem not in self._unreadable_seen:
-                    self._unreadable_seen.add(path.stem)
-                    self.status.last_error = str(exc)
-                    log.error("%s: %s", self.host.name, exc)
-                continue
-            self._reviewed.add(path.stem)  # rsync renames complete files into place: read once
+        fresh, self._review_cursor = self.ledger.accepted(self._review_cursor)
         fixer.consider(self.host.name, fresh)
         if agent_running:
             self.grow_live()
@@ -461,8 +474,30 @@ class HostDriver:
             self._pushed_quarantine = wanted
 
     def unreadable_results(self) -> list[str]:
-        """Runs whose pulled result does not follow the contract (truncated, another schema)."""
-        return sorted(path.stem for path in (self.local_dir / SweepDir.RUNS).glob("*.json") if not readable_result(path))
+        """Runs of this host's shard whose pulled result was rejected (truncated, another schema,
+        forged): the agent can redo those; a file for no run of it is only named."""
+        mine = {run.run_id for _, run in self.shard.runs}
+        return sorted(run_id for run_id in (name.removesuffix(".json") for name in self.ledger.rejected) if run_id in mine)
+
+    def runs_without_result(self) -> list[str]:
+        """Runs of this host's shard with no readable result pulled here."""
+        have = self.ledger.results
+        return sorted(run.run_id for _, run in self.shard.runs if run.run_id not in have)
+
+    def rerun_missing(self) -> bool:
+        """An agent that ended as finished but left runs of its shard without a result (an error
+        of its own: a server's thread that raised, a folder it could not write) is started again
+        once for them: it runs only what has no result. What is still missing after that does not end
+        the host as finished (`watch`)."""
+        fresh = [run_id for run_id in self.runs_without_result() if run_id not in self._rerun_missing and run_id not in self.ledger.present]
+        if not fresh:
+            return False
+        self._rerun_missing.update(fresh)
+        self.status.last_error = f"the agent ended with {len(fresh)} runs without a result ({self.status.last_error or 'no error given'}): run again"[:500]
+        log.warning("%s: %s", self.host.name, self.status.last_error)
+        self.channel.start_agent()
+        self.status.phase = Phase.RUNNING
+        return True
 
     def rerun_unreadable(self) -> bool:
         """A result that came back unreadable is run again, once: the agent, started again, keeps

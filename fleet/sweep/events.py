@@ -37,11 +37,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from fleet.host.contract import ContractError, RunResult, RunStatus, SweepDir, load_result
+from fleet.host.contract import ContractError, RunResult, RunStatus
 from fleet.host.contract.progress import ServerPhase
 from fleet.host.contract.shard import Shard
 from fleet.planning.estimate import DURATIONS_FILE, DurationHistory, Sample
 from fleet.sweep.hoststatus import HostStatus, Phase
+from fleet.sweep.ledger import ResultLedger
 
 if TYPE_CHECKING:  # the planner is the controller's: `fleet status` draws its table without it
     from fleet.plan import Plan
@@ -113,6 +114,7 @@ class _Host:
     starting: dict[str, float] = field(default_factory=dict)  # server id -> when it began starting
     started: set[str] = field(default_factory=set)  # servers seen past their start
     moved_in: set[str] = field(default_factory=set)  # runs handed over from another host (not a repair round)
+    seen: tuple[int, int] = (0, 0)  # the ledger's results and rejections taken in so far (its cursors)
 
     def follow(self, shard: Shard) -> int:
         """Take the shard's runs (a repair round adds some, a hand-over adds or takes some);
@@ -134,9 +136,10 @@ class SweepProgress:
     """Turns what the hosts' loops see into events with an ETA; collects server start durations.
 
     `observe` is called by each host's loop (fleet.sweep.driver.HostDriver) after every step with
-    the host's status, its shard and its local results folder; it diffs them with what it saw."""
+    the host's status, its shard and the ledger of its pulled results; it diffs them with what it
+    saw (the ledger hands out only what came in since: no result is read twice)."""
 
-    def __init__(self, stream: EventStream, plan: Plan | None, shards: Mapping[str, Shard], scales: Mapping[str, float], local_dirs: Mapping[str, Path]) -> None:
+    def __init__(self, stream: EventStream, plan: Plan | None, shards: Mapping[str, Shard], scales: Mapping[str, float], ledgers: Mapping[str, ResultLedger]) -> None:
         self.stream = stream
         self._lock = threading.Lock()
         self.run_estimates: dict[str, float] = {k: e.seconds for k, e in plan.run_estimates.items()} if plan else {}
@@ -147,9 +150,9 @@ class SweepProgress:
             host = _Host(name, scales.get(name, 1.0), parallel.get(name, 1.0))
             host.follow(shard)
             # Results pulled before (a resume): done, not news, and not measured by this controller.
-            for path in (local_dirs[name] / SweepDir.RUNS).glob("*.json"):
-                result = _read(path)
-                host.done[path.stem] = result.status.value if result is not None else "unreadable"
+            ledgers[name].refresh()
+            for result in self._take(host, ledgers[name]):
+                host.done[result.run_id] = result.status.value
             self.hosts[name] = host
         self.measured: list[tuple[float, float]] = []  # (measured, estimated) wall seconds of runs of this sweep
         self.server_samples: dict[str, tuple[str, float]] = {}  # server id -> (host, engine seconds of its start)
@@ -202,16 +205,16 @@ class SweepProgress:
             hosts = {h.name: {"done": h.done_count, "total": len(h.runs)} for h in self.hosts.values()}
             self.emit("started", sweep_id=sweep_id, resumed=resumed, hosts=hosts)
 
-    def observe(self, status: HostStatus, shard: Shard, local_dir: Path) -> None:
+    def observe(self, status: HostStatus, shard: Shard, ledger: ResultLedger) -> None:
         """Emit what changed on one host since its last observation. Never raises: a fault here
         must not stop the sweep."""
         try:
             with self._lock:
-                self._observe(status, shard, local_dir)
+                self._observe(status, shard, ledger)
         except Exception:
             log.exception("%s: progress tracking failed", status.host)
 
-    def _observe(self, status: HostStatus, shard: Shard, local_dir: Path) -> None:
+    def _observe(self, status: HostStatus, shard: Shard, ledger: ResultLedger) -> None:
         host = self.hosts[status.host]
         name = host.name
         added = host.follow(shard)
@@ -227,7 +230,7 @@ class SweepProgress:
         if added:  # the first shard was taken in __init__: what comes later is a repair round's
             self.emit("repair_round", name, added=added, total=len(host.runs))
         self._server_starts(host, status.servers)
-        for result in self._new_results(host, local_dir):
+        for result in self._take(host, ledger):
             host.done[result.run_id] = result.status.value  # one at a time: each event counts the runs done up to it
             duration = max(0.0, result.ended_at - result.started_at)
             estimate = self._run_estimate(host, result.run_id)
@@ -248,16 +251,18 @@ class SweepProgress:
                 host_eta_s=round(self.host_eta(host), 1), error=status.last_error if phase == Phase.FAILED.value else "",
             )  # fmt: skip
 
-    def _new_results(self, host: _Host, local_dir: Path) -> list[RunResult]:
-        fresh: list[RunResult] = []
-        for path in sorted((local_dir / SweepDir.RUNS).glob("*.json")):
-            if path.stem in host.done:
-                continue
-            result = _read(path)
-            if result is None:
-                host.done[path.stem] = "unreadable"
-            else:
-                fresh.append(result)
+    @staticmethod
+    def _take(host: _Host, ledger: ResultLedger) -> list[RunResult]:
+        """The results the ledger accepted since the last look (each once, in the order they
+        came); a rejected file of a run of the host counts it done, as `unreadable` (the agent
+        redoes it; its new result is news)."""
+        fresh, results_seen = ledger.accepted(host.seen[0])
+        rejections, rejections_seen = ledger.rejections(host.seen[1])
+        host.seen = (results_seen, rejections_seen)
+        for name, _ in rejections:
+            run_id = name.removesuffix(".json")
+            if run_id in host.runs and run_id not in ledger.results:
+                host.done[run_id] = "unreadable"
         return sorted(fresh, key=lambda r: r.ended_at)
 
     def _server_starts(self, host: _Host, servers: Mapping[str, Any]) -> None:
@@ -274,13 +279,6 @@ class SweepProgress:
             began = host.starting.pop(server_id, None)
             if began is not None and since >= began and server_id not in self.server_samples:
                 self.server_samples[server_id] = (host.name, (since - began) / host.scale)
-
-
-def _read(path: Path) -> RunResult | None:
-    try:
-        return load_result(path)
-    except ContractError:
-        return None  # the host's loop reports it (fleet.sweep.driver.HostDriver.review)
 
 
 def _parallelism(plan: Plan) -> dict[str, float]:

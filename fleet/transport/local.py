@@ -75,7 +75,7 @@ class LocalTransport:
         self, remote: str, local: Path, *, timeout: float, delete: bool = False, excludes: Sequence[str] = ()
     ) -> CommandResult:
         source = str(self._path(remote)) + ("/" if remote.endswith("/") else "")
-        return rsync_transfer(self.host, source, local, ssh=None, timeout=timeout, delete=delete, excludes=excludes)
+        return rsync_transfer(self.host, source, local, ssh=None, timeout=timeout, delete=delete, excludes=excludes, regular_only=True)
 
     def rsync_push(self, local: Path, remote: str, *, timeout: float, delete: bool = False) -> CommandResult:
         return rsync_transfer(self.host, push_source(local), self._path(remote), ssh=None, timeout=timeout, delete=delete)

@@ -116,8 +116,11 @@ def rsync_argv(
     excludes: Sequence[str] = (),
     control_path: str | None = None,
     start_master: bool = True,
+    regular_only: bool = False,
 ) -> list[str]:
-    """The full rsync argv. `ssh=None` copies between local paths.
+    """The full rsync argv. `ssh=None` copies between local paths. `regular_only`: copy regular
+    files and folders only, for what comes back from a host (untrusted): a symlink it planted
+    would make the controller's readers open whatever it points at, a FIFO would block them.
 
     `io_timeout_s` is rsync's own stall timeout (`--timeout`, also applied by the remote rsync,
     so a stalled remote side exits by itself); the caller adds a wall-clock deadline on top.
@@ -126,7 +129,7 @@ def rsync_argv(
         raise ValueError(f"io_timeout_s must be positive, not {io_timeout_s}")
     argv = [
         "rsync",
-        "--recursive", "--links", "--perms", "--times",
+        "--recursive", "--no-links" if regular_only else "--links", "--no-devices", "--no-specials", "--perms", "--times",
         f"--partial-dir={PARTIAL_DIR}",
         f"--timeout={io_timeout_s}",
     ]  # fmt: skip
@@ -183,10 +186,12 @@ def rsync_transfer(
     timeout: float,
     delete: bool = False,
     excludes: Sequence[str] = (),
+    regular_only: bool = False,
 ) -> CommandResult:
     """Run rsync under a wall-clock deadline (process group killed on expiry).
 
     A local `dest` (a Path) gets its parent directories; rsync creates only the last level.
+    `regular_only` for a pull of what a host sends back (`rsync_argv`).
     Exits that mean the link or the login failed raise the matching `TransportError`.
     """
     if isinstance(dest, Path):
@@ -196,7 +201,7 @@ def rsync_transfer(
     existed = control_path is not None and MASTERS.before_use(control_path)
     argv = rsync_argv(
         str(source), str(dest), ssh=ssh, io_timeout_s=rsync_io_timeout(timeout), delete=delete, excludes=excludes,
-        control_path=control_path, start_master=start_master,
+        control_path=control_path, start_master=start_master, regular_only=regular_only,
     )
     try:
         outcome = run_process(host, argv, timeout=timeout, what=f"rsync {source} {dest}")

@@ -136,7 +136,7 @@ class SSHTransport:
         self, remote: str, local: Path, *, timeout: float, delete: bool = False, excludes: Sequence[str] = ()
     ) -> CommandResult:
         source = remote_spec(self.target, remote)
-        return rsync_transfer(self.host, source, local, ssh=self.target, timeout=timeout, delete=delete, excludes=excludes)
+        return rsync_transfer(self.host, source, local, ssh=self.target, timeout=timeout, delete=delete, excludes=excludes, regular_only=True)
 
     def rsync_push(self, local: Path, remote: str, *, timeout: float, delete: bool = False) -> CommandResult:
         deadline = time.monotonic() + timeout

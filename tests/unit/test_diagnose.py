@@ -314,7 +314,7 @@ def test_result_json_reading(tmp_path: Path) -> None:
     assert evidence.hint == DiagnosisHint(server_start_timed_out=True, start_timeout_s=900.0)
     broken = tmp_path / "result.json"
     broken.write_text("{not json")
-    with pytest.raises(ValueError, match="result.json: not valid JSON"):
+    with pytest.raises(ValueError, match=r"result.json: expected a whole JSON document \(truncated or not JSON\)"):
         diagnose_paths([broken])
     with pytest.raises(FileNotFoundError, match="nothing-here"):
         diagnose_paths([tmp_path / "nothing-here"])

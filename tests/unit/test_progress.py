@@ -25,6 +25,7 @@ from fleet.sweep import controller
 from fleet.sweep.controller import resume_sweep, start_sweep
 from fleet.sweep.events import EVENT_TYPES, Event, EventStream, SweepProgress
 from fleet.sweep.hoststatus import HostStatus, Phase
+from fleet.sweep.ledger import ResultLedger
 from fleet.sweep.record import SweepError
 from fleet.transport.fake import FakeTransport
 from fleet.views import event_line
@@ -120,7 +121,7 @@ def test_the_eta_grows_when_runs_take_longer_than_estimated() -> None:
     take 3x for the rest too."""
     plan = make_plan(load_playbook(DEMO), [make_host("ct200")])
     # No local results folder: nothing pulled, so the tracker learns only what it is told.
-    progress = SweepProgress(EventStream(None), plan, {"ct200": shard_of(plan)}, {"ct200": 1.0}, {"ct200": Path("/nonexistent")})
+    progress = SweepProgress(EventStream(None), plan, {"ct200": shard_of(plan)}, {"ct200": 1.0}, {"ct200": ResultLedger(Path("/nonexistent"), SWEEP, "ct200")})
     before = progress.eta()
     progress.measured.append((3.0, 1.0))
     assert progress.correction() == 3.0
@@ -141,13 +142,14 @@ def shard_of(plan, extra: list[ServerSpec] | None = None) -> Shard:
 def test_a_server_start_is_measured_from_the_agents_phase_timestamps_in_engine_time(tmp_path: Path) -> None:
     plan = make_plan(load_playbook(DEMO), [make_host("ct200")])
     shard = shard_of(plan)
-    progress = SweepProgress(EventStream(None), plan, {"ct200": shard}, {"ct200": 0.5}, {"ct200": tmp_path})
+    ledger = ResultLedger(tmp_path, SWEEP, "ct200")
+    progress = SweepProgress(EventStream(None), plan, {"ct200": shard}, {"ct200": 0.5}, {"ct200": ledger})
     server = plan.servers[0].config.id
     status = HostStatus("ct200", phase=Phase.RUNNING, servers={server: {"label": "x", "phase": "starting", "run": None, "since": 100.0}})
-    progress.observe(status, shard, tmp_path)
+    progress.observe(status, shard, ledger)
     assert progress.server_samples == {}
     status.servers[server] = {"label": "x", "phase": "warmup", "run": None, "since": 130.0}
-    progress.observe(status, shard, tmp_path)
+    progress.observe(status, shard, ledger)
     assert progress.server_samples == {server: ("ct200", 60.0)}  # 30 wall seconds at sim_speed 0.5
     assert server in progress.hosts["ct200"].started  # its start is no longer part of the ETA
 
@@ -156,13 +158,14 @@ def test_a_reboot_a_link_drop_and_a_repair_round_are_events(tmp_path: Path) -> N
     plan = make_plan(load_playbook(DEMO), [make_host("ct200")])
     shard = shard_of(plan)
     events: list[Event] = []
-    progress = SweepProgress(EventStream(events.append), plan, {"ct200": shard}, {"ct200": 1.0}, {"ct200": tmp_path})
+    ledger = ResultLedger(tmp_path, SWEEP, "ct200")
+    progress = SweepProgress(EventStream(events.append), plan, {"ct200": shard}, {"ct200": 1.0}, {"ct200": ledger})
     status = HostStatus("ct200", phase=Phase.RUNNING)
-    progress.observe(status, shard, tmp_path)
+    progress.observe(status, shard, ledger)
     status.reboots, status.link_drops, status.boot_id = 1, 2, "new-boot"
     variant = RunSpec("fixedvariant1", "tp1-x/short", {})
     extended = shard_of(plan, [ServerSpec("v1", "tp1-x", [0], 30000, [], {}, "unit-v", runs=[variant])])
-    progress.observe(status, extended, tmp_path)
+    progress.observe(status, extended, ledger)
     got = [(e.type, dict(e.data)) for e in events]
     assert got[0][0] == "phase"
     assert got[1:] == [("reboot", {"boot_id": "new-boot"}), ("link_drop", {"count": 2}), ("repair_round", {"added": 1, "total": len(plan.runs) + 1})]

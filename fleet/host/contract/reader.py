@@ -1,10 +1,19 @@
 """Typed reading of the contract's JSON documents: every complaint is a `ContractError` naming the
 file, the field's path and what was expected. One reader for the shard, results, progress and the
-host quarantine."""
+host quarantine.
+
+What a host sends back is untrusted input (a corrupt disk, a compromised agent): a document is
+read from a regular file only (never through a symlink, never a FIFO or a device), up to a size
+bound, as strict UTF-8, and parsed to a bounded depth with finite numbers only, so that no file
+can exhaust the controller's memory or stack, or put `inf`/`NaN` into a mean."""
 
 from __future__ import annotations
 
+import errno
 import json
+import math
+import os
+import stat
 from collections.abc import Mapping
 from enum import Enum
 from pathlib import Path
@@ -16,22 +25,106 @@ E = TypeVar("E", bound=Enum)
 _MISSING: Any = object()
 _KIND_NAMES = {str: "a string", int: "an integer", float: "a number", bool: "true or false", dict: "an object", list: "a list"}
 
+# The largest contract document read: a shard with long-context prompts is a few MiB; a result
+# with every request's record well under that. A bound keeps a 1 GiB file from costing GiBs.
+MAX_DOCUMENT_BYTES = 64 << 20
+# Deeper than any document fleet writes (a result's figures are 4 levels deep) and far below
+# where the parser or a reader walking the tree would exhaust Python's stack.
+MAX_DEPTH = 32
 
-def parse_json(text_or_data: str | bytes | Mapping[str, Any], source: str) -> object:
-    """A document given as text, or already parsed."""
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):  # 1e999 parses as inf
+        raise ValueError(f"number out of range: {text[:40]}")
+    return value
+
+
+def _no_constant(name: str) -> float:
+    raise ValueError(f"{name} is not a number a measurement can have")
+
+
+def _depth_exceeds(data: object, limit: int) -> bool:
+    """Whether `data` nests deeper than `limit` (iterative: no recursion to exhaust)."""
+    stack: list[tuple[object, int]] = [(data, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        if depth >= limit:
+            return True
+        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+    return False
+
+
+def parse_json(text_or_data: str | bytes | Mapping[str, Any], source: str, max_depth: int = MAX_DEPTH) -> object:
+    """A document given as text, or already parsed: whole JSON, finite numbers, at most
+    `max_depth` levels of nesting."""
     if isinstance(text_or_data, Mapping):
         return dict(text_or_data)
     try:
-        return json.loads(text_or_data)
+        data = json.loads(text_or_data, parse_float=_finite, parse_constant=_no_constant)
+    except RecursionError:
+        raise ContractError(source, "", f"JSON nested at most {max_depth} levels deep", "nested deeper than the parser's stack") from None
+    except UnicodeDecodeError as exc:
+        raise ContractError(source, "", "UTF-8 text", f"invalid byte at offset {exc.start}") from None
     except ValueError as exc:
-        raise ContractError(source, "", "a whole JSON document (truncated or not JSON)", str(exc)) from None
+        raise ContractError(source, "", "a whole JSON document (truncated or not JSON)", str(exc)[:200]) from None
+    if _depth_exceeds(data, max_depth):
+        raise ContractError(source, "", f"JSON nested at most {max_depth} levels deep", "deeper")
+    return data
 
 
-def read_text(path: Path | str) -> str:
+def read_bytes(path: Path | str, limit: int = MAX_DOCUMENT_BYTES) -> bytes:
+    """A regular file's bytes, at most `limit`: a symlink is not followed (it could point anywhere
+    on the reader's machine), a FIFO or device is refused before it can block or stream forever."""
     try:
-        return Path(path).read_text()
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise ContractError(str(path), "", "a regular file", "a symbolic link (not followed)") from None
+        raise ContractError(str(path), "", "a readable file", exc.strerror or str(exc)) from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise ContractError(str(path), "", "a regular file", _kind(info.st_mode))
+        if info.st_size > limit:
+            raise ContractError(str(path), "", f"a file of at most {limit} bytes", f"{info.st_size} bytes")
+        chunks, size = [], 0
+        while True:  # bounded even if the file grows while it is read
+            chunk = os.read(fd, min(1 << 20, limit + 1 - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > limit:
+                raise ContractError(str(path), "", f"a file of at most {limit} bytes", "larger (it grew while read)")
+        return b"".join(chunks)
     except OSError as exc:
         raise ContractError(str(path), "", "a readable file", exc.strerror or str(exc)) from None
+    finally:
+        os.close(fd)
+
+
+def _kind(mode: int) -> str:
+    for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket")):  # fmt: skip
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def read_text(path: Path | str, limit: int = MAX_DOCUMENT_BYTES) -> str:
+    """A regular file of at most `limit` bytes as strict UTF-8 (see `read_bytes`)."""
+    data = read_bytes(path, limit)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ContractError(str(path), "", "UTF-8 text", f"invalid byte at offset {exc.start}") from None
 
 
 class Reader:

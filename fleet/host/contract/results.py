@@ -9,17 +9,31 @@ prefill token (fleet.host.agent.results). A reader of schema 1 would misread all
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from fleet.host.contract.reader import Reader, read_text
+from fleet.host.contract.reader import Reader, parse_json, read_text
 from fleet.host.errors import ContractError
 from fleet.host.failures import VALUES as FAILURE_CLASSES
 
 RESULT_SCHEMA = "fleet.run_result/2"
+
+# A result is what a host sends back, so untrusted (fleet.host.contract.reader): these bounds keep
+# a forged or corrupt one from steering a path, a terminal or a mean.
+RESULT_MAX_BYTES = 32 << 20  # thousands of requests' records are a few MiB
+# Ids and names become file and folder names on the controller: one path component, no `..`.
+_IDENT = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._@+:=-]{0,199}")
+# C0 controls but tab and newline, DEL and C1 (CSI): what makes a terminal act on text.
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# No number in a result is larger: timestamps are ~1e9 s, token counts of one run far below.
+MAX_MAGNITUDE = 1e12
+# A rate no server reaches (a whole H200 node serves ~1e5 tok/s): above it a figure is forged or broken.
+MAX_RATE = 1e8
+_RATE_KEYS = re.compile(r"(tok_s|throughput)(_per_\w+)?$")
 
 
 class RunStatus(str, Enum):
@@ -177,8 +191,13 @@ class RunResult:
 
     @classmethod
     def from_json(cls, text_or_data: str | bytes | Mapping[str, Any], source: str = "run result") -> RunResult:
-        r = Reader.of(text_or_data, source)
+        r = Reader(_cleaned(parse_json(text_or_data, source), source, ""), source)
         r.schema(RESULT_SCHEMA)
+        for key in ("run_id", "server_id", "sweep_id", "host"):
+            value = r.get(key, str)
+            if not _IDENT.fullmatch(value) or ".." in value:
+                raise r.fail(key, "an id of letters, digits and ._@+:=- (one path component, at most 200 characters)", value[:80])
+        _check_figures(r.get("figures", dict), source, "figures")
         failure = r.data.get("failure")
         requests = r.get("requests", list, default=[])
         deviations = r.get("deviations", list, default=[])
@@ -214,6 +233,42 @@ class RunResult:
         )
 
 
+def _cleaned(value: object, source: str, where: str) -> Any:
+    """`value` with control characters taken out of every string (keys too), every number within
+    `MAX_MAGNITUDE`. Recursion is bounded: parse_json refused anything deeper than MAX_DEPTH."""
+    if isinstance(value, str):
+        return _CONTROL.sub("\ufffd", value)
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, (int, float)):
+        if abs(value) > MAX_MAGNITUDE:
+            raise ContractError(source, where, f"a number of magnitude at most {MAX_MAGNITUDE:g}", f"{value:.3g}")
+        return value
+    if isinstance(value, list):
+        return [_cleaned(item, source, f"{where}[{i}]") for i, item in enumerate(value)]
+    if isinstance(value, dict):
+        return {_CONTROL.sub("\ufffd", str(k)): _cleaned(v, source, f"{where}.{k}" if where else str(k)) for k, v in value.items()}
+    return value
+
+
+def _check_figures(figures: Mapping[str, Any], source: str, where: str) -> None:
+    """Figures are measurements: none negative, no rate beyond what any server reaches."""
+    for key, value in figures.items():
+        path = f"{where}.{key}"
+        if isinstance(value, Mapping):
+            _check_figures(value, source, path)
+        elif isinstance(value, (int, float)) and not isinstance(value, bool):
+            if value < 0:
+                raise ContractError(source, path, "a measurement >= 0", value)
+            if _RATE_KEYS.search(key) and value > MAX_RATE:
+                raise ContractError(source, path, f"a rate of at most {MAX_RATE:g} per second", f"{value:.3g}")
+
+
 def load_result(path: Path | str) -> RunResult:
-    """A result file, checked: `ContractError` for a truncated file, another schema, a bad field."""
-    return RunResult.from_json(read_text(path), str(path))
+    """A result file, checked: `ContractError` for a truncated or oversized file, one that is not
+    a regular file or not UTF-8, another schema, a bad field, or a run id other than its name's."""
+    result = RunResult.from_json(read_text(path, RESULT_MAX_BYTES), str(path))
+    name = Path(path).name
+    if name != f"{result.run_id}.json":
+        raise ContractError(str(path), "run_id", f"the run id the file is named after ({name.removesuffix('.json')})", result.run_id)
+    return result

@@ -22,7 +22,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
-from fleet.host.contract import RESULT_SCHEMA, RunResult, RunStatus, SweepDir
+from fleet.host.contract import RESULT_SCHEMA, ContractError, RunResult, RunStatus, SweepDir
+from fleet.host.contract.reader import parse_json, read_text
+from fleet.host.contract.results import RESULT_MAX_BYTES
 from fleet.host.diagnose.catalogue import (
     SERVER_START_TIMEOUT_FIXES,
     SIGNATURE_BY_NAME,
@@ -589,11 +591,12 @@ def read_result_json(path: Path) -> ResultEvidence:
     """The failure texts of a result file: a fleet run result is read through the contract
     (its failure's message and evidence, its request errors); any other JSON -- a file a user
     names, from another tool -- by the strings under error-like keys."""
-    raw = path.read_text(encoding="utf-8", errors="replace")
+    # Bounded, regular files only, depth-limited: a result a host sent back is untrusted input.
     try:
-        document = json.loads(raw)
-    except json.JSONDecodeError as error:
-        raise ValueError(f"{path}: not valid JSON (line {error.lineno}: {error.msg})") from error
+        raw = read_text(path, RESULT_MAX_BYTES)
+        document = parse_json(raw, str(path))
+    except ContractError as error:
+        raise ValueError(str(error)) from None
     if is_run_result(document):
         return _run_result_evidence(RunResult.from_json(document, str(path)), raw)
     found = _JsonStrings()
@@ -696,20 +699,22 @@ def _diagnose_tree(root: Path) -> list[Diagnosis]:
       (a client-side 400, a start timeout whose log was not fetched);
     - an agent log speaks only of what no server log or result already showed (the agent's own crash).
     """
-    files = sorted(p for p in root.rglob("*") if p.is_file())
+    # Regular files only: a symlink a host planted among its results must not make fleet read
+    # (and print) whatever it points at on this machine.
+    files = sorted(p for p in root.rglob("*") if p.is_file() and not p.is_symlink())
     agent_logs = [p for p in files if p.name == SweepDir.AGENT_LOG]
     logs = [p for p in files if p.suffix in _LOG_SUFFIXES and p.name != SweepDir.AGENT_LOG]
     failed: list[tuple[Path, ResultEvidence, Path | None, Mapping[str, Any] | None]] = []
     hints: dict[Path, DiagnosisHint] = {}
     for path in (p for p in files if p.suffix in _RESULT_SUFFIXES):
         try:
-            document = json.loads(path.read_text(encoding="utf-8", errors="replace"))
-        except ValueError:
-            continue  # not a result of ours (a truncated one is named when given explicitly)
-        if not is_run_result(document):
-            continue  # plan.json, shard.json, facts, progress: never a failure
-        result = RunResult.from_json(document, str(path))
-        evidence = read_result_json(path)
+            document = parse_json(read_text(path, RESULT_MAX_BYTES), str(path))
+            if not is_run_result(document):
+                continue  # plan.json, shard.json, facts, progress: never a failure
+            result = RunResult.from_json(document, str(path))
+            evidence = read_result_json(path)
+        except (ContractError, ValueError):
+            continue  # not a result of ours, or a bad one (named when given explicitly)
         if not evidence.lines and not evidence.hint.server_start_timed_out:
             continue  # an ok or skipped run
         log = _server_log_of(path, evidence.log_names, logs)

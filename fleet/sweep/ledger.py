@@ -1,0 +1,224 @@
+"""The ledger of pulled results: the one reader of `results/<sweep>/<host>/runs/`.
+
+What a host sends back is untrusted input: a corrupt disk, a broken agent or a compromised host
+can put anything there. Every result goes through `ResultLedger`, which reads each file once
+(again only when rsync puts a new file in its place), through the contract's bounded reader
+(fleet.host.contract.reader: regular files only, no symlink followed, size, depth, UTF-8, finite
+numbers, control characters out of every string), and then checks it against the sweep: named
+after its run id, written for this sweep and by this host, for a run the sweep planned for it.
+A file that fails is rejected with its reason, kept aside from the results and named (by the
+caller, once), never a crash: the loops of a sweep, its summary, `fleet report` and `fleet
+diagnose` all read results here, so none of them counts a forged result or falls over a bad one.
+
+The ledger is also the index the sweep's bookkeeping works from (which runs have a result, which
+came in since the last look): incremental, so a poll costs one directory listing, not a parse of
+every result so far.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import threading
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from fleet.host.contract import ContractError, RunResult, Shard, SweepDir, load_result
+
+# The file's identity as rsync leaves it: a pulled file is renamed into place, so a new copy is a
+# new inode (and a rewrite a new size or time).
+_Stamp = tuple[int, int, int, int]
+
+
+class ResultLedger:
+    """The results pulled into one host's `runs/` folder, each file read once. Thread-safe."""
+
+    def __init__(self, runs_dir: Path, sweep_id: str, host: str, expected: Iterable[str] | None = None) -> None:
+        """`expected`: the runs this host may have results for (more with `expect`); None: any
+        run (a folder read without its shard), checked by name, sweep and host only."""
+        self.runs_dir = runs_dir
+        self.sweep_id = sweep_id
+        self.host = host
+        self._lock = threading.Lock()
+        self._expected: set[str] | None = set(expected) if expected is not None else None
+        self._stamps: dict[str, _Stamp] = {}  # file name -> the stamp it was read at
+        self._results: dict[str, RunResult] = {}  # run id -> its result
+        self._rejected: dict[str, str] = {}  # file name -> why it is not a result
+        # In the order they were first accepted (rejected): what `accepted(since)` hands out, so
+        # that each reader (the host's loop, the progress display) sees each one once.
+        self._accepted: list[RunResult] = []
+        self._rejections: list[tuple[str, str]] = []
+        self._announced: set[str] = set()
+
+    # ------------------------------------------------------------------------------ reading
+
+    def expect(self, run_ids: Iterable[str]) -> None:
+        """Runs given to this host since (a repair round's, another host's handed over): their
+        results belong here too. A file rejected before as unexpected is read again."""
+        with self._lock:
+            if self._expected is None:
+                self._expected = set()
+            new = set(run_ids) - self._expected
+            self._expected |= new
+            for run_id in new:
+                if f"{run_id}.json" in self._rejected:
+                    self._stamps.pop(f"{run_id}.json", None)
+
+    def refresh(self) -> None:
+        """Read what is new or changed since the last look."""
+        with self._lock:
+            try:
+                listed = dict(self._listing())
+            except NotADirectoryError:
+                # A host cannot make one (rsync pulls into a folder), a person can: said, not a crash.
+                self._reject(".", f"{self.runs_dir}: expected a folder of results, got a file")
+                return
+            for name in set(self._stamps) - set(listed):  # gone (a resume that cleared a bad copy)
+                self._forget(name)
+            for name, stamp in sorted(listed.items(), key=lambda item: item[1][2]):  # as they came
+                if self._stamps.get(name) == stamp:
+                    continue
+                self._stamps[name] = stamp
+                result, why = self._read(name)
+                run_id = name.removesuffix(".json")
+                if result is None:
+                    self._results.pop(run_id, None)
+                    self._reject(name, why)
+                    continue
+                self._rejected.pop(name, None)
+                if run_id not in self._announced:  # a run is news once, whatever its file does later
+                    self._announced.add(run_id)
+                    self._accepted.append(result)
+                self._results[run_id] = result
+
+    def _reject(self, name: str, why: str) -> None:
+        if self._rejected.get(name) != why:
+            self._rejections.append((name, why))
+        self._rejected[name] = why
+
+    def accepted(self, since: int = 0) -> tuple[list[RunResult], int]:
+        """Results accepted after the first `since` (in the order they were), and the count to
+        pass next time."""
+        with self._lock:
+            return self._accepted[since:], len(self._accepted)
+
+    def rejections(self, since: int = 0) -> tuple[list[tuple[str, str]], int]:
+        """Files rejected (file name, why) after the first `since`, and the count to pass next time."""
+        with self._lock:
+            return self._rejections[since:], len(self._rejections)
+
+    def _listing(self) -> Iterable[tuple[str, _Stamp]]:
+        """`*.json` entries with their stamps (NotADirectoryError where the folder is a file)."""
+        try:
+            entries = list(os.scandir(self.runs_dir))
+        except FileNotFoundError:
+            return
+        for entry in entries:
+            # Dot files are rsync's and the atomic writer's temporaries (never results); a run's
+            # bad copy the agent keeps aside is `<run>.unreadable`.
+            if entry.name.startswith(".") or not entry.name.endswith(".json"):
+                continue
+            try:
+                info = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue  # gone since the listing
+            yield entry.name, (info.st_ino, info.st_size, info.st_mtime_ns, stat.S_IFMT(info.st_mode))
+
+    def _read(self, name: str) -> tuple[RunResult | None, str]:
+        path = self.runs_dir / name
+        try:
+            result = load_result(path)  # bounded, regular file only, never through a symlink
+        except ContractError as exc:
+            return None, str(exc)
+        problem = self.misplaced(result)
+        return (None, f"{path}: {problem}") if problem else (result, "")
+
+    def misplaced(self, result: RunResult) -> str:
+        """Why a well-formed result does not belong in this folder, or ''."""
+        if result.sweep_id != self.sweep_id:
+            return f"sweep_id: expected {self.sweep_id} (the sweep it was pulled into), got {result.sweep_id!r}"
+        if result.host != self.host:
+            return f"host: expected {self.host} (the host it was pulled from), got {result.host!r}"
+        if self._expected is not None and result.run_id not in self._expected:
+            return f"run_id: expected a run this sweep gave {self.host}, got {result.run_id!r}"
+        return ""
+
+    def _forget(self, name: str) -> None:
+        self._stamps.pop(name, None)
+        self._rejected.pop(name, None)
+        self._results.pop(name.removesuffix(".json"), None)
+
+    # ------------------------------------------------------------------------------ the index
+
+    @property
+    def results(self) -> dict[str, RunResult]:
+        """Run id -> its result, for every result that passed (as of the last refresh)."""
+        with self._lock:
+            return dict(self._results)
+
+    @property
+    def rejected(self) -> dict[str, str]:
+        """File name -> why it is not a result (as of the last refresh)."""
+        with self._lock:
+            return dict(self._rejected)
+
+    @property
+    def present(self) -> set[str]:
+        """Every run id with a file here, read or rejected: a run the agent has answered (a bad
+        answer is redone by the agent, not moved to another host)."""
+        with self._lock:
+            return {name.removesuffix(".json") for name in self._stamps if name.endswith(".json")}
+
+
+@dataclass(frozen=True)
+class SweepResults:
+    """Every result of a sweep folder that passed, and every file that did not (path relative to
+    the folder -> why)."""
+
+    results: list[RunResult]
+    rejected: dict[str, str]
+
+
+def host_ledger(directory: Path, host: str, expected: Iterable[str] | None = None) -> ResultLedger:
+    """The ledger of one host's folder of the sweep folder `directory` (named after its sweep id)."""
+    return ResultLedger(directory / host / SweepDir.RUNS, directory.name, host, expected)
+
+
+def read_sweep_results(directory: Path, ledgers: Mapping[str, ResultLedger] | None = None, sweep_id: str | None = None) -> SweepResults:
+    """Every host folder's results (`<host>/runs/*.json`), through the given ledgers where a live
+    sweep has them (refreshed, not read again) and otherwise a ledger per folder that checks a
+    result's run against the host's saved shard where there is one. `sweep_id`: sweep.json's,
+    where the folder may have been renamed (default: the folder's name)."""
+    results: list[RunResult] = []
+    rejected: dict[str, str] = {}
+    try:
+        folders = sorted(entry.name for entry in os.scandir(directory) if entry.is_dir(follow_symlinks=False))
+    except OSError:
+        folders = []
+    names = sorted(set(folders) | set(ledgers or {}))
+    for name in names:
+        ledger = (ledgers or {}).get(name)
+        if ledger is None:
+            runs = directory / name / SweepDir.RUNS
+            if not os.path.lexists(runs):
+                continue
+            ledger = ResultLedger(runs, sweep_id or directory.name, name, _saved_shard_runs(directory / name))
+        ledger.refresh()
+        results.extend(ledger.results.values())
+        rejected.update({f"{name}/{SweepDir.RUNS}/{file}": why for file, why in ledger.rejected.items()})
+    return SweepResults(sorted(results, key=lambda r: (r.host, r.run_id)), rejected)
+
+
+def _saved_shard_runs(host_dir: Path) -> set[str] | None:
+    """The runs of the controller's copy of a host's shard, if it has a readable one (a folder
+    without one, such as a report's fixture or a Slurm cluster's, is checked by name and host)."""
+    path = host_dir / SweepDir.SHARD
+    if not path.is_file() or path.is_symlink():
+        return None
+    try:
+        shard = Shard.from_json(path.read_text(encoding="utf-8"), str(path))
+    except (ContractError, OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    return {run.run_id for _, run in shard.runs}
