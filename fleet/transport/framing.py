@@ -30,7 +30,7 @@ from dataclasses import dataclass
 log = logging.getLogger("fleet.transport")
 
 # Where a shell's own output comes from, for the messages that name it (rsync's too).
-STARTUP_FILES = "~/.bashrc, ~/.bash_profile, ~/.profile, /etc/bash.bashrc, /etc/profile (zsh: ~/.zshenv)"
+STARTUP_FILES = "~/.bashrc, ~/.bash_profile, ~/.profile, /etc/bash.bashrc, /etc/profile; for zsh ~/.zshenv"
 STARTUP_FIX = "make them print only in interactive shells (`case $- in *i*) echo ...;; esac`)"
 
 # A begin marker not seen within this much output: the wrapper did not run (a shell that is not

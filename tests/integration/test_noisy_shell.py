@@ -126,3 +126,12 @@ def test_facts_and_provision_succeed_and_leave_no_lease(noisy: TestFleet, tmp_pa
         assert "~/.bashrc" in done.stderr and BANNER in done.stderr  # the warning, on the controller's stderr
         assert TOKEN not in output
     assert "fleet-env" not in noisy.exec("ct200", ["ls", "-A", "/dev/shm", "/tmp"]).stdout
+
+
+def test_a_sweep_stops_at_rsync_naming_the_startup_files_and_leaves_no_lease(noisy: TestFleet, tmp_path: Path) -> None:
+    """Where fleet truly cannot work through the noise (rsync ships the agent), the sweep says why."""
+    hosts_dir = noisy.write_inventory(tmp_path / "hosts", engine={"sim_speed": 0.01})
+    done = fleet_cli(["sweep", "-p", str(DEMO), "--hosts", "ct200"], hosts_dir, tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "rsync cannot talk through it" in done.stdout + done.stderr and "~/.bashrc" in done.stdout + done.stderr
+    assert "lease.json" not in noisy.exec("ct200", ["ls", "-A", "/var/lib/fleet"]).stdout.split()
