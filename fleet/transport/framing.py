@@ -93,7 +93,6 @@ class Frame:
         return f"{exports}{self._env_terminator}\n".encode()
 
 
-@dataclass
 class Unframer:
     """Cuts one stream (stdout or stderr) of a wrapped command as it arrives: what lies between
     the markers goes to `sink`; what lies outside is noise (a sample kept in `noise`).
@@ -102,13 +101,13 @@ class Unframer:
     marker (the shell died) what came after the begin marker does.
     """
 
-    frame: Frame
-    sink: Callable[[bytes], object]
-    framed: bool = False  # the begin marker was seen
-    exit_code: int | None = None  # the command's, from the end marker
-    noise: bytes = b""
-    _buffer: bytes = b""
-    _state: str = "before"  # before -> body -> status -> after; or before -> passing
+    def __init__(self, frame: Frame, sink: Callable[[bytes], object]) -> None:
+        self.frame, self.sink = frame, sink
+        self.framed = False  # the begin marker was seen
+        self.exit_code: int | None = None  # the command's, from the end marker
+        self.noise = b""
+        self._buffer = b""
+        self._state = "before"  # before -> body -> status -> after; or before -> passing
 
     def feed(self, data: bytes) -> None:
         self._buffer += data
