@@ -540,6 +540,9 @@ def sweep(
     if outcome.missing:
         shown = ", ".join(outcome.missing[:10]) + (", ..." if len(outcome.missing) > 10 else "")
         err.print(_plain(f"{len(outcome.missing)} runs have no result fleet can read ({shown}): see `missing` and `unreadable` in summary.json", "red"), highlight=False)
+    if outcome.unreadable:
+        shown = ", ".join(outcome.unreadable[:5]) + (", ..." if len(outcome.unreadable) > 5 else "")
+        err.print(_plain(f"{len(outcome.unreadable)} files the hosts sent back are not results fleet accepts, set aside ({shown}): why in summary.json's `unreadable`", "red"), highlight=False)
     if outcome.exit_code:
         raise typer.Exit(outcome.exit_code)
 

@@ -62,15 +62,19 @@ class SweepOutcome:
     # result was rejected): the record's, named on stderr whatever else happened.
     missing: tuple[str, ...] = ()
     failed_runs: int = 0  # results that are failed or partial
+    # Files in the hosts' results folders that are not results fleet accepts (corrupt, forged,
+    # misplaced), relative to the sweep folder: a sweep that holds them is no clean success.
+    unreadable: tuple[str, ...] = ()
 
     @property
     def exit_code(self) -> int:
         """A function of the record: 0 only when the sweep is `finished` (every planned run has a
-        readable result), no run failed, and no host was left out, lost or given up on; 130 for
-        a sweep left running on its hosts after Ctrl-C; else 1."""
+        readable result), no run failed, no host was left out, lost or given up on, and no file
+        a host sent back was rejected; 130 for a sweep left running on its hosts after Ctrl-C;
+        else 1."""
         if self.interrupted:
             return 130
-        clean = self.state == "finished" and not (self.failed_runs or self.excluded or self.lost or self.not_run or self.missing)
+        clean = self.state == "finished" and not (self.failed_runs or self.excluded or self.lost or self.not_run or self.missing or self.unreadable)
         return 0 if clean and all(s.phase == Phase.FINISHED for s in self.statuses.values()) else 1
 
 
@@ -405,7 +409,7 @@ def _finish(
     failed_runs = sum(1 for r in results if r.status in (RunStatus.failed, RunStatus.partial))
     return SweepOutcome(
         ctx.sweep_id, ctx.directory, statuses, excluded, plan, interrupted, fixes, dict(record.lost), dict(record.not_run),
-        state=record.state, missing=tuple(missing), failed_runs=failed_runs,
+        state=record.state, missing=tuple(missing), failed_runs=failed_runs, unreadable=tuple(sorted(swept.rejected)),
     )  # fmt: skip
 
 
@@ -467,8 +471,6 @@ def summarize(directory: Path, swept: SweepResults, statuses: dict[str, HostStat
     by_status: dict[str, int] = {}
     for result in swept.results:
         by_status[result.status.value] = by_status.get(result.status.value, 0) + 1
-    for path, why in swept.rejected.items():
-        log.error("%s: not a result fleet can read: %s", path, why)
     return {
         "sweep_id": directory.name,
         "results": len(swept.results),

@@ -323,8 +323,11 @@ def account(sweep_dir: Path, summary: dict[str, Any] | None) -> Accounting:
     extra: dict[str, dict[str, Any]] = {}
     statuses: dict[str, str] = {}
     unreadable_files: dict[str, str] = {}
+    named = dict((summary or {}).get("unreadable") or {})
     for path in sorted(sweep_dir.glob(f"*/{SweepDir.RUNS}/*.json")):
         host = path.parent.parent.name
+        if str(path.relative_to(sweep_dir)) in named:
+            continue  # set aside by fleet, and named: not a result (a host's forgery may well parse)
         try:
             result = load_result(path)
         except ContractError as exc:

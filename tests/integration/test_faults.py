@@ -16,6 +16,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -670,3 +671,91 @@ def test_host_key_changed_mid_sweep(scenario) -> None:
     assert {h.name: h.known_hosts.read_text() for h in sc.fleet.hosts} == known and sc.fleet.known_hosts.read_text() == known_all
     accepted = [line for line in sshd_log.read_text(errors="replace")[log_mark:].splitlines() if "Accepted" in line]
     assert not accepted, f"a login went through with the new host key: {accepted}"
+
+
+# -------------------------------------------------------------------------------------------------
+# a compromised host (issue 29, items 1-4): what comes back from a host is untrusted input
+
+
+def _forged(template: dict[str, Any], **changes: Any) -> bytes:
+    return json.dumps({**template, **changes}).encode()
+
+
+def test_a_compromised_host_cannot_crash_or_poison_the_controller(scenario) -> None:
+    """A host plays a compromised agent mid-sweep: it overwrites a finished result with JSON
+    nested 100,000 deep, and plants a result with invalid UTF-8, one over the size bound, forged
+    ones (a path for a run id and a host, a 1e308 rate, terminal escapes in the label, a run of
+    no plan), and symlinks to files of the controller among its results and logs. The sweep
+    must end with a summary, every planned run exactly once, nothing forged counted, announced,
+    printed raw or exported raw; and `fleet report`/`fleet diagnose` keep working on the folder."""
+    sc = scenario(["ct200"])
+    secret = sc.root / "controller-secret.txt"
+    secret.write_text("CONTROLLER-SECRET-5f1c\n")
+    controller = sc.sweep(fault_playbook(sc.root), "ct200")
+    sweep_id = controller.sweep_id()
+    first = sc.wait_host(lambda: sc.host_results("ct200", sweep_id), 120, "ct200: a result", interval=0.002)[0]
+    template = json.loads(first.read_text())
+    runs, logs = first.parent, first.parent.parent / "logs"
+    escape = "\x1b[2J\x1b]0;owned\x07EVIL"
+    planted_at = time.time()
+    first.write_bytes(b"[" * 100_000 + b"]" * 100_000)  # a finished run's result, now a stack bomb
+    (runs / "forged-path.json").write_bytes(_forged(template, run_id="../../x", host="../../evilhost", label=escape))
+    (runs / "forged-rate.json").write_bytes(_forged(template, run_id="forged-rate", figures={**template["figures"], "output_tok_s": 1e308}))
+    (runs / "forged-run.json").write_bytes(_forged(template, run_id="forged-run", label=escape))
+    (runs / "not-utf8.json").write_bytes(_forged(template, run_id="not-utf8").replace(b'"label": "', b'"label": "\xff\xfe'))
+    with open(runs / "huge.json", "wb") as handle:
+        handle.write(b" " * (33 << 20) + b"{}")
+    (runs / "link.json").symlink_to(secret)
+    logs.mkdir(exist_ok=True)
+    (logs / "evil.log").symlink_to(secret)
+    code, accounting, left = finish(sc, controller, sweep_id, ["ct200"])
+    planted = {"forged-path.json", "forged-rate.json", "forged-run.json", "not-utf8.json", "huge.json"}
+    summary = controller.summary() or {}
+    named = {Path(path).name for path in summary.get("unreadable") or {}}
+    noticed = notice(controller, planted_at, stderr_mentions("not a result fleet can read"))
+    row(sc, "compromised host (nested, non-UTF-8, oversized, forged results, planted symlinks)", "mid-sweep", len(planted) + 3,
+        accounting, left, noticed, outcome_of(code, controller))  # fmt: skip
+    transcript = controller.transcript(last=100000)
+    assert "Traceback" not in transcript and "RecursionError" not in transcript, transcript
+    assert_clean(accounting, left, controller)
+    assert summary.get("results") == len(accounting.planned) == len(accounting.results), summary
+    assert accounting.statuses[first.stem] == "ok"  # the bombed result was run again
+    assert planted <= named, named  # each planted file named, never counted
+    runs_announced = [e["run_id"] for e in controller.events("run")]
+    assert sorted(runs_announced) == sorted(accounting.planned), runs_announced  # each planned run once, nothing forged
+    assert "\x1b" not in transcript and "\x07" not in transcript
+    assert code == 1 and summary.get("state") == "finished", outcome_of(code, controller)  # every run ran; the junk makes it no clean success
+    links = [os.path.join(d, f) for d, dirs, files in os.walk(sc.results / sweep_id) for f in files + dirs if os.path.islink(os.path.join(d, f))]
+    assert links == [], links
+
+    for command in (["report", str(sc.results / sweep_id), "--format", "csv"], ["diagnose", str(sc.results / sweep_id)]):
+        done = subprocess.run([sys.executable, "-m", "fleet", *command], env=sc.env, capture_output=True, text=True, timeout=120)
+        output = done.stdout + done.stderr
+        assert done.returncode in (0, 1) and "Traceback" not in output, output
+        assert "CONTROLLER-SECRET" not in output and "\x1b" not in output and "1e+308" not in output, output
+
+
+def test_an_agent_error_never_ends_a_sweep_with_exit_0_and_runs_missing(scenario) -> None:
+    """The host's `<sweep>/logs` is replaced by a file after the first result: the agent's later
+    servers cannot open their logs and the agent ends with runs of its shard without a result.
+    It is started once more for them; what is still missing is named, on stderr and in the
+    summary, and the sweep exits 1 -- never 0 with `incomplete` in sweep.json."""
+    sc = scenario(["ct200"])
+    controller = sc.sweep(fault_playbook(sc.root), "ct200")
+    sweep_id = controller.sweep_id()
+    sc.wait_host(lambda: sc.host_results("ct200", sweep_id), 120, "ct200: a result", interval=0.002)
+    logs = sc.host_sweep_dir("ct200", sweep_id) / "logs"
+    broken_at = time.time()
+    logs.rename(logs.with_name("logs.moved"))
+    logs.write_text("not a folder\n")
+    code, accounting, left = finish(sc, controller, sweep_id, ["ct200"])
+    summary = controller.summary() or {}
+    missing = accounting.planned - set(accounting.results)
+    noticed = notice(controller, broken_at, stderr_mentions("ct200"))
+    row(sc, "agent error (its logs folder replaced by a file)", "mid-sweep", 1, accounting, left, noticed, outcome_of(code, controller))
+    assert_clean(accounting, left, controller)  # every run has a result or is named not run
+    assert missing, "the fault left every run a result: it did not strike"
+    assert code == 1 and summary.get("state") != "finished", outcome_of(code, controller)
+    assert missing <= set(summary.get("not_run") or {}), summary.get("not_run")
+    stderr = controller.stderr()
+    assert "ran nowhere" in stderr or "without a result" in stderr, stderr
