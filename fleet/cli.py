@@ -29,6 +29,7 @@ from fleet.errors import ConfigError, FleetError, HostSelectionError
 if TYPE_CHECKING:
     from fleet.inventory import Inventory
     from fleet.playbook import Playbook
+    from fleet.sweep.lock import SweepLock
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
@@ -403,6 +404,23 @@ def _check_sweep_records(sweep_id: str | None) -> None:
         _fail(str(exc))
 
 
+def _lock_sweep(root: Path, sweep_id: str | None, purpose: str) -> SweepLock | None:
+    """The lock of the sweep folder a resume or cancel works on, held for this process's life
+    (Slurm's sweeps too), before anything reads the sweep or contacts a host: a second controller
+    is refused, exit 1, naming the first (fleet.sweep.lock). None where no such folder exists (the
+    command says so)."""
+    from fleet.sweep.lock import SweepBusy, lock_sweep
+
+    if sweep_id is None or not (root / sweep_id).is_dir():
+        return None
+    try:
+        return lock_sweep(root / sweep_id, purpose)
+    except SweepBusy as exc:
+        _fail(str(exc), EXIT_FAILED)
+    except OSError as exc:  # a read-only or full results folder: the lock cannot be taken
+        _fail(f"{root / sweep_id}: the sweep's lock cannot be taken ({exc.strerror or exc})", EXIT_FAILED)
+
+
 def _seconds(low: float, high: float):
     """A callback for a duration option: a finite number of seconds from `low` to `high` (`--poll
     0` would poll without a pause; `nan` passes click's range checks, comparing false to both)."""
@@ -457,6 +475,7 @@ def sweep(
         cancel = _sweep_id(cancel, "--cancel")
     _check_sweep_records(resume)
     root = _results_root()
+    lock = _lock_sweep(root, resume or cancel, "--resume" if resume else "--cancel")
     interactive = out.is_terminal and not as_json
     live = Live(console=err, refresh_per_second=2, transient=False) if interactive else None
     last: list[Event] = []  # the latest event: the live table's elapsed time and ETA
@@ -499,6 +518,7 @@ def sweep(
             if resume:
                 outcome = resume_sweep(
                     resume, root, watch=watch, poll_interval_s=poll, environ=os.environ, on_event=on_event, host_lost_after_s=host_lost_after,
+                    hosts_dir=_hosts_dir(), lock=lock,
                 )  # fmt: skip
             else:
                 chosen = _select_hosts(hosts_spec)
@@ -585,8 +605,8 @@ def fetch_logs(
     sweep_id = _sweep_id(sweep_id, "--sweep")
     _check_sweep_records(sweep_id)
     try:
-        fetched = fetch(_results_root(), sweep_id, names)
-    except SweepError as exc:
+        fetched = fetch(_results_root(), sweep_id, names, hosts_dir=_hosts_dir())
+    except (SweepError, ConfigError) as exc:
         _fail(str(exc))
     if as_json:
         print(json.dumps({n: {**f.__dict__, "directory": str(f.directory)} for n, f in fetched.items()}, indent=2))

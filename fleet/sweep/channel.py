@@ -40,6 +40,8 @@ T = TypeVar("T")
 
 SEPARATOR = "--fleet--"
 QUICK_S = 15.0
+# How long an agent being stopped has to stop its servers before it is killed.
+STOP_GRACE_S = 30.0
 # rsync's "some source files vanished": a log rotated or a temp file renamed mid-pull; the next pull gets them.
 RSYNC_VANISHED = 24
 
@@ -229,15 +231,16 @@ class AgentChannel:
 
         at_most_once(self._bounded(CONNECT), self.host.name, action, running, sleep=self._sleep)
 
-    def pull(self, local: Path, policy: RetryPolicy = TRANSFER) -> int:
+    def pull(self, local: Path, policy: RetryPolicy = TRANSFER, skip: Sequence[str] = ()) -> int:
         """Results, logs and progress of this host's share into `local` (incremental); the number
-        of result files there afterwards."""
+        of result files there afterwards. `skip`: more rsync excludes (a given-up host's results
+        of runs that went to another host)."""
         local.mkdir(parents=True, exist_ok=True)
 
         # Beside the host's bookkeeping, its shard.json stays there: the controller's copy is the one
         # a resume reads, and it may be ahead of the host's (servers handed over to another host are
         # never taken out there).
-        excludes = (*SweepDir.PULL_EXCLUDES, f"/{SweepDir.SHARD}")
+        excludes = (*SweepDir.PULL_EXCLUDES, f"/{SweepDir.SHARD}", *skip)
 
         def pull_once() -> None:
             result = self.transport.rsync_pull(self.dir.root + "/", local, timeout=600, excludes=excludes)
@@ -246,6 +249,14 @@ class AgentChannel:
 
         self._retry(pull_once, policy)
         return len(list((local / SweepDir.RUNS).glob("*.json")))
+
+    def stop_agent(self, grace_s: float = STOP_GRACE_S) -> None:
+        """Stop this sweep's agent on a host the sweep gave up on (its runs went to other hosts or
+        are named not run, so nothing of fleet's may go on there): SIGTERM, on which the agent stops
+        its servers and ends `stopped`, then SIGKILL after `grace_s` (the agent's `service stop`;
+        systemd's stop under systemd). One try, no retries: a host given up on may be gone."""
+        stop = self.agent_cli("service", "stop", *self.service_args(), "--grace", f"{grace_s:g}")
+        self.transport.run(stop, timeout=grace_s + QUICK_S * 2, check=True)
 
     def release_lease(self) -> None:
         """At the sweep's end: the host's lease, if it is still this sweep's. Best effort: one

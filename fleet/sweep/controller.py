@@ -9,7 +9,6 @@ folder that relative mirrors resolve against (secrets are read from the environm
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import logging
 import os
@@ -28,19 +27,24 @@ from fleet.fixes.quarantine import QuarantineStore
 from fleet.host.atomic import atomic_file, write_json_atomic
 from fleet.host.contract import ContractError, RunStatus, Shard, SweepDir
 from fleet.inventory import Host
-from fleet.layout import LATEST, PLAN, SUMMARY
+from fleet.layout import LATEST, PLAN, SUMMARY, sweep_dir
 from fleet.plan import Plan, PlannedServer, PlanOptions, check_placeable, hardware_of, make_plan, time_scale_of
 from fleet.planning.estimate import DURATIONS_FILE, DurationHistory
 from fleet.playbook import Playbook, expand_runs, load_playbook
 from fleet.provision.lease import release_lease, sweep_claim
+from fleet.retry import TRANSFER
 from fleet.provision.provision import HostReport, ProvisionOptions, provision, provision_options
 from fleet.sweep.bundle import write_bundle
+from fleet.sweep.channel import QUICK_S, AgentChannel
 from fleet.sweep.driver import DISK_ERRNOS, Balancer, HostDriver, SweepContext, drive_all, folder_error
 from fleet.sweep.ledger import SweepResults, host_ledger, read_sweep_results
 from fleet.sweep.events import EventSink, EventStream, SweepProgress, record_durations
 from fleet.sweep.fixing import FixRecord, SweepFixer
 from fleet.sweep.hoststatus import HostStatus, Phase
-from fleet.sweep.record import PROVISIONING, Connect, SweepError, SweepRecord, load_sweep, new_sweep_id
+from fleet.sweep.lock import SweepLock, lock_sweep
+from fleet.sweep.record import (
+    PLAYBOOK_COPY, PROVISIONING, Connect, LoadedSweep, SweepError, SweepRecord, file_sha256, load_sweep, moved_hosts, new_sweep_id,
+)  # fmt: skip
 from fleet.sweep.shards import build_shards
 from fleet.transport.base import Transport
 
@@ -127,22 +131,26 @@ def start_sweep(
     directory = results_root / sweep_id
     options = provision_options(playbook_path.parent, os.environ if environ is None else environ, lease=sweep_claim(sweep_id))
     record = SweepRecord(
-        sweep_id, playbook.name, _sha256(playbook_path), [h.name for h in hosts], state=PROVISIONING,
-        mirror_root=str(options.mirror_root), memory_check=memory_check,
+        sweep_id, playbook.name, file_sha256(playbook_path), [h.name for h in hosts], state=PROVISIONING,
+        mirror_root=str(options.mirror_root), memory_check=memory_check, playbook_path=str(playbook_path.resolve()),
     )  # fmt: skip
     with _writing(results_root):
         directory.mkdir(parents=True)
-        # The playbook as it was: a resume runs exactly this, whatever happens to the file later.
-        shutil.copyfile(playbook_path, directory / "playbook.yaml")
-        for host in hosts:
-            write_json_atomic(directory / "hosts" / f"{host.name}.json", host.model_dump(mode="json"))
-        # Saved before any host is contacted: a controller killed while provisioning leaves a
-        # sweep `--resume` can go on with (it provisions again, then plans, as this start would).
-        record.save(directory)
-        with atomic_file(results_root / LATEST) as handle:
-            handle.write(f"{sweep_id}\n".encode())
-    ctx = _context(directory, playbook, options, poll_interval_s, stop, None, sleep, host_lost_after_s)
-    return _provision_plan_drive(ctx, record, list(hosts), quarantine, connect, stream, on_provisioned, watch)
+        # Held from before LATEST names the sweep: a resume of it started meanwhile is refused.
+        lock = lock_sweep(directory, "start")
+    with lock:
+        with _writing(results_root):
+            # The playbook as it was: a resume runs exactly this, whatever happens to the file later.
+            shutil.copyfile(playbook_path, directory / PLAYBOOK_COPY)
+            for host in hosts:
+                write_json_atomic(directory / "hosts" / f"{host.name}.json", host.model_dump(mode="json"))
+            # Saved before any host is contacted: a controller killed while provisioning leaves a
+            # sweep `--resume` can go on with (it provisions again, then plans, as this start would).
+            record.save(directory)
+            with atomic_file(results_root / LATEST) as handle:
+                handle.write(f"{sweep_id}\n".encode())
+        ctx = _context(directory, playbook, options, poll_interval_s, stop, None, sleep, host_lost_after_s)
+        return _provision_plan_drive(ctx, record, list(hosts), quarantine, connect, stream, on_provisioned, watch)
 
 
 def _provision_plan_drive(
@@ -237,36 +245,112 @@ def resume_sweep(
     quarantine: QuarantineStore | None = None,
     on_event: EventSink | None = None,
     host_lost_after_s: float | None = None,
+    hosts_dir: Path | None = None,
+    lock: SweepLock | None = None,
 ) -> SweepOutcome:
     """Reattach to a sweep's hosts, with the repairs a first start has: the plan is made again as
     it was (same playbook copy, facts and options, so the same server ids), and the fixer learns
     from the shards which failures were already fixed, so none is fixed twice. Fixes of fixed
     variants are not repaired again after a resume (their configurations live in the first
-    controller's memory only)."""
+    controller's memory only).
+
+    One controller per sweep: the sweep folder's lock is taken first (`lock`: the caller's, held
+    already), and where another controller holds it, SweepBusy is raised before anything else
+    is read or any host contacted. `hosts_dir`: the inventory, where a host given another address
+    since the sweep started is reached at it (re-validated first: its folder of this sweep must be
+    there); None: every host is reached as the sweep recorded it. Hosts given up on are not driven;
+    their results of runs that ran nowhere else are brought back and their agents stopped."""
     directory = results_root / sweep_id
-    record = SweepRecord.load(directory) if directory.is_dir() else None
-    if record is not None and record.state == PROVISIONING:
-        # Its controller stopped before the plan was made: go on as its start would have.
-        stream = EventStream(on_event, started_at=record.created_at)
-        playbook = load_playbook(directory / "playbook.yaml")
-        hosts = [Host.model_validate(json.loads((directory / "hosts" / f"{name}.json").read_text())) for name in record.hosts]
-        options = provision_options(Path(record.mirror_root), os.environ if environ is None else environ, lease=sweep_claim(sweep_id))
-        ctx = _context(directory, playbook, options, poll_interval_s, stop, None, sleep, host_lost_after_s)
-        return _provision_plan_drive(ctx, record, hosts, quarantine, connect, stream, None, watch)
-    sweep = load_sweep(results_root, sweep_id)
-    stream = EventStream(on_event, started_at=sweep.record.created_at)  # elapsed counts from the first start
-    mirror_root = Path(sweep.record.mirror_root) if sweep.record.mirror_root else sweep.directory
-    options = provision_options(mirror_root, os.environ if environ is None else environ, lease=sweep_claim(sweep.record.sweep_id))
-    store = quarantine or QuarantineStore(results_root / "quarantine.json")
-    hardware = {name: hardware_of(host, _recorded_facts(sweep.directory, name)) for name, host in sweep.hosts.items()}
-    plan_options = PlanOptions(memory_check=sweep.record.memory_check, quarantine=store, hardware=hardware, durations=_durations(results_root))
-    plan = make_plan(sweep.playbook, list(sweep.hosts.values()), plan_options)
-    fixer = SweepFixer(sweep.playbook, sweep.hosts, hardware, store, sweep.record.sweep_id, {s.config.id: s for s in plan.servers})
-    fixer.already_fixed(sweep.shards.values())
-    ctx = _context(sweep.directory, sweep.playbook, options, poll_interval_s, stop, fixer, sleep, host_lost_after_s)
-    return _drive(
-        ctx, sweep.hosts, sweep.shards, watch=watch, plan=None, excluded=sweep.record.excluded, connect=connect, stream=stream, estimates=plan, resumed=True,
-    )  # fmt: skip
+    if not directory.is_dir():
+        raise SweepError(f"no sweep {sweep_id} in {results_root}")
+    with contextlib.nullcontext(lock) if lock is not None else lock_sweep(directory, "--resume"):
+        record = SweepRecord.load(directory)
+        for note in record.playbook_notes(directory):
+            log.warning("%s", note)
+        if hosts_dir is not None:
+            _reach_moved_hosts(directory, record, hosts_dir, connect)
+        if record.state == PROVISIONING:
+            # Its controller stopped before the plan was made: go on as its start would have.
+            stream = EventStream(on_event, started_at=record.created_at)
+            playbook = load_playbook(directory / PLAYBOOK_COPY)
+            hosts = [Host.model_validate(json.loads((directory / "hosts" / f"{name}.json").read_text())) for name in record.hosts]
+            options = provision_options(Path(record.mirror_root), os.environ if environ is None else environ, lease=sweep_claim(sweep_id))
+            ctx = _context(directory, playbook, options, poll_interval_s, stop, None, sleep, host_lost_after_s)
+            return _provision_plan_drive(ctx, record, hosts, quarantine, connect, stream, None, watch)
+        sweep = load_sweep(results_root, sweep_id)
+        _bring_back_given_up(sweep, connect)
+        stream = EventStream(on_event, started_at=sweep.record.created_at)  # elapsed counts from the first start
+        mirror_root = Path(sweep.record.mirror_root) if sweep.record.mirror_root else sweep.directory
+        options = provision_options(mirror_root, os.environ if environ is None else environ, lease=sweep_claim(sweep.record.sweep_id))
+        store = quarantine or QuarantineStore(results_root / "quarantine.json")
+        hardware = {name: hardware_of(host, _recorded_facts(sweep.directory, name)) for name, host in sweep.hosts.items()}
+        plan_options = PlanOptions(memory_check=sweep.record.memory_check, quarantine=store, hardware=hardware, durations=_durations(results_root))
+        plan = make_plan(sweep.playbook, list(sweep.hosts.values()), plan_options)
+        fixer = SweepFixer(sweep.playbook, sweep.hosts, hardware, store, sweep.record.sweep_id, {s.config.id: s for s in plan.servers})
+        fixer.already_fixed(sweep.shards.values())
+        ctx = _context(sweep.directory, sweep.playbook, options, poll_interval_s, stop, fixer, sleep, host_lost_after_s)
+        return _drive(
+            ctx, sweep.hosts, sweep.shards, watch=watch, plan=None, excluded=sweep.record.excluded, connect=connect, stream=stream, estimates=plan, resumed=True,
+        )  # fmt: skip
+
+
+def _reach_moved_hosts(directory: Path, record: SweepRecord, hosts_dir: Path, connect: Connect) -> None:
+    """Hosts whose file gives them another address (port, user, alias, key) than the sweep
+    recorded: each re-validated there (its folder of this sweep, with its shard, must be there:
+    else it may be another machine) and recorded as reached there, for this resume and every later
+    command. A host that fails is a SweepError that names both choices, before any host is driven."""
+    from fleet.inventory import load_host_record
+
+    recorded = {name: load_host_record(directory / "hosts" / f"{name}.json") for name in record.hosts}
+    for move in moved_hosts(hosts_dir, recorded):
+        host = move.current
+        shard = SweepDir(sweep_dir(host, record.sweep_id)).shard
+        try:
+            transport = connect(host)
+            try:
+                there = transport.run(["test", "-f", shard], timeout=QUICK_S).exit_code == 0
+            finally:
+                transport.close()
+        except FleetError as exc:
+            raise SweepError(
+                f"{move.describe()}, and cannot be reached there ({exc}); nothing was done: resume once it can be, or put its old address back"
+            ) from None
+        if not there:
+            raise SweepError(
+                f"{move.describe()}, but no folder of this sweep is there ({shard}): another machine? nothing was done: "
+                f"give {move.source} the address of the machine the sweep ran on"
+            )
+        write_json_atomic(directory / "hosts" / f"{host.name}.json", host.model_dump(mode="json"))
+        log.warning("%s; re-validated and reached there", move.describe())
+
+
+def _bring_back_given_up(sweep: LoadedSweep, connect: Connect) -> None:
+    """Hosts an earlier controller gave up on are not driven again, but where one can be reached
+    now its agent is stopped (giving up leaves nothing of fleet's running) and what it finished
+    of runs that ran nowhere else comes back (never a run that went to another host): those runs
+    leave `not_run`. One try each: one still out of reach is said, and tried again next time."""
+    record = sweep.record
+    brought: set[str] = set()
+    for name, given_up in sweep.given_up.items():
+        channel = AgentChannel(given_up.host, record.sweep_id, connect(given_up.host))
+        try:
+            channel.stop_agent()
+            channel.pull(sweep.directory / name, replace(TRANSFER, max_delay_s=QUICK_S), skip=given_up.excludes)
+        except FleetError as exc:
+            log.warning("%s: given up on earlier, and not stopped and pulled now (%s): its results stay on it for a later resume or `fleet fetch-logs`", name, exc)
+            continue
+        finally:
+            channel.close()
+        ledger = host_ledger(sweep.directory, name, [run.run_id for _, run in given_up.shard.runs])
+        ledger.refresh()
+        late = set(ledger.results) & set(record.not_run)
+        if late:
+            log.warning("%s: given up on earlier; %d results of runs that ran nowhere else brought back", name, len(late))
+        brought |= late
+    if brought:
+        for run_id in brought:
+            del record.not_run[run_id]
+        record.save(sweep.directory)
 
 
 def _durations(results_root: Path) -> DurationHistory | None:
@@ -482,6 +566,3 @@ def summarize(directory: Path, swept: SweepResults, statuses: dict[str, HostStat
         },
     }
 
-
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()

@@ -202,8 +202,19 @@ class HostDriver:
             balancer.gone(self, self.status.last_error)
         elif balancer is not None:
             balancer.left(self)
+        if self.status.phase in (Phase.FAILED, Phase.LOST):
+            self.stop_agent()
         self._observe()
         return self.status
+
+    def stop_agent(self) -> None:
+        """A host given up on keeps none of fleet's processes where it can still be reached: its
+        agent (and so its servers) is stopped. Its runs have gone elsewhere already: what it
+        finishes meanwhile is never pulled (fleet.sweep.record.GivenUp.excludes)."""
+        try:
+            self.channel.stop_agent()
+        except FleetError as exc:
+            log.warning("%s: given up, and its agent could not be stopped (it stops by itself at its shard's end): %s", self.host.name, exc)
 
     def start(self) -> None:
         """Ship, recover first if the host rebooted while no controller watched, start the agent."""

@@ -7,6 +7,7 @@ sweep is first written to a file on the host (never truncated, however long), th
 
 from __future__ import annotations
 
+import logging
 import posixpath
 import shlex
 from collections.abc import Sequence
@@ -20,11 +21,14 @@ from fleet.provision.units import server_unit_name
 from fleet.slurm.record import is_slurm_sweep
 from fleet.sweep.channel import AgentChannel
 from fleet.sweep.hoststatus import FetchedLogs
-from fleet.sweep.record import Connect, latest_sweep, load_sweep
+from fleet.sweep.record import Connect, latest_sweep, load_sweep, moved_hosts
 from fleet.transport.fanout import fan_out
 from fleet.transport.rsync import without_own_masters
 
+log = logging.getLogger("fleet.sweep")
+
 JOURNAL_DIR = posixpath.join(SweepDir.LOGS, "journal")
+GIVEN_UP_RETRY_S = 60.0
 
 
 def journal_command(host: Host, sweep_id: str) -> str:
@@ -56,18 +60,28 @@ def fetch_logs(
     host_names: Sequence[str] | None = None,
     *,
     connect: Connect = transport_for,
+    hosts_dir: Path | None = None,
 ) -> dict[str, FetchedLogs]:
+    """Every host of the sweep, those it gave up on too (their results of runs that went to
+    another host stay there: a second result of a run is never brought back). `hosts_dir`: the
+    inventory, where a host given another address since the sweep started is reached at it."""
     directory = results_root / (sweep_id or latest_sweep(results_root))
     if is_slurm_sweep(directory):  # by its job ids, through the cluster's login host
         from fleet.slurm.observe import fetch_slurm_logs
 
         return fetch_slurm_logs(directory, host_names, connect=connect)
     sweep = load_sweep(results_root, sweep_id)
-    names = [n for n in sweep.shards if host_names is None or n in host_names]
+    hosts = {**sweep.hosts, **{name: given_up.host for name, given_up in sweep.given_up.items()}}
+    skips = {name: given_up.excludes for name, given_up in sweep.given_up.items()}
+    for move in moved_hosts(hosts_dir, hosts) if hosts_dir is not None else []:
+        log.warning("%s; fetched from there", move.describe())
+        hosts[move.recorded.name] = move.current
+    names = [n for n in hosts if host_names is None or n in host_names]
 
     def fetch(name: str) -> FetchedLogs:
-        host = sweep.hosts[name]
-        channel = AgentChannel(host, sweep.directory.name, connect(host))
+        host = hosts[name]
+        # A host given up on may well be gone still: a few tries, not TRANSFER's half hour.
+        channel = AgentChannel(host, sweep.directory.name, connect(host), max_retry_s=GIVEN_UP_RETRY_S if name in skips else None)
         try:
             units, note = 0, ""
             if host.service_manager is ServiceManager.systemd:
@@ -76,7 +90,9 @@ def fetch_logs(
             else:
                 note = "process service manager: no journald; the server and agent logs are the files"
             local = sweep.directory / name
-            channel.pull(local)
+            channel.pull(local, skip=skips.get(name, ()))
+            if name in skips:
+                note = "; ".join(filter(None, [note, "given up on in the sweep: only results of runs that ran nowhere else are brought back"]))
             return FetchedLogs(name, local, sum(1 for p in local.rglob("*.log") if p.is_file()), units, note)
         finally:
             channel.close()

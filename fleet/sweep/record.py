@@ -4,10 +4,11 @@ commands that only read a sweep do not import the planner, provisioning and the 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from functools import cached_property
@@ -17,8 +18,9 @@ from typing import TYPE_CHECKING, Any
 from fleet.errors import FleetError
 from fleet.host.atomic import write_json_atomic
 from fleet.host.contract import Shard, SweepDir
-from fleet.inventory import Host
+from fleet.inventory import Host, load_host
 from fleet.layout import LATEST, SWEEP_RECORD
+from fleet.sweep.ledger import host_ledger
 from fleet.transport.base import Transport
 
 if TYPE_CHECKING:
@@ -44,6 +46,14 @@ def latest_sweep(results_root: Path) -> str:
         raise SweepError(f"no sweep recorded in {results_root} yet (run `fleet sweep` first, or give --sweep ID)") from None
 
 
+# The playbook as the sweep ran it, in the sweep's folder: what a resume re-plans from.
+PLAYBOOK_COPY = "playbook.yaml"
+
+
+def file_sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
 # sweep.json's state while its hosts are provisioned (no plan yet); then running, finished,
 # incomplete or failed.
 PROVISIONING = "provisioning"
@@ -66,11 +76,15 @@ class SweepRecord:
     mirror_root: str = ""
     # How the plan was made, so that a resume re-plans the same servers (with the same ids) for its repairs.
     memory_check: bool = True
-    # Hosts given up on (unreachable past limits.host_lost_after_s, or failed): never driven or
-    # pulled again, on a resume neither, so a late result there cannot make a second one.
+    # Hosts given up on (unreachable past limits.host_lost_after_s, or failed): never driven again,
+    # on a resume neither; a pull brings back only their results of runs that ran nowhere else
+    # (`LoadedSweep.given_up`), so a late result there cannot make a second one.
     lost: dict[str, str] = field(default_factory=dict)
     not_run: dict[str, str] = field(default_factory=dict)  # run id -> why no host ran it
     moves: list[dict[str, Any]] = field(default_factory=list)  # runs handed from one host to another
+    # The playbook file the sweep started from (absolute; "" in records made before it was kept):
+    # a resume runs the sweep's copy, and says so where this file changed or is gone.
+    playbook_path: str = ""
 
     def save(self, directory: Path) -> None:
         write_json_atomic(directory / SWEEP_RECORD, self.__dict__)
@@ -83,6 +97,39 @@ class SweepRecord:
         except (OSError, ValueError, TypeError) as exc:
             raise SweepError(f"{path}: not a readable sweep record ({exc})") from None
 
+    def playbook_notes(self, directory: Path) -> list[str]:
+        """What a resume says about its playbook: it runs the sweep's copy (`playbook.yaml`), never
+        the file it started from, which may have changed or be gone since."""
+        copy = directory / PLAYBOOK_COPY
+        notes = []
+        if self.playbook_path:
+            original = Path(self.playbook_path)
+            try:
+                changed = file_sha256(original) != self.playbook_sha256 if original.is_file() else None
+            except OSError:
+                changed = None
+            if changed is None:
+                notes.append(f"{original}, the playbook this sweep started from, is gone: the sweep's copy runs ({copy})")
+            elif changed:
+                notes.append(f"{original} changed since this sweep started: the sweep's copy runs, as it started ({copy}); a new sweep runs the edited file")
+        if copy.is_file() and file_sha256(copy) != self.playbook_sha256:
+            notes.append(f"{copy}: not the playbook this sweep started from (its sha256 differs from {SWEEP_RECORD}'s): edited by hand? it runs as it is now")
+        return notes
+
+
+
+@dataclass(frozen=True)
+class GivenUp:
+    """A host the sweep gave up on (lost, failed): never driven again, but what it finished for
+    runs that ran nowhere else stays its to bring back (`fleet fetch-logs`, a later resume)."""
+
+    host: Host
+    shard: Shard
+    why: str
+    # Result files a pull of it leaves on the host: runs it was given that went to another host
+    # (a late result there would be a second one), as rsync --exclude patterns.
+    excludes: tuple[str, ...]
+
 
 @dataclass
 class LoadedSweep:
@@ -90,6 +137,7 @@ class LoadedSweep:
     record: SweepRecord
     hosts: dict[str, Host]
     shards: dict[str, Shard]
+    given_up: dict[str, GivenUp] = field(default_factory=dict)
 
     @cached_property
     def playbook(self) -> Playbook:
@@ -97,7 +145,7 @@ class LoadedSweep:
         `fleet status` and `fleet fetch-logs` never need it (nor the import of the playbook model)."""
         from fleet.playbook import load_playbook
 
-        return load_playbook(self.directory / "playbook.yaml")
+        return load_playbook(self.directory / PLAYBOOK_COPY)
 
 
 def load_sweep(results_root: Path, sweep_id: str | None) -> LoadedSweep:
@@ -112,6 +160,66 @@ def load_sweep(results_root: Path, sweep_id: str | None) -> LoadedSweep:
         for name in record.hosts
         if (path := directory / name / SweepDir.SHARD).exists()
     }
-    # A host given up on stays out: what it brought back is kept, the rest ran elsewhere.
+    # A host given up on is not driven again: what it brought back is kept, the rest ran
+    # elsewhere, or nowhere (then its late results for those may still come back).
+    given_up = {
+        name: GivenUp(hosts[name], shard, record.lost[name], _elsewhere(directory, name, shard, record.not_run))
+        for name, shard in shards.items() if name in record.lost
+    }  # fmt: skip
     shards = {name: shard for name, shard in shards.items() if name not in record.lost}
-    return LoadedSweep(directory, record, {n: hosts[n] for n in shards}, shards)
+    return LoadedSweep(directory, record, {n: hosts[n] for n in shards}, shards, given_up)
+
+
+def _elsewhere(directory: Path, name: str, shard: Shard, not_run: Mapping[str, str]) -> tuple[str, ...]:
+    """Result files of a given-up host's shard that a pull must not bring: runs without a result
+    pulled here that are not named as run nowhere (they moved to another host)."""
+    runs = [run.run_id for _, run in shard.runs]
+    ledger = host_ledger(directory, name, runs)
+    ledger.refresh()
+    pulled = ledger.present
+    return tuple(sorted(f"/{SweepDir.RUNS}/{run_id}.json" for run_id in runs if run_id not in pulled and run_id not in not_run))
+
+
+# How a host is reached, as against what it is: on a resume these follow the host's file in the
+# inventory (a host given a new address is reached there), the rest stays as the sweep recorded it.
+REACH_FIELDS = ("address", "ssh_alias", "port", "user", "identity_file", "known_hosts", "host_key_policy")
+
+
+@dataclass(frozen=True)
+class HostMove:
+    """A host of a sweep that its file in the inventory now reaches another way."""
+
+    recorded: Host
+    current: Host  # the recorded host, reached as its file says now
+    source: Path  # the host file
+
+    def describe(self) -> str:
+        return f"{self.recorded.name}: moved from {_where(self.recorded)} to {_where(self.current)} ({self.source})"
+
+
+def _where(host: Host) -> str:
+    return f"{host.user + '@' if host.user else ''}{host.ssh_target_name}:{host.port}"
+
+
+def moved_hosts(hosts_dir: Path, recorded: Mapping[str, Host]) -> list[HostMove]:
+    """The sweep's hosts whose file in `hosts_dir` reaches them another way than the sweep recorded
+    (address, port, user, ssh alias, key); a host whose file is gone is reached as recorded. A file
+    that changed the host's work dir along with its address may name another machine: a SweepError
+    that says what to change (the sweep's results on the host are in the recorded work dir)."""
+    moves = []
+    for name, host in recorded.items():
+        path = next((p for p in (hosts_dir / f"{name}.yaml", hosts_dir / f"{name}.yml") if p.is_file()), None)
+        if path is None:
+            continue
+        now = load_host(path)
+        changed = {key: getattr(now, key) for key in REACH_FIELDS if getattr(now, key) != getattr(host, key)}
+        if not changed:
+            continue
+        if now.paths.work_dir != host.paths.work_dir:
+            raise SweepError(
+                f"{path}: {name} moved from {_where(host)} to {_where(now)} and its paths.work_dir from {host.paths.work_dir} to "
+                f"{now.paths.work_dir}: the sweep's results there are under {host.paths.work_dir}; to resume at the new address put "
+                f"paths.work_dir back, to resume at the old one put the address back; nothing was done"
+            )
+        moves.append(HostMove(host, host.model_copy(update=changed), path))
+    return moves

@@ -270,6 +270,7 @@ class FakeAgent:
     alive: bool = False
     starts: int = 0
     polls: int = 0
+    stops: int = 0
     stopped_on_purpose: bool = False
 
     def __post_init__(self) -> None:
@@ -279,10 +280,19 @@ class FakeAgent:
         start = channel.start_command()
         self.t.on(lambda c: c.command == self.poll_command, self._poll, name="agent poll")
         self.t.script(start, lambda _t, _c: self._start())
+        self.t.script(channel.agent_cli("service", "stop", *channel.service_args(), "--grace", "30"), lambda _t, _c: self._stop())
         self.t.on_reboot.append(lambda _t: self._die())
 
     def _die(self) -> None:
         self.alive = False
+
+    def _stop(self) -> Reply:
+        """`service stop` (a host given up on): it ends `stopped`, if it ran."""
+        self.stops += 1
+        if self.alive:
+            self.alive = False
+            self._write_progress(AgentState.stopped)
+        return Reply(json.dumps({"state": "exited"}) + "\n")
 
     def _start(self) -> Reply:
         self.starts += 1
