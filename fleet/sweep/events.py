@@ -99,11 +99,15 @@ class EventStream:
 
 @dataclass
 class _Host:
-    """What the progress tracker knows of one host."""
+    """What the progress tracker knows of one host, with the sums behind its ETA kept as runs end
+    and servers start: an event costs the same at the 10,000th run as at the first (recounted
+    only when the host's shard changes: a repair round, a hand-over)."""
 
     name: str
     scale: float  # wall seconds per engine second (sim_speed; 1 on real hardware)
     parallel: float  # servers the plan runs side by side on it, on average
+    run_estimates: Mapping[str, float] = field(default_factory=dict)  # the plan's, by run id
+    server_estimates: Mapping[str, float] = field(default_factory=dict)  # the plan's server starts, by server id
     runs: dict[str, str] = field(default_factory=dict)  # run id -> server id, from the shard
     skipped: set[str] = field(default_factory=set)  # servers not launched: their runs take no time
     done: dict[str, str] = field(default_factory=dict)  # run id -> status, every result pulled
@@ -115,21 +119,71 @@ class _Host:
     started: set[str] = field(default_factory=set)  # servers seen past their start
     moved_in: set[str] = field(default_factory=set)  # runs handed over from another host (not a repair round)
     seen: tuple[int, int] = (0, 0)  # the ledger's results and rejections taken in so far (its cursors)
+    # The ETA's sums: estimated seconds of the runs still to do, and of the starts of servers
+    # with runs to do that have not started; runs to do by server; runs of the shard done.
+    pending_s: float = 0.0
+    starts_s: float = 0.0
+    pending: dict[str, int] = field(default_factory=dict)
+    done_count: int = 0
+    fallback_s: float = 0.0  # a fixed variant's estimate: the mean of the host's planned runs
+    shard: Shard | None = None  # the shard last followed
 
     def follow(self, shard: Shard) -> int:
         """Take the shard's runs (a repair round adds some, a hand-over adds or takes some);
         returns how many a repair round added."""
+        if shard is self.shard:
+            return 0  # the loop hands the same object until the shard changes
+        self.shard = shard
         before = set(self.runs)
         current = {run.run_id: server.server_id for server, run in shard.runs}
         self.runs = {**{r: s for r, s in self.runs.items() if r in current or r in self.done}, **current}
         for server, _ in shard.runs:
             if server.skip_reason:
                 self.skipped.add(server.server_id)
+        self._recount()
         return len(set(self.runs) - before - self.moved_in)
 
-    @property
-    def done_count(self) -> int:
-        return sum(1 for run_id in self.runs if run_id in self.done)
+    def _recount(self) -> None:
+        known = [self.run_estimates[r] for r in self.runs if r in self.run_estimates]
+        self.fallback_s = sum(known) / len(known) if known else 0.0
+        self.pending_s, self.pending, self.done_count = 0.0, {}, 0
+        for run_id, server_id in self.runs.items():
+            if run_id in self.done:
+                self.done_count += 1
+            elif server_id not in self.skipped:
+                self.pending_s += self.estimate(run_id)
+                self.pending[server_id] = self.pending.get(server_id, 0) + 1
+        self.starts_s = sum(self.server_estimates.get(s, 0.0) for s, n in self.pending.items() if n and s not in self.started)
+
+    def estimate(self, run_id: str) -> float:
+        return self.run_estimates.get(run_id, self.fallback_s)
+
+    def finish(self, run_id: str, status: str) -> None:
+        """A run's result (or a rejected file of it) came in."""
+        first = run_id not in self.done
+        self.done[run_id] = status
+        server_id = self.runs.get(run_id)
+        if not first or server_id is None:
+            return
+        self.done_count += 1
+        if server_id in self.skipped:
+            return
+        self.pending_s = max(0.0, self.pending_s - self.estimate(run_id))
+        self.pending[server_id] = self.pending.get(server_id, 1) - 1
+        if self.pending[server_id] <= 0 and server_id not in self.started:
+            self.starts_s = max(0.0, self.starts_s - self.server_estimates.get(server_id, 0.0))
+
+    def start(self, server_id: str) -> None:
+        """A server was seen past its start: its start is no longer part of the ETA."""
+        if server_id in self.started:
+            return
+        self.started.add(server_id)
+        if self.pending.get(server_id, 0) > 0 and server_id not in self.skipped:
+            self.starts_s = max(0.0, self.starts_s - self.server_estimates.get(server_id, 0.0))
+
+    def remaining_s(self, correction: float) -> float:
+        """Wall seconds of work left by the estimates, runs corrected by what this sweep measured."""
+        return 0.0 if self.phase in _ENDED else (self.pending_s * correction + self.starts_s) / self.parallel
 
 
 class SweepProgress:
@@ -147,45 +201,34 @@ class SweepProgress:
         parallel = _parallelism(plan) if plan else {}
         self.hosts: dict[str, _Host] = {}
         for name, shard in shards.items():
-            host = _Host(name, scales.get(name, 1.0), parallel.get(name, 1.0))
+            host = _Host(name, scales.get(name, 1.0), parallel.get(name, 1.0), self.run_estimates, self.server_estimates)
             host.follow(shard)
             # Results pulled before (a resume): done, not news, and not measured by this controller.
             ledgers[name].refresh()
             for result in self._take(host, ledgers[name]):
-                host.done[result.run_id] = result.status.value
+                host.finish(result.run_id, result.status.value)
             self.hosts[name] = host
-        self.measured: list[tuple[float, float]] = []  # (measured, estimated) wall seconds of runs of this sweep
+        # Measured and estimated wall seconds of the runs this sweep measured, summed as they come.
+        self._measured_s, self._estimated_s = 0.0, 0.0
         self.server_samples: dict[str, tuple[str, float]] = {}  # server id -> (host, engine seconds of its start)
 
     # ------------------------------------------------------------------------------ the ETA
 
     def correction(self) -> float:
         """Measured over estimated time of the runs this sweep measured so far (1 before any)."""
-        estimated = sum(e for _, e in self.measured)
-        return sum(m for m, _ in self.measured) / estimated if estimated > 0 else 1.0
+        return self._measured_s / self._estimated_s if self._estimated_s > 0 else 1.0
 
-    def _run_estimate(self, host: _Host, run_id: str) -> float:
-        if run_id in self.run_estimates:
-            return self.run_estimates[run_id]
-        # A fixed variant made during the sweep: as long as its host's other runs, on average.
-        known = [self.run_estimates[r] for r in host.runs if r in self.run_estimates]
-        return sum(known) / len(known) if known else 0.0
+    def measure(self, measured_s: float, estimated_s: float) -> None:
+        """A run of this sweep took `measured_s` wall seconds where its estimate said `estimated_s`."""
+        self._measured_s += measured_s
+        self._estimated_s += estimated_s
 
     def host_eta(self, host: _Host) -> float:
-        if host.phase in _ENDED:
-            return 0.0
-        factor = self.correction()
-        remaining, servers = 0.0, set()
-        for run_id, server_id in host.runs.items():
-            if run_id in host.done or server_id in host.skipped:
-                continue
-            remaining += self._run_estimate(host, run_id) * factor
-            servers.add(server_id)
-        remaining += sum(self.server_estimates.get(s, 0.0) for s in servers - host.started)
-        return remaining / host.parallel
+        return host.remaining_s(self.correction())
 
     def eta(self) -> float:
-        return max((self.host_eta(h) for h in self.hosts.values()), default=0.0)
+        correction = self.correction()
+        return max((h.remaining_s(correction) for h in self.hosts.values()), default=0.0)
 
     # ------------------------------------------------------------------------------ events
 
@@ -231,12 +274,12 @@ class SweepProgress:
             self.emit("repair_round", name, added=added, total=len(host.runs))
         self._server_starts(host, status.servers)
         for result in self._take(host, ledger):
-            host.done[result.run_id] = result.status.value  # one at a time: each event counts the runs done up to it
+            estimate = host.estimate(result.run_id)
+            host.finish(result.run_id, result.status.value)  # one at a time: each event counts the runs done up to it
             duration = max(0.0, result.ended_at - result.started_at)
-            estimate = self._run_estimate(host, result.run_id)
             if result.status in MEASURED_STATUSES and estimate > 0:
-                self.measured.append((duration, estimate))
-            host.started.add(host.runs.get(result.run_id, result.server_id))
+                self.measure(duration, estimate)
+            host.start(host.runs.get(result.run_id, result.server_id))
             self.emit(
                 "run", name, run_id=result.run_id, label=result.label, status=result.status.value, duration_s=round(duration, 2),
                 failure=result.failure.error_class if result.failure else None, fix=(result.provenance or {}).get("fix"),
@@ -262,7 +305,7 @@ class SweepProgress:
         for name, _ in rejections:
             run_id = name.removesuffix(".json")
             if run_id in host.runs and run_id not in ledger.results:
-                host.done[run_id] = "unreadable"
+                host.finish(run_id, "unreadable")
         return sorted(fresh, key=lambda r: r.ended_at)
 
     def _server_starts(self, host: _Host, servers: Mapping[str, Any]) -> None:
@@ -275,7 +318,7 @@ class SweepProgress:
             if phase == ServerPhase.starting.value:
                 host.starting.setdefault(server_id, float(since))
                 continue
-            host.started.add(server_id)
+            host.start(server_id)
             began = host.starting.pop(server_id, None)
             if began is not None and since >= began and server_id not in self.server_samples:
                 self.server_samples[server_id] = (host.name, (since - began) / host.scale)

@@ -27,8 +27,8 @@ from pathlib import Path
 
 from fleet.host.contract import ContractError, RunResult, Shard, SweepDir, load_result
 
-# The file's identity as rsync leaves it: a pulled file is renamed into place, so a new copy is a
-# new inode (and a rewrite a new size or time).
+# The file's identity as rsync leaves it (mtime first: files sort as they came): a pulled file is
+# renamed into place, so a new copy is a new inode (and a rewrite a new size or time).
 _Stamp = tuple[int, int, int, int]
 
 
@@ -67,31 +67,50 @@ class ResultLedger:
                     self._stamps.pop(f"{run_id}.json", None)
 
     def refresh(self) -> None:
-        """Read what is new or changed since the last look."""
+        """Read what is new or changed since the last look. A listing of names, then a look at
+        new names and rejected ones only: an accepted result is the agent's, written once (a
+        host that rewrites one later changes nothing here), so a poll of a folder of thousands
+        costs one directory read, not thousands of stats."""
         with self._lock:
             try:
-                listed = dict(self._listing())
+                names = {name for name in os.listdir(self.runs_dir) if name.endswith(".json") and not name.startswith(".")}
+            except FileNotFoundError:
+                names = set()
             except NotADirectoryError:
                 # A host cannot make one (rsync pulls into a folder), a person can: said, not a crash.
                 self._reject(".", f"{self.runs_dir}: expected a folder of results, got a file")
                 return
-            for name in set(self._stamps) - set(listed):  # gone (a resume that cleared a bad copy)
+            self._rejected.pop(".", None)
+            # Dot files are rsync's and the atomic writer's temporaries (never results); a run's bad
+            # copy the agent keeps aside is `<run>.unreadable`.
+            for name in self._stamps.keys() - names:  # gone (a resume that cleared a bad copy)
                 self._forget(name)
-            for name, stamp in sorted(listed.items(), key=lambda item: item[1][2]):  # as they came
-                if self._stamps.get(name) == stamp:
-                    continue
+            candidates = (names - self._stamps.keys()) | (self._rejected.keys() & names)
+            for stamp, name in sorted((self._stamp(name), name) for name in candidates):  # as they came
+                if stamp is None or self._stamps.get(name) == stamp:
+                    continue  # gone since the listing, or a rejected file unchanged
                 self._stamps[name] = stamp
-                result, why = self._read(name)
-                run_id = name.removesuffix(".json")
-                if result is None:
-                    self._results.pop(run_id, None)
-                    self._reject(name, why)
-                    continue
-                self._rejected.pop(name, None)
-                if run_id not in self._announced:  # a run is news once, whatever its file does later
-                    self._announced.add(run_id)
-                    self._accepted.append(result)
-                self._results[run_id] = result
+                self._take(name)
+
+    def _stamp(self, name: str) -> _Stamp | None:
+        try:
+            info = os.lstat(self.runs_dir / name)
+        except OSError:
+            return None
+        return (info.st_mtime_ns, info.st_ino, info.st_size, stat.S_IFMT(info.st_mode))
+
+    def _take(self, name: str) -> None:
+        result, why = self._read(name)
+        run_id = name.removesuffix(".json")
+        if result is None:
+            self._results.pop(run_id, None)
+            self._reject(name, why)
+            return
+        self._rejected.pop(name, None)
+        if run_id not in self._announced:  # a run is news once, whatever its file does later
+            self._announced.add(run_id)
+            self._accepted.append(result)
+        self._results[run_id] = result
 
     def _reject(self, name: str, why: str) -> None:
         if self._rejected.get(name) != why:
@@ -108,23 +127,6 @@ class ResultLedger:
         """Files rejected (file name, why) after the first `since`, and the count to pass next time."""
         with self._lock:
             return self._rejections[since:], len(self._rejections)
-
-    def _listing(self) -> Iterable[tuple[str, _Stamp]]:
-        """`*.json` entries with their stamps (NotADirectoryError where the folder is a file)."""
-        try:
-            entries = list(os.scandir(self.runs_dir))
-        except FileNotFoundError:
-            return
-        for entry in entries:
-            # Dot files are rsync's and the atomic writer's temporaries (never results); a run's
-            # bad copy the agent keeps aside is `<run>.unreadable`.
-            if entry.name.startswith(".") or not entry.name.endswith(".json"):
-                continue
-            try:
-                info = entry.stat(follow_symlinks=False)
-            except OSError:
-                continue  # gone since the listing
-            yield entry.name, (info.st_ino, info.st_size, info.st_mtime_ns, stat.S_IFMT(info.st_mode))
 
     def _read(self, name: str) -> tuple[RunResult | None, str]:
         path = self.runs_dir / name

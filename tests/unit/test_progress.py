@@ -123,7 +123,7 @@ def test_the_eta_grows_when_runs_take_longer_than_estimated() -> None:
     # No local results folder: nothing pulled, so the tracker learns only what it is told.
     progress = SweepProgress(EventStream(None), plan, {"ct200": shard_of(plan)}, {"ct200": 1.0}, {"ct200": ResultLedger(Path("/nonexistent"), SWEEP, "ct200")})
     before = progress.eta()
-    progress.measured.append((3.0, 1.0))
+    progress.measure(3.0, 1.0)
     assert progress.correction() == 3.0
     host = progress.hosts["ct200"]
     starts = sum(progress.server_estimates[s] for s in set(host.runs.values()))

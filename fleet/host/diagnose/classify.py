@@ -20,7 +20,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeGuard
 
 from fleet.host.contract import RESULT_SCHEMA, ContractError, RunResult, RunStatus, SweepDir
 from fleet.host.contract.reader import parse_json, read_text
@@ -605,7 +605,7 @@ def read_result_json(path: Path) -> ResultEvidence:
     return _evidence(raw, found.evidence, timed_out, found.log_paths)
 
 
-def is_run_result(document: object) -> bool:
+def is_run_result(document: object) -> TypeGuard[dict[str, Any]]:
     return isinstance(document, dict) and document.get("schema") == RESULT_SCHEMA
 
 
