@@ -110,7 +110,7 @@ def _check_shape(path: Path, text: str) -> None:
                 raise ConfigError(path, _line(event), f"at most {MAX_ALIASES} aliases (*name)", "more")
             if event.anchor not in sizes and any(node[0] == event.anchor for node in open_nodes):
                 raise ConfigError(path, _line(event), "an alias of a finished anchor", f"*{event.anchor} inside &{event.anchor} (a cycle)")
-            anchor, size = None, sizes.get(event.anchor, 1)  # an unknown anchor: the composer names it
+            anchor, size = None, sizes.get(event.anchor or "", 1)  # an unknown anchor: the composer names it
         else:
             continue
         if anchor is not None:
@@ -121,7 +121,8 @@ def _check_shape(path: Path, text: str) -> None:
 
 
 def _line(event: yaml.Event) -> str:
-    return f"line {event.start_mark.line + 1}, column {event.start_mark.column + 1}"
+    mark = event.start_mark
+    return "" if mark is None else f"line {mark.line + 1}, column {mark.column + 1}"
 
 
 def read_input_file(path: Path, what: str, limit: int = MAX_FILE_BYTES) -> bytes:
@@ -132,9 +133,8 @@ def read_input_file(path: Path, what: str, limit: int = MAX_FILE_BYTES) -> bytes
     (opened non-blocking, so a FIFO without a writer cannot hang the open; judged on the opened
     file, so nothing can be swapped in between), and so is anything under /proc or /sys.
     """
-    real = os.path.realpath(path)
-    if any(real == top or real.startswith(top + "/") for top in _KERNEL_DIRS):
-        raise ConfigError(path, "", f"{what}: a regular file", f"a file of the kernel's {real.split('/')[1]} file system")
+    if kernel := kernel_file_system(path):
+        raise ConfigError(path, "", f"{what}: a regular file", f"a file of the kernel's {kernel} file system")
     try:
         descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as exc:
@@ -142,7 +142,7 @@ def read_input_file(path: Path, what: str, limit: int = MAX_FILE_BYTES) -> bytes
     try:
         info = os.fstat(descriptor)
         if not stat.S_ISREG(info.st_mode):
-            raise ConfigError(path, "", f"{what}: a regular file", _file_kind(info.st_mode))
+            raise ConfigError(path, "", f"{what}: a regular file", file_kind(info.st_mode))
         chunks: list[bytes] = []
         size = 0
         while size <= limit:  # bounded even where the size said is wrong or the file grows
@@ -160,11 +160,17 @@ def read_input_file(path: Path, what: str, limit: int = MAX_FILE_BYTES) -> bytes
     return b"".join(chunks)
 
 
+def kernel_file_system(path: Path) -> str | None:
+    """`/proc` or `/sys` where `path` (links resolved) lies in one, else None."""
+    real = os.path.realpath(path)
+    return next((top for top in _KERNEL_DIRS if real == top or real.startswith(top + "/")), None)
+
+
 def _size_text(limit: int) -> str:
     return f"{limit // 1024} KiB" if limit >= 1024 else f"{limit} bytes"
 
 
-def _file_kind(mode: int) -> str:
+def file_kind(mode: int) -> str:
     kinds = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
              (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))  # fmt: skip
     return next((name for test, name in kinds if test(mode)), "not a regular file")
