@@ -184,3 +184,17 @@ def test_a_failure_with_evidence_survives_the_reader(tmp_path: Path) -> None:
     failure = Failure("server_died", "died", ("CUDA error: an illegal instruction\x1b[0m",))
     loaded = load_result(write(tmp_path, "r1.json", result(status="failed", failure=failure.to_json(), figures={})))
     assert loaded.failure is not None and loaded.failure.evidence == ("CUDA error: an illegal instruction\ufffd[0m",)
+
+
+def test_what_the_agent_says_of_itself_is_printable() -> None:
+    """progress.json is printed live (the host's last error, its servers' labels): a compromised
+    agent's escape sequences reach no terminal."""
+    from fleet.host.contract import AgentError, AgentState, Progress, ServerPhase, ServerProgress
+
+    progress = Progress(
+        sweep_id=SWEEP, agent_pid=42, boot_id="b1", started_at=1.0, updated_at=2.0, state=AgentState.running, total=1, counts={},
+        servers={"s1": ServerProgress("tp1\x1b[2J", ServerPhase.running, "tp1/short", 1.5)},
+        last_error=AgentError("tp1", "server_died", "died\x1b]0;owned\x07", 1.7),
+    )
+    read = Progress.from_json(json.dumps(progress.to_json()))
+    assert read.servers["s1"].label == "tp1\ufffd[2J" and read.last_error is not None and read.last_error.message == "died\ufffd]0;owned\ufffd"

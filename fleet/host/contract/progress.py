@@ -9,7 +9,7 @@ from enum import Enum
 from typing import Any
 
 from fleet.host.contract.layout import SweepDir
-from fleet.host.contract.reader import Reader
+from fleet.host.contract.reader import Reader, parse_json, untrusted
 from fleet.host.contract.results import RunStatus
 
 PROGRESS_SCHEMA = "fleet.agent_progress/1"
@@ -113,7 +113,8 @@ class Progress:
 
     @classmethod
     def from_json(cls, text_or_data: str | bytes | Mapping[str, Any], source: str = SweepDir.PROGRESS) -> Progress:
-        r = Reader.of(text_or_data, source)
+        # What the agent says of itself is printed live (last error, server labels): made printable.
+        r = Reader(untrusted(parse_json(text_or_data, source)), source)
         r.schema(PROGRESS_SCHEMA)
         counts = r.child("counts")
         servers = r.child("servers")
@@ -158,6 +159,6 @@ class Halt:
 
     @classmethod
     def from_text(cls, text: str | bytes, source: str = SweepDir.HALT) -> Halt:
-        r = Reader.of(text, source)
+        r = Reader(untrusted(parse_json(text, source)), source)
         r.schema(HALT_SCHEMA)
         return cls(r.optional("reason", str), r.optional("at", float))

@@ -13,6 +13,7 @@ import errno
 import json
 import math
 import os
+import re
 import stat
 from collections.abc import Mapping
 from enum import Enum
@@ -31,6 +32,28 @@ MAX_DOCUMENT_BYTES = 64 << 20
 # Deeper than any document fleet writes (a result's figures are 4 levels deep) and far below
 # where the parser or a reader walking the tree would exhaust Python's stack.
 MAX_DEPTH = 32
+
+
+# C0 controls but tab and newline, DEL and C1 (CSI): what makes a terminal act on text.
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """`text` with the characters that make a terminal act (escape sequences, bells, carriage
+    returns) replaced by U+FFFD: what a host wrote may be printed, logged and exported."""
+    return _CONTROL.sub("\ufffd", text)
+
+
+def untrusted(value: object) -> Any:
+    """A parsed document a host sent back, with every string (keys too) `printable`. Recursion is
+    bounded: parse_json refuses anything nested deeper than MAX_DEPTH."""
+    if isinstance(value, str):
+        return printable(value)
+    if isinstance(value, list):
+        return [untrusted(item) for item in value]
+    if isinstance(value, dict):
+        return {printable(str(k)): untrusted(v) for k, v in value.items()}
+    return value
 
 
 def _finite(text: str) -> float:

@@ -16,7 +16,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from fleet.host.contract.reader import Reader, parse_json, read_text
+from fleet.host.contract.reader import Reader, parse_json, read_text, untrusted
 from fleet.host.errors import ContractError
 from fleet.host.failures import VALUES as FAILURE_CLASSES
 
@@ -27,8 +27,6 @@ RESULT_SCHEMA = "fleet.run_result/2"
 RESULT_MAX_BYTES = 32 << 20  # thousands of requests' records are a few MiB
 # Ids and names become file and folder names on the controller: one path component, no `..`.
 _IDENT = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._@+:=-]{0,199}")
-# C0 controls but tab and newline, DEL and C1 (CSI): what makes a terminal act on text.
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 # No number in a result is larger: timestamps are ~1e9 s, token counts of one run far below.
 MAX_MAGNITUDE = 1e12
 # A rate no server reaches (a whole H200 node serves ~1e5 tok/s): above it a figure is forged or broken.
@@ -191,7 +189,9 @@ class RunResult:
 
     @classmethod
     def from_json(cls, text_or_data: str | bytes | Mapping[str, Any], source: str = "run result") -> RunResult:
-        r = Reader(_cleaned(parse_json(text_or_data, source), source, ""), source)
+        data = untrusted(parse_json(text_or_data, source))
+        _bounded(data, source, "")
+        r = Reader(data, source)
         r.schema(RESULT_SCHEMA)
         for key in ("run_id", "server_id", "sweep_id", "host"):
             value = r.get(key, str)
@@ -233,22 +233,19 @@ class RunResult:
         )
 
 
-def _cleaned(value: object, source: str, where: str) -> Any:
-    """`value` with control characters taken out of every string (keys too), every number within
-    `MAX_MAGNITUDE`. Recursion is bounded: parse_json refused anything deeper than MAX_DEPTH."""
-    if isinstance(value, str):
-        return _CONTROL.sub("\ufffd", value)
-    if isinstance(value, bool) or value is None:
-        return value
+def _bounded(value: object, source: str, where: str) -> None:
+    """Every number of a result within `MAX_MAGNITUDE` (a forged 1e308 printed as a mean)."""
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return
     if isinstance(value, (int, float)):
         if abs(value) > MAX_MAGNITUDE:
             raise ContractError(source, where, f"a number of magnitude at most {MAX_MAGNITUDE:g}", f"{value:.3g}")
-        return value
-    if isinstance(value, list):
-        return [_cleaned(item, source, f"{where}[{i}]") for i, item in enumerate(value)]
-    if isinstance(value, dict):
-        return {_CONTROL.sub("\ufffd", str(k)): _cleaned(v, source, f"{where}.{k}" if where else str(k)) for k, v in value.items()}
-    return value
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            _bounded(item, source, f"{where}[{i}]")
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _bounded(item, source, f"{where}.{key}" if where else str(key))
 
 
 def _check_figures(figures: Mapping[str, Any], source: str, where: str) -> None:
