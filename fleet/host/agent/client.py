@@ -6,6 +6,10 @@ carrying tokens for that long is abandoned too. A hung server therefore costs on
 never the whole sweep. `abort_all()` shuts the sockets of requests in flight from another thread,
 so an agent that is told to stop does not wait for them.
 
+A request across which the agent itself did not run (fleet.host.agent.pause: stopped, suspended)
+says so (`agent_paused_s`), and a time-out it then ended with names the pause: the server may
+well have answered while the agent could not read.
+
 Request bodies are those `sglang.bench_serving` sends for the same load (`request_body`), so fleet's
 figures and bench_serving's measure the same requests: a fixed output length is asked for with
 `ignore_eos` (the server must not stop at an end-of-sequence token before the length), temperature 0.
@@ -29,6 +33,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from fleet.host.agent.pause import PauseWatch
 from fleet.host.failures import FailureClass
 
 CONNECT_TIMEOUT_S = 10.0
@@ -86,6 +91,7 @@ class RequestOutcome:
     error_class: str | None = None
     error_message: str | None = None
     http_status: int | None = None
+    agent_paused_s: float | None = None  # how long the agent itself did not run during the request
 
     @property
     def tpot_s(self) -> float | None:
@@ -320,12 +326,14 @@ class _InFlight:
 
 
 class Client:
-    """Requests against one server. Thread-safe: each request uses its own connection."""
+    """Requests against one server. Thread-safe: each request uses its own connection.
+    `pauses`: the agent's watch on its own gaps, to tell them apart from the server's silences."""
 
-    def __init__(self, endpoint: Endpoint, *, api: str = "generate", model: str | None = None) -> None:
+    def __init__(self, endpoint: Endpoint, *, api: str = "generate", model: str | None = None, pauses: PauseWatch | None = None) -> None:
         self.endpoint = endpoint
         self.api = api
         self.model = model
+        self.pauses = pauses
         self._in_flight = _InFlight()
 
     def abort_all(self) -> None:
@@ -348,6 +356,7 @@ class Client:
             return outcome
         path, fields = request_body(self.api, prompt, max_new_tokens, model=self.model, temperature=temperature, ignore_eos=ignore_eos)
         body = json.dumps(fields).encode()
+        mark = self.pauses.mark() if self.pauses is not None else 0
         start = time.monotonic()
         clock = TokenClock()
         state = StreamState()
@@ -380,6 +389,11 @@ class Client:
             # The agent cut the socket: whatever the read then saw (EOF, reset) is not the server's fault.
             outcome.error_class, outcome.error_message = ABORTED_BY_AGENT, "the agent is stopping"
         outcome.e2e_s = time.monotonic() - start if outcome.ok else None
+        gaps = self.pauses.since(mark) if self.pauses is not None else []
+        if gaps:
+            outcome.agent_paused_s = sum(gap.seconds for gap in gaps)
+            if outcome.error_class in (TIMEOUT, NO_TOKEN_TIMEOUT):
+                outcome.error_message = f"{outcome.error_message}; but {gaps[-1].describe()} during this request: not the server's"
         outcome.prompt_tokens = state.prompt_tokens
         outcome.output_tokens = state.completion_tokens
         outcome.ttft_s = clock.ttft_s

@@ -9,6 +9,10 @@ Rules that make a result trustworthy:
 - a run whose workload did not run as defined -- its prompt cut to fit the server, an output
   shorter than asked for, requests planned but never sent -- is `not_comparable`, with its
   `deviations`; never `ok`;
+- a run during which fleet's own agent did not run (stopped, its machine suspended:
+  fleet.host.agent.pause) measured that pause, not the server: `not_comparable` with an
+  `agent_paused` deviation whatever its requests did, never `partial` or `failed` with a request
+  time-out blamed on the server (the agent redoes such a run once before it writes this);
 - every latency summary carries its sample size `n`; percentiles only where the sample supports
   them (the rule lives in fleet.host.agent.stats);
 - a concurrency run has figures per level (`levels`: one entry per repeat and level); its
@@ -34,6 +38,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Mapping, Sequence
 
 from fleet.host.agent.client import NO_TOKEN_TIMEOUT, TIMEOUT, RequestOutcome
+from fleet.host.agent.pause import Gap
 from fleet.host.agent.stats import histogram, ratio, summary
 from fleet.host.contract import Failure, RunResult, RunStatus
 from fleet.host.contract.results import Deviation
@@ -47,6 +52,7 @@ REQUESTS_FAILED = FailureClass.REQUESTS_FAILED.value
 PROMPT_CUT = "prompt_cut"
 OUTPUT_CAPPED = "output_capped"
 REQUESTS_DROPPED = "requests_dropped"
+AGENT_PAUSED = "agent_paused"  # fleet's agent did not run during the run (fleet.host.agent.pause)
 
 # Figures that describe throughput or latency, which mean nothing blended across concurrency levels.
 _RATE_AND_LATENCY = ("wall_s", "output_tok_s", "output_tok_s_per_request", "request_throughput", "ttft_s", "itl_s", "tpot_s", "e2e_s")
@@ -156,8 +162,11 @@ def run_status(
 ) -> tuple[RunStatus, Failure | None]:
     """The status of a run from its request counts, the failure (if any) that stopped it and its
     departures from the workload's definition. Returns the failure to record: the given one, or
-    one derived from the requests. A failure outranks a deviation: `partial` runs are the ones
-    the fixer retries."""
+    one derived from the requests. A failure outranks a deviation (`partial` runs are the ones
+    the fixer retries), but for the agent's own pause: what failed across it is no evidence
+    against the server."""
+    if any(deviation.kind == AGENT_PAUSED for deviation in deviations):
+        return RunStatus.not_comparable, None
     counts = figures["requests"]
     if counts["ok"] == 0:
         if failure is None:
@@ -196,6 +205,12 @@ def dropped_deviations(outcome: WorkloadOutcome) -> list[Deviation]:
     return []
 
 
+def paused_deviation(gaps: Sequence[Gap]) -> Deviation:
+    """What the agent's own pauses during a run make of it."""
+    what = "; ".join(gap.describe() for gap in gaps)
+    return Deviation(AGENT_PAUSED, f"{what} -- during this run, so its figures (and any request that timed out) measure that pause, not the server's serving")
+
+
 def request_record(sent: Sent) -> dict[str, Any]:
     """One request in the result file: what it was and how it went, without per-token arrays."""
     o = sent.outcome
@@ -214,6 +229,7 @@ def request_record(sent: Sent) -> dict[str, Any]:
         "finish_reason": o.finish_reason,
         "error_class": o.error_class,
         "error_message": o.error_message,
+        **({"agent_paused_s": o.agent_paused_s} if o.agent_paused_s is not None else {}),
     }
 
 

@@ -19,6 +19,12 @@ server's fixed variant, `fleet.host.contract.shard.grown_servers`); the loop not
 file by its inode, size and mtime, takes the new servers into its waiting set, and refuses any
 other change (logged; it works on with the shard it has).
 
+Pauses: a run during which the agent itself did not run (its process stopped, its machine
+suspended: fleet.host.agent.pause) measured that pause, not the server. Its result is kept aside
+(`runs/<run-id>.attempt-<n>.disturbed`, not a `.json` the controller reads as a result) and the
+run is done again, once; disturbed again, it is written `not_comparable` with an `agent_paused`
+deviation. Every pause is named in the log and as the progress file's last error.
+
 Resume: a run is done when `<sweep_dir>/runs/<run_id>.json` exists. A run interrupted by a stop
 or a crash has no result file, so a restarted agent redoes exactly that one (with `attempt`
 one higher). Stop: SIGTERM or a `STOP` file in the sweep directory; requests in flight are cut,
@@ -46,8 +52,17 @@ from fleet.host.agent.dispatch import Placement, Running, Waiting, choose, stuck
 from fleet.host.agent.drive import Driver, Gate, ServerFacts, drive
 from fleet.host.agent.handover import release_handed_over
 from fleet.host.agent.logwatch import LogWatcher
+from fleet.host.agent.pause import PauseWatch, threshold_from_env
 from fleet.host.agent.progress import UNWRITABLE_ERRNOS, ProgressFile
-from fleet.host.agent.results import RunIdentity, WorkloadOutcome, build_result, sim_speed_of, skipped_result
+from fleet.host.agent.results import (
+    AGENT_PAUSED,
+    RunIdentity,
+    WorkloadOutcome,
+    build_result,
+    paused_deviation,
+    sim_speed_of,
+    skipped_result,
+)
 from fleet.host.agent.services import (
     SIGKILL_HINT,
     Holder,
@@ -148,6 +163,7 @@ class Agent:
         self._lease_beat = 0.0
         self.halted: str | None = None  # why the agent stopped itself: it cannot write
         self._strangers: dict[int, float] = {}  # GPU -> when a start found a foreign process on it
+        self.pauses = PauseWatch(threshold_from_env())  # ticks while the agent works (run)
 
     def skip_reason(self, spec: ServerSpec, quarantined: dict[str, str] | None = None) -> str | None:
         """Why not to launch this server: the shard says so, or the controller quarantined its
@@ -226,6 +242,21 @@ class Agent:
             log.error("%s; kept as %s and the run is done again", exc, path.with_suffix(".unreadable").name)
             path.rename(path.with_suffix(".unreadable"))
             return None
+
+    def keep_disturbed(self, result: RunResult) -> dict[str, Any]:
+        """Keep a run's result that the agent's own pause disturbed aside, for the record (beside
+        the results, not read as one), and say where in the words its redone result records."""
+        path = Path(self.files.result(result.run_id)).with_name(f"{result.run_id}.attempt-{result.attempt}.disturbed")
+        try:
+            write_json_atomic(path, result.to_json())
+        except OSError as exc:
+            if unwritable(exc):
+                exc.filename = exc.filename or str(path)
+                self.halt(exc)
+            raise
+        log.warning("run %s: disturbed by the agent's pause, kept aside as %s; running it again", result.label, path.name)
+        why = next(d.message for d in result.deviations if d.kind == AGENT_PAUSED)
+        return {"attempt": result.attempt, "kept_as": path.name, "why": why}
 
     def next_attempt(self, run_id: str) -> int:
         path = Path(self.files.attempt(run_id))
@@ -319,9 +350,11 @@ class Agent:
         lock_handle.flush()
         try:
             self._take_lease()
+            self.pauses.start()
             try:
                 return self._run_locked()
             finally:
+                self.pauses.stop()
                 self._hand_back_lease()
         finally:
             fcntl.flock(lock_handle, fcntl.LOCK_UN)
@@ -462,6 +495,7 @@ class Agent:
             threads[spec.server_id].start()
 
         released: frozenset[str] = frozenset()  # handed back to the controller: never started here
+        pauses_told = 0  # the agent's pauses named in the progress file so far
         while True:
             stopping = self._stop_requested()
             with changed:
@@ -484,6 +518,10 @@ class Agent:
                 changed.wait(0.5)
             self.progress.heartbeat()
             self._heartbeat_lease()
+            for gap in self.pauses.since(pauses_told):
+                # The live display's line for this host: the pause would otherwise pass unseen.
+                self.progress.error("agent", AGENT_PAUSED, f"{gap.describe()}; a run in flight across it is done again")
+                pauses_told += 1
         if self.halted is not None:
             self._record_halt()
             return AgentExit.HALTED
@@ -693,7 +731,7 @@ class ServerSession:
         return ServerFacts(context_len, max_running, served, sources, max_input, version)
 
     def _new_client(self) -> Client:
-        self.client = Client(self.endpoint, api=self.spec.api, model=self.facts.served_model)
+        self.client = Client(self.endpoint, api=self.spec.api, model=self.facts.served_model, pauses=self.agent.pauses)
         if self._aborted.is_set():
             self.client.abort_all()
         return self.client
@@ -779,20 +817,33 @@ class ServerSession:
     def _serve(self, pending: list[RunSpec]) -> None:
         client = self._new_client()
         for index, run in enumerate(pending):
-            if self._interrupted():
-                return
-            self.progress.phase(self.spec.server_id, self.spec.label, ServerPhase.running, run.label, self.gpus)
-            attempt = self.agent.next_attempt(run.run_id)
-            started = time.time()
-            gate = Gate(self.liveness, self._aborted)
-            gate.checkpoint()
-            outcome = drive(Driver(client, self.limits, self.facts, gate, run)) if gate.open else WorkloadOutcome(failure=gate.failure)
-            if self._interrupted():
-                return  # interrupted: no result, so a resumed agent redoes this run
-            self.agent.write_result(
-                build_result(identity=self._identity(run, attempt), workload=run.workload, outcome=outcome, started_at=started, ended_at=time.time())
-            )
-            if gate.failure is not None:
+            redone: list[dict[str, Any]] = []  # its attempts the agent's pause disturbed, kept aside
+            while True:
+                if self._interrupted():
+                    return
+                self.progress.phase(self.spec.server_id, self.spec.label, ServerPhase.running, run.label, self.gpus)
+                attempt = self.agent.next_attempt(run.run_id)
+                started = time.time()
+                mark = self.agent.pauses.mark()
+                gate = Gate(self.liveness, self._aborted)
+                gate.checkpoint()
+                outcome = drive(Driver(client, self.limits, self.facts, gate, run)) if gate.open else WorkloadOutcome(failure=gate.failure)
+                if self._interrupted():
+                    return  # interrupted: no result, so a resumed agent redoes this run
+                gaps = self.agent.pauses.since(mark)
+                if gaps:
+                    outcome.deviations.append(paused_deviation(gaps))
+                result = build_result(
+                    identity=self._identity(run, attempt), workload=run.workload, outcome=outcome, started_at=started, ended_at=time.time()
+                )
+                if redone:
+                    result = replace(result, extras={**result.extras, "redone": redone})
+                if not gaps or redone:
+                    break  # undisturbed, or disturbed twice: written as it is (not_comparable, agent_paused)
+                redone.append(self.agent.keep_disturbed(result))
+            self.agent.write_result(result)
+            # A failure seen across the agent's pause proves nothing: the next run checks the server afresh.
+            if gate.failure is not None and not gaps:
                 self.progress.error(self.spec.label, gate.failure.error_class, gate.failure.message)
                 self._fail_runs(pending[index + 1 :], gate.failure)
                 return
