@@ -244,8 +244,8 @@ class Agent:
             return None
 
     def keep_disturbed(self, result: RunResult) -> dict[str, Any]:
-        """Keep a run's result that the agent's own pause disturbed aside, for the record (beside
-        the results, not read as one), and say where in the words its redone result records."""
+        """Keep aside, for the record, a run's result that the agent's own pause disturbed (beside
+        the results, never read as one); returns what the redone run's result says of it."""
         path = Path(self.files.result(result.run_id)).with_name(f"{result.run_id}.attempt-{result.attempt}.disturbed")
         try:
             write_json_atomic(path, result.to_json())
