@@ -625,7 +625,8 @@ def diagnose(
     """Name the cause of each failure from whole logs, with evidence lines and a fix."""
     from fleet.host.diagnose.classify import diagnose_paths, render_diagnoses
 
-    from fleet.config import file_kind, kernel_file_system
+    from fleet.config import kernel_file_system
+    from fleet.host.contract.reader import file_kind
 
     missing = [str(p) for p in paths if not p.exists()]
     if missing:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import re
-import stat
 import unicodedata
 from collections.abc import Callable
 from pathlib import Path, PurePosixPath
@@ -21,7 +20,8 @@ import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict, Strict, ValidationError
 from pydantic_core import ErrorDetails
 
-from fleet.errors import ConfigError
+from fleet.errors import ConfigError, ContractError
+from fleet.host.contract.reader import read_bytes
 from fleet.shell import is_env_name
 
 M = TypeVar("M", bound=BaseModel)
@@ -128,36 +128,16 @@ def _line(event: yaml.Event) -> str:
 def read_input_file(path: Path, what: str, limit: int = MAX_FILE_BYTES) -> bytes:
     """The bytes of a file named by a user or kept by the controller (a host file, a playbook,
     `results/LATEST`, the quarantine): a regular file of at most `limit` bytes, `what` in messages.
-
-    The one reader of such files. A FIFO, a device or a socket is refused before a byte is read
-    (opened non-blocking, so a FIFO without a writer cannot hang the open; judged on the opened
-    file, so nothing can be swapped in between), and so is anything under /proc or /sys.
-    """
+    Read by the contract's bounded reader (no FIFO, device or socket, never more than `limit`),
+    following a link the user made; anything under /proc or /sys is refused too."""
     if kernel := kernel_file_system(path):
         raise ConfigError(path, "", f"{what}: a regular file", f"a file of the kernel's {kernel} file system")
     try:
-        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError as exc:
-        raise ConfigError(path, "", f"{what}: a readable file", exc.strerror) from None
-    try:
-        info = os.fstat(descriptor)
-        if not stat.S_ISREG(info.st_mode):
-            raise ConfigError(path, "", f"{what}: a regular file", file_kind(info.st_mode))
-        chunks: list[bytes] = []
-        size = 0
-        while size <= limit:  # bounded even where the size said is wrong or the file grows
-            chunk = os.read(descriptor, min(1 << 20, limit + 1 - size))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
-    except OSError as exc:
-        raise ConfigError(path, "", f"{what}: a readable file", exc.strerror) from None
-    finally:
-        os.close(descriptor)
-    if max(size, info.st_size) > limit:
-        raise ConfigError(path, "", f"{what} of at most {_size_text(limit)}", f"{max(size, info.st_size)} bytes")
-    return b"".join(chunks)
+        return read_bytes(path, limit, follow_links=True)
+    except ContractError as exc:
+        if exc.expected.startswith("a file of at most"):
+            raise ConfigError(path, "", f"{what} of at most {_size_text(limit)}", exc.got) from None
+        raise ConfigError(path, "", f"{what}: {exc.expected}", exc.got) from None
 
 
 def kernel_file_system(path: Path) -> str | None:
@@ -168,12 +148,6 @@ def kernel_file_system(path: Path) -> str | None:
 
 def _size_text(limit: int) -> str:
     return f"{limit // 1024} KiB" if limit >= 1024 else f"{limit} bytes"
-
-
-def file_kind(mode: int) -> str:
-    kinds = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
-             (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))  # fmt: skip
-    return next((name for test, name in kinds if test(mode)), "not a regular file")
 
 
 def read_yaml(path: Path) -> Any:

@@ -36,7 +36,7 @@ class ContractError(FleetError):
     contract says. Names the file, the field and what was expected."""
 
     def __init__(self, source: str, field: str, expected: str, got: object = None) -> None:
-        self.source, self.field, self.expected = source, field, expected
+        self.source, self.field, self.expected, self.got = source, field, expected, got
         where = f"{source}: {field}" if field else source
         detail = f"{where}: expected {expected}"
         if got is not None:

@@ -1,6 +1,7 @@
 """Reading sweep folders for a report: what the controller wrote (`sweep.json`, `plan.json`,
 `summary.json`, `playbook.yaml`, `hosts/<host>.json` and `.facts.json`) and every result the
-agents wrote (`<host>/runs/<run-id>.json`, through `fleet.host.contract.load_result` only).
+agents wrote (`<host>/runs/<run-id>.json`, through the sweep's one reader of pulled results,
+`fleet.sweep.ledger`: bounded, checked, a bad file listed with why).
 
 A sweep still running is fine: what has a result is reported, what has none yet is counted as
 pending; `summary.json` appears only at its end (fixes are then read from the fixed variants'

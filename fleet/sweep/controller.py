@@ -419,7 +419,8 @@ def _drive(
     if resumed:
         for driver in drivers:
             balancer.register(driver)
-        for server_id, run_ids in _in_no_shard(ctx.directory, estimates, shards).items():
+        have = set().union(*(ledger.present for ledger in ledgers.values()))
+        for server_id, run_ids in _in_no_shard(ctx.directory, estimates, shards, have).items():
             # On their way from one host to another when the last controller stopped: sent on again.
             balancer.adopt(server_id, run_ids, "resume: handed over when the last controller stopped")
     threads = drive_all(drivers)
@@ -529,11 +530,11 @@ def make_balancer(ctx: SweepContext, hosts: Mapping[str, Host], estimates: Plan,
     )  # fmt: skip
 
 
-def _in_no_shard(directory: Path, plan: Plan, shards: Mapping[str, Shard]) -> dict[str, list[str]]:
-    """Planned runs with no result that no live host's shard holds (server id -> run ids): runs a
-    stopped controller was moving between hosts (released by one, not yet shipped to the other)."""
+def _in_no_shard(directory: Path, plan: Plan, shards: Mapping[str, Shard], have: set[str]) -> dict[str, list[str]]:
+    """Planned runs with no result (`have`: the runs with a result file in some host's folder)
+    that no live host's shard holds (server id -> run ids): runs a stopped controller was moving
+    between hosts (released by one, not yet shipped to the other)."""
     record = SweepRecord.load(directory)
-    have = {path.stem for path in directory.glob(f"*/{SweepDir.RUNS}/*.json")}
     held = {run.run_id for name, shard in shards.items() if name not in record.lost for _, run in shard.runs}
     orphans: dict[str, list[str]] = {}
     for server in plan.servers:

@@ -102,11 +102,15 @@ def parse_json(text_or_data: str | bytes | Mapping[str, Any], source: str, max_d
     return data
 
 
-def read_bytes(path: Path | str, limit: int = MAX_DOCUMENT_BYTES) -> bytes:
-    """A regular file's bytes, at most `limit`: a symlink is not followed (it could point anywhere
-    on the reader's machine), a FIFO or device is refused before it can block or stream forever."""
+def read_bytes(path: Path | str, limit: int = MAX_DOCUMENT_BYTES, *, follow_links: bool = False) -> bytes:
+    """A regular file's bytes, at most `limit`: the one bounded reader of fleet's files. A FIFO, a
+    device or a socket is refused before a byte is read (opened non-blocking, so a FIFO without a
+    writer cannot hang the open; judged on the opened file, so nothing is swapped in between). A
+    symlink is followed only with `follow_links` (a file a user names): what a host sent back
+    could point anywhere on the reader's machine."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow_links else os.O_NOFOLLOW)
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        fd = os.open(path, flags)
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             raise ContractError(str(path), "", "a regular file", "a symbolic link (not followed)") from None
@@ -114,7 +118,7 @@ def read_bytes(path: Path | str, limit: int = MAX_DOCUMENT_BYTES) -> bytes:
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
-            raise ContractError(str(path), "", "a regular file", _kind(info.st_mode))
+            raise ContractError(str(path), "", "a regular file", file_kind(info.st_mode))
         if info.st_size > limit:
             raise ContractError(str(path), "", f"a file of at most {limit} bytes", f"{info.st_size} bytes")
         chunks, size = [], 0
@@ -133,12 +137,11 @@ def read_bytes(path: Path | str, limit: int = MAX_DOCUMENT_BYTES) -> bytes:
         os.close(fd)
 
 
-def _kind(mode: int) -> str:
-    for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
-                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket")):  # fmt: skip
-        if test(mode):
-            return name
-    return "not a regular file"
+def file_kind(mode: int) -> str:
+    """What a file of this mode is, for a message ("a FIFO (named pipe)")."""
+    kinds = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
+             (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))  # fmt: skip
+    return next((name for test, name in kinds if test(mode)), "not a regular file")
 
 
 def read_text(path: Path | str, limit: int = MAX_DOCUMENT_BYTES) -> str:
