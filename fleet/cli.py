@@ -382,9 +382,8 @@ def _check_sweep_records(sweep_id: str | None) -> None:
     """Refuse a sweep whose record (sweep.json, hosts/<name>.json) is missing or damaged, with
     the file and the field, before a host is contacted: the commands that read a sweep would
     otherwise fail inside, on a host name such as `../../../etc/passwd` too."""
-    from fleet.inventory import NAME_PATTERN, load_host_record
     from fleet.layout import SWEEP_RECORD
-    from fleet.sweep.record import SweepError, SweepRecord
+    from fleet.sweep.record import SweepError, recorded_hosts
 
     if sweep_id is None:
         return  # no sweep recorded yet: the command says so
@@ -392,14 +391,7 @@ def _check_sweep_records(sweep_id: str | None) -> None:
     if not (directory / SWEEP_RECORD).exists():
         return  # no such sweep, or a Slurm sweep (its own record): the command names what is missing
     try:
-        record = SweepRecord.load(directory)
-        hosts = record.hosts
-        if not isinstance(hosts, list):
-            raise ConfigError(directory / SWEEP_RECORD, "hosts", "a list of host names", hosts)
-        for i, name in enumerate(hosts):
-            if not isinstance(name, str) or not re.fullmatch(NAME_PATTERN, name):
-                raise ConfigError(directory / SWEEP_RECORD, f"hosts[{i}]", f"a host name matching {NAME_PATTERN}", name)
-            load_host_record(directory / "hosts" / f"{name}.json")
+        recorded_hosts(directory)
     except (SweepError, ConfigError) as exc:
         _fail(str(exc))
 

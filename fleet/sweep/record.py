@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import secrets
 import time
 from collections.abc import Callable, Mapping
@@ -15,11 +16,13 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from fleet.errors import FleetError
+from fleet.config import read_input_file
+from fleet.errors import ConfigError, ContractError, FleetError
 from fleet.host.atomic import write_json_atomic
 from fleet.host.contract import Shard, SweepDir
-from fleet.inventory import Host, load_host
-from fleet.layout import LATEST, SWEEP_RECORD
+from fleet.host.contract.reader import parse_json, read_text
+from fleet.inventory import NAME_PATTERN, Host, load_host, load_host_record
+from fleet.layout import SWEEP_RECORD, read_latest
 from fleet.sweep.ledger import host_ledger
 from fleet.transport.base import Transport
 
@@ -40,10 +43,11 @@ def new_sweep_id(playbook: Playbook, now: datetime | None = None) -> str:
 
 
 def latest_sweep(results_root: Path) -> str:
-    try:
-        return (results_root / LATEST).read_text().strip()
-    except OSError:
-        raise SweepError(f"no sweep recorded in {results_root} yet (run `fleet sweep` first, or give --sweep ID)") from None
+    """The sweep `results/LATEST` names (a ConfigError where it holds anything but a sweep id)."""
+    latest = read_latest(results_root)
+    if latest is None:
+        raise SweepError(f"no sweep recorded in {results_root} yet (run `fleet sweep` first, or give --sweep ID)")
+    return latest
 
 
 # The playbook as the sweep ran it, in the sweep's folder: what a resume re-plans from.
@@ -91,11 +95,24 @@ class SweepRecord:
 
     @classmethod
     def load(cls, directory: Path) -> SweepRecord:
+        """sweep.json, checked: bounded, a JSON object of this record's fields, host names that
+        are names (a record naming `../../../etc/passwd` would send readers out of the folder)."""
         path = directory / SWEEP_RECORD
         try:
-            return cls(**json.loads(path.read_text()))
-        except (OSError, ValueError, TypeError) as exc:
-            raise SweepError(f"{path}: not a readable sweep record ({exc})") from None
+            data = parse_json(read_input_file(path, "a sweep record (JSON)"), str(path))
+            record = cls(**data) if isinstance(data, dict) else None
+        except ContractError as exc:
+            raise SweepError(f"{exc}: not a readable sweep record") from None
+        except TypeError as exc:  # a field it does not have, or one missing
+            raise SweepError(f"{path}: expected the fields of a sweep record, got {str(exc).split('(')[-1].rstrip(')')}") from None
+        if record is None:
+            raise SweepError(f"{path}: expected a JSON object (a sweep record), got {type(data).__name__}")
+        if not isinstance(record.hosts, list):
+            raise ConfigError(path, "hosts", "a list of host names", record.hosts)
+        for i, name in enumerate(record.hosts):
+            if not isinstance(name, str) or not re.fullmatch(NAME_PATTERN, name):
+                raise ConfigError(path, f"hosts[{i}]", f"a host name matching {NAME_PATTERN}", name)
+        return record
 
     def playbook_notes(self, directory: Path) -> list[str]:
         """What a resume says about its playbook: it runs the sweep's copy (`playbook.yaml`), never
@@ -153,10 +170,9 @@ def load_sweep(results_root: Path, sweep_id: str | None) -> LoadedSweep:
     directory = results_root / (sweep_id or latest_sweep(results_root))
     if not directory.is_dir():
         raise SweepError(f"no sweep {directory.name} in {results_root}")
-    record = SweepRecord.load(directory)
-    hosts = {name: Host.model_validate(json.loads((directory / "hosts" / f"{name}.json").read_text())) for name in record.hosts}
+    record, hosts = recorded_hosts(directory)
     shards = {
-        name: Shard.from_json(path.read_text(), source=str(path))
+        name: Shard.from_json(read_text(path), source=str(path))
         for name in record.hosts
         if (path := directory / name / SweepDir.SHARD).exists()
     }
@@ -168,6 +184,13 @@ def load_sweep(results_root: Path, sweep_id: str | None) -> LoadedSweep:
     }  # fmt: skip
     shards = {name: shard for name, shard in shards.items() if name not in record.lost}
     return LoadedSweep(directory, record, {n: hosts[n] for n in shards}, shards, given_up)
+
+
+def recorded_hosts(directory: Path) -> tuple[SweepRecord, dict[str, Host]]:
+    """A sweep's record and its hosts as it recorded them (hosts/<name>.json), each checked:
+    SweepError or ConfigError naming the file and the field."""
+    record = SweepRecord.load(directory)
+    return record, {name: load_host_record(directory / "hosts" / f"{name}.json") for name in record.hosts}
 
 
 def _elsewhere(directory: Path, name: str, shard: Shard, not_run: Mapping[str, str]) -> tuple[str, ...]:
