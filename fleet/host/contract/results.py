@@ -62,7 +62,7 @@ class RunStatus(str, Enum):
 class Deviation:
     """How a run departed from its workload's definition, which makes it `not_comparable`."""
 
-    kind: str  # fleet.host.agent.results: PROMPT_CUT, OUTPUT_CAPPED, REQUESTS_DROPPED
+    kind: str  # fleet.host.agent.results: PROMPT_CUT, OUTPUT_CAPPED, REQUESTS_DROPPED, AGENT_PAUSED
     message: str  # with the figures it rests on: "prompt cut to 820 of 30000 tokens: ..."
 
     def to_json(self) -> dict[str, Any]:
