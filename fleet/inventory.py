@@ -72,6 +72,11 @@ class HostPaths(StrictModel):
     work_dir: HostPath = "/var/lib/fleet"
     model_cache: HostPath = "/srv/models"
     staging: HostPath | None = Field(default=None, description="fast dir such as /dev/shm/fleet; none = serve from the cache")
+    allow_volatile_work_dir: bool = Field(
+        default=False,
+        description="accept a work_dir on tmpfs (a reboot erases finished runs' results there and the sweep runs them "
+        "again); provisioning warns instead of refusing",
+    )
 
 
 UPSTREAM = "upstream"

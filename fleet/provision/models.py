@@ -12,6 +12,7 @@ and are polled with short calls, so a dropped link only delays them.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import posixpath
@@ -197,6 +198,28 @@ def _source_label(model: ModelRef) -> str:
     return f"hf:{model.repo}@{model.revision}"
 
 
+def mirror_listing(model: ModelRef, mirror_root: Path) -> dict[str, int] | None:
+    """The files a mirror holds now (path -> size), or None: not a mirror, or not a folder on this controller."""
+    if model.mirror is None:
+        return None
+    source = mirror_dir(model, mirror_root)
+    return local_listing(source) if source.is_dir() else None
+
+
+def current_cache(model: ModelRef, state: ModelState, mirror_files: Mapping[str, int] | None) -> Marker | None:
+    """The cached copy, if it is a copy of what the playbook asks for now: from the same source
+    (the mirror, or the hub's repo at the requested revision) and, for a mirror this controller
+    reads, of the files the mirror holds now. None: the cache is fetched (again), and the copy
+    there says nothing about what will be fetched and staged -- an older fetch of a refreshed
+    mirror, or a copy from another source, is not sized as the model."""
+    cached = state.cached
+    if cached is None or cached.source != _source_label(model):
+        return None
+    if mirror_files is not None and cached.files != dict(mirror_files):
+        return None
+    return cached
+
+
 def ensure_cached(
     t: Transport,
     model: ModelRef,
@@ -215,19 +238,22 @@ def ensure_cached(
         if not check.ok:
             raise ModelError(f"{t.host}: model path {model.path} has no config.json (is it mounted on this host?)")
         return []
-    if state.cached is not None and state.cached.source == _source_label(model):
-        diff = verify_copy(t, state.cache_dir, state.cached)
+    files = mirror_listing(model, mirror_root)
+    current = current_cache(model, state, files)
+    if current is not None:
+        diff = verify_copy(t, state.cache_dir, current)
         if diff.ok:
             return []
         detail = f"cached copy is damaged: {diff.describe()}"
+    elif state.cached is not None:
+        detail = f"the cached copy ({state.cached.source}, {len(state.cached.files)} files) is not the one asked for"
     else:
         detail = "not cached"
     if model.mirror is None:
         return _fetch_from_hub(t, model, host, state, detail, dry_run=dry_run, poll=transfer, timeout=timeout, secrets=secrets)
     source = mirror_dir(model, mirror_root)
-    if not source.is_dir():
+    if files is None:
         raise ModelError(f"mirror {source} of {model.label} is not a directory on this controller")
-    files = local_listing(source)
     change = Change("fetch", f"{model.label} from {source} ({detail})", sum(files.values()))
     if dry_run:
         return [change]
@@ -404,23 +430,46 @@ def run_detached_started(
 # ---------------------------------------------------------------------------------------------
 # Staging to the fast dir, detached on the host
 
+# The fast dir is RAM: a copy that fails (no space, a signal) is removed on the way out, and a
+# copy that could not run its trap (SIGKILL, OOM) is removed by the next start, or by
+# `ensure_staged` once it gives up. The stale staged copy goes before the copy (it is not the one
+# asked for, and its room is needed); `$3` is the size of the copy, checked against the room
+# left before a byte is written.
 STAGE_SCRIPT = r"""
 set -eu
-src=$1; dst=$2
+src=$1; dst=$2; need=$3
 if cmp -s "$src/.fleet-complete.json" "$dst/.fleet-complete.json" 2>/dev/null; then exit 0; fi
+trap 'rm -rf "$dst.partial"' EXIT
+trap 'exit 129' HUP; trap 'exit 130' INT; trap 'exit 143' TERM
 rm -rf "$dst.partial"
+rm -f "$dst/.fleet-complete.json"
+rm -rf "$dst"
+free=$(df -P -B1 "${dst%/*}" | awk 'NR == 2 { print $4 }')
+if [ "$free" -lt "$need" ]; then
+  echo "fleet-stage: $src holds $need bytes, ${dst%/*} has $free free: not staged" >&2
+  exit 28  # ENOSPC's number
+fi
 cp -a "$src" "$dst.partial"
 rm -f "$dst.partial/.fleet-complete.json"
 sync
-rm -rf "$dst"
 mv "$dst.partial" "$dst"
 cp "$src/.fleet-complete.json" "$dst/.fleet-complete.json.tmp"
 mv "$dst/.fleet-complete.json.tmp" "$dst/.fleet-complete.json"
 """
 
 
-def staging_job(state: ModelState) -> DetachedJob:
-    return DetachedJob("fleet-stage", STAGE_SCRIPT, (state.cache_dir, state.serve_dir), state.serve_dir + ".lock", state.serve_dir + ".stage.log")
+def staging_job(state: ModelState, need_bytes: int) -> DetachedJob:
+    return DetachedJob(
+        "fleet-stage", STAGE_SCRIPT, (state.cache_dir, state.serve_dir, str(need_bytes)), state.serve_dir + ".lock", state.serve_dir + ".stage.log"
+    )
+
+
+def stage_cleanup_command(job: DetachedJob, serve_dir: str, *, unverified: bool) -> str:
+    """Remove what a failed stage left in the fast dir, unless a stage still holds the lock (it
+    removes its own on the way out): its partial copy, and with `unverified` the marker of a
+    copy that did not match its listing, so that it is never served."""
+    doomed = [serve_dir + ".partial"] + ([posixpath.join(serve_dir, MARKER)] if unverified else [])
+    return f"flock -n {shlex.quote(job.lock)} rm -rf {shlex.join(doomed)} || true"
 
 
 def ensure_staged(
@@ -438,8 +487,16 @@ def ensure_staged(
     change = Change("stage", f"{state.cache_dir} -> {state.serve_dir}", state.cached.total_bytes)
     if dry_run:
         return [change]
-    run_detached(t, staging_job(state), poll=poll, timeout=timeout)
-    diff = verify_copy(t, state.serve_dir, state.cached)
-    if not diff.ok:
-        raise ModelError(f"{t.host}: staged copy in {state.serve_dir} is incomplete: {diff.describe()}")
+    job = staging_job(state, state.cached.total_bytes)
+    unverified = False
+    try:
+        run_detached(t, job, poll=poll, timeout=timeout)
+        diff = verify_copy(t, state.serve_dir, state.cached)
+        if not diff.ok:
+            unverified = True
+            raise ModelError(f"{t.host}: staged copy in {state.serve_dir} is incomplete: {diff.describe()}")
+    except ModelError:
+        with contextlib.suppress(FleetError):  # the failure is the news; a cleanup that cannot run is the next start's
+            t.run(stage_cleanup_command(job, state.serve_dir, unverified=unverified), timeout=QUICK_S)
+        raise
     return [change]

@@ -25,6 +25,10 @@ from fleet.inventory import EngineKind, Host, ServiceManager
 
 MODEL_CACHE_KEY = "model_cache"
 STAGING_KEY = "staging"
+WORK_DIR_KEY = "work_dir"
+# Filesystems in RAM: what is written there is gone after a reboot.
+VOLATILE_FSTYPES = frozenset({"tmpfs", "ramfs"})
+MIB = 1024**2
 GIB = 1024**3
 # below this much spare room after a copy, warn: a model's size on the hub is not exact, and the
 # cache disk also holds logs, JIT caches and the next model
@@ -152,6 +156,7 @@ class PreflightRequirements:
     bytes_to_stage: int | None = None  # to copy into the staging dir; None: no staging
     own_gpu_pids: frozenset[int] = field(default_factory=frozenset)  # fleet's own servers
     host_file: str = "the host's inventory file"  # named in fix hints
+    allow_volatile_work_dir: bool = False  # the host file's paths.allow_volatile_work_dir
 
     def __post_init__(self) -> None:
         # accept the plain strings of a YAML file or a test as well as the enums
@@ -176,6 +181,7 @@ class PreflightRequirements:
             bytes_to_stage=bytes_to_stage,
             own_gpu_pids=frozenset(own_gpu_pids),
             host_file=f"hosts/{host.name}.yaml",
+            allow_volatile_work_dir=host.paths.allow_volatile_work_dir,
         )
 
 
@@ -201,7 +207,7 @@ def _version_text(version: Version) -> str:
 
 
 def _size(num_bytes: int) -> str:
-    return f"{num_bytes / GIB:.1f} GiB"
+    return f"{num_bytes / GIB:.1f} GiB" if num_bytes >= GIB else f"{num_bytes / MIB:.1f} MiB"
 
 
 def _capabilities(gpus: Sequence[Gpu]) -> dict[tuple[int, int], str]:
@@ -538,6 +544,27 @@ def _space_finding(facts: HostFacts, key: str, needed: int, verb: str, min_headr
     return Finding(Verdict.ok, f"{verb} {_size(needed)} into {where}: {figures}")
 
 
+def check_work_dir_persistent(facts: HostFacts, needs: PreflightRequirements) -> Finding:
+    disk = facts.disks.get(WORK_DIR_KEY)
+    if disk is None or disk.fstype is None:
+        return Finding(Verdict.skip, f"the filesystem of paths.work_dir was not measured ({facts.problems.get('disks', 'df did not say')})")
+    if disk.fstype not in VOLATILE_FSTYPES:
+        return Finding(Verdict.ok, f"{disk.path} is on {disk.fstype} ({disk.mount_point})")
+    consequence = (
+        f"{disk.path} is on {disk.fstype} ({disk.mount_point}), in RAM: a reboot erases the results of finished runs "
+        "there, and the sweep runs them again"
+    )
+    if needs.allow_volatile_work_dir:
+        return Finding(Verdict.warn, f"{consequence} (allowed by paths.allow_volatile_work_dir)",
+                       f"point paths.work_dir in {needs.host_file} at a persistent disk (e.g. /var/lib/fleet)")
+    return Finding(
+        Verdict.fail,
+        consequence,
+        f"point paths.work_dir in {needs.host_file} at a persistent disk (e.g. /var/lib/fleet), or set "
+        "paths.allow_volatile_work_dir: true there to accept this",
+    )
+
+
 def check_service_manager(facts: HostFacts, needs: PreflightRequirements) -> Finding:
     if needs.service_manager is ServiceManager.process:
         return Finding(Verdict.ok, "process service manager (setsid, pid files): needs no systemd")
@@ -568,6 +595,7 @@ RULES: tuple[Rule, ...] = (
     Rule("driver-runs-engine-cuda", "the driver can run the engine's torch CUDA", check_driver_runs_engine_cuda),
     Rule("model-cache-space", "enough disk in the model cache for the download", check_model_cache_space),
     Rule("staging-space", "enough tmpfs (and RAM) to stage the model", check_staging_space),
+    Rule("work-dir-persistent", "paths.work_dir survives a reboot (not on tmpfs)", check_work_dir_persistent),
     Rule("service-manager", "the configured service manager works on the host", check_service_manager),
 )
 

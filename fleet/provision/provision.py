@@ -38,9 +38,9 @@ from fleet.provision.models import (
     ModelError,
     ModelState,
     ensure_cached,
+    current_cache,
     ensure_staged,
-    local_listing,
-    mirror_dir,
+    mirror_listing,
     read_state,
     read_states,
 )
@@ -214,14 +214,33 @@ def _model_identity(model: ModelRef, state: ModelState) -> dict[str, Any]:
     }
 
 
-def _fetch_estimate(model: ModelRef, options: ProvisionOptions) -> int | None:
-    if model.mirror:
-        source = mirror_dir(model, options.mirror_root)
-        return sum(local_listing(source).values()) if source.is_dir() else None
-    if model.card:
-        card = load_model_card(model.card)
-        return card.checkpoint_bytes or card.weights_bytes
-    return None
+def copy_sizes(model: ModelRef, state: ModelState, mirror_root: Path) -> tuple[int, int]:
+    """Bytes provisioning will add to the model cache and to the fast dir for `model`, from its
+    markers as read: the size of the copy the playbook asks for (the mirror as it is now; the
+    model card's checkpoint for the hub), never that of a cached copy it will replace (another
+    source, an older fetch: fleet.provision.models.current_cache). The copies it replaces are
+    removed first (rsync --delete into the cache; the stage script empties the fast copy), so
+    their bytes count as room. A size nobody knows counts 0 here: the stage checks the room
+    left on the host against the fetched copy's size before it copies."""
+    if model.path:
+        return 0, 0
+    files = mirror_listing(model, mirror_root)
+    current = current_cache(model, state, files)
+    if current is not None:
+        size, fetch = current.total_bytes, 0
+    else:
+        if files is not None:
+            size = sum(files.values())
+        elif model.card and not model.mirror:
+            card = load_model_card(model.card)
+            size = card.checkpoint_bytes or card.weights_bytes
+        else:
+            size = 0
+        fetch = max(0, size - (state.cached.total_bytes if state.cached else 0))
+    staged_now = state.staged is not None and state.staged == current
+    if state.serve_dir == state.cache_dir or staged_now:
+        return fetch, 0
+    return fetch, max(0, size - (state.staged.total_bytes if state.staged else 0))
 
 
 def provision_host(host: Host, playbook: Playbook, options: ProvisionOptions, transport: Transport | None = None) -> HostReport:
@@ -239,16 +258,8 @@ def provision_host(host: Host, playbook: Playbook, options: ProvisionOptions, tr
         weightless = {m.label for m in models if host.engine.kind is EngineKind.sim and not (m.mirror or m.path)}
         # Every model's markers in one round trip; each model's steps start from them.
         states = dict(zip([m.label for m in models], read_states(t, models, host)))
-        to_fetch = sum(
-            (_fetch_estimate(m, options) or 0)
-            for m in models
-            if m.label not in weightless and states[m.label].cached is None and not m.path
-        )
-        to_stage = sum(
-            (s.cached.total_bytes if s.cached else (_fetch_estimate(m, options) or 0))
-            for m in models
-            if m.label not in weightless and (s := states[m.label]).needs_staging
-        )
+        sizes = [copy_sizes(m, states[m.label], options.mirror_root) for m in models if m.label not in weightless]
+        to_fetch, to_stage = sum(fetch for fetch, _ in sizes), sum(stage for _, stage in sizes)
         requirements = PreflightRequirements.for_host(
             host, model_bytes_to_fetch=to_fetch or None, bytes_to_stage=to_stage or None, own_gpu_pids=own_pids
         )

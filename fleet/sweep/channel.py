@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import shlex
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -32,6 +33,7 @@ from fleet.layout import agent_dir, sweep_dir
 from fleet.provision.lease import release_lease, sweep_claim, take_lease
 from fleet.provision.units import render_server_unit, server_unit_name
 from fleet.retry import CONNECT, TRANSFER, RetryPolicy, at_most_once, retrying
+from fleet.sweep.ledger import ResultLedger
 from fleet.transport.base import BOOT_ID_PATH, Transport
 
 log = logging.getLogger("fleet.sweep")
@@ -106,6 +108,7 @@ class AgentChannel:
         self._sleep = sleep
         self._on_link_drop = on_link_drop
         self.max_retry_s = max_retry_s
+        self._ledgers: dict[Path, ResultLedger] = {}  # the pull's own judge of what it may replace
 
     # ------------------------------------------------------------------------------ helpers
 
@@ -234,21 +237,48 @@ class AgentChannel:
     def pull(self, local: Path, policy: RetryPolicy = TRANSFER, skip: Sequence[str] = ()) -> int:
         """Results, logs and progress of this host's share into `local` (incremental); the number
         of result files there afterwards. `skip`: more rsync excludes (a given-up host's results
-        of runs that went to another host)."""
+        of runs that went to another host).
+
+        The controller keeps the first result it has of a run: a host that ran a run again (its
+        work dir lost with a reboot, a restored backup, a misbehaving agent) never overwrites a
+        result pulled before, so `runs/` comes over with --ignore-existing. Only a file the
+        controller could not take as a result (fleet.sweep.ledger rejected it: truncated, forged)
+        is replaced, by the host's copy of that name: the re-run of a bad answer."""
         local.mkdir(parents=True, exist_ok=True)
 
         # Beside the host's bookkeeping, its shard.json stays there: the controller's copy is the one
         # a resume reads, and it may be ahead of the host's (servers handed over to another host are
         # never taken out there).
         excludes = (*SweepDir.PULL_EXCLUDES, f"/{SweepDir.SHARD}", *skip)
+        runs_excludes = tuple(pattern.removeprefix(f"/{SweepDir.RUNS}") for pattern in skip if pattern.startswith(f"/{SweepDir.RUNS}/"))
+        runs = local / SweepDir.RUNS
 
-        def pull_once() -> None:
-            result = self.transport.rsync_pull(self.dir.root + "/", local, timeout=600, excludes=excludes)
+        def rsync(remote: str, into: Path, patterns: Sequence[str], *, keep: bool) -> None:
+            result = self.transport.rsync_pull(remote, into, timeout=600, excludes=patterns, ignore_existing=keep)
             if result.exit_code != RSYNC_VANISHED:
                 result.check()
 
+        def pull_once() -> None:
+            rsync(self.dir.root + "/", local, (*excludes, f"/{SweepDir.RUNS}/"), keep=False)
+            rsync(self.dir.runs + "/", runs, (*SweepDir.PULL_EXCLUDES, *runs_excludes), keep=True)
+            rejected = self._judge(runs)
+            if rejected:
+                # Everything this side holds that is not a rejected result is left out by name;
+                # rejections are rare (a bad disk, a hostile host), so is this list.
+                kept = sorted(set(os.listdir(runs)) - rejected)
+                rsync(self.dir.runs + "/", runs, (*SweepDir.PULL_EXCLUDES, *runs_excludes, *(f"/{name}" for name in kept)), keep=False)
+
         self._retry(pull_once, policy)
-        return len(list((local / SweepDir.RUNS).glob("*.json")))
+        return len(list(runs.glob("*.json")))
+
+    def _judge(self, runs: Path) -> set[str]:
+        """The names in `runs` that are not results of this host for this sweep (the ledger's
+        judgment, read once per file; one ledger per folder this channel pulls into)."""
+        ledger = self._ledgers.get(runs)
+        if ledger is None:
+            ledger = self._ledgers[runs] = ResultLedger(runs, self.sweep_id, self.host.name)
+        ledger.refresh()
+        return set(ledger.rejected) - {"."}
 
     def stop_agent(self, grace_s: float = STOP_GRACE_S) -> None:
         """Stop this sweep's agent on a host the sweep gave up on (its runs went to other hosts or

@@ -98,9 +98,17 @@ class Transport(Protocol):
         ...
 
     def rsync_pull(
-        self, remote: str, local: Path, *, timeout: float, delete: bool = False, excludes: Sequence[str] = ()
+        self,
+        remote: str,
+        local: Path,
+        *,
+        timeout: float,
+        delete: bool = False,
+        excludes: Sequence[str] = (),
+        ignore_existing: bool = False,
     ) -> CommandResult:
-        """rsync `remote` (a trailing slash copies a directory's contents) into `local`.
+        """rsync `remote` (a trailing slash copies a directory's contents) into `local`;
+        `ignore_existing`: a file `local` already has is left as it is, never replaced.
 
         Returns the rsync result; rsync exits that mean the link failed raise a `TransportError`.
         """

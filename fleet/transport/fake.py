@@ -295,7 +295,14 @@ class FakeTransport:
             handle.write(data)
 
     def rsync_pull(
-        self, remote: str, local: Path, *, timeout: float, delete: bool = False, excludes: Sequence[str] = ()
+        self,
+        remote: str,
+        local: Path,
+        *,
+        timeout: float,
+        delete: bool = False,
+        excludes: Sequence[str] = (),
+        ignore_existing: bool = False,
     ) -> CommandResult:
         command = f"rsync {remote} {local}"
         self._enter(Call("rsync_pull", command, path=remote, timeout=timeout))
@@ -318,7 +325,7 @@ class FakeTransport:
         for relative, data in wanted.items():
             path = target / relative
             path.parent.mkdir(parents=True, exist_ok=True)
-            if not path.exists() or path.read_bytes() != data:
+            if not path.exists() or (not ignore_existing and path.read_bytes() != data):
                 path.write_bytes(data)
         if delete:
             for path in sorted(target.rglob("*"), reverse=True):
@@ -445,10 +452,14 @@ def _as_reply(outcome: HandlerResult) -> Reply:
 
 def _excluded(relative: str, patterns: Sequence[str]) -> bool:
     """rsync's --exclude, for the patterns fleet uses: `name/` (a directory anywhere), a glob
-    without a slash (any path component), a glob with one (the path, anchored with a leading /)."""
+    without a slash (any path component), a glob with one (the path, anchored with a leading /), `/name/`
+    (a directory at the top)."""
     parts = relative.split("/")
     for pattern in patterns:
-        if pattern.endswith("/"):
+        if pattern.startswith("/") and pattern.endswith("/"):  # a directory at the top
+            if fnmatch.fnmatchcase(parts[0], pattern.strip("/")) and len(parts) > 1:
+                return True
+        elif pattern.endswith("/"):
             if any(fnmatch.fnmatchcase(part, pattern[:-1]) for part in parts[:-1]):
                 return True
         elif "/" not in pattern:

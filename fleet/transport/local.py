@@ -72,10 +72,18 @@ class LocalTransport:
             self._copy_in(source, local, 0o644, timeout, f"get {remote} -> {local}")
 
     def rsync_pull(
-        self, remote: str, local: Path, *, timeout: float, delete: bool = False, excludes: Sequence[str] = ()
+        self,
+        remote: str,
+        local: Path,
+        *,
+        timeout: float,
+        delete: bool = False,
+        excludes: Sequence[str] = (),
+        ignore_existing: bool = False,
     ) -> CommandResult:
         source = str(self._path(remote)) + ("/" if remote.endswith("/") else "")
-        return rsync_transfer(self.host, source, local, ssh=None, timeout=timeout, delete=delete, excludes=excludes, regular_only=True)
+        return rsync_transfer(self.host, source, local, ssh=None, timeout=timeout, delete=delete, excludes=excludes, regular_only=True,
+                              ignore_existing=ignore_existing)
 
     def rsync_push(self, local: Path, remote: str, *, timeout: float, delete: bool = False) -> CommandResult:
         return rsync_transfer(self.host, push_source(local), self._path(remote), ssh=None, timeout=timeout, delete=delete)

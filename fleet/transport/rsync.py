@@ -117,10 +117,12 @@ def rsync_argv(
     control_path: str | None = None,
     start_master: bool = True,
     regular_only: bool = False,
+    ignore_existing: bool = False,
 ) -> list[str]:
     """The full rsync argv. `ssh=None` copies between local paths. `regular_only`: copy regular
     files and folders only, for what comes back from a host (untrusted): a symlink it planted
     would make the controller's readers open whatever it points at, a FIFO would block them.
+    `ignore_existing`: a file the destination has is never replaced (a pulled result is kept).
 
     `io_timeout_s` is rsync's own stall timeout (`--timeout`, also applied by the remote rsync,
     so a stalled remote side exits by itself); the caller adds a wall-clock deadline on top.
@@ -135,6 +137,8 @@ def rsync_argv(
     ]  # fmt: skip
     if delete:
         argv.append("--delete")
+    if ignore_existing:
+        argv.append("--ignore-existing")
     argv += [f"--exclude={pattern}" for pattern in excludes]
     if ssh is not None:
         # Remote paths go to the remote rsync over its protocol, never through the remote shell:
@@ -187,6 +191,7 @@ def rsync_transfer(
     delete: bool = False,
     excludes: Sequence[str] = (),
     regular_only: bool = False,
+    ignore_existing: bool = False,
 ) -> CommandResult:
     """Run rsync under a wall-clock deadline (process group killed on expiry).
 
@@ -202,6 +207,7 @@ def rsync_transfer(
     argv = rsync_argv(
         str(source), str(dest), ssh=ssh, io_timeout_s=rsync_io_timeout(timeout), delete=delete, excludes=excludes,
         control_path=control_path, start_master=start_master, regular_only=regular_only,
+        ignore_existing=ignore_existing,
     )
     try:
         outcome = run_process(host, argv, timeout=timeout, what=f"rsync {source} {dest}")

@@ -133,10 +133,18 @@ class SSHTransport:
         self._bounded(what, timeout, work)
 
     def rsync_pull(
-        self, remote: str, local: Path, *, timeout: float, delete: bool = False, excludes: Sequence[str] = ()
+        self,
+        remote: str,
+        local: Path,
+        *,
+        timeout: float,
+        delete: bool = False,
+        excludes: Sequence[str] = (),
+        ignore_existing: bool = False,
     ) -> CommandResult:
         source = remote_spec(self.target, remote)
-        return rsync_transfer(self.host, source, local, ssh=self.target, timeout=timeout, delete=delete, excludes=excludes, regular_only=True)
+        return rsync_transfer(self.host, source, local, ssh=self.target, timeout=timeout, delete=delete, excludes=excludes, regular_only=True,
+                              ignore_existing=ignore_existing)
 
     def rsync_push(self, local: Path, remote: str, *, timeout: float, delete: bool = False) -> CommandResult:
         deadline = time.monotonic() + timeout
