@@ -1,6 +1,8 @@
 """The flat results, for pandas: CSV and JSON lines, one row per run and concurrency level
 (and repeat), every row naming its result file. Figures are empty where the run is not a
-measurement (`comparable` false) -- its `status` and `reason` say why."""
+measurement (`comparable` false) -- its `status` and `reason` say why. Each measured row also
+carries its cell's figures (fleet.report.model.Cell.flat): passes, mean, the 95 % interval's
+bounds and CV, the speed-up with its bounds, how it was computed and its verdict, the tier."""
 
 from __future__ import annotations
 
@@ -8,11 +10,17 @@ import csv
 import io
 import json
 
-from fleet.report.model import Report
+from fleet.report.model import Cell, Report
 
 
 def flat_rows(report: Report) -> list[dict[str, object]]:
-    return [row.flat() for row in report.rows]
+    cells = {cell.key: cell for cell in report.cells}
+    blank = dict.fromkeys(Cell(next(iter(cells)), []).flat()) if cells else {}
+    out = []
+    for row in report.rows:
+        cell = cells.get(row.cell)
+        out.append({**row.flat(), **(cell.flat() if cell is not None and row.comparable else blank)})
+    return out
 
 
 def render_csv(report: Report) -> str:

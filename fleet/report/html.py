@@ -4,9 +4,11 @@ figure linked to its result file."""
 
 from __future__ import annotations
 
+from collections import defaultdict
 from html import escape
 from pathlib import Path
 
+from fleet.measure.stats import Estimated
 from fleet.report import text
 from fleet.report.model import Report, curves, relative_path
 from fleet.report.plots import curve_svg
@@ -17,15 +19,15 @@ body { font: 14px/1.45 system-ui, sans-serif; margin: 1.5em; color: #1d1d1f; }
 h1 { font-size: 1.5em; } h2 { font-size: 1.2em; margin-top: 2em; border-bottom: 1px solid #ddd; }
 table { border-collapse: collapse; margin: .6em 0 1.2em; font-size: 12.5px; }
 th, td { border: 1px solid #d6d6d6; padding: 3px 6px; vertical-align: top; text-align: left; }
-th { background: #f2f2f5; cursor: pointer; user-select: none; white-space: nowrap; }
+th { background: #f2f2f5; cursor: pointer; user-select: none; }
 th.sorted-asc::after { content: " \\25B2"; } th.sorted-desc::after { content: " \\25BC"; }
 td.num { text-align: right; white-space: nowrap; } td.wide { min-width: 26em; }
-tr.not-measured td { color: #8a8a8e; }
+td.details { max-width: 28em; } td.details dt { font-weight: 600; } td.details dd { margin: 0 0 .3em .8em; }
 .sim { background: #fff4d6; border: 1px solid #e8c66a; padding: .5em .8em; }
 .plots { display: flex; flex-wrap: wrap; gap: 1em; } .plots svg { max-width: 640px; height: auto; }
 """
 
-# Sorting: numbers by their leading value ("1,234.5 ms (n=10)" sorts as 1234.5); a cell with no
+# Sorting: text in natural order (ddtree-b8 before ddtree-b12), numbers by their leading value ("1,234.5 ms (n=10)" sorts as 1234.5); a cell with no
 # number ("—": not a measurement) sorts last in either direction.
 _SCRIPT = """
 document.querySelectorAll("table.sortable").forEach(function (table) {
@@ -45,7 +47,7 @@ document.querySelectorAll("table.sortable").forEach(function (table) {
       rows.sort(function (a, b) {
         var x = key(a), y = key(b);
         if (x === null || y === null) return (x === null) - (y === null);
-        var order = typeof x === "number" && typeof y === "number" ? x - y : String(x).localeCompare(String(y));
+        var order = typeof x === "number" && typeof y === "number" ? x - y : String(x).localeCompare(String(y), undefined, {numeric: true});
         return ascending ? order : -order;
       });
       rows.forEach(function (row) { body.appendChild(row); });
@@ -63,12 +65,15 @@ def _value(value: Value, start: Path | None) -> str:
 
 def _table(table: Table, start: Path | None) -> str:
     numeric = ",".join(str(i) for i in sorted(table.numeric))
-    head = "".join(f"<th>{escape(h)}</th>" for h in table.header)
+    shown = len(table.header) if table.fold_from is None else table.fold_from
+    head = "".join(f"<th>{escape(h)}</th>" for h in table.header[:shown]) + ("<th>details</th>" if shown < len(table.header) else "")
     rows = []
     for row in table.rows:
-        cells = "".join(f"<td{_cell_class(table, i)}>{_value(v, start)}</td>" for i, v in enumerate(row))
-        dim = table.measured_column is not None and row[table.measured_column] == text.DASH
-        rows.append(f'<tr class="not-measured">{cells}</tr>' if dim else f"<tr>{cells}</tr>")
+        cells = "".join(f"<td{_cell_class(table, i)}>{_value(v, start)}</td>" for i, v in enumerate(row[:shown]))
+        if shown < len(table.header):
+            folded = "".join(f"<dt>{escape(h)}</dt><dd>{_value(v, start)}</dd>" for h, v in zip(table.header[shown:], row[shown:]))
+            cells += f'<td class="details"><details><summary>more</summary><dl>{folded}</dl></details></td>'
+        rows.append(f"<tr>{cells}</tr>")
     return f'<table class="sortable" data-numeric="{numeric}"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
 
 
@@ -79,7 +84,8 @@ def _cell_class(table: Table, column: int) -> str:
 
 
 def _plots(section: Section) -> str:
-    """Output tok/s and per-request tok/s against concurrency, a line per method."""
+    """Output tok/s, per-request tok/s and the speed-up against concurrency, a line per method,
+    each point with its 95 % interval."""
     group = section.group
     if group is None:
         return ""
@@ -89,6 +95,12 @@ def _plots(section: Section) -> str:
         title = f"TP{group.key.tp} · {workload}" + (" · simulated" if group.key.simulated else "")
         svgs.append(curve_svg(title, f"output tok/s{sim}", {v: [(lv, t) for lv, t, _ in pts] for v, pts in variants.items()}))
         svgs.append(curve_svg(title, f"per-request tok/s{sim}", {v: [(lv, q) for lv, _, q in pts if q is not None] for v, pts in variants.items()}))
+        speedups: dict[str, list[tuple[int, Estimated]]] = defaultdict(list)
+        for cell in group.cells:
+            if cell.key.workload == workload and cell.key.level and cell.speedup is not None:
+                speedups[cell.key.variant].append((cell.key.level, cell.speedup))
+        if speedups:
+            svgs.append(curve_svg(title, "speed-up over autoregressive", speedups, reference=1.0))
     return '<div class="plots">' + "".join(svgs) + "</div>" if svgs else ""
 
 
@@ -103,7 +115,7 @@ def render_html(report: Report, start: Path | None = None) -> str:
         if section.table is not None:
             parts.append(_table(section.table, start) if section.table.rows else "<p>(none)</p>")
         for workload, curve in section.curves:
-            parts.append(f"<p>Concurrency curve, {escape(workload)}: output tok/s (per-request tok/s) by level</p>")
+            parts.append(f"<p>Concurrency curve, {escape(workload)}: output tok/s [95 % interval] by level</p>")
             parts.append(_table(curve, start))
         parts.append(_plots(section))
     body = "\n".join(p for p in parts if p)

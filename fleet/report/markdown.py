@@ -33,6 +33,6 @@ def render_markdown(report: Report, start: Path | None = None) -> str:
         if section.table is not None:
             out += _table(section.table, start) if section.table.rows else ["(none)", ""]
         for workload, curve in section.curves:
-            out += [f"Concurrency curve, {workload}: output tok/s (per-request tok/s) by level", ""]
+            out += [f"Concurrency curve, {workload}: output tok/s [95 % interval] by level", ""]
             out += _table(curve, start)
     return "\n".join(out)

@@ -6,22 +6,27 @@ Rules, each enforced here and nowhere else:
   failed, skipped and not-comparable runs carry their status and reason, never a tok/s, a
   latency or an acceptance length;
 - a cell is one comparable unit: host type (GPU model, simulated or not, SGLang release), TP
-  size, method variant, workload and concurrency level. Runs of the same cell -- repeats within
-  a run, the same run in several sweeps given together -- pool into one figure with its spread;
+  size, method variant, workload and concurrency level. Its passes -- the repeats of a run, the
+  same run in several sweeps given together -- are the measurements of one figure: n, mean, a
+  95 % t-interval and the CV (fleet.measure.stats.summarize); one pass gives the value and says
+  that no interval can be given, never a zero-width interval;
 - a speed-up divides a cell by the autoregressive cell of the SAME host type, TP, workload and
-  level, never across them; without such a baseline there is no speed-up;
-- against `--baseline`, a delta is flagged when it exceeds the noise, the largest of: NOISE_FLOOR;
-  the relative spread (max - min) / mean of repeated measurements on either side; and twice the
-  combined relative standard error of the two sides' means, estimated from their requests'
-  own rates (tokens / e2e) -- what one measurement's own scatter says about its mean;
-- latency percentiles follow fleet.host.agent.stats' sample-size rule (null below it: shown
-  as the max and n); with several runs in a cell, a percentile is the mean of theirs and n their sum.
+  level, never across them; without such a baseline there is no speed-up. It is a ratio with its
+  own 95 % interval: paired by pass where both cells have the same passes (the same sweeps and
+  repeat numbers: the same prompts), Fieller's interval otherwise;
+- a method is "faster" or "slower" only where that interval excludes 1.0 (fleet.measure.stats.
+  verdict), and methods are ranked only where their throughput intervals separate (rank);
+- against `--baseline`, a cell's now/then ratio follows the same rule: a change is flagged only
+  where its interval excludes 1.0;
+- a TTFT percentile pools the cell's requests over its passes (percentile_estimate): withheld
+  below fleet.host.agent.stats' sample-size rule, without an interval below MLPerf's floor.
+  An ITL percentile is per pass (the results keep no per-token times) and summarized over passes.
 """
 
 from __future__ import annotations
 
-import math
 import os
+import re
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -30,14 +35,25 @@ from typing import Any, Iterable, Sequence
 
 from fleet.host.contract import RunResult, RunStatus
 from fleet.host.failures import root_cause
+from fleet.measure.stats import (
+    PercentileEstimate,
+    Ratio,
+    Summary,
+    Verdict,
+    fieller_ratio,
+    paired_ratio,
+    percentile_estimate,
+    rank,
+    summarize,
+    verdict,
+)
 from fleet.report.load import HostRecord, Loaded, SweepData
 
-# The least a delta must exceed to be flagged: a few percent is what clocks, thermals and
-# scheduling move a single real-GPU measurement by. It is a floor, not an estimate: repeats and
-# the requests' own scatter raise the noise where they measure more (the simulator, time-scaled
-# on a shared CPU, scatters far more: its two fixture sweeps differ by ~20 % on a median cell).
-NOISE_FLOOR = 0.05
 AUTOREGRESSIVE = "autoregressive"
+
+# A pass is named by its sweep and repeat number: two cells' passes with the same name sent the
+# same prompts (a workload's prompts depend on the repeat number only) in the same sweep.
+PassKey = tuple[str, int]
 
 
 @dataclass(frozen=True, order=True)
@@ -61,6 +77,18 @@ class CellKey:
     workload: str
     level: int  # 0 for a workload without concurrency levels
     variant: str
+
+
+@dataclass(frozen=True)
+class Pass:
+    """One measurement of a cell: a repeat of a run (at one level), with its own figures."""
+
+    key: PassKey
+    tok_s: float
+    per_request_tok_s: float | None
+    acceptance_length: float | None
+    ttft_s: tuple[float, ...]  # each successful request's TTFT: percentiles pool these over passes
+    itl_s: dict[str, Any] | None  # the pass's ITL summary (per-token times are not kept in results)
 
 
 @dataclass
@@ -95,8 +123,7 @@ class Row:
     requests_sent: int = 0
     requests_ok: int = 0
     requests_failed: int = 0
-    samples: list[float] = field(default_factory=list)  # tok/s per repeat (one entry without repeats)
-    request_rates: list[float] = field(default_factory=list)  # each ok request's tokens / e2e, for the noise
+    passes: list[Pass] = field(default_factory=list)  # one per repeat of the run (at this level)
 
     @property
     def comparable(self) -> bool:
@@ -130,69 +157,61 @@ class Row:
         return out
 
 
-@dataclass
-class Spread:
-    mean: float
-    low: float
-    high: float
-    n: int
+@dataclass(frozen=True)
+class Standing:
+    """A cell's place among the methods of its workload and level: tier 1 is the fastest; `shared`
+    counts the methods in its tier, which are not separable from it. None where not ranked."""
 
-    @property
-    def relative(self) -> float:
-        """(max - min) / mean: 0 for a single sample."""
-        return (self.high - self.low) / self.mean if self.n > 1 and self.mean else 0.0
-
-
-def spread(values: Sequence[float]) -> Spread | None:
-    if not values:
-        return None
-    return Spread(sum(values) / len(values), min(values), max(values), len(values))
+    tier: int
+    shared: int
 
 
 @dataclass
 class Cell:
     key: CellKey
     rows: list[Row]
-    speedup: float | None = None
-    speedup_basis: Spread | None = None  # the autoregressive cell it divides by
+    speedup: Ratio | None = None  # over the autoregressive cell of the same host type, TP, workload and level
+    standing: Standing | None = None
+
+    @property
+    def speculative(self) -> bool:
+        return any(r.speculative for r in self.rows)
 
     @property
     def measured(self) -> list[Row]:
         return [r for r in self.rows if r.comparable]
 
     @property
-    def tok_s(self) -> Spread | None:
-        return spread([s for r in self.measured for s in r.samples])
+    def passes(self) -> list[Pass]:
+        return [p for r in self.measured for p in r.passes]
 
     @property
-    def relative_error(self) -> float:
-        """The relative standard error of the cell's mean from its requests' own rates (0 with fewer than 2)."""
-        rates = [q for r in self.measured for q in r.request_rates]
-        if len(rates) < 2:
-            return 0.0
-        mean = sum(rates) / len(rates)
-        variance = sum((q - mean) ** 2 for q in rates) / (len(rates) - 1)
-        return math.sqrt(variance) / mean / math.sqrt(len(rates)) if mean > 0 else 0.0
+    def tok_s(self) -> Summary | None:
+        return _summary([p.tok_s for p in self.passes])
 
     @property
-    def per_request_tok_s(self) -> float | None:
-        return _mean([r.output_tok_s_per_request for r in self.measured])
+    def per_request_tok_s(self) -> Summary | None:
+        return _summary([p.per_request_tok_s for p in self.passes if p.per_request_tok_s is not None])
 
     @property
-    def acceptance_length(self) -> float | None:
-        return _mean([r.acceptance_length for r in self.measured])
+    def acceptance_length(self) -> Summary | None:
+        return _summary([p.acceptance_length for p in self.passes if p.acceptance_length is not None])
 
-    def latency(self, name: str) -> dict[str, Any] | None:
-        """TTFT or ITL of the cell: one run's summary, or the mean of several runs' percentiles."""
-        figures = [getattr(r, name) for r in self.measured if getattr(r, name)]
-        if not figures:
+    @property
+    def verdict(self) -> Verdict | None:
+        return verdict(self.speedup) if self.speedup is not None else None
+
+    def ttft(self, q: float) -> PercentileEstimate | None:
+        """A TTFT percentile of the requests of every pass, pooled, with its bootstrap interval."""
+        groups = [p.ttft_s for p in self.passes if p.ttft_s]
+        return percentile_estimate(groups, q) if groups else None
+
+    def itl(self, q: int) -> Summary | None:
+        """An ITL percentile over passes (each pass's own); None where a pass withholds it."""
+        values = [(p.itl_s or {}).get(f"p{q}") for p in self.passes]
+        if not values or any(v is None for v in values):
             return None
-        pooled: dict[str, Any] = {"n": sum(f["n"] for f in figures), "max": max(f["max"] for f in figures)}
-        for stat in ("p50", "p90", "p99"):
-            values = [f.get(stat) for f in figures]
-            present = [float(v) for v in values if v is not None]
-            pooled[stat] = sum(present) / len(present) if len(present) == len(values) else None
-        return pooled
+        return summarize([float(v) for v in values if v is not None])
 
     @property
     def statuses(self) -> dict[str, int]:
@@ -212,6 +231,33 @@ class Cell:
     @property
     def queued(self) -> bool:
         return any(r.queued for r in self.measured)
+
+    def flat(self) -> dict[str, Any]:
+        """The cell's figures with their intervals, for each of its rows in CSV and JSONL."""
+        tok_s, ratio, ttft = self.tok_s, self.speedup, self.ttft(50)
+        return {
+            "cell_passes": tok_s.n if tok_s else None,
+            "cell_output_tok_s_mean": tok_s.mean if tok_s else None,
+            "cell_output_tok_s_low": tok_s.interval.low if tok_s and tok_s.interval else None,
+            "cell_output_tok_s_high": tok_s.interval.high if tok_s and tok_s.interval else None,
+            "cell_output_tok_s_cv": tok_s.cv if tok_s else None,
+            "cell_noisy": tok_s.noisy if tok_s else None,
+            "cell_ttft_s_p50": ttft.value if ttft else None,
+            "cell_ttft_s_p50_low": ttft.interval.low if ttft and ttft.interval else None,
+            "cell_ttft_s_p50_high": ttft.interval.high if ttft and ttft.interval else None,
+            "speedup": ratio.estimate if ratio else None,
+            "speedup_low": ratio.interval.low if ratio and ratio.interval else None,
+            "speedup_high": ratio.interval.high if ratio and ratio.interval else None,
+            "speedup_method": ratio.method if ratio else None,
+            "speedup_verdict": self.verdict,
+            "tier": self.standing.tier if self.standing else None,
+            "tier_shared": self.standing.shared if self.standing else None,
+            "note": (tok_s.note if tok_s else None) or (ratio.note if ratio else None),
+        }
+
+
+def _summary(values: Sequence[float]) -> Summary | None:
+    return summarize(values) if values else None
 
 
 @dataclass
@@ -244,18 +290,49 @@ class NotRun:
 
 @dataclass
 class Comparison:
+    """A cell now against the same cell of the baseline sweeps: now/then as a ratio with its interval."""
+
     key: CellKey
-    current: Spread
-    baseline: Spread
-    noise: float
+    current: Summary
+    baseline: Summary
+    ratio: Ratio
 
     @property
-    def delta(self) -> float:
-        return self.current.mean / self.baseline.mean - 1
+    def verdict(self) -> Verdict:
+        return verdict(self.ratio)
+
+
+@dataclass
+class Crossover:
+    """Where speculative decoding stops paying in a concurrency workload: the lowest level at
+    which no speculative method's speed-up interval lies wholly above 1.0 (`level`), or None:
+    not reached up to `top` (`next_levels`: the ladder to try, the top level doubled), or not
+    known where a level's speed-ups have no interval (`unknown_from`)."""
+
+    level: int | None
+    top: int
+    levels: tuple[int, ...]
+    unknown_from: int | None = None
 
     @property
-    def beyond_noise(self) -> bool:
-        return abs(self.delta) > self.noise
+    def next_levels(self) -> tuple[int, ...]:
+        return (*self.levels, self.top * 2)
+
+
+@dataclass
+class Headline:
+    """The first screen's answer for one host type, TP and workload: the fastest method at the
+    workload's lowest level (with its speed-up), the methods not separable from it, and the
+    crossover. `fastest` None: no method has an interval (one pass), so none is named fastest;
+    `leader` is then the highest estimate, said to be unranked."""
+
+    group: GroupKey
+    workload: str
+    level: int
+    fastest: Cell | None
+    tied: list[Cell]
+    leader: Cell | None
+    crossover: Crossover | None  # None: the workload has no concurrency levels
 
 
 @dataclass
@@ -290,20 +367,34 @@ class Report:
     def simulated(self) -> bool:
         return any(r.group.simulated for r in self.rows)
 
+    @property
+    def cells(self) -> list[Cell]:
+        return [cell for group in self.groups for cell in group.cells]
 
-def curves(group: Group) -> dict[str, dict[str, list[tuple[int, float, float | None]]]]:
-    """Concurrency curves of a group, comparable cells only: workload -> variant -> [(level, tok/s, per-request tok/s)]."""
-    out: dict[str, dict[str, list[tuple[int, float, float | None]]]] = defaultdict(lambda: defaultdict(list))
+    @property
+    def one_pass(self) -> bool:
+        """Some measured cell has a single pass: its figures and speed-ups carry no interval."""
+        return any(cell.tok_s is not None and cell.tok_s.n == 1 for cell in self.cells)
+
+    @property
+    def headlines(self) -> list[Headline]:
+        return [h for group in self.groups for h in headlines(group)]
+
+
+def curves(group: Group) -> dict[str, dict[str, list[tuple[int, Summary, Summary | None]]]]:
+    """Concurrency curves of a group, measured cells only: workload -> variant -> [(level, tok/s, per-request tok/s)]."""
+    out: dict[str, dict[str, list[tuple[int, Summary, Summary | None]]]] = defaultdict(lambda: defaultdict(list))
     for cell in group.cells:
         tok_s = cell.tok_s
         if cell.key.level and tok_s is not None:
-            out[cell.key.workload][cell.key.variant].append((cell.key.level, tok_s.mean, cell.per_request_tok_s))
-    return {w: {v: sorted(points) for v, points in variants.items()} for w, variants in out.items()}
+            out[cell.key.workload][cell.key.variant].append((cell.key.level, tok_s, cell.per_request_tok_s))
+    return {w: {v: sorted(points, key=lambda p: p[0]) for v, points in variants.items()} for w, variants in out.items()}
 
 
-def _mean(values: Iterable[float | None]) -> float | None:
-    present = [v for v in values if v is not None]
-    return sum(present) / len(present) if present else None
+def variant_order(variant: str) -> tuple[Any, ...]:
+    """Variants in natural order: numbers inside a name compare as numbers (ddtree-b8 before
+    ddtree-b12 before ddtree-b64), not as text."""
+    return tuple((0, int(part), "") if part.isdigit() else (1, 0, part) for part in re.split(r"(\d+)", variant) if part)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -355,8 +446,8 @@ def _reason(result: RunResult) -> str | None:
 
 
 def rows_of(sweep: SweepData, loaded: Loaded) -> list[Row]:
-    """The rows of one result: one per concurrency level and repeat, else one. Figures only
-    where the run is comparable -- this is the one place a row gets figures."""
+    """The rows of one result: one per concurrency level and repeat, else one (its repeats are
+    its passes). Figures only where the run is comparable -- this is the one place a row gets figures."""
     result = loaded.result
     entry = _identity(sweep, result)
     gpu, _ = gpu_of(sweep.hosts.get(result.host))
@@ -376,28 +467,19 @@ def rows_of(sweep: SweepData, loaded: Loaded) -> list[Row]:
     if result.workload.get("kind") == "concurrency" and isinstance(levels, list) and levels:
         rows = []
         for lv in levels:
-            row = _with_figures(Row(**base, level=int(lv["level"]), repeat=int(lv.get("repeat", 0))), lv, None, result.status)  # type: ignore[arg-type]
-            rows.append(_with_rates(row, result, {"level": row.level, "repeat": row.repeat}))
+            row = Row(**base, level=int(lv["level"]), repeat=int(lv.get("repeat", 0)))  # type: ignore[arg-type]
+            rows.append(_with_figures(row, lv, [(lv, {"level": row.level, "repeat": row.repeat})], result))
         return rows
     repeats = result.extras.get("repeats")
-    per_repeat = [r.get("output_tok_s") for r in repeats] if isinstance(repeats, list) else None
-    return [_with_rates(_with_figures(Row(**base, level=None, repeat=None), result.figures, per_repeat, result.status), result, {})]  # type: ignore[arg-type]
+    sections = [(r, {"repeat": int(r.get("repeat", i))}) for i, r in enumerate(repeats) if isinstance(r, dict)] if isinstance(repeats, list) else []
+    return [_with_figures(Row(**base, level=None, repeat=None), result.figures, sections or [(result.figures, {})], result)]  # type: ignore[arg-type]
 
 
-def _with_rates(row: Row, result: RunResult, tags: dict[str, Any]) -> Row:
-    if row.comparable:
-        row.request_rates = [
-            float(q["output_tokens"]) / float(q["e2e_s"])
-            for q in result.requests
-            if q.get("ok") and q.get("e2e_s") and q.get("output_tokens") and all(q.get(k) == v for k, v in tags.items())
-        ]
-    return row
-
-
-def _with_figures(row: Row, figures: dict[str, Any], per_repeat: list[Any] | None, status: RunStatus) -> Row:
+def _with_figures(row: Row, figures: dict[str, Any], sections: list[tuple[dict[str, Any], dict[str, Any]]], result: RunResult) -> Row:
+    """`sections`: the passes' own figures, each with the request tags that select its requests."""
     requests = figures.get("requests") or {}
     row.requests_sent, row.requests_ok, row.requests_failed = (int(requests.get(k) or 0) for k in ("sent", "ok", "failed"))
-    if not status.comparable:
+    if not result.status.comparable:
         return row
     row.output_tok_s = figures.get("output_tok_s")
     row.output_tok_s_per_request = figures.get("output_tok_s_per_request")
@@ -405,13 +487,39 @@ def _with_figures(row: Row, figures: dict[str, Any], per_repeat: list[Any] | Non
     row.acceptance_length = figures.get("acceptance_length")
     row.ttft_s = figures.get("ttft_s")
     row.itl_s = figures.get("itl_s")
-    samples = [float(s) for s in per_repeat or [] if isinstance(s, (int, float))]
-    row.samples = samples or ([row.output_tok_s] if row.output_tok_s is not None else [])
+    for number, (section, tags) in enumerate(sections):
+        tok_s = section.get("output_tok_s")
+        if not isinstance(tok_s, (int, float)) or tok_s <= 0:
+            continue  # nothing measured: no pass (a ratio needs a positive figure)
+        ttft = tuple(
+            float(q["ttft_s"]) for q in result.requests
+            if q.get("ok") and isinstance(q.get("ttft_s"), (int, float)) and all(q.get(k) == v for k, v in tags.items())
+        )  # fmt: skip
+        per_request, accept = section.get("output_tok_s_per_request"), section.get("acceptance_length")
+        row.passes.append(
+            Pass(
+                key=(row.sweep_id, int(tags.get("repeat", number))), tok_s=float(tok_s),
+                per_request_tok_s=float(per_request) if isinstance(per_request, (int, float)) else None,
+                acceptance_length=float(accept) if isinstance(accept, (int, float)) else None,
+                ttft_s=ttft, itl_s=section.get("itl_s") if isinstance(section.get("itl_s"), dict) else None,
+            )
+        )  # fmt: skip
     return row
 
 
 # ---------------------------------------------------------------------------------------------
-# cells, speed-ups, comparisons
+# cells, speed-ups, rankings, comparisons
+
+
+def ratio_of(numerator: Sequence[Pass], denominator: Sequence[Pass]) -> Ratio:
+    """numerator / denominator throughput with its 95 % interval: paired by pass where both sides
+    hold the same passes (same sweeps, same repeat numbers: the same prompts, each key once),
+    Fieller's interval for independent samples otherwise."""
+    top, bottom = {p.key: p.tok_s for p in numerator}, {p.key: p.tok_s for p in denominator}
+    if len(top) == len(numerator) and len(bottom) == len(denominator) and top.keys() == bottom.keys():
+        keys = sorted(top)
+        return paired_ratio([top[k] for k in keys], [bottom[k] for k in keys])
+    return fieller_ratio([p.tok_s for p in numerator], [p.tok_s for p in denominator])
 
 
 def make_cells(rows: Sequence[Row]) -> list[Group]:
@@ -422,31 +530,69 @@ def make_cells(rows: Sequence[Row]) -> list[Group]:
         by_cell[row.cell].append(row)
     cells = {key: Cell(key, members) for key, members in by_cell.items()}
     for cell in cells.values():
-        if not any(r.speculative for r in cell.rows):
-            continue
-        tok_s = cell.tok_s
-        basis = _autoregressive_basis(cells, cell.key)
-        if tok_s is not None and basis is not None:
-            cell.speedup, cell.speedup_basis = tok_s.mean / basis.mean, basis
+        basis = _autoregressive_basis(cells, cell.key) if cell.speculative else None
+        if basis is not None and cell.passes:
+            cell.speedup = ratio_of(cell.passes, basis.passes)
+    _rank(cells.values())
     groups: dict[GroupKey, list[Cell]] = defaultdict(list)
-    for key in sorted(cells, key=lambda k: (k.group, k.workload, k.level, _variant_order(cells[k]), k.variant)):
+    for key in sorted(cells, key=lambda k: (k.group, k.workload, k.level, cells[k].speculative, variant_order(k.variant))):
         groups[key.group].append(cells[key])
     return [Group(key, members) for key, members in sorted(groups.items())]
 
 
-def _variant_order(cell: Cell) -> int:
-    return 1 if any(r.speculative for r in cell.rows) else 0
-
-
-def _autoregressive_basis(cells: dict[CellKey, Cell], key: CellKey) -> Spread | None:
-    """The autoregressive figure a speed-up divides by: same host type, TP, workload and level."""
+def _autoregressive_basis(cells: dict[CellKey, Cell], key: CellKey) -> Cell | None:
+    """The autoregressive cell a speed-up divides by: same host type, TP, workload and level."""
     for other in cells.values():
         k = other.key
-        if (k.group, k.workload, k.level) == (key.group, key.workload, key.level) and not any(r.speculative for r in other.rows):
-            basis = other.tok_s
-            if basis is not None:
-                return basis
+        if (k.group, k.workload, k.level) == (key.group, key.workload, key.level) and not other.speculative and other.passes:
+            return other
     return None
+
+
+def _rank(cells: Iterable[Cell]) -> None:
+    """Tiers of the measured methods of each host type, TP, workload and level, by their
+    throughput intervals (fleet.measure.stats.rank: overlapping intervals share a tier)."""
+    by_place: dict[tuple[GroupKey, str, int], dict[str, Cell]] = defaultdict(dict)
+    for cell in cells:
+        if cell.tok_s is not None:
+            by_place[(cell.key.group, cell.key.workload, cell.key.level)][cell.key.variant] = cell
+    for members in by_place.values():
+        ranking = rank({variant: cell.tok_s for variant, cell in members.items() if cell.tok_s is not None})
+        for number, tier in enumerate(ranking.tiers, start=1):
+            for variant in tier:
+                members[variant].standing = Standing(number, len(tier))
+
+
+def headlines(group: Group) -> list[Headline]:
+    """Per workload: the fastest method at its lowest level, the methods not separable from it,
+    and where speculative decoding stops paying (concurrency workloads)."""
+    out = []
+    for workload in sorted({c.key.workload for c in group.cells}):
+        measured = [c for c in group.cells if c.key.workload == workload and c.tok_s is not None]
+        if not measured:
+            continue
+        lowest = min(c.key.level for c in measured)
+        at_lowest = [c for c in measured if c.key.level == lowest]
+        top_tier = sorted((c for c in at_lowest if c.standing and c.standing.tier == 1), key=lambda c: -_mean(c))
+        leader = max(at_lowest, key=_mean)
+        levels = sorted({c.key.level for c in measured})
+        crossover = _crossover(measured, levels) if lowest else None
+        out.append(Headline(group.key, workload, lowest, top_tier[0] if top_tier else None, top_tier[1:], leader, crossover))
+    return out
+
+
+def _mean(cell: Cell) -> float:
+    return cell.tok_s.mean if cell.tok_s else 0.0
+
+
+def _crossover(cells: Sequence[Cell], levels: Sequence[int]) -> Crossover:
+    for level in levels:
+        speculative = [c for c in cells if c.key.level == level and c.speedup is not None]
+        if any(c.speedup.interval is None for c in speculative if c.speedup is not None):
+            return Crossover(None, levels[-1], tuple(levels), unknown_from=level)
+        if not any(c.verdict == "faster" for c in speculative):
+            return Crossover(level, levels[-1], tuple(levels))
+    return Crossover(None, levels[-1], tuple(levels))
 
 
 def compare(current: Sequence[Group], baseline: Sequence[Group]) -> list[Comparison]:
@@ -458,8 +604,7 @@ def compare(current: Sequence[Group], baseline: Sequence[Group]) -> list[Compari
             now, then = cell.tok_s, before.tok_s if before else None
             if now is None or then is None or before is None:
                 continue
-            scatter = 2 * math.hypot(cell.relative_error, before.relative_error)
-            out.append(Comparison(cell.key, now, then, max(NOISE_FLOOR, now.relative, then.relative, scatter)))
+            out.append(Comparison(cell.key, now, then, ratio_of(cell.passes, before.passes)))
     return out
 
 

@@ -4,11 +4,15 @@ commands do not pay for it). SVG keeps the HTML file self-contained and sharp at
 from __future__ import annotations
 
 import io
-from typing import Sequence
+from typing import Mapping, Sequence
+
+from fleet.measure.stats import Estimated
 
 
-def curve_svg(title: str, unit: str, series: dict[str, Sequence[tuple[int, float]]]) -> str:
-    """One plot: a line per method through (level, value); the x axis is log 2 like the levels."""
+def curve_svg(title: str, unit: str, series: Mapping[str, Sequence[tuple[int, Estimated]]], reference: float | None = None) -> str:
+    """One plot: a line per method through (level, estimate), each point with its 95 % interval
+    as an error bar where it has one; the x axis is log 2 like the levels. `reference`: a dashed
+    horizontal line (1.0 on a speed-up plot: where speculative decoding stops paying)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -18,11 +22,17 @@ def curve_svg(title: str, unit: str, series: dict[str, Sequence[tuple[int, float
     pyplot.rcParams["svg.fonttype"] = "none"  # text stays text: searchable, and no embedded glyph paths
     figure = Figure(figsize=(6.4, 3.6), dpi=100)
     axes = figure.subplots()
-    for name, points in sorted(series.items()):
+    for name, points in series.items():
         if not points:
             continue
-        xs, ys = zip(*sorted(points))
-        axes.plot(xs, ys, marker="o", label=name)
+        ordered = sorted(points, key=lambda point: point[0])
+        xs = [x for x, _ in ordered]
+        ys = [value.estimate for _, value in ordered]
+        below = [value.estimate - value.interval.low if value.interval else 0.0 for _, value in ordered]
+        above = [value.interval.high - value.estimate if value.interval else 0.0 for _, value in ordered]
+        axes.errorbar(xs, ys, yerr=[below, above], marker="o", capsize=3, label=name)
+    if reference is not None:
+        axes.axhline(reference, color="#888888", linestyle="--", linewidth=1)
     levels = sorted({x for points in series.values() for x, _ in points})
     if levels and max(levels) > 1:
         axes.set_xscale("log", base=2)

@@ -30,8 +30,10 @@ class Table:
     header: list[str]
     rows: list[list[Value]]
     numeric: frozenset[int] = frozenset()  # columns that sort as numbers in HTML
-    measured_column: int | None = None  # where a "—" marks a row that is not a measurement
     wide: frozenset[int] = frozenset()  # columns of running text (reasons, evidence): given room in HTML
+    # Columns from this one on are detail: HTML folds them into one <details> cell per row, so the
+    # main columns read at 1,400 px; Markdown keeps them as columns.
+    fold_from: int | None = None
 
 
 @dataclass
@@ -45,17 +47,119 @@ class Section:
 
 
 def _result_links(cell: Cell) -> Links:
-    return Links(tuple(Link(r.run_id, r.path) for r in cell.rows))
+    """Each result file once (a concurrency run is a row per level and repeat)."""
+    return Links(tuple(Link(run_id, path) for run_id, path in dict((r.run_id, r.path) for r in cell.rows).items()))
 
 
 def _one(label: str, path: str | None) -> Value:
     return Links((Link(label, path),)) if path else text.DASH
 
 
-def sections(report: Report) -> list[Section]:
+def _glance(report: Report) -> Section:
+    """The first screen: per host type, TP and workload, the fastest method and by how much, what is
+    not separable from it, and where speculative decoding stops paying."""
+    notes = [text.ONE_PASS_NOTE] if report.one_pass else []
+    return Section(
+        "At a glance",
+        notes=notes + [text.GLANCE_NOTE],
+        table=Table(
+            ["host type · TP", "workload", "fastest: speed-up [95 % interval]", "not separable from it", "speculative decoding stops paying"],
+            [[h.group.title, h.workload, text.headline_fastest(h), text.headline_tied(h), text.crossover(h.crossover)] for h in report.headlines],
+            wide=frozenset({2, 3, 4}),
+        ),
+    )
+
+
+def _group_table(group: Group) -> Table:
+    """The measured cells of one host type and TP; what did not measure is in Failures and below."""
+    return Table(
+        ["method", "workload", "level", "passes", f"output tok/s{' (simulated)' if group.key.simulated else ''} [95 %]", "CV",
+         "speed-up vs AR [95 %]", "verdict", "rank", "accept len [95 %]", "TTFT p50 [95 %]", "TTFT p99", "ITL p50 [95 %]",
+         "ITL p99", "per-request tok/s", "requests ok/failed", "status", "results"],
+        [
+            [c.key.variant, c.key.workload, text.level(c.key.level), str(len(c.passes)), text.summary(c.tok_s), text.cv(c.tok_s),
+             text.ratio(c.speedup), text.verdict(c.verdict), text.standing(c.standing), text.summary(c.acceptance_length, 2),
+             text.ttft(c.ttft(50)), text.ttft(c.ttft(99)), text.summary(c.itl(50), 1, 1000, " ms"), text.summary(c.itl(99), 1, 1000, " ms"),
+             text.summary(c.per_request_tok_s), "{}/{}".format(*c.requests), text.status(c), _result_links(c)]
+            for c in group.cells if c.tok_s is not None
+        ],
+        frozenset({2, 3, 4, 5, 6, 8, 9, 10, 11, 12}),
+        fold_from=11,
+    )  # fmt: skip
+
+
+def _curve_tables(group: Group) -> list[tuple[str, Table]]:
     out = []
+    for workload, variants in curves(group).items():
+        levels = sorted({lv for points in variants.values() for lv, _, _ in points})
+        out.append(
+            (
+                workload,
+                Table(
+                    ["method", *(f"level {lv}" for lv in levels)],
+                    [[variant, *(next((text.summary(t) for lv, t, _ in points if lv == level), text.DASH) for level in levels)]
+                     for variant, points in variants.items()],
+                    frozenset(range(1, len(levels) + 1)),
+                ),
+            )
+        )  # fmt: skip
+    return out
+
+
+def _how_to_read(report: Report) -> Section:
+    ratios = [c.speedup for c in report.cells if c.speedup is not None] + [c.ratio for c in report.comparisons]
+    paired = sum(1 for r in ratios if r.method == "paired")
+    return Section(
+        "How to read it",
+        notes=[text.INTERVAL_NOTE,
+               f"Speed-ups and baseline changes here: {paired} paired by pass, {len(ratios) - paired} by Fieller's interval. " + text.RATIO_NOTE,
+               text.VERDICT_NOTE, text.PERCENTILE_RULE, text.ACCEPTANCE_NOTE,
+               "A speed-up divides by the autoregressive figure of the same host type, TP, workload and level; none is shown without one.",
+               "Only runs whose status is ok give figures; failed, partial, skipped and not-comparable runs are listed in their own sections, with why."],
+    )  # fmt: skip
+
+
+def sections(report: Report) -> list[Section]:
+    out = [_glance(report)]
     if report.simulated:
         out.append(Section("Simulated", notes=[text.SIM_NOTE]))
+    for group in report.groups:
+        out.append(Section(group.key.title, table=_group_table(group), group=group, curves=_curve_tables(group)))
+    if report.baseline:
+        out.append(
+            Section(
+                "Against the baseline",
+                notes=["Baseline: " + ", ".join(s.sweep_id for s in report.baseline) + ". " + text.BASELINE_NOTE],
+                table=Table(
+                    ["host type and TP", "method", "workload", "level", "now tok/s [95 %]", "baseline tok/s [95 %]", "change [95 %]", "interval", "verdict"],
+                    [[c.key.group.title, c.key.variant, c.key.workload, text.level(c.key.level), text.summary(c.current),
+                      text.summary(c.baseline), text.delta(c), c.ratio.method, text.verdict(c.verdict)] for c in report.comparisons],
+                    frozenset({3, 4, 5, 6}),
+                ),
+            )
+        )  # fmt: skip
+    out.append(
+        Section(
+            "Failures",
+            table=Table(
+                ["run", "host", "status", "class", "outcome", "evidence", "fix", "result"],
+                [[f.label, f.host, f.status, f.failure_class, f.outcome or text.DASH, text.short(f.evidence), f.fix or text.DASH,
+                  _one(Path(f.path).stem, f.path)] for f in report.failures],
+                wide=frozenset({5, 6}),
+                fold_from=5,
+            ),
+        )
+    )  # fmt: skip
+    out.append(
+        Section(
+            "Skipped, quarantined, infeasible, not comparable, pending",
+            table=Table(
+                ["run", "host", "kind", "reason", "result"],
+                [[n.label, n.host, n.kind, text.short(n.reason), _one(Path(n.path).stem, n.path) if n.path else text.DASH] for n in report.not_run],
+                wide=frozenset({3}),
+            ),
+        )
+    )  # fmt: skip
     pending = [n for n in report.not_run if n.kind == "pending"]
     out.append(
         Section(
@@ -84,80 +188,5 @@ def sections(report: Report) -> list[Section]:
             ),
         )
     )  # fmt: skip
-    for group in report.groups:
-        unit = "tok/s (simulated)" if group.key.simulated else "tok/s"
-        table = Table(
-            ["method", "workload", "level", "status", f"output {unit}", "spread", "speed-up vs AR", "accept len",
-             "TTFT p50", "TTFT p99", "ITL p50", "ITL p99", "requests ok/failed", "not a measurement because", "results"],
-            [
-                [c.key.variant, c.key.workload, text.level(c.key.level), text.status(c), text.tok_s(c.tok_s), text.spread(c.tok_s),
-                 text.speedup(c), text.number(c.acceptance_length, 2), text.percentile(c.latency("ttft_s"), 50),
-                 text.percentile(c.latency("ttft_s"), 99), text.percentile(c.latency("itl_s"), 50), text.percentile(c.latency("itl_s"), 99),
-                 "{}/{}".format(*c.requests), text.short(text.reason(c), 140), _result_links(c)]
-                for c in group.cells
-            ],
-            frozenset({2, 4, 6, 7, 8, 9, 10, 11}),
-            measured_column=4,
-            wide=frozenset({13}),
-        )  # fmt: skip
-        curve_tables = []
-        for workload, variants in curves(group).items():
-            levels = sorted({lv for points in variants.values() for lv, _, _ in points})
-            curve_tables.append(
-                (
-                    workload,
-                    Table(
-                        ["method", *(f"level {lv}" for lv in levels)],
-                        [[variant, *(next((f"{t:,.1f} ({text.number(p)}/req)" for lv, t, p in points if lv == level), text.DASH)
-                                     for level in levels)] for variant, points in variants.items()],
-                        frozenset(range(1, len(levels) + 1)),
-                    ),
-                )
-            )  # fmt: skip
-        out.append(Section(group.key.title, table=table, group=group, curves=curve_tables))
-    if report.baseline:
-        out.append(
-            Section(
-                "Against the baseline",
-                notes=["Baseline: " + ", ".join(s.sweep_id for s in report.baseline) + ". A delta is flagged where it exceeds the "
-                       "noise: the largest of 5%, the spread of repeated measurements on either side, and twice the combined "
-                       "standard error of the two means from their requests' own scatter."],
-                table=Table(
-                    ["host type and TP", "method", "workload", "level", "now tok/s", "baseline tok/s", "delta", "noise", "verdict"],
-                    [[c.key.group.title, c.key.variant, c.key.workload, text.level(c.key.level), text.number(c.current.mean),
-                      text.number(c.baseline.mean), text.delta(c), f"±{c.noise * 100:.1f}%", text.flag(c)] for c in report.comparisons],
-                    frozenset({3, 4, 5, 6, 7}),
-                ),
-            )
-        )  # fmt: skip
-    out.append(
-        Section(
-            "Failures",
-            table=Table(
-                ["run", "host", "status", "class", "evidence", "fix", "outcome", "result"],
-                [[f.label, f.host, f.status, f.failure_class, text.short(f.evidence), f.fix or text.DASH, f.outcome or text.DASH,
-                  _one(Path(f.path).stem, f.path)] for f in report.failures],
-                wide=frozenset({4, 5}),
-            ),
-        )
-    )  # fmt: skip
-    out.append(
-        Section(
-            "Skipped, quarantined, infeasible, not comparable, pending",
-            table=Table(
-                ["run", "host", "kind", "reason", "result"],
-                [[n.label, n.host, n.kind, text.short(n.reason), _one(Path(n.path).stem, n.path) if n.path else text.DASH] for n in report.not_run],
-                wide=frozenset({3}),
-            ),
-        )
-    )  # fmt: skip
-    out.append(
-        Section(
-            "How to read it",
-            notes=[text.PERCENTILE_RULE, text.ACCEPTANCE_NOTE,
-                   "A speed-up divides by the autoregressive figure of the same host type, TP, workload and level; none is shown without one.",
-                   "Only runs whose status is ok show figures; partial, failed and not-comparable runs show why instead.",
-                   "The spread is min–max over the cell's measurements (repeats, and the same run in several sweeps) with ± half its range."],
-        )
-    )  # fmt: skip
+    out.append(_how_to_read(report))
     return out
