@@ -108,7 +108,6 @@ class AgentChannel:
         self._sleep = sleep
         self._on_link_drop = on_link_drop
         self.max_retry_s = max_retry_s
-        self._ledgers: dict[Path, ResultLedger] = {}  # the pull's own judge of what it may replace
 
     # ------------------------------------------------------------------------------ helpers
 
@@ -234,10 +233,11 @@ class AgentChannel:
 
         at_most_once(self._bounded(CONNECT), self.host.name, action, running, sleep=self._sleep)
 
-    def pull(self, local: Path, policy: RetryPolicy = TRANSFER, skip: Sequence[str] = ()) -> int:
+    def pull(self, local: Path, policy: RetryPolicy = TRANSFER, skip: Sequence[str] = (), ledger: ResultLedger | None = None) -> int:
         """Results, logs and progress of this host's share into `local` (incremental); the number
         of result files there afterwards. `skip`: more rsync excludes (a given-up host's results
-        of runs that went to another host).
+        of runs that went to another host). `ledger`: the sweep loop's reader of `local`'s results
+        (one reader per folder: a result is parsed once); a one-shot pull makes its own.
 
         The controller keeps the first result it has of a run: a host that ran a run again (its
         work dir lost with a reboot, a restored backup, a misbehaving agent) never overwrites a
@@ -261,24 +261,17 @@ class AgentChannel:
         def pull_once() -> None:
             rsync(self.dir.root + "/", local, (*excludes, f"/{SweepDir.RUNS}/"), keep=False)
             rsync(self.dir.runs + "/", runs, (*SweepDir.PULL_EXCLUDES, *runs_excludes), keep=True)
-            rejected = self._judge(runs)
+            judge.refresh()
+            rejected = set(judge.rejected) - {"."}
             if rejected:
                 # Everything this side holds that is not a rejected result is left out by name;
                 # rejections are rare (a bad disk, a hostile host), so is this list.
                 kept = sorted(set(os.listdir(runs)) - rejected)
                 rsync(self.dir.runs + "/", runs, (*SweepDir.PULL_EXCLUDES, *runs_excludes, *(f"/{name}" for name in kept)), keep=False)
 
+        judge = ledger or ResultLedger(runs, self.sweep_id, self.host.name)
         self._retry(pull_once, policy)
-        return len(list(runs.glob("*.json")))
-
-    def _judge(self, runs: Path) -> set[str]:
-        """The names in `runs` that are not results of this host for this sweep (the ledger's
-        judgment, read once per file; one ledger per folder this channel pulls into)."""
-        ledger = self._ledgers.get(runs)
-        if ledger is None:
-            ledger = self._ledgers[runs] = ResultLedger(runs, self.sweep_id, self.host.name)
-        ledger.refresh()
-        return set(ledger.rejected) - {"."}
+        return len(judge.present)
 
     def stop_agent(self, grace_s: float = STOP_GRACE_S) -> None:
         """Stop this sweep's agent on a host the sweep gave up on (its runs went to other hosts or

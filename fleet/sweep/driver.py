@@ -436,7 +436,7 @@ class HostDriver:
         at its next poll: a host that went away mid-pull (power, link) is the poll's to judge, and
         one whose pulls keep failing for `host_lost_after_s` is given up on (the error raised)."""
         try:
-            self.status.pulled = self.channel.pull(self.local_dir, self._poll_policy(TRANSFER))
+            self.status.pulled = self.channel.pull(self.local_dir, self._poll_policy(TRANSFER), ledger=self.ledger)
         except (FleetError, OSError) as exc:
             problem = exc if isinstance(exc, OSError) and exc.errno in DISK_ERRNOS else unwritable(self.local_dir)
             if problem is not None:
