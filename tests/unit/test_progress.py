@@ -16,7 +16,7 @@ import pytest
 from typer.testing import CliRunner
 
 from fleet import cli
-from fleet.host.contract import RunStatus
+from fleet.host.contract import RunResult, RunStatus
 from fleet.host.contract.shard import AgentLimits, RunSpec, ServerSpec, Shard
 from fleet.inventory import Host
 from fleet.plan import make_plan
@@ -295,3 +295,52 @@ def test_every_event_type_renders_as_one_plain_line_with_what_matters() -> None:
     assert lines["summary"].endswith("sweep finished: 5 results (1 failed, 4 ok) in 1m15s; /r/x")
     skipped = event_line(Event("run", 0.0, 1.0, None, "ct200", {**samples["run"], "status": "skipped", "failure": "skipped", "fix": None}))
     assert skipped.endswith("ct200: tp1-ddtree-b32/short skipped in 0.2s (4/60 runs)")  # the class says nothing the status does not
+
+
+def _work_per_result(runs: int, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> dict[str, float]:
+    """Operations the ledger and the tracker spend per result of a sweep of `runs` runs on 4
+    hosts (one pull and one observation per result, the most a sweep does)."""
+    from fleet.sweep import events, ledger
+
+    counts: dict[str, int] = {}
+
+    def counting(cls: type, name: str) -> None:
+        original = getattr(cls, name)
+
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            counts[name] = counts.get(name, 0) + 1
+            return original(*args, **kwargs)
+
+        monkeypatch.setattr(cls, name, wrapper)
+
+    for cls, name in ((ledger.ResultLedger, "_stamp"), (ledger.ResultLedger, "_read"), (events._Host, "estimate"), (events._Host, "_recount")):
+        counting(cls, name)
+    hosts = [f"h{i}" for i in range(4)]
+    shards: dict[str, Shard] = {}
+    for name in hosts:
+        servers = [ServerSpec(f"{name}s{s}", f"{name}s{s}", [0], 30000, [], {}, f"u{s}", runs=[RunSpec(f"{name}s{s}r{r}", "x/w", {}) for r in range(4)])
+                   for s in range(runs // len(hosts) // 4)]  # fmt: skip
+        shards[name] = Shard(SWEEP, name, "boot", "process", AgentLimits(), servers)
+    books = {name: ResultLedger(tmp_path / name / "runs", SWEEP, name, [r.run_id for _, r in shards[name].runs]) for name in hosts}
+    progress = SweepProgress(EventStream(None), None, shards, {n: 1.0 for n in hosts}, books)
+    counts.clear()
+    status = {name: HostStatus(name, phase=Phase.RUNNING) for name in hosts}
+    for name in hosts:
+        (tmp_path / name / "runs").mkdir(parents=True)
+    for step in range(runs // len(hosts)):
+        for name in hosts:
+            server, run = shards[name].runs[step]
+            result = RunResult(run.run_id, run.label, server.server_id, server.label, SWEEP, name, RunStatus.ok, None, {}, {}, 1.0, 2.0)
+            (tmp_path / name / "runs" / f"{run.run_id}.json").write_text(json.dumps(result.to_json()))
+            books[name].refresh()
+            progress.observe(status[name], shards[name], books[name])
+    return {name: count / runs for name, count in counts.items()}
+
+
+def test_the_trackers_work_per_result_does_not_grow_with_the_sweep(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Issue 28: the tracker re-summed every run on every event (quadratic). Counted, not timed:
+    per result, one look at its file, one parse, two estimates, no recount of a host, at 64 runs
+    as at 1,024 (the folder's listing, one directory read per pull, is the one thing that grows)."""
+    small = _work_per_result(64, monkeypatch, tmp_path / "small")
+    large = _work_per_result(1024, monkeypatch, tmp_path / "large")
+    assert small == large == {"_stamp": 1.0, "_read": 1.0, "estimate": 2.0}, (small, large)  # its ETA share, then its measurement
