@@ -154,7 +154,7 @@ def crossover(value: Crossover | None) -> str:
     if value is None:
         return "— (no concurrency levels)"
     if value.unknown_from is not None:
-        return f"cannot tell from concurrency {value.unknown_from}: {ONE_PASS}"
+        return f"cannot tell from concurrency {value.unknown_from} ({ONE_PASS})"
     if value.level is None:
         return f"not reached up to {value.top}: try levels {list(value.next_levels)}"
     return f"at concurrency {value.level}: no speculative speed-up interval lies above 1.0 there"
@@ -164,8 +164,9 @@ def headline_fastest(headline: Headline) -> str:
     where = f" at concurrency {headline.level}" if headline.level else ""
     if headline.fastest is None:
         leader = headline.leader
-        named = f"{leader.key.variant} {ratio(leader.speedup)}" if leader is not None else DASH
-        return f"none named{where}: {ONE_PASS}, so no method is ranked (highest estimate: {named})"
+        estimate = f" {leader.speedup.estimate:.2f}×" if leader is not None and leader.speedup is not None else ""
+        named = f"{leader.key.variant}{estimate}" if leader is not None else DASH
+        return f"not ranked{where} ({ONE_PASS}); highest estimate: {named}"
     cell = headline.fastest
     if cell.speedup is None:
         return f"{cell.key.variant}{where}: no speculative method is faster by its interval"
