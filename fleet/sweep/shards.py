@@ -36,6 +36,12 @@ def server_env(server: PlannedServer, host: Host) -> dict[str, str]:
     return env
 
 
+def time_scale(host: Host) -> float:
+    """Wall seconds per engine second on `host`: its sim_speed on a sim host, so that an open-loop
+    rate is a rate in engine time, like every figure of a simulated run; 1 on real hardware."""
+    return host.engine.sim_speed if host.engine.kind is EngineKind.sim else 1.0
+
+
 def server_spec(planned: PlannedServer, host: Host, sweep_id: str) -> ServerSpec:
     provenance = dict(planned.provenance) if planned.provenance else None
     return ServerSpec(
@@ -46,7 +52,7 @@ def server_spec(planned: PlannedServer, host: Host, sweep_id: str) -> ServerSpec
         argv=list(planned.launch.argv),
         env=server_env(planned, host),
         unit_name=server_name(sweep_id, planned.config.id),
-        runs=[RunSpec(run.id, run.label, resolve_workload(run), run.repeats, provenance) for run in planned.runs],
+        runs=[RunSpec(run.id, run.label, resolve_workload(run, time_scale(host)), run.repeats, provenance) for run in planned.runs],
         cwd=sweep_dir(host, sweep_id),
         skip_reason=planned.skip_reason,
         engine_release=planned.engine_release,

@@ -15,7 +15,8 @@ from typing import Any, Sequence
 from fleet.errors import FleetError
 from fleet.host.agent.drive import calibration_tolerance
 from fleet.host.agent.stats import min_samples
-from fleet.playbook import AgenticWorkload, ConcurrencyWorkload, LongContextWorkload, Run, ShortWorkload
+from fleet.playbook import AgenticWorkload, ConcurrencyWorkload, DatasetWorkload, Load, LongContextWorkload, RandomWorkload, Run, ShortWorkload, Slo
+from fleet.workloads.datasets import describe, sample_requests
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 # A generous bound on characters per token (real BPE on English and code: about 3-4.5), so that
@@ -69,10 +70,44 @@ def short_rounds(workload: ShortWorkload) -> int:
     return -(-wanted // len(workload.prompts))
 
 
-def resolve_workload(run: Run) -> dict[str, Any]:
-    """The run's workload as the shard carries it: plain JSON, everything the agent needs."""
+def _arrivals(load: Load | None, time_scale: float) -> dict[str, Any] | None:
+    """Open-loop arrivals as the agent schedules them. `time_scale`: wall seconds per engine second
+    (a sim host's sim_speed), so that a rate means the same in results, which are in engine time."""
+    if load is None:
+        return None
+    return {**load.model_dump(), "time_scale": time_scale}
+
+
+def _slo(slo: Slo | None) -> dict[str, float] | None:
+    """SLOs in seconds, under vllm's metric names (ttft, tpot, e2el), only those set."""
+    if slo is None:
+        return None
+    return {name: value for name, value in (("ttft", slo.ttft), ("tpot", slo.tpot), ("e2el", slo.e2e)) if value is not None}
+
+
+def resolve_workload(run: Run, time_scale: float = 1.0) -> dict[str, Any]:
+    """The run's workload as the shard carries it: plain JSON, everything the agent needs.
+    `time_scale`: the host's wall seconds per engine second (sim_speed; 1 on real hardware)."""
     workload = run.workload
     base: dict[str, Any] = {"name": run.workload_name, "kind": workload.kind, "max_new_tokens": workload.max_new_tokens}
+    if isinstance(workload, DatasetWorkload):
+        samples = sample_requests(workload)
+        return {
+            **base,
+            "dataset": describe(workload, samples),
+            "samples": [{"prompt": s.prompt, "category": s.category, "output_tokens": s.output_tokens} for s in samples],
+            "load": _arrivals(workload.load, time_scale),
+            "slo": _slo(workload.slo),
+        }
+    if isinstance(workload, RandomWorkload):
+        return {
+            **base,
+            "input_tokens": workload.input_tokens,
+            "requests": workload.requests,
+            "seed": workload.seed,
+            "load": _arrivals(workload.load, time_scale),
+            "slo": _slo(workload.slo),
+        }
     if isinstance(workload, ShortWorkload):
         return {**base, "prompts": [_prompt(run.workload_name, name) for name in workload.prompts], "rounds": short_rounds(workload)}
     if isinstance(workload, LongContextWorkload):

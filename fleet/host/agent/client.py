@@ -31,7 +31,7 @@ import socket
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Union
 
 from fleet.host.agent.pause import PauseWatch
 from fleet.host.failures import FailureClass
@@ -92,6 +92,8 @@ class RequestOutcome:
     error_message: str | None = None
     http_status: int | None = None
     agent_paused_s: float | None = None  # how long the agent itself did not run during the request
+    # Open-loop load: how late the client sent the request against its schedule (fleet.host.agent.drive).
+    schedule_delay_s: float | None = None
 
     @property
     def tpot_s(self) -> float | None:
@@ -128,13 +130,17 @@ COMPLETIONS_EXTRA_FIELDS: dict[str, Any] = {
 }
 
 
+Prompt = Union[str, list[int]]  # text, or token ids (exact lengths in the model's tokens: the `random` workload)
+
+
 def request_body(
-    api: str, prompt: str, max_new_tokens: int, *, model: str | None, temperature: float = 0.0, ignore_eos: bool = True
+    api: str, prompt: Prompt, max_new_tokens: int, *, model: str | None, temperature: float = 0.0, ignore_eos: bool = True
 ) -> tuple[str, dict[str, Any]]:
     """The path and JSON body of one streamed request, field for field what sglang 0.5.23's
     bench_serving builds for the same load (`async_request_sglang_generate` and
     `async_request_openai_completions` in sglang/benchmark/serving.py, with bench_serving's defaults:
-    no LoRA, no logprobs), plus `COMPLETIONS_EXTRA_FIELDS` on /v1/completions."""
+    no LoRA, no logprobs), plus `COMPLETIONS_EXTRA_FIELDS` on /v1/completions. Token ids go as
+    bench_serving sends a tokenized prompt: `input_ids` on /generate, the `prompt` list on /v1/completions."""
     if api == "completions":
         body: dict[str, Any] = {
             "model": model or "default",
@@ -150,7 +156,7 @@ def request_body(
     if api != "generate":
         raise ValueError(f"api {api!r}: expected 'generate' or 'completions'")
     body = {
-        "text": prompt,
+        **({"input_ids": prompt} if isinstance(prompt, list) else {"text": prompt}),
         "sampling_params": {"temperature": temperature, "max_new_tokens": max_new_tokens, "ignore_eos": ignore_eos},
         "stream": True,
         "lora_path": None,
@@ -342,7 +348,7 @@ class Client:
 
     def generate(
         self,
-        prompt: str,
+        prompt: Prompt,
         max_new_tokens: int,
         *,
         deadline_s: float,

@@ -19,6 +19,16 @@ Rules that make a result trustworthy:
   top-level figures count requests and tokens but carry no throughput or latency, which would
   blend levels that load the server differently;
 - with repeats, `repeats` holds each repeat's own figures, so a report can show their spread;
+- an open-loop run (a `load` with a request rate) records how late each request was sent against
+  its schedule (`schedule_delay_s`); a median above `MAX_SCHEDULE_DELAY_S` means the client could
+  not keep up, so the load was not the one asked for: `not_comparable`, a `client_behind` deviation;
+- goodput (a workload with an `slo`) is vllm bench serve's --goodput: successful requests that
+  met every SLO (TTFT, TPOT -- 0 for a single-token output -- and E2E latency), per second of the
+  run (vllm/benchmarks/serve.py `calculate_metrics`: `is_good_req = all(s >= r ...)`,
+  `request_goodput = good_completed / dur_s`; sglang 0.5.23 sglang/benchmark/goodput.py:24-56,
+  whose `slo_attainment` -- good over sent -- is kept beside it);
+- a dataset with categories has figures per category (`categories`): acceptance length and
+  per-request output tok/s, but no run-wide rate, which the categories share;
 - a simulated run (its `sim_speed` set) has every duration and rate in simulated time: wall
   seconds / sim_speed. Nothing of a simulated run is in wall-clock time but its timestamps;
 - the acceptance length is SGLang's own: accepted tokens per verify step, this run's alone.
@@ -53,6 +63,9 @@ PROMPT_CUT = "prompt_cut"
 OUTPUT_CAPPED = "output_capped"
 REQUESTS_DROPPED = "requests_dropped"
 AGENT_PAUSED = "agent_paused"  # fleet's agent did not run during the run (fleet.host.agent.pause)
+CLIENT_BEHIND = "client_behind"  # the open-loop client sent its requests later than scheduled
+# The median lateness of an open-loop run's sends beyond which its load was not the one asked for.
+MAX_SCHEDULE_DELAY_S = 0.010
 
 # Figures that describe throughput or latency, which mean nothing blended across concurrency levels.
 _RATE_AND_LATENCY = ("wall_s", "output_tok_s", "output_tok_s_per_request", "request_throughput", "ttft_s", "itl_s", "tpot_s", "e2e_s")
@@ -112,7 +125,10 @@ def in_simulated_time(outcome: RequestOutcome, sim_speed: float | None) -> Reque
     def scaled(seconds: float | None) -> float | None:
         return seconds / sim_speed if seconds is not None else None
 
-    return replace(outcome, ttft_s=scaled(outcome.ttft_s), e2e_s=scaled(outcome.e2e_s), itl_s=[gap / sim_speed for gap in outcome.itl_s])
+    return replace(
+        outcome, ttft_s=scaled(outcome.ttft_s), e2e_s=scaled(outcome.e2e_s), itl_s=[gap / sim_speed for gap in outcome.itl_s],
+        schedule_delay_s=scaled(outcome.schedule_delay_s),
+    )  # fmt: skip
 
 
 def request_figures(outcomes: Sequence[RequestOutcome], wall_s: float) -> dict[str, Any]:
@@ -150,7 +166,49 @@ def request_figures(outcomes: Sequence[RequestOutcome], wall_s: float) -> dict[s
         "acceptance_length": ratio(sum(o.output_tokens - 1 for o in spec), verify_steps),
         "acceptance_length_n": len(spec) if spec else None,
         "spec_verify_ct": verify_steps if spec else None,
+        "schedule_delay_s": summary([o.schedule_delay_s for o in outcomes if o.schedule_delay_s is not None]),
     }
+
+
+def goodput(outcomes: Sequence[RequestOutcome], slo_s: Mapping[str, float], wall_s: float) -> dict[str, Any]:
+    """Requests that met every SLO (seconds, under vllm's names ttft, tpot, e2el), per second of
+    `wall_s` (see the module's docstring for the definition and its sources)."""
+    met = dict.fromkeys(slo_s, 0)
+    good = 0
+    for outcome in outcomes:
+        if not outcome.ok or outcome.ttft_s is None or outcome.e2e_s is None:
+            continue
+        observed = {"ttft": outcome.ttft_s, "tpot": outcome.tpot_s or 0.0, "e2el": outcome.e2e_s}
+        passed = [name for name, limit in slo_s.items() if observed[name] <= limit]
+        for name in passed:
+            met[name] += 1
+        if len(passed) == len(slo_s):
+            good += 1
+    sent = len(outcomes)
+    return {
+        "slo_s": dict(slo_s),
+        "good_requests": good,
+        "request_goodput": good / wall_s if wall_s > 0 else None,
+        "slo_attainment": good / sent if sent else None,
+        "attainment_by_metric": {name: count / sent for name, count in met.items()} if sent else None,
+    }
+
+
+def category_figures(sent: Sequence[Sent]) -> dict[str, Any] | None:
+    """Figures per dataset category; no rates, since the categories share one run's time."""
+    names = sorted({s.tags["category"] for s in sent if s.tags.get("category") is not None})
+    if not names:
+        return None
+    return {name: request_figures([s.outcome for s in sent if s.tags.get("category") == name], 0.0) for name in names}
+
+
+def schedule_deviations(figures: Mapping[str, Any]) -> list[Deviation]:
+    """An open-loop run whose client sent late: its load was lighter than the one asked for."""
+    delays = figures.get("schedule_delay_s")
+    median = delays and (delays["p50"] if delays["p50"] is not None else delays["max"])
+    if not median or median <= MAX_SCHEDULE_DELAY_S:
+        return []
+    return [Deviation(CLIENT_BEHIND, f"requests were sent a median {median * 1000:.1f} ms after their schedule (bound {MAX_SCHEDULE_DELAY_S * 1000:.0f} ms): the client could not keep up with the load asked for")]
 
 
 def _mean(values: Sequence[float]) -> float | None:
@@ -191,11 +249,12 @@ def output_deviations(sent: Sequence[Sent], max_new_tokens: int) -> list[Deviati
     """Successful requests that produced fewer tokens than asked for: the server capped or ended
     them early (the client asks for a fixed length with ignore_eos), so their figures describe
     shorter outputs than the workload's."""
-    short = [s.outcome.output_tokens for s in sent if s.outcome.ok and s.outcome.output_tokens < max_new_tokens]
+    # A request's own length where its workload gives one (a dataset's reply length), else the workload's.
+    short = [s.outcome.output_tokens for s in sent if s.outcome.ok and s.outcome.output_tokens < s.tags.get("max_new_tokens", max_new_tokens)]
     if not short:
         return []
     ok = sum(1 for s in sent if s.outcome.ok)
-    return [Deviation(OUTPUT_CAPPED, f"{len(short)} of {ok} requests produced fewer than the {max_new_tokens} tokens asked for (min {min(short)})")]
+    return [Deviation(OUTPUT_CAPPED, f"{len(short)} of {ok} requests produced fewer tokens than asked for (at most {max_new_tokens}; min {min(short)})")]
 
 
 def dropped_deviations(outcome: WorkloadOutcome) -> list[Deviation]:
@@ -230,6 +289,7 @@ def request_record(sent: Sent) -> dict[str, Any]:
         "error_class": o.error_class,
         "error_message": o.error_message,
         **({"agent_paused_s": o.agent_paused_s} if o.agent_paused_s is not None else {}),
+        **({"schedule_delay_s": o.schedule_delay_s} if o.schedule_delay_s is not None else {}),
     }
 
 
@@ -297,7 +357,14 @@ def build_result(
         ]
     if workload.get("kind") == "agentic":
         extras["turns"] = turn_figures(sent, int(workload.get("turns") or 0))
-    deviations = [*outcome.deviations, *output_deviations(sent, int(workload.get("max_new_tokens") or 0)), *dropped_deviations(outcome)]
+    if workload.get("slo"):
+        figures["goodput"] = goodput([s.outcome for s in sent], workload["slo"], outcome.wall_s / speed if speed else outcome.wall_s)
+    if (categories := category_figures(sent)) is not None:
+        extras["categories"] = categories
+    deviations = [
+        *outcome.deviations, *output_deviations(sent, int(workload.get("max_new_tokens") or 0)), *dropped_deviations(outcome),
+        *schedule_deviations(figures),
+    ]  # fmt: skip
     status, failure = run_status(figures, outcome.failure, deviations)
     return RunResult(
         **vars(identity),
@@ -331,7 +398,7 @@ def turn_figures(sent: Sequence[Sent], turns: int) -> list[dict[str, Any]]:
     return rows
 
 
-_BULKY_KEYS = ("corpus", "system", "tasks", "tool_results", "chat")
+_BULKY_KEYS = ("corpus", "system", "tasks", "tool_results", "chat", "samples")
 
 
 def workload_summary(workload: Mapping[str, Any]) -> dict[str, Any]:
