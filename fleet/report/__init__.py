@@ -1,7 +1,8 @@
 """`fleet report`: tables, curves and comparisons of sweep results, with no number that misleads.
 
 load (fleet.report.load: sweep folders, results through fleet.host.contract.load_result only)
--> model (fleet.report.model: rows, comparable cells, speed-ups, failures, baseline deltas; pure)
+-> model (fleet.report.model: rows, cells of passes with their intervals (fleet.measure), speed-ups
+   with theirs and their verdicts, rankings, the first screen's headlines, failures, baseline changes; pure)
 -> render (sections for Markdown and HTML, flat rows for CSV and JSON lines).
 """
 

@@ -221,10 +221,6 @@ class Cell:
         return dict(counts)
 
     @property
-    def reasons(self) -> list[str]:
-        return sorted({r.reason for r in self.rows if r.reason})
-
-    @property
     def requests(self) -> tuple[int, int]:
         return sum(r.requests_ok for r in self.rows), sum(r.requests_failed for r in self.rows)
 
