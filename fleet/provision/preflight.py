@@ -154,6 +154,9 @@ class PreflightRequirements:
     service_manager: ServiceManager = ServiceManager.systemd
     model_bytes_to_fetch: int | None = None  # still to download into the cache; None: nothing to fetch
     bytes_to_stage: int | None = None  # to copy into the staging dir; None: no staging
+    # bytes of the stale copies those replace, removed before the copy: room it has beyond df's
+    cache_bytes_freed: int = 0
+    staging_bytes_freed: int = 0
     own_gpu_pids: frozenset[int] = field(default_factory=frozenset)  # fleet's own servers
     host_file: str = "the host's inventory file"  # named in fix hints
     allow_volatile_work_dir: bool = False  # the host file's paths.allow_volatile_work_dir
@@ -170,6 +173,8 @@ class PreflightRequirements:
         *,
         model_bytes_to_fetch: int | None = None,
         bytes_to_stage: int | None = None,
+        cache_bytes_freed: int = 0,
+        staging_bytes_freed: int = 0,
         own_gpu_pids: Iterable[int] = (),
     ) -> PreflightRequirements:
         return cls(
@@ -179,6 +184,8 @@ class PreflightRequirements:
             service_manager=host.service_manager,
             model_bytes_to_fetch=model_bytes_to_fetch,
             bytes_to_stage=bytes_to_stage,
+            cache_bytes_freed=cache_bytes_freed,
+            staging_bytes_freed=staging_bytes_freed,
             own_gpu_pids=frozenset(own_gpu_pids),
             host_file=f"hosts/{host.name}.yaml",
             allow_volatile_work_dir=host.paths.allow_volatile_work_dir,
@@ -501,18 +508,18 @@ def check_driver_runs_engine_cuda(facts: HostFacts, needs: PreflightRequirements
 def check_model_cache_space(facts: HostFacts, needs: PreflightRequirements) -> Finding:
     if needs.model_bytes_to_fetch is None:
         return Finding(Verdict.skip, "nothing to download")
-    return _space_finding(facts, MODEL_CACHE_KEY, needs.model_bytes_to_fetch, "download", CACHE_HEADROOM_MIN_BYTES,
+    return _space_finding(facts, MODEL_CACHE_KEY, needs.model_bytes_to_fetch, needs.cache_bytes_freed, "download", CACHE_HEADROOM_MIN_BYTES,
                           f"free space there, or point paths.model_cache in {needs.host_file} at a larger disk")
 
 
 def check_staging_space(facts: HostFacts, needs: PreflightRequirements) -> Finding:
     if needs.bytes_to_stage is None:
         return Finding(Verdict.skip, "nothing to stage")
-    found = _space_finding(facts, STAGING_KEY, needs.bytes_to_stage, "stage", 0,
+    found = _space_finding(facts, STAGING_KEY, needs.bytes_to_stage, needs.staging_bytes_freed, "stage", 0,
                            "enlarge the tmpfs (`mount -o remount,size=<N>G /dev/shm`), or unset paths.staging to serve from the cache")
     if found.verdict is Verdict.fail:
         return found
-    if facts.memory and needs.bytes_to_stage > facts.memory.available_bytes:
+    if facts.memory and needs.bytes_to_stage > facts.memory.available_bytes + needs.staging_bytes_freed:
         return Finding(
             Verdict.fail,
             f"staging {_size(needs.bytes_to_stage)} needs that much RAM (tmpfs lives in memory), only "
@@ -529,17 +536,19 @@ def check_staging_space(facts: HostFacts, needs: PreflightRequirements) -> Findi
     return found
 
 
-def _space_finding(facts: HostFacts, key: str, needed: int, verb: str, min_headroom: int, hint: str) -> Finding:
+def _space_finding(facts: HostFacts, key: str, needed: int, freed: int, verb: str, min_headroom: int, hint: str) -> Finding:
+    """`freed`: bytes of the stale copies the copy replaces (removed first): room beyond df's figure."""
     disk = facts.disks.get(key)
     if disk is None:
         why = facts.problems.get("disks", f"paths.{key} is not configured")
         return Finding(Verdict.fail, f"cannot {verb} {_size(needed)}: free space of paths.{key} unknown ({why})", hint)
     where = f"{disk.path} (on {disk.mount_point})"
     headroom = max(min_headroom, int(needed * HEADROOM_FRACTION))
-    figures = f"{_size(disk.available_bytes)} free of {_size(disk.total_bytes)}"
-    if disk.available_bytes < needed:
+    room = disk.available_bytes + freed
+    figures = f"{_size(disk.available_bytes)} free of {_size(disk.total_bytes)}" + (f", {_size(freed)} more once the stale copy is removed" if freed else "")
+    if room < needed:
         return Finding(Verdict.fail, f"{verb} {_size(needed)} into {where}: only {figures}", hint)
-    if disk.available_bytes < needed + headroom:
+    if room < needed + headroom:
         return Finding(Verdict.warn, f"{verb} {_size(needed)} into {where} leaves under {_size(headroom)} ({figures})", hint)
     return Finding(Verdict.ok, f"{verb} {_size(needed)} into {where}: {figures}")
 

@@ -214,33 +214,42 @@ def _model_identity(model: ModelRef, state: ModelState) -> dict[str, Any]:
     }
 
 
-def copy_sizes(model: ModelRef, state: ModelState, mirror_root: Path) -> tuple[int, int]:
-    """Bytes provisioning will add to the model cache and to the fast dir for `model`, from its
-    markers as read: the size of the copy the playbook asks for (the mirror as it is now; the
-    model card's checkpoint for the hub), never that of a cached copy it will replace (another
-    source, an older fetch: fleet.provision.models.current_cache). The copies it replaces are
-    removed first (rsync --delete into the cache; the stage script empties the fast copy), so
-    their bytes count as room. A size nobody knows counts 0 here: the stage checks the room
-    left on the host against the fetched copy's size before it copies."""
+@dataclass(frozen=True)
+class CopySizes:
+    """What provisioning will copy for one model: bytes into the cache and into the fast dir, and
+    the bytes of the stale copies there that they replace (removed first: rsync --delete into the
+    cache, the stage script empties the fast copy), room the copy has beyond df's figure."""
+
+    fetch: int = 0
+    stage: int = 0
+    cache_freed: int = 0
+    stage_freed: int = 0
+
+
+def copy_sizes(model: ModelRef, state: ModelState, mirror_root: Path) -> CopySizes:
+    """The sizes of the copy the playbook asks for (the mirror as it is now; the model card's
+    checkpoint for the hub), from the model's markers as read -- never those of a cached copy it
+    will replace (another source, an older fetch: fleet.provision.models.current_cache). A size
+    nobody knows counts 0 here: the stage checks the room left on the host against the fetched
+    copy's size before it copies."""
     if model.path:
-        return 0, 0
+        return CopySizes()
     files = mirror_listing(model, mirror_root)
     current = current_cache(model, state, files)
+    fetch = 0
     if current is not None:
-        size, fetch = current.total_bytes, 0
+        size = current.total_bytes
+    elif files is not None:
+        size = fetch = sum(files.values())
+    elif model.card and not model.mirror:
+        card = load_model_card(model.card)
+        size = fetch = card.checkpoint_bytes or card.weights_bytes
     else:
-        if files is not None:
-            size = sum(files.values())
-        elif model.card and not model.mirror:
-            card = load_model_card(model.card)
-            size = card.checkpoint_bytes or card.weights_bytes
-        else:
-            size = 0
-        fetch = max(0, size - (state.cached.total_bytes if state.cached else 0))
-    staged_now = state.staged is not None and state.staged == current
-    if state.serve_dir == state.cache_dir or staged_now:
-        return fetch, 0
-    return fetch, max(0, size - (state.staged.total_bytes if state.staged else 0))
+        size = 0
+    cache_freed = state.cached.total_bytes if fetch and state.cached else 0
+    if state.serve_dir == state.cache_dir or (state.staged is not None and state.staged == current):
+        return CopySizes(fetch, 0, cache_freed)
+    return CopySizes(fetch, size, cache_freed, state.staged.total_bytes if state.staged else 0)
 
 
 def provision_host(host: Host, playbook: Playbook, options: ProvisionOptions, transport: Transport | None = None) -> HostReport:
@@ -259,9 +268,13 @@ def provision_host(host: Host, playbook: Playbook, options: ProvisionOptions, tr
         # Every model's markers in one round trip; each model's steps start from them.
         states = dict(zip([m.label for m in models], read_states(t, models, host)))
         sizes = [copy_sizes(m, states[m.label], options.mirror_root) for m in models if m.label not in weightless]
-        to_fetch, to_stage = sum(fetch for fetch, _ in sizes), sum(stage for _, stage in sizes)
         requirements = PreflightRequirements.for_host(
-            host, model_bytes_to_fetch=to_fetch or None, bytes_to_stage=to_stage or None, own_gpu_pids=own_pids
+            host,
+            model_bytes_to_fetch=sum(c.fetch for c in sizes) or None,
+            bytes_to_stage=sum(c.stage for c in sizes) or None,
+            cache_bytes_freed=sum(c.cache_freed for c in sizes),
+            staging_bytes_freed=sum(c.stage_freed for c in sizes),
+            own_gpu_pids=own_pids,
         )
         report.preflight = run_preflight(facts, requirements, host=host.name)
         if not report.preflight.ok:

@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import time
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
@@ -19,7 +20,7 @@ from fleet.host.contract import RunResult, RunStatus
 from fleet.playbook import ModelRef
 from fleet.provision.models import MARKER, STAGE_SCRIPT, Marker, ModelState, current_cache, stage_cleanup_command, staging_job
 from fleet.provision.preflight import PreflightRequirements, Verdict, check_staging_space, check_work_dir_persistent
-from fleet.provision.provision import copy_sizes
+from fleet.provision.provision import CopySizes, copy_sizes
 from fleet.sweep.channel import AgentChannel
 from fleet.transport.fake import FakeTransport
 from tests.unit.fake_hosts import make_host
@@ -53,7 +54,7 @@ def disk(path: str, fstype: str, available: int, mount: str) -> DiskSpace:
 def facts(**disks: DiskSpace) -> HostFacts:
     return HostFacts(
         request=FactsRequest(paths={key: d.path for key, d in disks.items()}, engine_python="python3"),
-        gathered_at="2026-01-01T00:00:00Z",
+        gathered_at=datetime(2026, 1, 1, tzinfo=timezone.utc),
         disks=disks,
         memory=Memory(total_bytes=64 << 30, available_bytes=60 << 30),
     )
@@ -67,11 +68,10 @@ def test_a_300_mib_model_whose_cached_copy_is_an_older_150_mib_fetch_is_sized_30
     ref = model(mirror)
     old = Marker(f"mirror:{mirror}", "main", {"config.json": 1024, "model-00001.safetensors": 150 * MIB - 1024})
     assert current_cache(ref, state(old), {"config.json": 1024, "model-00001.safetensors": 300 * MIB - 1024}) is None
-    fetch, stage = copy_sizes(ref, state(cached=old, staged=None), tmp_path)
-    assert stage == 300 * MIB  # the copy that will be staged, not the 150 MiB one cached
-    assert fetch == 150 * MIB  # rsync --delete replaces the old copy in place: what it adds
+    sizes = copy_sizes(ref, state(cached=old, staged=None), tmp_path)
+    assert sizes == CopySizes(fetch=300 * MIB, stage=300 * MIB, cache_freed=150 * MIB)  # not the 150 MiB cached
     shm = facts(staging=disk("/dev/shm/fleet", "tmpfs", 256 * MIB, "/dev/shm"))
-    found = check_staging_space(shm, PreflightRequirements(expected_gpu_count=0, bytes_to_stage=stage))
+    found = check_staging_space(shm, PreflightRequirements(expected_gpu_count=0, bytes_to_stage=sizes.stage))
     assert found.verdict is Verdict.fail
     assert found.message == "stage 300.0 MiB into /dev/shm/fleet (on /dev/shm): only 256.0 MiB free of 256.0 MiB", found.message
 
@@ -88,10 +88,15 @@ def test_a_current_copy_that_is_staged_adds_nothing_and_a_stale_staged_copy_coun
     files = {"config.json": 1024, "w.safetensors": 40 * MIB}
     ref = model(sparse_mirror(tmp_path / "mirror", files))
     current = Marker(f"mirror:{ref.mirror}", "main", files)
-    assert copy_sizes(ref, state(current, current), tmp_path) == (0, 0)
+    assert copy_sizes(ref, state(current, current), tmp_path) == CopySizes()
     stale_staged = Marker(f"mirror:{ref.mirror}", "main", {"config.json": 1024, "w.safetensors": 10 * MIB})
-    assert copy_sizes(ref, state(current, stale_staged), tmp_path) == (0, 30 * MIB)
-    assert copy_sizes(ref, state(None), tmp_path) == (40 * MIB + 1024, 40 * MIB + 1024)
+    sizes = copy_sizes(ref, state(current, stale_staged), tmp_path)
+    assert sizes == CopySizes(stage=40 * MIB + 1024, stage_freed=10 * MIB + 1024)
+    assert copy_sizes(ref, state(None), tmp_path) == CopySizes(40 * MIB + 1024, 40 * MIB + 1024)
+    shm = facts(staging=disk("/dev/shm/fleet", "tmpfs", 35 * MIB, "/dev/shm"))
+    needs = PreflightRequirements(expected_gpu_count=0, bytes_to_stage=sizes.stage, staging_bytes_freed=sizes.stage_freed)
+    found = check_staging_space(shm, needs)  # 35 MiB free and the stale 10 MiB copy it removes first
+    assert found.verdict is Verdict.ok and "10.0 MiB more once the stale copy is removed" in found.message, found.message
 
 
 # ------------------------------------------------------------------------------ the stage script
