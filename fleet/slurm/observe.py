@@ -23,10 +23,10 @@ from pathlib import Path
 
 from fleet.errors import FleetError
 from fleet.host.atomic import write_json_atomic
-from fleet.host.contract import ContractError, SweepDir, load_result
+from fleet.host.contract import SweepDir
 from fleet.slurm.commands import FORGOTTEN_MARK, SlurmClient, SlurmCommandError
 from fleet.slurm.jobs import AccountedJob, JobState, SlurmJob
-from fleet.slurm.record import JobArray, SlurmSweep, Task, cluster_of, pull_tasks, task_job
+from fleet.slurm.record import JobArray, SlurmSweep, Task, cluster_of, pull_tasks, task_job, task_ledger
 from fleet.sweep.hoststatus import FetchedLogs, HostStatus, Phase
 from fleet.sweep.record import Connect
 from fleet.transport.base import Transport, command_text
@@ -36,16 +36,13 @@ _WAITING = {JobState.PENDING, JobState.REQUEUED, JobState.REQUEUE_HOLD, JobState
 _RUNNING = {JobState.RUNNING, JobState.CONFIGURING, JobState.COMPLETING, JobState.RESIZING, JobState.SIGNALING, JobState.STAGE_OUT}
 
 
-def _counts(mirror: Path, array: JobArray, task: Task) -> dict[str, int]:
+def _counts(mirror: Path, record: SlurmSweep, array: JobArray, task: Task) -> dict[str, int]:
+    ledger = task_ledger(mirror, record, array, task)
     counts: dict[str, int] = {}
-    for path in (mirror / array.key / f"task-{task.index}" / SweepDir.RUNS).glob("*.json"):
-        try:
-            result = load_result(path)
-        except ContractError:
-            counts["unreadable"] = counts.get("unreadable", 0) + 1
-            continue
-        if result.run_id in task.run_ids:
-            counts[result.status.value] = counts.get(result.status.value, 0) + 1
+    for result in ledger.results.values():
+        counts[result.status.value] = counts.get(result.status.value, 0) + 1
+    if ledger.rejected:
+        counts["unreadable"] = len(ledger.rejected)
     return counts
 
 
@@ -125,7 +122,7 @@ def _status(directory: Path, record: SlurmSweep, transport: Transport) -> dict[s
             tries = array.submissions_of(task.index)
             job = task_job(jobs, tries[-1].job_id, task.index) if tries else None
             account = accounted.get(f"{tries[-1].job_id}_{task.index}") if tries and job is None else None
-            row = task_row(array, task, job, account, note, _counts(mirror, array, task), array.finished.get(str(task.index)))
+            row = task_row(array, task, job, account, note, _counts(mirror, record, array, task), array.finished.get(str(task.index)))
             rows[row.host] = row
     return rows
 

@@ -17,9 +17,10 @@ from pathlib import Path
 
 from fleet.errors import FleetError
 from fleet.host.atomic import write_json_atomic
-from fleet.host.contract import ContractError, SweepDir, load_result
+from fleet.host.contract import SweepDir
 from fleet.inventory import Host
 from fleet.slurm.jobs import SlurmJob
+from fleet.sweep.ledger import ResultLedger
 from fleet.transport.base import Transport
 
 RECORD = "slurm.json"
@@ -152,10 +153,25 @@ def _copy_atomic(source: Path, target: Path) -> None:
     os.replace(temp, target)
 
 
-def pull_tasks(t: Transport, record: SlurmSweep, directory: Path, *, logs: bool = True) -> dict[tuple[str, int], set[str]]:
-    """The shared dir's task dirs into results/<sweep>/<cluster>/slurm/; every readable result
-    into <cluster>/runs/ (and, with `logs`, the server logs into <cluster>/logs/). Returns the run
-    ids with a result, per (array, task)."""
+TaskLedgers = dict[tuple[str, int], ResultLedger]
+
+
+def task_ledger(mirror: Path, record: SlurmSweep, array: JobArray, task: Task, ledgers: TaskLedgers | None = None) -> ResultLedger:
+    """The reader of one task dir's results in the mirror (fleet.sweep.ledger: bounded, checked,
+    a task's own runs only), kept in `ledgers` across polls so that each file is read once."""
+    key = (array.key, task.index)
+    ledger = (ledgers or {}).get(key) or ResultLedger(mirror / array.key / f"task-{task.index}" / SweepDir.RUNS, record.sweep_id, record.cluster, task.run_ids)
+    if ledgers is not None:
+        ledgers[key] = ledger
+    ledger.refresh()
+    return ledger
+
+
+def pull_tasks(t: Transport, record: SlurmSweep, directory: Path, *, logs: bool = True, ledgers: TaskLedgers | None = None) -> dict[tuple[str, int], set[str]]:
+    """The shared dir's task dirs into results/<sweep>/<cluster>/slurm/; every result a task's
+    ledger accepts into <cluster>/runs/, the first one of a run only (and, with `logs`, the server
+    logs into <cluster>/logs/). Returns the run ids with a result, per (array, task). `ledgers`:
+    the task ledgers a watch keeps between polls."""
     mirror = directory / record.cluster / "slurm"
     mirror.mkdir(parents=True, exist_ok=True)
     excludes = [*SweepDir.PULL_EXCLUDES, "agent/"] + ([] if logs else [f"{SweepDir.LOGS}/", "slurm-*.out"])
@@ -169,16 +185,13 @@ def pull_tasks(t: Transport, record: SlurmSweep, directory: Path, *, logs: bool 
         for task in array.tasks:
             task_dir = mirror / array.key / f"task-{task.index}"
             have = done.setdefault((array.key, task.index), set())
-            for path in sorted((task_dir / SweepDir.RUNS).glob("*.json")):
-                try:
-                    result = load_result(path)
-                except ContractError:
-                    continue  # a file the agent is still writing cannot be: atomic; a stranger's: left in the mirror
-                if result.run_id in task.run_ids:
-                    have.add(result.run_id)
-                    target = runs / path.name
-                    if not target.exists() or target.read_bytes() != path.read_bytes():
-                        _copy_atomic(path, target)
+            # A file the ledger rejects stays in the mirror, named by the cluster's own ledger of
+            # runs/ never: it is not copied (a stranger's, a forgery, a truncated copy).
+            for run_id in task_ledger(mirror, record, array, task, ledgers).results:
+                have.add(run_id)
+                target = runs / f"{run_id}.json"
+                if not target.exists():  # the first result of a run is the one kept, as on an SSH host
+                    _copy_atomic(task_dir / SweepDir.RUNS / f"{run_id}.json", target)
             if logs:
                 for path in (task_dir / SweepDir.LOGS).glob("*.log"):
                     _copy_atomic(path, logs_dir / path.name)

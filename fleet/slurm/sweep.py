@@ -73,6 +73,7 @@ from fleet.slurm.record import (
     SlurmSweepError,
     Submission,
     Task,
+    TaskLedgers,
     cluster_of,
     pull_tasks,
     task_job,
@@ -359,6 +360,7 @@ class SlurmWatch:
         self.local = directory / record.cluster
         # The cluster's results as the record copies them out of the mirror (only a task's own runs).
         self.ledger = host_ledger(directory, record.cluster)
+        self.task_ledgers: TaskLedgers = {}  # each task dir's results in the mirror, read once
         self.status = HostStatus(record.cluster, phase=Phase.SHIPPING)
         self.considered: set[str] = set()  # run ids handed to the fixer
         self.pushed: dict[str, str] = {}  # task dir -> the quarantine.json pushed there
@@ -408,7 +410,7 @@ class SlurmWatch:
         assert self.cluster.slurm is not None
         record = self.record
         jobs = self.client.jobs(record.job_ids())
-        done = pull_tasks(self.t, record, self.directory)
+        done = pull_tasks(self.t, record, self.directory, ledgers=self.task_ledgers)
         refusals = NodeRefusals.read(self.directory / record.cluster / "slurm", [(a.key, k.index) for a in record.arrays for k in a.tasks])
         pending, cancelled = 0, set()
         for array in record.arrays:
