@@ -22,6 +22,7 @@ from fleet.launch import launch_spec
 from fleet.launch.sglang import LaunchSpec, render_flag
 from fleet.layout import model_serve_dir, server_port
 from fleet.planning.estimate import DurationHistory, Estimate, calibrate, estimate_run, estimate_server_start
+from fleet.planning.ids import IdCache
 from fleet.planning.schedule import HostSlots, Job, Schedule, schedule
 from fleet.playbook import AutoFix, FlagValue, Playbook, Run, ServerConfig, expand_runs
 from fleet.workloads import comparability_warnings
@@ -115,11 +116,14 @@ class Plan:
     # with how many measurements stand behind it (0: the prior).
     run_estimates: Mapping[str, Estimate] = field(default_factory=dict)
     server_estimates: Mapping[str, Estimate] = field(default_factory=dict)
+    # Each run's and server's id, computed once (make_plan fills it as it goes).
+    ids: IdCache = field(default_factory=IdCache, compare=False, repr=False)
 
     @property
     def measured_runs(self) -> int:
         """Runs whose estimate rests on measurements of earlier sweeps."""
-        return sum(1 for _, run in self.runs if run.id in self.run_estimates and self.run_estimates[run.id].measured)
+        found = (self.run_estimates.get(self.ids(run)) for _, run in self.runs)
+        return sum(1 for estimate in found if estimate is not None and estimate.measured)
 
     @property
     def runs(self) -> list[tuple[PlannedServer, Run]]:
@@ -128,7 +132,7 @@ class Plan:
     def to_json(self) -> dict[str, Any]:
         return {
             "playbook": self.playbook.name,
-            "runs": [_run_json(server, run, self.run_estimates.get(run.id)) for server, run in self.runs],
+            "runs": [_run_json(server, run, self.ids(run), self.ids(server.config), self.run_estimates.get(self.ids(run))) for server, run in self.runs],
             "unplaceable": [
                 {"server": config.label, "server_id": config.id, "reason": reason} for config, reason in self.unplaceable
             ],
@@ -138,11 +142,11 @@ class Plan:
         }
 
 
-def _run_json(server: PlannedServer, run: Run, estimate: Estimate | None) -> dict[str, Any]:
+def _run_json(server: PlannedServer, run: Run, run_id: str, server_id: str, estimate: Estimate | None) -> dict[str, Any]:
     return {
-        "id": run.id,
+        "id": run_id,
         "label": run.label,
-        "server_id": server.config.id,
+        "server_id": server_id,
         "host": server.host,
         "gpus": list(server.gpus),
         "tp": server.config.tp,
@@ -274,7 +278,8 @@ def unplaceable_configs(playbook: Playbook, hosts: Sequence[Host]) -> list[tuple
     """Server configurations no chosen host can hold (more GPUs than the largest has, or hosts
     with no GPUs), each with why: known from the inventory alone, before any host is contacted."""
     largest = max((h.gpus.count for h in hosts), default=0)
-    configs = {run.server.id: run.server for run in expand_runs(playbook)}
+    ids = IdCache()  # the runs of a configuration share its object: one id each
+    configs = {ids(run.server): run.server for run in expand_runs(playbook)}
     return [(c, f"needs {c.tp} GPUs; the largest host has {largest}") for c in configs.values() if c.tp > largest]
 
 
@@ -296,22 +301,23 @@ def check_placeable(playbook: Playbook, hosts: Sequence[Host]) -> None:
 def make_plan(playbook: Playbook, hosts: Sequence[Host], options: PlanOptions | None = None) -> Plan:
     """Raises ConfigError for an engine flag a host's release refuses (check_engine_flags)."""
     check_engine_flags(playbook, hosts, options.hardware if options else None)
+    ids = IdCache()
     by_server: dict[str, list[Run]] = defaultdict(list)
     configs: dict[str, ServerConfig] = {}
     for run in expand_runs(playbook):
-        by_server[run.server.id].append(run)
-        configs[run.server.id] = run.server
+        by_server[ids(run.server)].append(run)
+        configs[ids(run.server)] = run.server
     scale = _time_scale(hosts)
     options = options or PlanOptions()
     history = options.durations
-    calibration = calibrate([r for runs in by_server.values() for r in runs], history)
-    run_estimates = {r.id: _scaled(estimate_run(r, history, calibration), scale) for runs in by_server.values() for r in runs}
-    server_estimates = {key: _scaled(estimate_server_start(config, history, calibration), scale) for key, config in configs.items()}
+    calibration = calibrate([r for runs in by_server.values() for r in runs], history, ids)
+    run_estimates = {ids(r): _scaled(estimate_run(r, history, calibration, ids), scale) for runs in by_server.values() for r in runs}
+    server_estimates = {key: _scaled(estimate_server_start(config, history, calibration, ids), scale) for key, config in configs.items()}
     jobs = [
         Job(
             key=key,
             gpus=config.tp,
-            seconds=server_estimates[key].seconds + sum(run_estimates[r.id].seconds for r in by_server[key]),
+            seconds=server_estimates[key].seconds + sum(run_estimates[ids(r)].seconds for r in by_server[key]),
             label=config.label,
         )
         for key, config in configs.items()
@@ -332,7 +338,7 @@ def make_plan(playbook: Playbook, hosts: Sequence[Host], options: PlanOptions | 
         launch = launch_on(host, config, port, hardware)
         planned = PlannedServer(
             config=config,
-            runs=tuple(by_server[config.id]),
+            runs=tuple(by_server[placement.job.key]),
             host=host.name,
             gpus=placement.gpus,
             port=port,
@@ -349,10 +355,10 @@ def make_plan(playbook: Playbook, hosts: Sequence[Host], options: PlanOptions | 
         if original in configs:
             # A variant fixed before launch runs the same workloads: estimated as its original.
             for run, planned_run in zip(server.runs, by_server[original]):
-                run_estimates.setdefault(run.id, run_estimates[planned_run.id])
-            server_estimates.setdefault(server.config.id, server_estimates[original])
+                run_estimates.setdefault(ids(run), run_estimates[ids(planned_run)])
+            server_estimates.setdefault(ids(server.config), server_estimates[original])
     unplaceable = tuple((configs[u.job.key], u.reason) for u in timetable.unplaceable)
-    return Plan(playbook, tuple(servers), timetable, unplaceable, run_estimates, server_estimates)
+    return Plan(playbook, tuple(servers), timetable, unplaceable, run_estimates, server_estimates, ids)
 
 
 def _scaled(estimate: Estimate, scale: float) -> Estimate:

@@ -20,6 +20,7 @@ from typing import Any
 from fleet.host.agent.drive import requests_at_level
 from fleet.host.atomic import write_json_atomic
 from fleet.host.contract.reader import Reader, read_text
+from fleet.planning.ids import IdCache
 from fleet.playbook import (
     AgenticWorkload,
     ConcurrencyWorkload,
@@ -224,20 +225,21 @@ class Calibration:
         return self.starts.get(server.tp, self.start_overall)
 
 
-def calibrate(runs: Sequence[Run], history: DurationHistory | None) -> Calibration:
+def calibrate(runs: Sequence[Run], history: DurationHistory | None, ids: IdCache | None = None) -> Calibration:
     """The calibration of the priors by the measured durations of these runs and their servers."""
     if history is None:
         return Calibration()
+    id_of = ids or IdCache()
     by_group: dict[tuple[str | None, str], list[float]] = {}
     by_tp: dict[int, list[float]] = {}
     servers: dict[str, ServerConfig] = {}
     for run in runs:
-        servers[run.server.id] = run.server
-        found = history.run_seconds(run.id)
+        servers[id_of(run.server)] = run.server
+        found = history.run_seconds(id_of(run))
         if found is not None and run_seconds(run) > 0:
             by_group.setdefault((run.server.algorithm, run.workload.kind), []).append(found[0] / run_seconds(run))
     for server in servers.values():
-        found = history.server_seconds(server.id)
+        found = history.server_seconds(id_of(server))
         if found is not None:
             by_tp.setdefault(server.tp, []).append(found[0] / server_start_seconds(server))
 
@@ -250,17 +252,19 @@ def calibrate(runs: Sequence[Run], history: DurationHistory | None) -> Calibrati
     )  # fmt: skip
 
 
-def estimate_run(run: Run, history: DurationHistory | None = None, calibration: Calibration | None = None) -> Estimate:
+def estimate_run(run: Run, history: DurationHistory | None = None, calibration: Calibration | None = None, ids: IdCache | None = None) -> Estimate:
     """A run measured before is estimated by its measurements; an unmeasured one by the priors,
     calibrated by what was measured of its kind."""
-    found = history.run_seconds(run.id) if history is not None else None
+    found = history.run_seconds(ids(run) if ids else run.id) if history is not None else None
     if found is not None:
         return Estimate(*found)
     return Estimate(run_seconds(run) * (calibration.run_factor(run) if calibration else 1.0))
 
 
-def estimate_server_start(server: ServerConfig, history: DurationHistory | None = None, calibration: Calibration | None = None) -> Estimate:
-    found = history.server_seconds(server.id) if history is not None else None
+def estimate_server_start(
+    server: ServerConfig, history: DurationHistory | None = None, calibration: Calibration | None = None, ids: IdCache | None = None
+) -> Estimate:
+    found = history.server_seconds(ids(server) if ids else server.id) if history is not None else None
     if found is not None:
         return Estimate(*found)
     return Estimate(server_start_seconds(server) * (calibration.start_factor(server) if calibration else 1.0))

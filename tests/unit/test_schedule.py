@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 
-from fleet.planning.schedule import HostSlots, Job, aligned_blocks, schedule
+from fleet.planning.schedule import SEARCH_BUDGET, SHUFFLES, HostSlots, Job, SearchStats, aligned_blocks, orders_tried, schedule
 
 
 def overlaps(a, b) -> bool:
@@ -62,3 +62,52 @@ def test_trying_several_orders_beats_any_single_heuristic() -> None:
     assert best.makespan_s <= only_area_first.makespan_s
     assert best.makespan_s == 100.0 + 40.0  # the four TP1s run beside each other while the TP8s queue
     assert best == schedule(jobs, hosts)  # deterministic
+
+
+def _mix(count: int) -> list[Job]:
+    """A sweep's mix of server widths and lengths, `count` servers."""
+    return [Job(f"s{i}", (1, 2, 4, 8)[i % 4], 60.0 + (i * 37) % 900) for i in range(count)]
+
+
+EIGHT_HOSTS = [HostSlots(f"h{i}", 8) for i in range(8)]
+
+
+def test_the_search_does_not_grow_faster_than_its_jobs() -> None:
+    # Counted, not timed (issue 28: 203 orders of every plan, 24 ms per server): the GPU free times
+    # the search looks at, per job, at 500 and at 5,000 servers on 8 hosts of 8 GPUs.
+    small, large = SearchStats(), SearchStats()
+    schedule(_mix(500), EIGHT_HOSTS, stats=small)
+    schedule(_mix(5000), EIGHT_HOSTS, stats=large)
+    assert large.gpu_visits / 5000 <= small.gpu_visits / 500
+    assert large.gpu_visits <= max(SEARCH_BUDGET, 3 * 5000 * 64)  # the budget, or the three classic orders
+    assert small.orders == orders_tried(500, 64) and large.orders == orders_tried(5000, 64) < small.orders
+    assert orders_tried(50_000, 64) == 3  # beyond the budget: the classic orders alone, linear
+
+
+def test_a_small_plan_still_tries_every_order() -> None:
+    # The seed matrix on two 8-GPU hosts: every shuffle fits in the budget, as before the bound.
+    assert orders_tried(24, 16) == 3 + SHUFFLES
+    assert orders_tried(100, 64) == 3 + SHUFFLES
+    assert orders_tried(1, 64) == 3
+
+
+def test_bounded_search_keeps_the_plan_near_its_lower_bound() -> None:
+    for count in (40, 400, 4000):
+        result = schedule(_mix(count), EIGHT_HOSTS)
+        assert len(result.placements) == count
+        assert result.makespan_s <= 1.15 * result.lower_bound_s, (count, result.makespan_s / result.lower_bound_s)
+
+
+def test_an_order_given_up_early_does_not_change_the_winner() -> None:
+    # Orders stop once they reach the best makespan so far; the winner is the first shortest, as
+    # when every order was placed in full.
+    jobs = _mix(60)
+    hosts = EIGHT_HOSTS[:2]
+    stats = SearchStats()
+    best = schedule(jobs, hosts, stats=stats)
+    assert stats.placements < stats.orders * len(jobs)  # some orders were given up
+    full = min(
+        (schedule(jobs, hosts, shuffles=n, budget=10**12) for n in range(0, SHUFFLES + 1, 50)),
+        key=lambda s: s.makespan_s,
+    )
+    assert best.makespan_s <= full.makespan_s
