@@ -36,7 +36,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from enum import Enum
 from functools import cached_property
-from typing import Any, Literal, Union
+from typing import Any, Literal
 
 from fleet.fixes.feasibility import Feasibility, apply_adjustments, check_config, describe_adjustments
 from fleet.fixes.quarantine import QuarantineKey
@@ -56,9 +56,9 @@ from fleet.playbook import (
     ServerConfig,
     ServerSettings,
     ShortWorkload,
+    WorkloadModel,
 )
 
-WorkloadModel = Union[ShortWorkload, LongContextWorkload, ConcurrencyWorkload, AgenticWorkload]
 # Room left for chat-template tokens when only max_new_tokens can give way (LongContextWorkload's default).
 DEFAULT_MARGIN_TOKENS: int = LongContextWorkload.model_fields["margin_tokens"].default
 MEM_FRACTION_STEP = 0.05

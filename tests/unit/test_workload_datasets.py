@@ -68,7 +68,8 @@ def test_each_publishers_format_loads(tmp_path: Path, format: str) -> None:
     samples = LOADERS[format](path)
     assert len(samples) == count
     assert all(s.prompt for s in samples)
-    assert ({s.category for s in samples} if categories else {None}) == (categories or {None})
+    expected: set[str | None] = set(categories) if categories else {None}
+    assert {s.category for s in samples} == expected
     assert workload(path, format).sha256 == file_sha256(path)
 
 
