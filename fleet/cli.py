@@ -22,6 +22,7 @@ from rich.console import Console
 from rich.text import Text
 
 from fleet import __version__
+from fleet import stdout
 from fleet.errors import ConfigError, FleetError, HostSelectionError
 
 # Each command imports what it uses, inside itself: `fleet --help` loads typer and rich only,
@@ -170,71 +171,13 @@ def _plan_options(hosts, memory_check: bool):
     return PlanOptions(memory_check=memory_check, quarantine=_quarantine_store(), hardware=hardware, durations=durations)
 
 
-class _StdoutLoss:
-    """Why stdout stopped taking output (a reader gone, `| head -1`; a full disk, /dev/full), once
-    it has; from then on it points at /dev/null, so that no later print, nor the interpreter's
-    last flush, fails on it again (each did: a traceback per progress event, exit 120)."""
-
-    error: OSError | None = None
-    said = False  # the progress display said so and the work went on: it keeps its exit code
-
-    @classmethod
-    def lose(cls, error: OSError, stream: TextIO) -> None:
-        if cls.error is not None:
-            return
-        cls.error = error
-        try:
-            descriptor = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(descriptor, stream.fileno())  # what is still buffered goes nowhere
-            os.close(descriptor)
-        except (OSError, ValueError):  # no descriptor (a test's captured stdout): nothing to redirect
-            pass
-
-
-class _Stdout:
-    """sys.stdout under the console entry: a write or flush that fails is remembered (_StdoutLoss)
-    before the error goes on, and every later one does nothing."""
-
-    def __init__(self, stream: TextIO) -> None:
-        self._stream = stream
-
-    def write(self, text: str) -> int:
-        if _StdoutLoss.error is not None:
-            return len(text)
-        try:
-            return self._stream.write(text)
-        except OSError as exc:
-            _StdoutLoss.lose(exc, self._stream)
-            raise
-
-    def flush(self) -> None:
-        if _StdoutLoss.error is not None:
-            return
-        try:
-            self._stream.flush()
-        except OSError as exc:
-            _StdoutLoss.lose(exc, self._stream)
-            raise
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._stream, name)
-
-
 def _show(text: str) -> None:
     """Write progress to stdout as it happens. A stdout that takes no more (its reader gone, a
     full disk) stops the display only: the work goes on and ends with its own exit code (a sweep
     is not given up because nobody reads its progress)."""
-    if _StdoutLoss.error is not None:
-        return
-    try:
-        sys.stdout.write(text)
-        sys.stdout.flush()
-    except OSError as exc:
-        _StdoutLoss.lose(exc, sys.stdout)
-        _StdoutLoss.said = True
-        if exc.errno != errno.EPIPE:  # a closed pipe is the reader's choice; anything else is worth a line
-            err.print(_plain(f"error: stdout: expected a writable output, got {exc.strerror!r}; progress is no longer shown"),
-                      highlight=False, soft_wrap=True)  # fmt: skip
+    lost = stdout.show(text)
+    if lost is not None and lost.errno != errno.EPIPE:  # a closed pipe is the reader's choice; anything else is worth a line
+        err.print(_plain(f"error: stdout: expected a writable output, got {lost.strerror!r}; progress is no longer shown"), highlight=False, soft_wrap=True)
 
 
 def _version(value: bool) -> None:
@@ -730,7 +673,7 @@ def _check_report_output(output: Path, inputs: list[Path]) -> None:
 
 
 def run() -> None:  # pragma: no cover - console entry for `python -m fleet`
-    sys.stdout = _Stdout(sys.stdout)
+    stdout.install()
     code: int | str | None = 0
     try:
         app()
@@ -740,14 +683,14 @@ def run() -> None:  # pragma: no cover - console entry for `python -m fleet`
         err.print(_plain("error: ", "bold red") + _plain(str(exc)), highlight=False)
         code = EXIT_FAILED
     except OSError:
-        if _StdoutLoss.error is None:
+        if stdout.Loss.error is None:
             raise  # not stdout's: a bug worth its traceback
     # stdout is flushed here, where a failure can be said in one line, not by the interpreter on
     # its way out ("Exception ignored ...", exit 120 for `> /dev/full`).
     with contextlib.suppress(OSError):
         sys.stdout.flush()
-    lost = _StdoutLoss.error
-    if lost is not None and lost.errno != errno.EPIPE and not _StdoutLoss.said:  # a reader gone (`| head`) is its choice
+    lost = stdout.Loss.error
+    if lost is not None and lost.errno != errno.EPIPE and not stdout.Loss.said:  # a reader gone (`| head`) is its choice
         err.print(_plain("error: ", "bold red") + _plain(f"stdout: expected a writable output, got {lost.strerror!r}"), highlight=False)
         code = EXIT_USAGE
     sys.exit(code)
