@@ -1,0 +1,274 @@
+"""fleet's cost at growing sizes (issue 28): CPU seconds and peak memory of one fleet command per
+size, the cost per item at each size and the growth exponent between sizes, side by side with an
+older checkout.
+
+    python benchmarks/bench_scale.py [--rows plan] [--sizes 1000,10000,50000] [--baseline DIR] [--json PATH]
+
+Each measurement is one child process (`python -P -m fleet ...` with PYTHONPATH set to the checkout
+measured): its CPU (user + system) and its peak resident memory (ru_maxrss) from os.wait4, so the
+figures are the command's own, imports included, as a user pays them. The growth exponent between
+two sizes n1 < n2 is log(cpu2 / cpu1) / log(n2 / n1): 1 is linear, 2 quadratic. `--baseline DIR`
+(say `git worktree add /tmp/fleet-before <commit>`) runs the same inputs with that checkout's fleet,
+interleaved size by size with this one.
+
+Rows. A row is a name, the unit of its size, its default sizes and a function that writes the
+inputs for one size into a folder and returns the command (a `Work`); optionally a function that
+reads the command's stdout and returns figures worth printing beside the cost (the plan row: its
+makespan against its lower bound, so that a faster plan is seen not to be a worse one). To add
+`fleet report` / `status` / `diagnose` on 1k/10k/50k results: write a `make` that lays out (or
+copies) a results folder of `size` results and returns `fleet("report", folder, ...)`, and add a
+`Row` to ROWS.
+
+- plan: `fleet plan --json` of a playbook of `size` runs (10 workloads x 4 TP sizes x autoregressive,
+  DFlash and DDTree at size/40 - 2 budgets: size/10 server configurations) on 8 hosts of 8 GPUs
+  (sglang 0.5.23 with the DDTree fork on RTX PRO 6000s: the memory check and the fixed variants
+  run as in a real plan), from host files alone (no facts, no measured durations).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@dataclass(frozen=True)
+class Work:
+    """One measured command: the arguments after `python -P` and its environment (added to a
+    clean copy of this one); stdout goes to a file that the row's `check` may read."""
+
+    argv: list[str]
+    env: Mapping[str, str] = field(default_factory=dict)
+
+
+def fleet(*args: str | Path) -> list[str]:
+    return ["-m", "fleet", *map(str, args)]
+
+
+@dataclass(frozen=True)
+class Row:
+    name: str
+    unit: str  # what a size counts: "run", "result", "host"
+    sizes: tuple[int, ...]
+    make: Callable[[int, Path], Work]  # writes the inputs of `size` items under the folder; the command
+    check: Callable[[Path], dict[str, Any]] | None = None  # figures read from the command's stdout (to --json)
+    shown: tuple[str, ...] = ()  # which of them the table shows, per checkout
+    floor_size: int | None = None  # the smallest size: its cost is the fixed part (imports, start-up)
+
+
+@dataclass
+class Measured:
+    cpu_s: float
+    maxrss_mib: float
+    wall_s: float
+    returncode: int
+    figures: dict[str, Any] = field(default_factory=dict)
+
+
+# --- the plan row ----------------------------------------------------------------------------------
+
+PLAN_HOSTS = 8
+PLAN_GPUS = 8
+PLAN_WORKLOADS = 10
+PLAN_TP = (1, 2, 4, 8)
+
+
+def plan_inputs(size: int, folder: Path) -> Work:
+    """A playbook of exactly `size` runs (a multiple of 40) and 8 host files of 8 GPUs."""
+    per_tp, rest = divmod(size, PLAN_WORKLOADS * len(PLAN_TP))
+    if rest or per_tp < 3:
+        raise SystemExit(f"plan: sizes are multiples of {PLAN_WORKLOADS * len(PLAN_TP)} runs, at least {3 * PLAN_WORKLOADS * len(PLAN_TP)}; got {size}")
+    hosts = folder / "hosts"
+    hosts.mkdir(parents=True, exist_ok=True)
+    for i in range(PLAN_HOSTS):
+        (hosts / f"b{i:02d}.yaml").write_text(
+            f"name: b{i:02d}\ntransport: ssh\naddress: 10.9.0.{i + 1}\nuser: root\nhost_key_policy: accept-new\n"
+            f"gpus: {{count: {PLAN_GPUS}, model: NVIDIA RTX PRO 6000 Blackwell Server Edition}}\n"
+            "paths: {work_dir: /var/lib/fleet, model_cache: /srv/models}\n"
+            'engine: {kind: sglang, python: /opt/sglang/bin/python, release: "0.5.23", fork: ddtree}\n'
+            "service_manager: systemd\ngroups: [bench]\n"
+        )
+    workloads = "".join(
+        f"  w{k}:\n    kind: short\n    prompts: [fib, qsort]\n    max_new_tokens: {64 * (k + 1)}\n" for k in range(PLAN_WORKLOADS)
+    )
+    budgets = list(range(1, per_tp - 2 + 1))  # + autoregressive + dflash = per_tp configurations per TP size
+    (folder / "playbook.yaml").write_text(
+        f"name: scale-{size}\n"
+        "model: {repo: Qwen/Qwen3.6-27B, revision: main, card: qwen3.6-27b}\n"
+        "drafts:\n  dflash: {repo: z-lab/Qwen3.6-27B-DFlash, revision: main, card: qwen3.6-27b-dflash}\n"
+        "methods:\n  autoregressive: {}\n  dflash: {algorithm: DFLASH, draft: dflash, num_draft_tokens: 16}\n"
+        f"  ddtree: {{algorithm: DDTREE, draft: dflash, budgets: {budgets}}}\n"
+        f"tp: {list(PLAN_TP)}\n"
+        "server: {context_length: 32768, mem_fraction_static: 0.75, max_running_requests: 4, attention_backend: flashinfer, trust_remote_code: true}\n"
+        f"workloads:\n{workloads}"
+        "repeats: 1\nauto_fix: apply\nisolation: shared\n"
+    )
+    (folder / "results").mkdir(exist_ok=True)
+    env = {"FLEET_HOSTS_DIR": str(hosts), "FLEET_RESULTS_DIR": str(folder / "results"), "XDG_CACHE_HOME": str(folder / "cache")}
+    return Work(fleet("plan", "-p", folder / "playbook.yaml", "--hosts", "all", "--json"), env)
+
+
+def plan_figures(stdout: Path) -> dict[str, Any]:
+    data = json.loads(stdout.read_text())
+    lower = data.get("lower_bound_s") or 0.0
+    return {
+        "runs": len(data["runs"]),
+        "servers": len({r["server_id"] for r in data["runs"]}),
+        "makespan_ratio": round(data["makespan_s"] / lower, 4) if lower else None,
+    }
+
+
+ROWS: dict[str, Row] = {
+    "plan": Row("plan", "run", (1000, 10000, 50000), plan_inputs, plan_figures, shown=("makespan_ratio",), floor_size=120),
+}
+
+
+# --- measuring -------------------------------------------------------------------------------------
+
+
+def measure(checkout: Path, work: Work, stdout: Path) -> Measured:
+    env = {**os.environ, **work.env, "PYTHONPATH": str(checkout)}
+    started = time.monotonic()
+    with stdout.open("wb") as out:
+        proc = subprocess.Popen([sys.executable, "-P", *work.argv], cwd=checkout, env=env, stdout=out, stderr=subprocess.PIPE)
+        _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    wall = time.monotonic() - started
+    assert proc.stderr is not None
+    error = proc.stderr.read().decode(errors="replace")
+    proc.stderr.close()
+    if proc.returncode not in (0, 1):  # 1: the work ran, something in it failed (an unplaceable server)
+        raise SystemExit(f"{' '.join(work.argv)} in {checkout}: exit {proc.returncode}\n{error[-2000:]}")
+    # ru_maxrss is in KiB on Linux.
+    return Measured(usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, wall, proc.returncode)
+
+
+def exponent(n1: int, cost1: float, n2: int, cost2: float) -> float | None:
+    if cost1 <= 0 or cost2 <= 0 or n1 == n2:
+        return None
+    return math.log(cost2 / cost1) / math.log(n2 / n1)
+
+
+def run_row(row: Row, sizes: Sequence[int], checkouts: Mapping[str, Path], folder: Path, repeat: int) -> list[dict[str, Any]]:
+    """Every size, each checkout in turn (interleaved), `repeat` times: the least CPU is kept (the
+    others are the same work slowed by the machine's other load). The row's floor size first: the
+    growth exponent net of its cost (imports, start-up) is the one that tells how the work grows."""
+    figures: list[dict[str, Any]] = []
+    floor = [row.floor_size] if row.floor_size is not None and row.floor_size < min(sizes) else []
+    for size in [*floor, *sizes]:
+        inputs = folder / row.name / str(size)
+        work = row.make(size, inputs)
+        best: dict[str, Measured] = {}
+        for _ in range(repeat):
+            for label, checkout in checkouts.items():
+                stdout = inputs / f"stdout-{label}"
+                got = measure(checkout, work, stdout)
+                if row.check is not None:
+                    got.figures = row.check(stdout)
+                if label not in best or got.cpu_s < best[label].cpu_s:
+                    best[label] = got
+                print(f"  {row.name} {size} {label}: {got.cpu_s:.2f} s CPU, {got.maxrss_mib:.0f} MiB {got.figures or ''}", file=sys.stderr, flush=True)
+        for label, got in best.items():
+            figures.append({"row": row.name, "unit": row.unit, "size": size, "checkout": label, "cpu_s": round(got.cpu_s, 3),
+                            "maxrss_mib": round(got.maxrss_mib, 1), "wall_s": round(got.wall_s, 3), **got.figures})  # fmt: skip
+    for label in checkouts:
+        fixed = [f for f in figures if f["checkout"] == label and floor and f["size"] == floor[0]]
+        for f in fixed:
+            f["floor"] = True
+        fixed_s = fixed[0]["cpu_s"] if fixed else 0.0
+        mine = [f for f in figures if f["checkout"] == label and not f.get("floor")]
+        for previous, current in zip(mine, mine[1:]):
+            grown = exponent(previous["size"], previous["cpu_s"], current["size"], current["cpu_s"])
+            current["exponent"] = round(grown, 3) if grown is not None else None
+            if fixed:
+                net = exponent(previous["size"], previous["cpu_s"] - fixed_s, current["size"], current["cpu_s"] - fixed_s)
+                current["net_exponent"] = round(net, 3) if net is not None else None
+    return figures
+
+
+def table(figures: Sequence[dict[str, Any]], labels: Sequence[str]) -> str:
+    extra = [k for row in ROWS.values() if any(f["row"] == row.name for f in figures) for k in row.shown]
+    head = ["row", "size"]
+    for label in labels:
+        head += [f"{label} CPU s", f"{label} ms/item", f"{label} MiB", f"{label} exp (net)"] + [f"{label} {k}" for k in extra]
+    if len(labels) == 2:
+        head.append("CPU ratio")
+    lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+    keys = sorted({(f["row"], f["size"]) for f in figures}, key=lambda k: (list(ROWS).index(k[0]) if k[0] in ROWS else 99, k[1]))
+    for name, size in keys:
+        unit = next(f["unit"] for f in figures if f["row"] == name)
+        cells = [name, f"{size} {unit}s"]
+        by_label = {f["checkout"]: f for f in figures if (f["row"], f["size"]) == (name, size)}
+        for label in labels:
+            f = by_label.get(label)
+            if f is None:
+                cells += ["-"] * (4 + len(extra))
+                continue
+            grown, net = f.get("exponent"), f.get("net_exponent")
+            shown = "floor" if f.get("floor") else "-" if grown is None else f"{grown:.2f}" + ("" if net is None else f" ({net:.2f})")
+            cells += [f"{f['cpu_s']:.2f}", f"{1000 * f['cpu_s'] / size:.2f}", f"{f['maxrss_mib']:.0f}", shown]
+            cells += [str(f.get(k, "-")) for k in extra]
+        if len(labels) == 2 and all(label in by_label for label in labels):
+            cells.append(f"{by_label[labels[0]]['cpu_s'] / by_label[labels[1]]['cpu_s']:.3f}")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rows", default=",".join(ROWS), help=f"comma-separated, of: {', '.join(ROWS)}")
+    parser.add_argument("--sizes", help="comma-separated sizes for every row chosen (default: each row's own)")
+    parser.add_argument("--baseline", type=Path, help="another checkout (a git worktree of an older commit) measured side by side")
+    parser.add_argument("--repeat", type=int, default=1, help="measure each size this many times; the least CPU is kept")
+    parser.add_argument("--json", type=Path, help="also write the figures here")
+    parser.add_argument("--keep", action="store_true", help="keep the generated inputs and outputs (their folder is printed)")
+    args = parser.parse_args(argv)
+    names = [n.strip() for n in args.rows.split(",") if n.strip()]
+    unknown = [n for n in names if n not in ROWS]
+    if unknown:
+        parser.error(f"--rows: unknown {', '.join(unknown)}; expected some of {', '.join(ROWS)}")
+    checkouts = {"this": REPO}
+    if args.baseline is not None:
+        if not (args.baseline / "fleet" / "__main__.py").is_file():
+            parser.error(f"--baseline {args.baseline}: expected a checkout of fleet (fleet/__main__.py)")
+        checkouts["baseline"] = args.baseline.resolve()
+    folder = Path(tempfile.mkdtemp(prefix="bench-scale-"))
+    figures: list[dict[str, Any]] = []
+    try:
+        for name in names:
+            row = ROWS[name]
+            sizes = [int(s) for s in args.sizes.split(",")] if args.sizes else list(row.sizes)
+            figures += run_row(row, sorted(sizes), checkouts, folder, args.repeat)
+    finally:
+        if args.keep:
+            print(f"inputs and outputs kept in {folder}", file=sys.stderr)
+        else:
+            shutil.rmtree(folder, ignore_errors=True)
+    load = os.getloadavg()
+    print(f"CPU = user + system of the command's process (imports included), least of {args.repeat}; MiB = its peak RSS; "
+          f"exp = growth exponent of CPU from the size before (1 linear, 2 quadratic), (net) of the floor size's CPU; load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")  # fmt: skip
+    for label, checkout in checkouts.items():
+        commit = subprocess.run(["git", "-C", str(checkout), "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(checkout), "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True).stdout.strip()
+        print(f"{label}: {checkout} at {commit or '?'}{' (with uncommitted changes)' if dirty else ''}")
+    print(table(figures, list(checkouts)))
+    if args.json is not None:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps({"load": load, "checkouts": {k: str(v) for k, v in checkouts.items()}, "figures": figures}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
