@@ -13,7 +13,7 @@ from typing import Any
 from fleet.errors import ConfigError
 from fleet.facts import HostFacts
 from fleet.fixes.feasibility import PLANNER_DEFAULT_SGLANG_VERSION, Feasibility, apply_adjustments, check_server, describe_adjustments
-from fleet.fixes.quarantine import QuarantineStore, gpu_arch
+from fleet.fixes.quarantine import QuarantineEntry, QuarantineKey, QuarantineStore, gpu_arch
 from fleet.host.engines.sglang.flags import ArgvError, parse_argv
 from fleet.host.engines.sglang.release import DEFAULT_SIM_RELEASE, KNOWN_RELEASES, ReleaseError, choose_release
 from fleet.host.nvidia_smi import KNOWN_GPUS, plays_declared
@@ -188,12 +188,25 @@ def launch_on(host: Host, config: ServerConfig, port: int, hardware: Hardware | 
     )
 
 
-def _decide(planned: PlannedServer, host: Host, hardware: Hardware, playbook: Playbook, options: PlanOptions) -> list[PlannedServer]:
+def _quarantined(store: QuarantineStore | None) -> dict[QuarantineKey, QuarantineEntry]:
+    """The quarantine as the plan starts, by key (the first entry of a key wins, as in
+    QuarantineStore.matches): read once per plan, not once per server."""
+    entries: dict[QuarantineKey, QuarantineEntry] = {}
+    for entry in store.list() if store is not None else []:
+        entries.setdefault(entry.key, entry)
+    return entries
+
+
+def _decide(
+    planned: PlannedServer, host: Host, hardware: Hardware, playbook: Playbook, options: PlanOptions,
+    quarantined: Mapping[QuarantineKey, QuarantineEntry],
+) -> list[PlannedServer]:  # fmt: skip
     """Quarantine and memory feasibility, before anything launches. Returns the server, or the
     server marked skipped plus the fixed variant that replaces it (its own id, same GPUs)."""
     config = planned.config
-    if options.quarantine is not None and hardware.arch:
-        entry = options.quarantine.matches(hardware.arch, host.engine.kind.value, hardware.engine_version, config.algorithm, config.ddtree_budget)
+    if quarantined and hardware.arch:
+        key = QuarantineKey.for_config(config, arch=hardware.arch, engine=host.engine.kind.value, engine_version=hardware.engine_version)
+        entry = quarantined.get(key)
         if entry is not None:
             return [replace(planned, skip_reason=f"quarantined ({entry.key}): {entry.reason}")]
     if not options.memory_check or hardware.gpu_memory_mib is None:
@@ -325,6 +338,9 @@ def make_plan(playbook: Playbook, hosts: Sequence[Host], options: PlanOptions | 
     slots = [HostSlots(h.name, h.gpus.count) for h in hosts]
     timetable = schedule(jobs, slots, exclusive=playbook.isolation.value == "exclusive")
     hosts_by_name = {h.name: h for h in hosts}
+    hardware_by_host = {h.name: options.hardware.get(h.name) or hardware_of(h) for h in hosts}
+    releases = {name: (hardware.engine_release, hardware.release_note) for name, hardware in hardware_by_host.items()}
+    quarantined = _quarantined(options.quarantine)
     servers: list[PlannedServer] = []
     on_host: dict[str, int] = defaultdict(int)
     for placement in timetable.placements:
@@ -334,7 +350,7 @@ def make_plan(playbook: Playbook, hosts: Sequence[Host], options: PlanOptions | 
         # a port of its own each (not one per first GPU).
         port = server_port(on_host[host.name])
         on_host[host.name] += 1
-        hardware = options.hardware.get(host.name) or hardware_of(host)
+        hardware = hardware_by_host[host.name]
         launch = launch_on(host, config, port, hardware)
         planned = PlannedServer(
             config=config,
@@ -345,10 +361,10 @@ def make_plan(playbook: Playbook, hosts: Sequence[Host], options: PlanOptions | 
             launch=launch,
             start_s=placement.start_s,
             end_s=placement.end_s,
-            engine_release=hardware.engine_release,
-            engine_release_note=hardware.release_note,
+            engine_release=releases[host.name][0],
+            engine_release_note=releases[host.name][1],
         )
-        servers += _decide(planned, host, hardware, playbook, options)
+        servers += _decide(planned, host, hardware, playbook, options, quarantined)
     servers.sort(key=lambda s: (s.host, s.start_s, s.gpus))
     for server in servers:
         original = server.provenance.get("original_config_id") if server.provenance else None

@@ -59,3 +59,27 @@ def test_planning_work_per_run_does_not_grow_with_the_plan(monkeypatch: pytest.M
     assert large_hashes / large_runs <= small_hashes / small_runs <= 2.5
     assert large.gpu_visits / 400 <= small.gpu_visits / 40
     assert large.placements / 400 <= small.placements / 40
+
+
+def test_the_quarantine_is_read_once_per_plan_and_still_skips_its_servers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from fleet.fixes.quarantine import QuarantineEntry, QuarantineKey, QuarantineStore
+    from fleet.plan import hardware_of
+
+    version = hardware_of(HOSTS[0]).engine_version
+    store = QuarantineStore(tmp_path / "quarantine.json")
+    key = QuarantineKey.of(arch="sm_120", engine="sim", engine_version=version, algorithm="DDTREE", budget=3)
+    store.add(QuarantineEntry(key, "cuda_illegal_instruction", "CUDA error: an illegal instruction", sweep_id="s1", host="h0", run_id="r"))
+    reads = 0
+    real_read = QuarantineStore._read
+
+    def counting_read(self: QuarantineStore) -> list[QuarantineEntry]:
+        nonlocal reads
+        reads += 1
+        return real_read(self)
+
+    monkeypatch.setattr(QuarantineStore, "_read", counting_read)
+    plan = make_plan(playbook(40), HOSTS, PlanOptions(memory_check=False, quarantine=store))
+    assert reads == 1
+    skipped = [s for s in plan.servers if s.skip_reason]
+    assert sorted(s.config.tp for s in skipped) == [1, 2, 4, 8]
+    assert all(s.config.ddtree_budget == 3 and s.skip_reason.startswith(f"quarantined ({key})") for s in skipped)
