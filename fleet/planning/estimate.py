@@ -24,7 +24,9 @@ from fleet.planning.ids import IdCache
 from fleet.playbook import (
     AgenticWorkload,
     ConcurrencyWorkload,
+    DatasetWorkload,
     LongContextWorkload,
+    RandomWorkload,
     Run,
     ServerConfig,
     ShortWorkload,
@@ -32,6 +34,10 @@ from fleet.playbook import (
 from fleet.workloads import short_rounds
 
 AUTOREGRESSIVE_TOK_S = {1: 26.5, 2: 40.0, 4: 60.0, 8: 80.0}
+# A dataset workload's prior, before a measurement: prompts of chat/benchmark sets run to about a
+# thousand tokens; one that samples its whole file has about a hundred of them (MT-Bench 80).
+DATASET_PROMPT_TOKENS = 1000
+DATASET_REQUESTS = 100
 METHOD_SPEEDUP = {None: 1.0, "DFLASH": 3.5, "DDTREE": 4.5, "EAGLE": 2.5, "EAGLE3": 3.0, "NGRAM": 1.5}
 PREFILL_TOK_S = 8000.0  # per TP1 GPU; scales with TP
 SERVER_START_S = {1: 150.0, 2: 180.0, 4: 240.0, 8: 300.0}
@@ -94,6 +100,14 @@ def run_seconds(run: Run) -> float:
     elif isinstance(workload, AgenticWorkload):
         per_turn = prefill_s(run.server, 1500) + workload.max_new_tokens / rate
         body = workload.sessions * workload.turns * per_turn
+    elif isinstance(workload, (DatasetWorkload, RandomWorkload)):
+        prompt = workload.input_tokens if isinstance(workload, RandomWorkload) else DATASET_PROMPT_TOKENS
+        requests = workload.requests or DATASET_REQUESTS  # a dataset's whole sample: its size is the file's
+        per = prefill_s(run.server, prompt) + workload.max_new_tokens / rate
+        load = workload.load
+        # One at a time without a load; open-loop, the arrivals set the pace (the last request's
+        # own time after the last arrival), warm-up requests one at a time first.
+        body = requests * per if load is None else load.warmup_requests * per + requests / load.rate + per
     else:  # pragma: no cover - the union is closed
         raise TypeError(type(workload))
     return warmup + body * run.repeats

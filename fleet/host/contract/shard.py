@@ -38,7 +38,7 @@ from fleet.host.errors import ContractError
 SHARD_FORMAT = 2
 SERVICE_MANAGERS = ("systemd", "process")
 API_KINDS = ("generate", "completions")
-WORKLOAD_KINDS = ("short", "long_context", "concurrency", "agentic")
+WORKLOAD_KINDS = ("short", "long_context", "concurrency", "agentic", "dataset", "random")
 
 
 @dataclass(frozen=True)
