@@ -45,3 +45,27 @@ def test_a_shard_asks_for_gpu_counts_on_the_hosts_pool_with_estimates_and_a_port
     assert starts == sorted(starts)
     exclusive = make_plan(playbook.model_copy(update={"isolation": Isolation.exclusive}), [ct200], PlanOptions(memory_check=False))
     assert build_shards(exclusive, {ct200.name: ct200}, "s1", {})[ct200.name].exclusive
+
+
+def test_dataset_and_random_workloads_plan_and_reach_the_agent_in_a_shard_it_reads(tmp_path: Path) -> None:
+    """The field's workloads go the whole way: planned with an estimate, and written into a shard
+    the agent's reader accepts (it refused their kinds, exit 2, and the planner raised TypeError)."""
+    import json
+
+    import yaml
+
+    questions = tmp_path / "question.jsonl"
+    questions.write_text("".join(json.dumps({"question_id": i, "category": "coding", "turns": [f"q{i}"]}) + "\n" for i in range(4)))
+    book = yaml.safe_load((REPO / "playbooks" / "demo.yaml").read_text())
+    book["workloads"] = {
+        "specbench": {"kind": "dataset", "file": str(questions), "format": "spec_bench", "max_new_tokens": 32},
+        "rate": {"kind": "random", "input_tokens": 64, "max_new_tokens": 16, "requests": 8, "load": {"rate": 4}},
+    }
+    path = tmp_path / "book.yaml"
+    path.write_text(yaml.safe_dump(book))
+    hosts = [h for h in load_inventory(shipped_hosts(tmp_path)) if h.name == "local"]
+    plan = make_plan(load_playbook(path), hosts, PlanOptions(memory_check=False, hardware={h.name: hardware_of(h) for h in hosts}))
+    assert plan.runs and all(plan.run_estimates[plan.ids(run)].seconds > 0 for _, run in plan.runs)
+    shard = build_shards(plan, {h.name: h for h in hosts}, "s1", {})["local"]
+    kinds = {run.workload["kind"] for _, run in Shard.from_json(shard.to_json()).runs}
+    assert kinds == {"dataset", "random"}
