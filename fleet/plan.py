@@ -6,9 +6,10 @@ Pure: the playbook and the chosen hosts in, a Plan out. `fleet plan` prints it; 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+import json
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TextIO
 
 from fleet.errors import ConfigError
 from fleet.facts import HostFacts
@@ -130,9 +131,31 @@ class Plan:
         return [(server, run) for server in self.servers for run in server.runs]
 
     def to_json(self) -> dict[str, Any]:
+        return {**self._head(), "runs": list(self._runs_json()), **self._tail()}
+
+    def write_json(self, stream: TextIO) -> None:
+        """The text of `print(json.dumps(plan.to_json(), indent=2))`, written run by run: the memory it
+        takes does not grow with the plan (the whole text, and the encoder's list of its pieces,
+        took about 9 KiB per run: 450 MiB at 50k runs)."""
+        head = json.dumps(self._head(), indent=2)
+        stream.write(head[:-2] + ',\n  "runs": [')
+        written = 0
+        for run in self._runs_json():
+            stream.write(("," if written else "") + "\n    " + json.dumps(run, indent=2).replace("\n", "\n    "))
+            written += 1
+        stream.write("\n  ]" if written else "]")
+        tail = json.dumps(self._tail(), indent=2)
+        stream.write(",\n" + tail[2:] + "\n")
+
+    def _head(self) -> dict[str, Any]:
+        return {"playbook": self.playbook.name}
+
+    def _runs_json(self) -> Iterator[dict[str, Any]]:
+        for server, run in self.runs:
+            yield _run_json(server, run, self.ids(run), self.ids(server.config), self.run_estimates.get(self.ids(run)))
+
+    def _tail(self) -> dict[str, Any]:
         return {
-            "playbook": self.playbook.name,
-            "runs": [_run_json(server, run, self.ids(run), self.ids(server.config), self.run_estimates.get(self.ids(run))) for server, run in self.runs],
             "unplaceable": [
                 {"server": config.label, "server_id": config.id, "reason": reason} for config, reason in self.unplaceable
             ],

@@ -83,3 +83,16 @@ def test_the_quarantine_is_read_once_per_plan_and_still_skips_its_servers(tmp_pa
     skipped = [s for s in plan.servers if s.skip_reason]
     assert sorted(s.config.tp for s in skipped) == [1, 2, 4, 8]
     assert all(s.config.ddtree_budget == 3 and s.skip_reason.startswith(f"quarantined ({key})") for s in skipped)
+
+
+@pytest.mark.parametrize("servers", [0, 12])
+def test_the_streamed_json_is_the_json(servers: int) -> None:
+    import io
+    import json
+
+    book = playbook(max(servers, 12))
+    plan = make_plan(book if servers else book.model_copy(update={"tp": [16]}), HOSTS, PlanOptions(memory_check=False))
+    assert bool(plan.runs) == bool(servers) and bool(plan.unplaceable) != bool(servers)
+    stream = io.StringIO()
+    plan.write_json(stream)
+    assert stream.getvalue() == json.dumps(plan.to_json(), indent=2) + "\n"
