@@ -52,6 +52,10 @@ class FailureClass(str, Enum):
     UNKNOWN_MAX_RUNNING = "unknown_max_running_requests"
     CALIBRATION_FAILED = "calibration_failed"
     CONTEXT_TOO_SMALL = "context_too_small"
+    # At temperature 0 a speculative server's tokens diverged early from the autoregressive
+    # server's on most greedy prompts (fleet.host.agent.lossless): proved by the run record, fixed
+    # by quarantine like an illegal instruction (a broken verify kernel does not mend on a retry).
+    NOT_LOSSLESS = "not_lossless"
 
     # -- requests (fleet.host.agent.client); the over-context 400 is CONTEXT_LENGTH_EXCEEDED -----
     HTTP_400 = "http_400"

@@ -43,8 +43,11 @@ class SimRequest:
     natural_stop: int | None  # the EOS position: with no limit, or when EOS may end the request (no ignore_eos)
     kind: str
     prefix_blocks: tuple[int, ...]  # chained hashes of the prompt's PREFIX_BLOCK-token blocks (text pieces or token ids)
-    rng: random.Random
+    rng: random.Random  # acceptance, natural stop: what varies with the method
     sink: RequestSink
+    # The model's output: a function of the seed and the prompt alone, so that every method of a
+    # model returns the same tokens for the same prompt (speculative decoding is lossless).
+    tokens: random.Random = field(default_factory=random.Random)
     log_metrics: bool = True  # False for /health probes and the server's own warm-up
     completion_tokens: int = 0
     output_ids: list[int] = field(default_factory=list)
@@ -164,6 +167,7 @@ class Engine:
         self._ddtree_crash: DDTreeCrash | None = (
             faults.ddtree_crash_for(config.compute_cap_major, config.ddtree_budget) if config.algorithm == "DDTREE" else None
         )
+        self._corruption = faults.corruption_for(config.algorithm, config.ddtree_budget)
 
     # --- requests ------------------------------------------------------------------------------
 
@@ -199,6 +203,7 @@ class Engine:
             prefix_blocks=blocks,
             rng=rng,
             sink=sink,
+            tokens=random.Random(f"fleet-sim-tokens:{key}"),
             log_metrics=log_metrics,
         )
 
@@ -460,7 +465,15 @@ class Engine:
             remaining = min(remaining, request.natural_stop - request.completion_tokens)
         produced = min(produced, remaining)
         vocabulary = tokenizer.GENERATION_VOCABULARY[request.kind]
-        pieces = request.rng.choices(vocabulary, k=produced)
+        # Drawn as before the model's tokens had their own generator, so that acceptance and stops,
+        # which draw from `rng` next, are what they were.
+        request.rng.choices(vocabulary, k=produced)
+        pieces = request.tokens.choices(vocabulary, k=produced)
+        corruption = self._corruption
+        if corruption is not None and request.completion_tokens + produced > corruption.from_token:
+            # A verify step that accepts the wrong token (faults.py): another piece, never the model's.
+            first = max(corruption.from_token - request.completion_tokens, 0)
+            pieces[first:] = [vocabulary[(vocabulary.index(piece) + 1) % len(vocabulary)] for piece in pieces[first:]]
         request.text_parts.extend(pieces)
         request.output_ids.extend(map(tokenizer.piece_id, pieces))
         if request.last_token_at is not None and request.log_metrics:

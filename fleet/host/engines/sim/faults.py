@@ -13,12 +13,21 @@ Schema (every key optional):
       "hang_after_requests": null,               # N: after N finished requests the server accepts requests but never answers
       "slow_start_s": 0,                         # extra simulated seconds of weight loading (scaled by FLEET_SIM_SPEED)
       "port_in_use": false,                      # the HTTP bind fails as if another process held the port
-      "missing_model_path": false                # the model path is treated as absent (e.g. /dev/shm wiped by a reboot)
+      "missing_model_path": false,               # the model path is treated as absent (e.g. /dev/shm wiped by a reboot)
+      "corrupt_outputs": [                       # silently wrong tokens: no log line, no error, the same speed
+        {"algorithm": "DDTREE", "budget": 15, "from_token": 2}
+      ]
     }
 
 The default DDTree crashes are the seed story on an RTX PRO 6000 (SM120): budget 8 dies with an
 illegal instruction on its first decode after start-up, budget 12 survives a 16-token warm-up
 and dies once a request decodes past 16 tokens.
+
+`corrupt_outputs` (none by default) plays a verify kernel that accepts wrong tokens: a server of
+that speculative algorithm (and DDTree budget, where given; any budget when left out) emits,
+from output position `from_token` (0-based) on, a token other than the one the model's greedy
+output holds there, while its speed, acceptance and logs stay as they were. Only fleet's lossless
+check (fleet.host.agent.lossless) can tell.
 """
 
 from __future__ import annotations
@@ -35,6 +44,16 @@ CRASH_ERRORS = ("illegal_instruction", "illegal_memory_access")
 
 class FaultProfileError(ValueError):
     """The fault profile file is malformed; the message names the file and the field."""
+
+
+@dataclass(frozen=True)
+class OutputCorruption:
+    algorithm: str  # SGLang's --speculative-algorithm value: DFLASH, DDTREE, EAGLE, ...
+    budget: int | None  # a DDTree budget; None: every budget of the algorithm
+    from_token: int  # the first output position (0-based) that comes out wrong
+
+    def matches(self, algorithm: str | None, budget: int | None) -> bool:
+        return algorithm is not None and algorithm.upper() == self.algorithm.upper() and self.budget in (None, budget)
 
 
 @dataclass(frozen=True)
@@ -66,7 +85,12 @@ class FaultProfile:
     slow_start_s: float = 0.0
     port_in_use: bool = False
     missing_model_path: bool = False
+    corrupt_outputs: tuple[OutputCorruption, ...] = ()
     source: str = field(default="(defaults)", compare=False)
+
+    def corruption_for(self, algorithm: str | None, budget: int | None) -> OutputCorruption | None:
+        """The corruption a server of this speculative algorithm and budget plays, if any."""
+        return next((c for c in self.corrupt_outputs if c.matches(algorithm, budget)), None)
 
     def ddtree_crash_for(self, compute_cap_major: int, budget: int | None) -> DDTreeCrash | None:
         if budget is None:
@@ -121,7 +145,28 @@ def parse_fault_profile(data: Mapping[str, Any], source: str) -> FaultProfile:
     for name in ("port_in_use", "missing_model_path"):
         if name in data:
             values[name] = _expect(source, name, data[name], bool, "true or false")
+    if "corrupt_outputs" in data:
+        items = _expect(source, "corrupt_outputs", data["corrupt_outputs"], list, "a list of objects")
+        values["corrupt_outputs"] = tuple(_parse_corruption(item, f"{source}: corrupt_outputs[{i}]") for i, item in enumerate(items))
     return FaultProfile(**values)
+
+
+def _parse_corruption(item: Any, where: str) -> OutputCorruption:
+    if not isinstance(item, Mapping):
+        raise FaultProfileError(f"{where}: expected an object with algorithm, budget (optional), from_token (optional)")
+    unknown = sorted(set(item) - {"algorithm", "budget", "from_token"})
+    if unknown:
+        raise FaultProfileError(f"{where}: unknown keys {unknown}; expected some of ['algorithm', 'budget', 'from_token']")
+    if "algorithm" not in item:
+        raise FaultProfileError(f"{where}: missing key 'algorithm'")
+    algorithm = _expect(where, "algorithm", item["algorithm"], str, "a speculative algorithm such as DDTREE")
+    budget = item.get("budget")
+    if budget is not None:
+        _expect(where, "budget", budget, int, "an integer DDTree budget or null")
+    start = _expect(where, "from_token", item.get("from_token", 0), int, "a non-negative output position")
+    if start < 0:
+        raise FaultProfileError(f"{where}: from_token: expected >= 0, got {start}")
+    return OutputCorruption(algorithm, budget, start)
 
 
 def _parse_crash(item: Any, where: str) -> DDTreeCrash:
