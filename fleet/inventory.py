@@ -12,7 +12,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Annotated
 
-from pydantic import Field, PrivateAttr, field_validator, model_validator
+from pydantic import Field, PrivateAttr, Strict, field_validator, model_validator
 
 from fleet.config import (
     Command, HostAddress, HostPath, Int, LocalPath, SshAlias, StrictModel, UserName, checked, checked_host_path, load_model_file,
@@ -203,6 +203,10 @@ class Host(StrictModel):
     engine: EngineSpec = EngineSpec()
     service_manager: ServiceManager = ServiceManager.systemd
     groups: tuple[Name, ...] = ()
+    usd_per_gpu_hour: Annotated[float, Strict()] | None = Field(
+        default=None, gt=0, allow_inf_nan=False,
+        description="what one of its GPUs costs per hour, in dollars: the report's $ per million tokens (none: not priced)",
+    )
     _source: Path | None = PrivateAttr(default=None)  # the host file, for messages about it
 
     @property

@@ -14,15 +14,17 @@ import math
 from typing import Sequence
 
 
-def energy_joules(samples: Sequence[tuple[float, float]], start: float, end: float) -> float | None:
+def energy_joules(samples: Sequence[tuple[float, float]], start: float, end: float, *, within: tuple[float, float] | None = None) -> float | None:
     """The energy one GPU drew over [start, end]: power interpolated linearly between samples
     (the trapezoid rule), held at the first and last sample's value beyond them. None without a
-    sample in [start, end]: a run shorter than the sampling interval has no reading of its own,
-    and the power of a neighbouring moment would be a guess presented as a measurement."""
+    sample in [start, end] (or in `within`, a span holding [start, end]: a run whose readings
+    frame its measured stretches): a run shorter than the sampling interval has no reading of its
+    own, and the power of a neighbouring moment would be a guess presented as a measurement."""
     if end < start:
         raise ValueError(f"a run ends before it starts: {start} .. {end}")
     points = sorted((t, w) for t, w in samples if math.isfinite(t) and math.isfinite(w))
-    if not any(start <= t <= end for t, _ in points):
+    low, high = within if within is not None else (start, end)
+    if not any(low <= t <= high for t, _ in points):
         return None
 
     def power(at: float) -> float:

@@ -20,7 +20,14 @@ Rules, each enforced here and nowhere else:
   where its interval excludes 1.0;
 - a TTFT percentile pools the cell's requests over its passes (percentile_estimate): withheld
   below fleet.host.agent.stats' sample-size rule, without an interval below MLPerf's floor.
-  An ITL percentile is per pass (the results keep no per-token times) and summarized over passes.
+  An ITL percentile is per pass (the results keep no per-token times) and summarized over passes;
+- energy: tokens per joule as the agent measured them (the run's, or its level's, `energy`:
+  fleet.host.agent.power), summarized over a cell's rows; $ per million output tokens only where
+  the host file prices its GPUs (`usd_per_gpu_hour`), from the cell's mean throughput and TP;
+- lossless (fleet.host.agent.lossless): a speculative run whose greedy outputs the agent could
+  not compare on its host is compared here with the autoregressive results of the same host type,
+  model and TP; one that diverged early on most prompts is a `not_lossless` failure, listed with
+  its diverging positions, and never gives a figure or a speed-up.
 """
 
 from __future__ import annotations
@@ -33,8 +40,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
+from fleet.host.agent.lossless import PENDING, Check, Output, compare, outputs_of
 from fleet.host.contract import RunResult, RunStatus
-from fleet.host.failures import root_cause
+from fleet.host.failures import FailureClass, root_cause
 from fleet.measure.stats import (
     PercentileEstimate,
     Ratio,
@@ -47,6 +55,7 @@ from fleet.measure.stats import (
     summarize,
     verdict,
 )
+from fleet.measure.energy import dollars_per_million_tokens
 from fleet.report.load import HostRecord, Loaded, SweepData
 
 AUTOREGRESSIVE = "autoregressive"
@@ -124,6 +133,11 @@ class Row:
     requests_ok: int = 0
     requests_failed: int = 0
     passes: list[Pass] = field(default_factory=list)  # one per repeat of the run (at this level)
+    tokens_per_joule: float | None = None  # the agent's energy figure (all the server's GPUs together)
+    joules: float | None = None
+    usd_per_gpu_hour: float | None = None  # the host file's price, where it has one
+    lossless: str | None = None  # the lossless check's verdict: pass | fail | pending | error; None: not checked
+    lossless_divergence: list[int | None] | None = None  # first diverging position per greedy prompt
 
     @property
     def comparable(self) -> bool:
@@ -153,8 +167,17 @@ class Row:
             for stat in ("n", "p50", "p90", "p99", "max"):
                 out[f"{name}_{stat}"] = figure.get(stat) if figure else None
         out.update(requests_sent=self.requests_sent, requests_ok=self.requests_ok, requests_failed=self.requests_failed,
-                   server_max_running_requests=self.server_max_running, result_path=self.path)  # fmt: skip
+                   server_max_running_requests=self.server_max_running, tokens_per_joule=self.tokens_per_joule,
+                   joules=self.joules, usd_per_gpu_hour=self.usd_per_gpu_hour, usd_per_million_tokens=self.usd_per_million_tokens,
+                   lossless=self.lossless,
+                   lossless_first_divergence=" ".join("-" if p is None else str(p) for p in self.lossless_divergence)
+                   if self.lossless_divergence is not None else None,
+                   result_path=self.path)  # fmt: skip
         return out
+
+    @property
+    def usd_per_million_tokens(self) -> float | None:
+        return usd_per_million(self.usd_per_gpu_hour, self.group.tp, self.output_tok_s)
 
 
 @dataclass(frozen=True)
@@ -200,6 +223,25 @@ class Cell:
     @property
     def verdict(self) -> Verdict | None:
         return verdict(self.speedup) if self.speedup is not None else None
+
+    @property
+    def tokens_per_joule(self) -> Summary | None:
+        return _summary([r.tokens_per_joule for r in self.measured if r.tokens_per_joule is not None])
+
+    @property
+    def usd_per_million_tokens(self) -> float | None:
+        """At the host file's price, from the cell's mean throughput; None where a row is unpriced."""
+        prices = {r.usd_per_gpu_hour for r in self.measured}
+        tok_s = self.tok_s
+        if len(prices) != 1 or tok_s is None:
+            return None
+        return usd_per_million(next(iter(prices)), self.key.group.tp, tok_s.mean)
+
+    @property
+    def lossless(self) -> str | None:
+        """The cell's lossless verdicts, joined ("pass", "pending", ...); None where none was checked."""
+        verdicts = sorted({r.lossless for r in self.rows if r.lossless is not None})
+        return "/".join(verdicts) if verdicts else None
 
     def ttft(self, q: float) -> PercentileEstimate | None:
         """A TTFT percentile of the requests of every pass, pooled, with its bootstrap interval."""
@@ -254,6 +296,13 @@ class Cell:
 
 def _summary(values: Sequence[float]) -> Summary | None:
     return summarize(values) if values else None
+
+
+def usd_per_million(price: float | None, gpus: int, tok_s: float | None) -> float | None:
+    """Dollars per million output tokens at `price` per GPU-hour for `gpus` GPUs serving `tok_s`."""
+    if price is None or not tok_s or tok_s <= 0 or gpus <= 0:
+        return None
+    return dollars_per_million_tokens(1_000_000, 1_000_000 / tok_s, gpus, price)
 
 
 @dataclass
@@ -450,6 +499,10 @@ def rows_of(sweep: SweepData, loaded: Loaded) -> list[Row]:
     simulated = result.sim_speed is not None or (sweep.hosts.get(result.host) and (sweep.hosts[result.host].inventory.get("engine") or {}).get("kind") == "sim")
     group = GroupKey(gpu, bool(simulated), result.engine_release or str(entry.get("engine_release") or "unknown"), int(entry.get("tp") or 0))
     server = result.server or {}
+    price = (sweep.hosts[result.host].inventory.get("usd_per_gpu_hour") if result.host in sweep.hosts else None)
+    lossless = result.extras.get("lossless") if isinstance(result.extras.get("lossless"), dict) else {}
+    check = lossless.get("check") if isinstance(lossless.get("check"), dict) else {}
+    divergence = check.get("first_divergence")
     base = dict(
         sweep_id=result.sweep_id, host=result.host, group=group, run_id=result.run_id, label=result.label,
         method=str(entry.get("method") or ""), variant=str(entry.get("variant") or result.server_label),
@@ -458,6 +511,9 @@ def rows_of(sweep: SweepData, loaded: Loaded) -> list[Row]:
         reason=_reason(result), sim_speed=result.sim_speed, path=str(loaded.path),
         fix=str(result.provenance["fix"]) if result.provenance and result.provenance.get("fix") else None,
         server_max_running=server.get("max_running_requests") if isinstance(server.get("max_running_requests"), int) else None,
+        usd_per_gpu_hour=float(price) if isinstance(price, (int, float)) and not isinstance(price, bool) and price > 0 else None,
+        lossless=str(check["verdict"]) if isinstance(check.get("verdict"), str) else None,
+        lossless_divergence=[p if isinstance(p, int) else None for p in divergence] if isinstance(divergence, list) else None,
     )  # fmt: skip
     levels = result.extras.get("levels")
     if result.workload.get("kind") == "concurrency" and isinstance(levels, list) and levels:
@@ -483,6 +539,11 @@ def _with_figures(row: Row, figures: dict[str, Any], sections: list[tuple[dict[s
     row.acceptance_length = figures.get("acceptance_length")
     row.ttft_s = figures.get("ttft_s")
     row.itl_s = figures.get("itl_s")
+    energy = figures.get("energy")
+    if isinstance(energy, dict):
+        for name in ("tokens_per_joule", "joules"):
+            value = energy.get(name)
+            setattr(row, name, float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0 else None)
     for number, (section, tags) in enumerate(sections):
         tok_s = section.get("output_tok_s")
         if not isinstance(tok_s, (int, float)) or tok_s <= 0:
@@ -702,15 +763,70 @@ def host_lines(sweeps: Sequence[SweepData]) -> list[HostLine]:
     return lines
 
 
+def lossless_checks(sweeps: Sequence[SweepData]) -> dict[str, tuple[Check, Loaded]]:
+    """The lossless checks the agents could not make (no reference on the host when the
+    speculative server answered): each candidate's greedy outputs against an autoregressive
+    result's of the same host type (GPU model, simulated or not), model and TP size."""
+    references: dict[tuple[str, bool, str], tuple[str, list[Output]]] = {}
+    candidates: list[tuple[tuple[str, bool, str], list[Output], Loaded]] = []
+    for sweep in sweeps:
+        for loaded in sweep.results:
+            result = loaded.result
+            record = result.extras.get("lossless")
+            outputs = outputs_of(record)
+            if not outputs or not isinstance(record, dict):
+                continue
+            gpu, _ = gpu_of(sweep.hosts.get(result.host))
+            place = (gpu, result.sim_speed is not None, str(record.get("key")))
+            check = record.get("check") if isinstance(record.get("check"), dict) else {}
+            if record.get("role") == "reference":
+                references.setdefault(place, (result.server_label, outputs))
+            elif check.get("verdict") == PENDING:
+                candidates.append((place, outputs, loaded))
+    out = {}
+    for place, outputs, loaded in candidates:
+        found = references.get(place)
+        if found is not None:
+            out[loaded.result.run_id] = (compare(outputs, found[1], found[0]), loaded)
+    return out
+
+
+def _lossless_verdicts(rows: list[Row], checks: dict[str, tuple[Check, Loaded]]) -> list[FailureRow]:
+    """The report's own lossless checks into the rows; a failed one takes the row's figures away
+    (never a speed-up) and is listed among the failures with its diverging positions."""
+    failures: dict[str, FailureRow] = {}
+    for row in rows:
+        found = checks.get(row.run_id)
+        if found is None:
+            continue
+        check, loaded = found
+        row.lossless, row.lossless_divergence = check.verdict, list(check.positions)
+        if not check.failed:
+            continue
+        row.status, row.reason = RunStatus.failed.value, f"{FailureClass.NOT_LOSSLESS.value}: {check.message}"
+        row.output_tok_s = row.output_tok_s_per_request = row.request_throughput = row.acceptance_length = None
+        row.ttft_s = row.itl_s = None
+        row.tokens_per_joule = row.joules = None
+        row.passes = []
+        where = ", ".join(f"{o.prompt} {'-' if p is None else p}" for o, p in zip(outputs_of(loaded.result.extras.get("lossless")) or [], check.positions))
+        failures[row.run_id] = FailureRow(
+            row.label, row.host, row.sweep_id, RunStatus.failed.value, FailureClass.NOT_LOSSLESS.value,
+            f"first diverging {check.unit} per greedy prompt: {where} (compared by the report with {check.reference})", None, None, row.path,
+        )  # fmt: skip
+    return list(failures.values())
+
+
 def build_report(sweeps: Sequence[SweepData], baseline: Sequence[SweepData] = ()) -> Report:
     rows = [row for sweep in sweeps for loaded in sweep.results for row in rows_of(sweep, loaded)]
+    unlossless = _lossless_verdicts(rows, lossless_checks(sweeps))
     groups = make_cells(rows)
     comparisons: list[Comparison] = []
     if baseline:
         base_rows = [row for sweep in baseline for loaded in sweep.results for row in rows_of(sweep, loaded)]
         comparisons = compare(groups, make_cells(base_rows))
     return Report(
-        sweeps=list(sweeps), hosts=host_lines(sweeps), rows=rows, groups=groups, failures=failures_of(sweeps),
+        sweeps=list(sweeps), hosts=host_lines(sweeps), rows=rows, groups=groups,
+        failures=sorted([*failures_of(sweeps), *unlossless], key=lambda f: (f.sweep_id, f.host, f.label)),
         not_run=not_run_of(sweeps), baseline=list(baseline), comparisons=comparisons,
     )  # fmt: skip
 

@@ -71,20 +71,33 @@ def _glance(report: Report) -> Section:
 
 
 def _group_table(group: Group) -> Table:
-    """The measured cells of one host type and TP; what did not measure is in Failures and below."""
+    """The measured cells of one host type and TP; what did not measure is in Failures and below.
+    Energy (tokens per joule) and, where the host file prices its GPUs, $ per million tokens stand
+    beside the throughput when some cell has them; the lossless check's verdict in the detail."""
+    cells = [c for c in group.cells if c.tok_s is not None]
+    energy = any(c.tokens_per_joule is not None for c in cells)
+    priced = any(c.usd_per_million_tokens is not None for c in cells)
+    extra = (["tok/J [95 %]"] if energy else []) + (["$/M tok"] if priced else [])
+    shift = len(extra)
+    checked = any(c.lossless is not None for c in cells)
+    header = ["method", "workload", "level", "passes", f"output tok/s{' (simulated)' if group.key.simulated else ''} [95 %]", *extra, "CV",
+              "speed-up vs AR [95 %]", "verdict", "rank", "accept len [95 %]", "TTFT p50 [95 %]", "TTFT p99", "ITL p50 [95 %]",
+              "ITL p99", "per-request tok/s", "requests ok/failed", *(["lossless"] if checked else []), "status", "results"]  # fmt: skip
+
+    def energy_cells(c: Cell) -> list[Value]:
+        return ([text.summary(c.tokens_per_joule, 3)] if energy else []) + ([text.dollars(c.usd_per_million_tokens)] if priced else [])
+
     return Table(
-        ["method", "workload", "level", "passes", f"output tok/s{' (simulated)' if group.key.simulated else ''} [95 %]", "CV",
-         "speed-up vs AR [95 %]", "verdict", "rank", "accept len [95 %]", "TTFT p50 [95 %]", "TTFT p99", "ITL p50 [95 %]",
-         "ITL p99", "per-request tok/s", "requests ok/failed", "status", "results"],
+        header,
         [
-            [c.key.variant, c.key.workload, text.level(c.key.level), str(len(c.passes)), text.summary(c.tok_s), text.cv(c.tok_s),
+            [c.key.variant, c.key.workload, text.level(c.key.level), str(len(c.passes)), text.summary(c.tok_s), *energy_cells(c), text.cv(c.tok_s),
              text.ratio(c.speedup), text.verdict(c.verdict), text.standing(c.standing), text.summary(c.acceptance_length, 2),
              text.ttft(c.ttft(50)), text.ttft(c.ttft(99)), text.summary(c.itl(50), 1, 1000, " ms"), text.summary(c.itl(99), 1, 1000, " ms"),
-             text.summary(c.per_request_tok_s), "{}/{}".format(*c.requests), text.status(c), _result_links(c)]
-            for c in group.cells if c.tok_s is not None
+             text.summary(c.per_request_tok_s), "{}/{}".format(*c.requests), *([c.lossless or text.DASH] if checked else []), text.status(c), _result_links(c)]
+            for c in cells
         ],
-        frozenset({2, 3, 4, 5, 6, 8, 9, 10, 11, 12}),
-        fold_from=11,
+        frozenset({2, 3, 4, *range(5, 5 + shift), *(i + shift for i in (5, 6, 8, 9, 10, 11, 12))}),
+        fold_from=11 + shift,
     )  # fmt: skip
 
 

@@ -182,3 +182,10 @@ def headline_tied(headline: Headline) -> str:
 def short(text: str, limit: int = 160) -> str:
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def dollars(value: float | None) -> str:
+    """$ per million tokens: cents where it is small, never 0 for a figure that is not one."""
+    if value is None:
+        return DASH
+    return f"${value:.3f}" if value < 1 else f"${value:,.2f}"

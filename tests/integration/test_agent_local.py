@@ -156,7 +156,8 @@ def assert_never_zero_tok_s(result: dict[str, Any]) -> None:
 
 def test_sweep_of_healthy_and_failing_servers(tmp_path: Path, host_env: dict[str, str], seed_runs: dict[str, Run], agents: list) -> None:
     hang = tmp_path / "hang.json"
-    hang.write_text(json.dumps({"hang_after_requests": 3}))  # 2 warm-up requests + 1 measured, then silence
+    # 2 warm-up requests + the lossless check's 4 greedy prompts + 1 measured, then silence
+    hang.write_text(json.dumps({"hang_after_requests": 7}))
     short, long_context, concurrency, agentic = (seed_runs[k] for k in ("short", "long_context", "concurrency", "agentic"))
     servers = [
         server("ar", 0, AUTOREGRESSIVE, [short, concurrency]),

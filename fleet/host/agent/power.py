@@ -102,41 +102,46 @@ class PowerSampler:
         with self._lock:
             return [(t, w) for t, index, w in self._samples if index == gpu]
 
-    def energy(self, start: float, end: float, output_tokens: int | None, sim_speed: float | None) -> dict[str, Any]:
-        """The `energy` figures of a run over the wall-clock window [start, end]."""
-        return energy_figures({gpu: self.samples(gpu) for gpu in self.gpus}, start, end, output_tokens, sim_speed, self.error, self.interval_s)
+    def energy(
+        self, windows: Sequence[tuple[float, float]], output_tokens: int | None, sim_speed: float | None, within: tuple[float, float] | None = None
+    ) -> dict[str, Any]:
+        """The `energy` figures of a run measured over these wall-clock windows (see energy_figures)."""
+        samples = {gpu: self.samples(gpu) for gpu in self.gpus}
+        return energy_figures(samples, windows, output_tokens, sim_speed, self.error, self.interval_s, within)
 
 
 def energy_figures(
     samples: Mapping[int, Sequence[tuple[float, float]]],
-    start: float,
-    end: float,
+    windows: Sequence[tuple[float, float]],
     output_tokens: int | None,
     sim_speed: float | None,
     error: str | None = None,
     interval_s: float = SAMPLE_INTERVAL_S,
+    within: tuple[float, float] | None = None,
 ) -> dict[str, Any]:
-    """Joules per GPU over [start, end] (wall clock), their sum, the mean power per GPU and tokens
-    per joule; in simulated time for a simulated run. Figures are null, with `unmeasured` saying
-    why, where a GPU has no reading in the window."""
+    """Joules per GPU over the windows (wall clock: a run's measured sections, as its tok/s
+    counts them), their sum, the mean power per GPU and tokens per joule; in simulated time for
+    a simulated run. Figures are null, with `unmeasured` saying why, where a GPU has no reading
+    in a window -- or, given `within` (the run's whole span, which the agent's readings at its
+    start and end frame), in that span: a run's many short passes share its readings."""
     scale = 1.0 / sim_speed if sim_speed else 1.0
     out: dict[str, Any] = {
         "source": SOURCE, "gpus": sorted(samples), "interval_s": interval_s, "time": "simulated" if sim_speed else "wall",
-        "samples": sum(1 for s in samples.values() for t, _ in s if start <= t <= end),
+        "samples": sum(1 for s in samples.values() for t, _ in s if any(a <= t <= b for a, b in windows)),
         "joules_per_gpu": None, "joules": None, "mean_power_w": None, "tokens_per_joule": None, "unmeasured": None,
     }  # fmt: skip
-    if error is not None or not samples:
-        out["unmeasured"] = error or "no GPU to read"
+    if error is not None or not samples or not windows:
+        out["unmeasured"] = error or ("no GPU to read" if not samples else "nothing was measured")
         return out
     per_gpu: dict[str, float] = {}
     for gpu, readings in sorted(samples.items()):
-        joules = energy_joules(readings, start, end) if end >= start else None
-        if joules is None:
-            out["unmeasured"] = f"GPU {gpu}: no power reading between the run's start and end"
+        parts = [energy_joules(readings, a, b, within=within) if b >= a else None for a, b in windows]
+        if any(j is None for j in parts):
+            out["unmeasured"] = f"GPU {gpu}: no power reading while the run was measured"
             return out
-        per_gpu[str(gpu)] = joules * scale
+        per_gpu[str(gpu)] = sum(j for j in parts if j is not None) * scale
     total = sum(per_gpu.values())
-    seconds = (end - start) * scale
+    seconds = sum(b - a for a, b in windows) * scale
     out.update(
         joules_per_gpu=per_gpu, joules=total, mean_power_w=total / len(per_gpu) / seconds if seconds > 0 else None,
         tokens_per_joule=tokens_per_joule(output_tokens, list(per_gpu.values())) if output_tokens else None,

@@ -25,6 +25,15 @@ suspended: fleet.host.agent.pause) measured that pause, not the server. Its resu
 run is done again, once; disturbed again, it is written `not_comparable` with an `agent_paused`
 deviation. Every pause is named in the log and as the progress file's last error.
 
+Lossless check and energy: after its warm-up every server answers a fixed set of greedy prompts
+(fleet.host.agent.lossless); an autoregressive server's answers are the reference of its model and
+TP size on this host, a speculative server's are compared with it where it is known here (an
+autoregressive server of the same model and TP that ran earlier, or runs now and answers within
+`reference_wait_s`), else left for the controller and the report to compare. A server that
+diverges early on most prompts serves no run: each fails `not_lossless` with the diverging
+positions. The record is in each of the server's results (`lossless`). While a server is up its
+GPUs' power is sampled (fleet.host.agent.power), and each result's figures carry its `energy`.
+
 Resume: a run is done when `<sweep_dir>/runs/<run_id>.json` exists. A run interrupted by a stop
 or a crash has no result file, so a restarted agent redoes exactly that one (with `attempt`
 one higher). Stop: SIGTERM or a `STOP` file in the sweep directory; requests in flight are cut,
@@ -35,6 +44,7 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import http.client
 import json
 import logging
 import os
@@ -52,7 +62,10 @@ from fleet.host.agent.dispatch import Placement, Running, Waiting, choose, stuck
 from fleet.host.agent.drive import Driver, Gate, ServerFacts, drive
 from fleet.host.agent.handover import release_handed_over
 from fleet.host.agent.logwatch import LogWatcher
+from fleet.host.agent.lossless import ERROR as CHECK_ERROR
+from fleet.host.agent.lossless import PENDING, Check, Output, compare, outputs_of, record, reference_key, send_greedy_set
 from fleet.host.agent.pause import PauseWatch, threshold_from_env
+from fleet.host.agent.power import PowerSampler, window_of
 from fleet.host.agent.progress import UNWRITABLE_ERRNOS, ProgressFile
 from fleet.host.agent.results import (
     AGENT_PAUSED,
@@ -110,6 +123,8 @@ SERVICE_ERROR = FailureClass.SERVICE_ERROR.value
 PORT_OR_GPU_BUSY = FailureClass.PORT_OR_GPU_BUSY.value
 AGENT_ERROR = FailureClass.AGENT_ERROR.value
 RESULTS_UNWRITABLE = FailureClass.RESULTS_UNWRITABLE.value
+NOT_LOSSLESS = FailureClass.NOT_LOSSLESS.value
+REFERENCE_WAIT_MARGIN_S = 60.0  # beyond the start time-out: how long a speculative server waits for a reference starting beside it
 
 # A write that fails so (UNWRITABLE_ERRNOS) is no run's failure: every later write fails alike, so
 # the agent stops launching servers and says why (`halt`), instead of burning through the shard
@@ -118,6 +133,17 @@ RESULTS_UNWRITABLE = FailureClass.RESULTS_UNWRITABLE.value
 
 def unwritable(exc: BaseException) -> bool:
     return isinstance(exc, OSError) and exc.errno in UNWRITABLE_ERRNOS
+
+
+def speculative(spec: ServerSpec) -> bool:
+    return "--speculative-algorithm" in spec.argv
+
+
+def lossless_key(spec: ServerSpec) -> str:
+    """The reference a server's greedy outputs are compared with (or are): its model and TP size."""
+    argv = spec.argv
+    model = next((argv[i + 1] for i, arg in enumerate(argv[:-1]) if arg in ("--model-path", "--model")), "?")
+    return reference_key(model, spec.gpu_count)
 
 
 class AgentBusy(Exception):
@@ -164,6 +190,11 @@ class Agent:
         self.halted: str | None = None  # why the agent stopped itself: it cannot write
         self._strangers: dict[int, float] = {}  # GPU -> when a start found a foreign process on it
         self.pauses = PauseWatch(threshold_from_env())  # ticks while the agent works (run)
+        # The lossless check's references on this host: key -> (server label, outputs); a key's
+        # event is set once its autoregressive server answered the greedy set or ended without.
+        self._references: dict[str, tuple[str, list[Output]]] = {}
+        self._reference_coming: dict[str, threading.Event] = {}
+        self._references_read: set[str] = set()
 
     def skip_reason(self, spec: ServerSpec, quarantined: dict[str, str] | None = None) -> str | None:
         """Why not to launch this server: the shard says so, or the controller quarantined its
@@ -279,6 +310,61 @@ class Agent:
         assert self.progress is not None
         self.progress.run_done(result.status)
         log.info("run %s: %s", result.label, result.status.value)
+
+    # -- the lossless check's references --------------------------------------------------
+
+    def expect_reference(self, key: str) -> None:
+        """An autoregressive server of `key` is being started: speculative ones may wait for it."""
+        with self._lock:
+            self._reference_coming.setdefault(key, threading.Event())
+
+    def publish_reference(self, key: str, label: str | None, outputs: list[Output] | None) -> None:
+        """Its greedy outputs (None: it ended without any); wakes the servers waiting for them."""
+        with self._lock:
+            if outputs is not None:
+                self._references.setdefault(key, (label or "?", outputs))
+            event = self._reference_coming.get(key)
+        if event is not None and (outputs is not None or key in self._references):
+            event.set()
+
+    def reference_ended(self, key: str) -> None:
+        with self._lock:
+            event = self._reference_coming.get(key)
+        if event is not None:
+            event.set()
+
+    def reference(self, key: str, wait_s: float, aborted: threading.Event) -> tuple[str, list[Output]] | None:
+        """The reference outputs of `key` on this host: from this agent's servers, or from the
+        results of the shard's autoregressive servers (an earlier agent's); waiting up to `wait_s`
+        for one that is starting now."""
+        self._read_references(key)
+        deadline = time.monotonic() + wait_s
+        while True:
+            with self._lock:
+                found = self._references.get(key)
+                event = self._reference_coming.get(key)
+            if found is not None or event is None or event.is_set() or aborted.is_set() or time.monotonic() > deadline:
+                return found
+            event.wait(0.5)
+
+    def _read_references(self, key: str) -> None:
+        with self._lock:
+            if key in self._references_read:
+                return
+            self._references_read.add(key)
+        for spec in self.shard.servers:
+            if speculative(spec) or lossless_key(spec) != key:
+                continue
+            for run in spec.runs:
+                path = Path(self.files.result(run.run_id))
+                try:
+                    result = load_result(path) if path.exists() else None
+                except ContractError:
+                    continue
+                outputs = outputs_of(result.extras.get("lossless")) if result is not None else None
+                if outputs:
+                    self.publish_reference(key, spec.label, outputs)
+                    return
 
     # -- control ----------------------------------------------------------------------------
 
@@ -558,6 +644,9 @@ class ServerSession:
         # machine's GPUs is not in its way, and it holds none of them.
         declared = spec.env.get(DECLARED_GPU_ENV)
         self.machine_gpus = [] if declared and plays_declared(declared, gpu_names()) else list(gpus)
+        self.lossless_key = lossless_key(spec)
+        self.lossless: dict[str, Any] | None = None  # the greedy set's record, for every result of this server
+        self.power: PowerSampler | None = None
 
     @property
     def progress(self) -> ProgressFile:
@@ -581,10 +670,17 @@ class ServerSession:
                 identity = self._identity(run, self.agent.next_attempt(run.run_id))
                 self.agent.write_result(skipped_result(identity=identity, workload=run.workload, reason=reason, at=time.time()))
             return
+        reference = not speculative(self.spec)
+        if reference:
+            self.agent.expect_reference(self.lossless_key)
         try:
             failure = self._bring_up()
             if failure is None:
+                self.power = PowerSampler(self.machine_gpus)
+                self.power.start()
                 failure = self._warm_up()
+            if failure is None:
+                failure = self._lossless_check()
             if failure is not None:
                 self.progress.error(self.spec.label, failure.error_class, failure.message)
                 self._fail_runs(pending, failure)
@@ -593,6 +689,10 @@ class ServerSession:
         except _Stopped:
             pass
         finally:
+            if reference:
+                self.agent.reference_ended(self.lossless_key)
+            if self.power is not None:
+                self.power.stop()
             self._bring_down()
 
     # -- start ------------------------------------------------------------------------------
@@ -758,6 +858,65 @@ class ServerSession:
                 )
         return None
 
+    # -- the lossless check ----------------------------------------------------------------
+
+    def _lossless_check(self) -> Failure | None:
+        """The greedy set (fleet.host.agent.lossless), recorded for every result of this server;
+        a `not_lossless` failure for a speculative server that diverges early on most prompts.
+        A set that could not be sent is recorded so, and costs the runs nothing."""
+        key, is_reference = self.lossless_key, not speculative(self.spec)
+        role = "reference" if is_reference else "candidate"
+        self.progress.phase(self.spec.server_id, self.spec.label, ServerPhase.warmup, gpus=self.gpus)
+        try:
+            outputs = send_greedy_set(self.endpoint.host, self.endpoint.port, min(self.limits.request_timeout_s, 120.0))
+        except (OSError, ValueError, http.client.HTTPException) as exc:
+            if self._aborted.is_set():
+                raise _Stopped() from None
+            dead = self.liveness("during the lossless check")
+            if dead is not None:
+                return dead
+            log.warning("server %s: the lossless check's greedy set failed: %s", self.spec.label, exc)
+            self.lossless = record(role, key, None, Check(CHECK_ERROR, message=f"the greedy set could not be sent: {exc}"), str(exc))
+            return None
+        if is_reference:
+            self.agent.publish_reference(key, self.spec.label, outputs)
+            self.lossless = record(role, key, outputs, None)
+            return None
+        found = self.agent.reference(key, self.limits.server_start_timeout_s + REFERENCE_WAIT_MARGIN_S, self._aborted)
+        if self._aborted.is_set():
+            raise _Stopped()
+        if found is None:
+            check = Check(PENDING, message="no autoregressive server of this model and TP size answered on this host first: the controller and the report compare the two results")
+        else:
+            check = compare(outputs, found[1], found[0])
+        self.lossless = record(role, key, outputs, check)
+        log.info("server %s: lossless check %s: %s", self.spec.label, check.verdict, check.message)
+        if not check.failed:
+            return None
+        where = ", ".join(f"{o.prompt} {'-' if p is None else p}" for o, p in zip(outputs, check.positions))
+        return Failure(NOT_LOSSLESS, check.message, evidence=(f"first diverging {check.unit} per greedy prompt: {where}",))
+
+    def _annotated(self, result: RunResult, outcome: WorkloadOutcome | None = None) -> RunResult:
+        """The result with its server's lossless record and, for a run that ran, its energy."""
+        extras, figures = dict(result.extras), dict(result.figures)
+        if self.lossless is not None:
+            extras["lossless"] = self.lossless
+        if self.power is not None and outcome is not None:
+            # Over the measured sections (each the span of its successful requests), as tok/s counts
+            # them: the flushes and pauses between passes are neither tokens nor the server's work.
+            windows = [window_of((s.outcome.started_at, s.outcome.e2e_s) for s in outcome.sent if s.outcome.ok and section.holds(s)) for section in outcome.sections]
+            measured = [w for w in windows if w is not None]
+            figures["energy"] = self.power.energy(measured, figures.get("output_tokens"), result.sim_speed, (result.started_at, result.ended_at))
+            for name in ("levels", "repeats"):
+                entries = extras.get(name)
+                if isinstance(entries, list) and len(entries) == len(windows):
+                    extras[name] = [
+                        {**entry, "energy": self.power.energy([window], entry.get("output_tokens"), result.sim_speed)}
+                        if isinstance(entry, dict) and window is not None else entry
+                        for entry, window in zip(entries, windows)
+                    ]  # fmt: skip
+        return replace(result, figures=figures, extras=extras)
+
     # -- serve ------------------------------------------------------------------------------
 
     def liveness(self, when: str = "while serving") -> Failure | None:
@@ -827,7 +986,11 @@ class ServerSession:
                 mark = self.agent.pauses.mark()
                 gate = Gate(self.liveness, self._aborted)
                 gate.checkpoint()
+                if self.power is not None:
+                    self.power.sample()  # a reading of the run's own at its start (and at its end)
                 outcome = drive(Driver(client, self.limits, self.facts, gate, run)) if gate.open else WorkloadOutcome(failure=gate.failure)
+                if self.power is not None:
+                    self.power.sample()
                 if self._interrupted():
                     return  # interrupted: no result, so a resumed agent redoes this run
                 gaps = self.agent.pauses.since(mark)
@@ -836,6 +999,7 @@ class ServerSession:
                 result = build_result(
                     identity=self._identity(run, attempt), workload=run.workload, outcome=outcome, started_at=started, ended_at=time.time()
                 )
+                result = self._annotated(result, outcome)
                 if redone:
                     result = replace(result, extras={**result.extras, "redone": redone})
                 if not gaps or redone:
@@ -854,12 +1018,14 @@ class ServerSession:
                 return
             now = time.time()
             self.agent.write_result(
-                build_result(
-                    identity=self._identity(run, self.agent.next_attempt(run.run_id)),
-                    workload=run.workload,
-                    outcome=WorkloadOutcome(failure=failure),
-                    started_at=now,
-                    ended_at=now,
+                self._annotated(
+                    build_result(
+                        identity=self._identity(run, self.agent.next_attempt(run.run_id)),
+                        workload=run.workload,
+                        outcome=WorkloadOutcome(failure=failure),
+                        started_at=now,
+                        ended_at=now,
+                    )
                 )
             )
 
