@@ -21,6 +21,9 @@ The rules (issue 6, "Automatic fixes"):
   when no batch size is known, a variant without decode CUDA graphs (the release's own switch);
 - cuda_illegal_instruction -> quarantine (architecture, engine and version, algorithm, budget); not
   a retry, so not bounded by the attempt limit;
+- not_lossless (a speculative configuration whose greedy tokens diverged early from the
+  autoregressive server's: fleet.host.agent.lossless) -> the same quarantine: a verify kernel that
+  accepts wrong tokens does so again on a retry;
 - port_in_use -> another port, which the sweep's planner picks.
 
 Figures (`diagnosis_numbers`) are the named values `fleet.host.diagnose` extracts, as str or numbers:
@@ -38,7 +41,7 @@ from enum import Enum
 from functools import cached_property
 from typing import Any, Literal
 
-from fleet.fixes.feasibility import Feasibility, apply_adjustments, check_config, describe_adjustments
+from fleet.fixes.feasibility import Feasibility, apply_adjustments, check_config, describe_adjustments, predicted_failure
 from fleet.fixes.quarantine import QuarantineKey
 from fleet.host.engines.sglang.flags import RELEASE_FLAGS, flag_for
 from fleet.host.engines.sglang.memory import SAFE_MAX_MEM_FRACTION_STATIC, SPECULATIVE_DEFAULT_MAX_RUNNING_REQUESTS, Adjustment
@@ -64,6 +67,7 @@ DEFAULT_MARGIN_TOKENS: int = LongContextWorkload.model_fields["margin_tokens"].d
 MEM_FRACTION_STEP = 0.05
 MIN_CONTEXT_LENGTH = 2048  # smallest_fix does not halve the context below this either
 _MEMORY_CLASSES = frozenset({FailureClass.MAX_RUNNING_REQUESTS_ZERO.value, FailureClass.KV_POOL_TOO_SMALL.value})
+_QUARANTINED_CLASSES = frozenset({FailureClass.CUDA_ILLEGAL_INSTRUCTION.value, FailureClass.NOT_LOSSLESS.value})
 
 
 class FixKind(str, Enum):
@@ -136,8 +140,8 @@ def propose_fix(
         raise ValueError(f"attempt {attempt}: expected 1 or more (1 is the first fix of a run)")
     numbers = _Numbers(diagnosis_numbers)
 
-    if failure_class == FailureClass.CUDA_ILLEGAL_INSTRUCTION.value:
-        proposal = _quarantine(config, gpu_arch, engine, engine_version)
+    if failure_class in _QUARANTINED_CLASSES:
+        proposal = _quarantine(config, gpu_arch, engine, engine_version, failure_class)
     elif attempt > limits.max_fix_attempts:
         return None
     elif failure_class == FailureClass.PORT_IN_USE.value:
@@ -162,6 +166,11 @@ def propose_fix(
     if proposal.flags:
         base = new_config or config
         new_config = replace(base, settings=base.settings.merged(ServerSettings.model_validate({"flags": dict(proposal.flags)})))
+    if new_config is not None and gpu_memory_mib > 0 and predicted_failure(
+        new_config, failure_class, engine=engine, gpu_memory_mib=gpu_memory_mib, engine_version=engine_version,
+        fork=fork_of(engine, engine_fork),
+    ):
+        return None  # the planner expects the variant to fail the same way: a model load for nothing
     return Fix(
         kind=proposal.kind,
         description=proposal.description,
@@ -239,13 +248,19 @@ class _Memory:
         return _Proposal(FixKind.MEMORY, f"memory planner: {reasons}", describe_adjustments(suggestion), tuple(suggestion))
 
 
-def _quarantine(config: ServerConfig, gpu_arch: str | None, engine: str, engine_version: str | None) -> _Proposal | None:
+def _quarantine(
+    config: ServerConfig, gpu_arch: str | None, engine: str, engine_version: str | None, failure_class: str = FailureClass.CUDA_ILLEGAL_INSTRUCTION.value
+) -> _Proposal | None:
     if gpu_arch is None:
         return None  # without the architecture the quarantine would hit GPUs that run it fine
     key = QuarantineKey.for_config(config, arch=gpu_arch, engine=engine, engine_version=engine_version)
+    what = (
+        "its tokens at temperature 0 diverged early from the autoregressive server's (not lossless)"
+        if failure_class == FailureClass.NOT_LOSSLESS.value else "a GPU kernel hit an illegal instruction"
+    )
     return _Proposal(
         FixKind.QUARANTINE,
-        f"a GPU kernel hit an illegal instruction: {key} is skipped on {gpu_arch} hosts until lifted "
+        f"{what}: {key} is skipped on {gpu_arch} hosts until lifted "
         f"(`fleet quarantine lift {key}`); retrying the same kernel does not help",
         f"quarantine {key}",
         quarantine=key,

@@ -2,8 +2,9 @@
 
 Each failed result is classified (the root cause the agent read from the server log, or the
 class of the request errors), and `fleet.fixes.autofix` proposes the fix:
-- an illegal instruction quarantines the configuration for that GPU architecture and engine
-  release: its servers not yet started on any host are skipped (each host's `quarantine.json`),
+- an illegal instruction, or tokens that are not lossless (`not_lossless`: the agent's check
+  against the autoregressive server's greedy outputs), quarantines the configuration for that GPU
+  architecture and engine release: its servers not yet started on any host are skipped (each host's `quarantine.json`),
   and later sweeps skip it at planning time, until `fleet quarantine lift`;
 - a fixable failure (memory, context, CUDA graph, port) becomes a variant with its own id, run
   on the same GPUs once the host has finished its current round; the original keeps its failure.
@@ -24,7 +25,7 @@ from fleet.fixes.quarantine import QuarantineEntry, QuarantineKey, QuarantineSto
 from fleet.host.contract import RunResult, RunStatus
 from fleet.host.contract.shard import Shard
 from fleet.host.diagnose.classify import diagnose_text
-from fleet.host.failures import ROOT_CAUSES
+from fleet.host.failures import ROOT_CAUSES, FailureClass
 from fleet.inventory import Host
 from fleet.plan import Hardware, PlannedServer, launch_on
 from fleet.playbook import AutoFix, Playbook, Run
@@ -262,6 +263,8 @@ def classify_result(result: RunResult) -> tuple[str | None, dict[str, Any]]:
     if failure is None:
         return None, {}
     diagnosis = failure.diagnosis or {}
+    if failure.error_class == FailureClass.NOT_LOSSLESS.value:
+        return failure.error_class, {}  # proved by the run record (the check), not by a log line
     if diagnosis.get("failure_class"):
         return str(diagnosis["failure_class"]), dict(diagnosis.get("figures") or {})
     samples = [str(e.get("sample", "")) for e in (result.figures.get("errors") or {}).values()]
