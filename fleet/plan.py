@@ -13,7 +13,9 @@ from typing import Any, TextIO
 
 from fleet.errors import ConfigError
 from fleet.facts import HostFacts
-from fleet.fixes.feasibility import PLANNER_DEFAULT_SGLANG_VERSION, Feasibility, apply_adjustments, check_server, describe_adjustments
+from fleet.fixes.feasibility import (
+    PLANNER_DEFAULT_SGLANG_VERSION, Feasibility, apply_adjustments, check_server, describe_adjustments, hopeless,
+)
 from fleet.fixes.quarantine import QuarantineEntry, QuarantineKey, QuarantineStore, gpu_arch
 from fleet.host.engines.sglang.flags import ArgvError, parse_argv
 from fleet.host.engines.sglang.release import DEFAULT_SIM_RELEASE, KNOWN_RELEASES, ReleaseError, choose_release
@@ -240,6 +242,8 @@ def _decide(
     fits = verdict.plan is not None and verdict.plan.failure is None
     warnings = comparability_warnings(planned.runs, verdict.plan.context_len, verdict.plan.kv_tokens) if fits and verdict.plan else []
     planned = replace(planned, prediction="; ".join([verdict.reason, *warnings]))
+    if hopeless(verdict):  # no run of it can succeed: not started (`--no-memory-check` launches it anyway)
+        return [replace(planned, skip_reason=f"infeasible: {verdict.reason} (--no-memory-check runs it anyway)")]
     if verdict.ok or not verdict.suggestion or playbook.auto_fix is not AutoFix.apply:
         return [planned]
     variant = apply_adjustments(config, verdict.suggestion)

@@ -111,6 +111,27 @@ def check_config(
     return check_server(config, launch, gpu_memory_mib=gpu_memory_mib, engine_version=engine_version, fork=fork)
 
 
+def hopeless(verdict: Feasibility) -> bool:
+    """The memory planner expects the launch to fail and knows no single change that fixes it:
+    planned as infeasible, not run (`fleet plan` says why). A command line the planner's flag
+    tables refuse is not judged here (check_engine_flags refuses the playbook's own flags)."""
+    return not verdict.ok and verdict.failure is not None and verdict.suggestion is None
+
+
+def predicted_failure(
+    config: ServerConfig, failure_class: str, *, engine: str, gpu_memory_mib: int, engine_version: str | None, fork: str | None = None
+) -> str | None:
+    """The planner's verdict when it predicts that `config` (a repair's variant) fails with
+    `failure_class` again; None when it expects otherwise or cannot tell.
+    A repair round never starts such a variant: it would fail the same way, a model load later."""
+    if config.model.card is None:
+        return None
+    verdict = check_config(config, engine=engine, gpu_memory_mib=gpu_memory_mib, engine_version=engine_version, fork=fork)
+    if not verdict.ok and verdict.failure is not None and verdict.failure.failure_class == failure_class:
+        return verdict.reason
+    return None
+
+
 def apply_adjustments(config: ServerConfig, adjustments: Sequence[Adjustment]) -> ServerConfig:
     """A variant of `config` whose settings carry `adjustments` (so its id differs from the
     original's); the original is left as it is. Raises ValueError for a field that is not a
