@@ -40,7 +40,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from fleet.host.agent.lossless import PENDING, Check, Output, compare, outputs_of
+from fleet.host.agent.lossless import PENDING, Check, Output, outputs_of
+from fleet.host.agent.lossless import compare as compare_outputs
 from fleet.host.contract import RunResult, RunStatus
 from fleet.host.failures import FailureClass, root_cause
 from fleet.measure.stats import (
@@ -500,8 +501,8 @@ def rows_of(sweep: SweepData, loaded: Loaded) -> list[Row]:
     group = GroupKey(gpu, bool(simulated), result.engine_release or str(entry.get("engine_release") or "unknown"), int(entry.get("tp") or 0))
     server = result.server or {}
     price = (sweep.hosts[result.host].inventory.get("usd_per_gpu_hour") if result.host in sweep.hosts else None)
-    lossless = result.extras.get("lossless") if isinstance(result.extras.get("lossless"), dict) else {}
-    check = lossless.get("check") if isinstance(lossless.get("check"), dict) else {}
+    lossless = _mapping(result.extras.get("lossless"))
+    check = _mapping(lossless.get("check"))
     divergence = check.get("first_divergence")
     base = dict(
         sweep_id=result.sweep_id, host=result.host, group=group, run_id=result.run_id, label=result.label,
@@ -778,7 +779,7 @@ def lossless_checks(sweeps: Sequence[SweepData]) -> dict[str, tuple[Check, Loade
                 continue
             gpu, _ = gpu_of(sweep.hosts.get(result.host))
             place = (gpu, result.sim_speed is not None, str(record.get("key")))
-            check = record.get("check") if isinstance(record.get("check"), dict) else {}
+            check = _mapping(record.get("check"))
             if record.get("role") == "reference":
                 references.setdefault(place, (result.server_label, outputs))
             elif check.get("verdict") == PENDING:
@@ -787,8 +788,12 @@ def lossless_checks(sweeps: Sequence[SweepData]) -> dict[str, tuple[Check, Loade
     for place, outputs, loaded in candidates:
         found = references.get(place)
         if found is not None:
-            out[loaded.result.run_id] = (compare(outputs, found[1], found[0]), loaded)
+            out[loaded.result.run_id] = (compare_outputs(outputs, found[1], found[0]), loaded)
     return out
+
+
+def _mapping(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
 
 
 def _lossless_verdicts(rows: list[Row], checks: dict[str, tuple[Check, Loaded]]) -> list[FailureRow]:

@@ -85,7 +85,8 @@ def _group_table(group: Group) -> Table:
               "ITL p99", "per-request tok/s", "requests ok/failed", *(["lossless"] if checked else []), "status", "results"]  # fmt: skip
 
     def energy_cells(c: Cell) -> list[Value]:
-        return ([text.summary(c.tokens_per_joule, 3)] if energy else []) + ([text.dollars(c.usd_per_million_tokens)] if priced else [])
+        out: list[Value] = [text.summary(c.tokens_per_joule, 3)] if energy else []
+        return out + ([text.dollars(c.usd_per_million_tokens)] if priced else [])
 
     return Table(
         header,

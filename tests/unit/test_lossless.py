@@ -140,3 +140,35 @@ def test_a_malformed_corruption_is_refused_naming_the_field(bad: dict, says: str
     with pytest.raises(FaultProfileError, match="f.json: corrupt_outputs") as caught:
         parse_fault_profile(bad, "f.json")
     assert says in str(caught.value)
+
+
+def test_the_report_compares_what_the_agent_could_not_and_fails_a_divergent_run(tmp_path) -> None:
+    """A speculative result whose check is pending (no reference on its host) is compared by the
+    report with the autoregressive result of the same host type, model and TP: diverged early on
+    most prompts, it is a not_lossless failure with its positions, and gives no figure."""
+    import shutil
+    from pathlib import Path
+
+    from fleet.host.agent.lossless import Check
+    from fleet.report import load_sweep, render
+    from fleet.report.model import build_report
+
+    source = Path(__file__).resolve().parents[1] / "fixtures" / "report" / "noisy"
+    sweep_dir = tmp_path / "noisy"
+    shutil.copytree(source, sweep_dir)
+    runs = sorted((sweep_dir / "local" / "runs").glob("*.json"))
+    loaded = {path: json.loads(path.read_text()) for path in runs}
+    reference = next(p for p, r in loaded.items() if r["server_label"] == "tp1-autoregressive" and r["status"] == "ok")
+    candidate = next(p for p, r in loaded.items() if r["server_label"] != "tp1-autoregressive" and r["status"] == "ok" and r["workload"]["kind"] != "concurrency")
+    key = "qwen3.6-27b|tp1"
+    loaded[reference]["lossless"] = record("reference", key, outputs(REFERENCE), None)
+    loaded[candidate]["lossless"] = record("candidate", key, outputs(diverged([1, 4, 0, None])), Check(PENDING))
+    for path in (reference, candidate):
+        path.write_text(json.dumps(loaded[path]))
+    report = build_report([load_sweep(sweep_dir)])
+    row = next(r for r in report.rows if r.run_id == loaded[candidate]["run_id"])
+    assert row.status == "failed" and row.lossless == "fail" and row.lossless_divergence == [1, 4, 0, None]
+    assert row.output_tok_s is None and row.passes == [] and row.reason and row.reason.startswith("not_lossless: ")
+    (failure,) = [f for f in report.failures if f.failure_class == "not_lossless"]
+    assert failure.label == loaded[candidate]["label"] and "prose 1, code 4, arithmetic 0, json -" in failure.evidence
+    assert "not_lossless" in render(report, "md").split("## Failures")[1]

@@ -91,8 +91,9 @@ def parse_response(prompt: str, payload: Any) -> Output:
     if not isinstance(payload, Mapping) or not isinstance(payload.get("text"), str):
         raise ValueError(f"expected a /generate answer with a text, got {str(payload)[:200]!r}")
     ids = payload.get("output_ids")
-    valid = isinstance(ids, list) and all(isinstance(i, int) and not isinstance(i, bool) for i in ids)
-    return Output(prompt, tuple(ids) if valid else None, payload["text"])
+    if isinstance(ids, list) and all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
+        return Output(prompt, tuple(ids), payload["text"])
+    return Output(prompt, None, payload["text"])
 
 
 def send_greedy_set(host: str, port: int, timeout_s: float = REQUEST_TIMEOUT_S) -> list[Output]:
