@@ -23,7 +23,7 @@ from rich.text import Text
 
 from fleet import __version__
 from fleet import stdout
-from fleet.errors import ConfigError, FleetError, HostSelectionError
+from fleet.errors import ConfigError, FleetError, HostSelectionError, without_host
 
 # Each command imports what it uses, inside itself: `fleet --help` loads typer and rich only,
 # `fleet facts local` no SSH library, `fleet report` no planner (tests/unit/test_cli_imports.py).
@@ -189,8 +189,17 @@ def _version(value: bool) -> None:
 @app.callback()
 def main(
     version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True, help="Show the version.")] = False,
+    verbose: Annotated[
+        bool, typer.Option("--verbose", "-v", help="Log what fleet does on stderr: each remote command in full where it fails, each retry.")
+    ] = False,
 ) -> None:
     """fleet: provision GPU hosts, plan and run benchmark sweeps, diagnose what failed."""
+    if verbose:  # without it only warnings show (one line each); the remote commands are debug lines
+        import logging
+
+        logging.basicConfig(level=logging.DEBUG, stream=sys.stderr, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+        for noisy in ("paramiko", "invoke", "fabric", "markdown_it"):
+            logging.getLogger(noisy).setLevel(logging.WARNING)
 
 
 @app.command()
@@ -219,9 +228,17 @@ def hosts(
         raise typer.Exit(EXIT_FAILED)
 
 
+def _hosts_given(positional: str | None, option: str | None) -> str | None:
+    """HOSTS as an argument (the older form) or as --hosts, as the other commands take it; not both."""
+    if positional is not None and option is not None and positional != option:
+        _fail(f"HOSTS {positional!r} and --hosts {option!r}: expected the hosts once")
+    return option if option is not None else positional
+
+
 @app.command()
 def facts(
-    hosts_spec: Annotated[Optional[str], typer.Argument(metavar="HOSTS", help="Hosts, groups or `all`.")] = None,
+    hosts_arg: Annotated[Optional[str], typer.Argument(metavar="HOSTS", help="Hosts, groups or `all` (or --hosts).")] = None,
+    hosts_spec: HostsOpt = None,
     refresh: Annotated[bool, typer.Option("--refresh", help="Gather everything again, ignoring the cache.")] = False,
     as_json: JsonOpt = False,
 ) -> None:
@@ -229,7 +246,7 @@ def facts(
     from fleet.connect import facts_of
     from fleet.facts import facts_table
 
-    chosen = _select_hosts(hosts_spec)
+    chosen = _select_hosts(_hosts_given(hosts_arg, hosts_spec))
     outcomes = facts_of(chosen, refresh=refresh)
     if as_json:
         data = {
@@ -240,7 +257,7 @@ def facts(
         if outcomes.succeeded:
             out.print(facts_table(outcomes.succeeded))
         for name, error in outcomes.failed.items():
-            err.print(_plain(f"{name}: {error}", "red"), highlight=False)
+            err.print(_plain(f"{name}: {without_host(name, error)}", "red"), highlight=False, soft_wrap=True)
     if outcomes.failed:
         raise typer.Exit(EXIT_FAILED)
 
@@ -273,7 +290,8 @@ def plan(
 
 @app.command()
 def provision(
-    hosts_spec: Annotated[Optional[str], typer.Argument(metavar="HOSTS", help="Hosts, groups or `all`.")] = None,
+    hosts_arg: Annotated[Optional[str], typer.Argument(metavar="HOSTS", help="Hosts, groups or `all` (or --hosts).")] = None,
+    hosts_spec: HostsOpt = None,
     playbook: PlaybookOpt = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Show what would change (unit diffs, downloads, staging); change nothing.")] = False,
     as_json: JsonOpt = False,
@@ -283,7 +301,7 @@ def provision(
     from fleet.provision.provision import provision_options
     from fleet.views import provision_table
 
-    chosen = _select_hosts(hosts_spec)
+    chosen = _select_hosts(_hosts_given(hosts_arg, hosts_spec))
     book_path = playbook or _default_playbook()
     book = _load_playbook(book_path)
     # Same options as `fleet sweep` and its resume: secrets (HF_TOKEN) from this environment.

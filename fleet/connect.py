@@ -40,7 +40,7 @@ def transport_for(host: Host) -> Transport:
         return LocalTransport(host.name)
     from fleet.transport.ssh import SSHTransport  # paramiko only where SSH is used
 
-    return SSHTransport(host.name, ssh_target(host))
+    return SSHTransport(host.name, ssh_target(host), host.source_file)
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,22 @@ from fleet.host.errors import ContractError as ContractError
 from fleet.host.errors import FleetError as FleetError
 
 
+def short_command(text: str, width: int = 60) -> str:
+    """A command as an error names it: its first line, cut to `width` characters (a facts script
+    is 250 lines: the whole of it went into every connect error and every retry's log line; the
+    whole command is in the debug log, `fleet --verbose`)."""
+    lines = text.strip().splitlines() or [""]
+    first = lines[0]
+    cut = len(lines) > 1 or len(first) > width
+    return (first[:width].rstrip() + " ...") if cut else first
+
+
+def without_host(host: str, error: BaseException) -> str:
+    """An error's text without the `host: ` its message starts with (for a line that names the host)."""
+    text = str(error)
+    return text[len(host) + 2 :] if text.startswith(f"{host}: ") else text
+
+
 class HostSelectionError(FleetError):
     """`--hosts` named something that is neither a host, a group nor `all`."""
 
@@ -71,7 +87,7 @@ class CommandFailed(FleetError):
         self.stdout = stdout
         self.stderr = stderr
         tail = (stderr or stdout).strip().splitlines()[-5:]
-        super().__init__(f"{host}: `{command}` exited {exit_code}" + (": " + " | ".join(tail) if tail else ""))
+        super().__init__(f"{host}: `{short_command(command)}` exited {exit_code}" + (": " + " | ".join(tail) if tail else ""))
 
 
 class EngineConfigError(FleetError):

@@ -30,7 +30,7 @@ from typing import TypeVar
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, wait_exponential
 from tenacity.stop import stop_base
 
-from fleet.errors import TransportError
+from fleet.errors import TransportError, without_host
 
 log = logging.getLogger("fleet.retry")
 
@@ -112,7 +112,7 @@ def retrying(
             host,
             policy.name,
             retry_state.attempt_number,
-            error,
+            without_host(host, error) if error is not None else None,
             retry_state.upcoming_sleep,
         )
 

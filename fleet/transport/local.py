@@ -5,7 +5,8 @@ command behaves the same on a local and an SSH host; a relative "remote" path is
 the home directory too; and like SSH's, its output is framed (fleet.transport.framing): a shell
 that sources a talking startup file here too (BASH_ENV, ~/.zshenv) adds nothing to it. `env` goes
 into the child's environment, never onto its command line. On timeout the command's whole process
-group is killed.
+group is killed. The rsync calls copy in Python (fleet.transport.localcopy), with rsync's
+semantics: a local copy needs no rsync installed.
 """
 
 from __future__ import annotations
@@ -15,14 +16,15 @@ import pwd
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from fleet.errors import CommandFailed, CommandTimeout
 from fleet.host.atomic import atomic_file
 from fleet.transport.base import CommandResult, command_text
 from fleet.transport.framing import Frame, cut, warn_noise
+from fleet.transport.localcopy import copy_tree
 from fleet.transport.process import run_process
-from fleet.transport.rsync import push_source, rsync_transfer
+from fleet.transport.rsync import push_source
 
 _CHUNK = 1 << 20
 
@@ -82,11 +84,18 @@ class LocalTransport:
         ignore_existing: bool = False,
     ) -> CommandResult:
         source = str(self._path(remote)) + ("/" if remote.endswith("/") else "")
-        return rsync_transfer(self.host, source, local, ssh=None, timeout=timeout, delete=delete, excludes=excludes, regular_only=True,
-                              ignore_existing=ignore_existing)
+        return self._copy(source, str(local), timeout, delete=delete, excludes=excludes, regular_only=True, ignore_existing=ignore_existing)
 
     def rsync_push(self, local: Path, remote: str, *, timeout: float, delete: bool = False) -> CommandResult:
-        return rsync_transfer(self.host, push_source(local), self._path(remote), ssh=None, timeout=timeout, delete=delete)
+        dest = str(self._path(remote)) + ("/" if remote.endswith("/") else "")
+        return self._copy(push_source(local), dest, timeout, delete=delete)
+
+    def _copy(self, source: str, dest: str, timeout: float, **options: Any) -> CommandResult:
+        """rsync's copy done in Python (fleet.transport.localcopy): no rsync needed on one machine."""
+        started = time.monotonic()
+        what = f"copy {source} -> {dest}"
+        outcome = copy_tree(source, dest, deadline=started + timeout, what=what, host=self.host, **options)
+        return CommandResult(self.host, what, outcome.exit_code, "", outcome.stderr, time.monotonic() - started)
 
     def close(self) -> None:
         """Nothing to release: every call is its own process."""

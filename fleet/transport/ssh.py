@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO, TypeVar
 
-from fleet.errors import CommandFailed, CommandTimeout, ConnectionLost, ConnectTimeout, HostKeyError, TransportError
+from fleet.errors import CommandFailed, CommandTimeout, ConnectionLost, ConnectTimeout, HostKeyError, TransportError, short_command
 from fleet.host.atomic import atomic_file
 from fleet.transport.base import CommandResult, command_text, env_exports
 from fleet.transport.framing import Frame, Unframer, cut, warn_noise
@@ -78,9 +78,10 @@ class _ExecOutcome:
 class SSHTransport:
     """One SSH host. Not thread-safe: one caller at a time (fan-out gives each host a thread)."""
 
-    def __init__(self, host: str, target: SSHTarget) -> None:
+    def __init__(self, host: str, target: SSHTarget, host_file: Path | None = None) -> None:
         self.host = host
         self.target = target
+        self.host_file = host_file  # named in a connect failure's message: the fields to check are there
         self._lock = threading.Lock()
         self._conn: Connection | None = None
         # Bumped whenever the connection is dropped, so that a worker abandoned by a timed-out
@@ -106,7 +107,7 @@ class SSHTransport:
             source = io.BytesIO(stdin) if stdin is not None else None
             return self._exec(epoch, text, stdin=source, env_exports=exports, call=call)
 
-        outcome = self._bounded(f"`{text}`", timeout, work)
+        outcome = self._bounded(f"`{short_command(text)}`", timeout, work, full=text)
         result = CommandResult.from_output(
             self.host, text, outcome.exit_code, outcome.stdout, outcome.stderr, time.monotonic() - started
         )
@@ -172,8 +173,10 @@ class SSHTransport:
 
     # ------------------------------------------------------------------------- deadline guard
 
-    def _bounded(self, what: str, timeout: float, work: Callable[[_Call, int], T]) -> T:
-        """Run `work` in a worker thread; return or raise within `timeout` whatever the link does."""
+    def _bounded(self, what: str, timeout: float, work: Callable[[_Call, int], T], full: str | None = None) -> T:
+        """Run `work` in a worker thread; return or raise within `timeout` whatever the link does.
+        `what` names the call in an error (one line); `full`, the whole command, goes to the debug
+        log only (`fleet --verbose`)."""
         call = _Call()
         with self._lock:
             epoch = self._epoch
@@ -191,19 +194,25 @@ class SSHTransport:
         threading.Thread(target=worker, name=f"fleet-ssh-{self.host}", daemon=True).start()
         if not done.wait(timeout):
             self._drop()
+            log.debug("%s: %s: no answer within %gs; the command:\n%s", self.host, what, timeout, full or what)
             if call.started:
                 raise CommandTimeout(
                     self.host,
                     f"{what} did not finish within {timeout:g}s (link down or command too slow); "
                     "dropped the connection; the command may still be running on the host",
                 )
-            raise ConnectTimeout(self.host, f"{what}: could not connect within {timeout:g}s; the command did not start")
+            raise ConnectTimeout(
+                self.host,
+                f"cannot connect to {self._where()}: timed out after {timeout:g}s (host down, link cut, or a firewall drops "
+                f"the packets); {what} did not start; {self._check('address', 'port')}",
+            )
         if "error" in box:
+            log.debug("%s: %s failed (%s); the command:\n%s", self.host, what, box["error"], full or what)
             raise self._translate(box["error"], what, call)  # type: ignore[arg-type]
         return box["value"]  # type: ignore[return-value]
 
     def _translate(self, exc: BaseException, what: str, call: _Call) -> BaseException:
-        from fleet.transport.sshlink import classify_exception, host_key_hint
+        from fleet.transport.sshlink import classify_exception, connect_failure, host_key_hint
 
         error_class = classify_exception(exc)
         if error_class is None or isinstance(exc, TransportError):
@@ -212,7 +221,10 @@ class SSHTransport:
             return exc
         self._drop()
         if error_class is HostKeyError:
-            message = host_key_hint(exc, self.target.known_hosts)
+            message = f"{host_key_hint(exc, self.target.known_hosts)}; {self._check('known_hosts', 'host_key_policy')}"
+        elif not call.started:  # nothing ran: the connection itself failed
+            cause, fields = connect_failure(exc, self.target)
+            message = f"cannot connect to {self._where()}: {cause}; {self._check(*fields)}"
         else:
             message = f"{what}: {type(exc).__name__}: {str(exc) or 'the host closed the connection'}"
             if error_class is ConnectionLost and call.started:
@@ -220,6 +232,14 @@ class SSHTransport:
         error = error_class(self.host, message)
         error.__cause__ = exc
         return error
+
+    def _where(self) -> str:
+        user = f"{self.target.user}@" if self.target.user else ""
+        return f"{user}{self.target.address or self.target.ssh_alias}:{self.target.port or 22}"
+
+    def _check(self, *fields: str) -> str:
+        named = ", ".join(f"`{f}`" for f in fields)
+        return f"check {named} in {self.host_file}" if self.host_file else f"check {named} in the host file"
 
     # ----------------------------------------------------------------------------- connection
 

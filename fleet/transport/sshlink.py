@@ -11,6 +11,7 @@ command.
 from __future__ import annotations
 
 import atexit
+import errno
 import logging
 import math
 import os
@@ -97,6 +98,35 @@ def classify_exception(exc: BaseException) -> type[TransportError] | None:
         # Refused, reset, broken pipe, no route, DNS, "session not active", channel refused.
         return ConnectionLost
     return None
+
+
+def connect_failure(exc: BaseException, target: SSHTarget) -> tuple[str, tuple[str, ...]]:
+    """Why a connection to `target` failed, in words, and the host file fields to check."""
+    if isinstance(exc, (paramiko.BadHostKeyException, UnknownHostKey)):
+        return "host key refused", ("known_hosts", "host_key_policy")
+    if isinstance(exc, paramiko.AuthenticationException) or (
+        isinstance(exc, paramiko.SSHException) and "No authentication methods available" in str(exc)
+    ):
+        key = f" with {target.identity_file}" if target.identity_file else " with the default keys and agent"
+        return f"authentication failed for user {target.user or '(default)'}{key}", ("user", "identity_file")
+    causes: list[BaseException] = [exc]
+    if isinstance(exc, paramiko.ssh_exception.NoValidConnectionsError):
+        causes = list(exc.errors.values()) or causes
+    for cause in causes:
+        number = getattr(cause, "errno", None)
+        if isinstance(cause, ConnectionRefusedError) or number == errno.ECONNREFUSED:
+            return "connection refused (no sshd listens on that port, or the host is booting)", ("port", "address")
+        if number in (errno.EHOSTUNREACH, errno.ENETUNREACH):
+            return "no route to the host (down, or not on a network this machine reaches)", ("address",)
+        if isinstance(cause, socket.gaierror):
+            return f"cannot resolve {target.address or target.ssh_alias} ({cause.strerror or cause})", ("address", "ssh_alias")
+        if isinstance(cause, TimeoutError) or number == errno.ETIMEDOUT:
+            return "timed out (host down, link cut, or a firewall drops the packets)", ("address", "port")
+    if isinstance(exc, paramiko.SSHException) and "banner" in str(exc):
+        return "timed out waiting for the SSH banner (not an SSH server on that port, or an overloaded one)", ("port", "address")
+    if isinstance(exc, (EOFError, ConnectionResetError)):
+        return "the host closed the connection during the SSH handshake", ("address", "port")
+    return f"{type(exc).__name__}: {str(exc) or 'the host closed the connection'}", ("address", "port")
 
 
 def host_key_hint(exc: BaseException, known_hosts: Path) -> str:
