@@ -47,8 +47,17 @@ app = typer.Typer(
     rich_markup_mode=None,
     pretty_exceptions_enable=False,
 )
-out = Console()
-err = Console(stderr=True)
+def _console(stderr: bool = False) -> Console:
+    """A console that wraps at the terminal's width on a terminal, and not at all where output is
+    piped or written to a file (rich's 80 columns cut messages and paths in the middle)."""
+    stream = sys.stderr if stderr else sys.stdout
+    piped = not stream.isatty() and not os.environ.get("COLUMNS")
+    return Console(stderr=stderr, width=PIPED_WIDTH if piped else None)
+
+
+PIPED_WIDTH = 1000
+out = _console()
+err = _console(stderr=True)
 
 HostsOpt = Annotated[
     Optional[str],
@@ -501,7 +510,10 @@ def sweep(
         err.print(_plain(f"{host} takes no part: {reason}", "red"), highlight=False)
     # Under --json stdout holds JSON lines only (the summary event names the folder); the rest goes to stderr.
     note = err if as_json else out
-    note.print(f"results: {outcome.directory}/<host>/runs/ (summary: {outcome.directory}/summary.json)", highlight=False, soft_wrap=True)
+    from fleet.views import results_lines
+
+    for line in results_lines(outcome.directory, sorted(outcome.statuses)):
+        note.print(line, highlight=False, soft_wrap=True, markup=False)
     if outcome.interrupted:
         note.print(f"the agents work on: `fleet status {outcome.sweep_id}`, `fleet sweep --resume {outcome.sweep_id}`", highlight=False, soft_wrap=True)
         raise typer.Exit(130)

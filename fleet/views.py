@@ -100,14 +100,30 @@ def provision_table(reports, dry_run: bool = False) -> Table:
     """One row per host: ok / changed / failed, what changed and why a host failed."""
     title = "provision (dry run: nothing was changed)" if dry_run else "provision"
     table = Table(title=title, title_justify="left", show_lines=True)
-    for column in ("host", "status", "changes", "reason", "time"):
+    for column in ("host", "status", "changes", "reason / warnings", "time"):
         table.add_column(column)
     styles = {"ok": "green", "changed": "yellow", "failed": "bold red"}
     for report in reports:
         changes = "\n".join(f"{c.action}: {c.detail}" for c in report.changes) or "-"
         status = ("would change" if dry_run and report.status == "changed" else report.status)
-        table.add_row(report.host, Text(status, style=styles[report.status]), changes, report.reason or "", duration(report.seconds))
+        reason = Text(report.reason or "", style="red" if report.status == "failed" else "")
+        for warning in preflight_warnings(report):
+            reason.append(("\n" if reason.plain else "") + warning, style="yellow")
+        table.add_row(report.host, Text(status, style=styles[report.status]), changes, reason, duration(report.seconds))
     return table
+
+
+def preflight_warnings(report) -> list[str]:
+    """A host's preflight warnings (a driver older than the toolkit, ...), one line each with its hint."""
+    if report.preflight is None:
+        return []
+    return [f"warning: {c.rule_id}: {c.message}" + (f" (fix: {c.hint})" if c.hint else "") for c in report.preflight.warnings]
+
+
+def results_lines(directory, hosts: Sequence[str]) -> list[str]:
+    """Where a sweep's results are, by host, and the command that reports on them."""
+    runs = ", ".join(f"{directory}/{host}/runs/" for host in hosts) or f"{directory}/"
+    return [f"results: {runs} (summary: {directory}/summary.json)", f"report: fleet report {directory}"]
 
 
 def sweep_table(statuses, title: str = "sweep", etas: Mapping[str, float] | None = None) -> Table:

@@ -477,12 +477,14 @@ def _finish(
         # Finished: every run has its result, though a host given up on may have left it to others.
         others_done = all(st.phase is Phase.FINISHED for name, st in statuses.items() if name not in given_up)
         record.state = "finished" if others_done and not record.not_run and not missing else "incomplete"
-    record.save(ctx.directory)
-    summary = summarize(ctx.directory, swept, statuses)
-    summary.update(lost=record.lost, not_run=record.not_run, moved=len(record.moves), missing=missing)
     fixes = ctx.fixer.records if ctx.fixer is not None else []
-    if ctx.fixer is not None:
-        summary["fixes"] = [fix.__dict__ for fix in fixes]
+    # The record is the history: what earlier controllers of this sweep saw (before a resume) adds up.
+    earlier = record.add_history({name: host_counts(st) for name, st in statuses.items()}, [fix.__dict__ for fix in fixes])
+    record.save(ctx.directory)
+    summary = summarize(ctx.directory, swept, statuses, earlier)
+    summary.update(lost=record.lost, not_run=record.not_run, moved=len(record.moves), missing=missing)
+    if ctx.fixer is not None or record.fixes:
+        summary["fixes"] = list(record.fixes)
     write_json_atomic(ctx.directory / SUMMARY, summary)
     results = swept.results
     try:
@@ -552,7 +554,18 @@ def _without_result(swept: SweepResults, drivers: Sequence[HostDriver]) -> list[
     return sorted({run.run_id for d in drivers if d.host.name not in given_up for _, run in d.shard.runs if (d.host.name, run.run_id) not in have})
 
 
-def summarize(directory: Path, swept: SweepResults, statuses: dict[str, HostStatus]) -> dict[str, Any]:
+COUNTERS = ("reboots", "agent_restarts", "link_drops")
+
+
+def host_counts(status: HostStatus) -> dict[str, int]:
+    return {name: int(getattr(status, name)) for name in COUNTERS}
+
+
+def summarize(
+    directory: Path, swept: SweepResults, statuses: dict[str, HostStatus], earlier: Mapping[str, Mapping[str, int]] | None = None
+) -> dict[str, Any]:
+    """`earlier`: what the sweep's earlier controllers counted per host (sweep.json's `counts`
+    before this one's were added): a resumed sweep's summary holds its whole history."""
     by_status: dict[str, int] = {}
     for result in swept.results:
         by_status[result.status.value] = by_status.get(result.status.value, 0) + 1
@@ -562,7 +575,7 @@ def summarize(directory: Path, swept: SweepResults, statuses: dict[str, HostStat
         "by_status": by_status,
         "unreadable": swept.rejected,
         "hosts": {
-            name: {"phase": s.phase.value, "reboots": s.reboots, "agent_restarts": s.agent_restarts, "link_drops": s.link_drops, "last_error": s.last_error}
+            name: {"phase": s.phase.value, **{k: n + (earlier or {}).get(name, {}).get(k, 0) for k, n in host_counts(s).items()}, "last_error": s.last_error}
             for name, s in statuses.items()
         },
     }

@@ -9,7 +9,7 @@ import json
 import re
 import secrets
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from functools import cached_property
@@ -89,6 +89,24 @@ class SweepRecord:
     # The playbook file the sweep started from (absolute; "" in records made before it was kept):
     # a resume runs the sweep's copy, and says so where this file changed or is gone.
     playbook_path: str = ""
+    # The sweep's history across controllers (a resume is a new one): per host, the reboots, link
+    # drops and agent restarts each controller saw, added up; every fix decided. summary.json
+    # reports these, not what the last controller alone remembers.
+    counts: dict[str, dict[str, int]] = field(default_factory=dict)
+    fixes: list[dict[str, Any]] = field(default_factory=list)
+
+    def add_history(self, seen: Mapping[str, Mapping[str, int]], fixes: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, int]]:
+        """Add what one controller saw (host -> counter -> count, its fixes) to the record's
+        history; returns the counts as they were before (what earlier controllers saw)."""
+        earlier = {host: dict(counters) for host, counters in self.counts.items()}
+        for host, counters in seen.items():
+            total = self.counts.setdefault(host, {})
+            for name, count in counters.items():
+                total[name] = int(total.get(name, 0)) + int(count)
+        for fix in fixes:
+            if dict(fix) not in self.fixes:
+                self.fixes.append(dict(fix))
+        return earlier
 
     def save(self, directory: Path) -> None:
         write_json_atomic(directory / SWEEP_RECORD, self.__dict__)
@@ -112,6 +130,13 @@ class SweepRecord:
         for i, name in enumerate(record.hosts):
             if not isinstance(name, str) or not re.fullmatch(NAME_PATTERN, name):
                 raise ConfigError(path, f"hosts[{i}]", f"a host name matching {NAME_PATTERN}", name)
+        counts = record.counts
+        if not isinstance(counts, dict) or not all(
+            isinstance(c, dict) and all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in c.values()) for c in counts.values()
+        ):
+            raise ConfigError(path, "counts", "host -> counter -> a count (non-negative integers)", counts)
+        if not isinstance(record.fixes, list) or not all(isinstance(f, dict) for f in record.fixes):
+            raise ConfigError(path, "fixes", "a list of fix records (objects)", record.fixes)
         return record
 
     def playbook_notes(self, directory: Path) -> list[str]:
