@@ -17,7 +17,8 @@ from fleet.fixes.feasibility import (
     PLANNER_DEFAULT_SGLANG_VERSION, Feasibility, apply_adjustments, check_server, describe_adjustments, hopeless,
 )
 from fleet.fixes.quarantine import QuarantineEntry, QuarantineKey, QuarantineStore, gpu_arch
-from fleet.host.engines.sglang.flags import ArgvError, parse_argv
+from fleet.host.engines.sglang.args import UPSTREAM_ALGORITHMS
+from fleet.host.engines.sglang.flags import FORK_ALGORITHMS, ArgvError, parse_argv
 from fleet.host.engines.sglang.release import DEFAULT_SIM_RELEASE, KNOWN_RELEASES, ReleaseError, choose_release
 from fleet.host.nvidia_smi import KNOWN_GPUS, plays_declared
 from fleet.inventory import EngineKind, Host
@@ -281,9 +282,20 @@ def _flag_fields(playbook: Playbook) -> list[tuple[str, Mapping[str, FlagValue]]
     return fields
 
 
+def known_algorithms(fork: str | None) -> tuple[str, ...]:
+    """The speculative algorithms SGLang's `SpeculativeAlgorithm.from_string` takes (the releases
+    fleet knows agree; NEXTN is EAGLE's alias), with the host's fork's own first, then every other
+    fork's: a fork algorithm planned on an upstream host is the launch's "fork flags" note (its
+    engine may be the fork under another name), a name no engine knows is a typo."""
+    own = sorted(FORK_ALGORITHMS.get(fork, ())) if fork else []
+    others = sorted(a for name, algorithms in FORK_ALGORITHMS.items() if name != fork for a in algorithms)
+    return (*UPSTREAM_ALGORITHMS, "NEXTN", *own, *others)
+
+
 def check_engine_flags(playbook: Playbook, hosts: Sequence[Host], hardware: Mapping[str, Hardware] | None = None) -> None:
-    """Every engine flag the playbook sets must be one the parser of each host's SGLang release
-    (and fork) accepts, with a value it accepts: checked at plan time, so a typo fails with a
+    """Every speculative algorithm the playbook names must be one each host's SGLang release and
+    fork knows (a misspelt `DFLAHS` started servers that failed), and every engine flag it sets one
+    the parser of that release (and fork) accepts, with a value it accepts: checked at plan time, so a typo fails with a
     ConfigError naming the playbook field before any host is contacted, not as the server's
     `unrecognized arguments` after a launch. A host whose version is not known yet (no pin, no
     facts) accepts a flag any known release accepts."""
@@ -292,6 +304,13 @@ def check_engine_flags(playbook: Playbook, hosts: Sequence[Host], hardware: Mapp
         releases = [known.engine_release] if known.engine_version else list(KNOWN_RELEASES)
         fork = host.engine.engine_fork
         engine = f"SGLang {' or '.join(releases)}" + (f" ({fork} fork)" if fork else "")
+        algorithms = known_algorithms(fork)
+        for name, method in playbook.methods.items():
+            if method.algorithm is not None and method.algorithm not in algorithms:
+                raise ConfigError(
+                    playbook.source_file, f"methods.{name}.algorithm",
+                    f"a speculative algorithm {engine} knows (host {host.name}: {', '.join(algorithms)})", method.algorithm,
+                )  # fmt: skip
         for field_name, flags in _flag_fields(playbook):
             for key, value in flags.items():
                 problems = []

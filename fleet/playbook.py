@@ -96,7 +96,7 @@ class ModelRef(StrictModel):
 class MethodSpec(StrictModel):
     """A decoding method: how the engine is told to decode. No `algorithm` = autoregressive."""
 
-    algorithm: Token | None = Field(default=None, description="DFLASH, DDTREE, EAGLE, EAGLE3, NGRAM, ... or a plugin's name")
+    algorithm: Token | None = Field(default=None, description="DFLASH, DDTREE (the ddtree fork), EAGLE, EAGLE3, NEXTN, NGRAM: checked at plan time against each host's release and fork")
     draft: Name | None = Field(default=None, description="a key of `drafts`")
     num_draft_tokens: Int | None = Field(default=None, ge=1, le=1024)
     num_steps: Int | None = Field(default=None, ge=1, le=256)

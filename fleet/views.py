@@ -123,7 +123,7 @@ def preflight_warnings(report) -> list[str]:
 def results_lines(directory, hosts: Sequence[str]) -> list[str]:
     """Where a sweep's results are, by host, and the command that reports on them."""
     runs = ", ".join(f"{directory}/{host}/runs/" for host in hosts) or f"{directory}/"
-    return [f"results: {runs} (summary: {directory}/summary.json)", f"report: fleet report {directory}"]
+    return [f"results: {runs} (summary: {directory}/summary.json; tables and plots: fleet report {directory})"]
 
 
 def sweep_table(statuses, title: str = "sweep", etas: Mapping[str, float] | None = None) -> Table:
