@@ -64,19 +64,23 @@ def calls(fleet: TimedFleet) -> int:
 def test_a_second_resume_is_refused_before_it_contacts_any_host(tmp_path: Path) -> None:
     fleet = TimedFleet([make_host("ct200"), make_host("ct201")], sweep_id=SWEEP)
     detached(tmp_path, fleet)
-    inside, go_on = threading.Event(), threading.Event()
-    agent = fleet.agent["ct201"]
+    # The first resume, mid-sweep, held in a poll of each host: between the two counts of calls
+    # below nothing of its own runs (a count taken while one of its hosts' loops went on grew by
+    # that loop's calls, and read as the refused controller's).
+    inside = {name: threading.Event() for name in ("ct200", "ct201")}
+    go_on = threading.Event()
+    for name, held in inside.items():
 
-    def hold(_t: FakeTransport, _c: Call) -> None:  # the first resume, mid-sweep
-        inside.set()
-        assert go_on.wait(30)
+        def hold(_t: FakeTransport, _c: Call, held: threading.Event = held) -> None:
+            held.set()
+            assert go_on.wait(30)
 
-    fleet.t["ct201"].on(lambda c: c.command == agent.poll_command, hold, times=1)
+        fleet.t[name].on(lambda c, name=name: c.command == fleet.agent[name].poll_command, hold, times=1)
     box: list[controller.SweepOutcome] = []
     first = threading.Thread(target=lambda: box.append(resume(tmp_path, fleet)))
     first.start()
     try:
-        assert inside.wait(30)
+        assert all(held.wait(30) for held in inside.values())
         before = calls(fleet)
         with pytest.raises(SweepBusy) as refused:
             resume(tmp_path, fleet, connect=lambda host: pytest.fail(f"the refused controller connected to {host.name}"))
