@@ -96,6 +96,13 @@ def outcome_of(code: int, controller: Controller) -> str:
     return f"{summary.get('state', 'no summary')}, exit {code}"
 
 
+def why(code: int, controller: Controller) -> str:
+    """An assertion's message on a sweep's end: its outcome and what the summary says made it so."""
+    summary = controller.summary() or {}
+    said = {key: summary.get(key) for key in ("by_status", "unreadable", "missing", "lost", "not_run", "hosts") if summary.get(key)}
+    return f"{outcome_of(code, controller)}: {json.dumps(said)[:3000]}\n{controller.stderr()[-3000:]}"
+
+
 def result_of(sc: Scenario, sweep_id: str, host: str, run_label_part: str) -> list[dict[str, Any]]:
     return [json.loads(p.read_text()) for p in sorted((sc.results / sweep_id / host / "runs").glob("*.json")) if run_label_part in json.loads(p.read_text())["label"]]
 
@@ -251,7 +258,7 @@ def test_reboot_during_staging_and_during_a_pull(scenario) -> None:
         row(sc, "reboot", "pull", 1, accounting, left, notice(controller, pull_at, trouble("ct201")), outcome),
     ]
     assert_clean(accounting, left, controller)
-    assert code == 0 and (controller.summary() or {}).get("state") == "finished", outcome
+    assert code == 0 and (controller.summary() or {}).get("state") == "finished", why(code, controller)
     assert all(status == "ok" for status in accounting.statuses.values()), accounting.statuses
     assert all(r.notice_s is not None for r in rows), rows
 
@@ -284,7 +291,7 @@ def test_reboot_at_server_start_and_mid_workload_and_a_killed_agent(scenario) ->
         row(sc, "agent killed (SIGKILL)", "mid-workload", 1, accounting, left, notice(controller, agent_at, trouble("ct201")), outcome),
     ]
     assert_clean(accounting, left, controller)
-    assert code == 0 and (controller.summary() or {}).get("state") == "finished", outcome
+    assert code == 0 and (controller.summary() or {}).get("state") == "finished", why(code, controller)
     assert len(reboots) == 2, reboots
     assert all(r.notice_s is not None for r in rows), rows
 
@@ -344,7 +351,7 @@ def test_link_drops_of_seconds_and_minutes_and_connection_refused(scenario) -> N
         row(sc, "link drop 70 s", "mid-workload", 1, accounting, left, notice(controller, at["ct202"], trouble("ct202")), outcome),
     ]
     assert_clean(accounting, left, controller)
-    assert code == 0 and (controller.summary() or {}).get("state") == "finished", outcome
+    assert code == 0 and (controller.summary() or {}).get("state") == "finished", why(code, controller)
     # A 5 s drop may be ridden out by TCP alone (the open session's packets are retransmitted once
     # the link is back: no call fails, nothing to report); the longer outages must be seen.
     assert rows[1].notice_s is not None and rows[2].notice_s is not None, rows
@@ -378,7 +385,7 @@ def test_controller_killed_while_provisioning(scenario) -> None:
     code, accounting, left = finish(sc, again, sweep_id, ["ct200"])
     row(sc, "controller killed", "provision/staging", 1, accounting, left, noticed, outcome_of(code, again))
     assert_clean(accounting, left, again)
-    assert code == 0 and (again.summary() or {}).get("state") == "finished", outcome_of(code, again)
+    assert code == 0 and (again.summary() or {}).get("state") == "finished", why(code, again)
 
 
 def test_controller_killed_at_server_start_mid_workload_and_pull(scenario) -> None:
@@ -411,7 +418,7 @@ def test_controller_killed_at_server_start_mid_workload_and_pull(scenario) -> No
     for phase, injected, noticed in rows_in:
         row(sc, "controller killed", phase, injected, accounting, left, noticed, outcome_of(code, controller))
     assert_clean(accounting, left, controller)
-    assert code == 0 and (controller.summary() or {}).get("state") == "finished", outcome_of(code, controller)
+    assert code == 0 and (controller.summary() or {}).get("state") == "finished", why(code, controller)
     assert all(status == "ok" for status in accounting.statuses.values()), accounting.statuses
 
 
