@@ -289,7 +289,7 @@ def plan(
     except ConfigError as exc:  # an engine flag the hosts' release refuses: the playbook's fault
         _fail(str(exc))
     if as_json:
-        print(json.dumps(result.to_json(), indent=2))
+        result.write_json(sys.stdout)  # run by run: a 50k-run plan's text is never whole in memory
     else:
         for renderable in plan_tables(result):
             out.print(renderable)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field, fields
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -116,15 +117,23 @@ def load_model_card(name_or_path: str | Path) -> ModelCard:
         return _card_from_hf_dir(path)
     if path.is_file():
         return card_from_dict(_read_json(path), path)
-    shipped = SHIPPED_CARDS_DIR / f"{str(name_or_path).lower()}.json"
-    if shipped.is_file():
-        return card_from_dict(_read_json(shipped), shipped)
+    shipped = _shipped_card(str(name_or_path).lower())
+    if shipped is not None:
+        return shipped
     raise ConfigError(
         str(name_or_path),
         "",
         f"a shipped model card name ({', '.join(shipped_card_names())}), a JSON card file "
         "or a model directory containing config.json",
     )
+
+
+@lru_cache(maxsize=None)
+def _shipped_card(name: str) -> ModelCard | None:
+    """A card shipped with fleet (package data, read once per process: a plan loads the card of
+    every server it checks), None where there is none of that name."""
+    path = SHIPPED_CARDS_DIR / f"{name}.json"
+    return card_from_dict(_read_json(path), path) if path.is_file() else None
 
 
 def card_from_dict(data: Any, origin: Path | str) -> ModelCard:

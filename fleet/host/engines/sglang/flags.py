@@ -142,9 +142,11 @@ def flag_for(release: str, name: str) -> str:
     return option
 
 
+@lru_cache(maxsize=None)
 def every_spelling(name: str) -> frozenset[str]:
     """Every option string of fleet's setting `name` in any known release (to spot a playbook's
-    free-form `flags` that would set what fleet renders itself)."""
+    free-form `flags` that would set what fleet renders itself). Cached: the flag tables are data
+    shipped with fleet, and a plan asks this for every server (9 s of a 50k-run plan)."""
     spellings: set[str] = set()
     for release in KNOWN_RELEASES:
         dest = fleet_field(release, name)
