@@ -55,7 +55,7 @@ def _console(stderr: bool = False) -> Console:
     return Console(stderr=stderr, width=PIPED_WIDTH if piped else None)
 
 
-PIPED_WIDTH = 1000
+PIPED_WIDTH = 200  # tables; messages are printed unwrapped (soft_wrap) whatever the width
 out = _console()
 err = _console(stderr=True)
 
@@ -505,9 +505,9 @@ def sweep(
     except (SweepError, FleetError) as exc:
         _fail(str(exc), EXIT_FAILED)
     for fix in outcome.fixes:
-        err.print(_plain(f"{fix.host}: {fix.label}: {fix.failure_class} -> {fix.action}: {fix.description}", "yellow"), highlight=False)
+        err.print(_plain(f"{fix.host}: {fix.label}: {fix.failure_class} -> {fix.action}: {fix.description}", "yellow"), highlight=False, soft_wrap=True)
     for host, reason in outcome.excluded.items():
-        err.print(_plain(f"{host} takes no part: {reason}", "red"), highlight=False)
+        err.print(_plain(f"{host} takes no part: {reason}", "red"), highlight=False, soft_wrap=True)
     # Under --json stdout holds JSON lines only (the summary event names the folder); the rest goes to stderr.
     note = err if as_json else out
     from fleet.views import results_lines
@@ -518,16 +518,16 @@ def sweep(
         note.print(f"the agents work on: `fleet status {outcome.sweep_id}`, `fleet sweep --resume {outcome.sweep_id}`", highlight=False, soft_wrap=True)
         raise typer.Exit(130)
     for host, reason in outcome.lost.items():
-        err.print(_plain(f"{host} was given up on ({reason}); its runs without a result went to the other hosts, or are counted below as run nowhere", "red"), highlight=False)
+        err.print(_plain(f"{host} was given up on ({reason}); its runs without a result went to the other hosts, or are counted below as run nowhere", "red"), highlight=False, soft_wrap=True)
     if outcome.not_run:
         reasons = sorted(set(outcome.not_run.values()))
-        err.print(_plain(f"{len(outcome.not_run)} runs ran nowhere: " + "; ".join(reasons[:5]), "red"), highlight=False)
+        err.print(_plain(f"{len(outcome.not_run)} runs ran nowhere: " + "; ".join(reasons[:5]), "red"), highlight=False, soft_wrap=True)
     if outcome.missing:
         shown = ", ".join(outcome.missing[:10]) + (", ..." if len(outcome.missing) > 10 else "")
-        err.print(_plain(f"{len(outcome.missing)} runs have no result fleet can read ({shown}): see `missing` and `unreadable` in summary.json", "red"), highlight=False)
+        err.print(_plain(f"{len(outcome.missing)} runs have no result fleet can read ({shown}): see `missing` and `unreadable` in summary.json", "red"), highlight=False, soft_wrap=True)
     if outcome.unreadable:
         shown = ", ".join(outcome.unreadable[:5]) + (", ..." if len(outcome.unreadable) > 5 else "")
-        err.print(_plain(f"{len(outcome.unreadable)} files the hosts sent back are not results fleet accepts, set aside ({shown}): why in summary.json's `unreadable`", "red"), highlight=False)
+        err.print(_plain(f"{len(outcome.unreadable)} files the hosts sent back are not results fleet accepts, set aside ({shown}): why in summary.json's `unreadable`", "red"), highlight=False, soft_wrap=True)
     if outcome.exit_code:
         raise typer.Exit(outcome.exit_code)
 
@@ -710,7 +710,7 @@ def run() -> None:  # pragma: no cover - console entry for `python -m fleet`
     except SystemExit as done:  # how click's standalone mode ends every command
         code = done.code
     except FleetError as exc:
-        err.print(_plain("error: ", "bold red") + _plain(str(exc)), highlight=False)
+        err.print(_plain("error: ", "bold red") + _plain(str(exc)), highlight=False, soft_wrap=True)
         code = EXIT_FAILED
     except OSError:
         if stdout.Loss.error is None:
@@ -721,6 +721,6 @@ def run() -> None:  # pragma: no cover - console entry for `python -m fleet`
         sys.stdout.flush()
     lost = stdout.Loss.error
     if lost is not None and lost.errno != errno.EPIPE and not stdout.Loss.said:  # a reader gone (`| head`) is its choice
-        err.print(_plain("error: ", "bold red") + _plain(f"stdout: expected a writable output, got {lost.strerror!r}"), highlight=False)
+        err.print(_plain("error: ", "bold red") + _plain(f"stdout: expected a writable output, got {lost.strerror!r}"), highlight=False, soft_wrap=True)
         code = EXIT_USAGE
     sys.exit(code)
