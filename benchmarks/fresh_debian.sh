@@ -31,6 +31,10 @@ for suite in "${@:-bookworm trixie}"; do
     fi
     rm -rf "$root" && cp -a "$root.pristine" "$root"
     cp /etc/resolv.conf "$root/etc/resolv.conf"
+    # This machine's way out, not part of a fresh Debian: its CA bundle (a TLS-inspecting proxy
+    # signs what pip fetches) and its pip.conf, when it has them.
+    [ -f /etc/ssl/certs/ca-certificates.crt ] && cp /etc/ssl/certs/ca-certificates.crt "$root/etc/ssl/certs/ca-certificates.crt"
+    [ -f /etc/pip.conf ] && cp /etc/pip.conf "$root/etc/pip.conf"
     mkdir -p "$root/root/fleet"
     (cd "$repo" && git ls-files -z -c -o --exclude-standard | xargs -0 -I{} sh -c 'test -e "{}" && printf "%s\0" "{}"' | tar --null -T - -cf -) | tar -C "$root/root/fleet" -xf -
     echo "   $(chroot "$root" sh -c '. /etc/os-release; echo "$PRETTY_NAME"'); $(chroot "$root" python3 --version);" \
