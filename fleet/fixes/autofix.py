@@ -125,6 +125,7 @@ def propose_fix(
     gpu_arch: str | None = None,
     original_config_id: str | None = None,
     engine_fork: str | None = ENGINE_DEFAULT_FORK,
+    trust_planner: bool = True,
 ) -> Fix | None:
     """The fix for `run` (of server `config`) that failed with `failure_class`, or None when there
     is none (an unfixable class, nothing left to change, or the attempts are used up).
@@ -133,7 +134,9 @@ def propose_fix(
     `limits.max_fix_attempts` bounds it. `engine` / `engine_version` / `gpu_memory_mib` / `gpu_arch`
     ("sm_120") describe the host the run failed on, `engine_fork` its engine's fork (`engine.fork`;
     default: the engine kind's). `original_config_id`: the configuration the chain of fixes started
-    from (default: `config`'s own id)."""
+    from (default: `config`'s own id). `trust_planner`: no variant the memory planner predicts to
+    fail the same way is proposed (a model load for nothing); False for a sweep started with
+    --no-memory-check, whose user asked for every configuration to be tried for real."""
     if run.server.id != config.id:
         raise ValueError(f"run {run.label} is of server {run.server.id}, not of the configuration {config.id} to fix")
     if attempt < 1:
@@ -166,7 +169,7 @@ def propose_fix(
     if proposal.flags:
         base = new_config or config
         new_config = replace(base, settings=base.settings.merged(ServerSettings.model_validate({"flags": dict(proposal.flags)})))
-    if new_config is not None and gpu_memory_mib > 0 and predicted_failure(
+    if trust_planner and new_config is not None and gpu_memory_mib > 0 and predicted_failure(
         new_config, failure_class, engine=engine, gpu_memory_mib=gpu_memory_mib, engine_version=engine_version,
         fork=fork_of(engine, engine_fork),
     ):

@@ -239,9 +239,9 @@ def _plan(playbook: Playbook, node: Host, store: QuarantineStore, memory_check: 
     return make_plan(playbook, [node], options)
 
 
-def _fixer(playbook: Playbook, node: Host, plan: Plan, store: QuarantineStore, sweep_id: str) -> SweepFixer:
+def _fixer(playbook: Playbook, node: Host, plan: Plan, store: QuarantineStore, sweep_id: str, memory_check: bool) -> SweepFixer:
     """The SSH path's fixer, the cluster as its one host (a Slurm plan's servers are all the node's)."""
-    return SweepFixer(playbook, {node.name: node}, {node.name: hardware_of(node)}, store, sweep_id, {s.config.id: s for s in plan.servers})
+    return SweepFixer(playbook, {node.name: node}, {node.name: hardware_of(node)}, store, sweep_id, {s.config.id: s for s in plan.servers}, memory_check)
 
 
 def _task_file(directory: Path, record: SlurmSweep, array: JobArray, index: int) -> Path:
@@ -340,7 +340,7 @@ def start_slurm_sweep(
         tasks = [task.index for task in array.tasks]
         _submit(t, client, cluster, record, array, tasks, first_limit(cluster, array, tasks), say)
         record.save(directory)
-    watch = SlurmWatch(directory, cluster, node, record, t, client, plan, _fixer(playbook, node, plan, store, sweep_id), stream, usable, say)
+    watch = SlurmWatch(directory, cluster, node, record, t, client, plan, _fixer(playbook, node, plan, store, sweep_id, memory_check), stream, usable, say)
     return watch.run(poll_interval_s=poll_interval_s, stop=stop, resumed=False)
 
 
@@ -576,7 +576,7 @@ def resume_slurm_sweep(
     plan = _plan(playbook, node, store, record.memory_check, directory.parent)
     usable = max(1, sum(1 for n in partition_nodes(cluster, nodes) if n.usable and n.gres.get(cluster.slurm.gres, 0) > 0))
     stream = EventStream(on_event, started_at=record.created_at)
-    watch = SlurmWatch(directory, cluster, node, record, t, client, plan, _fixer(playbook, node, plan, store, record.sweep_id), stream, usable, say)
+    watch = SlurmWatch(directory, cluster, node, record, t, client, plan, _fixer(playbook, node, plan, store, record.sweep_id, record.memory_check), stream, usable, say)
     return watch.run(poll_interval_s=poll_interval_s, stop=stop, resumed=True)
 
 

@@ -215,7 +215,7 @@ def _provision_plan_drive(
     for host in usable:
         if host.name not in placed:
             _release_unused(host, sweep_id, connect)
-    fixer = SweepFixer(playbook, placed, hardware, store, sweep_id, {s.config.id: s for s in plan.servers})
+    fixer = SweepFixer(playbook, placed, hardware, store, sweep_id, {s.config.id: s for s in plan.servers}, record.memory_check)
     ctx = replace(ctx, fixer=fixer)
     return _drive(ctx, placed, shards, watch=watch, plan=plan, excluded=excluded, connect=connect, stream=stream, estimates=plan)
 
@@ -286,7 +286,7 @@ def resume_sweep(
         hardware = {name: hardware_of(host, _recorded_facts(sweep.directory, name)) for name, host in sweep.hosts.items()}
         plan_options = PlanOptions(memory_check=sweep.record.memory_check, quarantine=store, hardware=hardware, durations=_durations(results_root))
         plan = make_plan(sweep.playbook, list(sweep.hosts.values()), plan_options)
-        fixer = SweepFixer(sweep.playbook, sweep.hosts, hardware, store, sweep.record.sweep_id, {s.config.id: s for s in plan.servers})
+        fixer = SweepFixer(sweep.playbook, sweep.hosts, hardware, store, sweep.record.sweep_id, {s.config.id: s for s in plan.servers}, sweep.record.memory_check)
         fixer.already_fixed(sweep.shards.values())
         ctx = _context(sweep.directory, sweep.playbook, options, poll_interval_s, stop, fixer, sleep, host_lost_after_s)
         return _drive(

@@ -57,6 +57,8 @@ class SweepFixer:
     store: QuarantineStore
     sweep_id: str
     planned: dict[str, PlannedServer]  # server id -> what the plan placed (variants added as made)
+    # The sweep's --memory-check: without it, the planner vetoes no repair either (fleet.fixes.autofix).
+    memory_check: bool = True
     records: list[FixRecord] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _seen: set[str] = field(default_factory=set)
@@ -121,6 +123,7 @@ class SweepFixer:
             engine_fork=self.hosts[host].engine.engine_fork,
             gpu_arch=hardware.arch,
             original_config_id=(server.provenance or {}).get("original_config_id"),
+            trust_planner=self.memory_check,
         )
         if fix is None:
             return False

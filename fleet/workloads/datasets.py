@@ -23,7 +23,7 @@ Each loader takes field names and nesting from the publisher's own loader (cited
 - `jsonl`: fleet's own plain format, `{"prompt", "category"?, "output_len"?}` a line
   (`output_len` as vllm's benchmark datasets name a sample's output length).
 
-Token lengths here are counted by fleet's tokenizer (the sim's, fleet.host.engines.sim.tokenizer):
+Token lengths here are counted by fleet's tokenizer (fleet.host.tokens, the sim's too):
 exact on a sim host, an estimate elsewhere (the server's own counts are in every request record).
 """
 
@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from fleet.host.agent.stats import summary
-from fleet.host.engines.sim.tokenizer import count_tokens
+from fleet.host.tokens import count_tokens
 
 if TYPE_CHECKING:
     from fleet.playbook import DatasetWorkload
@@ -264,7 +264,7 @@ def describe(workload: DatasetWorkload, samples: list[Sample]) -> dict[str, Any]
         "seed": workload.seed,
         "requests": len(samples),
         "categories": dict(sorted(categories.items())) or None,
-        "tokenizer": "fleet's (the sim's); the server's own counts are in each request",
+        "tokenizer": "fleet's (fleet.host.tokens, the sim's too); the server's own counts are in each request",
         "prompt_tokens": summary([count_tokens(s.prompt) for s in samples]),
         "output_tokens": summary([s.output_tokens or 0 for s in samples]),
     }

@@ -23,7 +23,7 @@ import pytest
 from fleet.host.agent.client import Client, Endpoint
 from fleet.host.engines.sglang import logparse
 from fleet.host.engines.sglang.memory import MemoryInputs, plan_memory
-from fleet.host.engines.sim import tokenizer
+from fleet.host import tokens as tokenizer
 from fleet.host.engines.sim.harness import SimProcess, start_sim
 from fleet.host.modelcard import load_model_card
 from tests.testfleet import fake_gpu

@@ -17,7 +17,7 @@ from fleet.host.agent.drive import (
     prompt_cut,
     requests_at_level,
 )
-from fleet.host.engines.sim.tokenizer import count_tokens
+from fleet.host.tokens import count_tokens
 from fleet.workloads import corpus_slice
 
 

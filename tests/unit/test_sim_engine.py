@@ -8,7 +8,8 @@ import dataclasses
 import io
 
 from fleet.host.engines.sglang import logparse
-from fleet.host.engines.sim import perf, tokenizer
+from fleet.host import tokens as tokenizer
+from fleet.host.engines.sim import perf
 from fleet.host.engines.sim.console import Console
 from fleet.host.engines.sim.engine import Engine, EngineConfig, SimRequest
 from fleet.host.engines.sim.faults import FaultProfile

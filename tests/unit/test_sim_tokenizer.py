@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from fleet.host.engines.sim import tokenizer
+from fleet.host import tokens as tokenizer
 
 
 @pytest.mark.parametrize(

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from fleet.host.engines.sim.tokenizer import count_tokens
+from fleet.host.tokens import count_tokens
 from fleet.playbook import DatasetWorkload
 from fleet.workloads.datasets import DatasetFormatError, LOADERS, describe, file_sha256, sample_requests
 

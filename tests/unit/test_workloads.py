@@ -9,7 +9,7 @@ import pytest
 
 from fleet.host.agent.drive import requests_at_level
 from fleet.host.agent.stats import min_samples
-from fleet.host.engines.sim.tokenizer import count_tokens
+from fleet.host.tokens import count_tokens
 from fleet.playbook import LongContextWorkload, ShortWorkload, expand_runs, load_playbook
 from fleet.workloads import MAX_CHARS_PER_TOKEN, WorkloadError, comparability_warnings, corpus_slice, prompt_names, resolve_workload, short_rounds
 

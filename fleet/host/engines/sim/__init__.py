@@ -23,5 +23,5 @@ Sim-only settings (flags win over the environment):
   With FLEET_FAKE_GPU_DIR set, the server registers itself in `$FLEET_FAKE_GPU_DIR/procs/<pid>.json`.
 
 Logs: SGLang's and uvicorn's lines on stderr, uvicorn's access log on stdout. Token counts come
-from `fleet.host.engines.sim.tokenizer.count_tokens`, which fleet's workloads use to size prompts.
+from `fleet.host.tokens.count_tokens`, which fleet's workloads use to size prompts.
 """

@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from fleet.host.engines.sglang.release import DEFAULT_SIM_RELEASE
-from fleet.host.engines.sim import metrics, sgltext, tokenizer
+from fleet.host import tokens
+from fleet.host.engines.sim import metrics, sgltext
 from fleet.host.engines.sim.console import ERROR, WARNING, Console
 from fleet.host.engines.sim.engine import Engine, SimRequest
 from fleet.host.engines.sim.httpserver import Connection, HttpRequest, dumps
@@ -334,7 +335,7 @@ class Api:
         ids: list[int] | None = None
         if isinstance(prompt, str):
             text: str | None = prompt
-            prompt_tokens = tokenizer.count_tokens(prompt)
+            prompt_tokens = tokens.count_tokens(prompt)
         else:
             text = None
             ids = prompt[0] if prompt and isinstance(prompt[0], list) else prompt
@@ -347,8 +348,8 @@ class Api:
         messages = body.get("messages") if isinstance(body, dict) else None
         if not isinstance(messages, list) or not messages:
             return connection.send(400, openai_error("The request must have a non-empty list of messages."))
-        text = "\n".join(tokenizer.message_text(m) for m in messages if isinstance(m, dict))
-        prompt_tokens = tokenizer.count_chat_tokens([m for m in messages if isinstance(m, dict)])
+        text = "\n".join(tokens.message_text(m) for m in messages if isinstance(m, dict))
+        prompt_tokens = tokens.count_chat_tokens([m for m in messages if isinstance(m, dict)])
         max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
         await self._openai(body, connection, text, prompt_tokens, max_tokens, chat=True)
 
@@ -404,9 +405,9 @@ def _generate_prompts(body: dict[str, Any]) -> list[tuple[str | None, list[int] 
     them) or `input_ids` (a list of ids or a list of such lists)."""
     text, input_ids = body.get("text"), body.get("input_ids")
     if isinstance(text, str):
-        return [(text, None, tokenizer.count_tokens(text))]
+        return [(text, None, tokens.count_tokens(text))]
     if isinstance(text, list):
-        return [(t, None, tokenizer.count_tokens(t)) for t in text if isinstance(t, str)]
+        return [(t, None, tokens.count_tokens(t)) for t in text if isinstance(t, str)]
     if isinstance(input_ids, list) and input_ids:
         batches = input_ids if isinstance(input_ids[0], list) else [input_ids]
         return [(None, ids, len(ids)) for ids in batches]

@@ -19,7 +19,8 @@ from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 from typing import Callable, Protocol, Sequence
 
-from fleet.host.engines.sim import metrics, perf, sgltext, tokenizer
+from fleet.host import tokens
+from fleet.host.engines.sim import metrics, perf, sgltext
 from fleet.host.engines.sim.console import ERROR, WARNING, Console
 from fleet.host.engines.sim.faults import DDTreeCrash, FaultProfile
 from fleet.host.engines.sim.noise import NoiseModel
@@ -464,7 +465,7 @@ class Engine:
         if request.natural_stop is not None:
             remaining = min(remaining, request.natural_stop - request.completion_tokens)
         produced = min(produced, remaining)
-        vocabulary = tokenizer.GENERATION_VOCABULARY[request.kind]
+        vocabulary = tokens.GENERATION_VOCABULARY[request.kind]
         # Drawn as before the model's tokens had their own generator, so that acceptance and stops,
         # which draw from `rng` next, are what they were.
         request.rng.choices(vocabulary, k=produced)
@@ -475,7 +476,7 @@ class Engine:
             first = max(corruption.from_token - request.completion_tokens, 0)
             pieces[first:] = [vocabulary[(vocabulary.index(piece) + 1) % len(vocabulary)] for piece in pieces[first:]]
         request.text_parts.extend(pieces)
-        request.output_ids.extend(map(tokenizer.piece_id, pieces))
+        request.output_ids.extend(map(tokens.piece_id, pieces))
         if request.last_token_at is not None and request.log_metrics:
             # A step's tokens arrive together; each gets its share of the gap (sglang bench_serving).
             self.stats.itl.observe((now - request.last_token_at) / produced, produced)
@@ -575,7 +576,7 @@ def _id_blocks(ids: bytes) -> tuple[int, ...]:
 
 def _prefix_blocks(text: str) -> tuple[int, ...]:
     """Chained hashes of the prompt's token blocks, so a block matches only with its whole prefix."""
-    pieces = tokenizer.tokenize(text)
+    pieces = tokens.tokenize(text)
     blocks = []
     running = 0
     for start in range(0, len(pieces) - PREFIX_BLOCK + 1, PREFIX_BLOCK):

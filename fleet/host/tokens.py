@@ -1,4 +1,5 @@
-"""A deterministic stand-in tokenizer, shared by the simulator and fleet's workload code.
+"""A deterministic stand-in tokenizer: the simulator's, and how fleet's workload code sizes prompts
+and counts a dataset's lengths (fleet.host.tokens: no controller module imports the simulator).
 
 It is no real BPE, but it behaves like one where it matters for sizing prompts: a short word with
 its leading space is one token, a long word is split into 4-character pieces, every digit and every
