@@ -86,9 +86,10 @@ class ResultLedger:
             for name in self._stamps.keys() - names:  # gone (a resume that cleared a bad copy)
                 self._forget(name)
             candidates = (names - self._stamps.keys()) | (self._rejected.keys() & names)
-            for stamp, name in sorted((self._stamp(name), name) for name in candidates):  # as they came
-                if stamp is None or self._stamps.get(name) == stamp:
-                    continue  # gone since the listing, or a rejected file unchanged
+            stamped = [(stamp, name) for name in candidates if (stamp := self._stamp(name)) is not None]  # else gone since the listing
+            for stamp, name in sorted(stamped):  # as they came
+                if self._stamps.get(name) == stamp:
+                    continue  # a rejected file unchanged
                 self._stamps[name] = stamp
                 self._take(name)
 
