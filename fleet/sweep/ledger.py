@@ -17,7 +17,6 @@ every result so far.
 
 from __future__ import annotations
 
-import json
 import os
 import stat
 import threading
@@ -26,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fleet.host.contract import ContractError, RunResult, Shard, SweepDir, load_result
+from fleet.host.contract.reader import read_text
 
 # The file's identity as rsync leaves it (mtime first: files sort as they came): a pulled file is
 # renamed into place, so a new copy is a new inode (and a rewrite a new size or time).
@@ -172,7 +172,7 @@ class ResultLedger:
         """Every run id with a file here, read or rejected: a run the agent has answered (a bad
         answer is redone by the agent, not moved to another host)."""
         with self._lock:
-            return {name.removesuffix(".json") for name in self._stamps if name.endswith(".json")}
+            return {name.removesuffix(".json") for name in self._stamps}
 
 
 @dataclass(frozen=True)
@@ -218,10 +218,10 @@ def _saved_shard_runs(host_dir: Path) -> set[str] | None:
     """The runs of the controller's copy of a host's shard, if it has a readable one (a folder
     without one, such as a report's fixture or a Slurm cluster's, is checked by name and host)."""
     path = host_dir / SweepDir.SHARD
-    if not path.is_file() or path.is_symlink():
+    if not os.path.lexists(path):
         return None
     try:
-        shard = Shard.from_json(path.read_text(encoding="utf-8"), str(path))
-    except (ContractError, OSError, UnicodeDecodeError, json.JSONDecodeError):
+        shard = Shard.from_json(read_text(path), str(path))  # bounded, never through a symlink
+    except ContractError:
         return None
     return {run.run_id for _, run in shard.runs}
