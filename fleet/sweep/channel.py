@@ -46,6 +46,11 @@ QUICK_S = 15.0
 STOP_GRACE_S = 30.0
 # rsync's "some source files vanished": a log rotated or a temp file renamed mid-pull; the next pull gets them.
 RSYNC_VANISHED = 24
+# rsync's "some files could not be transferred" (a host folder turned into a file, a file that
+# cannot be read): the rest came. Retried as a failed pull it failed the same way at every poll
+# until the host was given up, its results on it called "ran nowhere"; said once instead, and
+# the results (their own transfer) still come.
+RSYNC_PARTIAL = 23
 
 
 @dataclass(frozen=True)
@@ -105,6 +110,7 @@ class AgentChannel:
         self.transport = transport
         self.dir = SweepDir(sweep_dir(host, sweep_id))
         self.link_drops = 0  # calls that needed retries
+        self._partial_said: set[str] = set()  # partial pulls already said (rsync exit 23), by what rsync said
         self._sleep = sleep
         self._on_link_drop = on_link_drop
         self.max_retry_s = max_retry_s
@@ -255,7 +261,12 @@ class AgentChannel:
 
         def rsync(remote: str, into: Path, patterns: Sequence[str], *, keep: bool) -> None:
             result = self.transport.rsync_pull(remote, into, timeout=600, excludes=patterns, ignore_existing=keep)
-            if result.exit_code != RSYNC_VANISHED:
+            if result.exit_code == RSYNC_PARTIAL and "change_dir" not in result.stderr:  # the folder itself missing is no partial pull
+                said = " | ".join(result.stderr.strip().splitlines()[-2:])[:300]
+                if said not in self._partial_said:
+                    self._partial_said.add(said)
+                    log.warning("%s: a pull left files out (rsync exit 23), the rest came: %s", self.host.name, said)
+            elif result.exit_code != RSYNC_VANISHED:
                 result.check()
 
         def pull_once() -> None:

@@ -46,3 +46,33 @@ def test_a_policy_shorter_than_the_bound_is_left_as_it_is() -> None:
     ch, _ = channel(max_retry_s=600.0)
     assert ch._bounded(CONNECT) is CONNECT
     assert channel(max_retry_s=None)[0]._bounded(CONNECT) is CONNECT
+
+
+def test_a_pull_that_leaves_some_files_out_still_brings_the_results_and_says_so_once(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """rsync exit 23 (a host folder turned into a file: 'could not make way for new regular file')
+    failed every pull the same way until the host was given up, its results never brought back.
+    Now the rest comes (results are their own transfer) and the cause is said once."""
+    from fleet.transport.base import CommandResult
+
+    host = make_host("ct200")
+    t = FakeTransport("ct200")
+    channel = AgentChannel(host, "s1", t)
+    runs = channel.dir.runs
+    t.write(f"{runs}/r1.json", b"{}")
+    pulled = []
+    real = t.rsync_pull
+
+    def partial(remote: str, local: Path, **kwargs: object) -> CommandResult:
+        done = real(remote, local, **kwargs)  # type: ignore[arg-type]
+        pulled.append(remote)
+        if remote.rstrip("/") == channel.dir.root:
+            return CommandResult("ct200", "rsync", 23, "", "rsync: could not make way for new regular file: logs (code 23)", 0.0)
+        return done
+
+    t.rsync_pull = partial  # type: ignore[method-assign]
+    with caplog.at_level("WARNING", logger="fleet.sweep"):
+        for _ in range(3):
+            channel.pull(tmp_path / "ct200")
+    assert (tmp_path / "ct200" / "runs" / "r1.json").exists()
+    said = [r.getMessage() for r in caplog.records if "left files out" in r.getMessage()]
+    assert len(said) == 1 and "could not make way" in said[0], caplog.text
