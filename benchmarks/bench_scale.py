@@ -15,14 +15,15 @@ Rows. A row is a name, the unit of its size, its default sizes and a function th
 inputs for one size into a folder and returns the command (a `Work`); optionally a function that
 reads the command's stdout and returns figures worth printing beside the cost (the plan row: its
 makespan against its lower bound, so that a faster plan is seen not to be a worse one). To add
-`fleet report` / `status` / `diagnose` on 1k/10k/50k results: write a `make` that lays out (or
-copies) a results folder of `size` results and returns `fleet("report", folder, ...)`, and add a
-`Row` to ROWS.
+`status` / `diagnose` on 1k/10k/50k results: write a `make` that lays out (or copies) a results
+folder of `size` results and returns the command, and add a `Row` to ROWS.
 
 - plan: `fleet plan --json` of a playbook of `size` runs (10 workloads x 4 TP sizes x autoregressive,
   DFlash and DDTree at size/40 - 2 budgets: size/10 server configurations) on 8 hosts of 8 GPUs
   (sglang 0.5.23 with the DDTree fork on RTX PRO 6000s: the memory check and the fixed variants
   run as in a real plan), from host files alone (no facts, no measured durations).
+- report: `fleet report --format json` of a sweep folder of `size` results (faithful copies of a
+  real sim sweep's results, one cell each, a speed-up per speculative cell: `report_inputs`).
 """
 
 from __future__ import annotations
@@ -130,8 +131,45 @@ def plan_figures(stdout: Path) -> dict[str, Any]:
     }
 
 
+# --- the report row --------------------------------------------------------------------------------
+
+REPORT_FIXTURE = REPO / "tests" / "fixtures" / "report" / "noisy"  # a real sim sweep, 3 passes per run
+REPORT_METHODS = 10  # autoregressive and DDTree b1..b9 per workload: a speed-up cell each
+
+
+def report_inputs(size: int, folder: Path) -> Work:
+    """A sweep folder of `size` results: faithful copies of the noisy fixture's two ok short runs
+    (its real result files, 3 passes each), each under its own run id, an autoregressive and nine
+    DDTree budgets per workload, size/10 workloads: every result its own cell, every speculative
+    cell a speed-up over its workload's autoregressive one. No plan.json: the report identifies a
+    run by its server label, as for a fixed variant."""
+    runs = sorted((REPORT_FIXTURE / "local" / "runs").glob("*.json"))
+    templates = {}
+    for path in runs:
+        data = json.loads(path.read_text())
+        if data["status"] == "ok" and data["workload"].get("kind") == "short" and data["server_label"] in ("tp1-autoregressive", "tp1-ddtree-b16"):
+            templates["autoregressive" if "autoregressive" in data["server_label"] else "ddtree"] = data
+    sweep_id = f"scale-report-{size}"
+    sweep = folder / "results" / sweep_id
+    shutil.copytree(REPORT_FIXTURE / "hosts", sweep / "hosts")
+    record = json.loads((REPORT_FIXTURE / "sweep.json").read_text())
+    (sweep / "sweep.json").write_text(json.dumps({**record, "sweep_id": sweep_id, "playbook_name": sweep_id}))
+    out = sweep / "local" / "runs"
+    out.mkdir(parents=True)
+    for i in range(size):
+        workload, method = divmod(i, REPORT_METHODS)
+        server_label = "tp1-autoregressive" if method == 0 else f"tp1-ddtree-b{method}"
+        data = templates["autoregressive" if method == 0 else "ddtree"]
+        run_id = f"{i:012x}"
+        result = {**data, "run_id": run_id, "sweep_id": sweep_id, "server_label": server_label, "server_id": f"s{method:03d}",
+                  "label": f"{server_label}/w{workload}", "workload": {**data["workload"], "name": f"w{workload}"}}  # fmt: skip
+        (out / f"{run_id}.json").write_text(json.dumps(result))
+    return Work(fleet("report", sweep, "--format", "json"))
+
+
 ROWS: dict[str, Row] = {
     "plan": Row("plan", "run", (1000, 10000, 50000), plan_inputs, plan_figures, shown=("makespan_ratio",), floor_size=120),
+    "report": Row("report", "result", (1000, 10000), report_inputs, floor_size=100),
 }
 
 
