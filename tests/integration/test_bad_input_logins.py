@@ -29,6 +29,21 @@ CASES = [
     ("playbook-repo-dotdot", "playbook", "model.repo", "..", "model.repo"),
     ("playbook-unknown-flag", "playbook", "server.flags", {"no-such-flag": 1}, "server.flags.no-such-flag"),
     ("playbook-unknown-prompt", "playbook", "workloads.short.prompts", ["haiku"], "prompts[0]"),
+    # Issue 29, item 11's classes: lengths bounded, with the field named.
+    ("playbook-name-300-characters", "playbook", "name", "n" * 300, "name"),
+    ("host-address-10000-characters", "host", "address", "a" * 10_000, "address"),
+]
+# Issue 29, item 11's classes that are not a field of a good file: (case, extra arguments, what
+# the message names). The alias bomb is the playbook itself (72 aliases, 9**9 leaves).
+ALIAS_BOMB = "\n".join(
+    ["a: &a [x, x, x, x, x, x, x, x, x]"]
+    + [f"{name}: &{name} [{', '.join(['*' + prev] * 9)}]" for prev, name in zip("abcdefgh", "bcdefghi")]
+) + "\n"
+CLI_CASES = [
+    ("poll-nan", ["--poll", "nan"], "--poll"),
+    ("poll-zero", ["--poll", "0"], "--poll"),
+    ("empty-hosts", ["--hosts", ""], "--hosts"),
+    ("alias-bomb", ["--playbook-is-the-bomb"], "alias"),
 ]
 
 
@@ -76,6 +91,18 @@ def test_bad_input_makes_no_ssh_login_on_the_host(test_fleet_factory, tmp_path: 
         assert str(host_file if which == "host" else book) in output and field in output and "expected" in output, (case, output)
         assert sshd_log_lines(fleet, "ct200") == before, (case, "the host's sshd saw a connection")
         assert not (work / "results").exists() or not any((work / "results").iterdir()), case
+
+    for case, extra, named in CLI_CASES:
+        work = tmp_path / case
+        work.mkdir()
+        book = work / "book.yaml"
+        book.write_text(ALIAS_BOMB if case == "alias-bomb" else yaml.safe_dump(PLAYBOOK))
+        args = ["sweep", "-p", str(book)] + (["--hosts", "ct200"] if "--hosts" not in extra else []) + [a for a in extra if a != "--playbook-is-the-bomb"]
+        before = sshd_log_lines(fleet, "ct200")
+        done = fleet_cli(args, hosts_dir, work)
+        output = done.stdout + done.stderr
+        assert done.returncode == 2 and "Traceback" not in output and named in output and "expected" in output, (case, output)
+        assert sshd_log_lines(fleet, "ct200") == before, (case, "the host's sshd saw a connection")
 
     # The control: a command that does connect shows in the same log.
     before = sshd_log_lines(fleet, "ct200")
