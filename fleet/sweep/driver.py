@@ -296,7 +296,7 @@ class HostDriver:
                     self._observe()
                     continue
                 if ended is Phase.FINISHED and not self.ctx.stop.is_set():
-                    lost = [run_id for run_id in self.runs_without_result() if run_id not in self.ledger.present]
+                    lost = self.runs_without_answer()
                     if lost:
                         # Run twice and still no result: an agent error, never a finished share.
                         # Given up like a failed host: its runs without a result go to a live
@@ -490,17 +490,18 @@ class HostDriver:
         mine = {run.run_id for _, run in self.shard.runs}
         return sorted(run_id for run_id in (name.removesuffix(".json") for name in self.ledger.rejected) if run_id in mine)
 
-    def runs_without_result(self) -> list[str]:
-        """Runs of this host's shard with no readable result pulled here."""
-        have = self.ledger.results
-        return sorted(run.run_id for _, run in self.shard.runs if run.run_id not in have)
+    def runs_without_answer(self) -> list[str]:
+        """Runs of this host's shard with no file pulled here at all: neither a result nor a
+        rejected file (that one the agent redoes: `rerun_unreadable`)."""
+        answered = self.ledger.present
+        return sorted(run.run_id for _, run in self.shard.runs if run.run_id not in answered)
 
     def rerun_missing(self) -> bool:
         """An agent that ended as finished but left runs of its shard without a result (an error
         of its own: a server's thread that raised, a folder it could not write) is started again
         once for them: it runs only what has no result. What is still missing after that does not end
         the host as finished (`watch`)."""
-        fresh = [run_id for run_id in self.runs_without_result() if run_id not in self._rerun_missing and run_id not in self.ledger.present]
+        fresh = [run_id for run_id in self.runs_without_answer() if run_id not in self._rerun_missing]
         if not fresh:
             return False
         self._rerun_missing.update(fresh)
