@@ -53,10 +53,21 @@ class Signature:
     fixes: tuple[str, ...]
     # A server goes on serving after it (a request it refused): the agent's fail-fast ignores it.
     server_survives: bool = False
+    # It wraps or re-raises another failure ("Capture cuda graph failed: <e>"): a failure of another
+    # signature on the same line or before it in the same start is its cause and wins over it.
+    wrapper: bool = False
 
 
-def _fatal(name: str, cls: FailureClass, rank: int, triggers: tuple[Trigger, ...], *fixes: str, server_survives: bool = False) -> Signature:
-    return Signature(name, Kind.FATAL, cls, rank, triggers, fixes, server_survives)
+def _fatal(
+    name: str,
+    cls: FailureClass,
+    rank: int,
+    triggers: tuple[Trigger, ...],
+    *fixes: str,
+    server_survives: bool = False,
+    wrapper: bool = False,
+) -> Signature:
+    return Signature(name, Kind.FATAL, cls, rank, triggers, fixes, server_survives, wrapper)
 
 
 def _generic(name: str, rank: int, triggers: tuple[Trigger, ...], *fixes: str) -> Signature:
@@ -70,6 +81,9 @@ def _finding(name: str, triggers: tuple[Trigger, ...], *advice: str) -> Signatur
 T = Trigger
 C = FailureClass
 _EXC = r"^(?:[\w.]+\.)?"  # an exception line, possibly module-qualified: "torch.OutOfMemoryError: ..."
+# An apostrophe as it reaches a log: plain, JSON- or repr-escaped (`model\'s`, `model\\'s`), typographic,
+# or HTML-escaped inside an HTTP 400 body a client printed.
+_APOS = r"(?:\\*'|\u2019|\\u2019|&#39;|&#x27;)"
 
 _MEMORY_KNOBS = (
     "raise --mem-fraction-static a little, or give the pool more room: "
@@ -106,6 +120,22 @@ SIGNATURES: tuple[Signature, ...] = (
             T("ImportError", _EXC + r"ImportError: (?:cannot import name '(?P<name>\w+)' from '(?P<module>[\w.]+)')?"),
             T("cannot open shared object file", r"(?P<library>[\w.+-]+\.so[\w.]*): cannot open shared object file"),
             T("undefined symbol", r"undefined symbol: (?P<symbol>\S+)"),
+            # importlib.metadata: "PackageNotFoundError: No package metadata was found for sglang";
+            # pkg_resources/transformers' require_version: "The 'sglang>=0.4.5' distribution was not found
+            # and is required by this application".
+            T("PackageNotFoundError", r"(?:metadata was found for (?:The ')?(?P<module>[\w.-]+))?"),
+            T("distribution was not found", r"The '(?P<module>[\w.-]+)[^']*' distribution was not found"),
+            T("DistributionNotFound", r"(?:The '(?P<module>[\w.-]+)[^']*' distribution)?"),
+            # vLLM/SGLang/transformers guards: "flashinfer is not installed", "vllm is not installed.
+            # Please install ..."; `pip` as the subject is pip's own chatter, not a failure.
+            T(
+                "is not installed",
+                r"^(?:\w+: )?(?!pip\b)(?P<module>[\w.-]+) is not installed(?!.*(?:fall(?:ing)? ?back|[Uu]sing|will|skip|[Dd]isabl|ignor))",
+            ),
+            T("requires the package", r"requires the (?:package|library) `?(?P<module>[\w.-]+)"),
+            # A JIT build's link step (Triton's cuda_utils stub, a torch extension): GNU ld cannot find a
+            # CUDA library, e.g. "/usr/bin/ld: cannot find -lcudart" / "-lcuda".
+            T("cannot find -l", r"cannot find -l(?P<link_library>[\w.+-]+)"),
         ),
         "Python module '{module}' is missing or broken in the server's environment: install the build "
         "that matches this torch/CUDA (e.g. `pip install {module}` in the venv that runs SGLang), then "
@@ -114,6 +144,9 @@ SIGNATURES: tuple[Signature, ...] = (
         "or fix LD_LIBRARY_PATH for the service.",
         "A compiled extension does not match the installed torch/CUDA (undefined symbol {symbol}): "
         "reinstall sgl-kernel / flashinfer built for this torch version.",
+        "A JIT build could not link lib{link_library} (the linker found no such library): install the CUDA "
+        "toolkit's libraries or put their folder (e.g. /usr/local/cuda/lib64 and its stubs/) on "
+        "LIBRARY_PATH / LD_LIBRARY_PATH for the service.",
         "An import failed in the server's environment: install the missing package, with builds matching "
         "the installed torch and CUDA.",
     ),
@@ -197,6 +230,19 @@ SIGNATURES: tuple[Signature, ...] = (
             T("Unsupported gpu architecture", r"Unsupported gpu architecture '(?P<arch>\w+)'"),
             # Triton's language/semantic.py: "type fp8e4nv not supported in this architecture".
             T("not supported in this architecture"),
+            # Capability refusals in other words. vLLM: "Bfloat16 is only supported on GPUs with compute
+            # capability of at least 8.0. Your Tesla T4 GPU has compute capability 7.5", quantization's
+            # "... is not supported for the current GPU. Minimum capability: 80. Current capability: 75."
+            # and compressed-tensors' "Min capability: 75. Current capability: 70."; FlashInfer/SGLang
+            # "Unsupported compute capability"; containers and kernels that "only support(s) sm75/sm_90a".
+            T("Unsupported compute capability", r"(?:(?P<arch>sm_?\d+\w?)|capability:? (?P<capability>\d+(?:\.\d+)?))?"),
+            T("compute capability of at least", r"(?:has compute capability (?P<capability>\d+(?:\.\d+)?))?"),
+            T("Current capability:", r"Min(?:imum)? capability: \d+\W{0,8}Current capability: (?P<capability>\d+)"),
+            T("is not supported for the current GPU"),
+            T("only support", r"\bonly supports? (?:GPUs? (?:with )?)?(?:sm_?\d+|SM ?\d+|compute capability|Ampere|Hopper|Blackwell)"),
+            T("requires compute capability", r"requires compute capability (?:>= ?)?\d"),
+            T("GPU is not supported", r"(?:compute capability|\bsm_?\d+|architecture)"),
+            T("not supported on this GPU"),
         ),
         "The installed kernels have no code for this GPU ({arch}): install torch / sgl-kernel / flashinfer "
         "wheels built for it (SM120 needs CUDA >= 12.8 builds) and a ptxas that knows it, or pick "
@@ -304,6 +350,22 @@ SIGNATURES: tuple[Signature, ...] = (
             T("Loaded weights leave no GPU memory for the KV cache", r"Raise --mem-fraction-static above (?P<minimum_fraction>[\d.]+)"),
             T("out of memory. Try to lower your batch size"),
             T("alloc_req_slots runs out of memory"),
+            # vLLM (engine/llm_engine.py, worker/worker.py, v1/core/kv_cache_utils.py), the pool too small
+            # for one request of the model's length: "The model's max seq len (32768) is larger than the
+            # maximum number of tokens that can be stored in KV cache (7344)", "To serve at least one request
+            # with the models's max seq len (131072), (16.00 GiB KV cache is needed, which is larger than the
+            # available KV cache memory (0.71 GiB)", and no pool at all: "No available memory for the cache
+            # blocks".
+            T(
+                "the maximum number of tokens that can be stored in KV cache",
+                r"max seq len \((?P<max_model_len>\d+)\) is larger than the maximum number of tokens that can be "
+                r"stored in KV cache \((?P<kv_tokens>\d+)\)",
+            ),
+            T("To serve at least one request with the model", r"max seq len \((?P<max_model_len>\d+)\)"),
+            T("KV cache is needed, which is larger than the available KV cache memory"),
+            T("estimated maximum model length is", r"estimated maximum model length is (?P<kv_tokens>\d+)"),
+            T("No available memory for the cache blocks"),
+            T("Insufficient memory for KV cache"),
         ),
         "The KV pool was profiled at {profiled_tokens} tokens: the weights and the memory SGLang reserves "
         "already exceed --mem-fraction-static's budget. Raise --mem-fraction-static, drop --max-total-tokens, "
@@ -314,6 +376,10 @@ SIGNATURES: tuple[Signature, ...] = (
         "state needs {per_req_mb} MB (times the draft tokens under speculative decoding): "
         + _MEMORY_KNOBS
         + "; or set a small --max-running-requests.",
+        "The KV cache holds {kv_tokens} tokens, fewer than one request of the model's length "
+        "({max_model_len}): lower the context length (vLLM --max-model-len, SGLang --context-length) to at "
+        "most {kv_tokens}, or raise the memory fraction (vLLM --gpu-memory-utilization, SGLang "
+        "--mem-fraction-static) or the tensor-parallel size.",
         "The KV cache pool is too small (mem_fraction_static={mem_fraction_static}): " + _MEMORY_KNOBS + ".",
         "The KV cache pool is too small for this configuration: " + _MEMORY_KNOBS + ".",
     ),
@@ -324,15 +390,28 @@ SIGNATURES: tuple[Signature, ...] = (
         80,
         (
             T(
-                "exceeds the model's maximum context length",
+                "maximum context length of",
                 r"maximum context length of (?P<context_len>\d+) tokens\. You requested a total of "
                 r"(?P<total_tokens>\d+) tokens: (?P<input_tokens>\d+) tokens from the input messages and "
                 r"(?P<max_new_tokens>\d+) tokens",
             ),
             T(
-                "is longer than the model's context length",
-                r"The input \((?P<input_tokens>\d+) tokens\) is longer than the model's context length "
+                "is longer than the model",
+                r"The input \((?P<input_tokens>\d+) tokens\) is longer than the model" + _APOS + r"s context length "
                 r"\((?P<context_len>\d+) tokens\)(?!.*Truncating)",
+            ),
+            # vLLM's input processor: "The decoder prompt (length 5000) is longer than the maximum model
+            # length of 4096" (and "The prompt (total length ...)" in later releases).
+            T(
+                "is longer than the maximum model length",
+                r"\(?(?:total )?length (?P<input_tokens>\d+)\) is longer than the maximum model length of (?P<context_len>\d+)",
+            ),
+            # vLLM's config: "User-specified max_model_len (40000) is greater than the derived max_model_len
+            # (max_position_embeddings=32768 ...)", a startup refusal like SGLang's below.
+            T(
+                "is greater than the derived max_model_len",
+                r"max_model_len \((?P<requested_context>\d+)\) is greater than the derived max_model_len "
+                r"\((?:\w+=)?(?P<derived_context>\d+)",
             ),
             T(
                 "exceeds the maximum allowed length",
@@ -345,6 +424,7 @@ SIGNATURES: tuple[Signature, ...] = (
                 r"\((?P<derived_context>\d+)\)",
             ),
             T("maximum context length is", r"maximum context length is (?P<context_len>\d+) tokens"),
+            T("Please reduce the length of the messages or completion"),
         ),
         "--context-length {requested_context} is above the model's derived {derived_context}: lower it to "
         "{derived_context}, or set SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1 in the service environment "
@@ -389,12 +469,18 @@ SIGNATURES: tuple[Signature, ...] = (
             T("operation not permitted when stream is capturing"),
             T("cudaErrorStreamCapture"),
             T("operation failed due to a previous error during capture"),
+            # cudaErrorCapturedEvent "operation not permitted on an event last recorded in a capturing
+            # stream", cudaErrorStreamCaptureWrongThread "attempt to terminate a thread-local capture
+            # sequence from another thread".
+            T("in a capturing stream"),
+            T("thread-local capture sequence"),
         ),
         "CUDA graph capture failed ({capture_error}): capture fewer batch sizes (a smaller cuda-graph max "
         "batch size, e.g. 16) or, slower, disable CUDA graphs to tell a capture bug from a model bug; "
         "--enable-torch-compile and a mismatched draft model are the usual suspects.",
         "CUDA graph capture failed: capture fewer batch sizes (a smaller cuda-graph max batch size, e.g. 16) "
         "or, slower, disable CUDA graphs; drop --enable-torch-compile if it is on.",
+        wrapper=True,
     ),
     # --- collective communication failed (often a consequence: ranked after the CUDA classes) ----
     _fatal(
@@ -406,6 +492,12 @@ SIGNATURES: tuple[Signature, ...] = (
             T("nccl", r"\bnccl(?:Unhandled|System|Internal|Invalid|Remote)\w*Error\b"),
             T("Watchdog caught collective operation timeout"),
             T("DistBackendError"),
+            # c10d's heartbeat monitor: "ProcessGroupNCCL's watchdog got stuck for 600 seconds".
+            T("ProcessGroupNCCL's watchdog got stuck"),
+            # The CPU process group (gloo) that SGLang and vLLM use beside NCCL: a peer that died or hangs
+            # shows as "[.../gloo/transport/tcp/pair.cc:534] Connection closed by peer" or "Timed out
+            # waiting 1800000ms for send operation to complete".
+            T("gloo/transport", r"gloo/transport\S*\] (?P<nccl_detail>(?:Connection|Timed out|Read error|Write error)[^\[]*?)(?:\s*\[|$)"),
         ),
         "NCCL failed ({nccl_detail}) while the TP ranks talked: run with NCCL_DEBUG=INFO; check that all "
         "--tp-size GPUs are visible and healthy (nvidia-smi topo -m), that /dev/shm is large enough, and "
@@ -413,6 +505,27 @@ SIGNATURES: tuple[Signature, ...] = (
         "A collective between the TP ranks failed or timed out: look for the first CUDA error on any rank "
         "(this is often its consequence); otherwise run with NCCL_DEBUG=INFO, check peer-to-peer with "
         "nvidia-smi topo -m, and try NCCL_P2P_DISABLE=1 or --disable-custom-all-reduce.",
+    ),
+    # --- the engine's own watchdog cut a start (or a batch) that made no progress -------------------
+    # SGLang's scheduler watchdog (managers/scheduler.py up to 0.4.x: "Watchdog timeout
+    # (self.watchdog_timeout=300)"; utils/watchdog.py since: "Scheduler watchdog timeout
+    # (self.watchdog_timeout=300, self.soft=False)"), then SIGQUIT to the parent. Before the server is
+    # ready it is a stalled start; after it a hang while serving (the classifier says unknown then).
+    # Ranked after NCCL: a collective that timed out is why a rank stopped making progress.
+    _fatal(
+        "engine_watchdog_timeout",
+        C.SERVER_START_TIMEOUT,
+        95,
+        (T("atchdog timeout (self.watchdog_timeout", r"watchdog_timeout=(?P<watchdog_s>[\d.]+)"),),
+        "The engine's watchdog stopped the server after {watchdog_s} s without progress; it was last "
+        "{last_phase}. If loading weights: stage the model on local NVMe or /dev/shm; if capturing CUDA "
+        "graphs or compiling kernels: lower --cuda-graph-max-bs or warm the JIT cache; on several nodes "
+        "check that every node reached the same step (NCCL_DEBUG=INFO); or raise --watchdog-timeout.",
+        "The engine's watchdog stopped the server after {watchdog_s} s without progress: a rank hung (NCCL "
+        "between nodes, a JIT build, a slow disk). Look at the last step each rank logged; raise "
+        "--watchdog-timeout only if the step is merely slow.",
+        "The engine's watchdog stopped the server: a rank made no progress. Look at the last step each "
+        "rank logged; raise --watchdog-timeout only if the step is merely slow.",
     ),
     # --- a crash whose traceback runs through the model's weight loader ------------------------
     # SGLang's loaders call `model.load_weights(...)` (model_loader/loader.py); a model whose
@@ -549,6 +662,22 @@ SERVER_START_TIMEOUT_FIXES: tuple[str, ...] = (
     "local disk, lower --cuda-graph-max-bs, or raise the start timeout.",
     "The server was not ready in time and logged no error: stage the model on local disk, lower "
     "--cuda-graph-max-bs, or raise the start timeout.",
+)
+
+# Chosen from the log alone: it ends inside a start-up step that began and never finished (weights
+# loading, CUDA graphs capturing, kernels compiling, NCCL communicators forming) with no error line.
+STALLED_START_FIXES: tuple[str, ...] = (
+    "The start stalled while {last_phase} ({stall_detail}) and logged no error. If loading weights: "
+    "stage the model on local NVMe or /dev/shm; if capturing CUDA graphs or compiling kernels: lower "
+    "--cuda-graph-max-bs or warm the JIT cache; if forming NCCL communicators (several nodes): check that "
+    "every node reached this step and can reach the others (NCCL_DEBUG=INFO, NCCL_SOCKET_IFNAME); "
+    "otherwise raise the start timeout.",
+    "The start stalled while {last_phase} and logged no error. If loading weights: stage the model on "
+    "local NVMe or /dev/shm; if capturing CUDA graphs or compiling kernels: lower --cuda-graph-max-bs or "
+    "warm the JIT cache; if forming NCCL communicators (several nodes): check that every node reached this "
+    "step and can reach the others (NCCL_DEBUG=INFO, NCCL_SOCKET_IFNAME); otherwise raise the start timeout.",
+    "The start stalled and logged no error: stage the model on local disk, lower --cuda-graph-max-bs, or "
+    "raise the start timeout.",
 )
 
 # Chosen when the log ends during startup with no fatal line and no word that the start timed out.

@@ -29,6 +29,7 @@ from fleet.host.diagnose.catalogue import (
     SERVER_START_TIMEOUT_FIXES,
     SIGNATURE_BY_NAME,
     SIGNATURES,
+    STALLED_START_FIXES,
     STARTUP_INCOMPLETE_FIXES,
     FailureClass,
     Kind,
@@ -79,14 +80,44 @@ _PHASE_ACTIVITY = {
     "piecewise_cuda_graph_begin": "capturing piecewise CUDA graphs",
     "piecewise_cuda_graph_end": "finishing startup after piecewise CUDA graphs",
 }
-# Startup lines that are no phase of the log parser but say what a stalled start was doing last
-# (flashinfer/jit/core.py logs "Loading JIT ops: <name>" before it builds or loads a kernel; NCCL's
-# debug.c prefixes its INFO lines with "NCCL INFO"; the weight loaders' tqdm bars).
-_STALL_MARKERS = (
-    (b"Loading JIT ops", "loading or compiling FlashInfer JIT kernels"),
-    (b"NCCL INFO", "setting up NCCL communicators"),
-    (b"checkpoint shards", "loading weights"),
+# Start-up lines that say what a start was doing last, with whether the step was still under way
+# (a step that began and has no end line yet) or had finished. The log parser's phases cover the
+# 0.5.x formats; these cover the steps it has no phase for and the wordings of other releases and
+# of vLLM. flashinfer/jit/core.py logs "Loading JIT ops: <name>" before it builds or loads a kernel;
+# NCCL's debug.c prefixes its INFO lines with "NCCL INFO"; the weight loaders print tqdm bars;
+# SGLang 0.2-0.5 "Init torch distributed begin/ends", "Load weight begin/end", "Capture cuda graph
+# begin/end", "Memory pool end"; vLLM "Starting to load model", "Loading weights took", "Capturing
+# CUDA graph(s)", "Graph capturing finished", "torch.compile takes", "init engine ... took".
+_STALL_MARKERS: tuple[tuple[bytes, str, bool], ...] = (
+    (b"Loading JIT ops", "loading or compiling FlashInfer JIT kernels", True),
+    (b"NCCL INFO", "setting up NCCL communicators", True),
+    (b"checkpoint shards", "loading weights", True),
+    (b"Init torch distributed begin", "initialising torch distributed / NCCL", True),
+    (b"Init torch distributed ends", "about to load weights", False),
+    (b"Load weight begin", "loading weights", True),
+    (b"Load weight end", "done loading weights", False),
+    (b"Memory pool end", "about to capture CUDA graphs", False),
+    (b"KV Cache is allocated", "done allocating the KV cache", False),
+    (b"Capture cuda graph begin", "capturing CUDA graphs", True),
+    (b"Capture draft cuda graph begin", "capturing the draft model's CUDA graphs", True),
+    (b"Capture cuda graph end", "finishing startup after CUDA graph capture", False),
+    (b"Starting to load model", "loading weights", True),
+    (b"Loading weights took", "done loading weights", False),
+    (b"Model loading took", "done loading weights", False),
+    (b"Capturing CUDA graph", "capturing CUDA graphs", True),
+    (b"Capturing cudagraph", "capturing CUDA graphs", True),
+    (b"Graph capturing finished", "finishing startup after CUDA graph capture", False),
+    (b"Compiling a graph for", "compiling the model with torch.compile", True),
+    (b"torch.compile takes", "done compiling the model", False),
+    (b"init engine (profile, create kv cache, warmup model) took", "finishing startup", False),
 )
+# A tqdm bar at 100 % is a finished step.
+_DONE_BAR = b"100%"
+# The HTTP server is up: SGLang's uvicorn starts before its warm-up request and the "fired up" line,
+# vLLM's "Application startup complete" is its ready line. A log that ends here is not a failure.
+_LISTENING = (b"Uvicorn running on", b"Application startup complete")
+# Start-up phases of the log parser that begin a step (no end line yet means it was under way).
+_PHASES_UNDER_WAY = {"init_distributed_begin", "load_weight_begin", *_CAPTURE_PHASES}
 # NCCL_DEBUG=INFO output is informational by NCCL's own levels (debug.c: NCCL_LOG_INFO); it quotes
 # paths and plugin results ("libnccl-net.so: cannot open shared object file") a healthy start prints.
 _NCCL_INFO = b" NCCL INFO "
@@ -160,6 +191,9 @@ class Diagnosis:
 @dataclass
 class _SignatureHits:
     count: int = 0
+    # Lines of it that were not warnings ("WARNING ...", "UserWarning: ..."): an error on a warning
+    # line (an optional extension that failed to import) is no failure while a fatal line exists.
+    not_warnings: int = 0
     examples: list[tuple[int, str, dict[str, str]]] = field(default_factory=list)
     messages: set[str] = field(default_factory=set)
     serving_at_last: int = 0
@@ -186,7 +220,8 @@ class _Scanner:
         self.serving = 0
         self.lines = 0
         self._latest: dict[bytes, tuple[int, bytes]] = {}  # serving marker -> its latest line, unparsed
-        self.stall: tuple[int, str] | None = None  # the latest startup activity no phase line names
+        self.stall: tuple[int, str, bool] | None = None  # the latest startup step: line, activity, under way
+        self.listening_start: int | None = None  # the start whose HTTP server came up (uvicorn)
 
     # -- reading ------------------------------------------------------------------------------
     def scan(self, stream: ReadInto) -> None:
@@ -301,40 +336,79 @@ class _Scanner:
                     self.summary.add(event)
                 break
         if not self.summary.is_ready:
-            for marker, activity in _STALL_MARKERS:
+            for marker, activity, under_way in _STALL_MARKERS:
                 if marker in raw:
-                    self.stall = (line_no, activity)
+                    done = under_way and _DONE_BAR in raw
+                    self.stall = (line_no, "done " + activity if done else activity, under_way and not done)
                     break
+            if any(marker in raw for marker in _LISTENING):
+                self.listening_start = self.summary.starts
         if _NCCL_INFO in raw:
             return
-        text, message, matched = _match(raw, text)
+        text, message, matched, warning = _match(raw, text)
         for signature, groups in matched.items():
-            self._record(signature, line_no, text, message, groups)
+            self._record(signature, line_no, text, message, groups, warning)
 
-    def _record(self, signature: Signature, line_no: int, text: str, message: str, groups: dict[str, str]) -> None:
+    def _record(
+        self, signature: Signature, line_no: int, text: str, message: str, groups: dict[str, str], warning: bool = False
+    ) -> None:
         hits = self.hits.setdefault((self.summary.starts, signature.name), _SignatureHits())
         hits.count += 1
+        hits.not_warnings += not warning
         hits.serving_at_last = self.serving
         if message not in hits.messages and len(hits.examples) < EVIDENCE_PER_SIGNATURE:
             hits.messages.add(message)
             hits.examples.append((line_no, clean_line(text), groups))
 
 
-def _match(raw: bytes, text: str | None) -> tuple[str, str, dict[Signature, dict[str, str]]]:
+# Prefixes other launchers and engines put before a message, after those strip_prefix removes:
+# `docker logs -t`'s nanosecond stamp, vLLM's process tags "(EngineCore_DP0 pid=1707016)" and
+# "(VllmWorker rank=0 pid=2)", Ray's "(RayWorkerVllm pid=62111)", torchrun's "[rank0]:", vLLM's
+# "ERROR 05-21 20:51:38 [core.py:489]" (older: "INFO 06-28 23:40:03 api_server.py:206]"), the logging
+# module's "2025-03-07 23:50:27,531 - __main__ - INFO - " of a wrapper that relays SGLang's output,
+# and SGLang's own "[time rank]" prefix again inside such a wrapper.
+_MORE_PREFIX = re.compile(
+    r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?Z?\s+"
+    r"|\([\w.-]+(?: [\w.-]+=[\w.-]+)*\)\s*"
+    r"|\[rank\d+\]:\s*"
+    r"|(?P<level>INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL)\s+\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d+)?\s+(?:\[[^\]]*\]|[\w.]+:\d+\])\s*"
+    r"|\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:,\d+)? - [\w.]+ - (?P<level2>[A-Z]+) - "
+    r"|\[\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?: [A-Z][A-Z_]*\d+)*\] "
+)
+# A message at warning level: Python's warnings ("/path/x.py:13: UserWarning: ..."), a logger's
+# "WARNING ..." / "Warning: ...", c10's "[W502 ...]" / "[W ...]" and glog's "W0224 ...".
+_WARNING_MESSAGE = re.compile(r"^(?:WARNING|WARN|Warning)\b[:\s]|^(?:\S+:\d+: )?\w*Warning: |^\[W(?:\d{3,4})? |^W\d{4} ")
+_WARNING_LEVELS = {"WARNING", "WARN"}
+
+
+def _unwrap(message: str) -> tuple[str, bool]:
+    """The message without launcher and engine prefixes, and whether it was logged as a warning."""
+    warning = False
+    while found := _MORE_PREFIX.match(message):
+        if not found.end():
+            break
+        warning = warning or (found.group("level") or found.group("level2") or "") in _WARNING_LEVELS
+        message = message[found.end() :]
+    return message, warning or bool(_WARNING_MESSAGE.match(message))
+
+
+def _match(raw: bytes, text: str | None) -> tuple[str, str, dict[Signature, dict[str, str]], bool]:
     """The catalogue signatures one line proves, with the named groups their triggers read, the
-    line decoded (only when a literal is in it: most lines cost one `in` per literal) and its
-    message (its log prefix removed). A traceback frame quoting source is no event."""
+    line decoded (only when a literal is in it: most lines cost one `in` per literal), its
+    message (its log prefixes removed) and whether it is a warning. A traceback frame quoting
+    source is no event."""
     matched: dict[Signature, dict[str, str]] = {}  # groups of all of a signature's triggers
     message = ""
+    warning = False
     for literal, entries in _INDEX:
         if literal not in raw:
             continue
         if not message:
             if text is None:
                 text = raw.decode("utf-8", "replace")
-            message = strip_prefix(text).message
+            message, warning = _unwrap(strip_prefix(text).message)
             if _SOURCE_LINE.match(message):
-                return text, message, {}
+                return text, message, {}, False
             message = message.strip()
         for signature, pattern in entries:
             found = pattern.search(message) if pattern is not None else None
@@ -345,17 +419,19 @@ def _match(raw: bytes, text: str | None) -> tuple[str, str, dict[Signature, dict
                 for key, value in found.groupdict().items():
                     if value is not None:
                         groups.setdefault(key, value)
-    return text or "", message, matched
+    return text or "", message, matched, warning
 
 
 def signatures_in(line: str) -> tuple[Signature, ...]:
     """The signatures a single log line proves, best-ranked first: the agent's fail-fast reads the
-    same catalogue as `fleet diagnose`. NCCL INFO lines prove nothing (see _NCCL_INFO)."""
+    same catalogue as `fleet diagnose`. NCCL INFO lines prove nothing (see _NCCL_INFO); a warning
+    line proves only findings (an optional extension's import warning is no reason to stop)."""
     raw = line.encode("utf-8", "surrogateescape")
     if _NCCL_INFO in raw:
         return ()
-    _, _, matched = _match(raw, line)
-    return tuple(sorted(matched, key=lambda signature: signature.rank))
+    _, _, matched, warning = _match(raw, line)
+    found = (signature for signature in matched if not warning or signature.kind is Kind.FINDING)
+    return tuple(sorted(found, key=lambda signature: signature.rank))
 
 
 def _figures(scan: _Scanner, start: int, hint: DiagnosisHint | None) -> dict[str, object]:
@@ -414,10 +490,14 @@ def _classify(scan: _Scanner, path: str, hint: DiagnosisHint | None) -> Diagnosi
     current = {name: hits for (hit_start, name), hits in scan.hits.items() if hit_start == start}
     fatal: list[tuple[Signature, _SignatureHits]] = []
     recovered: list[_SignatureHits] = []
-    explained = any(SIGNATURE_BY_NAME[name].kind is Kind.FATAL for name in current)
+    warned: list[tuple[Signature, _SignatureHits]] = []  # failures seen on warning lines only
+    explained = any(SIGNATURE_BY_NAME[name].kind is Kind.FATAL and hits.not_warnings for name, hits in current.items())
     for name, hits in current.items():
         signature = SIGNATURE_BY_NAME[name]
         if signature.kind is Kind.FINDING:
+            continue
+        if not hits.not_warnings:
+            warned.append((signature, hits))
             continue
         # Beside a known failure, generic errors are its cascade; alone, they count only if the
         # server stopped serving after them.
@@ -430,6 +510,13 @@ def _classify(scan: _Scanner, path: str, hint: DiagnosisHint | None) -> Diagnosi
             continue
         fatal.append((signature, hits))
     fatal.sort(key=_root_first)
+    fatal = _causes_before_wrappers(fatal)
+    # A failure named only on warning lines counts when nothing else failed and the server never
+    # came up; after any real error line it is at most a consequence.
+    if warned and not _came_up(scan, start):
+        warned.sort(key=_root_first)
+        generic_at = next((i for i, (signature, _) in enumerate(fatal) if signature.kind is Kind.GENERIC), len(fatal))
+        fatal[generic_at:generic_at] = [item for item in warned if item[0].kind is Kind.FATAL]
 
     figures = _figures(scan, start, hint)
     failure_class: str | None = None
@@ -440,6 +527,12 @@ def _classify(scan: _Scanner, path: str, hint: DiagnosisHint | None) -> Diagnosi
         root, root_hits = fatal[0]
         assert root.failure_class is not None
         failure_class = root.failure_class.value
+        if root.failure_class is FailureClass.SERVER_START_TIMEOUT and _came_up(scan, start):
+            failure_class = FailureClass.UNKNOWN.value  # the watchdog cut a hang while serving
+        elif root.kind is Kind.GENERIC and (start, "torch_lacks_gpu_arch") in scan.hits:
+            # PyTorch warned that it has no kernels for this GPU, then the start failed: that is why.
+            failure_class = FailureClass.UNSUPPORTED_GPU_ARCH.value
+            root, root_hits = SIGNATURE_BY_NAME["unsupported_gpu_arch"], scan.hits[(start, "torch_lacks_gpu_arch")]
         evidence = tuple(Evidence(line, text) for line, text, _ in root_hits.examples)
         if root.kind is Kind.GENERIC:
             evidence = _generic_evidence([hits for signature, hits in fatal if signature.kind is Kind.GENERIC])
@@ -449,6 +542,11 @@ def _classify(scan: _Scanner, path: str, hint: DiagnosisHint | None) -> Diagnosi
             shown = {item.line for item in evidence}
             evidence += tuple([item for item in after if item.line not in shown][:EVIDENCE_PER_SIGNATURE])
         figures = _derive({**figures, **_first_groups(root_hits)})
+        if root.failure_class is FailureClass.SERVER_START_TIMEOUT:
+            stalled = _stalled_at(scan)
+            figures.setdefault("last_phase", stalled.text if stalled else None)
+            if stalled is not None and stalled.line < evidence[0].line:
+                evidence = (Evidence(stalled.line, f"last startup step: {stalled.text}"), *evidence)
         fix = fill_fix(root.fixes, figures)
         consequences = tuple(
             dict.fromkeys(
@@ -457,10 +555,11 @@ def _classify(scan: _Scanner, path: str, hint: DiagnosisHint | None) -> Diagnosi
                 if signature.failure_class not in (None, root.failure_class, FailureClass.UNKNOWN)
             )
         )
-    elif not scan.summary.is_ready and _startup_seen(scan) is not None and not scan.serving:
+    elif not _came_up(scan, start) and _startup_seen(scan) is not None:
         # The log ends during startup without a fatal line. With the run record's word that the start
-        # timed out, that is the failure; without it the server was stopped or died silently (killed,
-        # the log cut): unknown, and where it stalled is the evidence either way.
+        # timed out, that is the failure. From the log alone: a step that began and never ended (weights
+        # loading, graphs capturing, kernels compiling, communicators forming) is a stalled start; a log
+        # that ends between steps was stopped, killed or cut: unknown. The stall point is the evidence.
         stalled = _stalled_at(scan)
         if stalled is not None:
             figures["last_phase"] = stalled.text
@@ -468,6 +567,12 @@ def _classify(scan: _Scanner, path: str, hint: DiagnosisHint | None) -> Diagnosi
         if hint is not None and hint.server_start_timed_out:
             failure_class = FailureClass.SERVER_START_TIMEOUT.value
             fix = fill_fix(SERVER_START_TIMEOUT_FIXES, figures)
+        elif stalled is not None and _under_way(scan, stalled):
+            failure_class = FailureClass.SERVER_START_TIMEOUT.value
+            tail = scan.lines - stalled.line
+            figures["stall_detail"] = f"stalled at line {stalled.line}" + (f", {tail} more lines and no step after it" if tail else ", the last line of the log")
+            evidence = (Evidence(stalled.line, f"stalled at: {stalled.text}"),)
+            fix = fill_fix(STALLED_START_FIXES, figures)
         else:
             failure_class = FailureClass.UNKNOWN.value
             fix = fill_fix(STARTUP_INCOMPLETE_FIXES, figures)
@@ -481,6 +586,33 @@ def _root_first(item: tuple[Signature, _SignatureHits]) -> tuple[int, int]:
     signature, hits = item
     first_line = hits.examples[0][0]
     return (0, first_line) if signature.rank < CONSEQUENCE_RANK else (signature.rank, first_line)
+
+
+def _causes_before_wrappers(fatal: list[tuple[Signature, _SignatureHits]]) -> list[tuple[Signature, _SignatureHits]]:
+    """A wrapper ("Capture cuda graph failed: <e>") loses to a failure of another signature that is on
+    its own line or before it: what it re-raised, or a peer's collective failure that made it fail. A
+    failure printed after the wrapper (the other ranks' NCCL timeouts) stays its consequence."""
+    if not fatal or not fatal[0][0].wrapper:
+        return fatal
+    wrapper_line = fatal[0][1].examples[0][0]
+    for index, (signature, hits) in enumerate(fatal[1:], 1):
+        if signature.kind is Kind.FATAL and not signature.wrapper and hits.examples[0][0] <= wrapper_line:
+            return [fatal[index], *fatal[:index], *fatal[index + 1 :]]
+    return fatal
+
+
+def _came_up(scan: _Scanner, start: int) -> bool:
+    """The start became ready, served requests, or its HTTP server came up (a log cut after uvicorn's
+    "running on" line, before the ready line, is no failure)."""
+    return scan.summary.is_ready or scan.serving > 0 or scan.listening_start == start
+
+
+def _under_way(scan: _Scanner, stalled: Evidence) -> bool:
+    """Was the last start-up step still under way when the log ended (it began and never finished)?"""
+    phase = scan.summary.last_phase
+    if scan.stall is not None and scan.stall[0] == stalled.line:
+        return scan.stall[2]
+    return phase is not None and phase.line_no == stalled.line and phase.phase in _PHASES_UNDER_WAY
 
 
 def _startup_seen(scan: _Scanner) -> object | None:
@@ -500,8 +632,9 @@ def _stalled_at(scan: _Scanner) -> Evidence | None:
         if event is not None:
             candidates.append(Evidence(event.line_no, activity))
     if scan.stall is not None:
-        candidates.append(Evidence(*scan.stall))
-    return max(candidates, key=lambda item: item.line) if candidates else None
+        candidates.append(Evidence(*scan.stall[:2]))
+    # The latest step; on one line the marker's wording (it knows whether the step was under way).
+    return max(reversed(candidates), key=lambda item: item.line) if candidates else None
 
 
 def _generic_evidence(generic: list[_SignatureHits]) -> tuple[Evidence, ...]:

@@ -1,0 +1,234 @@
+"""`fleet diagnose` on logs it was not written for (issue 27): rules by class, not by file.
+
+- Real excerpts from public threads: tests/fixtures/logs/real (manifest.jsonl with each source URL),
+  read from the bare log as a user would hand it over (no run record).
+- The ranking rules of the catalogue, each on variants built from the format strings of the code
+  that prints the lines: a peer's collective failure over the local wrapper it made fail, an inner
+  cause over its wrapper, a fatal line over any warning, the last start over earlier ones.
+- A bare stalled start classed with its stall point; a healthy log cut after uvicorn came up.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from fleet.host.diagnose.classify import diagnose_file, diagnose_text, signatures_in
+
+REAL = Path(__file__).resolve().parent.parent / "fixtures" / "logs" / "real"
+REAL_MANIFEST = [json.loads(line) for line in (REAL / "manifest.jsonl").read_text().splitlines() if line.strip()]
+READY = "[2026-05-24 11:00:01] The server is fired up and ready to roll!"
+CAPTURE = "[2026-05-24 10:00:00 TP0] Capture cuda graph begin. This can take up to several minutes. avail mem=11.80 GB"
+# c10d ProcessGroupNCCL.cpp's watchdog line and CUDA's OOM text (PyTorch c10/cuda/CUDACachingAllocator.cpp).
+NCCL_TIMEOUT = (
+    "[rank1]:[E524 10:10:00.000000000 ProcessGroupNCCL.cpp:616] [Rank 1] Watchdog caught collective operation "
+    "timeout: WorkNCCL(SeqNum=5, OpType=ALLREDUCE, NumelIn=4096, NumelOut=4096, Timeout(ms)=600000) ran for "
+    "600018 milliseconds before timing out."
+)
+OOM = (
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of "
+    "79.19 GiB of which 1.02 GiB is free."
+)
+
+
+@pytest.mark.parametrize("entry", REAL_MANIFEST, ids=[entry["file"] for entry in REAL_MANIFEST])
+def test_real_excerpts_from_the_bare_log(entry: dict[str, str]) -> None:
+    assert entry["url"].startswith("https://github.com/")
+    diagnosis = diagnose_file(REAL / entry["file"])
+    assert (diagnosis.failure_class or "healthy") == entry["label"]
+    if diagnosis.failure_class:
+        assert diagnosis.evidence and diagnosis.fix
+
+
+# -- rule: a peer's collective failure over the local wrapper it made fail ------------------------
+def test_peer_collective_failure_before_the_capture_wrapper_is_the_cause() -> None:
+    lines = [CAPTURE, NCCL_TIMEOUT, "Exception: Capture cuda graph failed: CUDA error: unspecified launch failure"]
+    diagnosis = diagnose_text(lines)
+    assert diagnosis.failure_class == "nccl_error" and diagnosis.evidence[0].line == 2
+    # The same failure carried inside the wrapper's own line (gloo, the CPU group beside NCCL).
+    inside = "Exception: Capture cuda graph failed: [/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed by peer [10.0.0.2]:4321"
+    assert diagnose_text([CAPTURE, inside]).failure_class == "nccl_error"
+
+
+def test_a_capture_failure_before_the_peers_timeouts_stays_the_cause() -> None:
+    lines = [CAPTURE, "Exception: Capture cuda graph failed: mat1 and mat2 shapes cannot be multiplied (4x12288 and 8192x4096)", NCCL_TIMEOUT]
+    diagnosis = diagnose_text(lines)
+    assert diagnosis.failure_class == "cuda_graph_error" and diagnosis.consequences == ("nccl_error",)
+
+
+# -- rule: an inner cause (link or import failure) over its wrapper ------------------------------
+@pytest.mark.parametrize("library", ["cudart", "cuda"])
+def test_a_link_error_inside_the_capture_wrapper_is_the_cause(library: str) -> None:
+    # GNU ld's text, then Triton's CalledProcessError re-raised by SGLang's capture wrapper.
+    lines = [
+        CAPTURE,
+        f"/usr/bin/ld: cannot find -l{library}: No such file or directory",
+        "collect2: error: ld returned 1 exit status",
+        f"Exception: Capture cuda graph failed: Command '['/usr/bin/gcc', '/tmp/tmpab/main.c', '-O3', '-shared', '-l{library}']' returned non-zero exit status 1.",
+    ]
+    diagnosis = diagnose_text(lines)
+    assert diagnosis.failure_class == "import_error"
+    assert f"lib{library}" in (diagnosis.fix or "")
+
+
+def test_an_oom_inside_the_capture_wrapper_is_the_cause() -> None:
+    assert diagnose_text([CAPTURE, f"Exception: Capture cuda graph failed: {OOM}"]).failure_class == "cuda_oom"
+
+
+# -- rule: a fatal line over any warning ------------------------------------------------------------
+@pytest.mark.parametrize(
+    "warning",
+    [
+        # torchvision/io/image.py's UserWarning, as Python's warnings module prints it
+        "/usr/local/lib/python3.10/dist-packages/torchvision/io/image.py:13: UserWarning: Failed to load image Python "
+        "extension: '/usr/local/lib/python3.10/dist-packages/torchvision/image.so: undefined symbol: _ZN3c1017RegisterOperatorsD1Ev'",
+        # vLLM's _custom_ops.py logger.warning("Failed to import from vllm._C with %r", e)
+        "WARNING 06-01 10:00:00 [_custom_ops.py:21] Failed to import from vllm._C with ImportError('/usr/local/lib/python3.12/"
+        "dist-packages/vllm/_C.abi3.so: undefined symbol: _ZN3c104cuda9SetDeviceEi')",
+        "[2026-05-24 10:00:00] WARNING: sgl_kernel optional op failed to load: undefined symbol: cutlass_fp4_gemm",
+    ],
+)
+def test_an_undefined_symbol_warning_does_not_outrank_an_oom(warning: str) -> None:
+    diagnosis = diagnose_text([warning, CAPTURE, OOM])
+    assert diagnosis.failure_class == "cuda_oom"
+    # On a healthy server it is no failure at all, and the agent's fail-fast does not stop for it.
+    assert diagnose_text([warning, READY]).failure_class is None
+    assert all(signature.name != "import_error" for signature in signatures_in(warning))
+
+
+def test_a_warning_alone_before_a_silent_death_still_names_the_import() -> None:
+    warning = (
+        "WARNING 06-01 10:00:00 [_custom_ops.py:21] Failed to import from vllm._C with ImportError('/usr/local/lib/"
+        "python3.12/dist-packages/vllm/_C.abi3.so: undefined symbol: _ZN3c104cuda9SetDeviceEi')"
+    )
+    assert diagnose_text([warning, "Traceback (most recent call last):", "AttributeError: '_OpNamespace' '_C' object has no attribute 'rms_norm'"]).failure_class == "import_error"
+
+
+def test_pytorch_arch_warning_then_a_failure_is_unsupported_arch() -> None:
+    # torch/cuda/__init__.py's incompatible_device_warn, then a start that fails with no named cause.
+    lines = [
+        "/usr/local/lib/python3.10/dist-packages/torch/cuda/__init__.py:230: UserWarning: ",
+        "NVIDIA B200 with CUDA capability sm_100 is not compatible with the current PyTorch installation.",
+        "The current PyTorch install supports CUDA capabilities sm_50 sm_60 sm_70 sm_75 sm_80 sm_86 sm_90.",
+        "[2026-05-24 10:00:05 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+        "RuntimeError: CUDA error: operation not supported",
+    ]
+    diagnosis = diagnose_text(lines)
+    assert diagnosis.failure_class == "unsupported_gpu_arch"
+    # The warning alone, on a server that came up, stays a finding.
+    alone = diagnose_text([*lines[:3], READY])
+    assert alone.failure_class is None and "torch_lacks_gpu_arch" in {f.name for f in alone.findings}
+
+
+# -- rule: the first fatal line of the last start ---------------------------------------------------
+def test_the_last_start_decides() -> None:
+    first = ["[2026-05-24 09:00:00] server_args=ServerArgs(model_path='m', port=30000)", OOM]
+    second = [
+        "[2026-05-24 09:10:00] server_args=ServerArgs(model_path='m', port=30000)",
+        "[2026-05-24 09:10:01] ERROR:    [Errno 98] error while attempting to bind on address ('0.0.0.0', 30000): address already in use",
+    ]
+    diagnosis = diagnose_text(first + second)
+    assert diagnosis.failure_class == "port_in_use"
+    assert "earlier_start_failed" in {f.name for f in diagnosis.findings}
+
+
+# -- stalls, cut logs and the watchdog, from the log alone ----------------------------------------
+@pytest.mark.parametrize(
+    ("lines", "stalled_at"),
+    [
+        (["[2026-05-24 10:00:00 TP0] Load weight begin. avail mem=78.00 GB",
+          "Loading safetensors checkpoint shards:  40% Completed | 2/5 [00:31<00:47, 15.61s/it]"], "loading weights"),
+        (["[2026-05-24 10:00:00 TP0] Init torch distributed begin."], "initialising torch distributed / NCCL"),
+        # vLLM's gpu_model_runner: "Capturing CUDA graph shapes" tqdm bar, cut mid-way
+        (["INFO 06-01 10:00:00 [gpu_model_runner.py:1100] Starting to load model /models/x...",
+          "INFO 06-01 10:01:00 [gpu_model_runner.py:1120] Model loading took 14.99 GiB and 60.1 seconds",
+          "Capturing CUDA graph shapes:  43%|████▎     | 29/67 [00:12<00:16,  2.31it/s]"], "capturing CUDA graphs"),
+    ],
+)
+def test_a_bare_stalled_start_is_classed_with_its_stall_point(lines: list[str], stalled_at: str) -> None:
+    diagnosis = diagnose_text(lines)
+    assert diagnosis.failure_class == "server_start_timeout"
+    assert diagnosis.evidence[0].text == f"stalled at: {stalled_at}" and diagnosis.evidence[0].line == len(lines)
+    assert stalled_at in (diagnosis.fix or "")
+
+
+def test_a_log_that_ends_between_steps_is_unknown_with_its_stop_point() -> None:
+    lines = ["[2026-05-24 10:00:00 TP0] Load weight end. type=LlamaForCausalLM, dtype=torch.bfloat16, avail mem=60.00 GB, mem usage=15.00 GB.",
+             "[2026-05-24 10:00:01 TP0] KV Cache is allocated. #tokens: 300288, K size: 8.38 GB, V size: 5.59 GB"]
+    diagnosis = diagnose_text(lines)
+    assert diagnosis.failure_class == "unknown"
+    assert diagnosis.evidence[0].text == "last startup step: done allocating the KV cache"
+    # Weights fully loaded (a tqdm bar at 100 %) is a finished step too.
+    assert diagnose_text(["Loading safetensors checkpoint shards: 100% Completed | 4/4 [00:02<00:00,  1.9it/s]"]).failure_class == "unknown"
+
+
+@pytest.mark.parametrize(
+    "last",
+    [
+        "[2026-05-24 10:02:00] INFO:     Uvicorn running on http://0.0.0.0:30000 (Press CTRL+C to quit)",
+        "INFO:     Application startup complete.",
+    ],
+)
+def test_a_healthy_log_cut_after_uvicorn_came_up_is_no_failure(last: str) -> None:
+    lines = [CAPTURE, "[2026-05-24 10:01:50 TP0] Capture cuda graph end. Time elapsed: 11.93 s. mem usage=0.61 GB. avail mem=11.19 GB.",
+             "[2026-05-24 10:01:59] INFO:     Started server process [4242]", "[2026-05-24 10:01:59] INFO:     Waiting for application startup.", last]
+    assert diagnose_text(lines).failure_class is None
+
+
+def test_the_engine_watchdog_during_start_is_a_start_timeout_and_during_serving_a_hang() -> None:
+    # SGLang utils/watchdog.py (0.5.x) and managers/scheduler.py (0.4.x) wordings.
+    for line in ("[2026-05-24 10:05:00 TP0] Scheduler watchdog timeout (self.watchdog_timeout=300, self.soft=False)",
+                 "[2026-05-24 10:05:00 TP0] Watchdog timeout (self.watchdog_timeout=300)"):
+        started = diagnose_text([CAPTURE, line])
+        assert started.failure_class == "server_start_timeout"
+        assert [item.text for item in started.evidence][:1] == ["last startup step: capturing CUDA graphs"]
+        assert "300" in (started.fix or "")
+        serving = diagnose_text([READY, "[2026-05-24 11:00:02 TP0] Decode batch, #running-req: 1, #token: 10, token usage: 0.00, gen throughput (token/s): 1.00, #queue-req: 0", line])
+        assert serving.failure_class == "unknown"
+
+
+# -- wording variants, built from their sources' format strings --------------------------------
+@pytest.mark.parametrize(
+    ("line", "failure_class"),
+    [
+        # tokenizer_manager.py's 400 text with the apostrophe as JSON/repr/HTML/typography print it
+        ('{"object":"error","message":"The input (5000 tokens) is longer than the model\\\'s context length (4096 tokens).","type":"BadRequestError","param":null,"code":400}', "context_length_exceeded"),
+        ('{"error": {"message": "The input (5000 tokens) is longer than the model\\u2019s context length (4096 tokens)."}}', "context_length_exceeded"),
+        ("The input (5000 tokens) is longer than the model&#39;s context length (4096 tokens).", "context_length_exceeded"),
+        ('{"object":"error","message":"Requested token count exceeds the model\\u2019s maximum context length of 4096 tokens. You requested a total of 5000 tokens: 4000 tokens from the input messages and 1000 tokens for the completion. Please reduce the number of tokens in the input messages or the completion to fit within the limit."}', "context_length_exceeded"),
+        # vLLM input processor and config
+        ("ValueError: The decoder prompt (length 5000) is longer than the maximum model length of 4096. Make sure that `max_model_len` is no smaller than the number of text tokens.", "context_length_exceeded"),
+        ("ValueError: User-specified max_model_len (40000) is greater than the derived max_model_len (max_position_embeddings=32768 or model_max_length=None in model's config.json). To allow overriding this maximum, set the env var VLLM_ALLOW_LONG_MAX_MODEL_LEN=1.", "context_length_exceeded"),
+        # vLLM's KV cache refusals
+        ("ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing the engine.", "kv_pool_too_small"),
+        ("(EngineCore_DP0 pid=2) ValueError: To serve at least one request with the models's max seq len (131072), (16.00 GiB KV cache is needed, which is larger than the available KV cache memory (2.10 GiB). Based on the available memory, the estimated maximum model length is 17216. Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine.", "kv_pool_too_small"),
+        # capability refusals in other words
+        ("ValueError: Bfloat16 is only supported on GPUs with compute capability of at least 8.0. Your Tesla T4 GPU has compute capability 7.5. You can use float16 instead by explicitly setting the `dtype` flag in CLI, for example: --dtype=half.", "unsupported_gpu_arch"),
+        ("ValueError: The quantization method fp8 is not supported for the current GPU. Minimum capability: 80. Current capability: 75.", "unsupported_gpu_arch"),
+        ("RuntimeError: Unsupported compute capability: 7.0", "unsupported_gpu_arch"),
+        ("RuntimeError: This container only supports sm75 and newer GPUs", "unsupported_gpu_arch"),
+        # a missing package without ImportError
+        ("importlib.metadata.PackageNotFoundError: No package metadata was found for sglang", "import_error"),
+        ("pkg_resources.DistributionNotFound: The 'vllm>=0.6.0' distribution was not found and is required by the application", "import_error"),
+        ("RuntimeError: flashinfer is not installed. Please install it with `pip install flashinfer-python`.", "import_error"),
+        # CUDA's cudaErrorCapturedEvent string, raised inside a capture
+        ("RuntimeError: CUDA error: operation not permitted on an event last recorded in a capturing stream", "cuda_graph_error"),
+    ],
+)
+def test_wording_variants(line: str, failure_class: str) -> None:
+    assert diagnose_text([line]).failure_class == failure_class
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "INFO 06-01 10:00:00 [__init__.py:30] xformers is not installed, falling back to the torch SDPA backend",
+        "WARNING: pip is not installed in this environment",
+        "INFO 06-01 10:00:00 [cuda.py:200] Cannot use FlashAttention-2 backend for Volta and Turing GPUs.",
+        "[2026-05-24 10:00:00] Custom allreduce is disabled because this process group spans across nodes.",
+    ],
+)
+def test_healthy_lines_with_the_new_words_stay_quiet(line: str) -> None:
+    assert diagnose_text([line, READY]).failure_class is None
