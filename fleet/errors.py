@@ -10,6 +10,7 @@ from __future__ import annotations
 # The base and the errors that host code raises live in the shipped package; callers import them here.
 from fleet.host.errors import ConfigError as ConfigError
 from fleet.host.errors import ContractError as ContractError
+from fleet.host.errors import EngineConfigError as EngineConfigError
 from fleet.host.errors import FleetError as FleetError
 
 
@@ -88,8 +89,3 @@ class CommandFailed(FleetError):
         self.stderr = stderr
         tail = (stderr or stdout).strip().splitlines()[-5:]
         super().__init__(f"{host}: `{short_command(command)}` exited {exit_code}" + (": " + " | ".join(tail) if tail else ""))
-
-
-class EngineConfigError(FleetError):
-    """A server configuration that the engine would refuse, or whose explicit settings contradict
-    each other. The message names the server, the setting and what would work instead."""

@@ -19,8 +19,7 @@ from fleet.config import (
     read_input_file, validate_model,
 )  # fmt: skip
 from fleet.errors import ConfigError, HostSelectionError
-from fleet.host.engines.sglang.flags import FORKS
-from fleet.host.engines.sglang.release import DEFAULT_SIM_RELEASE, KNOWN_RELEASES
+from fleet.host.engines import engine as engine_named
 from fleet.slurm.script import parse_slurm_time
 
 NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]*$"
@@ -89,7 +88,7 @@ def fork_of(kind: str, fork: str | None = ENGINE_DEFAULT_FORK) -> str | None:
     (upstream, ddtree), or ENGINE_DEFAULT_FORK/None for the kind's default: the simulator has always
     played the DDTree fork (the seed campaign's DDTree runs rehearse on it), a real host is upstream."""
     if fork in (None, ENGINE_DEFAULT_FORK):
-        fork = FORKS[0] if kind == EngineKind.sim.value else UPSTREAM
+        fork = engine_named().forks[0] if kind == EngineKind.sim.value else UPSTREAM
     return None if fork == UPSTREAM else fork
 
 
@@ -103,7 +102,7 @@ class EngineSpec(StrictModel):
         default=None,
         description=(
             "the SGLang release the host runs, pinned (one fleet knows); sglang hosts: facts' sglang_version "
-            "must agree; sim hosts: the release the simulator plays (default " + DEFAULT_SIM_RELEASE + ")"
+            "must agree; sim hosts: the release the simulator plays (default " + engine_named().sim_release + ")"
         ),
     )
     fork: str | None = Field(
@@ -115,15 +114,17 @@ class EngineSpec(StrictModel):
     @field_validator("release")
     @classmethod
     def _known_release(cls, value: str | None) -> str | None:
-        if value is not None and value not in KNOWN_RELEASES:
-            raise ValueError(f"one of the SGLang releases fleet knows ({', '.join(KNOWN_RELEASES)}), not {value!r}")
+        served = engine_named()
+        if value is not None and value not in served.releases:
+            raise ValueError(f"one of the {served.title} releases fleet knows ({', '.join(served.releases)}), not {value!r}")
         return value
 
     @field_validator("fork")
     @classmethod
     def _known_fork(cls, value: str | None) -> str | None:
-        if value is not None and value not in (UPSTREAM, *FORKS):
-            raise ValueError(f"one of {UPSTREAM}, {', '.join(FORKS)}, not {value!r}")
+        forks = engine_named().forks
+        if value is not None and value not in (UPSTREAM, *forks):
+            raise ValueError(f"one of {UPSTREAM}, {', '.join(forks)}, not {value!r}")
         return value
 
     @property

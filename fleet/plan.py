@@ -13,17 +13,13 @@ from typing import Any, TextIO
 
 from fleet.errors import ConfigError
 from fleet.facts import HostFacts
-from fleet.fixes.feasibility import (
-    PLANNER_DEFAULT_SGLANG_VERSION, Feasibility, apply_adjustments, check_server, describe_adjustments, hopeless,
-)
+from fleet.fixes.feasibility import apply_adjustments, check_server, hopeless
 from fleet.fixes.quarantine import QuarantineEntry, QuarantineKey, QuarantineStore, gpu_arch
-from fleet.host.engines.sglang.args import UPSTREAM_ALGORITHMS
-from fleet.host.engines.sglang.flags import FORK_ALGORITHMS, ArgvError, parse_argv
-from fleet.host.engines.sglang.release import DEFAULT_SIM_RELEASE, KNOWN_RELEASES, ReleaseError, choose_release
+from fleet.host.engines import engine as engine_named
+from fleet.host.engines.base import ArgvError, Feasibility, LaunchSpec, ReleaseError, describe_adjustments, render_flag
 from fleet.host.nvidia_smi import KNOWN_GPUS, plays_declared
 from fleet.inventory import EngineKind, Host
 from fleet.launch import launch_spec
-from fleet.launch.sglang import LaunchSpec, render_flag
 from fleet.layout import model_serve_dir, server_port
 from fleet.planning.estimate import DurationHistory, Estimate, calibrate, estimate_run, estimate_server_start
 from fleet.planning.ids import IdCache
@@ -42,13 +38,14 @@ class Hardware:
 
     @property
     def engine_release(self) -> str:
-        """The known SGLang release predictions are made for (the nearest one to engine_version)."""
-        return choose_release(self.engine_version or PLANNER_DEFAULT_SGLANG_VERSION).release
+        """The known release predictions are made for (the nearest one to engine_version)."""
+        served = engine_named()
+        return served.choose_release(self.engine_version or served.version_tested).release
 
     @property
     def release_note(self) -> str | None:
         """Set when the host's version is not a release fleet knows (planned with the nearest one)."""
-        return choose_release(self.engine_version).note if self.engine_version else None
+        return engine_named().choose_release(self.engine_version).note if self.engine_version else None
 
 
 def engine_version_of(host: Host, facts: HostFacts | None = None) -> str | None:
@@ -56,13 +53,14 @@ def engine_version_of(host: Host, facts: HostFacts | None = None) -> str | None:
     (or, for a sim host, the release the simulator plays). Raises ConfigError, naming the host file
     and `engine.release`, when the facts disagree with the pin (a different known release)."""
     pinned = host.engine.release
+    served = engine_named()
     if host.engine.kind is EngineKind.sim:
-        return pinned or DEFAULT_SIM_RELEASE
+        return pinned or served.sim_release
     reported = facts.engine.sglang_version if facts is not None and facts.engine else None
     if reported is None or pinned is None:
         return reported or pinned
     try:
-        release = choose_release(reported).release
+        release = served.choose_release(reported).release
     except ReleaseError:
         return pinned  # facts that are not a version number: the pin says what the host runs
     if release != pinned:
@@ -208,7 +206,7 @@ def launch_on(host: Host, config: ServerConfig, port: int, hardware: Hardware | 
         model_path=model_serve_dir(config.model, host),
         draft_path=model_serve_dir(config.draft, host) if config.draft else None,
         port=port,
-        sglang_version=hardware.engine_version,
+        engine_version=hardware.engine_version,
         fork=host.engine.engine_fork,
         declared_gpus=(host.gpus.count, host.gpus.model),
     )
@@ -282,16 +280,6 @@ def _flag_fields(playbook: Playbook) -> list[tuple[str, Mapping[str, FlagValue]]
     return fields
 
 
-def known_algorithms(fork: str | None) -> tuple[str, ...]:
-    """The speculative algorithms SGLang's `SpeculativeAlgorithm.from_string` takes (the releases
-    fleet knows agree; NEXTN is EAGLE's alias), with the host's fork's own first, then every other
-    fork's: a fork algorithm planned on an upstream host is the launch's "fork flags" note (its
-    engine may be the fork under another name), a name no engine knows is a typo."""
-    own = sorted(FORK_ALGORITHMS.get(fork, ())) if fork else []
-    others = sorted(a for name, algorithms in FORK_ALGORITHMS.items() if name != fork for a in algorithms)
-    return (*UPSTREAM_ALGORITHMS, "NEXTN", *own, *others)
-
-
 def check_engine_flags(playbook: Playbook, hosts: Sequence[Host], hardware: Mapping[str, Hardware] | None = None) -> None:
     """Every speculative algorithm the playbook names must be one each host's SGLang release and
     fork knows (a misspelt `DFLAHS` started servers that failed), and every engine flag it sets one
@@ -299,12 +287,13 @@ def check_engine_flags(playbook: Playbook, hosts: Sequence[Host], hardware: Mapp
     ConfigError naming the playbook field before any host is contacted, not as the server's
     `unrecognized arguments` after a launch. A host whose version is not known yet (no pin, no
     facts) accepts a flag any known release accepts."""
+    served = engine_named()
     for host in hosts:
         known = (hardware or {}).get(host.name) or hardware_of(host)
-        releases = [known.engine_release] if known.engine_version else list(KNOWN_RELEASES)
+        releases = [known.engine_release] if known.engine_version else list(served.releases)
         fork = host.engine.engine_fork
-        engine = f"SGLang {' or '.join(releases)}" + (f" ({fork} fork)" if fork else "")
-        algorithms = known_algorithms(fork)
+        engine = f"{served.title} {' or '.join(releases)}" + (f" ({fork} fork)" if fork else "")
+        algorithms = served.algorithms(fork)
         for name, method in playbook.methods.items():
             if method.algorithm is not None and method.algorithm not in algorithms:
                 raise ConfigError(
@@ -316,7 +305,7 @@ def check_engine_flags(playbook: Playbook, hosts: Sequence[Host], hardware: Mapp
                 problems = []
                 for release in releases:
                     try:
-                        parse_argv(release, ["--model-path", "/m", *render_flag(f"--{key}", value)], fork=fork)
+                        served.check_argv(release, ["--model-path", "/m", *render_flag(f"--{key}", value)], fork=fork)
                         break
                     except ArgvError as exc:
                         problems.append(exc.message)

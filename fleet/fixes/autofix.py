@@ -41,11 +41,10 @@ from enum import Enum
 from functools import cached_property
 from typing import Any, Literal
 
-from fleet.fixes.feasibility import Feasibility, apply_adjustments, check_config, describe_adjustments, predicted_failure
+from fleet.fixes.feasibility import apply_adjustments, check_config, predicted_failure
 from fleet.fixes.quarantine import QuarantineKey
-from fleet.host.engines.sglang.flags import RELEASE_FLAGS, flag_for
-from fleet.host.engines.sglang.memory import SAFE_MAX_MEM_FRACTION_STATIC, SPECULATIVE_DEFAULT_MAX_RUNNING_REQUESTS, Adjustment
-from fleet.host.engines.sglang.release import DEFAULT_SIM_RELEASE, choose_release
+from fleet.host.engines import engine as engine_named
+from fleet.host.engines.base import Adjustment, Feasibility, describe_adjustments
 from fleet.host.failures import FailureClass
 from fleet.host.modelcard import load_model_card
 from fleet.inventory import ENGINE_DEFAULT_FORK, fork_of
@@ -312,13 +311,14 @@ def _memory_fix(config: ServerConfig, numbers: _Numbers, memory: _Memory) -> _Pr
     settings = config.settings
     requests = settings.max_running_requests or numbers.integer("requested_max_running_requests")
     if requests is None and config.algorithm is not None:
-        requests = SPECULATIVE_DEFAULT_MAX_RUNNING_REQUESTS  # what SGLang defaults to with speculative decoding
+        requests = engine_named().speculative_default_max_running_requests  # the engine's default with speculative decoding
     if requests is not None and requests > 1:
         return _step("max_running_requests", requests, requests // 2, "fewer concurrent requests need fewer KV tokens and state slots")
     fraction = settings.mem_fraction_static or numbers.number("mem_fraction_static")
-    if fraction is not None and fraction < SAFE_MAX_MEM_FRACTION_STATIC:
-        raised = min(SAFE_MAX_MEM_FRACTION_STATIC, round(fraction + MEM_FRACTION_STEP, 2))
-        return _step("mem_fraction_static", fraction, raised, f"more memory for the caches (bounded at {SAFE_MAX_MEM_FRACTION_STATIC})")
+    ceiling = engine_named().safe_max_mem_fraction_static
+    if fraction is not None and fraction < ceiling:
+        raised = min(ceiling, round(fraction + MEM_FRACTION_STEP, 2))
+        return _step("mem_fraction_static", fraction, raised, f"more memory for the caches (bounded at {ceiling})")
     context = settings.context_length or numbers.integer("context_len") or _card_context(config)
     if context is not None and context // 2 >= MIN_CONTEXT_LENGTH:
         return _step("context_length", context, context // 2, "a shorter context needs fewer KV tokens per request")
@@ -345,25 +345,26 @@ def _graph_error_fix(config: ServerConfig, numbers: _Numbers, memory: _Memory, e
     """A capture that failed for a reason other than memory: fewer captured batch sizes first (a
     shape or kernel that fails only at large batches), then no decode graphs at all (slow, but it
     serves, and it shows whether capture is at fault)."""
-    release = choose_release(engine_version).release if engine_version else DEFAULT_SIM_RELEASE
+    served = engine_named()
+    release = served.choose_release(engine_version).release if engine_version else served.sim_release
     cause = numbers.text("capture_error")
     why = f"CUDA graph capture failed ({cause})" if cause else "CUDA graph capture failed"
     if attempt == 1:
         halved = _graph_fix(config, numbers, memory)
         if halved is not None:
-            flag = flag_for(release, "cuda_graph_max_bs")
+            flag = served.flag_for(release, "cuda_graph_max_bs")
             (adjustment,) = halved.adjustments
             return _step(
                 "cuda_graph_max_bs", adjustment.old, adjustment.new,
-                f"{why}: capture fewer batch sizes ({flag} {adjustment.new} under SGLang {release})", FixKind.CUDA_GRAPH_MAX_BS,
+                f"{why}: capture fewer batch sizes ({flag} {adjustment.new} under {served.title} {release})", FixKind.CUDA_GRAPH_MAX_BS,
             )  # fmt: skip
-    name, value = RELEASE_FLAGS[release].disable_cuda_graph
+    name, value = served.disable_cuda_graph(release)
     if config.settings.flags.get(name) == value:
         return None  # already without graphs: nothing left to change
     spelled = f"--{name}" if value is True else f"--{name}={value}"
     return _Proposal(
         FixKind.DISABLE_CUDA_GRAPH,
-        f"{why}: a variant without decode CUDA graphs ({spelled} under SGLang {release}); slower, but it "
+        f"{why}: a variant without decode CUDA graphs ({spelled} under {served.title} {release}); slower, but it "
         "shows whether capture is at fault",
         spelled,
         flags={name: value},

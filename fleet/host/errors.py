@@ -1,6 +1,6 @@
 """The base of fleet's errors and the ones that code on hosts raises (model cards, the simulator's
-settings). They live here because this package ships to hosts; `fleet.errors` re-exports them, and
-the rest of the hierarchy (transport, selection, engine configuration) lives there."""
+settings, an engine's launch rendering). They live here because this package ships to hosts;
+`fleet.errors` re-exports them, and the rest of the hierarchy (transport, selection) lives there."""
 
 from __future__ import annotations
 
@@ -43,3 +43,8 @@ class ContractError(FleetError):
             text = repr(got)
             detail += f", got {text if len(text) <= 120 else text[:117] + '...'}"
         super().__init__(detail)
+
+
+class EngineConfigError(FleetError):
+    """A server configuration that the engine would refuse, or whose explicit settings contradict
+    each other. The message names the server, the setting and what would work instead."""

@@ -1,10 +1,10 @@
-"""The engine seam: how a server configuration is launched on a host, per engine kind.
+"""How a server configuration is launched on a host, per engine kind: the engine renders it
+(`fleet.host.engines.engine(...).build_launch`), and the kind says what runs it.
 
-`sglang` runs `python -m sglang.launch_server`; `sim` runs fleet's simulator under
-`python -m fleet.host.engines.sim`, with the same flags: it plays the host's SGLang release, which
-the launch tells it in FLEET_SIM_SGLANG_VERSION (and whether it plays the DDTree fork in
-FLEET_SIM_SGLANG_FORK).
-Kept free of pydantic imports at module level: hosts import `fleet.launch.*` with the standard library only.
+`sglang` runs the engine's own server module (`python -m sglang.launch_server`); `sim` runs fleet's
+simulator under `python -m fleet.host.engines.sim`, with the same flags: it plays the host's
+release, which the launch tells it in FLEET_SIM_SGLANG_VERSION (and whether it plays the DDTree
+fork in FLEET_SIM_SGLANG_FORK).
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from fleet.host.engines.sglang.release import DEFAULT_SIM_RELEASE, choose_release
+from fleet.host.engines import engine as engine_named
+from fleet.host.engines.base import LaunchSpec
 from fleet.host.modelcard import load_model_card
 from fleet.host.nvidia_smi import DECLARED_GPU_ENV, KNOWN_GPUS
-from fleet.launch.sglang import SGLANG_MODULE, LaunchSpec, build_launch
 
 if TYPE_CHECKING:
     from fleet.inventory import EngineKind
@@ -39,19 +39,20 @@ def launch_spec(
     bind_host: str = "127.0.0.1",
     hybrid: bool | None = None,
     served_model_name: str | None = None,
-    sglang_version: str | None = None,
+    engine_version: str | None = None,
     fork: str | None = None,
     declared_gpus: tuple[int, str | None] | None = None,
 ) -> LaunchSpec:
-    """`hybrid=None`: decided from the playbook's model card when it names one. `sglang_version`: the
+    """`hybrid=None`: decided from the playbook's model card when it names one. `engine_version`: the
     host's release (facts, or its `engine.release` pin; for `sim` the release it plays, default
-    DEFAULT_SIM_RELEASE). `fork`: "ddtree" when the host's engine is the DDTree fork (sim only: the
+    the engine's sim_release). `fork`: "ddtree" when the host's engine is the DDTree fork (sim only: the
     real engine's fork is whatever is installed). `declared_gpus`: the host file's (count, model),
     which a sim server plays where the machine has none of that model."""
     card = load_model_card(server.model.card) if hybrid is None and server.model.card else None
+    served = engine_named()  # what sglang and sim hosts serve (a sim host plays it)
     sim = engine == "sim"  # EngineKind is a str enum; comparing by value keeps fleet.inventory unimported
-    played = choose_release(sglang_version or DEFAULT_SIM_RELEASE).release if sim else None
-    spec = build_launch(
+    played = served.choose_release(engine_version or served.sim_release).release if sim else None
+    spec = served.build_launch(
         server,
         python=python,
         model_path=model_path,
@@ -61,8 +62,8 @@ def launch_spec(
         hybrid=hybrid,
         served_model_name=served_model_name,
         card=card,
-        sglang_version=played or sglang_version,
-        module=SIM_MODULE if sim else SGLANG_MODULE,
+        version=played or engine_version,
+        module=SIM_MODULE if sim else served.server_module,
     )
     if played is None:
         return spec

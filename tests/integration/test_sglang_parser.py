@@ -38,10 +38,11 @@ from typing import Any
 import pytest
 import yaml
 
-from fleet.host.engines.sglang.flags import ArgvError, ConfigFileError, fleet_field, load_table
+from fleet.host.engines.base import ArgvError, ConfigFileError, LaunchSpec
+from fleet.host.engines.sglang.flags import fleet_field, load_table
 from fleet.inventory import EngineKind, EngineSpec, GpuSpec, Host
 from fleet.launch import launch_spec
-from fleet.launch.sglang import FORK_ALGORITHMS, FORK_FLAGS, SGLANG_VERSION_TESTED, LaunchSpec
+from fleet.host.engines.sglang.launch import FORK_ALGORITHMS, FORK_FLAGS, SGLANG_VERSION_TESTED
 from fleet.plan import make_plan
 from fleet.playbook import Playbook, ServerConfig, load_playbook, server_configs
 

@@ -11,11 +11,10 @@ import pytest
 import yaml
 
 from fleet.fixes.feasibility import apply_adjustments, check_config, check_server
-from fleet.host.engines.sglang.memory import Adjustment
+from fleet.host.engines.base import Adjustment, LaunchSpec
 from fleet.host.engines.sglang.release import DEFAULT_SIM_RELEASE
 from fleet.host.engines.sim import server as sim_server
 from fleet.launch import launch_spec
-from fleet.launch.sglang import LaunchSpec
 from fleet.playbook import Playbook, ServerConfig, server_configs
 
 PLAYBOOK = Path(__file__).resolve().parents[2] / "playbooks" / "qwen36-specdec.yaml"
@@ -49,7 +48,7 @@ def sim_launch(config: ServerConfig, release: str | None = None) -> LaunchSpec:
         model_path="qwen3.6-27b",
         draft_path="qwen3.6-27b-dflash" if config.draft else None,
         port=30001,
-        sglang_version=release,
+        engine_version=release,
     )
 
 
@@ -61,7 +60,7 @@ def sglang_launch(config: ServerConfig, version: str) -> LaunchSpec:
         model_path="/dev/shm/fleet/Qwen--Qwen3.6-27B",
         draft_path="/dev/shm/fleet/z-lab--Qwen3.6-27B-DFlash" if config.draft else None,
         port=30001,
-        sglang_version=version,
+        engine_version=version,
     )
 
 

@@ -13,14 +13,8 @@ from fleet.errors import EngineConfigError
 from fleet.host.modelcard import load_model_card
 from fleet.inventory import EngineKind
 from fleet.launch import SIM_MODULE, launch_spec
-from fleet.launch.sglang import (
-    ALLOW_LONGER_CONTEXT_ENV,
-    SPEC_V2_ENV,
-    LaunchSpec,
-    build_launch,
-    parse_sglang_version,
-    render_flag,
-)
+from fleet.host.engines.base import LaunchSpec, render_flag
+from fleet.host.engines.sglang.launch import ALLOW_LONGER_CONTEXT_ENV, SPEC_V2_ENV, build_launch, parse_sglang_version
 from fleet.playbook import Playbook, ServerConfig, expand_runs, load_playbook, server_configs
 
 PLAYBOOKS = Path(__file__).resolve().parents[2] / "playbooks"
@@ -104,7 +98,7 @@ def test_hybrid_is_taken_from_the_model_card_when_not_given() -> None:
     assert "--disable-radix-cache" in launch(dflash, hybrid=None, card=QWEN36_CARD, sglang_version="0.5.12").argv
     assert "--disable-radix-cache" not in launch(dflash, hybrid=None, card=load_model_card("qwen3.6-27b-dflash"), sglang_version="0.5.12").argv
     # The engine seam loads the card the playbook names.
-    seam = launch_spec(EngineKind.sglang, dflash, python="python3", model_path="/m", draft_path="/d", port=30001, sglang_version="0.5.12")
+    seam = launch_spec(EngineKind.sglang, dflash, python="python3", model_path="/m", draft_path="/d", port=30001, engine_version="0.5.12")
     assert "--disable-radix-cache" in seam.argv
 
 
@@ -237,8 +231,8 @@ def test_the_sim_launch_differs_from_sglang_only_in_the_module() -> None:
         for server in server_configs(playbook):
             common = dict(python="python3", model_path="/m", draft_path="/d" if server.draft else None, port=30007)
             for release in ("0.5.12", "0.5.23"):
-                real = launch_spec(EngineKind.sglang, server, **common, sglang_version=release)
-                sim = launch_spec(EngineKind.sim, server, **common, sglang_version=release, fork="ddtree")
+                real = launch_spec(EngineKind.sglang, server, **common, engine_version=release)
+                sim = launch_spec(EngineKind.sim, server, **common, engine_version=release, fork="ddtree")
                 assert real.argv[:3] == ["python3", "-m", "sglang.launch_server"]
                 assert sim.argv[:3] == ["python3", "-m", SIM_MODULE]
                 assert (sim.argv[3:], sim.notes, sim.upstream) == (real.argv[3:], real.notes, real.upstream)

@@ -39,7 +39,8 @@ from fleet.host.agent.stats import min_samples
 from fleet.host.contract import Failure
 from fleet.host.contract.results import Deviation
 from fleet.host.contract.shard import AgentLimits, RunSpec
-from fleet.host.engines.sglang.release import ReleaseError, choose_release
+from fleet.host.engines import engine as engine_named
+from fleet.host.engines.base import ReleaseError
 from fleet.host.failures import FailureClass
 
 MAX_CALIBRATION_PROBES = 5
@@ -70,11 +71,11 @@ class ServerFacts:
 
     @property
     def engine_release(self) -> str | None:
-        """The known SGLang release nearest the version the server reports."""
+        """The known release nearest the version the server reports."""
         if self.engine_version is None:
             return None
         try:
-            return choose_release(self.engine_version).release
+            return engine_named().choose_release(self.engine_version).release
         except ReleaseError:
             return None
 

@@ -1,6 +1,6 @@
 """Reading a server's log while it runs: the scheduler's figures, and the first fatal line with
 the lines around it as evidence (readiness itself is `/health` answering 200). Standard library
-plus fleet's SGLang log parser (shipped with the agent).
+plus the engine's log parser (shipped with the agent).
 
 `LogScan` is the pure part (lines in, state out); `LogWatcher` feeds it from a growing file in a
 thread of its own, starting at the offset the file had when the server was started, so that an
@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from fleet.host.agent.fatal import fatal_marker
-from fleet.host.engines.sglang.logparse import SchedulerReady, parse_line
+from fleet.host.engines import engine as engine_named
+from fleet.host.engines.base import ServingLimits
 
 LINES_BEFORE = 40  # enough for the traceback that leads to a decisive line
 LINES_AFTER = 120
@@ -42,7 +43,8 @@ class LogScan:
 
     def __init__(self) -> None:
         self.lines_seen = 0
-        self.scheduler: SchedulerReady | None = None
+        self.scheduler: ServingLimits | None = None
+        self._engine = engine_named()
         self._fatal: _Capture | None = None
         self.fatal_marker: str | None = None
         self._suspect: _Capture | None = None
@@ -71,9 +73,9 @@ class LogScan:
         elif marker is not None and self._suspect is None:
             self._suspect = _Capture(self._before, line)
         self._before.append(line)
-        event = parse_line(line, self.lines_seen)
-        if isinstance(event, SchedulerReady):
-            self.scheduler = event
+        limits = self._engine.serving_limits(line)
+        if limits is not None:
+            self.scheduler = limits
 
     def evidence(self) -> list[str]:
         """Around the first decisive fatal line, else the first suspect one, else the last lines."""
@@ -139,7 +141,7 @@ class LogWatcher:
         with self._lock:
             return getattr(self._scan, name)
 
-    scheduler: SchedulerReady | None = property(lambda self: self._read_scan("scheduler"))  # type: ignore[assignment]
+    scheduler: ServingLimits | None = property(lambda self: self._read_scan("scheduler"))  # type: ignore[assignment]
     fatal_marker: str | None = property(lambda self: self._read_scan("fatal_marker"))  # type: ignore[assignment]
     fatal_line: str | None = property(lambda self: self._read_scan("fatal_line"))  # type: ignore[assignment]
     suspect_line: str | None = property(lambda self: self._read_scan("suspect_line"))  # type: ignore[assignment]

@@ -27,6 +27,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, NoReturn
 
+from fleet.host.engines.base import ArgvError, ConfigFileError
 from fleet.host.engines.sglang.release import KNOWN_RELEASES
 
 FLAGDATA_DIR = Path(__file__).resolve().parent / "flagdata"
@@ -337,20 +338,6 @@ _ACTIONS: Mapping[str, Any] = {
 }
 
 
-class ArgvError(Exception):
-    """What argparse would print before exiting 2: the usage line and `prog: error: message`."""
-
-    def __init__(self, message: str, usage: str, prog: str) -> None:
-        super().__init__(message)
-        self.message = message
-        self.usage = usage
-        self.prog = prog
-
-    @property
-    def text(self) -> str:
-        return f"{self.usage}{self.prog}: error: {self.message}\n"
-
-
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         raise ArgvError(message, self.format_usage(), self.prog)
@@ -437,10 +424,6 @@ def parse_argv(release: str, argv: Sequence[str], *, fork: str | None = None) ->
 
 
 # --- --config (sglang/srt/utils/server_args_config_parser.py, 0.5.12 sglang/srt/server_args_config_parser.py) ---
-
-
-class ConfigFileError(ValueError):
-    """What ConfigArgumentMerger raises (a ValueError, so the launch ends with a traceback, exit 1)."""
 
 
 def _config_keys(action: argparse.Action) -> set[str]:

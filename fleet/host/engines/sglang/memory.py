@@ -37,6 +37,7 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any, Literal, Mapping
 
+from fleet.host.engines.base import Adjustment, MemoryFailure
 from fleet.host.engines.sglang.release import KNOWN_RELEASES
 from fleet.host.modelcard import DTYPE_BYTES, ModelCard
 
@@ -182,17 +183,6 @@ class MemoryInputs:
 
 
 @dataclass(frozen=True)
-class MemoryFailure:
-    failure_class: str  # "max_running_requests_zero" | "kv_pool_too_small" | "cuda_oom"
-    message: str  # SGLang's exact text for the release planned (PyTorch's wording for cuda_oom)
-    # Where SGLang raises: "load_weights" | "mamba_cache" | "kv_cache" (pool sizing, before any pool is
-    # allocated) | "scheduler_init" (tp_worker asserts, after the Mamba/KV "is allocated" lines were logged).
-    phase: str
-    exception: str  # the exception type SGLang shows, e.g. "AssertionError"
-    model_role: str = "target"  # "draft" when the draft model's weights do not fit
-
-
-@dataclass(frozen=True)
 class MemoryPlan:
     """Figures in GB are GiB, as SGLang prints them ("GB" = 1 << 30 bytes)."""
 
@@ -234,14 +224,6 @@ class MemoryPlan:
     @property
     def mamba_cache_gb(self) -> float:
         return self.conv_state_gb + self.ssm_state_gb + self.intermediate_ssm_gb + self.intermediate_conv_gb
-
-
-@dataclass(frozen=True)
-class Adjustment:
-    field: str
-    old: object
-    new: object
-    reason: str
 
 
 def plan_memory(model: ModelCard, inputs: MemoryInputs, draft: ModelCard | None = None) -> MemoryPlan:

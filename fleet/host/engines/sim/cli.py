@@ -16,8 +16,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from fleet.host.engines.sglang.args import FLEET_FIELD_NAMES, fleet_values
-from fleet.host.engines.sglang.flags import FORKS, ArgvError, ConfigFileError, ParsedArgv, parse_argv
-from fleet.host.engines.sglang.release import DEFAULT_SIM_RELEASE, ReleaseError, choose_release
+from fleet.host.engines.base import ArgvError, ConfigFileError
+from fleet.host.engines.sglang.flags import FORKS, ParsedArgv, parse_argv
+from fleet.host.engines.base import ReleaseError
+from fleet.host.engines.sglang.release import DEFAULT_SIM_RELEASE, choose_release
 from fleet.host.engines.sim.faults import fault_profile_path
 from fleet.host.engines.sim.gpu import GpuOverrides
 from fleet.host.engines.sim.noise import NOISE_ENV, NoiseModel, NoiseModelError, parse_noise

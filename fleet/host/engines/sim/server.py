@@ -24,7 +24,8 @@ from typing import Any, Callable, Mapping, NoReturn, Sequence, TextIO
 from fleet.host import procfs
 from fleet.host.engines.sglang import args as sglang_args
 from fleet.host.engines.sglang.args import DFLASH_FAMILY, EAGLE_FAMILY, ResolvedArgs, resolve_server_args
-from fleet.host.engines.sglang.flags import ArgvError, ConfigFileError, ParsedArgv
+from fleet.host.engines.base import ArgvError, ConfigFileError
+from fleet.host.engines.sglang.flags import ParsedArgv
 from fleet.host.engines.sglang.logformats import log_formats
 from fleet.host.engines.sglang.memory import DEFAULT_GPU_RESERVED_MIB, MemoryInputs, MemoryPlan, plan_memory
 from fleet.host.engines.sglang.release import choose_release

@@ -27,22 +27,19 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Union
+from typing import TYPE_CHECKING
 
-from fleet.errors import EngineConfigError
+from fleet.host.engines.base import FlagValue, LaunchSpec, ReleaseError, ServerShape, render_flag
 from fleet.host.engines.sglang.args import RESOLUTION
 from fleet.host.engines.sglang.flags import FORK_ALGORITHMS as FORK_ALGORITHMS_BY_FORK
 from fleet.host.engines.sglang.flags import FORK_FLAGS as FORK_FLAGS_BY_FORK
 from fleet.host.engines.sglang.flags import every_spelling, flag_for
-from fleet.host.engines.sglang.release import ReleaseError, choose_release
+from fleet.host.engines.sglang.release import choose_release
 from fleet.host.engines.sglang.release import parse_version as _parse_version
+from fleet.host.errors import EngineConfigError
 
 if TYPE_CHECKING:
     from fleet.host.modelcard import ModelCard
-    from fleet.playbook import ServerConfig
-
-# The same shape as fleet.playbook.FlagValue, spelled out so this module imports without pydantic.
-FlagValue = Union[str, int, float, bool, None, list[Union[str, int, float]]]
 
 SGLANG_MODULE = "sglang.launch_server"
 # The release whose real argument parser tests/integration/test_sglang_parser.py checks every argv with.
@@ -84,14 +81,6 @@ _RENDERED_FIELDS = (
 _FLAG_KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
-@dataclass(frozen=True)
-class LaunchSpec:
-    argv: list[str]  # the full command: [python, "-m", "sglang.launch_server", "--model-path", ...]
-    env: dict[str, str]  # only what fleet adds or the playbook sets (never secrets)
-    upstream: bool  # False when it uses a fork's flags (DDTREE): not checkable against a released parser
-    notes: list[str]  # why fleet added something the playbook did not ask for
-
-
 def parse_sglang_version(text: str) -> tuple[int, int, int]:
     """`0.5.23`, `v0.5.13.post1`, `0.5.14rc0` -> (0, 5, 23) ..."""
     try:
@@ -100,19 +89,8 @@ def parse_sglang_version(text: str) -> tuple[int, int, int]:
         raise EngineConfigError(str(exc)) from None
 
 
-def render_flag(flag: str, value: FlagValue) -> list[str]:
-    """True -> bare flag; False, None or [] -> omitted; list -> one flag then its values; else str()."""
-    if value is None or value is False:
-        return []
-    if value is True:
-        return [flag]
-    if isinstance(value, list):
-        return [flag, *(str(item) for item in value)] if value else []
-    return [flag, str(value)]
-
-
 def build_launch(
-    server: ServerConfig,
+    server: ServerShape,
     *,
     python: str,
     model_path: str,
@@ -202,7 +180,7 @@ class _Additions:
             self.notes.append(f"{key}={self.user_env[key]} kept from the playbook, although fleet would set {value}: {reason}")
 
 
-def _check_method(server: ServerConfig, where: str, draft_path: str | None, version: tuple[int, int, int]) -> None:
+def _check_method(server: ServerShape, where: str, draft_path: str | None, version: tuple[int, int, int]) -> None:
     if server.algorithm is None:
         given = [
             name
@@ -231,7 +209,7 @@ def _check_method(server: ServerConfig, where: str, draft_path: str | None, vers
         )
 
 
-def _extra_flags(server: ServerConfig, where: str) -> dict[str, FlagValue]:
+def _extra_flags(server: ServerShape, where: str) -> dict[str, FlagValue]:
     """`server.flags` then the method's `flags` (the method wins on the same key), sorted so that the
     argv does not depend on the order of keys in the playbook."""
     merged: dict[str, FlagValue] = {}
@@ -246,7 +224,7 @@ def _extra_flags(server: ServerConfig, where: str) -> dict[str, FlagValue]:
 
 
 def _radix_cache_choice(
-    server: ServerConfig,
+    server: ServerShape,
     where: str,
     is_hybrid: bool | None,
     extra_flags: Mapping[str, FlagValue],
@@ -311,14 +289,14 @@ def _radix_cache_choice(
 
 
 def _radix_with_speculation(
-    server: ServerConfig, where: str, extra_flags: Mapping[str, FlagValue], additions: _Additions, who: str
+    server: ServerShape, where: str, extra_flags: Mapping[str, FlagValue], additions: _Additions, who: str
 ) -> None:
     """Mamba extra_buffer with speculative decoding up to 0.5.13: spec v2, and a track interval no shorter than the draft."""
     _check_track_interval(server, where, extra_flags)
     additions.env(SPEC_V2_ENV, "1", f"{who} mamba extra_buffer with speculative decoding, which SGLang runs only with spec v2")
 
 
-def _check_track_interval(server: ServerConfig, where: str, extra_flags: Mapping[str, FlagValue]) -> None:
+def _check_track_interval(server: ServerShape, where: str, extra_flags: Mapping[str, FlagValue]) -> None:
     """extra_buffer asserts mamba_track_interval >= speculative_num_draft_tokens (every release)."""
     interval = extra_flags.get("--mamba-track-interval", DEFAULT_MAMBA_TRACK_INTERVAL)
     if not isinstance(interval, int) or isinstance(interval, bool):

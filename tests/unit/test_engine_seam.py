@@ -1,0 +1,107 @@
+"""The engine seam holds: every module of `fleet` outside `fleet/host/engines/` reaches an engine
+through `fleet.host.engines` (`engine(name)`, the `Engine` interface and its neutral types in
+`fleet.host.engines.base`), never an engine package by name. So adding an engine is adding its
+package and its name in ENGINE_NAMES, and no caller changes.
+
+Scanned as test_sim_imports.py scans for the simulator: import statements anywhere (TYPE_CHECKING
+blocks and function bodies included), `from fleet.host.engines import <package>`, and importlib /
+runpy calls with a package's name as a literal."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+import fleet
+from fleet.host.engines import ENGINE_NAMES, UnknownEngineError, engine
+from fleet.host.engines.base import Engine
+
+FLEET_DIR = Path(fleet.__file__).resolve().parent
+ENGINES_DIR = FLEET_DIR / "host" / "engines"
+# Every package under fleet/host/engines/: the engines and the simulator that plays them.
+ENGINE_PACKAGES = sorted(p.name for p in ENGINES_DIR.iterdir() if (p / "__init__.py").is_file())
+_DYNAMIC_IMPORTS = {"import_module", "__import__", "run_module", "find_spec"}
+
+
+def _names_a_package(name: str) -> bool:
+    return any(name == f"fleet.host.engines.{p}" or name.startswith(f"fleet.host.engines.{p}.") for p in ENGINE_PACKAGES)
+
+
+def engine_package_imports(path: Path) -> list[str]:
+    found: list[str] = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found += [f"{node.lineno}: import {a.name}" for a in node.names if _names_a_package(a.name)]
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            if _names_a_package(node.module):
+                found.append(f"{node.lineno}: from {node.module} import ...")
+            else:
+                found += [
+                    f"{node.lineno}: from {node.module} import {a.name}" for a in node.names if _names_a_package(f"{node.module}.{a.name}")
+                ]
+        elif isinstance(node, ast.Call):
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+            literal = node.args[0].value if node.args and isinstance(node.args[0], ast.Constant) else None
+            if name in _DYNAMIC_IMPORTS and isinstance(literal, str) and _names_a_package(literal):
+                found.append(f"{node.lineno}: {name}({literal!r})")
+    return found
+
+
+def modules_outside_the_engines() -> list[Path]:
+    return sorted(p for p in FLEET_DIR.rglob("*.py") if "__pycache__" not in p.parts and ENGINES_DIR not in p.parents)
+
+
+# Crossings not yet moved behind the seam, each with why; the test fails on any other, and when one
+# of these goes (so that this list shrinks with the work rather than hiding it).
+NOT_YET_BEHIND_THE_SEAM = {
+    # `fleet diagnose` reads a bare log that does not say its engine, with SGLang's line parser and
+    # log summary; it moves behind the seam with a second engine's log parser (issue 23).
+    "fleet/host/diagnose/classify.py",
+}
+
+
+def test_no_module_outside_the_engines_imports_an_engine_package() -> None:
+    offenders = {
+        str(path.relative_to(FLEET_DIR.parent)): hits
+        for path in modules_outside_the_engines()
+        if (hits := engine_package_imports(path))
+    }
+    assert set(offenders) == NOT_YET_BEHIND_THE_SEAM, offenders
+
+
+def test_the_scan_sees_every_kind_of_import(tmp_path: Path) -> None:
+    # The scan must be able to fail: each spelling of an engine-package import is caught; the seam is not.
+    sample = tmp_path / "sample.py"
+    sample.write_text(
+        "import fleet.host.engines.sglang.flags\n"
+        "from fleet.host.engines.sglang.memory import plan_memory\n"
+        "from fleet.host.engines import sglang\n"
+        "from fleet.host.engines import engine\n"  # the seam itself
+        "from fleet.host.engines.base import LaunchSpec\n"  # its neutral types
+        "import importlib\n"
+        "def later():\n"
+        "    from fleet.host.engines.sim import cli\n"
+        "    importlib.import_module('fleet.host.engines.sglang.engine')\n"
+        "    return 'sglang.launch_server'\n"  # a module name for `python -m`, not an import
+    )
+    assert [hit.split(":")[0] for hit in engine_package_imports(sample)] == ["1", "2", "3", "8", "9"]
+    assert {"sglang", "sim"} <= set(ENGINE_PACKAGES)
+    assert len(modules_outside_the_engines()) > 50
+    assert FLEET_DIR / "plan.py" in modules_outside_the_engines()
+    assert ENGINES_DIR / "sglang" / "launch.py" not in modules_outside_the_engines()
+
+
+@pytest.mark.parametrize("name", ENGINE_NAMES)
+def test_every_registered_engine_is_a_package_that_answers_to_its_name(name: str) -> None:
+    found: Engine = engine(name)
+    assert found.name == name and (ENGINES_DIR / name / "engine.py").is_file()
+    assert found.releases and found.sim_release in found.releases and found.version_tested in found.releases
+    assert found.choose_release(found.releases[-1]).release == found.releases[-1]
+
+
+def test_an_unknown_engine_is_refused_with_the_names_fleet_knows() -> None:
+    with pytest.raises(UnknownEngineError, match="engine 'vllm': expected one of sglang"):
+        engine("vllm")
