@@ -557,6 +557,14 @@ SIGNATURES: tuple[Signature, ...] = (
             T("Received sigquit from a child process"),
             T("Initialization failed"),
             T("terminate called after throwing"),
+            # vLLM's engine going down: "Engine core initialization failed. See root cause above",
+            # "EngineCore failed to start", "RuntimeError('Engine process (pid 77) died.')",
+            # "MQLLMEngine is already dead, terminating server process", EngineDeadError.
+            T("Engine core initialization failed"),
+            T("EngineCore failed to start"),
+            T("Engine process", r"Engine process \(pid \d+\) died"),
+            T("is already dead, terminating server process"),
+            T("EngineDeadError"),
         ),
         "A server process died with exit code {exit_code}: -9 usually means the kernel's OOM killer "
         "(`dmesg -T | grep -i oom`); give the host more RAM or load fewer models at once.",

@@ -109,13 +109,20 @@ _STALL_MARKERS: tuple[tuple[bytes, str, bool], ...] = (
     (b"Graph capturing finished", "finishing startup after CUDA graph capture", False),
     (b"Compiling a graph for", "compiling the model with torch.compile", True),
     (b"torch.compile takes", "done compiling the model", False),
-    (b"init engine (profile, create kv cache, warmup model) took", "finishing startup", False),
 )
 # A tqdm bar at 100 % is a finished step.
 _DONE_BAR = b"100%"
 # The HTTP server is up: SGLang's uvicorn starts before its warm-up request and the "fired up" line,
 # vLLM's "Application startup complete" is its ready line. A log that ends here is not a failure.
-_LISTENING = (b"Uvicorn running on", b"Application startup complete")
+# vLLM's engine core logs "init engine (profile, create kv cache, warmup model) took" as the last
+# step of its start and the API server then lists its routes: past either, the start is done.
+_LISTENING = (
+    b"Uvicorn running on",
+    b"Application startup complete",
+    b"init engine (profile, create kv cache, warmup model) took",
+    b"Available routes are",
+    b"] Route: /",
+)
 # Start-up phases of the log parser that begin a step (no end line yet means it was under way).
 _PHASES_UNDER_WAY = {"init_distributed_begin", "load_weight_begin", *_CAPTURE_PHASES}
 # NCCL_DEBUG=INFO output is informational by NCCL's own levels (debug.c: NCCL_LOG_INFO); it quotes
@@ -343,7 +350,7 @@ class _Scanner:
                     break
             if any(marker in raw for marker in _LISTENING):
                 self.listening_start = self.summary.starts
-        if _NCCL_INFO in raw:
+        if _is_nccl_info(raw):
             return
         text, message, matched, warning = _match(raw, text)
         for signature, groups in matched.items():
@@ -379,6 +386,13 @@ _MORE_PREFIX = re.compile(
 # "WARNING ..." / "Warning: ...", c10's "[W502 ...]" / "[W ...]" and glog's "W0224 ...".
 _WARNING_MESSAGE = re.compile(r"^(?:WARNING|WARN|Warning)\b[:\s]|^(?:\S+:\d+: )?\w*Warning: |^\[W(?:\d{3,4})? |^W\d{4} ")
 _WARNING_LEVELS = {"WARNING", "WARN"}
+
+
+def _is_nccl_info(raw: bytes) -> bool:
+    """An NCCL INFO line ("host:pid:tid [dev] NCCL INFO ..."), not a line that has one run into it
+    after an error (a paste that lost its newlines)."""
+    where = raw.find(_NCCL_INFO)
+    return where >= 0 and b"rror" not in raw[:where]
 
 
 def _unwrap(message: str) -> tuple[str, bool]:
@@ -427,7 +441,7 @@ def signatures_in(line: str) -> tuple[Signature, ...]:
     same catalogue as `fleet diagnose`. NCCL INFO lines prove nothing (see _NCCL_INFO); a warning
     line proves only findings (an optional extension's import warning is no reason to stop)."""
     raw = line.encode("utf-8", "surrogateescape")
-    if _NCCL_INFO in raw:
+    if _is_nccl_info(raw):
         return ()
     _, _, matched, warning = _match(raw, line)
     found = (signature for signature in matched if not warning or signature.kind is Kind.FINDING)
