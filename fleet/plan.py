@@ -49,14 +49,14 @@ class Hardware:
 
 
 def engine_version_of(host: Host, facts: HostFacts | None = None) -> str | None:
-    """The SGLang version a host runs: its facts' `sglang_version`, which its `engine.release` pins
+    """The engine version a host runs: its facts' version of the engine's package, which its `engine.release` pins
     (or, for a sim host, the release the simulator plays). Raises ConfigError, naming the host file
     and `engine.release`, when the facts disagree with the pin (a different known release)."""
     pinned = host.engine.release
     served = engine_named()
     if host.engine.kind is EngineKind.sim:
         return pinned or served.sim_release
-    reported = facts.engine.sglang_version if facts is not None and facts.engine else None
+    reported = facts.engine.package_version(served.name) if facts is not None and facts.engine else None
     if reported is None or pinned is None:
         return reported or pinned
     try:
@@ -66,7 +66,7 @@ def engine_version_of(host: Host, facts: HostFacts | None = None) -> str | None:
     if release != pinned:
         raise ConfigError(
             host.source_file, "engine.release",
-            f"the SGLang release the host runs (its facts report sglang {reported}, planned as {release})", pinned,
+            f"the {served.title} release the host runs (its facts report {served.name} {reported}, planned as {release})", pinned,
         )
     return reported
 

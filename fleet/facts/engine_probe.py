@@ -36,6 +36,7 @@ PACKAGES = {
     "triton": ("triton", "pytorch-triton", "pytorch-triton-rocm"),
     "flashinfer": ("flashinfer-python", "flashinfer"),
     "sglang": ("sglang",),
+    "vllm": ("vllm",),
 }
 
 

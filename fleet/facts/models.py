@@ -70,7 +70,14 @@ class EnginePython(FactModel):
     torch_error: str | None = Field(default=None, description="why torch could not be imported")
     triton_version: str | None = None
     flashinfer_version: str | None = None
+    # The serving engines' packages (fleet.host.engines.ENGINE_NAMES), by the probe's field names:
+    # one interpreter may have both.
     sglang_version: str | None = None
+    vllm_version: str | None = None
+
+    def package_version(self, engine: str) -> str | None:
+        """The installed version of `engine`'s package (an ENGINE_NAMES name), None where it is absent."""
+        return {"sglang": self.sglang_version, "vllm": self.vllm_version}.get(engine)
 
 
 class DiskSpace(FactModel):

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from rich.table import Table
 
 from fleet.facts.models import HostFacts
+from fleet.host.engines import engine as engine_named
 
 GIB = 1024**3
 
@@ -26,7 +27,8 @@ def _engine(facts: HostFacts) -> str:
     if engine is None:
         return "?"
     torch = f"torch {engine.torch_version} cu {engine.torch_cuda}" if engine.torch_version else "no torch"
-    return f"Python {engine.python_version}, {torch}, sglang {engine.sglang_version or '-'}"
+    served = engine_named()
+    return f"Python {engine.python_version}, {torch}, {served.name} {engine.package_version(served.name) or '-'}"
 
 
 def _disks(facts: HostFacts) -> str:

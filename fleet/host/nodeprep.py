@@ -39,6 +39,7 @@ from typing import Any
 
 from fleet.host import nvidia_smi, procfs
 from fleet.host.atomic import atomic_file
+from fleet.host.engines import DEFAULT_ENGINE
 from fleet.host.contract.nodeprep import (
     NODE_FACTS_DIR,
     REFUSED_EXIT,
@@ -290,9 +291,11 @@ def check_engine_installed(s: Scene) -> tuple[str, str, str]:
         return "skip", f"engine {s.req.engine_kind} needs no Python packages", ""
     if engine is None:
         return "fail", f"the engine's Python: {s.facts.engine_problem}", ""
-    if not engine.get("sglang_version"):
-        return "fail", f"{engine.get('executable')} has no sglang", ""
-    return "ok", f"sglang {engine['sglang_version']} in {engine.get('executable')}", ""
+    package = DEFAULT_ENGINE  # what sglang hosts serve; the probe reports each engine's package as `<name>_version`
+    version = engine.get(f"{package}_version")
+    if not version:
+        return "fail", f"{engine.get('executable')} has no {package}", ""
+    return "ok", f"{package} {version} in {engine.get('executable')}", ""
 
 
 def check_staging_space(s: Scene) -> tuple[str, str, str]:

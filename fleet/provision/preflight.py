@@ -20,6 +20,7 @@ from rich.text import Text
 
 from fleet.errors import FleetError
 from fleet.facts.models import Gpu, HostFacts, Version, version_tuple
+from fleet.host.engines import engine as engine_named
 from fleet.host.nvidia_smi import plays_declared
 from fleet.inventory import EngineKind, Host, ServiceManager
 
@@ -407,21 +408,23 @@ def check_engine_installed(facts: HostFacts, needs: PreflightRequirements) -> Fi
     if not _engine_uses_torch(needs):
         return Finding(Verdict.skip, f"engine {needs.engine_kind.value} needs no Python packages")
     engine = facts.engine
+    package = engine_named().name
     if engine is None:
         problem = facts.problems.get("engine", "the engine's Python was not probed")
         return Finding(
             Verdict.fail,
             f"{facts.request.engine_python}: {problem}",
-            f"set engine.python in {needs.host_file} to the interpreter that has sglang installed",
+            f"set engine.python in {needs.host_file} to the interpreter that has {package} installed",
         )
-    if engine.sglang_version is None:
+    version = engine.package_version(package)
+    if version is None:
         return Finding(
             Verdict.fail,
-            f"{engine.executable} (Python {engine.python_version}) has no sglang",
-            f"install sglang into it, or set engine.python in {needs.host_file} to the interpreter that has it",
+            f"{engine.executable} (Python {engine.python_version}) has no {package}",
+            f"install {package} into it, or set engine.python in {needs.host_file} to the interpreter that has it",
         )
     extras = f", flashinfer {engine.flashinfer_version}" if engine.flashinfer_version else ", no flashinfer"
-    return Finding(Verdict.ok, f"sglang {engine.sglang_version}{extras} in {engine.executable} (Python {engine.python_version})")
+    return Finding(Verdict.ok, f"{package} {version}{extras} in {engine.executable} (Python {engine.python_version})")
 
 
 def check_engine_cuda_supports_gpu(facts: HostFacts, needs: PreflightRequirements) -> Finding:
