@@ -16,23 +16,20 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Union
 
-from pydantic import AfterValidator, BeforeValidator, Field, PrivateAttr, ValidationInfo, field_validator, model_validator
+from pydantic import Field, PrivateAttr, ValidationInfo, field_validator, model_validator
 
 from fleet.config import EnvName, FlagName, HfRepoId, HostPath, Int, Revision, StrictModel, Token, checked, checked_host_path, load_model_file
-from fleet.host.agent.stats import min_samples
 from fleet.host.modelcard import shipped_card_names
-from fleet.inventory import NAME_PATTERN, Name
+from fleet.inventory import Name
+from fleet.workloads.kinds import MAX_CONTEXT, MAX_TIMEOUT_S, Workload, WorkloadModel
 
 FlagValue = Union[str, int, float, bool, None, list[Union[str, int, float]]]
 # Flags and environment reach the engine's argv and its unit file: names are words (a key like
 # `x; touch /tmp/p` is refused here), values free of control characters (fleet.config.read_yaml).
 Flags = dict[FlagName, FlagValue]
 Env = dict[EnvName, str]
-# Bounds far above any real setting: a value past them is a typo (1e15), not a configuration.
-MAX_CONTEXT = 1 << 24
-MAX_TIMEOUT_S = 7 * 86400.0
 
 
 def _card(value: str) -> str | None:
@@ -59,17 +56,8 @@ def _mirror(value: str) -> str | None:
     return None
 
 
-def _prompt_name(value: str) -> str:
-    from fleet.workloads import prompt_names  # fleet.workloads imports this module
-
-    if value not in prompt_names():
-        raise ValueError(f"a prompt of fleet's library ({', '.join(prompt_names())})")
-    return value
-
-
 CardName = Annotated[str, checked(_card)]
 MirrorSource = Annotated[str, checked(_mirror)]
-PromptName = Annotated[str, Field(pattern=NAME_PATTERN), AfterValidator(_prompt_name)]
 
 
 class ModelRef(StrictModel):
@@ -158,142 +146,6 @@ class Override(StrictModel):
     server: ServerSettings
 
 
-# Workload defaults send enough requests for a p90 (10: fleet.host.agent.stats states the rule).
-class ShortWorkload(StrictModel):
-    kind: Literal["short"]
-    prompts: list[PromptName] = Field(min_length=1, description="names from fleet's prompt library (fib, qsort, arith, json, ...)")
-    max_new_tokens: Int = Field(default=256, ge=1, le=MAX_CONTEXT)
-    requests: Int | None = Field(
-        default=None, ge=1, le=100_000, description="requests per repeat, in whole rounds of the prompts; default: enough for a p90 (10)"
-    )
-
-
-class LongContextWorkload(StrictModel):
-    kind: Literal["long_context"]
-    prompt_tokens: Int = Field(ge=1, le=MAX_CONTEXT, description="target prompt length; shrunk by real token count to fit the context")
-    max_new_tokens: Int = Field(default=256, ge=1, le=MAX_CONTEXT)
-    margin_tokens: Int = Field(default=64, ge=0, le=MAX_CONTEXT)
-    requests: Int = Field(default=10, ge=1, le=100_000, description="requests per repeat; the default is enough for a p90")
-
-
-class ConcurrencyWorkload(StrictModel):
-    kind: Literal["concurrency"]
-    levels: Literal["auto"] | list[Annotated[Int, Field(ge=1, le=1 << 16)]] = Field(
-        default="auto", description="`auto`: 1, 2, 4, ... up to the server's effective max_running_requests"
-    )
-    prompt: PromptName = "qsort"
-    max_new_tokens: Int = Field(default=256, ge=1, le=MAX_CONTEXT)
-    requests_per_level: Int | None = Field(
-        default=None, ge=1, le=100_000, description="default: enough for a p90 (10) and 2 x the level (fleet.host.agent.drive.requests_at_level)"
-    )
-
-
-class AgenticWorkload(StrictModel):
-    kind: Literal["agentic"]
-    turns: Int = Field(default=6, ge=1, le=1000)
-    sessions: Int = Field(default=2, ge=1, le=1000, description="conversations side by side; 2 x 6 turns: enough for a p90")
-    max_new_tokens: Int = Field(default=256, ge=1, le=MAX_CONTEXT)
-
-
-_DURATION = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(ms|s)\s*$")
-
-
-def _duration_s(value: object) -> float:
-    """An SLO's duration from `200ms` or `1.5s`: a bare number is refused, since milliseconds
-    (vllm bench serve's --goodput) and seconds (fleet's results) are both at home here."""
-    match = _DURATION.match(value) if isinstance(value, str) else None
-    if match is None:
-        raise ValueError("a duration with its unit, e.g. 200ms or 1.5s")
-    seconds = float(match.group(1)) / (1000.0 if match.group(2) == "ms" else 1.0)
-    if not 0 < seconds <= MAX_TIMEOUT_S:
-        raise ValueError(f"a duration above 0 and at most {MAX_TIMEOUT_S:.0f}s")
-    return seconds
-
-
-Duration = Annotated[float, BeforeValidator(_duration_s)]
-
-
-class Slo(StrictModel):
-    """Latency targets a request must all meet to count towards goodput (vllm bench serve --goodput:
-    TTFT, TPOT, E2E latency); each with its unit (`500ms`, `2s`)."""
-
-    ttft: Duration | None = None
-    tpot: Duration | None = None
-    e2e: Duration | None = None
-
-    @model_validator(mode="after")
-    def _some(self) -> Slo:
-        if self.ttft is None and self.tpot is None and self.e2e is None:
-            raise ValueError("at least one of `ttft`, `tpot`, `e2e`")
-        return self
-
-
-class Load(StrictModel):
-    """Open-loop arrivals: requests sent at `rate` per second whether or not earlier ones have
-    finished, with gamma-distributed gaps (shape `burstiness`; 1 is a Poisson process), as
-    vllm bench serve's --request-rate and --burstiness define them."""
-
-    rate: float = Field(gt=0, le=1e6, description="requests per second (finite, above 0)")
-    burstiness: float = Field(default=1.0, gt=0, le=1e3, description="gamma shape of the gaps: 1 Poisson, < 1 burstier, > 1 steadier")
-    max_in_flight: Int | None = Field(default=None, ge=1, le=1 << 16, description="a cap on requests in flight; none by default")
-    warmup_requests: Int = Field(default=0, ge=0, le=10_000, description="sent one at a time first, and left out of every figure")
-    seed: Int = Field(default=0, ge=0, le=2**32 - 1)
-
-
-class DatasetWorkload(StrictModel):
-    """Prompts sampled from a local dataset file in its publisher's format (fleet.workloads.datasets)."""
-
-    kind: Literal["dataset"]
-    file: str = Field(min_length=1, max_length=4096, description="a dataset file on this machine, shipped with the sweep")
-    format: Literal["sharegpt", "spec_bench", "mt_bench", "gsm8k", "humaneval", "mbpp", "jsonl"]
-    # Filled from the file when not given (a before-validator): the run id then changes with the
-    # file's contents, and a pinned value is checked against it.
-    sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
-    categories: list[Annotated[str, Field(min_length=1, max_length=200)]] | None = Field(
-        default=None, min_length=1, description="only these categories (the dataset must have them)"
-    )
-    requests: Int | None = Field(default=None, ge=1, le=1_000_000, description="requests sampled per repeat; default: every sample once")
-    seed: Int = Field(default=0, ge=0, le=2**32 - 1)
-    max_new_tokens: Int = Field(default=256, ge=1, le=MAX_CONTEXT, description="output length; a sample's own (ShareGPT reply, output_len) is capped by it")
-    load: Load | None = Field(default=None, description="open-loop arrivals; without it requests go one at a time")
-    slo: Slo | None = None
-
-    @model_validator(mode="before")
-    @classmethod
-    def _hash_the_file(cls, data: Any) -> Any:
-        from fleet.workloads.datasets import file_sha256  # fleet.workloads imports this module
-
-        if isinstance(data, dict) and isinstance(data.get("file"), str) and data.get("sha256") is None:
-            digest = file_sha256(Path(data["file"]))
-            if digest is not None:
-                return {**data, "sha256": digest}
-        return data
-
-    @model_validator(mode="after")
-    def _readable(self) -> DatasetWorkload:
-        from fleet.workloads.datasets import check_dataset
-
-        check_dataset(self)
-        return self
-
-
-class RandomWorkload(StrictModel):
-    """Random token ids of exactly `input_tokens` and outputs of exactly `max_new_tokens` (ignore_eos),
-    as `sglang.bench_serving --dataset-name random --random-range-ratio 1` defines them."""
-
-    kind: Literal["random"]
-    input_tokens: Int = Field(ge=1, le=MAX_CONTEXT)
-    max_new_tokens: Int = Field(ge=1, le=MAX_CONTEXT)
-    requests: Int = Field(default=min_samples(90), ge=1, le=1_000_000, description="requests per repeat; the default is enough for a p90")
-    seed: Int = Field(default=0, ge=0, le=2**32 - 1)
-    load: Load | None = Field(default=None, description="open-loop arrivals; without it requests go one at a time")
-    slo: Slo | None = None
-
-
-WorkloadModel = Union[ShortWorkload, LongContextWorkload, ConcurrencyWorkload, AgenticWorkload, DatasetWorkload, RandomWorkload]
-Workload = Annotated[WorkloadModel, Field(discriminator="kind")]
-
-
 class AutoFix(str, Enum):
     apply = "apply"
     suggest = "suggest"
@@ -378,9 +230,10 @@ class Playbook(StrictModel):
                             f"workloads.{name}.max_new_tokens ({workload.max_new_tokens}) below the context length "
                             f"{context} of tp {tp}, method {method}"
                         )
-                    if isinstance(workload, RandomWorkload) and workload.input_tokens + workload.max_new_tokens > context:
+                    prompt = workload.fixed_input_tokens()
+                    if prompt is not None and prompt + workload.max_new_tokens > context:
                         raise ValueError(
-                            f"workloads.{name}.input_tokens + max_new_tokens ({workload.input_tokens} + {workload.max_new_tokens}) "
+                            f"workloads.{name}.input_tokens + max_new_tokens ({prompt} + {workload.max_new_tokens}) "
                             f"within the context length {context} of tp {tp}, method {method}"
                         )
         return self

@@ -48,18 +48,8 @@ from fleet.host.engines.base import Adjustment, Feasibility, describe_adjustment
 from fleet.host.failures import FailureClass
 from fleet.host.modelcard import load_model_card
 from fleet.inventory import ENGINE_DEFAULT_FORK, fork_of
-from fleet.playbook import (
-    AgenticWorkload,
-    AutoFix,
-    ConcurrencyWorkload,
-    Limits,
-    LongContextWorkload,
-    Run,
-    ServerConfig,
-    ServerSettings,
-    ShortWorkload,
-    WorkloadModel,
-)
+from fleet.playbook import AutoFix, Limits, Run, ServerConfig, ServerSettings
+from fleet.workloads.kinds import LongContextWorkload, WorkloadModel
 
 # Room left for chat-template tokens when only max_new_tokens can give way (LongContextWorkload's default).
 DEFAULT_MARGIN_TOKENS: int = LongContextWorkload.model_fields["margin_tokens"].default

@@ -21,17 +21,8 @@ from fleet.host.agent.drive import requests_at_level
 from fleet.host.atomic import write_json_atomic
 from fleet.host.contract.reader import Reader, read_text
 from fleet.planning.ids import IdCache
-from fleet.playbook import (
-    AgenticWorkload,
-    ConcurrencyWorkload,
-    DatasetWorkload,
-    LongContextWorkload,
-    RandomWorkload,
-    Run,
-    ServerConfig,
-    ShortWorkload,
-)
-from fleet.workloads import short_rounds
+from fleet.playbook import Run, ServerConfig
+from fleet.workloads.kinds import AgenticWorkload, ConcurrencyWorkload, DatasetWorkload, LongContextWorkload, RandomWorkload, ShortWorkload, short_rounds
 
 AUTOREGRESSIVE_TOK_S = {1: 26.5, 2: 40.0, 4: 60.0, 8: 80.0}
 # A dataset workload's prior, before a measurement: prompts of chat/benchmark sets run to about a

@@ -36,13 +36,11 @@ import random
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from collections.abc import Sequence
+from typing import Any, Callable, Protocol
 
 from fleet.host.agent.stats import summary
 from fleet.host.tokens import count_tokens
-
-if TYPE_CHECKING:
-    from fleet.playbook import DatasetWorkload
 
 # ShareGPT_V3_unfiltered_cleaned_split.json, the largest file anyone benchmarks with, is ~670 MB.
 MAX_DATASET_BYTES = 1 << 30
@@ -55,6 +53,25 @@ class Sample:
     category: str | None = None
     output_tokens: int | None = None  # the dataset's own output length, where it gives one
     source_id: str | None = None
+
+
+class DatasetSpec(Protocol):
+    """What these functions read of a dataset workload (fleet.workloads.kinds.DatasetWorkload)."""
+
+    @property
+    def file(self) -> str: ...
+    @property
+    def format(self) -> str: ...
+    @property
+    def sha256(self) -> str | None: ...
+    @property
+    def categories(self) -> Sequence[str] | None: ...
+    @property
+    def requests(self) -> int | None: ...
+    @property
+    def seed(self) -> int: ...
+    @property
+    def max_new_tokens(self) -> int: ...
 
 
 class DatasetFormatError(ValueError):
@@ -214,7 +231,7 @@ def load_samples(file: str, format: str, sha256: str | None) -> tuple[Sample, ..
     return tuple(samples)
 
 
-def check_dataset(workload: DatasetWorkload) -> None:
+def check_dataset(workload: DatasetSpec) -> None:
     """Raise ValueError (a playbook error: exit 2) for a file that is unreadable, in another
     format, empty, pinned to another sha256, or without a category the workload names."""
     digest = file_sha256(Path(workload.file))
@@ -233,7 +250,7 @@ def check_dataset(workload: DatasetWorkload) -> None:
             raise ValueError(f"`categories` of {workload.file} ({', '.join(known) or 'it has none'}); not {', '.join(missing)}")
 
 
-def sample_requests(workload: DatasetWorkload) -> list[Sample]:
+def sample_requests(workload: DatasetSpec) -> list[Sample]:
     """The requests of one repeat: seeded, without replacement while the samples last (then
     another seeded pass), each with its output length (the sample's own, capped at max_new_tokens)."""
     population = [
@@ -249,7 +266,7 @@ def sample_requests(workload: DatasetWorkload) -> list[Sample]:
     ]
 
 
-def describe(workload: DatasetWorkload, samples: list[Sample]) -> dict[str, Any]:
+def describe(workload: DatasetSpec, samples: list[Sample]) -> dict[str, Any]:
     """What a result records of the dataset: its file, hash, the sample's hash and lengths, categories."""
     canonical = json.dumps([[s.prompt, s.output_tokens, s.category] for s in samples], ensure_ascii=True, separators=(",", ":"))
     categories: dict[str, int] = {}

@@ -33,8 +33,9 @@ from fleet.host.contract.shard import AgentLimits, RunSpec, ServerSpec, Shard
 from fleet.host.engines.sim.gpu import register_process
 from fleet.host.engines.sim.harness import free_port
 from fleet.launch import SIM_RELEASE_ENV
-from fleet.playbook import ConcurrencyWorkload, Run, expand_runs, load_playbook
+from fleet.playbook import Run, expand_runs, load_playbook
 from fleet.workloads import resolve_workload
+from fleet.workloads.kinds import ConcurrencyWorkload
 from tests.integration.waiting import wait_for
 from tests.testfleet.gpu_tools import local_gpu_env
 

@@ -21,7 +21,8 @@ from typing import Any
 import pytest
 
 from fleet.host.agent.pause import THRESHOLD_ENV
-from fleet.playbook import ConcurrencyWorkload, Run
+from fleet.playbook import Run
+from fleet.workloads.kinds import ConcurrencyWorkload
 from tests.integration.test_agent_local import (  # noqa: F401 (fixtures)
     AUTOREGRESSIVE,
     agents,

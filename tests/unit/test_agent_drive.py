@@ -18,7 +18,7 @@ from fleet.host.agent.drive import (
     requests_at_level,
 )
 from fleet.host.tokens import count_tokens
-from fleet.workloads import corpus_slice
+from fleet.workloads.library import corpus_slice
 
 
 def calibrate(count: Callable[[int], int | None], body_chars: int, target: int, first: int) -> list[Probe]:

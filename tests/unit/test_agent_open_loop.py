@@ -20,8 +20,9 @@ from fleet.host.agent.results import CLIENT_BEHIND, RunIdentity, Sent, WorkloadO
 from fleet.host.contract import RunResult, RunStatus
 from fleet.host.contract.shard import AgentLimits, RunSpec
 from fleet.host.engines.sim.harness import SimProcess, start_sim
-from fleet.playbook import DatasetWorkload, Playbook, RandomWorkload, Run, expand_runs
+from fleet.playbook import Playbook, Run, expand_runs
 from fleet.workloads import resolve_workload
+from fleet.workloads.kinds import DatasetWorkload, RandomWorkload
 from tests.testfleet.gpu_tools import local_gpu_env
 
 # The sims' time scales: results are in sim time, and so is an open-loop schedule. The dataset run

@@ -18,7 +18,8 @@ from fleet.host.engines.sglang.args import resolve_server_args
 from fleet.host.engines.sglang.memory import SAFE_MAX_MEM_FRACTION_STATIC
 from fleet.host.engines.sim.cli import parse_command_line
 from fleet.host.modelcard import load_model_card
-from fleet.playbook import AutoFix, Limits, LongContextWorkload, Playbook, Run, ShortWorkload, expand_runs
+from fleet.playbook import AutoFix, Limits, Playbook, Run, expand_runs
+from fleet.workloads.kinds import LongContextWorkload, ShortWorkload
 
 ROOT = Path(__file__).resolve().parents[2]
 LOGS = ROOT / "tests" / "fixtures" / "logs"

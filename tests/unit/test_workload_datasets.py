@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from fleet.host.tokens import count_tokens
-from fleet.playbook import DatasetWorkload
+from fleet.workloads.kinds import DatasetWorkload
 from fleet.workloads.datasets import DatasetFormatError, LOADERS, describe, file_sha256, sample_requests
 
 

@@ -9,9 +9,12 @@ import pytest
 
 from fleet.host.agent.drive import requests_at_level
 from fleet.host.agent.stats import min_samples
+from fleet.host.contract.shard import WORKLOAD_KINDS
 from fleet.host.tokens import count_tokens
-from fleet.playbook import LongContextWorkload, ShortWorkload, expand_runs, load_playbook
-from fleet.workloads import MAX_CHARS_PER_TOKEN, WorkloadError, comparability_warnings, corpus_slice, prompt_names, resolve_workload, short_rounds
+from fleet.playbook import expand_runs, load_playbook
+from fleet.workloads import comparability_warnings, resolve_workload
+from fleet.workloads.kinds import KINDS, LongContextWorkload, ShortWorkload, short_rounds
+from fleet.workloads.library import MAX_CHARS_PER_TOKEN, WorkloadError, corpus_slice, prompt_names
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -84,3 +87,9 @@ def test_the_plan_warns_of_a_long_context_prompt_the_server_cannot_take() -> Non
     assert comparability_warnings([run], context_len=32768, kv_tokens=169044) == []  # 30000 + 256 + 64 fit
     other = type(run)(run.server, "lc", LongContextWorkload(kind="long_context", prompt_tokens=30000), 1)
     assert comparability_warnings([other], context_len=16384, kv_tokens=169044)[0].startswith("lc will be not_comparable")
+
+
+def test_the_controller_and_the_host_know_the_same_kinds() -> None:
+    """A kind is one class on the controller (fleet.workloads.kinds, listed in WorkloadModel) and
+    one name in the shard contract the agent checks (and drives)."""
+    assert sorted(KINDS) == sorted(WORKLOAD_KINDS)

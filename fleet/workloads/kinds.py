@@ -1,0 +1,279 @@
+"""Workload kinds: the controller's registry of them. Each kind is one class here: its playbook
+model (`kind:` and its fields, checked when the playbook loads) and what the controller does with
+a workload of the kind (`WorkloadKind`'s methods: its part of the shard's resolved workload, what
+the playbook checks against a server's context, what the plan warns of). `WorkloadModel` lists
+them; a new kind is a class and its place there (and, on the host, its entry in the contract's
+WORKLOAD_KINDS and the agent's driver: fleet.host.agent.drive).
+
+Runs on the controller. The prompts are data (fleet.workloads.library); what depends on the
+server -- the long-context prompt size, the concurrency levels of `auto` -- is left for the agent
+to settle on the host, where the server can be asked.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from abc import abstractmethod
+from pathlib import Path
+from typing import Annotated, Any, Literal, Union, get_args
+
+from pydantic import AfterValidator, BeforeValidator, Field, model_validator
+
+from fleet.config import Int, StrictModel
+from fleet.host.agent.drive import calibration_tolerance
+from fleet.host.agent.stats import min_samples
+from fleet.inventory import NAME_PATTERN
+from fleet.workloads.datasets import check_dataset, describe, file_sha256, sample_requests
+from fleet.workloads.library import corpus_slice, library_prompt, load_data, prompt_names
+
+# Bounds far above any real setting: a value past them is a typo (1e15), not a configuration.
+MAX_CONTEXT = 1 << 24
+MAX_TIMEOUT_S = 7 * 86400.0
+
+
+def _prompt_name(value: str) -> str:
+    if value not in prompt_names():
+        raise ValueError(f"a prompt of fleet's library ({', '.join(prompt_names())})")
+    return value
+
+
+PromptName = Annotated[str, Field(pattern=NAME_PATTERN), AfterValidator(_prompt_name)]
+
+
+class WorkloadKind(StrictModel):
+    """What every kind's model does for the controller (its fields are its own)."""
+
+    @abstractmethod
+    def resolved(self, name: str, time_scale: float) -> dict[str, Any]:
+        """The kind's fields of the run's workload as the shard carries it (plain JSON, after
+        `name`, `kind` and `max_new_tokens`). `time_scale`: the host's wall seconds per engine second."""
+
+    def fixed_input_tokens(self) -> int | None:
+        """The prompt tokens of every request, where the kind fixes them (`input_tokens`): with
+        max_new_tokens they must fit a server's context. None: the prompt's length is the host's."""
+        return None
+
+    def comparability_warning(self, name: str, context_len: int, kv_tokens: int) -> str | None:
+        """Why a run of this workload will be `not_comparable` on a server of this context and KV
+        pool, known before it starts; None: nothing known."""
+        return None
+
+
+# Workload defaults send enough requests for a p90 (10: fleet.host.agent.stats states the rule).
+class ShortWorkload(WorkloadKind):
+    kind: Literal["short"]
+    prompts: list[PromptName] = Field(min_length=1, description="names from fleet's prompt library (fib, qsort, arith, json, ...)")
+    max_new_tokens: Int = Field(default=256, ge=1, le=MAX_CONTEXT)
+    requests: Int | None = Field(
+        default=None, ge=1, le=100_000, description="requests per repeat, in whole rounds of the prompts; default: enough for a p90 (10)"
+    )
+
+    def resolved(self, name: str, time_scale: float) -> dict[str, Any]:
+        return {"prompts": [library_prompt(name, each) for each in self.prompts], "rounds": short_rounds(self)}
+
+
+def short_rounds(workload: ShortWorkload) -> int:
+    """Passes over a short workload's prompts per repeat: whole rounds, so that every prompt weighs
+    the same, and at least `requests` (default: enough for a p90) requests in all."""
+    wanted = workload.requests or min_samples(90)
+    return -(-wanted // len(workload.prompts))
+
+
+class LongContextWorkload(WorkloadKind):
+    kind: Literal["long_context"]
+    prompt_tokens: Int = Field(ge=1, le=MAX_CONTEXT, description="target prompt length; shrunk by real token count to fit the context")
+    max_new_tokens: Int = Field(default=256, ge=1, le=MAX_CONTEXT)
+    margin_tokens: Int = Field(default=64, ge=0, le=MAX_CONTEXT)
+    requests: Int = Field(default=10, ge=1, le=100_000, description="requests per repeat; the default is enough for a p90")
+
+    def resolved(self, name: str, time_scale: float) -> dict[str, Any]:
+        spec = load_data("long_context.json")
+        return {
+            "prompt_tokens": self.prompt_tokens,
+            "margin_tokens": self.margin_tokens,
+            "requests": self.requests,
+            "instruction": spec["instruction"],
+            "question": spec["question"],
+            "corpus": corpus_slice(self.prompt_tokens),
+        }
+
+    def comparability_warning(self, name: str, context_len: int, kv_tokens: int) -> str | None:
+        """A prompt that cannot fit the server's context or KV pool is cut on the host (the agent's
+        calibration, fleet.host.agent.drive): its figures would describe a shorter prompt. SGLang
+        takes prompts up to min(context_len, max_total_num_tokens) - 1 tokens."""
+        room = min(context_len, kv_tokens) - 1
+        fits = room - self.max_new_tokens - self.margin_tokens
+        if self.prompt_tokens - fits <= calibration_tolerance(self.prompt_tokens):
+            return None
+        return (
+            f"{name} will be not_comparable: its {self.prompt_tokens}-token prompt is cut to about "
+            f"{max(fits, 0)} (the server takes {room} tokens: context {context_len}, KV pool {kv_tokens})"
+        )
+
+
+class ConcurrencyWorkload(WorkloadKind):
+    kind: Literal["concurrency"]
+    levels: Literal["auto"] | list[Annotated[Int, Field(ge=1, le=1 << 16)]] = Field(
+        default="auto", description="`auto`: 1, 2, 4, ... up to the server's effective max_running_requests"
+    )
+    prompt: PromptName = "qsort"
+    max_new_tokens: Int = Field(default=256, ge=1, le=MAX_CONTEXT)
+    requests_per_level: Int | None = Field(
+        default=None, ge=1, le=100_000, description="default: enough for a p90 (10) and 2 x the level (fleet.host.agent.drive.requests_at_level)"
+    )
+
+    def resolved(self, name: str, time_scale: float) -> dict[str, Any]:
+        return {"levels": self.levels, "prompt": library_prompt(name, self.prompt), "requests_per_level": self.requests_per_level}
+
+
+class AgenticWorkload(WorkloadKind):
+    kind: Literal["agentic"]
+    turns: Int = Field(default=6, ge=1, le=1000)
+    sessions: Int = Field(default=2, ge=1, le=1000, description="conversations side by side; 2 x 6 turns: enough for a p90")
+    max_new_tokens: Int = Field(default=256, ge=1, le=MAX_CONTEXT)
+
+    def resolved(self, name: str, time_scale: float) -> dict[str, Any]:
+        spec = load_data("agentic.json")
+        tools = "\n".join(json.dumps(tool, sort_keys=True) for tool in spec["tools"])
+        return {
+            "turns": self.turns,
+            "sessions": self.sessions,
+            "chat": spec["chat"],
+            "system": spec["system"].replace("{tools}", tools),
+            "tasks": spec["tasks"],
+            "tool_results": [json.dumps(result, sort_keys=True) for result in spec["tool_results"]],
+        }
+
+
+_DURATION = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(ms|s)\s*$")
+
+
+def _duration_s(value: object) -> float:
+    """An SLO's duration from `200ms` or `1.5s`: a bare number is refused, since milliseconds
+    (vllm bench serve's --goodput) and seconds (fleet's results) are both at home here."""
+    match = _DURATION.match(value) if isinstance(value, str) else None
+    if match is None:
+        raise ValueError("a duration with its unit, e.g. 200ms or 1.5s")
+    seconds = float(match.group(1)) / (1000.0 if match.group(2) == "ms" else 1.0)
+    if not 0 < seconds <= MAX_TIMEOUT_S:
+        raise ValueError(f"a duration above 0 and at most {MAX_TIMEOUT_S:.0f}s")
+    return seconds
+
+
+Duration = Annotated[float, BeforeValidator(_duration_s)]
+
+
+class Slo(StrictModel):
+    """Latency targets a request must all meet to count towards goodput (vllm bench serve --goodput:
+    TTFT, TPOT, E2E latency); each with its unit (`500ms`, `2s`)."""
+
+    ttft: Duration | None = None
+    tpot: Duration | None = None
+    e2e: Duration | None = None
+
+    @model_validator(mode="after")
+    def _some(self) -> Slo:
+        if self.ttft is None and self.tpot is None and self.e2e is None:
+            raise ValueError("at least one of `ttft`, `tpot`, `e2e`")
+        return self
+
+
+class Load(StrictModel):
+    """Open-loop arrivals: requests sent at `rate` per second whether or not earlier ones have
+    finished, with gamma-distributed gaps (shape `burstiness`; 1 is a Poisson process), as
+    vllm bench serve's --request-rate and --burstiness define them."""
+
+    rate: float = Field(gt=0, le=1e6, description="requests per second (finite, above 0)")
+    burstiness: float = Field(default=1.0, gt=0, le=1e3, description="gamma shape of the gaps: 1 Poisson, < 1 burstier, > 1 steadier")
+    max_in_flight: Int | None = Field(default=None, ge=1, le=1 << 16, description="a cap on requests in flight; none by default")
+    warmup_requests: Int = Field(default=0, ge=0, le=10_000, description="sent one at a time first, and left out of every figure")
+    seed: Int = Field(default=0, ge=0, le=2**32 - 1)
+
+
+def _arrivals(load: Load | None, time_scale: float) -> dict[str, Any] | None:
+    """Open-loop arrivals as the agent schedules them. `time_scale`: wall seconds per engine second
+    (a sim host's sim_speed), so that a rate means the same in results, which are in engine time."""
+    if load is None:
+        return None
+    return {**load.model_dump(), "time_scale": time_scale}
+
+
+def _slo(slo: Slo | None) -> dict[str, float] | None:
+    """SLOs in seconds, under vllm's metric names (ttft, tpot, e2el), only those set."""
+    if slo is None:
+        return None
+    return {name: value for name, value in (("ttft", slo.ttft), ("tpot", slo.tpot), ("e2el", slo.e2e)) if value is not None}
+
+
+class DatasetWorkload(WorkloadKind):
+    """Prompts sampled from a local dataset file in its publisher's format (fleet.workloads.datasets)."""
+
+    kind: Literal["dataset"]
+    file: str = Field(min_length=1, max_length=4096, description="a dataset file on this machine, shipped with the sweep")
+    format: Literal["sharegpt", "spec_bench", "mt_bench", "gsm8k", "humaneval", "mbpp", "jsonl"]
+    # Filled from the file when not given (a before-validator): the run id then changes with the
+    # file's contents, and a pinned value is checked against it.
+    sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
+    categories: list[Annotated[str, Field(min_length=1, max_length=200)]] | None = Field(
+        default=None, min_length=1, description="only these categories (the dataset must have them)"
+    )
+    requests: Int | None = Field(default=None, ge=1, le=1_000_000, description="requests sampled per repeat; default: every sample once")
+    seed: Int = Field(default=0, ge=0, le=2**32 - 1)
+    max_new_tokens: Int = Field(default=256, ge=1, le=MAX_CONTEXT, description="output length; a sample's own (ShareGPT reply, output_len) is capped by it")
+    load: Load | None = Field(default=None, description="open-loop arrivals; without it requests go one at a time")
+    slo: Slo | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _hash_the_file(cls, data: Any) -> Any:
+        if isinstance(data, dict) and isinstance(data.get("file"), str) and data.get("sha256") is None:
+            digest = file_sha256(Path(data["file"]))
+            if digest is not None:
+                return {**data, "sha256": digest}
+        return data
+
+    @model_validator(mode="after")
+    def _readable(self) -> DatasetWorkload:
+        check_dataset(self)
+        return self
+
+    def resolved(self, name: str, time_scale: float) -> dict[str, Any]:
+        samples = sample_requests(self)
+        return {
+            "dataset": describe(self, samples),
+            "samples": [{"prompt": s.prompt, "category": s.category, "output_tokens": s.output_tokens} for s in samples],
+            "load": _arrivals(self.load, time_scale),
+            "slo": _slo(self.slo),
+        }
+
+
+class RandomWorkload(WorkloadKind):
+    """Random token ids of exactly `input_tokens` and outputs of exactly `max_new_tokens` (ignore_eos),
+    as `sglang.bench_serving --dataset-name random --random-range-ratio 1` defines them."""
+
+    kind: Literal["random"]
+    input_tokens: Int = Field(ge=1, le=MAX_CONTEXT)
+    max_new_tokens: Int = Field(ge=1, le=MAX_CONTEXT)
+    requests: Int = Field(default=min_samples(90), ge=1, le=1_000_000, description="requests per repeat; the default is enough for a p90")
+    seed: Int = Field(default=0, ge=0, le=2**32 - 1)
+    load: Load | None = Field(default=None, description="open-loop arrivals; without it requests go one at a time")
+    slo: Slo | None = None
+
+    def resolved(self, name: str, time_scale: float) -> dict[str, Any]:
+        return {
+            "input_tokens": self.input_tokens,
+            "requests": self.requests,
+            "seed": self.seed,
+            "load": _arrivals(self.load, time_scale),
+            "slo": _slo(self.slo),
+        }
+
+    def fixed_input_tokens(self) -> int | None:
+        return self.input_tokens
+
+
+# The registry: every kind, once. A playbook's `kind:` picks its model (pydantic's discriminator).
+WorkloadModel = Union[ShortWorkload, LongContextWorkload, ConcurrencyWorkload, AgenticWorkload, DatasetWorkload, RandomWorkload]
+Workload = Annotated[WorkloadModel, Field(discriminator="kind")]
+KINDS: dict[str, type[WorkloadKind]] = {get_args(model.model_fields["kind"].annotation)[0]: model for model in get_args(WorkloadModel)}
