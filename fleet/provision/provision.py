@@ -282,23 +282,36 @@ def provision_host(host: Host, playbook: Playbook, options: ProvisionOptions, tr
             return report
         boot = facts.boot_id
         for staging_round in range(1, MODEL_ROUNDS + 1):
-            round_changes = ensure_dirs(t, host, options.dry_run)
-            for model in models:
-                changes, state = _provision_model(t, model, host, options, states[model.label], weightless=model.label in weightless)
-                round_changes += changes
-                if not options.dry_run:
-                    report.models[model.label] = _model_identity(model, state)
+            round_changes: list[Change] = []
+            failure: FleetError | None = None
+            try:
+                round_changes += ensure_dirs(t, host, options.dry_run)
+                for model in models:
+                    changes, state = _provision_model(t, model, host, options, states[model.label], weightless=model.label in weightless)
+                    round_changes += changes
+                    if not options.dry_run:
+                        report.models[model.label] = _model_identity(model, state)
+            except FleetError as exc:
+                if options.dry_run:
+                    raise
+                # A reboot also fails the call it cuts short (the stage's start, a verify, the
+                # next model's fetch): on a new boot that failure is the reboot's, and the round
+                # runs again from the markers like one the reboot left alone (every step is idempotent).
+                failure = exc
             report.changes += round_changes
-            if options.dry_run or not round_changes:
+            if failure is None and (options.dry_run or not round_changes):
                 break
             # A reboot while one model was fetched or staged wipes the fast copies made before it
             # (its own restarts where it left off): read every model's markers again on a new boot.
-            now = retrying(CONNECT, host.name, lambda: read_boot_id(t), idempotent=True)
+            now = _boot_after_failure(t, host) if failure is not None else retrying(CONNECT, host.name, lambda: read_boot_id(t), idempotent=True)
             if not boot or not now or now == boot:  # (a host whose boot id cannot be read: no way to tell)
+                if failure is not None:
+                    raise failure
                 break
             if staging_round == MODEL_ROUNDS:
-                raise ModelError(f"{host.name}: rebooted during each of {MODEL_ROUNDS} rounds of model staging; not staging again")
-            log.warning("%s: rebooted while its models were staged (boot %s, now %s): checking every model again", host.name, boot, now)
+                raise ModelError(f"{host.name}: rebooted during each of {MODEL_ROUNDS} rounds of model staging; not staging again") from failure
+            cut = f" ({failure})" if failure is not None else ""
+            log.warning("%s: rebooted while its models were staged (boot %s, now %s)%s: checking every model again", host.name, boot, now, cut)
             boot = now
             states = dict(zip([m.label for m in models], read_states(t, models, host)))
         report.changes += ensure_agent_unit(t, host, options.dry_run)
@@ -318,6 +331,15 @@ def provision_host(host: Host, playbook: Playbook, options: ProvisionOptions, tr
         if transport is None:
             t.close()
     return report
+
+
+def _boot_after_failure(t: Transport, host: Host) -> str:
+    """The host's boot id once it answers again after a failed call; '' where it cannot be read
+    (the failure then stands as it was). A rebooting host answers again within CONNECT's bound."""
+    try:
+        return str(retrying(CONNECT, host.name, lambda: read_boot_id(t), idempotent=True))
+    except FleetError:
+        return ""
 
 
 def _provision_model(

@@ -11,6 +11,8 @@ progress file is read on the machine through the host's persistent directory (no
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import signal
@@ -18,7 +20,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,6 +29,10 @@ import yaml
 
 from fleet.host.agent.services import SERVICE_ENV_MARKER
 from fleet.host.contract import ContractError, SweepDir, load_result
+from fleet.inventory import load_inventory
+from fleet.layout import model_cache_dir, model_serve_dir
+from fleet.playbook import load_playbook
+from fleet.provision.models import ModelState, staging_job
 from tests.integration.waiting import wait_for
 from tests.testfleet.hosts import TestFleet
 
@@ -246,7 +252,55 @@ class Scenario:
 
     def rsync_sender(self, host: str) -> bool:
         """A controller's pull is under way: rsync's sender runs on the host."""
-        return any("rsync --server --sender" in command for command in self.fleet.processes(host).values())
+        return bool(self.rsync_senders(host))
+
+    def rsync_senders(self, host: str) -> list[int]:
+        """Machine pids of rsync's senders on the host (a controller's pull under way)."""
+        return [pid for pid, command in self.fleet.processes(host).items() if "rsync --server --sender" in command]
+
+    def stop_a_pull(self, host: str) -> list[int]:
+        """SIGSTOP rsync's senders on the host, and return those still senders once stopped: a
+        pull held under way (empty: none ran, or each ended before the signal; look again)."""
+        held = []
+        for pid in self.rsync_senders(host):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGSTOP)
+                if pid in self.rsync_senders(host):  # stopped, so still the same process now
+                    held.append(pid)
+        return held
+
+    @contextlib.contextmanager
+    def stage_held(self, host: str, playbook: Path) -> Iterator[StageGate]:
+        """Hold the playbook's target model's stage on `host` under way until the block ends.
+
+        Fleet's stage job runs under `flock` of the model's lock in the fast dir, so that a second
+        stage of the same model waits for the first (fleet.provision.models.DetachedJob): the test
+        takes that lock first, as such a stage would, and fleet's stage job waits on it, polled,
+        until the block ends or the host loses power (the lock lives in the host's /dev/shm). Call
+        before the sweep starts; `StageGate.waiting` is the moment to strike."""
+        target = next(h for h in load_inventory(self.hosts_dir) if h.name == host)
+        model = load_playbook(playbook).model
+        job = staging_job(ModelState(model_cache_dir(model, target), model_serve_dir(model, target), None, None), 0)
+        root = Path(f"/proc/{self.fleet._record_of(self.fleet[host]).init_pid}/root")
+        lock_path = root / job.lock.lstrip("/")
+        lock_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(lock_path, "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            yield StageGate(self, host, job.lock, root / job.log.lstrip("/"))
+
+
+@dataclass(frozen=True)
+class StageGate:
+    scenario: Scenario
+    host: str
+    lock: str  # the lock's path on the host
+    log: Path  # the stage job's log, as the machine sees it in that boot
+
+    def waiting(self) -> bool:
+        """Fleet's stage job was started (its log exists: the starting shell made it) and its
+        `flock` waits on the held lock: the stage is under way, and cannot end before the test
+        lets it. (Fleet's SSH call that started it may still be open.)"""
+        return self.log.exists() and any(command.startswith(f"flock {self.lock} ") for command in self.scenario.fleet.processes(self.host).values())
 
 
 def _environ(pid: int) -> dict[str, str]:

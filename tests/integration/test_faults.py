@@ -239,15 +239,21 @@ def test_server_crash_hang_and_never_healthy(scenario) -> None:
 
 def test_reboot_during_staging_and_during_a_pull(scenario) -> None:
     """ct200 loses power while provisioning stages the model into /dev/shm; ct201 while the
-    controller pulls its results (rsync's sender running on it)."""
+    controller pulls its results (rsync's sender running on it).
+
+    Both moments are held, not raced: ct200's stage waits on its lock, which the test holds until
+    the power cut (before, a cut that came once the sim's tiny stage had ended, or in the SSH call
+    that started it, was another test; the latter failed the host, 2 CI runs in 6); ct201's sender
+    is stopped once seen, so the cut lands in the pull, not after it."""
     sc = scenario(["ct200", "ct201"])
-    controller = sc.sweep(fault_playbook(sc.root, isolation="exclusive"), "ct200,ct201")
-    staging = Path(f"/proc/{sc.fleet._record_of(sc.fleet['ct200']).init_pid}/root/dev/shm/fleet")
-    sc.wait_host(lambda: staging.is_dir() and any(staging.iterdir()), 60, "ct200: staging into /dev/shm/fleet")
-    staging_at = time.time()
-    sc.fleet.reboot("ct200")
+    playbook = fault_playbook(sc.root, isolation="exclusive")
+    with sc.stage_held("ct200", playbook) as stage:
+        controller = sc.sweep(playbook, "ct200,ct201")
+        sc.wait_host(stage.waiting, 60, "ct200: fleet's stage into /dev/shm/fleet under way")
+        staging_at = time.time()
+        sc.fleet.reboot("ct200")
     sweep_id = controller.sweep_id(timeout=120)
-    sc.wait_host(lambda: sc.rsync_sender("ct201"), 90, "ct201: a pull under way", interval=0.005)
+    sc.wait_host(lambda: sc.stop_a_pull("ct201"), 90, "ct201: a pull under way", interval=0.005)
     pull_at = time.time()
     sc.fleet.reboot("ct201")
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from fleet.errors import AuthenticationFailed
+from fleet.errors import AuthenticationFailed, ConnectionLost
 from fleet.host.agent.services import FLEET_SERVICE_PIDS_SH, SERVICE_ENV_MARKER, started_by_fleet
 from fleet.layout import model_cache_dir, model_serve_dir
 from fleet.playbook import load_playbook
@@ -66,6 +66,58 @@ def test_after_a_reboot_provisioning_restages_from_the_cache_only() -> None:
     t.reboot()
     again = provision_host(host, playbook, provision_options(DEMO.parent, {}), transport=t)
     assert again.status == "changed" and actions(again) == ["mkdir", "stage", "stage"]  # /dev/shm/fleet itself is gone too
+
+
+def _cut_by_a_reboot(t: FakeTransport, matches, *, reboot: bool = True) -> list[str]:
+    """The first `run` call that `matches` dies with the host's session: the host reboots under it
+    (its tmpfs wiped, a new boot id) and the call ends in ConnectionLost, as over SSH. Returns the
+    commands it cut (one)."""
+    cut: list[str] = []
+
+    def handler(transport: FakeTransport, call) -> None:
+        if cut or not matches(call.command):
+            return None  # the host's usual answer
+        cut.append(call.command)
+        if reboot:
+            transport.reboot()
+        raise ConnectionLost(transport.host, f"{call.command}: the channel closed before the command's exit status arrived")
+
+    t.on(lambda call: True, handler, name="reboot under a call")
+    return cut
+
+
+@pytest.mark.parametrize(
+    "moment",
+    [
+        pytest.param(lambda command: "setsid" in command and "fleet-stage" in command, id="the-stage-start"),
+        pytest.param(lambda command: "find . -type f" in command and "/dev/shm/" in command, id="the-staged-copy-verify"),
+    ],
+)  # fmt: skip
+def test_a_reboot_that_cuts_a_staging_call_short_stages_again_on_the_new_boot(moment) -> None:
+    """The flake of test_reboot_during_staging_and_during_a_pull: a reboot that landed while the
+    stage's own SSH call ran (not one of its polls) failed the host ("the channel closed before
+    the command's exit status arrived"), and the sweep went on without it."""
+    host, playbook = make_host(), load_playbook(DEMO)
+    t = FakeTransport(host.name)
+    shell = FakeHostShell(t, host)
+    first_boot = t.boot_id
+    cut = _cut_by_a_reboot(t, moment)
+    report = provision_host(host, playbook, provision_options(DEMO.parent, {}), transport=t)
+    assert cut and t.reboots == 1 and t.boot_id != first_boot
+    assert report.status == "changed", report.reason
+    for model in models_of(playbook):
+        assert t.tree(model_serve_dir(model, host)) == t.tree(model_cache_dir(model, host))  # staged on the new boot
+    assert "fleet-stage" in shell.jobs
+
+
+def test_a_cut_staging_call_without_a_reboot_still_fails_the_host() -> None:
+    """Only a new boot makes the failure the reboot's: a dropped call on the same boot is said as before."""
+    host, playbook = make_host(), load_playbook(DEMO)
+    t = FakeTransport(host.name)
+    FakeHostShell(t, host)
+    _cut_by_a_reboot(t, lambda command: "setsid" in command and "fleet-stage" in command, reboot=False)
+    report = provision_host(host, playbook, provision_options(DEMO.parent, {}), transport=t)
+    assert report.status == "failed" and "exit status arrived" in report.reason, report.reason
 
 
 def test_stale_servers_are_cleared_unless_a_fleet_agent_runs() -> None:
