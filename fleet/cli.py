@@ -34,7 +34,6 @@ if TYPE_CHECKING:
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
-QUARANTINE_FILE = "quarantine.json"  # under the results root
 
 app = typer.Typer(
     name="fleet",
@@ -153,8 +152,9 @@ def _check_engine_flags(book: Playbook, hosts) -> None:
 
 def _quarantine_store():
     from fleet.fixes.quarantine import QuarantineError, QuarantineStore
+    from fleet.layout import ResultsRoot
 
-    store = QuarantineStore(_results_root() / QUARANTINE_FILE)
+    store = QuarantineStore(ResultsRoot(_results_root()).quarantine)
     try:
         store.list()  # a damaged file is refused here, before anything starts, not inside the planner
     except QuarantineError as exc:
@@ -169,12 +169,13 @@ def _plan_options(hosts, memory_check: bool):
     from fleet.facts import FactsCache
     from fleet.host.errors import ContractError
     from fleet.plan import PlanOptions, hardware_of
-    from fleet.planning.estimate import DURATIONS_FILE, DurationHistory
+    from fleet.layout import ResultsRoot
+    from fleet.planning.estimate import DurationHistory
 
     cache = FactsCache(facts_cache_dir())
     hardware = {h.name: hardware_of(h, cache.load(h.name)) for h in hosts}
     try:
-        durations = DurationHistory.load(_results_root() / DURATIONS_FILE)
+        durations = DurationHistory.load(ResultsRoot(_results_root()).durations)
     except ContractError as exc:
         _fail(str(exc))
     return PlanOptions(memory_check=memory_check, quarantine=_quarantine_store(), hardware=hardware, durations=durations)
@@ -423,9 +424,9 @@ def sweep(
 
     from rich.live import Live
 
-    from fleet.sweep.controller import resume_sweep, start_sweep
+    from fleet.backend import backend_for_hosts, backend_for_sweep
     from fleet.sweep.events import Event
-    from fleet.sweep.record import SweepError
+    from fleet.sweep.interface import SweepRequest, UsageError
     from fleet.views import duration, event_line, provision_table, sweep_table
 
     if (resume or cancel) and (playbook is not None or hosts_spec is not None):
@@ -438,98 +439,75 @@ def sweep(
     _check_sweep_records(resume)
     root = _results_root()
     lock = _lock_sweep(root, resume or cancel, "--resume" if resume else "--cancel")
-    interactive = out.is_terminal and not as_json
-    live = Live(console=err, refresh_per_second=2, transient=False) if interactive else None
-    last: list[Event] = []  # the latest event: the live table's elapsed time and ETA
-    host_etas: dict[str, float] = {}
+    with lock if lock is not None else contextlib.nullcontext():  # let go when the command is done
+        said = lambda line: err.print(line, highlight=False, soft_wrap=True)  # noqa: E731
+        try:
+            if cancel is not None:
+                said(backend_for_sweep(root / cancel).cancel(root / cancel))
+                return
+            chosen = _select_hosts(hosts_spec) if resume is None else []
+            backend = backend_for_sweep(root / resume) if resume is not None else backend_for_hosts(chosen)
+        except UsageError as exc:
+            _fail(str(exc))
+        except FleetError as exc:
+            _fail(str(exc), EXIT_FAILED)
+        interactive = out.is_terminal and not as_json
+        live = Live(console=err, refresh_per_second=2, transient=False) if interactive and backend.live_table else None
+        last: list[Event] = []  # the latest event: the live table's elapsed time and ETA
+        host_etas: dict[str, float] = {}
 
-    def on_event(event: Event) -> None:
-        if as_json:
-            _show(json.dumps(event.to_json()) + "\n")
-        elif not interactive:
-            _show(event_line(event) + "\n")
-        last[:] = [event]
-        if event.host and "host_eta_s" in event.data:
-            host_etas[event.host] = float(event.data["host_eta_s"])
+        def on_event(event: Event) -> None:
+            if as_json:
+                _show(json.dumps(event.to_json()) + "\n")
+            elif not interactive:
+                _show(event_line(event) + "\n")
+            elif live is None:  # a terminal without a live table: its events as lines on stderr
+                said(event_line(event))
+            last[:] = [event]
+            if event.host and "host_eta_s" in event.data:
+                host_etas[event.host] = float(event.data["host_eta_s"])
 
-    from fleet.slurm.cli import slurm_sweep  # a `kind: slurm` entry, or a Slurm sweep's id: fleet.slurm
+        def watch(statuses) -> None:
+            if live is None:
+                return
+            title = "sweep progress"
+            if last:
+                # Between events the clock runs on and the ETA counts down.
+                since = time.time() - last[0].at
+                eta = last[0].eta_s
+                title += f": {duration(last[0].elapsed_s + since)} elapsed" + (f", ETA {duration(max(0.0, eta - since))}" if eta is not None else "")
+            live.update(sweep_table(statuses, title=title, etas=host_etas))
 
-    code = slurm_sweep(
-        hosts=lambda: _select_hosts(hosts_spec), resume=resume, cancel=cancel, playbook=lambda: playbook or _default_playbook(),
-        root=root, poll=poll, memory_check=memory_check, say=lambda line: err.print(line, highlight=False, soft_wrap=True),
-        # No live table for a cluster: on a terminal its events go to stderr as lines.
-        on_event=on_event if not interactive else lambda e: err.print(event_line(e), highlight=False, soft_wrap=True), quarantine=_quarantine_store(),
-    )  # fmt: skip
-    if code is not None:
-        raise typer.Exit(code)
-
-    def watch(statuses) -> None:
-        if live is None:
-            return
-        title = "sweep progress"
-        if last:
-            # Between events the clock runs on and the ETA counts down.
-            since = time.time() - last[0].at
-            eta = last[0].eta_s
-            title += f": {duration(last[0].elapsed_s + since)} elapsed" + (f", ETA {duration(max(0.0, eta - since))}" if eta is not None else "")
-        live.update(sweep_table(statuses, title=title, etas=host_etas))
-
-    try:
-        with live if live is not None else contextlib.nullcontext():
-            # Secrets for the hosts' model fetch (HF_TOKEN) come from this environment, on a resume too.
-            if resume:
-                outcome = resume_sweep(
-                    resume, root, watch=watch, poll_interval_s=poll, environ=os.environ, on_event=on_event, host_lost_after_s=host_lost_after,
-                    hosts_dir=_hosts_dir(), lock=lock,
-                )  # fmt: skip
+        # Secrets for the hosts' model fetch (HF_TOKEN) come from this environment, on a resume too.
+        request = SweepRequest(
+            root, poll_interval_s=poll, memory_check=memory_check, quarantine=_quarantine_store(), environ=os.environ, on_event=on_event,
+            say=said, watch=watch, on_provisioned=lambda reports: err.print(provision_table(reports)), host_lost_after_s=host_lost_after,
+            allow_unplaceable=allow_unplaceable, hosts_dir=_hosts_dir(), lock=lock,
+        )  # fmt: skip
+        try:
+            with live if live is not None else contextlib.nullcontext():
+                if resume is not None:
+                    outcome = backend.resume(root / resume, request)
+                else:
+                    path = playbook or _default_playbook()
+                    _check_engine_flags(_load_playbook(path), chosen)  # clear errors for a malformed file before anything starts
+                    outcome = backend.start(path, chosen, request)
+        except (ConfigError, UsageError) as exc:  # the playbook asks for what the chosen hosts cannot hold (say, TP16 on 8-GPU hosts)
+            _fail(str(exc))
+        except FleetError as exc:
+            _fail(str(exc), EXIT_FAILED)
+        # Under --json stdout holds JSON lines only (the summary event names the folder); the rest goes to stderr.
+        note = err if as_json else out
+        styles = {"fix": "yellow", "problem": "red"}
+        for line in outcome.closing_lines():
+            if line.kind == "result":
+                note.print(line.text, highlight=False, soft_wrap=True, markup=False)
+            elif line.kind == "said":
+                said(line.text)
             else:
-                chosen = _select_hosts(hosts_spec)
-                path = playbook or _default_playbook()
-                _check_engine_flags(_load_playbook(path), chosen)  # clear errors for a malformed file before anything starts
-                outcome = start_sweep(
-                    path,
-                    chosen,
-                    root,
-                    on_provisioned=lambda reports: err.print(provision_table(reports)),
-                    watch=watch,
-                    poll_interval_s=poll,
-                    memory_check=memory_check,
-                    quarantine=_quarantine_store(),
-                    environ=os.environ,
-                    on_event=on_event,
-                    host_lost_after_s=host_lost_after,
-                    allow_unplaceable=allow_unplaceable,
-                )
-    except ConfigError as exc:  # the playbook asks for what the chosen hosts cannot hold (say, TP16 on 8-GPU hosts)
-        _fail(str(exc))
-    except (SweepError, FleetError) as exc:
-        _fail(str(exc), EXIT_FAILED)
-    for fix in outcome.fixes:
-        err.print(_plain(f"{fix.host}: {fix.label}: {fix.failure_class} -> {fix.action}: {fix.description}", "yellow"), highlight=False, soft_wrap=True)
-    for host, reason in outcome.excluded.items():
-        err.print(_plain(f"{host} takes no part: {reason}", "red"), highlight=False, soft_wrap=True)
-    # Under --json stdout holds JSON lines only (the summary event names the folder); the rest goes to stderr.
-    note = err if as_json else out
-    from fleet.views import results_lines
-
-    for line in results_lines(outcome.directory, sorted(outcome.statuses)):
-        note.print(line, highlight=False, soft_wrap=True, markup=False)
-    if outcome.interrupted:
-        note.print(f"the agents work on: `fleet status {outcome.sweep_id}`, `fleet sweep --resume {outcome.sweep_id}`", highlight=False, soft_wrap=True)
-        raise typer.Exit(130)
-    for host, reason in outcome.lost.items():
-        err.print(_plain(f"{host} was given up on ({reason}); its runs without a result went to the other hosts, or are counted below as run nowhere", "red"), highlight=False, soft_wrap=True)
-    if outcome.not_run:
-        reasons = sorted(set(outcome.not_run.values()))
-        err.print(_plain(f"{len(outcome.not_run)} runs ran nowhere: " + "; ".join(reasons[:5]), "red"), highlight=False, soft_wrap=True)
-    if outcome.missing:
-        shown = ", ".join(outcome.missing[:10]) + (", ..." if len(outcome.missing) > 10 else "")
-        err.print(_plain(f"{len(outcome.missing)} runs have no result fleet can read ({shown}): see `missing` and `unreadable` in summary.json", "red"), highlight=False, soft_wrap=True)
-    if outcome.unreadable:
-        shown = ", ".join(outcome.unreadable[:5]) + (", ..." if len(outcome.unreadable) > 5 else "")
-        err.print(_plain(f"{len(outcome.unreadable)} files the hosts sent back are not results fleet accepts, set aside ({shown}): why in summary.json's `unreadable`", "red"), highlight=False, soft_wrap=True)
-    if outcome.exit_code:
-        raise typer.Exit(outcome.exit_code)
+                err.print(_plain(line.text, styles[line.kind]), highlight=False, soft_wrap=True)
+        if outcome.exit_code:
+            raise typer.Exit(outcome.exit_code)
 
 
 @app.command()
@@ -538,8 +516,8 @@ def status(
     as_json: JsonOpt = False,
 ) -> None:
     """Progress of a sweep, per host, read from the hosts' agents (the sweep may be running or done)."""
+    from fleet.backend import sweep_status
     from fleet.sweep.record import SweepError
-    from fleet.sweep.status import sweep_status
     from fleet.views import sweep_table
 
     sweep_id = _sweep_id(sweep_id, "SWEEP_ID")
@@ -561,7 +539,7 @@ def fetch_logs(
     as_json: JsonOpt = False,
 ) -> None:
     """Bring server and agent logs and the complete journald output back into results/<sweep>/<host>/."""
-    from fleet.sweep.logs import fetch_logs as fetch
+    from fleet.backend import fetch_logs as fetch
     from fleet.sweep.record import SweepError
 
     names = [n.strip() for n in hosts_spec.split(",") if n.strip()] if hosts_spec is not None else None
@@ -674,8 +652,7 @@ def report(
 def _check_report_output(output: Path, inputs: list[Path]) -> None:
     """Refuse an -o that would write into a sweep's folder or over one of the report's inputs: a
     report never changes what it reports on (`-o results/<sweep>/summary.json` overwrote it)."""
-    from fleet.layout import LATEST, SWEEP_RECORD, read_latest
-    from fleet.planning.estimate import DURATIONS_FILE
+    from fleet.layout import LATEST, SWEEP_RECORD, ResultsRoot, read_latest
     from fleet.slurm.record import RECORD as SLURM_RECORD
 
     target = Path(os.path.realpath(output))
@@ -698,7 +675,7 @@ def _check_report_output(output: Path, inputs: list[Path]) -> None:
         record = next((name for name in (SWEEP_RECORD, SLURM_RECORD) if (folder / name).exists()), None)
         if record or folder.parent == root:
             _fail(f"{output} (-o): expected a path outside every sweep folder, got one in {folder}" + (f" (it holds {record})" if record else ""))
-    if target.parent == root and target.name in (LATEST, DURATIONS_FILE, QUARANTINE_FILE):
+    if target.parent == root and target.name in ResultsRoot(root).own_files():
         _fail(f"{output} (-o): expected a path that is not one of fleet's own files in {root}, got {target.name}")
 
 

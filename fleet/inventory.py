@@ -20,7 +20,6 @@ from fleet.config import (
 )  # fmt: skip
 from fleet.errors import ConfigError, HostSelectionError
 from fleet.host.engines import engine as engine_named
-from fleet.slurm.script import parse_slurm_time
 
 NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]*$"
 # Names become file and folder names (hosts/<name>.yaml, results/<playbook>-<stamp>/<host>/):
@@ -149,6 +148,21 @@ def _node_local_dir(value: str) -> str | None:
 
 TMPDIR = "$TMPDIR"
 NodeLocalDir = Annotated[str, checked(_node_local_dir)]
+
+
+def parse_slurm_time(text: str) -> int:
+    """Slurm's time formats (`MM`, `MM:SS`, `HH:MM:SS`, `D-HH`, `D-HH:MM`, `D-HH:MM:SS`) -> seconds."""
+    match = re.fullmatch(r"(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?", text.strip())
+    if not match:
+        raise ValueError(f"a Slurm time (MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS), not {text!r}")
+    days, first, second, third = match.groups()
+    if days is not None:  # D-HH[:MM[:SS]]
+        return int(days) * 86400 + int(first) * 3600 + int(second or 0) * 60 + int(third or 0)
+    if third is not None:  # HH:MM:SS
+        return int(first) * 3600 + int(second) * 60 + int(third)
+    if second is not None:  # MM:SS
+        return int(first) * 60 + int(second)
+    return int(first) * 60  # MM
 
 
 class SlurmSpec(StrictModel):

@@ -6,9 +6,11 @@ On a host (under `paths.work_dir`, persistent; survives reboots):
 On a host (model files):
     <model_cache>/<repo-slug>/<revision>/    persistent copy (fetched once)
     <staging>/<repo-slug>--<revision>/        fast copy (tmpfs), re-staged after a reboot
-On the controller (under results/):
-    LATEST                                   the id of the last sweep started
-    <sweep-id>/sweep.json, plan.json, summary.json
+On the controller (under results/; `ResultsRoot` and `SweepFolder` name every file, for both
+sweep backends, the report and the estimator):
+    LATEST, durations.json, quarantine.json  the last sweep started; measured durations; quarantine
+    <sweep-id>/sweep.json                    the start record (every backend's; a backend may add its own)
+    <sweep-id>/playbook.yaml, plan.json, summary.json, hosts/<host>.json and .facts.json
     <sweep-id>/<host>/                       what came back
 """
 
@@ -19,8 +21,11 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from dataclasses import dataclass
+
 from fleet.config import read_input_file
 from fleet.errors import ConfigError
+from fleet.host.atomic import atomic_file, write_json_atomic
 from fleet.inventory import Host, slugify
 
 if TYPE_CHECKING:  # for types only: the commands that read a sweep need no playbook model
@@ -30,9 +35,13 @@ BASE_PORT = 30000
 
 # The controller's results folder (results/): the names every reader and writer uses.
 LATEST = "LATEST"
+DURATIONS = "durations.json"
+QUARANTINE = "quarantine.json"
 SWEEP_RECORD = "sweep.json"
 PLAN = "plan.json"
 SUMMARY = "summary.json"
+PLAYBOOK_COPY = "playbook.yaml"
+HOSTS = "hosts"
 
 
 # A sweep id names a folder of results/ and of every host's work dir: `<playbook>-<stamp>-<hex>`
@@ -62,6 +71,91 @@ def read_latest(results_root: Path) -> str | None:
     except UnicodeDecodeError as exc:
         raise ConfigError(path, "", "UTF-8 text: " + SWEEP_ID_EXPECTED, f"an invalid byte at offset {exc.start}") from None
     return checked_sweep_id(text.strip(), path)
+
+
+@dataclass(frozen=True)
+class ResultsRoot:
+    """results/: the sweeps' folders and what outlives a sweep."""
+
+    path: Path
+
+    @property
+    def latest(self) -> Path:
+        return self.path / LATEST
+
+    @property
+    def durations(self) -> Path:
+        return self.path / DURATIONS
+
+    @property
+    def quarantine(self) -> Path:
+        return self.path / QUARANTINE
+
+    def own_files(self) -> tuple[str, ...]:
+        return (LATEST, DURATIONS, QUARANTINE)
+
+    def sweep(self, sweep_id: str) -> SweepFolder:
+        return SweepFolder(self.path / sweep_id)
+
+    def point_latest_at(self, sweep_id: str) -> None:
+        with atomic_file(self.latest) as handle:
+            handle.write(f"{sweep_id}\n".encode())
+
+
+@dataclass(frozen=True)
+class SweepFolder:
+    """results/<sweep-id>/ on the controller: every file a backend writes there beside what came
+    back from the hosts (`<host>/`, read through `fleet.sweep.ledger`), named once."""
+
+    path: Path
+
+    @property
+    def sweep_id(self) -> str:
+        return self.path.name
+
+    @property
+    def root(self) -> ResultsRoot:
+        return ResultsRoot(self.path.parent)
+
+    @property
+    def record(self) -> Path:
+        return self.path / SWEEP_RECORD
+
+    @property
+    def plan(self) -> Path:
+        return self.path / PLAN
+
+    @property
+    def summary(self) -> Path:
+        return self.path / SUMMARY
+
+    @property
+    def playbook(self) -> Path:
+        """The sweep's copy of its playbook: what a resume runs, whatever became of the original."""
+        return self.path / PLAYBOOK_COPY
+
+    @property
+    def hosts(self) -> Path:
+        return self.path / HOSTS
+
+    def host_file(self, name: str) -> Path:
+        return self.hosts / f"{name}.json"
+
+    def facts_file(self, name: str) -> Path:
+        return self.hosts / f"{name}.facts.json"
+
+    def recorded_host_names(self) -> list[str]:
+        """The hosts with an entry under hosts/, sorted (facts files aside)."""
+        return sorted(p.name.removesuffix(".json") for p in self.hosts.glob("*.json") if not p.name.endswith(".facts.json"))
+
+    def write_host(self, host: Host) -> None:
+        write_json_atomic(self.host_file(host.name), host.model_dump(mode="json"))
+
+    def write_plan(self, plan: object) -> None:
+        write_json_atomic(self.plan, plan)
+
+    def write_summary(self, summary: object) -> None:
+        write_json_atomic(self.summary, summary)
 
 
 def model_cache_dir(model: ModelRef, host: Host) -> str:

@@ -110,7 +110,6 @@ def server_start_seconds(server: ServerConfig) -> float:
 
 # ------------------------------------------------------------------------------ measured durations
 
-DURATIONS_FILE = "durations.json"  # under the results root, beside quarantine.json
 DURATIONS_SCHEMA = "fleet.durations/1"
 # The latest measurements kept per key: enough for a median that one slow run does not move,
 # few enough that an engine upgrade shows within a handful of sweeps.

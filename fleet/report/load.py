@@ -20,11 +20,9 @@ import yaml
 
 from fleet.host.contract import ContractError, RunResult, SweepDir
 from fleet.host.contract.reader import Reader
-from fleet.layout import LATEST, PLAN, SUMMARY, SWEEP_RECORD
+from fleet.layout import LATEST, SweepFolder
 from fleet.sweep.ledger import read_sweep_results
 
-PLAYBOOK = "playbook.yaml"
-HOSTS_DIR = "hosts"
 
 
 class ReportError(ContractError):
@@ -72,7 +70,7 @@ class SweepData:
 
     @property
     def finished(self) -> bool:
-        return (self.directory / SUMMARY).exists()
+        return SweepFolder(self.directory).summary.exists()
 
 
 def _json(path: Path, required: bool) -> Any:
@@ -105,29 +103,30 @@ def load_sweep(directory: Path | str) -> SweepData:
     directory = _followed(Path(directory))
     if not directory.is_dir():
         raise ReportError(str(directory), "", "a sweep folder (results/<sweep-id>/)", "not a directory")
-    record = Reader(_json(directory / SWEEP_RECORD, True), str(directory / SWEEP_RECORD))
-    plan_data = _json(directory / PLAN, False)
+    folder = SweepFolder(directory)
+    record = Reader(_json(folder.record, True), str(folder.record))
+    plan_data = _json(folder.plan, False)
     plan_runs: dict[str, dict[str, Any]] = {}
     unplaceable: list[dict[str, Any]] = []
     if plan_data is not None:
-        plan = Reader(plan_data, str(directory / PLAN))
+        plan = Reader(plan_data, str(folder.plan))
         for entry in plan.children("runs", []):
             entry.text("id")
             plan_runs[entry.data["id"]] = entry.data
         unplaceable = [u.data for u in plan.children("unplaceable", [])]
-    summary_data = _json(directory / SUMMARY, False)
-    fixes = [f.data for f in Reader(summary_data, str(directory / SUMMARY)).children("fixes", [])] if summary_data is not None else []
+    summary_data = _json(folder.summary, False)
+    fixes = [f.data for f in Reader(summary_data, str(folder.summary)).children("fixes", [])] if summary_data is not None else []
     sweep = SweepData(
         directory=directory,
         sweep_id=record.text("sweep_id"),
         playbook_name=record.get("playbook_name", str, default=""),
         created_at=record.optional("created_at", float),
         state=record.optional("state", str),
-        hosts=_hosts(directory, record.strings("hosts", [])),
+        hosts=_hosts(folder, record.strings("hosts", [])),
         plan_runs=plan_runs,
         unplaceable=unplaceable,
         fixes=fixes,
-        playbook_description=_description(directory / PLAYBOOK),
+        playbook_description=_description(folder.playbook),
     )
     # Through the sweep's one reader of pulled results: bounded, checked, never a crash (a bad
     # file is listed with why, as unreadable).
@@ -146,10 +145,10 @@ def _description(path: Path) -> str:
     return str(data.get("description") or "") if isinstance(data, dict) else ""
 
 
-def _hosts(directory: Path, names: list[str]) -> dict[str, HostRecord]:
+def _hosts(folder: SweepFolder, names: list[str]) -> dict[str, HostRecord]:
     hosts = {}
-    for name in names or sorted(p.name.removesuffix(".json") for p in (directory / HOSTS_DIR).glob("*.json") if not p.name.endswith(".facts.json")):
-        inventory = _json(directory / HOSTS_DIR / f"{name}.json", False) or {}
-        facts = _json(directory / HOSTS_DIR / f"{name}.facts.json", False)
+    for name in names or folder.recorded_host_names():
+        inventory = _json(folder.host_file(name), False) or {}
+        facts = _json(folder.facts_file(name), False)
         hosts[name] = HostRecord(name, inventory if isinstance(inventory, dict) else {}, facts if isinstance(facts, dict) else None)
     return hosts

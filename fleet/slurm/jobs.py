@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from fleet.errors import FleetError
-from fleet.slurm.script import parse_slurm_time
+from fleet.inventory import parse_slurm_time
 
 
 class SlurmOutputError(FleetError):

@@ -19,6 +19,7 @@ from fleet.errors import FleetError
 from fleet.host.atomic import write_json_atomic
 from fleet.host.contract import SweepDir
 from fleet.inventory import Host
+from fleet.layout import SweepFolder
 from fleet.slurm.jobs import SlurmJob
 from fleet.sweep.ledger import ResultLedger
 from fleet.transport.base import Transport
@@ -119,7 +120,7 @@ def is_slurm_sweep(directory: Path) -> bool:
 
 
 def cluster_of(directory: Path, record: SlurmSweep) -> Host:
-    return Host.model_validate(json.loads((directory / "hosts" / f"{record.cluster}.json").read_text()))
+    return Host.model_validate(json.loads(SweepFolder(directory).host_file(record.cluster).read_text()))
 
 
 def expand_array_spec(text: str) -> set[int]:

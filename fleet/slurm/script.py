@@ -64,21 +64,6 @@ def slurm_time(seconds: float) -> str:
     return f"{days}-{hours:02d}:{rest // 60:02d}:00"
 
 
-def parse_slurm_time(text: str) -> int:
-    """Slurm's time formats (`MM`, `MM:SS`, `HH:MM:SS`, `D-HH`, `D-HH:MM`, `D-HH:MM:SS`) -> seconds."""
-    match = re.fullmatch(r"(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?", text.strip())
-    if not match:
-        raise ValueError(f"a Slurm time (MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS), not {text!r}")
-    days, first, second, third = match.groups()
-    if days is not None:  # D-HH[:MM[:SS]]
-        return int(days) * 86400 + int(first) * 3600 + int(second or 0) * 60 + int(third or 0)
-    if third is not None:  # HH:MM:SS
-        return int(first) * 3600 + int(second) * 60 + int(third)
-    if second is not None:  # MM:SS
-        return int(first) * 60 + int(second)
-    return int(first) * 60  # MM
-
-
 def time_limit_s(estimate_s: float, *, margin: float, floor_s: int, cap_s: int | None) -> int:
     """The job's limit: the estimate with a margin (never below the floor: server start-up and
     model load are in every job), at most the partition's or the inventory's cap."""

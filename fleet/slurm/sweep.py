@@ -46,14 +46,14 @@ from typing import Any
 
 from fleet.connect import transport_for
 from fleet.fixes.quarantine import QuarantineStore
-from fleet.host.atomic import atomic_file, write_json_atomic
+from fleet.host.atomic import write_json_atomic
 from fleet.host.contract import ContractError, RunResult, SweepDir
 from fleet.host.contract.quarantine import HostQuarantine
 from fleet.host.contract.shard import AgentLimits, Shard
 from fleet.inventory import EngineKind, GpuSpec, Host, HostKind, HostPaths, ServiceManager
-from fleet.layout import BASE_PORT, LATEST, PORT_STRIDE
+from fleet.layout import BASE_PORT, PORT_STRIDE, ResultsRoot, SweepFolder
 from fleet.plan import Plan, PlannedServer, PlanOptions, hardware_of, launch_on, make_plan, time_scale_of
-from fleet.planning.estimate import DURATIONS_FILE, DurationHistory
+from fleet.planning.estimate import DurationHistory
 from fleet.playbook import Playbook, load_playbook
 from fleet.provision.models import ensure_cached, read_state
 from fleet.provision.provision import ensure_dirs, ensure_sim_model, models_of, provision_options
@@ -83,8 +83,9 @@ from fleet.sweep.bundle import write_bundle
 from fleet.sweep.events import EventSink, EventStream, SweepProgress, record_durations
 from fleet.sweep.fixing import SweepFixer
 from fleet.sweep.hoststatus import HostStatus, Phase
+from fleet.sweep.interface import ClosingLine
 from fleet.sweep.ledger import host_ledger, read_sweep_results
-from fleet.sweep.record import new_sweep_id
+from fleet.sweep.record import SweepRecord, file_sha256, new_sweep_id
 from fleet.sweep.shards import agent_limits, server_name, server_spec
 from fleet.transport.base import Transport
 
@@ -223,10 +224,30 @@ class SlurmSweepOutcome:
     interrupted: bool = False
     fixes: list[dict[str, Any]] = field(default_factory=list)  # fleet.sweep.fixing.FixRecord, as summary.json has them
 
+    @property
+    def exit_code(self) -> int:
+        """0 when no problem was found and no run failed; 130 when the watching was stopped
+        (the jobs go on under Slurm); else 1."""
+        if self.interrupted:
+            return 130
+        failed = sum(n for status, n in self.by_status.items() if status in ("failed", "partial"))
+        return 1 if self.problems or failed else 0
+
+    def closing_lines(self) -> list[ClosingLine]:
+        """Said on stderr, as everything the Slurm side says while it works."""
+        lines = [
+            f"results: {self.directory}/{self.record.cluster}/runs/ ({self.results} results: {self.by_status}; summary: {self.directory}/summary.json)",
+            *(f"{fix['host']}: {fix['label']}: {fix['failure_class']} -> {fix['action']}: {fix['description']}" for fix in self.fixes),
+            *self.problems,
+        ]
+        if self.interrupted:
+            lines.append(f"the jobs go on under Slurm: `fleet sweep --resume {self.sweep_id}`, `fleet sweep --cancel {self.sweep_id}`")
+        return [ClosingLine("said", line) for line in lines]
+
 
 def _durations(results_root: Path) -> DurationHistory | None:
     try:
-        return DurationHistory.load(results_root / DURATIONS_FILE)
+        return DurationHistory.load(ResultsRoot(results_root).durations)
     except ContractError as exc:
         log.error("%s; estimating from priors", exc)
         return None
@@ -302,18 +323,24 @@ def start_slurm_sweep(
     if per_node == 0:
         raise SlurmSweepError(f"{cluster.name}: no node of partition {cluster.slurm.partition or '(default)'} has {cluster.slurm.gres} GRES (sinfo)")
     node = node_host(cluster, per_node)
-    store = quarantine or QuarantineStore(results_root / "quarantine.json")
+    store = quarantine or QuarantineStore(ResultsRoot(results_root).quarantine)
     plan = _plan(playbook, node, store, memory_check, results_root)
     if plan.unplaceable:
         raise SlurmSweepError(f"{cluster.name}: cannot place {[c.label for c, _ in plan.unplaceable]}: {plan.unplaceable[0][1]}")
     sweep_id = new_sweep_id(playbook)
-    directory = results_root / sweep_id
-    directory.mkdir(parents=True)
-    shutil.copyfile(playbook_path, directory / "playbook.yaml")
-    write_json_atomic(directory / "hosts" / f"{cluster.name}.json", cluster.model_dump(mode="json"))
-    write_json_atomic(directory / "plan.json", plan.to_json())
-    with atomic_file(results_root / LATEST) as handle:
-        handle.write(f"{sweep_id}\n".encode())
+    folder = ResultsRoot(results_root).sweep(sweep_id)
+    folder.path.mkdir(parents=True)
+    directory = folder.path
+    shutil.copyfile(playbook_path, folder.playbook)
+    folder.write_host(cluster)
+    folder.write_plan(plan.to_json())
+    # The start record every backend writes (what `fleet report` reads of any sweep); Slurm's own
+    # record of its jobs is slurm.json beside it.
+    SweepRecord(
+        sweep_id, playbook.name, file_sha256(playbook_path), [cluster.name], created_at=stream.started_at, memory_check=memory_check,
+        playbook_path=str(playbook_path.resolve()),
+    ).save(directory)  # fmt: skip
+    folder.root.point_latest_at(sweep_id)
     record = SlurmSweep(sweep_id, cluster.name, posixpath.join(cluster.slurm.shared_dir, "slurm", sweep_id), arrays_of(plan),
                         memory_check=memory_check, gpus_per_node=per_node, created_at=stream.started_at)
     # Refused before anything is submitted: a request no node of the partition can ever hold.
@@ -355,7 +382,7 @@ class SlurmWatch:
         assert cluster.slurm is not None
         self.directory, self.cluster, self.node, self.record = directory, cluster, node, record
         self.t, self.client, self.fixer, self.say = t, client, fixer, say
-        self.playbook = load_playbook(directory / "playbook.yaml")
+        self.playbook = load_playbook(SweepFolder(directory).playbook)
         self.limits = agent_limits(self.playbook)
         self.local = directory / record.cluster
         # The cluster's results as the record copies them out of the mirror (only a task's own runs).
@@ -539,7 +566,12 @@ class SlurmWatch:
             "jobs": {a.key: [asdict(s) for s in a.submissions] for a in record.arrays},
             "nodes_refused": NodeRefusals.read(self.local / "slurm", [(a.key, k.index) for a in record.arrays for k in a.tasks]).summary(),
         }  # fmt: skip
-        write_json_atomic(self.directory / "summary.json", summary)
+        folder = SweepFolder(self.directory)
+        folder.write_summary(summary)
+        if folder.record.exists():  # sweeps started before every backend wrote one have none
+            start = SweepRecord.load(self.directory)
+            start.state = record.state
+            start.save(self.directory)
         if not interrupted:
             try:
                 record_durations(self.directory.parent, record.sweep_id, results, self.progress.server_samples, {record.cluster: time_scale_of(self.node)})
@@ -571,8 +603,8 @@ def resume_slurm_sweep(
     client = SlurmClient(t)
     nodes = client.nodes()
     node = node_host(cluster, record.gpus_per_node or gpus_per_node(cluster, nodes))
-    store = quarantine or QuarantineStore(directory.parent / "quarantine.json")
-    playbook = load_playbook(directory / "playbook.yaml")
+    store = quarantine or QuarantineStore(SweepFolder(directory).root.quarantine)
+    playbook = load_playbook(SweepFolder(directory).playbook)
     plan = _plan(playbook, node, store, record.memory_check, directory.parent)
     usable = max(1, sum(1 for n in partition_nodes(cluster, nodes) if n.usable and n.gres.get(cluster.slurm.gres, 0) > 0))
     stream = EventStream(on_event, started_at=record.created_at)

@@ -27,9 +27,9 @@ from fleet.fixes.quarantine import QuarantineStore
 from fleet.host.atomic import atomic_file, write_json_atomic
 from fleet.host.contract import ContractError, RunStatus, Shard, SweepDir
 from fleet.inventory import Host
-from fleet.layout import LATEST, PLAN, SUMMARY, sweep_dir
+from fleet.layout import ResultsRoot, SweepFolder, sweep_dir
 from fleet.plan import Plan, PlannedServer, PlanOptions, check_placeable, hardware_of, make_plan, time_scale_of
-from fleet.planning.estimate import DURATIONS_FILE, DurationHistory
+from fleet.planning.estimate import DurationHistory
 from fleet.playbook import Playbook, expand_runs, load_playbook
 from fleet.provision.lease import release_lease, sweep_claim
 from fleet.retry import TRANSFER
@@ -41,9 +41,10 @@ from fleet.sweep.ledger import SweepResults, host_ledger, read_sweep_results
 from fleet.sweep.events import EventSink, EventStream, SweepProgress, record_durations
 from fleet.sweep.fixing import FixRecord, SweepFixer
 from fleet.sweep.hoststatus import HostStatus, Phase
+from fleet.sweep.interface import ClosingLine
 from fleet.sweep.lock import SweepLock, lock_sweep
 from fleet.sweep.record import (
-    PLAYBOOK_COPY, PROVISIONING, Connect, LoadedSweep, SweepError, SweepRecord, file_sha256, load_sweep, moved_hosts, new_sweep_id,
+    PROVISIONING, Connect, LoadedSweep, SweepError, SweepRecord, file_sha256, load_sweep, moved_hosts, new_sweep_id,
 )  # fmt: skip
 from fleet.sweep.shards import build_shards
 from fleet.transport.base import Transport
@@ -80,6 +81,32 @@ class SweepOutcome:
             return 130
         clean = self.state == "finished" and not (self.failed_runs or self.excluded or self.lost or self.not_run or self.missing or self.unreadable)
         return 0 if clean and all(s.phase == Phase.FINISHED for s in self.statuses.values()) else 1
+
+    def closing_lines(self) -> list[ClosingLine]:
+        """What `fleet sweep` tells at the end: the fixes made, hosts left out, where the results
+        are, and every way the sweep fell short of a clean finish."""
+        lines = [ClosingLine("fix", f"{fix.host}: {fix.label}: {fix.failure_class} -> {fix.action}: {fix.description}") for fix in self.fixes]
+        lines += [ClosingLine("problem", f"{host} takes no part: {reason}") for host, reason in self.excluded.items()]
+        runs = ", ".join(f"{self.directory}/{host}/runs/" for host in sorted(self.statuses)) or f"{self.directory}/"
+        lines.append(ClosingLine("result", f"results: {runs} (summary: {self.directory}/summary.json; tables and plots: fleet report {self.directory})"))
+        if self.interrupted:
+            return [*lines, ClosingLine("result", f"the agents work on: `fleet status {self.sweep_id}`, `fleet sweep --resume {self.sweep_id}`")]
+        lines += [
+            ClosingLine("problem", f"{host} was given up on ({reason}); its runs without a result went to the other hosts, or are counted below as run nowhere")
+            for host, reason in self.lost.items()
+        ]  # fmt: skip
+        if self.not_run:
+            reasons = sorted(set(self.not_run.values()))
+            lines.append(ClosingLine("problem", f"{len(self.not_run)} runs ran nowhere: " + "; ".join(reasons[:5])))
+        if self.missing:
+            shown = ", ".join(self.missing[:10]) + (", ..." if len(self.missing) > 10 else "")
+            lines.append(ClosingLine("problem", f"{len(self.missing)} runs have no result fleet can read ({shown}): see `missing` and `unreadable` in summary.json"))
+        if self.unreadable:
+            shown = ", ".join(self.unreadable[:5]) + (", ..." if len(self.unreadable) > 5 else "")
+            lines.append(ClosingLine(
+                "problem", f"{len(self.unreadable)} files the hosts sent back are not results fleet accepts, set aside ({shown}): why in summary.json's `unreadable`",
+            ))  # fmt: skip
+        return lines
 
 
 # Called about twice a second with every host's status, for a live display.
@@ -141,14 +168,14 @@ def start_sweep(
     with lock:
         with _writing(results_root):
             # The playbook as it was: a resume runs exactly this, whatever happens to the file later.
-            shutil.copyfile(playbook_path, directory / PLAYBOOK_COPY)
+            folder = SweepFolder(directory)
+            shutil.copyfile(playbook_path, folder.playbook)
             for host in hosts:
-                write_json_atomic(directory / "hosts" / f"{host.name}.json", host.model_dump(mode="json"))
+                folder.write_host(host)
             # Saved before any host is contacted: a controller killed while provisioning leaves a
             # sweep `--resume` can go on with (it provisions again, then plans, as this start would).
             record.save(directory)
-            with atomic_file(results_root / LATEST) as handle:
-                handle.write(f"{sweep_id}\n".encode())
+            folder.root.point_latest_at(sweep_id)
         ctx = _context(directory, playbook, options, poll_interval_s, stop, None, sleep, host_lost_after_s)
         return _provision_plan_drive(ctx, record, list(hosts), quarantine, connect, stream, on_provisioned, watch)
 
@@ -167,7 +194,7 @@ def _provision_plan_drive(
     controller stopped before its plan was made."""
     directory, playbook, sweep_id = ctx.directory, ctx.playbook, record.sweep_id
     results_root = directory.parent
-    store = quarantine or QuarantineStore(results_root / "quarantine.json")
+    store = quarantine or QuarantineStore(ResultsRoot(results_root).quarantine)
     durations = _durations(results_root)
     reports = provision(hosts, playbook, ctx.provision_options, connect=connect)
     if on_provisioned:
@@ -195,7 +222,7 @@ def _provision_plan_drive(
     unplaced = {config.id: reason for config, reason in plan.unplaceable}
     record.not_run.update({run.id: f"unplaceable: {unplaced[run.server.id]}" for run in expand_runs(playbook) if run.server.id in unplaced})
     with _writing(results_root):
-        write_json_atomic(directory / PLAN, plan.to_json())
+        SweepFolder(directory).write_plan(plan.to_json())
         record.save(directory)
     stream.emit(
         "planned", eta_s=plan.schedule.makespan_s, runs=len(plan.runs), servers=len(plan.servers),
@@ -206,7 +233,7 @@ def _provision_plan_drive(
         if report.facts is not None and report.host in record.hosts:
             # Goes into every result of the host: a figure is only worth something with its hardware and software.
             facts = {**report.facts.model_dump(mode="json"), "models": report.models}
-            write_json_atomic(directory / "hosts" / f"{report.host}.facts.json", facts)
+            write_json_atomic(SweepFolder(directory).facts_file(report.host), facts)
     shards = build_shards(plan, {h.name: h for h in usable}, sweep_id, boot_ids)
     for name, shard in shards.items():
         (directory / name).mkdir(exist_ok=True)
@@ -272,8 +299,9 @@ def resume_sweep(
         if record.state == PROVISIONING:
             # Its controller stopped before the plan was made: go on as its start would have.
             stream = EventStream(on_event, started_at=record.created_at)
-            playbook = load_playbook(directory / PLAYBOOK_COPY)
-            hosts = [Host.model_validate(json.loads((directory / "hosts" / f"{name}.json").read_text())) for name in record.hosts]
+            folder = SweepFolder(directory)
+            playbook = load_playbook(folder.playbook)
+            hosts = [Host.model_validate(json.loads(folder.host_file(name).read_text())) for name in record.hosts]
             options = provision_options(Path(record.mirror_root), os.environ if environ is None else environ, lease=sweep_claim(sweep_id))
             ctx = _context(directory, playbook, options, poll_interval_s, stop, None, sleep, host_lost_after_s)
             return _provision_plan_drive(ctx, record, hosts, quarantine, connect, stream, None, watch)
@@ -282,7 +310,7 @@ def resume_sweep(
         stream = EventStream(on_event, started_at=sweep.record.created_at)  # elapsed counts from the first start
         mirror_root = Path(sweep.record.mirror_root) if sweep.record.mirror_root else sweep.directory
         options = provision_options(mirror_root, os.environ if environ is None else environ, lease=sweep_claim(sweep.record.sweep_id))
-        store = quarantine or QuarantineStore(results_root / "quarantine.json")
+        store = quarantine or QuarantineStore(ResultsRoot(results_root).quarantine)
         hardware = {name: hardware_of(host, _recorded_facts(sweep.directory, name)) for name, host in sweep.hosts.items()}
         plan_options = PlanOptions(memory_check=sweep.record.memory_check, quarantine=store, hardware=hardware, durations=_durations(results_root))
         plan = make_plan(sweep.playbook, list(sweep.hosts.values()), plan_options)
@@ -301,7 +329,8 @@ def _reach_moved_hosts(directory: Path, record: SweepRecord, hosts_dir: Path, co
     command. A host that fails is a SweepError that names both choices, before any host is driven."""
     from fleet.inventory import load_host_record
 
-    recorded = {name: load_host_record(directory / "hosts" / f"{name}.json") for name in record.hosts}
+    folder = SweepFolder(directory)
+    recorded = {name: load_host_record(folder.host_file(name)) for name in record.hosts}
     for move in moved_hosts(hosts_dir, recorded):
         host = move.current
         shard = SweepDir(sweep_dir(host, record.sweep_id)).shard
@@ -320,7 +349,7 @@ def _reach_moved_hosts(directory: Path, record: SweepRecord, hosts_dir: Path, co
                 f"{move.describe()}, but no folder of this sweep is there ({shard}): another machine? nothing was done: "
                 f"give {move.source} the address of the machine the sweep ran on"
             )
-        write_json_atomic(directory / "hosts" / f"{host.name}.json", host.model_dump(mode="json"))
+        folder.write_host(host)
         log.warning("%s; re-validated and reached there", move.describe())
 
 
@@ -357,7 +386,7 @@ def _durations(results_root: Path) -> DurationHistory | None:
     """The measured durations of earlier sweeps; None (priors only) where the file is unreadable:
     a broken history must not stop a sweep, but it is said, with the file and the field."""
     try:
-        return DurationHistory.load(results_root / DURATIONS_FILE)
+        return DurationHistory.load(ResultsRoot(results_root).durations)
     except ContractError as exc:
         log.error("%s; estimating from priors", exc)
         return None
@@ -365,7 +394,7 @@ def _durations(results_root: Path) -> DurationHistory | None:
 
 def _recorded_facts(directory: Path, host: str) -> HostFacts | None:
     """The facts a sweep recorded of a host at its start (None where it recorded none)."""
-    path = directory / "hosts" / f"{host}.facts.json"
+    path = SweepFolder(directory).facts_file(host)
     try:
         data = json.loads(path.read_text())
     except (OSError, ValueError):
@@ -485,7 +514,7 @@ def _finish(
     summary.update(lost=record.lost, not_run=record.not_run, moved=len(record.moves), missing=missing)
     if ctx.fixer is not None or record.fixes:
         summary["fixes"] = list(record.fixes)
-    write_json_atomic(ctx.directory / SUMMARY, summary)
+    SweepFolder(ctx.directory).write_summary(summary)
     results = swept.results
     try:
         record_durations(ctx.directory.parent, ctx.sweep_id, results, progress.server_samples, scales)

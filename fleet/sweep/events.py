@@ -40,7 +40,8 @@ from typing import TYPE_CHECKING, Any
 from fleet.host.contract import ContractError, RunResult, RunStatus
 from fleet.host.contract.progress import ServerPhase
 from fleet.host.contract.shard import Shard
-from fleet.planning.estimate import DURATIONS_FILE, DurationHistory, Sample
+from fleet.layout import ResultsRoot
+from fleet.planning.estimate import DurationHistory, Sample
 from fleet.sweep.hoststatus import HostStatus, Phase
 from fleet.sweep.ledger import ResultLedger
 
@@ -345,7 +346,7 @@ def record_durations(
     """Add a sweep's measured durations to `results/durations.json` (atomically): each run that
     ran its workload (ok, not_comparable) in engine seconds, and each server start measured. A
     run's time scale is the one its result records, else its host's (`scales`)."""
-    path = results_root / DURATIONS_FILE
+    path = ResultsRoot(results_root).durations
     history = DurationHistory.load(path)
     for result in results:
         if result.status not in MEASURED_STATUSES or result.ended_at < result.started_at:

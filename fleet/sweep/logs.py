@@ -18,10 +18,9 @@ from fleet.host.contract import SweepDir
 from fleet.inventory import Host, ServiceManager
 from fleet.layout import sweep_dir
 from fleet.provision.units import server_unit_name
-from fleet.slurm.record import is_slurm_sweep
 from fleet.sweep.channel import AgentChannel
 from fleet.sweep.hoststatus import FetchedLogs
-from fleet.sweep.record import Connect, latest_sweep, load_sweep, moved_hosts
+from fleet.sweep.record import Connect, load_sweep, moved_hosts
 from fleet.transport.fanout import fan_out
 from fleet.transport.rsync import without_own_masters
 
@@ -64,12 +63,8 @@ def fetch_logs(
 ) -> dict[str, FetchedLogs]:
     """Every host of the sweep, those it gave up on too (their results of runs that went to
     another host stay there: a second result of a run is never brought back). `hosts_dir`: the
-    inventory, where a host given another address since the sweep started is reached at it."""
-    directory = results_root / (sweep_id or latest_sweep(results_root))
-    if is_slurm_sweep(directory):  # by its job ids, through the cluster's login host
-        from fleet.slurm.observe import fetch_slurm_logs
-
-        return fetch_slurm_logs(directory, host_names, connect=connect)
+    inventory, where a host given another address since the sweep started is reached at it.
+    (A Slurm sweep's: fleet.slurm.observe; `fleet.backend` chooses.)"""
     sweep = load_sweep(results_root, sweep_id)
     hosts = {**sweep.hosts, **{name: given_up.host for name, given_up in sweep.given_up.items()}}
     skips = {name: given_up.excludes for name, given_up in sweep.given_up.items()}

@@ -22,7 +22,7 @@ from fleet.host.atomic import write_json_atomic
 from fleet.host.contract import Shard, SweepDir
 from fleet.host.contract.reader import parse_json, read_text
 from fleet.inventory import NAME_PATTERN, Host, load_host, load_host_record
-from fleet.layout import SWEEP_RECORD, read_latest
+from fleet.layout import SWEEP_RECORD, SweepFolder, read_latest
 from fleet.sweep.ledger import host_ledger
 from fleet.transport.base import Transport
 
@@ -51,7 +51,6 @@ def latest_sweep(results_root: Path) -> str:
 
 
 # The playbook as the sweep ran it, in the sweep's folder: what a resume re-plans from.
-PLAYBOOK_COPY = "playbook.yaml"
 
 
 def file_sha256(path: Path) -> str:
@@ -142,7 +141,7 @@ class SweepRecord:
     def playbook_notes(self, directory: Path) -> list[str]:
         """What a resume says about its playbook: it runs the sweep's copy (`playbook.yaml`), never
         the file it started from, which may have changed or be gone since."""
-        copy = directory / PLAYBOOK_COPY
+        copy = SweepFolder(directory).playbook
         notes = []
         if self.playbook_path:
             original = Path(self.playbook_path)
@@ -187,7 +186,7 @@ class LoadedSweep:
         `fleet status` and `fleet fetch-logs` never need it (nor the import of the playbook model)."""
         from fleet.playbook import load_playbook
 
-        return load_playbook(self.directory / PLAYBOOK_COPY)
+        return load_playbook(SweepFolder(self.directory).playbook)
 
 
 def load_sweep(results_root: Path, sweep_id: str | None) -> LoadedSweep:
@@ -215,7 +214,8 @@ def recorded_hosts(directory: Path) -> tuple[SweepRecord, dict[str, Host]]:
     """A sweep's record and its hosts as it recorded them (hosts/<name>.json), each checked:
     SweepError or ConfigError naming the file and the field."""
     record = SweepRecord.load(directory)
-    return record, {name: load_host_record(directory / "hosts" / f"{name}.json") for name in record.hosts}
+    folder = SweepFolder(directory)
+    return record, {name: load_host_record(folder.host_file(name)) for name in record.hosts}
 
 
 def _elsewhere(directory: Path, name: str, shard: Shard, not_run: Mapping[str, str]) -> tuple[str, ...]:

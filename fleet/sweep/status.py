@@ -6,20 +6,14 @@ from pathlib import Path
 
 from fleet.connect import transport_for
 from fleet.errors import FleetError
-from fleet.slurm.record import is_slurm_sweep
 from fleet.sweep.channel import AgentChannel
 from fleet.sweep.hoststatus import HostStatus, Phase, phase_of
-from fleet.sweep.record import Connect, latest_sweep, load_sweep
+from fleet.sweep.record import Connect, load_sweep
 from fleet.transport.fanout import fan_out
 
 
 def sweep_status(results_root: Path, sweep_id: str | None, *, connect: Connect = transport_for) -> dict[str, HostStatus]:
-    """Per host of an SSH sweep; per array task of a Slurm sweep (fleet.slurm.observe)."""
-    directory = results_root / (sweep_id or latest_sweep(results_root))
-    if is_slurm_sweep(directory):
-        from fleet.slurm.observe import slurm_status
-
-        return slurm_status(directory, connect=connect)
+    """Per host of an SSH sweep (a Slurm sweep's: fleet.slurm.observe; `fleet.backend` chooses)."""
     sweep = load_sweep(results_root, sweep_id)
 
     def probe(name: str) -> HostStatus:

@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from fleet.slurm.sweep import SlurmSweep, resume_slurm_sweep, start_slurm_sweep
-from fleet.sweep.status import sweep_status
+from fleet.backend import sweep_status
 from tests.integration.slurm_sweeps import DEMO, REPO, cluster_entry, connect, one_result_per_run
 from tests.testfleet.slurm import SlurmCluster
 

@@ -12,7 +12,8 @@ import pytest
 import yaml
 
 from fleet.inventory import load_inventory
-from fleet.planning.estimate import DURATIONS_FILE, DurationHistory, Sample
+from fleet.layout import DURATIONS
+from fleet.planning.estimate import DurationHistory, Sample
 from fleet.playbook import expand_runs, load_playbook
 from fleet.sweep.controller import start_sweep
 
@@ -40,7 +41,7 @@ def test_the_tail_moves_to_the_idle_host_and_every_run_has_one_result(test_fleet
     runs = sorted(expand_runs(load_playbook(path)), key=lambda r: r.server.label)
     for run in runs:
         history.record_run(run.id, Sample(3600.0 if run.server.label == runs[0].server.label else 0.5, "earlier", "ct200"))
-    history.save(results_root / DURATIONS_FILE)
+    history.save(results_root / DURATIONS)
 
     events = []
     outcome = start_sweep(path, hosts, results_root, poll_interval_s=0.5, on_event=lambda e: events.append(e.to_json()))

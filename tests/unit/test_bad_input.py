@@ -640,6 +640,9 @@ class Outcome(types.SimpleNamespace):
     def __getattr__(self, name):  # what else an outcome says (lost hosts, runs not run, ...): nothing
         return {}
 
+    def closing_lines(self):
+        return []
+
 controller.start_sweep = start_sweep
 """
 

@@ -13,7 +13,8 @@ from typer.testing import CliRunner
 from fleet import cli
 from fleet.host.errors import ContractError
 from fleet.plan import PlanOptions, make_plan
-from fleet.planning.estimate import DURATIONS_FILE, KEEP_SAMPLES, DurationHistory, Sample, estimate_run, run_seconds
+from fleet.layout import DURATIONS
+from fleet.planning.estimate import KEEP_SAMPLES, DurationHistory, Sample, estimate_run, run_seconds
 from fleet.playbook import expand_runs, load_playbook
 from tests.unit.fake_hosts import make_host
 from tests.unit.test_progress import DEMO, SWEEP, TimedFleet, fixed_sweep_id  # noqa: F401 (an autouse fixture)
@@ -28,7 +29,7 @@ def test_a_sweep_records_its_durations_and_the_next_plan_estimates_by_them(tmp_p
     hosts = [sim_host("ct200", 0.5)]
     fleet = TimedFleet(hosts, factor=3.0)  # every run takes 3x the priors' estimate
     fleet.start(tmp_path)
-    path = tmp_path / "results" / DURATIONS_FILE
+    path = tmp_path / "results" / DURATIONS
     history = DurationHistory.load(path)
     prior = fleet.plan
     for _, run in prior.runs:
@@ -70,14 +71,14 @@ def test_the_history_keeps_the_latest_samples_one_per_sweep_and_estimates_by_the
     assert [s.sweep_id for s in history.runs["r"]] == [f"sweep-{i}" for i in range(6 - KEEP_SAMPLES, 6)]  # the oldest fell out
     assert [s.seconds for s in history.runs["r"]][-1] == 20.0
     assert history.run_seconds("r") == (13.0, KEEP_SAMPLES)  # the median of 1000, 12, 11, 13, 20: one slow run moves nothing
-    path = tmp_path / DURATIONS_FILE
+    path = tmp_path / DURATIONS
     history.save(path)
     assert DurationHistory.load(path).to_json() == history.to_json()
     assert DurationHistory.load(tmp_path / "none.json").runs == {}
 
 
 def test_a_malformed_history_names_the_file_and_the_field(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    path = tmp_path / "results" / DURATIONS_FILE
+    path = tmp_path / "results" / DURATIONS
     path.parent.mkdir()
     path.write_text(json.dumps({"schema": "fleet.durations/1", "runs": {"abc": [{"seconds": "fast", "sweep_id": "s", "host": "h"}]}, "servers": {}}))
     with pytest.raises(ContractError, match=r"durations.json: runs.abc\[0\].seconds: expected a number, got 'fast'"):
@@ -96,7 +97,7 @@ def test_fleet_plan_shows_the_estimates_learned_from_measurements(tmp_path: Path
     runs = expand_runs(load_playbook(DEMO))
     history = DurationHistory()
     history.record_run(runs[0].id, Sample(777.0, "s1", "ct200"))
-    history.save(tmp_path / "results" / DURATIONS_FILE)
+    history.save(tmp_path / "results" / DURATIONS)
     monkeypatch.setenv("FLEET_RESULTS_DIR", str(tmp_path / "results"))
     monkeypatch.setattr(cli, "_select_hosts", lambda spec: [make_host("ct200")])
     result = CliRunner().invoke(cli.app, ["plan", "-p", str(DEMO), "--json"])
@@ -112,7 +113,7 @@ def test_fleet_plan_shows_the_estimates_learned_from_measurements(tmp_path: Path
 
 
 def test_a_sweep_with_a_broken_history_runs_on_priors_and_leaves_the_file_for_a_person(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    path = tmp_path / "results" / DURATIONS_FILE
+    path = tmp_path / "results" / DURATIONS
     path.parent.mkdir()
     path.write_text('{"schema": "fleet.durations/1", "runs": ')  # truncated
     fleet = TimedFleet([make_host("ct200")])
@@ -120,4 +121,4 @@ def test_a_sweep_with_a_broken_history_runs_on_priors_and_leaves_the_file_for_a_
     assert outcome.plan is not None and outcome.plan.measured_runs == 0
     assert {s.phase.value for s in outcome.statuses.values()} == {"finished"}
     assert path.read_text() == '{"schema": "fleet.durations/1", "runs": '  # not replaced: someone should look at it
-    assert any(DURATIONS_FILE in r.getMessage() and "estimating from priors" in r.getMessage() for r in caplog.records)
+    assert any(DURATIONS in r.getMessage() and "estimating from priors" in r.getMessage() for r in caplog.records)

@@ -14,7 +14,8 @@ from fleet.slurm.feasibility import Request, infeasible, never_runs, unusable_no
 from fleet.slurm.jobs import JobState, parse_scontrol_jobs, parse_sinfo_nodes
 from fleet.slurm.outcome import Action, judge
 from fleet.slurm.record import expand_array_spec, task_job
-from fleet.slurm.script import BatchJob, array_spec, parse_slurm_time, render_batch_script, slurm_time, time_limit_s
+from fleet.inventory import parse_slurm_time
+from fleet.slurm.script import BatchJob, array_spec, render_batch_script, slurm_time, time_limit_s
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "slurm"
 
