@@ -27,14 +27,12 @@ from typing import Any
 from fleet.host.engines.sglang.flags import FORK_ALGORITHMS, ParsedArgv, fleet_field, load_table
 from fleet.host.engines.sglang.memory import DEFAULT_GPU_RESERVED_MIB, MemoryInputs
 from fleet.host.engines.sglang.release import KNOWN_RELEASES
+from fleet.host.engines.sglang.speculative import (
+    DFLASH_DEFAULT_BLOCK_SIZE, DFLASH_FAMILY, EAGLE_FAMILY, NGRAM_DEFAULT_NUM_DRAFT_TOKENS, SPECULATIVE_DEFAULT_MAX_RUNNING_REQUESTS,
+    UPSTREAM_ALGORITHMS,
+)  # fmt: skip
 from fleet.host.modelcard import ModelCard
 
-DFLASH_FAMILY = ("DFLASH", "DDTREE")
-EAGLE_FAMILY = ("EAGLE", "EAGLE3", "STANDALONE")
-UPSTREAM_ALGORITHMS = ("DFLASH",) + EAGLE_FAMILY + ("NGRAM",)
-SPECULATIVE_DEFAULT_MAX_RUNNING_REQUESTS = 48
-DFLASH_DEFAULT_BLOCK_SIZE = 16
-NGRAM_DEFAULT_NUM_DRAFT_TOKENS = 8
 
 MAX_RUNNING_RESET_WARNING = (
     "Max running requests is reset to 48 for speculative decoding. "

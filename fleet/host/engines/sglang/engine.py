@@ -13,13 +13,14 @@ from fleet.host.engines.base import (
 )  # fmt: skip
 from fleet.host.engines.base import ArgvError, ConfigFileError, Engine
 from fleet.host.engines.sglang import release as release_table
-from fleet.host.engines.sglang.args import DFLASH_FAMILY, UPSTREAM_ALGORITHMS, fleet_values, memory_inputs, resolve_server_args
+from fleet.host.engines.sglang.args import fleet_values, memory_inputs, resolve_server_args
 from fleet.host.engines.sglang.flags import FORK_ALGORITHMS, FORKS, RELEASE_FLAGS, flag_for, parse_argv
 from fleet.host.engines.sglang.launch import SGLANG_MODULE, SGLANG_VERSION_TESTED, build_launch
 from fleet.host.engines.sglang.logparse import SchedulerReady, parse_line
 from fleet.host.engines.sglang.memory import (
-    SAFE_MAX_MEM_FRACTION_STATIC, SPECULATIVE_DEFAULT_MAX_RUNNING_REQUESTS, MemoryPlan, plan_memory, smallest_fix,
+    SAFE_MAX_MEM_FRACTION_STATIC, MemoryPlan, plan_memory, smallest_fix,
 )  # fmt: skip
+from fleet.host.engines.sglang.speculative import DFLASH_FAMILY, SPECULATIVE_DEFAULT_MAX_RUNNING_REQUESTS, UPSTREAM_ALGORITHMS
 
 if TYPE_CHECKING:
     from fleet.host.modelcard import ModelCard

@@ -35,6 +35,7 @@ from fleet.host.engines.sglang.flags import FORK_ALGORITHMS as FORK_ALGORITHMS_B
 from fleet.host.engines.sglang.flags import FORK_FLAGS as FORK_FLAGS_BY_FORK
 from fleet.host.engines.sglang.flags import every_spelling, flag_for
 from fleet.host.engines.sglang.release import choose_release
+from fleet.host.engines.sglang.speculative import DFLASH_FAMILY, DFLASH_SINCE, MAMBA_STRATEGIES
 from fleet.host.engines.sglang.release import parse_version as _parse_version
 from fleet.host.errors import EngineConfigError
 
@@ -48,12 +49,9 @@ SGLANG_VERSION_TESTED = "0.5.23"
 FORK_ALGORITHMS = frozenset(a for algorithms in FORK_ALGORITHMS_BY_FORK.values() for a in algorithms)
 # Flags of forks: PR #29907's budget, and DB-Guo/sglang-ddtree-dev's switch (flags.FORK_FLAGS).
 FORK_FLAGS = frozenset(o for entries in FORK_FLAGS_BY_FORK.values() for entry in entries for o in entry["options"])
-DFLASH_FAMILY = frozenset({"DFLASH", "DDTREE"})
-DFLASH_SINCE = (0, 5, 11)
 
 ALLOW_LONGER_CONTEXT_ENV = "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN"
 SPEC_V2_ENV = "SGLANG_ENABLE_SPEC_V2"
-MAMBA_STRATEGIES = ("auto", "no_buffer", "extra_buffer", "extra_buffer_lazy")
 DEFAULT_MAMBA_TRACK_INTERVAL = 256
 
 # ServerSettings fields rendered as `--flag value`, in argv order; each flag's name is the release's

@@ -39,6 +39,9 @@ from typing import Any, Literal, Mapping
 
 from fleet.host.engines.base import Adjustment, MemoryFailure
 from fleet.host.engines.sglang.release import KNOWN_RELEASES
+from fleet.host.engines.sglang.speculative import (
+    DFLASH_DEFAULT_BLOCK_SIZE, DFLASH_FAMILY, EAGLE_FAMILY, MAMBA_STRATEGIES, SPECULATIVE_DEFAULT_MAX_RUNNING_REQUESTS,
+)  # fmt: skip
 from fleet.host.modelcard import DTYPE_BYTES, ModelCard
 
 GIB = 1 << 30
@@ -67,15 +70,9 @@ MAMBA_EXTRA_BUFFER_SLOTS_NO_OVERLAP = 1
 MAMBA_EXTRA_BUFFER_SLOTS_LAZY = 1
 # SGLANG_MAMBA_CONV_DTYPE default (configs/mamba_utils.py:66: bfloat16).
 MAMBA_CONV_DTYPE_BYTES = 2
-# arg_groups/speculative_hook.py:438-443 (0.5.23) and speculative_hook in 0.5.12.
-SPECULATIVE_DEFAULT_MAX_RUNNING_REQUESTS = 48
-DFLASH_DEFAULT_NUM_DRAFT_TOKENS = 16
 # smallest_fix never proposes a larger fraction: above it CUDA graphs and activations run short.
 SAFE_MAX_MEM_FRACTION_STATIC = 0.90
 
-_DFLASH_FAMILY = ("DFLASH", "DDTREE")
-_EAGLE_FAMILY = ("EAGLE", "EAGLE3", "STANDALONE")
-_STRATEGIES = ("auto", "no_buffer", "extra_buffer", "extra_buffer_lazy")
 
 
 @dataclass(frozen=True)
@@ -231,7 +228,7 @@ def plan_memory(model: ModelCard, inputs: MemoryInputs, draft: ModelCard | None 
     _validate(inputs)
     rules = RULES[inputs.release]
     algorithm = _normalize_algorithm(inputs.speculative_algorithm)
-    if algorithm in _DFLASH_FAMILY and draft is None:
+    if algorithm in DFLASH_FAMILY and draft is None:
         raise ValueError(f"--speculative-algorithm {algorithm} needs the draft model card to size the KV pool")
     num_draft_tokens = _resolve_num_draft_tokens(model, inputs, algorithm, draft)
     requested_reqs = inputs.max_running_requests
@@ -651,7 +648,7 @@ def _kv_cell_bytes(
     # pool.py:491-498: kv heads per rank x (head_dim + v_head_dim) x layers x dtype bytes.
     layers = _kv_layers(model)
     cell = _kv_heads_per_rank(model, tp) * 2 * model.head_dim * layers * _kv_dtype_bytes(model, inputs)
-    if algorithm in _DFLASH_FAMILY and draft is not None:
+    if algorithm in DFLASH_FAMILY and draft is not None:
         if rules.dflash_draft_cell_from_draft_geometry:
             # dflash_utils.py:121-134 + :157-166: the draft's own bytes per token are added (its attention
             # TP is the target's, speculative/draft_parallel.py:71-76).
@@ -780,8 +777,8 @@ def _resolve_num_draft_tokens(
         return inputs.num_draft_tokens
     if algorithm == "DFLASH":
         # speculative_hook.py:389-425: the draft config's block size, else 16.
-        return (draft.dflash_block_size if draft is not None else None) or DFLASH_DEFAULT_NUM_DRAFT_TOKENS
-    if algorithm in _EAGLE_FAMILY:
+        return (draft.dflash_block_size if draft is not None else None) or DFLASH_DEFAULT_BLOCK_SIZE
+    if algorithm in EAGLE_FAMILY:
         # auto_choose_speculative_params: (steps, topk, draft tokens); topk 1 -> steps + 1.
         return 8 if model.architecture in ("LlamaForCausalLM", "Grok1ForCausalLM", "Grok1VForCausalLM") and algorithm != "STANDALONE" else 4
     raise ValueError(f"num_draft_tokens is required for --speculative-algorithm {algorithm}")
@@ -820,5 +817,5 @@ def _validate(inputs: MemoryInputs) -> None:
         raise ValueError(f"max_running_requests must be positive, got {inputs.max_running_requests}")
     if inputs.page_size <= 0:
         raise ValueError(f"page_size must be positive, got {inputs.page_size}")
-    if inputs.mamba_scheduler_strategy not in _STRATEGIES:
+    if inputs.mamba_scheduler_strategy not in MAMBA_STRATEGIES:
         raise ValueError(f"unknown mamba_scheduler_strategy {inputs.mamba_scheduler_strategy!r}")

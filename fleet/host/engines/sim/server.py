@@ -23,7 +23,8 @@ from typing import Any, Callable, Mapping, NoReturn, Sequence, TextIO
 
 from fleet.host import procfs
 from fleet.host.engines.sglang import args as sglang_args
-from fleet.host.engines.sglang.args import DFLASH_FAMILY, EAGLE_FAMILY, ResolvedArgs, resolve_server_args
+from fleet.host.engines.sglang.args import ResolvedArgs, resolve_server_args
+from fleet.host.engines.sglang.speculative import DFLASH_FAMILY, EAGLE_FAMILY
 from fleet.host.engines.base import ArgvError, ConfigFileError
 from fleet.host.engines.sglang.flags import ParsedArgv
 from fleet.host.engines.sglang.logformats import log_formats
