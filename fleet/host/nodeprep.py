@@ -1,7 +1,7 @@
 """Inside a Slurm allocation, before the agent: the node's facts, its preflight, model staging.
 
 `python -m fleet.host.nodeprep TASK_DIR REQUIREMENTS` (the batch script runs it after
-fleet.slurm.grant has bound the shard to the granted GPUs):
+fleet.host.grant has bound the shard to the granted GPUs):
 1. runs the controller's facts script (the same composite script an SSH host answers, fleet.facts)
    on the node and keeps its whole output in `node-facts/<job>.<start>.txt`;
 2. judges the node by the preflight rules that decide whether a task may start there (the rule ids
@@ -170,7 +170,7 @@ def _driver_cuda(facts: NodeFacts, req: NodeRequirements) -> tuple[int, ...] | N
 
 
 def shard_gpus(shard: Mapping[str, Any]) -> int:
-    """How many GPUs the task needs (the shard as fleet.slurm.grant bound it): its pool where it
+    """How many GPUs the task needs (the shard as fleet.host.grant bound it): its pool where it
     names one, else the GPUs its servers' hints name (fleet.host.contract.shard.Shard.pool)."""
     pool = shard.get("gpus")
     return len(set(pool)) if isinstance(pool, list) else len({g for server in shard.get("servers", []) for g in server.get("gpus", [])})

@@ -4,7 +4,7 @@ the job's needs, and a body that runs the same agent as on an SSH host. Pure.
 The job asks for one node and its GPUs as GRES (`--gres=gpu:N`); the agent inside works through
 a sweep directory on the cluster's shared filesystem, exactly as on an SSH host, so a requeued
 job (node failure, preemption) starts the agent again on the same directory and it runs only
-what has no result yet. Before the agent, `fleet.slurm.grant` binds the shard to the GPUs Slurm
+what has no result yet. Before the agent, `fleet.host.grant` binds the shard to the GPUs Slurm
 granted this start, and `fleet.host.nodeprep` gathers the node's facts, runs the preflight rules
 on them (refusing the node where one fails) and stages the models to node-local storage. A job
 array runs one such directory per task
@@ -126,8 +126,8 @@ def render_batch_script(job: BatchJob) -> str:
         # Which start this is, for the agent's log: Slurm counts requeues in SLURM_RESTART_COUNT.
         'echo "fleet: job ${SLURM_JOB_ID} on $(hostname), start $((${SLURM_RESTART_COUNT:-0} + 1)), GPUs ${CUDA_VISIBLE_DEVICES:-none}" >&2',
         f"export PYTHONPATH={q(job.bundle_dir)}",
-        # The shard names the GPUs Slurm granted this start (fleet.slurm.grant), then the agent runs.
-        f'{q(job.python)} -m fleet.slurm.grant "$dir"',
+        # The shard names the GPUs Slurm granted this start (fleet.host.grant), then the agent runs.
+        f'{q(job.python)} -m fleet.host.grant "$dir"',
     ]
     if job.node_requirements is not None:
         # The node's facts and preflight, then the models to node-local storage (once per node and

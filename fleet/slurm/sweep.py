@@ -8,7 +8,7 @@ How a Slurm sweep goes:
 2. Each server configuration becomes one task of a job array, one array per GPU count
    (`--gres=<gres>:N`), its time limit the longest task's estimate with the entry's margin. Each
    task has its own sweep dir on the shared fs (`<shared>/slurm/<sweep>/<array>/task-<i>/`) with a
-   shard template; the batch script binds it to the GPUs Slurm grants (fleet.slurm.grant) and
+   shard template; the batch script binds it to the GPUs Slurm grants (fleet.host.grant) and
    runs the same agent, which writes results exactly as on an SSH host. A request larger than
    any node of the partition is refused before anything is submitted.
 3. The controller polls Slurm (`scontrol show job`) and pulls the shared dir through the login
@@ -46,6 +46,7 @@ from typing import Any
 
 from fleet.connect import transport_for
 from fleet.fixes.quarantine import QuarantineStore
+from fleet.host import grant
 from fleet.host.atomic import write_json_atomic
 from fleet.host.contract import ContractError, RunResult, SweepDir
 from fleet.host.contract.quarantine import HostQuarantine
@@ -57,7 +58,6 @@ from fleet.planning.estimate import DurationHistory
 from fleet.playbook import Playbook, load_playbook
 from fleet.provision.models import ensure_cached, read_state
 from fleet.provision.provision import ensure_dirs, ensure_sim_model, models_of, provision_options
-from fleet.slurm import grant
 from fleet.slurm.commands import SlurmClient
 from fleet.slurm.feasibility import Request, fitting, infeasible, unusable_now
 from fleet.slurm.jobs import NodeInfo
@@ -182,13 +182,10 @@ def first_limit(cluster: Host, array: JobArray, tasks: Sequence[int]) -> int:
 
 
 def _ship(t: Transport, record: SlurmSweep) -> None:
-    """The agent's bundle and grant.py (standard library only) to the shared dir."""
+    """The agent's bundle (fleet.host: the agent, grant, nodeprep) to the shared dir."""
     with tempfile.TemporaryDirectory(prefix="fleet-slurm-bundle-") as temp:
         bundle = Path(temp) / "bundle"
         write_bundle(bundle)
-        (bundle / "fleet" / "slurm").mkdir()
-        (bundle / "fleet" / "slurm" / "__init__.py").write_text("")
-        shutil.copyfile(grant.__file__, bundle / "fleet" / "slurm" / "grant.py")
         t.rsync_push(bundle, record.bundle_dir + "/", timeout=TRANSFER_TIMEOUT_S, delete=True).check()
 
 

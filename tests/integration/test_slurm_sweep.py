@@ -46,7 +46,7 @@ def test_a_sweep_runs_as_job_arrays_on_two_nodes_one_result_per_run(slurm: Slurm
     jobs = ended_jobs(entry, [array.submissions[0].job_id])
     assert {j.state for j in jobs.values()} == {JobState.COMPLETED}
     assert {j.nodes for j in jobs.values()} == {"ct200", "ct201"}  # the scheduler spread them
-    # Each task's server ran on the GPU Slurm granted it (bound by fleet.slurm.grant).
+    # Each task's server ran on the GPU Slurm granted it (bound by fleet.host.grant).
     granted = {r["server_label"]: tuple(r["gpus"]) for r in results.values()}
     assert all(len(g) == 1 for g in granted.values())
     summary = json.loads((outcome.directory / "summary.json").read_text())

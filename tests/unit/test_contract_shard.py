@@ -78,7 +78,7 @@ def test_not_json_names_the_file() -> None:
 
 
 def test_without_a_pool_it_is_the_gpus_the_servers_name() -> None:
-    """A Slurm task's shard names no pool: its servers' GPUs are exactly the job's grant (fleet.slurm.grant)."""
+    """A Slurm task's shard names no pool: its servers' GPUs are exactly the job's grant (fleet.host.grant)."""
     shard = make_shard()
     data = json.loads(shard.to_json())
     data["gpus"] = None

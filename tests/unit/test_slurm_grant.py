@@ -1,4 +1,4 @@
-"""fleet.slurm.grant: the shard bound to the GPUs Slurm granted; standard library only (it ships)."""
+"""fleet.host.grant: the shard bound to the GPUs Slurm granted; standard library only (it ships)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from fleet.slurm import grant
+from fleet.host import grant
 
 
 def template() -> dict:

@@ -308,7 +308,7 @@ def test_a_refused_job_is_submitted_again_boundedly_and_the_script_excludes_the_
                    node_requirements="/shared/s/node-requirements.json", exclude=("ct201", "ct200", "ct201"))  # fmt: skip
     script = render_batch_script(job)
     assert "#SBATCH --exclude=ct200,ct201\n" in script
-    grant, prepare, agent = (script.index(s) for s in ("-m fleet.slurm.grant", "-m fleet.host.nodeprep", "-m fleet.host.agent"))
+    grant, prepare, agent = (script.index(s) for s in ("-m fleet.host.grant", "-m fleet.host.nodeprep", "-m fleet.host.agent"))
     assert grant < prepare < agent and "fleet.host.nodeprep \"$dir\" /shared/s/node-requirements.json\n" in script
 
 

@@ -38,7 +38,7 @@ def test_batch_script_of_one_job() -> None:
     assert text.startswith("#!/bin/bash\n")
     assert "export PYTHONPATH=/shared/fleet/slurm/s1/agent\n" in text
     assert "\ndir=/shared/fleet/slurm/s1/jobs/ab12\n" in text
-    assert '/opt/py/bin/python3 -m fleet.slurm.grant "$dir"\n' in text
+    assert '/opt/py/bin/python3 -m fleet.host.grant "$dir"\n' in text
     assert text.rstrip().endswith('exec /opt/py/bin/python3 -m fleet.host.agent run --sweep-dir "$dir"')
 
 

@@ -7,8 +7,8 @@ indexes, or 0..N-1 under a device cgroup). This writes `shard.json` from the tem
 those indexes, at every start (a requeued job may get other GPUs on another node), so that the
 agent's checks of GPU holders look at the job's own GPUs and never at a neighbouring job's.
 
-Standard library only: shipped beside the agent's bundle (`fleet/slurm/grant.py` in it) and run
-as `python -m fleet.slurm.grant SWEEP_DIR`.
+Standard library only: it runs on the node, so it lives in the shipped package (`fleet.host`) and
+runs as `python -m fleet.host.grant SWEEP_DIR`.
 """
 
 from __future__ import annotations
