@@ -11,11 +11,10 @@ import errno
 import json
 import math
 import os
-import re
 import stat
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn, Optional, TextIO
+from typing import TYPE_CHECKING, Annotated, NoReturn, Optional
 
 import typer
 from rich.console import Console

@@ -24,7 +24,7 @@ from fleet.connect import transport_for
 from fleet.errors import FleetError
 from fleet.facts import HostFacts
 from fleet.fixes.quarantine import QuarantineStore
-from fleet.host.atomic import atomic_file, write_json_atomic
+from fleet.host.atomic import write_json_atomic
 from fleet.host.contract import ContractError, RunStatus, Shard, SweepDir
 from fleet.inventory import Host
 from fleet.layout import ResultsRoot, SweepFolder, sweep_dir

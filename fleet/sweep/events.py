@@ -37,7 +37,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from fleet.host.contract import ContractError, RunResult, RunStatus
+from fleet.host.contract import RunResult, RunStatus
 from fleet.host.contract.progress import ServerPhase
 from fleet.host.contract.shard import Shard
 from fleet.layout import ResultsRoot

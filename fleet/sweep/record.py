@@ -5,7 +5,6 @@ commands that only read a sweep do not import the planner, provisioning and the 
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 import secrets
 import time

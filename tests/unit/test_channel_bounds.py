@@ -4,6 +4,8 @@ TRANSFER policy alone would retry for 30 minutes)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from fleet.errors import ConnectionLost

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from fleet.host.diagnose import classify
-from fleet.host.diagnose.catalogue import SIGNATURES, FailureClass, Kind, fill_fix, grep_patterns
+from fleet.host.diagnose.catalogue import SIGNATURES, Kind, fill_fix, grep_patterns
 from fleet.host.diagnose.classify import (
     Diagnosis,
     DiagnosisHint,

@@ -13,7 +13,6 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-import pytest
 
 from fleet.facts.models import DiskSpace, FactsRequest, HostFacts, Memory
 from fleet.host.contract import RunResult, RunStatus
