@@ -92,7 +92,7 @@ CONFIG = EngineConfig(
     max_running_requests=4, max_total_num_tokens=87061, context_len=32768, chunked_prefill_size=8192,
     max_prefill_tokens=16384, decode_log_interval=10, algorithm=None, verify_tokens=1, spec_num_draft_tokens=None,
     ddtree_budget=None, hybrid=True, max_mamba_cache_size=24, cuda_graph_max_bs=4, radix_cache=True,
-    compute_cap_major=12, seed=9,
+    compute_cap_major=12, seed=9, noise_seed=31,
 )
 MODEL = perf.build_perf_model(bandwidth_gbs=1792, tflops=500, weights_bytes_per_gpu=51.05 * GIB,
                               draft_weights_bytes_per_gpu=0, kv_cell_bytes=65536, tp_size=1, cuda_graphs=True)
@@ -145,9 +145,9 @@ def test_the_engine_varies_by_run_only_when_asked_and_by_the_models_draws() -> N
     noise = NoiseModel(throughput_sigma=0.2)
     noisy = _passes(dataclasses.replace(CONFIG, noise=noise), 3)
     for run, times in enumerate(noisy):
-        factor = noise.run(CONFIG.seed, run).throughput_factor
+        factor = noise.run(CONFIG.noise_seed, run).throughput_factor
         # decode steps: the noise-free time over the run's factor (the first entry is the prefill)
         assert times[1:] == pytest.approx([t / factor for t in exact[run][1:]], rel=1e-12)
-        assert times[0] == pytest.approx(exact[run][0] * noise.prefill_factor(CONFIG.seed, run, 1) / factor, rel=1e-12)
+        assert times[0] == pytest.approx(exact[run][0] * noise.prefill_factor(CONFIG.noise_seed, run, 1) / factor, rel=1e-12)
     assert len({times[1] for times in noisy}) == 3
     assert _passes(dataclasses.replace(CONFIG, noise=noise), 3) == noisy  # seeded

@@ -226,3 +226,19 @@ def test_wiped_model_path_raises_through_transformers_chain() -> None:
     assert "HFValidationError: Repo id must be in the form 'repo_name' or 'namespace/repo_name': '/dev/shm/Qwen3.6-27B'." in text
     assert "During handling of the above exception, another exception occurred:" in text
     assert text.rstrip().endswith("make sure '/dev/shm/Qwen3.6-27B' is the correct path to a directory containing a config.json file")
+
+
+def test_each_server_draws_its_own_noise_and_the_same_server_the_same() -> None:
+    """Noise seeded by the outputs' seed alone made pass k of every configuration draw the same
+    factor, which a paired speed-up divides out (intervals narrower than hardware's): each
+    server's noise comes from its own command line, while its outputs stay the model's."""
+    base = ["--model-path", "qwen3.6-27b", "--tp-size", "1", "--sim-noise", "on"]
+    seeds = {}
+    for name, extra in {"ar": [], "ar again": [], "other port": ["--port", "31001"], "capped": ["--max-running-requests", "2"]}.items():
+        server, _, text = start(base + extra)
+        assert isinstance(server, SimServer), text
+        engine = server.build_engine()
+        seeds[name] = engine.config.noise_seed
+        assert engine.config.seed == 0  # the outputs' seed, shared by every server of the model
+    assert seeds["ar"] == seeds["ar again"]
+    assert len({seeds["ar"], seeds["other port"], seeds["capped"]}) == 3

@@ -97,6 +97,10 @@ class EngineConfig:
     compute_cap_major: int
     seed: int
     noise: NoiseModel | None = None  # run-to-run variation (noise.py); None: the perf model's exact times
+    # The noise's own seed: the server's, not the outputs' (`seed`, which every method of a model
+    # shares so that their tokens compare). One for all servers made pass k of every configuration
+    # draw the same factor, which a paired speed-up divides out: intervals narrower than hardware's.
+    noise_seed: int = 0
 
     @property
     def max_req_input_len(self) -> int:
@@ -163,7 +167,7 @@ class Engine:
         self._prefix_cache: OrderedDict[int, None] = OrderedDict()
         self._request_ids = random.Random(config.seed)
         self._run = 0  # the run (noise.py): flushes of the prefix cache so far
-        self._run_factor = config.noise.run(config.seed, 0).throughput_factor if config.noise else 1.0
+        self._run_factor = config.noise.run(config.noise_seed, 0).throughput_factor if config.noise else 1.0
         self._prefill_batches = 0  # in this run
         self._ddtree_crash: DDTreeCrash | None = (
             faults.ddtree_crash_for(config.compute_cap_major, config.ddtree_budget) if config.algorithm == "DDTREE" else None
@@ -229,7 +233,7 @@ class Engine:
         self.console.rank(0, "Cache flushed successfully!")
         if self.config.noise is not None:
             self._run += 1
-            self._run_factor = self.config.noise.run(self.config.seed, self._run).throughput_factor
+            self._run_factor = self.config.noise.run(self.config.noise_seed, self._run).throughput_factor
             self._prefill_batches = 0
         return True
 
@@ -349,7 +353,7 @@ class Engine:
         if noise is None:
             return 1.0
         self._prefill_batches += 1
-        return noise.prefill_factor(self.config.seed, self._run, self._prefill_batches) / self._run_factor
+        return noise.prefill_factor(self.config.noise_seed, self._run, self._prefill_batches) / self._run_factor
 
     def _match_prefix(self, request: SimRequest) -> int:
         matched = 0

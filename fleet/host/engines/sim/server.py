@@ -17,6 +17,7 @@ import os
 import signal
 import sys
 import time
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, NoReturn, Sequence, TextIO
@@ -340,6 +341,13 @@ class SimServer:
 
     # --- serving ---------------------------------------------------------------------------------
 
+    def _noise_seed(self) -> int:
+        """Each server its own noise, as each start on hardware has: drawn from the sim seed and
+        the server's whole resolved command line (port included), so two configurations, or one on
+        two ports, vary independently, and the same plan replays the same draws."""
+        identity = json.dumps(self.values, sort_keys=True, default=str)
+        return zlib.crc32(f"{self.launch.settings.seed}:{identity}".encode())
+
     def build_engine(self) -> Engine:
         values, plan = self.values, self.plan
         bandwidth, tflops = gpumod.gpu_speed(self.host.gpus[0].name)
@@ -371,6 +379,7 @@ class SimServer:
             compute_cap_major=self.host.compute_cap[0],
             seed=self.launch.settings.seed,
             noise=self.launch.settings.noise,
+            noise_seed=self._noise_seed(),
         )
         return Engine(config, model, self.launch.faults, self.console, self.speed, self.crash)
 
