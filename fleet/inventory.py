@@ -10,7 +10,7 @@ import re
 from collections.abc import Iterable, Sequence
 from enum import Enum
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import Field, PrivateAttr, Strict, field_validator, model_validator
 
@@ -109,6 +109,10 @@ class EngineSpec(StrictModel):
         description="ddtree: the engine is the DDTree fork (its flags and algorithm exist); upstream: a released SGLang. "
         "Default: upstream for sglang hosts, ddtree for sim hosts",
     )
+    # YAML reads a bare `on`/`off` as true/false: both spellings mean the same.
+    sim_noise: Literal["on", "off"] | bool = Field(
+        default="off", description="sim engine only: run-to-run variation as hardware shows it (on), or the exact figures (off)"
+    )
 
     @field_validator("release")
     @classmethod
@@ -125,6 +129,11 @@ class EngineSpec(StrictModel):
         if value is not None and value not in (UPSTREAM, *forks):
             raise ValueError(f"one of {UPSTREAM}, {', '.join(forks)}, not {value!r}")
         return value
+
+    @property
+    def noise(self) -> str:
+        """The simulator's noise setting, `on` or `off`."""
+        return "on" if self.sim_noise in (True, "on") else "off"
 
     @property
     def engine_fork(self) -> str | None:

@@ -209,6 +209,7 @@ def launch_on(host: Host, config: ServerConfig, port: int, hardware: Hardware | 
         engine_version=hardware.engine_version,
         fork=host.engine.engine_fork,
         declared_gpus=(host.gpus.count, host.gpus.model),
+        sim_noise=host.engine.noise,
     )
 
 

@@ -25,6 +25,7 @@ SIM_MODULE = "fleet.host.engines.sim"
 # Read by fleet/host/engines/sim/cli.py.
 SIM_RELEASE_ENV = "FLEET_SIM_SGLANG_VERSION"
 SIM_FORK_ENV = "FLEET_SIM_SGLANG_FORK"
+SIM_NOISE_ENV = "FLEET_SIM_NOISE"  # fleet/host/engines/sim/noise.py NOISE_ENV
 SIM_UPSTREAM = "upstream"
 
 
@@ -42,12 +43,14 @@ def launch_spec(
     engine_version: str | None = None,
     fork: str | None = None,
     declared_gpus: tuple[int, str | None] | None = None,
+    sim_noise: str = "off",
 ) -> LaunchSpec:
     """`hybrid=None`: decided from the playbook's model card when it names one. `engine_version`: the
     host's release (facts, or its `engine.release` pin; for `sim` the release it plays, default
     the engine's sim_release). `fork`: "ddtree" when the host's engine is the DDTree fork (sim only: the
     real engine's fork is whatever is installed). `declared_gpus`: the host file's (count, model),
-    which a sim server plays where the machine has none of that model."""
+    which a sim server plays where the machine has none of that model. `sim_noise`: the host
+    file's `engine.sim_noise` (`on`: a sim server varies from run to run as hardware does)."""
     card = load_model_card(server.model.card) if hybrid is None and server.model.card else None
     served = engine_named()  # what sglang and sim hosts serve (a sim host plays it)
     sim = engine == "sim"  # EngineKind is a str enum; comparing by value keeps fleet.inventory unimported
@@ -69,6 +72,8 @@ def launch_spec(
         return spec
     # The release the simulator plays: the known one fleet rendered the flags for.
     sim_env = {SIM_RELEASE_ENV: played, SIM_FORK_ENV: fork or SIM_UPSTREAM, **_declared_gpu_env(declared_gpus)}
+    if sim_noise != "off":
+        sim_env[SIM_NOISE_ENV] = sim_noise
     return replace(spec, env=dict(sorted({**sim_env, **spec.env}.items())))
 
 
