@@ -194,7 +194,7 @@ def noise_message(host: str, stdout_noise: bytes, stderr_noise: bytes) -> str:
     shown = "".join(char if char.isprintable() else "?" for char in " | ".join(lines))[:160]
     consequence = "fleet's commands skip it"
     if stdout_noise:  # rsync speaks its protocol on stdout
-        consequence += ", but rsync cannot work through it (transfers fail with 'protocol version mismatch')"
+        consequence += "; rsync cannot read its protocol through it and goes through fleet's relay (fleet/transport/rshrelay.py)"
     return (
         f"{host}: the host's shell prints text of its own around every command (on {stream}: {shown!r}); {consequence}. "
         f"It comes from a shell startup file on the host ({STARTUP_FILES}): {STARTUP_FIX}"

@@ -7,9 +7,13 @@ into `TransportError`s, so that the transfer retry policy can tell a flaky link 
 
 from __future__ import annotations
 
+import logging
 import math
 import re
+import secrets
 import shlex
+import sys
+import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -25,6 +29,7 @@ from fleet.errors import (
 from fleet.transport.base import CommandResult
 from fleet.transport.framing import STARTUP_FILES, STARTUP_FIX
 from fleet.transport.process import run_process
+from fleet.transport.rshrelay import marker_rsync_path
 from fleet.transport.sharing import MASTERS, control_options
 from fleet.transport.target import SSHTarget
 
@@ -40,6 +45,14 @@ SERVER_ALIVE_COUNT_MAX = 3
 
 # rsync exits that mean the connection failed rather than a file (23, 24 and others are returned).
 _LINK_EXITS = {10, 12, 30, 35, 255}
+log = logging.getLogger("fleet.transport")
+# rsync through a login shell that prints on stdout (fleet/transport/rshrelay.py): its path, what
+# rsync says when a shell talks, and the hosts found talking (their rsync goes through the relay).
+RELAY = Path(__file__).with_name("rshrelay.py")
+_SHELL_TALKS = re.compile(r"protocol version mismatch|is your shell clean")
+_TALKING: set[str] = set()
+_TALKING_LOCK = threading.Lock()
+
 _PERMANENT_STDERR: tuple[tuple[re.Pattern[str], type[TransportError], str], ...] = (
     (re.compile(r"Host key verification failed"), HostKeyError, "host key refused"),
     # ssh lists the methods it tried; a file error reads "Permission denied (13)" and is not this.
@@ -48,7 +61,8 @@ _PERMANENT_STDERR: tuple[tuple[re.Pattern[str], type[TransportError], str], ...]
      PermanentTransportError, "bad ssh config"),
     (re.compile(r"protocol version mismatch"), PermanentTransportError,
      "the host's shell prints text of its own around every command (or the user has no shell), and rsync "
-     f"cannot talk through it; the text comes from a shell startup file on the host ({STARTUP_FILES}): {STARTUP_FIX}"),
+     "cannot talk through it, not even through fleet's relay (fleet/transport/rshrelay.py); the text comes from a "
+     f"shell startup file on the host ({STARTUP_FILES}): {STARTUP_FIX}"),
 )
 _REMOTE_COMMAND_NOT_FOUND = 127
 
@@ -118,11 +132,15 @@ def rsync_argv(
     start_master: bool = True,
     regular_only: bool = False,
     ignore_existing: bool = False,
+    relay_token: str | None = None,
 ) -> list[str]:
     """The full rsync argv. `ssh=None` copies between local paths. `regular_only`: copy regular
     files and folders only, for what comes back from a host (untrusted): a symlink it planted
     would make the controller's readers open whatever it points at, a FIFO would block them.
     `ignore_existing`: a file the destination has is never replaced (a pulled result is kept).
+    `relay_token`: for a host whose login shell prints on stdout, the remote shell is
+    `fleet/transport/rshrelay.py`, which drops what comes before the marker the remote side
+    prints first (rsync cannot read its protocol through a banner).
 
     `io_timeout_s` is rsync's own stall timeout (`--timeout`, also applied by the remote rsync,
     so a stalled remote side exits by itself); the caller adds a wall-clock deadline on top.
@@ -146,7 +164,11 @@ def rsync_argv(
         # `$(...)`, `;` or space in a path to the host's shell. (`--secluded-args` is its 3.3 name.)
         argv.append("--protect-args")
         # rsync splits this string itself, honouring quotes.
-        argv += ["-e", shlex.join(ssh_argv(ssh, control_path, start_master=start_master))]
+        shell = ssh_argv(ssh, control_path, start_master=start_master)
+        if relay_token is not None:
+            shell = [sys.executable, str(RELAY), relay_token, *shell]
+            argv.append(f"--rsync-path={marker_rsync_path(relay_token)}")
+        argv += ["-e", shlex.join(shell)]
     argv += ["--", source, dest]
     return argv
 
@@ -203,20 +225,32 @@ def rsync_transfer(
         dest.parent.mkdir(parents=True, exist_ok=True)
     control_path = MASTERS.control_path(ssh) if ssh is not None else None
     start_master = _start_masters
-    existed = control_path is not None and MASTERS.before_use(control_path)
-    argv = rsync_argv(
-        str(source), str(dest), ssh=ssh, io_timeout_s=rsync_io_timeout(timeout), delete=delete, excludes=excludes,
-        control_path=control_path, start_master=start_master, regular_only=regular_only,
-        ignore_existing=ignore_existing,
-    )
-    try:
-        outcome = run_process(host, argv, timeout=timeout, what=f"rsync {source} {dest}")
-    finally:
-        if control_path is not None and start_master:  # a master this process may have started
-            MASTERS.after_use(control_path, ssh.destination, existed)  # type: ignore[union-attr]
-    result = CommandResult.from_output(
-        host, shlex.join(argv), outcome.exit_code, outcome.stdout, outcome.stderr, outcome.duration_s
-    )
+
+    def attempt(relay: bool) -> CommandResult:
+        argv = rsync_argv(
+            str(source), str(dest), ssh=ssh, io_timeout_s=rsync_io_timeout(timeout), delete=delete, excludes=excludes,
+            control_path=control_path, start_master=start_master, regular_only=regular_only,
+            ignore_existing=ignore_existing, relay_token=secrets.token_hex(8) if relay else None,
+        )
+        existed = control_path is not None and MASTERS.before_use(control_path)
+        try:
+            outcome = run_process(host, argv, timeout=timeout, what=f"rsync {source} {dest}")
+        finally:
+            if control_path is not None and start_master:  # a master this process may have started
+                MASTERS.after_use(control_path, ssh.destination, existed)  # type: ignore[union-attr]
+        return CommandResult.from_output(host, shlex.join(argv), outcome.exit_code, outcome.stdout, outcome.stderr, outcome.duration_s)
+
+    relayed = ssh is not None and host in _TALKING
+    result = attempt(relay=relayed)
+    if ssh is not None and not relayed and _SHELL_TALKS.search(result.stderr):
+        # The host's shell talks (from the start, or a banner added mid-sweep): through the relay
+        # from now on, said once per host (pulls and pushes of one host may run at once).
+        with _TALKING_LOCK:
+            first = host not in _TALKING
+            _TALKING.add(host)
+        if first:
+            log.warning("%s: its login shell prints on stdout; rsync goes through fleet's relay from now on (%s)", host, STARTUP_FILES)
+        result = attempt(relay=True)
     failure = classify_rsync_failure(result.exit_code, result.stderr)
     if failure is not None:
         error_class, reason = failure

@@ -21,7 +21,6 @@ from pathlib import Path
 
 import pytest
 
-from fleet.errors import PermanentTransportError
 from fleet.transport import SSHTarget, SSHTransport
 from tests.integration.test_sweep_secrets import host_files_holding
 from tests.testfleet import TestFleet, start_test_fleet, unavailable_reason
@@ -90,17 +89,30 @@ def test_commands_files_and_secrets_pass_through_a_talking_shell(noisy: TestFlee
     assert len(warnings) == 1 and BANNER in warnings[0] and "~/.bashrc" in warnings[0], caplog.text
 
 
-def test_rsync_through_a_talking_shell_fails_naming_the_startup_files(noisy: TestFleet, tmp_path: Path) -> None:
-    """rsync speaks its protocol on the shell's stdout: a banner there is fatal to it."""
+def test_rsync_goes_through_a_talking_shell_by_the_relay(noisy: TestFleet, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """rsync speaks its protocol on the shell's stdout: a banner there made it fail ("protocol
+    version mismatch"). fleet retries it once through its relay (fleet/transport/rshrelay.py),
+    which drops what comes before the remote side's marker, and keeps using it for the host."""
     (tmp_path / "tree").mkdir()
-    (tmp_path / "tree" / "f").write_text("x")
+    # Megabytes: the first relay (0f5f0bf) died on a full, non-blocking stdout once rsync read
+    # slower than ssh delivered, about 1 pull in 3 of 300 kB (rsync exit 12).
+    files = {"big": os.urandom(8 << 20), "mid": os.urandom(300_000), "empty": b"", "one": b"\n"}
+    for name, data in files.items():
+        (tmp_path / "tree" / name).write_bytes(data)
     t = transport_of(noisy)
     try:
-        with pytest.raises(PermanentTransportError) as refused:
-            t.rsync_push(tmp_path / "tree", "/root/tree", timeout=60)
+        with caplog.at_level(logging.WARNING, logger="fleet.transport"):
+            t.rsync_push(tmp_path / "tree", "/root/tree", timeout=60).check()
+            for attempt in range(3):
+                t.rsync_pull("/root/tree/", tmp_path / f"back{attempt}", timeout=60).check()
     finally:
         t.close()
-    assert "~/.bashrc" in str(refused.value) and "/etc/bash.bashrc" in str(refused.value)
+    sums = noisy.exec("ct200", ["sh", "-c", "cd /root/tree && sha256sum big mid empty one"]).stdout.split()
+    assert dict(zip(sums[1::2], sums[0::2])) == {name: hashlib.sha256(data).hexdigest() for name, data in files.items()}
+    for attempt in range(3):
+        assert {name: (tmp_path / f"back{attempt}" / name).read_bytes() for name in files} == files, attempt
+    relayed = [r.getMessage() for r in caplog.records if "goes through fleet's relay from now on" in r.getMessage()]
+    assert len(relayed) == 1 and "~/.bashrc" in relayed[0], caplog.text  # found once, then used
 
 
 def fleet_cli(args: list[str], hosts_dir: Path, tmp_path: Path) -> subprocess.CompletedProcess[str]:
@@ -128,10 +140,13 @@ def test_facts_and_provision_succeed_and_leave_no_lease(noisy: TestFleet, tmp_pa
     assert "fleet-env" not in noisy.exec("ct200", ["ls", "-A", "/dev/shm", "/tmp"]).stdout
 
 
-def test_a_sweep_stops_at_rsync_naming_the_startup_files_and_leaves_no_lease(noisy: TestFleet, tmp_path: Path) -> None:
-    """Where fleet truly cannot work through the noise (rsync ships the agent), the sweep says why."""
+def test_a_sweep_on_a_talking_host_finishes_and_leaves_no_lease(noisy: TestFleet, tmp_path: Path) -> None:
+    """Every call fleet makes survives the banner: commands framed, rsync through the relay (the
+    sweep stopped at shipping the agent before). Each run has its result; the lease is released."""
     hosts_dir = noisy.write_inventory(tmp_path / "hosts", engine={"sim_speed": 0.01})
-    done = fleet_cli(["sweep", "-p", str(DEMO), "--hosts", "ct200"], hosts_dir, tmp_path)
-    assert done.returncode == 1, done.stdout + done.stderr
-    assert "rsync cannot talk through it" in done.stdout + done.stderr and "~/.bashrc" in done.stdout + done.stderr
+    done = fleet_cli(["sweep", "-p", str(DEMO), "--hosts", "ct200", "--json"], hosts_dir, tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    summary = json.loads(done.stdout.strip().splitlines()[-1])
+    assert summary["type"] == "summary" and summary["state"] == "finished" and summary["by_status"] == {"ok": 6}, summary
     assert "lease.json" not in noisy.exec("ct200", ["ls", "-A", "/var/lib/fleet"]).stdout.split()
+    assert TOKEN not in done.stdout + done.stderr
