@@ -10,8 +10,9 @@ TTFT, an acceptance length...). From n passes:
   AIPerf reports over its profile runs, and with 2-10 passes there is nothing better to lean on
   (a bootstrap of 3 values has 10 distinct resamples). One pass gives the value and no interval,
   and says so (`Summary.note`), never a zero-width interval.
-- `percentile_estimate`: a latency percentile of the requests pooled over passes, with a seeded
-  bootstrap interval, withheld below the sample size MLPerf's binomial rule asks for.
+- `percentile_estimate`: a latency percentile of the requests pooled over passes, with a
+  distribution-free order-statistic interval (binomial ranks, `quantile_ranks`), withheld below
+  the sample size MLPerf's binomial rule asks for.
 - `paired_ratio` / `fieller_ratio`: a speed-up as a ratio with its own interval.
 - `verdict` and `rank`: "faster"/"slower" and rank order only where intervals separate.
 
@@ -23,7 +24,6 @@ from __future__ import annotations
 
 import functools
 import math
-import random
 import statistics
 from dataclasses import dataclass
 from typing import Literal, Mapping, Protocol, Sequence
@@ -167,6 +167,15 @@ def _checked(values: Sequence[float], what: str) -> list[float]:
     return checked
 
 
+def _variance(values: Sequence[float], mean: float) -> float:
+    """The sample variance (n - 1), in floats: two passes, the squares summed with fsum (error of a
+    few ulps, where statistics.variance's exact fractions cost ~90 us for 3 values, most of a
+    10k-cell report's figures); exactly 0 for identical values, as a zero-width interval needs."""
+    if all(v == values[0] for v in values):
+        return 0.0
+    return math.fsum((v - mean) ** 2 for v in values) / (len(values) - 1)
+
+
 def summarize(values: Sequence[float], level: float = LEVEL) -> Summary:
     """Mean, median, t-interval of the mean, CV and the noisy flag of repeated passes. The
     interval is mean +- t_{(1+level)/2, n-1} * s / sqrt(n): 95 % coverage of the true mean for
@@ -177,7 +186,7 @@ def summarize(values: Sequence[float], level: float = LEVEL) -> Summary:
     median = statistics.median(passes)
     if n == 1:
         return Summary(n, mean, median, None, None, False, None, NO_INTERVAL_ONE_PASS)
-    stdev = statistics.stdev(passes)
+    stdev = math.sqrt(_variance(passes, mean))
     half = t_quantile((1.0 + level) / 2.0, n - 1) * stdev / math.sqrt(n)
     cv = stdev / abs(mean) if mean != 0 else None
     interval = Interval(mean - half, mean + half, level, "t")
@@ -193,7 +202,8 @@ _MLPERF_CONFIDENCE = 0.99
 
 def percentile_interval_floor(q: float) -> int:
     """The fewest pooled requests for which `percentile_estimate` gives an interval for the q-th
-    percentile: the smallest n with (q/100)^n <= 1 - 0.99, i.e. p50: 7, p90: 44, p95: 90, p99: 459.
+    percentile: the smallest n with (max(q, 100 - q)/100)^n <= 1 - 0.99, i.e. p50: 7, p90: 44,
+    p95: 90, p99: 459.
 
     Why: MLPerf Inference judges a tail-latency percentile by the binomial count of queries beyond
     it, at 99 % confidence (its minimum query counts and LoadGen's early-stopping rule). With n
@@ -201,11 +211,53 @@ def percentile_interval_floor(q: float) -> int:
     the sample's largest value" holds at 99 % confidence only when the chance that all n land
     below the true percentile, (q/100)^n, is at most 1 %: for p99 that is 459 requests, the
     figure LoadGen's early stopping asks for with no over-bound query. Fewer requests than that
-    cannot bound the tail even by their maximum, so an interval from them (a bootstrap's least of
-    all: a resample never exceeds the sample maximum) would promise what the data cannot give."""
+    cannot bound the tail even by their maximum, so an interval from them would promise what the
+    data cannot give. Below the median the same rule holds for the lower tail ((1 - q/100)^n).
+    At this floor the 95 % order-statistic interval always exists (each tail's 1 % <= 2.5 %)."""
     if not 0 < q < 100:
         raise ValueError(f"percentile q must be within 0..100 (exclusive), got {q}")
-    return math.ceil(math.log(1.0 - _MLPERF_CONFIDENCE) / math.log(q / 100.0) - 1e-9)
+    return math.ceil(math.log(1.0 - _MLPERF_CONFIDENCE) / math.log(max(q, 100.0 - q) / 100.0) - 1e-9)
+
+
+@functools.lru_cache(maxsize=4096)
+def quantile_ranks(n: int, p: float, level: float = LEVEL) -> tuple[int, int] | None:
+    """The ranks (1-based) of the order statistics X_(l) <= X_(u) of n values that bound their
+    distribution's p-quantile with probability at least `level`, whatever the distribution (a
+    continuous one; ties only widen the closed interval); None where n is too small for any.
+
+    X_(l) <= x_p exactly when at least l of the n values lie at or below x_p, and X_(u) >= x_p
+    when fewer than u do; that count B is Binomial(n, p), so the interval covers x_p with
+    probability P(l <= B < u) = 1 - P(B < l) - P(B >= u). Each tail is held to (1 - level)/2: l is
+    the largest rank with P(B < l) <= (1 - level)/2, u the smallest with P(B >= u) <= (1 - level)/2.
+    No l >= 1 exists where (1 - p)^n exceeds the tail, no u <= n where p^n does (p99 of fewer than
+    368 values, at 95 %): then None, not an interval made up beyond the sample.
+
+    The binomial is summed exactly (log-gamma terms) over n*p +- (12 sd + 40), where all but
+    about 1e-25 of its mass lies (Bernstein's inequality): O(sqrt(n)) work, cached per (n, p,
+    level), so a report's cells of equal size share it."""
+    if n < 1 or not 0.0 < p < 1.0 or not 0.0 < level < 1.0:
+        raise ValueError(f"quantile ranks need n >= 1, 0 < p < 1 and 0 < level < 1; got n={n}, p={p}, level={level}")
+    tail = (1.0 - level) / 2.0
+    mean, sd = n * p, math.sqrt(n * p * (1.0 - p))
+    width = 12.0 * sd + 40.0
+    low, high = max(0, math.floor(mean - width)), min(n, math.ceil(mean + width))
+    front, log_p, log_q = math.lgamma(n + 1.0), math.log(p), math.log1p(-p)
+    pmf = [math.exp(front - math.lgamma(k + 1.0) - math.lgamma(n - k + 1.0) + k * log_p + (n - k) * log_q) for k in range(low, high + 1)]
+    # l: the first k with P(B <= k) > tail; then P(B < k) <= tail and X_(k) is the lower bound.
+    below, k = 0.0, low
+    while below + pmf[k - low] <= tail:
+        below += pmf[k - low]
+        k += 1
+    lower = k
+    # u: from the top, the last j with P(B >= j) <= tail.
+    above, j = 0.0, high
+    while above + pmf[j - low] <= tail:
+        above += pmf[j - low]
+        j -= 1
+    upper = j + 1
+    if lower < 1 or upper > n:
+        return None
+    return lower, upper
 
 
 @dataclass(frozen=True)
@@ -226,37 +278,42 @@ class PercentileEstimate:
         return self.value
 
 
-def percentile_estimate(
-    passes: Sequence[Sequence[float]], q: float, *, seed: int = 0, resamples: int = 1000, level: float = LEVEL
-) -> PercentileEstimate:
+def percentile_estimate(passes: Sequence[Sequence[float]], q: float, level: float = LEVEL) -> PercentileEstimate:
     """The q-th percentile (numpy's linear definition, `fleet.host.agent.stats.percentile`) of the
-    requests of all passes pooled, with a percentile-bootstrap interval.
+    requests of all passes pooled, with a distribution-free order-statistic interval
+    (`quantile_ranks`): [X_(l), X_(u)] of the pooled, sorted requests. One sort, O(n log n);
+    deterministic; its coverage is exact binomial arithmetic, not a resampling estimate.
 
-    Bootstrap: each resample draws, within each pass, as many requests as it had, with
-    replacement (stratified by pass, so every pass keeps its weight), and takes the pooled
-    percentile; the interval is the (1-level)/2 and (1+level)/2 percentiles of `resamples` such
-    values. Seeded (`seed`): the same requests always give the same interval. Chosen over an
-    order-statistic (binomial) interval because it needs no assumption that the pooled requests
-    are one identically distributed sample, only that each pass's are; it treats requests within a
-    pass as exchangeable, so pass-to-pass drift of a percentile shows in `summarize` over the
-    per-pass percentiles, not here. Withheld below `percentile_interval_floor(q)` (MLPerf's rule)."""
+    It assumes the pooled requests are independent draws of the distribution whose percentile is
+    reported. Where passes differ (a slower server start), that is the mixture of the passes with
+    their own weights, and the count of requests below its percentile is a sum of binomials with
+    different p, which is more concentrated about n*p than Binomial(n, p) (Hoeffding, 1956, for
+    count ranges from at most n*p - 1 to at least n*p, as these ranks' are): the interval stays
+    at least as wide as it needs to be. Pass-to-pass drift of a percentile itself shows in
+    `summarize` over the per-pass percentiles, not here. It replaces a stratified bootstrap of
+    1,000 resamples: about 23 ms a cell, most of a 10k-result report's time, and its coverage of
+    a lognormal p90 from 3 passes of 30 requests measured 93.4 % of 1,000 samples, where this
+    interval's is 96.7 % exactly (97.3 % measured).
+
+    Withheld below `percentile_interval_floor(q)` (MLPerf's rule), and where no order statistics
+    bound the percentile at `level` (a level above the floor's 99 %): the note says so."""
     groups = [_checked(values, f"p{q:g}") for values in passes if len(values)]
-    pooled = [value for group in groups for value in group]
-    n = len(pooled)
+    ordered = sorted(value for group in groups for value in group)
+    n = len(ordered)
     if n < min_samples(q):
         return PercentileEstimate(q, n, None, None, f"withheld: p{q:g} needs at least {min_samples(q)} requests, got {n}")
-    value = percentile(pooled, q)
+    value = percentile(ordered, q)  # re-sorting sorted values is one linear pass
     floor = percentile_interval_floor(q)
     if n < floor:
         return PercentileEstimate(
             q, n, value, None, f"no interval: p{q:g} needs at least {floor} requests for one (MLPerf's 99 % binomial rule), got {n}"
         )
-    rng = random.Random(seed)
-    estimates = sorted(
-        percentile([value for group in groups for value in rng.choices(group, k=len(group))], q) for _ in range(resamples)
-    )
-    tail = (1.0 - level) / 2.0 * 100.0
-    interval = Interval(percentile(estimates, tail), percentile(estimates, 100.0 - tail), level, "bootstrap")
+    ranks = quantile_ranks(n, q / 100.0, level)
+    if ranks is None:
+        return PercentileEstimate(
+            q, n, value, None, f"no interval: {n} requests have no order statistics bounding p{q:g} at {level * 100:g} %"
+        )
+    interval = Interval(ordered[ranks[0] - 1], ordered[ranks[1] - 1], level, "order statistic")
     return PercentileEstimate(q, n, value, interval, None)
 
 
@@ -303,7 +360,7 @@ def paired_ratio(numerator: Sequence[float], denominator: Sequence[float], level
     centre = statistics.fmean(logs)
     if n == 1:
         return Ratio(math.exp(centre), None, 1, "paired", NO_INTERVAL_ONE_PASS)
-    half = t_quantile((1.0 + level) / 2.0, n - 1) * statistics.stdev(logs) / math.sqrt(n)
+    half = t_quantile((1.0 + level) / 2.0, n - 1) * math.sqrt(_variance(logs, centre)) / math.sqrt(n)
     interval = Interval(math.exp(centre - half), math.exp(centre + half), level, "paired log-ratio t")
     return Ratio(math.exp(centre), interval, n, "paired", None)
 
@@ -326,8 +383,8 @@ def fieller_ratio(numerator: Sequence[float], denominator: Sequence[float], leve
     n = min(len(method), len(base))
     if n == 1:
         return Ratio(estimate, None, n, "fieller", NO_INTERVAL_ONE_PASS)
-    va = statistics.variance(method) / len(method)
-    vb = statistics.variance(base) / len(base)
+    va = _variance(method, a) / len(method)
+    vb = _variance(base, b) / len(base)
     spread = va + estimate * estimate * vb
     if spread == 0:
         return Ratio(estimate, Interval(estimate, estimate, level, "Fieller"), n, "fieller", None)

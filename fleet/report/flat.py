@@ -10,16 +10,19 @@ import csv
 import io
 import json
 
-from fleet.report.model import Cell, Report
+from fleet.report.model import Cell, CellKey, Report
 
 
 def flat_rows(report: Report) -> list[dict[str, object]]:
     cells = {cell.key: cell for cell in report.cells}
     blank = dict.fromkeys(Cell(next(iter(cells)), []).flat()) if cells else {}
+    figures: dict[CellKey, dict[str, object]] = {}  # a cell's figures once, however many rows it has
     out = []
     for row in report.rows:
         cell = cells.get(row.cell)
-        out.append({**row.flat(), **(cell.flat() if cell is not None and row.comparable else blank)})
+        if cell is not None and row.comparable and cell.key not in figures:
+            figures[cell.key] = cell.flat()
+        out.append({**row.flat(), **(figures[cell.key] if cell is not None and row.comparable else blank)})
     return out
 
 

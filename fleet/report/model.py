@@ -37,6 +37,7 @@ import re
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
@@ -192,32 +193,37 @@ class Standing:
 
 @dataclass
 class Cell:
+    """A comparable unit and its rows. Its rows are final once it is made (make_cells), so its
+    figures are computed once and kept: every table, ranking and headline reads the same objects
+    (recomputing them per reader made a 10k-result report summarize each cell ~15 times)."""
+
     key: CellKey
     rows: list[Row]
     speedup: Ratio | None = None  # over the autoregressive cell of the same host type, TP, workload and level
     standing: Standing | None = None
+    _percentiles: dict[tuple[str, float], Any] = field(default_factory=dict, init=False, repr=False, compare=False)
 
-    @property
+    @cached_property
     def speculative(self) -> bool:
         return any(r.speculative for r in self.rows)
 
-    @property
+    @cached_property
     def measured(self) -> list[Row]:
         return [r for r in self.rows if r.comparable]
 
-    @property
+    @cached_property
     def passes(self) -> list[Pass]:
         return [p for r in self.measured for p in r.passes]
 
-    @property
+    @cached_property
     def tok_s(self) -> Summary | None:
         return _summary([p.tok_s for p in self.passes])
 
-    @property
+    @cached_property
     def per_request_tok_s(self) -> Summary | None:
         return _summary([p.per_request_tok_s for p in self.passes if p.per_request_tok_s is not None])
 
-    @property
+    @cached_property
     def acceptance_length(self) -> Summary | None:
         return _summary([p.acceptance_length for p in self.passes if p.acceptance_length is not None])
 
@@ -225,7 +231,7 @@ class Cell:
     def verdict(self) -> Verdict | None:
         return verdict(self.speedup) if self.speedup is not None else None
 
-    @property
+    @cached_property
     def tokens_per_joule(self) -> Summary | None:
         return _summary([r.tokens_per_joule for r in self.measured if r.tokens_per_joule is not None])
 
@@ -245,16 +251,21 @@ class Cell:
         return "/".join(verdicts) if verdicts else None
 
     def ttft(self, q: float) -> PercentileEstimate | None:
-        """A TTFT percentile of the requests of every pass, pooled, with its bootstrap interval."""
-        groups = [p.ttft_s for p in self.passes if p.ttft_s]
-        return percentile_estimate(groups, q) if groups else None
+        """A TTFT percentile of the requests of every pass, pooled, with its order-statistic interval."""
+        if ("ttft", q) not in self._percentiles:
+            groups = [p.ttft_s for p in self.passes if p.ttft_s]
+            self._percentiles["ttft", q] = percentile_estimate(groups, q) if groups else None
+        found: PercentileEstimate | None = self._percentiles["ttft", q]
+        return found
 
     def itl(self, q: int) -> Summary | None:
         """An ITL percentile over passes (each pass's own); None where a pass withholds it."""
-        values = [(p.itl_s or {}).get(f"p{q}") for p in self.passes]
-        if not values or any(v is None for v in values):
-            return None
-        return summarize([float(v) for v in values if v is not None])
+        if ("itl", q) not in self._percentiles:
+            values = [(p.itl_s or {}).get(f"p{q}") for p in self.passes]
+            missing = not values or any(v is None for v in values)
+            self._percentiles["itl", q] = None if missing else summarize([float(v) for v in values if v is not None])
+        found: Summary | None = self._percentiles["itl", q]
+        return found
 
     @property
     def statuses(self) -> dict[str, int]:
@@ -587,8 +598,9 @@ def make_cells(rows: Sequence[Row]) -> list[Group]:
             continue  # never launched: listed with the configurations that did not run
         by_cell[row.cell].append(row)
     cells = {key: Cell(key, members) for key, members in by_cell.items()}
+    bases = _autoregressive_bases(cells.values())
     for cell in cells.values():
-        basis = _autoregressive_basis(cells, cell.key) if cell.speculative else None
+        basis = bases.get(_place(cell.key)) if cell.speculative else None
         if basis is not None and cell.passes:
             cell.speedup = ratio_of(cell.passes, basis.passes)
     _rank(cells.values())
@@ -598,13 +610,20 @@ def make_cells(rows: Sequence[Row]) -> list[Group]:
     return [Group(key, members) for key, members in sorted(groups.items())]
 
 
-def _autoregressive_basis(cells: dict[CellKey, Cell], key: CellKey) -> Cell | None:
-    """The autoregressive cell a speed-up divides by: same host type, TP, workload and level."""
-    for other in cells.values():
-        k = other.key
-        if (k.group, k.workload, k.level) == (key.group, key.workload, key.level) and not other.speculative and other.passes:
-            return other
-    return None
+def _place(key: CellKey) -> tuple[GroupKey, str, int]:
+    """Where methods are compared: host type and TP, workload and level."""
+    return key.group, key.workload, key.level
+
+
+def _autoregressive_bases(cells: Iterable[Cell]) -> dict[tuple[GroupKey, str, int], Cell]:
+    """The autoregressive cell a speed-up divides by, per place (same host type, TP, workload and
+    level): the first measured non-speculative cell of each, in one pass over the cells (a scan
+    of every cell per speculative cell made a 10k-result report quadratic, issue 28)."""
+    bases: dict[tuple[GroupKey, str, int], Cell] = {}
+    for cell in cells:
+        if not cell.speculative and cell.passes:
+            bases.setdefault(_place(cell.key), cell)
+    return bases
 
 
 def _rank(cells: Iterable[Cell]) -> None:
@@ -624,11 +643,13 @@ def _rank(cells: Iterable[Cell]) -> None:
 def headlines(group: Group) -> list[Headline]:
     """Per workload: the fastest method at its lowest level, the methods not separable from it,
     and where speculative decoding stops paying (concurrency workloads)."""
+    by_workload: dict[str, list[Cell]] = defaultdict(list)  # one pass over the cells, not one per workload
+    for cell in group.cells:
+        if cell.tok_s is not None:
+            by_workload[cell.key.workload].append(cell)
     out = []
-    for workload in sorted({c.key.workload for c in group.cells}):
-        measured = [c for c in group.cells if c.key.workload == workload and c.tok_s is not None]
-        if not measured:
-            continue
+    for workload in sorted(by_workload):
+        measured = by_workload[workload]
         lowest = min(c.key.level for c in measured)
         at_lowest = [c for c in measured if c.key.level == lowest]
         top_tier = sorted((c for c in at_lowest if c.standing and c.standing.tier == 1), key=lambda c: -_mean(c))
@@ -644,8 +665,12 @@ def _mean(cell: Cell) -> float:
 
 
 def _crossover(cells: Sequence[Cell], levels: Sequence[int]) -> Crossover:
+    by_level: dict[int, list[Cell]] = defaultdict(list)
+    for cell in cells:
+        if cell.speedup is not None:
+            by_level[cell.key.level].append(cell)
     for level in levels:
-        speculative = [c for c in cells if c.key.level == level and c.speedup is not None]
+        speculative = by_level.get(level, [])
         if any(c.speedup.interval is None for c in speculative if c.speedup is not None):
             return Crossover(None, levels[-1], tuple(levels), unknown_from=level)
         if not any(c.verdict == "faster" for c in speculative):

@@ -4,7 +4,6 @@ percentiles with their n, speed-ups and their verdicts, statuses. A value that i
 from __future__ import annotations
 
 import datetime as _dt
-from typing import Any
 
 from fleet.host.agent.stats import min_samples
 from fleet.measure.stats import NOISY_CV, PercentileEstimate, Ratio, Summary, Verdict, percentile_interval_floor
@@ -13,8 +12,10 @@ from fleet.report.model import Cell, Comparison, Crossover, Headline, Standing
 DASH = "—"
 ONE_PASS = "one pass: no interval can be given"
 PERCENTILE_RULE = (
-    "A TTFT percentile pools the requests of every pass of a cell, with a seeded bootstrap 95 % interval "
-    f"(resampled within each pass). It is stated only where the sample supports it: p50 needs {min_samples(50)} "
+    "A TTFT percentile pools the requests of every pass of a cell, with a distribution-free 95 % interval: "
+    "two of the pooled requests' own order statistics, chosen from the binomial count of requests below the "
+    "percentile so that they bound it with at least 95 % probability. It is stated only where the sample "
+    f"supports it: p50 needs {min_samples(50)} "
     f"requests, p90 {min_samples(90)}, p99 {min_samples(99)} (else 'withheld'); its interval needs "
     f"{percentile_interval_floor(50)}, {percentile_interval_floor(90)} and {percentile_interval_floor(99)} "
     "(MLPerf's 99 % binomial rule: fewer requests cannot bound the tail even by their maximum). An ITL "

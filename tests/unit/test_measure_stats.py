@@ -15,6 +15,7 @@ from fleet.measure.stats import (
     paired_ratio,
     percentile_estimate,
     percentile_interval_floor,
+    quantile_ranks,
     rank,
     regularized_beta,
     summarize,
@@ -158,7 +159,7 @@ def test_percentile_floor_follows_mlperfs_binomial_rule() -> None:
         assert (q / 100) ** n <= 0.01 < (q / 100) ** (n - 1)
 
 
-def test_percentile_estimate_withholds_below_the_floors_and_bootstraps_above() -> None:
+def test_percentile_estimate_withholds_below_the_floors_and_bounds_by_order_statistics_above() -> None:
     few = [[float(i) for i in range(100)], [float(i) for i in range(100, 200)]]
     p99 = percentile_estimate(few, 99)
     assert p99.n == 200 and p99.value is not None and p99.interval is None
@@ -168,12 +169,60 @@ def test_percentile_estimate_withholds_below_the_floors_and_bootstraps_above() -
     with pytest.raises(ValueError, match="withheld"):
         tiny.estimate
     many = [[float((i * 37 + k) % 1000) for i in range(300)] for k in range(3)]
-    first = percentile_estimate(many, 99, seed=5)
-    assert first == percentile_estimate(many, 99, seed=5)  # seeded: deterministic
-    assert first.interval is not None and first.interval.method == "bootstrap"
+    first = percentile_estimate(many, 99)
+    assert first == percentile_estimate(many, 99)  # deterministic: no resampling
+    assert first.interval is not None and first.interval.method == "order statistic"
     assert first.interval.low <= first.estimate <= first.interval.high
-    median = percentile_estimate(many, 50, seed=5)
+    pooled = sorted(v for values in many for v in values)
+    ranks = quantile_ranks(900, 0.99)
+    assert ranks is not None and (first.interval.low, first.interval.high) == (pooled[ranks[0] - 1], pooled[ranks[1] - 1])
+    median = percentile_estimate(many, 50)
     assert median.interval is not None and median.interval.low < 500 < median.interval.high
+
+
+def _binomial_cdf(k: int, n: int, p: float) -> float:
+    """P(B <= k), B ~ Binomial(n, p), summed term by term in exact integers and floats."""
+    return sum(math.comb(n, j) * p**j * (1 - p) ** (n - j) for j in range(0, k + 1)) if k >= 0 else 0.0
+
+
+@pytest.mark.parametrize("p", [0.5, 0.9, 0.95, 0.99, 0.1])
+def test_quantile_ranks_are_the_equal_tailed_binomial_ranks(p: float) -> None:
+    """Against the binomial summed in full: each tail outside [l, u) holds at most 2.5 %, and
+    neither rank could move inward without breaking that (the interval is as tight as its rule)."""
+    for n in [*range(1, 120), 367, 368, 459, 1000]:
+        ranks = quantile_ranks(n, p)
+        lower_ok = (1 - p) ** n <= 0.025  # P(B < 1): X_(1) bounds from below only if that is small
+        upper_ok = p**n <= 0.025  # P(B >= n): X_(n) bounds from above only if that is small
+        if not (lower_ok and upper_ok):
+            assert ranks is None, (n, p)
+            continue
+        assert ranks is not None, (n, p)
+        low, high = ranks
+        assert 1 <= low < high <= n
+        below, above = _binomial_cdf(low - 1, n, p), 1 - _binomial_cdf(high - 1, n, p)
+        assert below <= 0.025 + 1e-12 and above <= 0.025 + 1e-12
+        assert _binomial_cdf(low, n, p) > 0.025 - 1e-12  # l + 1 would leave more than 2.5 % below
+        assert 1 - _binomial_cdf(high - 2, n, p) > 0.025 - 1e-12  # so would u - 1 above
+        assert 1 - below - above >= 0.95 - 1e-12
+
+
+def test_a_sample_too_small_for_the_percentile_gets_no_interval_and_says_so() -> None:
+    """p99 needs 459 requests for an interval (MLPerf's rule); 458 get the value and a note that
+    no interval can be given, never one made up of the sample's maximum. The order statistics
+    themselves run out at 367 requests for p99 at 95 % (0.99^367 > 2.5 %), and at any size for a
+    level the sample cannot reach: the note says that too."""
+    values = [[float(i) for i in range(458)]]
+    short = percentile_estimate(values, 99)
+    assert short.value is not None and short.interval is None
+    assert short.note is not None and short.note.startswith("no interval") and "459" in short.note
+    enough = percentile_estimate([[float(i) for i in range(459)]], 99)
+    assert enough.interval is not None and enough.note is None and enough.interval.high <= 458.0
+    assert quantile_ranks(367, 0.99) is None and quantile_ranks(368, 0.99) == (360, 368)
+    strict = percentile_estimate([[float(i) for i in range(459)]], 99, level=0.999)
+    assert strict.value is not None and strict.interval is None
+    assert strict.note is not None and "no order statistics" in strict.note
+    with pytest.raises(ValueError, match="quantile ranks"):
+        quantile_ranks(0, 0.5)
 
 
 def test_edges_identical_passes_and_refused_arguments() -> None:
