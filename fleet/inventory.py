@@ -10,7 +10,7 @@ import re
 from collections.abc import Iterable, Sequence
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Literal, Protocol
 
 from pydantic import Field, PrivateAttr, Strict, field_validator, model_validator
 
@@ -207,6 +207,25 @@ class SlurmSpec(StrictModel):
     @property
     def time_limit_s(self) -> int | None:
         return None if self.time_limit is None else parse_slurm_time(self.time_limit)
+
+
+class Target(Protocol):
+    """Where a plan puts servers, as planning, launch, fixes and shards see it: a host of the
+    inventory (`Host`), or one node of a Slurm cluster (`fleet.slurm.sweep.SlurmNode`), which is
+    no host of the inventory and is not dressed up as one."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def gpus(self) -> GpuSpec: ...
+    @property
+    def paths(self) -> HostPaths: ...
+    @property
+    def engine(self) -> EngineSpec: ...
+    @property
+    def service_manager(self) -> ServiceManager: ...
+    @property
+    def source_file(self) -> Path: ...
 
 
 class Host(StrictModel):

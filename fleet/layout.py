@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from fleet.config import read_input_file
 from fleet.errors import ConfigError
 from fleet.host.atomic import atomic_file, write_json_atomic
-from fleet.inventory import Host, slugify
+from fleet.inventory import Host, Target, slugify
 
 if TYPE_CHECKING:  # for types only: the commands that read a sweep need no playbook model
     from fleet.playbook import ModelRef
@@ -158,24 +158,24 @@ class SweepFolder:
         write_json_atomic(self.summary, summary)
 
 
-def model_cache_dir(model: ModelRef, host: Host) -> str:
+def model_cache_dir(model: ModelRef, host: Target) -> str:
     if model.path:
         return model.path
     return posixpath.join(host.paths.model_cache, slugify(model.label), slugify(model.revision))
 
 
-def model_serve_dir(model: ModelRef, host: Host) -> str:
+def model_serve_dir(model: ModelRef, host: Target) -> str:
     """The directory the engine loads from: the staged copy when the host stages, else the cache."""
     if model.path or not host.paths.staging:
         return model_cache_dir(model, host)
     return posixpath.join(host.paths.staging, f"{slugify(model.label)}--{slugify(model.revision)}")
 
 
-def sweep_dir(host: Host, sweep_id: str) -> str:
+def sweep_dir(host: Target, sweep_id: str) -> str:
     return posixpath.join(host.paths.work_dir, "sweeps", sweep_id)
 
 
-def agent_dir(host: Host) -> str:
+def agent_dir(host: Target) -> str:
     return posixpath.join(host.paths.work_dir, "agent")
 
 

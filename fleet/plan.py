@@ -18,7 +18,7 @@ from fleet.fixes.quarantine import QuarantineEntry, QuarantineKey, QuarantineSto
 from fleet.host.engines import engine as engine_named
 from fleet.host.engines.base import ArgvError, Feasibility, LaunchSpec, ReleaseError, describe_adjustments, render_flag
 from fleet.host.nvidia_smi import KNOWN_GPUS, plays_declared
-from fleet.inventory import EngineKind, Host
+from fleet.inventory import EngineKind, Target
 from fleet.launch import launch_spec
 from fleet.layout import model_serve_dir, server_port
 from fleet.planning.estimate import DurationHistory, Estimate, calibrate, estimate_run, estimate_server_start
@@ -48,7 +48,7 @@ class Hardware:
         return engine_named().choose_release(self.engine_version).note if self.engine_version else None
 
 
-def engine_version_of(host: Host, facts: HostFacts | None = None) -> str | None:
+def engine_version_of(host: Target, facts: HostFacts | None = None) -> str | None:
     """The engine version a host runs: its facts' version of the engine's package, which its `engine.release` pins
     (or, for a sim host, the release the simulator plays). Raises ConfigError, naming the host file
     and `engine.release`, when the facts disagree with the pin (a different known release)."""
@@ -71,7 +71,7 @@ def engine_version_of(host: Host, facts: HostFacts | None = None) -> str | None:
     return reported
 
 
-def hardware_of(host: Host, facts: HostFacts | None = None) -> Hardware:
+def hardware_of(host: Target, facts: HostFacts | None = None) -> Hardware:
     version = engine_version_of(host, facts)
     # Facts of the real host win -- but a sim host on a machine without its declared GPUs plays those.
     plays = host.engine.kind is EngineKind.sim and plays_declared(host.gpus.model, [g.name for g in facts.gpus] if facts else [])
@@ -195,7 +195,7 @@ def _run_json(server: PlannedServer, run: Run, run_id: str, server_id: str, esti
     }
 
 
-def launch_on(host: Host, config: ServerConfig, port: int, hardware: Hardware | None = None) -> LaunchSpec:
+def launch_on(host: Target, config: ServerConfig, port: int, hardware: Hardware | None = None) -> LaunchSpec:
     """The exact command that starts `config` on `host`: its engine (release and fork: flag names
     changed in SGLang 0.5.14), its Python, its model copies."""
     hardware = hardware or hardware_of(host)
@@ -223,7 +223,7 @@ def _quarantined(store: QuarantineStore | None) -> dict[QuarantineKey, Quarantin
 
 
 def _decide(
-    planned: PlannedServer, host: Host, hardware: Hardware, playbook: Playbook, options: PlanOptions,
+    planned: PlannedServer, host: Target, hardware: Hardware, playbook: Playbook, options: PlanOptions,
     quarantined: Mapping[QuarantineKey, QuarantineEntry],
 ) -> list[PlannedServer]:  # fmt: skip
     """Quarantine and memory feasibility, before anything launches. Returns the server, or the
@@ -268,7 +268,7 @@ def _decide(
     return [skipped, fixed]
 
 
-def time_scale_of(host: Host) -> float:
+def time_scale_of(host: Target) -> float:
     """Wall seconds per second of engine time: a sim host's sim_speed, 1 on real hardware."""
     return host.engine.sim_speed if host.engine.kind is EngineKind.sim else 1.0
 
@@ -281,7 +281,7 @@ def _flag_fields(playbook: Playbook) -> list[tuple[str, Mapping[str, FlagValue]]
     return fields
 
 
-def check_engine_flags(playbook: Playbook, hosts: Sequence[Host], hardware: Mapping[str, Hardware] | None = None) -> None:
+def check_engine_flags(playbook: Playbook, hosts: Sequence[Target], hardware: Mapping[str, Hardware] | None = None) -> None:
     """Every speculative algorithm the playbook names must be one each host's SGLang release and
     fork knows (a misspelt `DFLAHS` started servers that failed), and every engine flag it sets one
     the parser of that release (and fork) accepts, with a value it accepts: checked at plan time, so a typo fails with a
@@ -317,13 +317,13 @@ def check_engine_flags(playbook: Playbook, hosts: Sequence[Host], hardware: Mapp
                     )  # fmt: skip
 
 
-def _time_scale(hosts: Sequence[Host]) -> float:
+def _time_scale(hosts: Sequence[Target]) -> float:
     """Sim hosts run faster than real time by their sim_speed; the estimates follow when all agree."""
     scales = {time_scale_of(h) for h in hosts}
     return scales.pop() if len(scales) == 1 else 1.0
 
 
-def unplaceable_configs(playbook: Playbook, hosts: Sequence[Host]) -> list[tuple[ServerConfig, str]]:
+def unplaceable_configs(playbook: Playbook, hosts: Sequence[Target]) -> list[tuple[ServerConfig, str]]:
     """Server configurations no chosen host can hold (more GPUs than the largest has, or hosts
     with no GPUs), each with why: known from the inventory alone, before any host is contacted."""
     largest = max((h.gpus.count for h in hosts), default=0)
@@ -332,7 +332,7 @@ def unplaceable_configs(playbook: Playbook, hosts: Sequence[Host]) -> list[tuple
     return [(c, f"needs {c.tp} GPUs; the largest host has {largest}") for c in configs.values() if c.tp > largest]
 
 
-def check_placeable(playbook: Playbook, hosts: Sequence[Host]) -> None:
+def check_placeable(playbook: Playbook, hosts: Sequence[Target]) -> None:
     """Raises ConfigError (the playbook's `tp`, with each host's `gpus.count`) when some server
     configuration fits on none of the hosts: a sweep refuses such a playbook before it starts,
     rather than leave those runs out (`fleet sweep --allow-unplaceable` runs the rest)."""
@@ -347,7 +347,7 @@ def check_placeable(playbook: Playbook, hosts: Sequence[Host]) -> None:
         )  # fmt: skip
 
 
-def make_plan(playbook: Playbook, hosts: Sequence[Host], options: PlanOptions | None = None) -> Plan:
+def make_plan(playbook: Playbook, hosts: Sequence[Target], options: PlanOptions | None = None) -> Plan:
     """Raises ConfigError for an engine flag a host's release refuses (check_engine_flags)."""
     check_engine_flags(playbook, hosts, options.hardware if options else None)
     ids = IdCache()

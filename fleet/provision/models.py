@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fleet.errors import FleetError
-from fleet.inventory import Host
+from fleet.inventory import Target
 from fleet.layout import model_cache_dir, model_serve_dir
 from fleet.transport.base import Transport
 
@@ -142,11 +142,11 @@ def _read_marker_command(directory: str) -> str:
     return f"cat {path} 2>/dev/null; echo; echo '--fleet--'"
 
 
-def read_state(t: Transport, model: ModelRef, host: Host) -> ModelState:
+def read_state(t: Transport, model: ModelRef, host: Target) -> ModelState:
     return read_states(t, [model], host)[0]
 
 
-def read_states(t: Transport, models: Sequence[ModelRef], host: Host) -> list[ModelState]:
+def read_states(t: Transport, models: Sequence[ModelRef], host: Target) -> list[ModelState]:
     """Every model's cache and serve markers in one round trip, in the order given."""
     dirs = [(model_cache_dir(model, host), model_serve_dir(model, host)) for model in models]
     if not dirs:
@@ -223,7 +223,7 @@ def current_cache(model: ModelRef, state: ModelState, mirror_files: Mapping[str,
 def ensure_cached(
     t: Transport,
     model: ModelRef,
-    host: Host,
+    host: Target,
     state: ModelState,
     *,
     dry_run: bool,
@@ -298,7 +298,7 @@ def hub_fetch_job(python: str, model: ModelRef, dest: str) -> DetachedJob:
 def _fetch_from_hub(
     t: Transport,
     model: ModelRef,
-    host: Host,
+    host: Target,
     state: ModelState,
     detail: str,
     *,

@@ -26,7 +26,7 @@ from fleet.host.agent import AGENT_MODULE
 from fleet.host.agent.services import FLEET_SERVICE_PIDS_SH
 from fleet.host.contract.lease import Claim
 from fleet.host.modelcard import hf_files_from_card, load_model_card
-from fleet.inventory import EngineKind, Host, ServiceManager
+from fleet.inventory import EngineKind, Host, ServiceManager, Target
 from fleet.layout import agent_dir, model_cache_dir
 from fleet.playbook import ModelRef, Playbook
 from fleet.provision.lease import end_of_provision, hold_for_provision
@@ -150,7 +150,7 @@ def clear_stale_servers(t: Transport, dry_run: bool) -> tuple[list[Change], list
     return [change], []
 
 
-def ensure_dirs(t: Transport, host: Host, dry_run: bool) -> list[Change]:
+def ensure_dirs(t: Transport, host: Target, dry_run: bool) -> list[Change]:
     wanted = [host.paths.work_dir, posixpath.join(host.paths.work_dir, "sweeps"), host.paths.model_cache]
     if host.paths.staging:
         wanted.append(host.paths.staging)
@@ -163,7 +163,7 @@ def ensure_dirs(t: Transport, host: Host, dry_run: bool) -> list[Change]:
     return [Change("mkdir", ", ".join(missing))]
 
 
-def ensure_sim_model(t: Transport, model: ModelRef, host: Host, dry_run: bool, state: ModelState | None = None) -> list[Change]:
+def ensure_sim_model(t: Transport, model: ModelRef, host: Target, dry_run: bool, state: ModelState | None = None) -> list[Change]:
     """A sim host serves a weightless model directory made from the model card; it fetches nothing.
     `state`: the model's markers as just read (saves reading the cache's marker again)."""
     if not model.card:

@@ -22,7 +22,7 @@ from fleet.facts.gather import gather_script
 from fleet.facts.models import FactsRequest
 from fleet.facts.parsers import GPU_QUERY_FIELDS, NVCC_ABSENT, NVCC_PATH_LABEL, PROBE_MARK
 from fleet.host.contract.nodeprep import REQUIREMENTS_FILE, ArchRule, ModelToStage, NodePrep, NodeRequirements, load_node_preps
-from fleet.inventory import EngineKind, Host, slugify
+from fleet.inventory import EngineKind, Host, Target, slugify
 from fleet.layout import model_cache_dir
 from fleet.playbook import ModelRef
 from fleet.provision import preflight
@@ -36,7 +36,7 @@ def _version_text(version: tuple[int, ...]) -> str:
     return ".".join(map(str, version))
 
 
-def facts_request(node: Host, node_local_dir: str | None) -> FactsRequest:
+def facts_request(node: Target, node_local_dir: str | None) -> FactsRequest:
     """What the node's facts measure: the node-local dir's disk (where it is a plain path; a
     `$TMPDIR` one is measured by the node itself) and the engine's interpreter."""
     paths = {STAGING_KEY: node_local_dir} if node_local_dir and node_local_dir.startswith("/") else {}
@@ -55,13 +55,13 @@ def model_key(model: ModelRef) -> str:
     return f"{slugify(model.label)}--{slugify(model.revision)}"
 
 
-def models_to_stage(models: Iterable[ModelRef], node: Host) -> list[ModelToStage]:
+def models_to_stage(models: Iterable[ModelRef], node: Target) -> list[ModelToStage]:
     """Every model fleet copied to the shared dir (with its marker); a model given by `path:` is
     the site's own copy, served where it is."""
     return [ModelToStage(m.label, model_cache_dir(m, node), model_key(m)) for m in models if not m.path]
 
 
-def requirements(cluster: Host, node: Host, root: str, models: Sequence[ModelToStage]) -> NodeRequirements:
+def requirements(cluster: Host, node: Target, root: str, models: Sequence[ModelToStage]) -> NodeRequirements:
     """A sweep's NodeRequirements; `root`: the sweep's dir on the shared fs (the facts script's)."""
     assert cluster.slurm is not None
     local = cluster.slurm.node_local_dir
@@ -84,7 +84,7 @@ def requirements_path(root: str) -> str:
     return posixpath.join(root, REQUIREMENTS_FILE)
 
 
-def ship(t: Transport, cluster: Host, node: Host, root: str, models: Iterable[ModelRef], timeout: float = 60.0) -> NodeRequirements:
+def ship(t: Transport, cluster: Host, node: Target, root: str, models: Iterable[ModelRef], timeout: float = 60.0) -> NodeRequirements:
     """The facts script and the sweep's NodeRequirements to its dir on the shared fs (through the
     login host): every task's batch script reads them before its agent starts."""
     assert cluster.slurm is not None

@@ -51,7 +51,7 @@ from fleet.host.atomic import write_json_atomic
 from fleet.host.contract import ContractError, RunResult, SweepDir
 from fleet.host.contract.quarantine import HostQuarantine
 from fleet.host.contract.shard import AgentLimits, Shard
-from fleet.inventory import EngineKind, GpuSpec, Host, HostKind, HostPaths, ServiceManager
+from fleet.inventory import EngineKind, EngineSpec, GpuSpec, Host, HostPaths, ServiceManager, Target
 from fleet.layout import BASE_PORT, PORT_STRIDE, ResultsRoot, SweepFolder
 from fleet.plan import Plan, PlannedServer, PlanOptions, hardware_of, launch_on, make_plan, time_scale_of
 from fleet.planning.estimate import DurationHistory
@@ -95,19 +95,25 @@ log = logging.getLogger("fleet.slurm")
 # planning (pure)
 
 
-def node_host(cluster: Host, gpus_per_node: int) -> Host:
-    """The host a plan is made for: one node of the cluster, its work and models on the shared dir."""
-    assert cluster.slurm is not None
-    shared = cluster.slurm.shared_dir
-    return cluster.model_copy(
-        update={
-            "kind": HostKind.host,
-            "slurm": None,
-            "gpus": GpuSpec(count=gpus_per_node, model=cluster.gpus.model),
-            "paths": HostPaths(work_dir=posixpath.join(shared, "work"), model_cache=posixpath.join(shared, "models"), staging=None),
-            "service_manager": ServiceManager.process,  # inside an allocation: no systemd units of ours
-        }
-    )
+@dataclass(frozen=True)
+class SlurmNode:
+    """What a plan is made for on a cluster: one node of its partition (any of them: Slurm places
+    the jobs), its work and models on the cluster's shared dir, the cluster entry's engine. A
+    `fleet.inventory.Target`, not a host of the inventory: nothing connects to it."""
+
+    name: str  # the cluster entry's: results, quarantine and durations are the cluster's
+    gpus: GpuSpec
+    paths: HostPaths
+    engine: EngineSpec
+    source_file: Path
+    service_manager: ServiceManager = ServiceManager.process  # inside an allocation: no systemd units of ours
+
+    @classmethod
+    def of(cls, cluster: Host, gpus_per_node: int) -> SlurmNode:
+        assert cluster.slurm is not None
+        shared = cluster.slurm.shared_dir
+        paths = HostPaths(work_dir=posixpath.join(shared, "work"), model_cache=posixpath.join(shared, "models"), staging=None)
+        return cls(cluster.name, GpuSpec(count=gpus_per_node, model=cluster.gpus.model), paths, cluster.engine, cluster.source_file)
 
 
 def partition_nodes(cluster: Host, nodes: Sequence[NodeInfo]) -> list[NodeInfo]:
@@ -122,7 +128,7 @@ def gpus_per_node(cluster: Host, nodes: Sequence[NodeInfo]) -> int:
     return max(counts, default=0)
 
 
-def task_server(planned: PlannedServer, node: Host, record: SlurmSweep, array: JobArray, index: int, port: int) -> dict[str, Any]:
+def task_server(planned: PlannedServer, node: Target, record: SlurmSweep, array: JobArray, index: int, port: int) -> dict[str, Any]:
     """The shard template's server: GPUs relative to the allocation (grant.py binds them), its own
     port (tasks of one sweep may share a node), its work dir the task's."""
     hardware = hardware_of(node)
@@ -189,7 +195,7 @@ def _ship(t: Transport, record: SlurmSweep) -> None:
         t.rsync_push(bundle, record.bundle_dir + "/", timeout=TRANSFER_TIMEOUT_S, delete=True).check()
 
 
-def _provision_models(t: Transport, node: Host, playbook_path: Path) -> None:
+def _provision_models(t: Transport, node: Target, playbook_path: Path) -> None:
     playbook = load_playbook(playbook_path)
     options = provision_options(playbook_path.parent, {})
     ensure_dirs(t, node, dry_run=False)
@@ -250,14 +256,14 @@ def _durations(results_root: Path) -> DurationHistory | None:
         return None
 
 
-def _plan(playbook: Playbook, node: Host, store: QuarantineStore, memory_check: bool, results_root: Path) -> Plan:
+def _plan(playbook: Playbook, node: Target, store: QuarantineStore, memory_check: bool, results_root: Path) -> Plan:
     """The plan for one node of the cluster: what a start makes and a resume makes again (same
     playbook copy, node and options: the same server ids, which the fixer needs)."""
     options = PlanOptions(memory_check=memory_check, quarantine=store, hardware={node.name: hardware_of(node)}, durations=_durations(results_root))
     return make_plan(playbook, [node], options)
 
 
-def _fixer(playbook: Playbook, node: Host, plan: Plan, store: QuarantineStore, sweep_id: str, memory_check: bool) -> SweepFixer:
+def _fixer(playbook: Playbook, node: Target, plan: Plan, store: QuarantineStore, sweep_id: str, memory_check: bool) -> SweepFixer:
     """The SSH path's fixer, the cluster as its one host (a Slurm plan's servers are all the node's)."""
     return SweepFixer(playbook, {node.name: node}, {node.name: hardware_of(node)}, store, sweep_id, {s.config.id: s for s in plan.servers}, memory_check)
 
@@ -267,7 +273,7 @@ def _task_file(directory: Path, record: SlurmSweep, array: JobArray, index: int)
     return directory / record.cluster / "tasks" / f"{array.key}-task-{index}.json"
 
 
-def _plant(t: Transport, directory: Path, record: SlurmSweep, node: Host, array: JobArray, task: Task, planned: PlannedServer, limits: AgentLimits) -> None:
+def _plant(t: Transport, directory: Path, record: SlurmSweep, node: Target, array: JobArray, task: Task, planned: PlannedServer, limits: AgentLimits) -> None:
     """A task's shard template, on the shared dir (the agent's) and here (a resume's)."""
     if not task.port:
         # Tasks of one sweep may share a node: each its own port, the next one free in the sweep
@@ -319,7 +325,7 @@ def start_slurm_sweep(
     per_node = gpus_per_node(cluster, nodes)
     if per_node == 0:
         raise SlurmSweepError(f"{cluster.name}: no node of partition {cluster.slurm.partition or '(default)'} has {cluster.slurm.gres} GRES (sinfo)")
-    node = node_host(cluster, per_node)
+    node = SlurmNode.of(cluster, per_node)
     store = quarantine or QuarantineStore(ResultsRoot(results_root).quarantine)
     plan = _plan(playbook, node, store, memory_check, results_root)
     if plan.unplaceable:
@@ -373,7 +379,7 @@ class SlurmWatch:
     (fleet.slurm.outcome); finished tasks' failures go to the fixer; its variants are submitted."""
 
     def __init__(
-        self, directory: Path, cluster: Host, node: Host, record: SlurmSweep, t: Transport, client: SlurmClient, plan: Plan, fixer: SweepFixer,
+        self, directory: Path, cluster: Host, node: Target, record: SlurmSweep, t: Transport, client: SlurmClient, plan: Plan, fixer: SweepFixer,
         stream: EventStream, nodes: int, say: Say,
     ) -> None:
         assert cluster.slurm is not None
@@ -599,7 +605,7 @@ def resume_slurm_sweep(
     t = connect(cluster)
     client = SlurmClient(t)
     nodes = client.nodes()
-    node = node_host(cluster, record.gpus_per_node or gpus_per_node(cluster, nodes))
+    node = SlurmNode.of(cluster, record.gpus_per_node or gpus_per_node(cluster, nodes))
     store = quarantine or QuarantineStore(SweepFolder(directory).root.quarantine)
     playbook = load_playbook(SweepFolder(directory).playbook)
     plan = _plan(playbook, node, store, record.memory_check, directory.parent)

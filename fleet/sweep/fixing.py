@@ -26,7 +26,7 @@ from fleet.host.contract import RunResult, RunStatus
 from fleet.host.contract.shard import Shard
 from fleet.host.diagnose.classify import diagnose_text
 from fleet.host.failures import ROOT_CAUSES, FailureClass
-from fleet.inventory import Host
+from fleet.inventory import Target
 from fleet.plan import Hardware, PlannedServer, launch_on
 from fleet.playbook import AutoFix, Playbook, Run
 from fleet.sweep.shards import server_spec
@@ -52,7 +52,7 @@ class FixRecord:
 @dataclass
 class SweepFixer:
     playbook: Playbook
-    hosts: Mapping[str, Host]
+    hosts: Mapping[str, Target]
     hardware: Mapping[str, Hardware]
     store: QuarantineStore
     sweep_id: str

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from fleet.host.contract.shard import AgentLimits, RunSpec, ServerSpec, Shard
-from fleet.inventory import EngineKind, Host, ServiceManager
+from fleet.inventory import EngineKind, Host, ServiceManager, Target
 from fleet.layout import agent_dir, server_port, sweep_dir
 from fleet.plan import Hardware, Plan, PlannedServer, launch_on
 from fleet.planning.schedule import HostSlots, Job, schedule
@@ -26,7 +26,7 @@ def server_name(sweep_id: str, server_id: str) -> str:
     return f"fleet-srv-{sweep_id}-{server_id}"
 
 
-def server_env(server: PlannedServer, host: Host) -> dict[str, str]:
+def server_env(server: PlannedServer, host: Target) -> dict[str, str]:
     env = dict(server.launch.env)
     env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, server.gpus))
     if host.engine.kind is EngineKind.sim:
@@ -36,13 +36,13 @@ def server_env(server: PlannedServer, host: Host) -> dict[str, str]:
     return env
 
 
-def time_scale(host: Host) -> float:
+def time_scale(host: Target) -> float:
     """Wall seconds per engine second on `host`: its sim_speed on a sim host, so that an open-loop
     rate is a rate in engine time, like every figure of a simulated run; 1 on real hardware."""
     return host.engine.sim_speed if host.engine.kind is EngineKind.sim else 1.0
 
 
-def server_spec(planned: PlannedServer, host: Host, sweep_id: str) -> ServerSpec:
+def server_spec(planned: PlannedServer, host: Target, sweep_id: str) -> ServerSpec:
     provenance = dict(planned.provenance) if planned.provenance else None
     return ServerSpec(
         server_id=planned.config.id,
