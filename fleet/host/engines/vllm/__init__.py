@@ -1,0 +1,1 @@
+"""vLLM behind the engine seam (`fleet.host.engines.base.Engine`): see `engine`."""
