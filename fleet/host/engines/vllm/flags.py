@@ -40,7 +40,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, NoReturn
 
-from fleet.host.engines.base import ArgvError, ConfigFileError
+from fleet.host.errors import ArgvError, ConfigFileError
 from fleet.host.engines.vllm.release import KNOWN_RELEASES
 
 FLAGDATA_DIR = Path(__file__).resolve().parent / "flagdata"
@@ -594,13 +594,13 @@ def _dotted(processed_args: list[str], warnings: list[str]) -> list[str]:
 # --- --config (argparse_utils.py:516 _pull_args_from_config, :606 load_config_file) -----------------------
 
 
-def _pull_args_from_config(serve: argparse.ArgumentParser, args: list[str]) -> list[str]:
+def _pull_args_from_config(parser: argparse.ArgumentParser, args: list[str]) -> list[str]:
     if args.count("--config") > 1:
         raise ServeArgsError("AssertionError", "More than one config file specified!")
     index = args.index("--config")
     if index == len(args) - 1:
         raise ServeArgsError("ValueError", "No config file specified! Please check your command-line arguments.")
-    config_args = load_config_file(serve, args[index + 1])
+    config_args = load_config_file(parser, args[index + 1])
     if args[0].startswith("-"):
         return config_args + args[0:index] + args[index + 2:]
     if args[0] == SUBCOMMAND:
@@ -614,7 +614,7 @@ def _pull_args_from_config(serve: argparse.ArgumentParser, args: list[str]) -> l
     return [args[0]] + config_args + args[1:index] + args[index + 2:]
 
 
-def load_config_file(serve: argparse.ArgumentParser, file_path: str) -> list[str]:
+def load_config_file(parser: argparse.ArgumentParser, file_path: str) -> list[str]:
     extension = file_path.split(".")[-1]
     if extension not in ("yaml", "yml"):
         raise ServeArgsError("ValueError", f"Config file must be of a yaml/yml type. {extension} supplied")
@@ -626,7 +626,7 @@ def load_config_file(serve: argparse.ArgumentParser, file_path: str) -> list[str
         if isinstance(value, bool):
             if value:
                 processed.append("--" + key)
-            elif (no_key := f"--no-{key}") in serve._option_string_actions:
+            elif (no_key := f"--no-{key}") in parser._option_string_actions:
                 processed.append(no_key)
         elif isinstance(value, list):
             if value:
@@ -780,7 +780,9 @@ def parse_serve(release: str, args: Sequence[str], env: Mapping[str, str] | None
     try:
         argv = _model_first(argv, warnings)
         if "--config" in argv:
-            argv = _pull_args_from_config(parsers.serve, argv)
+            # The top-level parser reads the file (its parse_args runs first), so `key: false` finds no
+            # `--no-key` among its own options and is dropped (argparse_utils.py load_config_file).
+            argv = _pull_args_from_config(parsers.top, argv)
         argv = _dotted(_dashes(argv), warnings)
         namespace = argparse.Namespace(**{_WARNINGS: []})
         parsed = parsers.top.parse_args(argv, namespace)
