@@ -34,18 +34,20 @@ from fleet.playbook import Playbook, expand_runs, load_playbook
 from fleet.provision.lease import release_lease, sweep_claim
 from fleet.retry import TRANSFER
 from fleet.provision.provision import HostReport, ProvisionOptions, provision, provision_options
+from fleet.sweep.balancer import Balancer
 from fleet.sweep.bundle import write_bundle
 from fleet.sweep.channel import QUICK_S, AgentChannel
-from fleet.sweep.driver import DISK_ERRNOS, Balancer, HostDriver, SweepContext, drive_all, folder_error
+from fleet.sweep.context import SweepContext
+from fleet.sweep.driver import HostDriver, drive_all
 from fleet.sweep.ledger import SweepResults, host_ledger, read_sweep_results
 from fleet.sweep.events import EventSink, EventStream, SweepProgress, record_durations
 from fleet.sweep.fixing import FixRecord, SweepFixer
 from fleet.sweep.hoststatus import HostStatus, Phase
 from fleet.sweep.interface import ClosingLine
 from fleet.sweep.lock import SweepLock, lock_sweep
-from fleet.sweep.record import (
-    PROVISIONING, Connect, LoadedSweep, SweepError, SweepRecord, file_sha256, load_sweep, moved_hosts, new_sweep_id,
-)  # fmt: skip
+from fleet.sweep.record import PROVISIONING, Connect, LoadedSweep, SweepRecord, file_sha256, load_sweep, moved_hosts, new_sweep_id
+from fleet.errors import SweepError
+from fleet.sweep.resultsfolder import DISK_ERRNOS, folder_error
 from fleet.sweep.shards import build_shards
 from fleet.transport.base import Transport
 

@@ -13,111 +13,42 @@ The agent does the work on the host, detached from SSH; the loop talks to it onl
 - the stop event detaches the loop, leaving the agent working;
 - a host unreachable for `host_lost_after_s` is declared lost (and one the loop gave up on,
   failed): what it had finished and was pulled is kept, its other runs go to the live hosts
-  through the `Balancer`, and nothing is pulled from it again, so a late result there never
-  makes a second one;
+  through the `Balancer` (fleet.sweep.balancer), and nothing is pulled from it again, so a late
+  result there never makes a second one;
 - a host whose agent has run dry takes queued servers from the busiest host's shard, through the
   hand-over of `fleet.host.contract.shard` (asked, answered by that host's agent, then moved).
+
+Each change of the host's phase is a named transition of `fleet.sweep.phases`; what the loops of
+one sweep share is its `SweepContext` (fleet.sweep.context).
 """
 
 from __future__ import annotations
 
-import errno
 import json
 import logging
-import os
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
-from pathlib import Path
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from dataclasses import replace
 
 from fleet.errors import FleetError, TransportError
 from fleet.host.atomic import write_json_atomic
 from fleet.host.contract import SweepDir
 from fleet.host.contract.shard import HandoverRequest, ServerSpec, Shard, without_servers
 from fleet.inventory import Host
-from fleet.plan import Hardware, PlannedServer
-from fleet.playbook import Playbook
-from fleet.provision.provision import ProvisionOptions, provision_host
+from fleet.provision.provision import provision_host
 from fleet.retry import CONNECT, TRANSFER, WAIT_FOR_REBOOT, RetryPolicy, retrying
+from fleet.sweep import phases
 from fleet.sweep.channel import AgentChannel
-from fleet.sweep.fixing import SweepFixer
+from fleet.sweep.context import SweepContext
 from fleet.sweep.hoststatus import AGENT_END_STATES, HostStatus, Phase
 from fleet.sweep.ledger import ResultLedger, host_ledger
-from fleet.sweep.shards import place_moved
+from fleet.sweep.resultsfolder import DISK_ERRNOS, ResultsFolderError, folder_error, unwritable
 from fleet.transport.base import Transport
-
-if TYPE_CHECKING:  # events.py builds on this module's HostStatus
-    from fleet.sweep.events import SweepProgress
 
 log = logging.getLogger("fleet.sweep")
 
 MAX_AGENT_RESTARTS = 5
-
-
-# A controller folder that cannot take a file: full, read-only, over quota.
-DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EROFS, errno.EDQUOT})
-
-
-class ResultsFolderError(FleetError):
-    """The controller cannot write its results folder: the sweep stops (the agents work on, their
-    results stay on the hosts) and can be resumed once there is room."""
-
-
-def unwritable(directory: Path) -> OSError | None:
-    """Why `directory` (or the nearest folder of it that exists) cannot take a small file, or None."""
-    folder = directory
-    while not folder.exists() and folder != folder.parent:
-        folder = folder.parent
-    probe = folder / f".fleet-probe-{os.getpid()}-{threading.get_ident()}"
-    try:
-        with open(probe, "wb") as handle:
-            handle.write(b"\0" * 4096)
-            handle.flush()
-            os.fsync(handle.fileno())
-        return None
-    except OSError as exc:
-        return exc if exc.errno in DISK_ERRNOS else None
-    finally:
-        try:
-            probe.unlink()
-        except OSError:
-            pass
-
-
-def folder_error(directory: Path, problem: OSError) -> ResultsFolderError:
-    return ResultsFolderError(
-        f"{directory}: the results folder cannot be written ({problem.strerror or problem}): the sweep stopped here; "
-        "the agents work on and keep their results on the hosts; make room, then `fleet sweep --resume`"
-    )
-
-
-# Default of `limits.host_lost_after_s`: longer than a GPU host's reboot (BIOS, driver, sshd),
-# short enough that a host gone for good holds the sweep minutes, not forever.
-HOST_LOST_AFTER_S = 600.0
-
-
-@dataclass(frozen=True)
-class SweepContext:
-    """What the loops of every host of one sweep share (one per `fleet sweep` or resume)."""
-
-    directory: Path  # results/<sweep-id>/ on the controller
-    playbook: Playbook
-    provision_options: ProvisionOptions  # for re-provisioning after a reboot
-    bundle_dir: Path  # the agent bundle shipped to every host
-    poll_interval_s: float = 2.0
-    stop: threading.Event = field(default_factory=threading.Event)
-    fixer: SweepFixer | None = None
-    sleep: Callable[[float], None] = time.sleep  # retry back-off; tests pass a no-op
-    progress: SweepProgress | None = None  # events with elapsed time and ETA, for the display
-    host_lost_after_s: float = HOST_LOST_AFTER_S  # unreachable this long (since the last answer): lost
-    balancer: Balancer | None = None  # moves work between the hosts (None: each host keeps its share)
-    folder_errors: list[str] = field(default_factory=list)  # a host's loop could not write results here
-
-    @property
-    def sweep_id(self) -> str:
-        return self.directory.name
 
 
 class HostDriver:
@@ -188,21 +119,18 @@ class HostDriver:
                 raise
             error = exc if isinstance(exc, ResultsFolderError) else folder_error(self.ctx.directory, exc)
             # Not the host's fault: every loop stops, the agents work on, a resume picks it all up.
-            self.status.phase = Phase.DETACHED
-            self.status.last_error = str(error)
+            phases.folder_unwritable(self.status, str(error))
             self.ctx.folder_errors.append(str(error))
             self.ctx.stop.set()
             log.error("%s: %s", self.host.name, error)
         except FleetError as exc:
-            self.status.phase = Phase.FAILED
-            self.status.last_error = str(exc)
-            log.error("%s: %s", self.host.name, exc)
-        if balancer is not None and self.status.phase in (Phase.FAILED, Phase.LOST):
+            phases.failed(self.status, exc)
+        if balancer is not None and phases.given_up(self.status):
             # Given up: nothing is pulled from it again; what it has not brought back runs elsewhere.
             balancer.gone(self, self.status.last_error)
         elif balancer is not None:
             balancer.left(self)
-        if self.status.phase in (Phase.FAILED, Phase.LOST):
+        if phases.given_up(self.status):
             self.stop_agent()
         self._observe()
         return self.status
@@ -218,7 +146,7 @@ class HostDriver:
 
     def start(self) -> None:
         """Ship, recover first if the host rebooted while no controller watched, start the agent."""
-        self.status.phase = Phase.SHIPPING
+        phases.shipping(self.status)
         self._observe()
         self.ship()
         state = self.channel.poll()
@@ -230,7 +158,7 @@ class HostDriver:
         if agent_boot and agent_boot != state.boot_id and not state.agent_alive:
             self.recover_from_reboot()
         self.channel.start_agent()
-        self.status.phase = Phase.RUNNING
+        phases.started(self.status)
         self._observe()
 
     def _poll_policy(self, policy: RetryPolicy = CONNECT) -> RetryPolicy:
@@ -246,33 +174,18 @@ class HostDriver:
             try:
                 state = self.channel.poll(self._poll_policy())
             except TransportError as exc:
-                if not exc.transient:
-                    # A changed host key or refused credentials: no retry can mend it, and waiting for
-                    # the lost-host deadline would keep knocking with a key fleet must never accept.
-                    # Fail closed at once: given up like a lost host (never pulled again; its runs move).
-                    self.status.phase = Phase.LOST
-                    self.status.last_error = f"given up at once, fleet does not retry this: {exc}"
-                    log.error("%s: %s", self.host.name, self.status.last_error)
+                if self._unanswered(exc):
                     return
-                silent = time.monotonic() - self._last_contact
-                self.status.last_error = f"unreachable for {silent:.0f} s: {exc}"
-                if silent >= self.ctx.host_lost_after_s:
-                    self.status.phase = Phase.LOST
-                    self.status.last_error = f"lost: unreachable for {silent:.0f} s (limits.host_lost_after_s {self.ctx.host_lost_after_s:g} s): {exc}"
-                    log.error("%s: %s", self.host.name, self.status.last_error)
-                    return
-                self.status.phase = Phase.UNREACHABLE
-                self._observe()
                 self.ctx.stop.wait(self.ctx.poll_interval_s)
                 continue
             self._last_contact = time.monotonic()
-            self.status.phase = Phase.RUNNING
+            phases.answered(self.status)
             if self.status.boot_id and state.boot_id and state.boot_id != self.status.boot_id:
                 self.status.boot_id = state.boot_id
                 self.recover_from_reboot()
                 self.ship()
                 self.channel.start_agent()
-                self.status.phase = Phase.RUNNING
+                phases.started(self.status)
                 self._observe()
                 continue
             self.status.boot_id = state.boot_id or self.status.boot_id
@@ -295,27 +208,50 @@ class HostDriver:
                     pulled_files = -1
                     self._observe()
                     continue
-                if ended is Phase.FINISHED and not self.ctx.stop.is_set():
-                    lost = self.runs_without_answer()
-                    if lost:
-                        # Run twice and still no result: an agent error, never a finished share.
-                        # Given up like a failed host: its runs without a result go to a live
-                        # host, or are named not run, with this reason (Balancer.gone).
-                        self.status.last_error = (
-                            f"the agent ended twice with runs without a result ({', '.join(lost[:5])}{', ...' if len(lost) > 5 else ''}): "
-                            f"{self.status.last_error or 'no error given'}"
-                        )[:500]
-                        log.error("%s: %s", self.host.name, self.status.last_error)
-                        ended = Phase.FAILED
-                # STOPPED: someone stopped it on purpose (a STOP file, SIGTERM): not a crash to undo.
-                self.status.phase = Phase.DETACHED if self.ctx.stop.is_set() else ended
-                self._observe()
+                self._end(ended)
                 return
             if not state.agent_alive and state.progress is not None:
                 self.restart_agent(agent_state)
             self._observe()
             self.ctx.stop.wait(self.ctx.poll_interval_s)
-        self.status.phase = Phase.DETACHED
+        phases.detached(self.status)
+        self._observe()
+
+    def _unanswered(self, exc: TransportError) -> bool:
+        """A poll the host did not answer. True when the host is given up on (lost): at once for a
+        fault no retry mends, else once it has been silent for `host_lost_after_s`."""
+        if not exc.transient:
+            # A changed host key or refused credentials: no retry can mend it, and waiting for
+            # the lost-host deadline would keep knocking with a key fleet must never accept.
+            # Fail closed at once: given up like a lost host (never pulled again; its runs move).
+            phases.lost(self.status, f"given up at once, fleet does not retry this: {exc}")
+            return True
+        silent = time.monotonic() - self._last_contact
+        self.status.last_error = f"unreachable for {silent:.0f} s: {exc}"
+        if silent >= self.ctx.host_lost_after_s:
+            phases.lost(self.status, f"lost: unreachable for {silent:.0f} s (limits.host_lost_after_s {self.ctx.host_lost_after_s:g} s): {exc}")
+            return True
+        phases.unreachable(self.status)
+        self._observe()
+        return False
+
+    def _end(self, ended: Phase) -> None:
+        """The agent has ended (`ended`: its end state's phase), its results pulled and nothing
+        left to run again, repair or take: the host's phase for good."""
+        if ended is Phase.FINISHED and not self.ctx.stop.is_set():
+            lost = self.runs_without_answer()
+            if lost:
+                # Run twice and still no result: an agent error, never a finished share.
+                # Given up like a failed host: its runs without a result go to a live
+                # host, or are named not run, with this reason (Balancer.gone).
+                self.status.last_error = (
+                    f"the agent ended twice with runs without a result ({', '.join(lost[:5])}{', ...' if len(lost) > 5 else ''}): "
+                    f"{self.status.last_error or 'no error given'}"
+                )[:500]
+                log.error("%s: %s", self.host.name, self.status.last_error)
+                ended = Phase.FAILED
+        # STOPPED: someone stopped it on purpose (a STOP file, SIGTERM): not a crash to undo.
+        phases.ended(self.status, ended, detached=self.ctx.stop.is_set())
         self._observe()
 
     # ------------------------------------------------------------------------------ hand-over
@@ -396,7 +332,7 @@ class HostDriver:
         balancer = self.ctx.balancer
         if balancer is None:
             return False
-        self.status.phase = Phase.FINISHED
+        phases.ran_dry(self.status)
         self._observe()
         incoming = balancer.wait_for_work(self)
         if not incoming:
@@ -421,7 +357,7 @@ class HostDriver:
         self._save_shard()
         self.ship()
         self.channel.start_agent()
-        self.status.phase = Phase.RUNNING
+        phases.started(self.status)
         return True
 
     # ------------------------------------------------------------------------------ steps
@@ -508,7 +444,7 @@ class HostDriver:
         self.status.last_error = f"the agent ended with {len(fresh)} runs without a result ({self.status.last_error or 'no error given'}): run again"[:500]
         log.warning("%s: %s", self.host.name, self.status.last_error)
         self.channel.start_agent()
-        self.status.phase = Phase.RUNNING
+        phases.started(self.status)
         return True
 
     def rerun_unreadable(self) -> bool:
@@ -523,7 +459,7 @@ class HostDriver:
         self.status.last_error = f"unreadable results, run again: {', '.join(fresh)}"
         log.warning("%s: %s", self.host.name, self.status.last_error)
         self.channel.start_agent()
-        self.status.phase = Phase.RUNNING
+        phases.started(self.status)
         return True
 
     def grow_live(self) -> bool:
@@ -563,7 +499,7 @@ class HostDriver:
         self._grown.clear()  # once: an agent started on the whole shard sees them all
         if extended is None and not late:
             return False
-        self.status.phase = Phase.REPAIRING
+        phases.repairing(self.status)
         if late:
             log.info("%s: %d runs appended too late for the agent that ended: shipped again", self.host.name, len(late))
         if extended is not None:
@@ -573,14 +509,12 @@ class HostDriver:
             self._save_shard()
         self.ship()
         self.channel.start_agent()
-        self.status.phase = Phase.RUNNING
+        phases.started(self.status)
         return True
 
     def recover_from_reboot(self) -> None:
         """The host rebooted: its fast dir is empty and the agent is gone. Stage again."""
-        self.status.phase = Phase.RECOVERING
-        self.status.reboots += 1
-        log.warning("%s: rebooted (boot id %s); re-staging and restarting the agent", self.host.name, self.status.boot_id)
+        phases.rebooted(self.status)
         report = retrying(
             WAIT_FOR_REBOOT,
             self.host.name,
@@ -597,242 +531,6 @@ class HostDriver:
         self.status.agent_restarts += 1
         log.warning("%s: agent not running (state %s); restarting it", self.host.name, agent_state)
         self.channel.start_agent()
-
-
-@dataclass(frozen=True)
-class Move:
-    """Runs handed from one host to another, for the summary."""
-
-    source: str
-    target: str
-    server_id: str
-    runs: tuple[str, ...]
-    why: str  # "tail" (queued servers to a host that ran dry) or "lost: ..." / "failed: ..."
-
-
-class Balancer:
-    """Moves work between the hosts of one sweep, one mechanism for two cases:
-    - the tail: a host whose agent has run dry asks for queued servers of the host with the most
-      work left; that host's agent releases those it has not started (`HostDriver.hand_over`);
-    - a host given up on (lost, failed): every run it has not brought back goes to a live host.
-    Moved servers get the new host's GPUs, port and launch command (`shards.place_moved`). A run
-    no live host can take is reported as not run, with why. Thread-safe: every host's loop calls it."""
-
-    def __init__(
-        self,
-        sweep_id: str,
-        hosts: Mapping[str, Host],
-        hardware: Mapping[str, Hardware],
-        planned: Callable[[str], PlannedServer | None],
-        seconds: Callable[[str, Sequence[str]], float],
-        *,
-        exclusive: bool = False,
-        progress: SweepProgress | None = None,
-        take_pending: Callable[[str, int], list[PlannedServer]] | None = None,
-    ) -> None:
-        self.sweep_id = sweep_id
-        self.hosts = dict(hosts)
-        self.hardware = dict(hardware)
-        self._planned = planned
-        self._seconds = seconds  # (server id, run ids) -> estimated wall seconds on its host
-        self.exclusive = exclusive
-        self.progress = progress
-        self._take_pending = take_pending  # a host's fixed variants not yet shipped (SweepFixer.take_pending)
-        self._cond = threading.Condition()
-        self._drivers: dict[str, HostDriver] = {}
-        self._active: set[str] = set()  # loops that may still produce or take work
-        self._idle: set[str] = set()  # agents run dry, waiting for work
-        self._asks: dict[str, dict[str, str]] = {}  # donor -> server id -> the host that asked
-        self._incoming: dict[str, list[tuple[PlannedServer, str]]] = {}  # host -> (server to run, why)
-        self.moves: list[Move] = []
-        self._moved: set[str] = set()  # servers moved once (the tail takes them no further)
-        self.not_run: dict[str, str] = {}  # run id -> why it ran nowhere
-
-    # ---------------------------------------------------------------- every host's loop
-
-    def register(self, driver: HostDriver) -> None:
-        with self._cond:
-            self._drivers[driver.host.name] = driver
-            self._active.add(driver.host.name)
-
-    def left(self, driver: HostDriver) -> None:
-        """A loop that ended with its share done (or detached): it takes no more work."""
-        with self._cond:
-            name = driver.host.name
-            self._active.discard(name)
-            self._idle.discard(name)
-            self._reroute_incoming(name)
-            self._cond.notify_all()
-
-    def gone(self, driver: HostDriver, why: str) -> None:
-        """A host given up on: what it has not brought back (and what was on its way to it) moves."""
-        with self._cond:
-            name = driver.host.name
-            self._active.discard(name)
-            self._idle.discard(name)
-            self._asks.pop(name, None)  # it can answer no more: its orphans below include those servers
-            for asks in self._asks.values():
-                for server_id in [s for s, taker in asks.items() if taker == name]:
-                    del asks[server_id]  # no longer wanted there; the donor keeps it (it never released it)
-            reason = f"{driver.status.phase.value}: {why}"[:300]
-            for spec, runs in driver.orphans():
-                self._route(name, spec.server_id, runs, reason)
-            self._reroute_incoming(name)
-            self._cond.notify_all()
-
-    def adopt(self, server_id: str, run_ids: Sequence[str], why: str) -> None:
-        """Runs no host holds (a stopped controller was moving them): to a live host, as a lost host's."""
-        with self._cond:
-            self._route("", server_id, run_ids, why)
-            self._cond.notify_all()
-
-    # ---------------------------------------------------------------- the donor's side
-
-    def asked_of(self, donor: str) -> set[str]:
-        with self._cond:
-            return set(self._asks.get(donor, {}))
-
-    def answered(self, driver: HostDriver, moving: list[tuple[ServerSpec, list[str]]], kept: set[str]) -> None:
-        """The donor's agent answered: `moving` (released, with their runs still to do) go to the hosts that asked."""
-        with self._cond:
-            name = driver.host.name
-            asks = self._asks.get(name, {})
-            for spec, runs in moving:
-                taker = asks.pop(spec.server_id, None)
-                self._route(name, spec.server_id, runs, "tail", prefer=taker)
-            for server_id in kept:
-                asks.pop(server_id, None)
-            self._cond.notify_all()
-
-    # ---------------------------------------------------------------- the taker's side
-
-    def wait_for_work(self, driver: HostDriver) -> list[ServerSpec]:
-        """Block until work comes for this host (servers placed on it), or until no host can
-        produce any (every loop idle or ended, nothing asked, nothing on its way): then []."""
-        name = driver.host.name
-        with self._cond:
-            # Asked of this host after its loop answered the last time: never written (its loop
-            # writes the requests, and it is here), and its agent has ended, so none is queued there.
-            self._asks.pop(name, None)
-            self._idle.add(name)  # until work comes, or its loop has left (`left`): never busy in between
-            while not driver.ctx.stop.is_set():
-                incoming = self._incoming.pop(name, None)
-                if incoming:
-                    self._idle.discard(name)
-                    try:
-                        return self._place(driver, incoming)
-                    except ValueError as exc:  # routed by GPU count, so not expected: said, never dropped
-                        for planned, why in incoming:
-                            for run in planned.runs:
-                                self.not_run[run.id] = f"{why}; {exc}"
-                        return []
-                if not self._asks_by(name):
-                    self._ask_for(name)
-                if self._settled():
-                    self._cond.notify_all()
-                    return []
-                self._cond.wait(min(1.0, driver.ctx.poll_interval_s))
-            return []
-
-    # ---------------------------------------------------------------- inside the lock
-
-    def _settled(self) -> bool:
-        busy = self._active - self._idle
-        return not busy and not any(self._asks.values()) and not any(self._incoming.values())
-
-    def _asks_by(self, taker: str) -> bool:
-        return any(t == taker for asks in self._asks.values() for t in asks.values())
-
-    def _ask_for(self, taker: str) -> None:
-        """Ask the host with the most work left for queued servers, as many as make both end
-        about together (by the plan's estimates)."""
-        gpus = self.hosts[taker].gpus.count
-        if self._take_pending is not None:
-            # Fixed variants waiting for a busy host's next round would start only once it has
-            # finished: a host that ran dry runs them now.
-            for name in sorted(self._active - self._idle - {taker}):
-                for planned in self._take_pending(name, gpus):
-                    self._route(name, planned.config.id, [r.id for r in planned.runs], "repair", prefer=taker)
-            if self._incoming.get(taker):
-                return
-        best: tuple[float, str, list[ServerSpec]] | None = None
-        # (Exclusive isolation: a host runs one server at a time, so its work is the plain sum.)
-        for name in self._active - self._idle:
-            donor = self._drivers[name]
-            if donor.status.phase is not Phase.RUNNING or self._asks.get(name):
-                continue
-            # A server moved once stays where it went: no back and forth between two hosts.
-            queued = [s for s in donor.queued() if len(s.gpus) <= gpus and s.server_id not in self._moved]
-            if not queued:
-                continue
-            left = self._work_left(donor)
-            if best is None or left > best[0]:
-                best = (left, name, queued)
-        if best is None:
-            return
-        left, donor_name, queued = best
-        taken, longest, chosen = 0.0, 0.0, []
-        for spec in reversed(queued):  # the end of its queue: what it would start last
-            seconds = self._seconds(spec.server_id, [r.run_id for r in spec.runs])
-            finish = max(taken + self._share(taker, spec, seconds), longest, seconds)
-            if finish <= left - self._share(donor_name, spec, seconds):
-                chosen.append(spec.server_id)
-                taken, longest = taken + self._share(taker, spec, seconds), max(longest, seconds)
-                left -= self._share(donor_name, spec, seconds)
-        if chosen:
-            log.info("%s ran dry: asking %s for %s", taker, donor_name, chosen)
-            self._asks.setdefault(donor_name, {}).update({server_id: taker for server_id in chosen})
-
-    def _share(self, host: str, spec: ServerSpec, seconds: float) -> float:
-        """The wall time a server adds to a host's work: all of it where servers run one at a time
-        (exclusive), else its GPU time spread over the host's GPUs."""
-        return seconds if self.exclusive else seconds * len(spec.gpus) / max(1, self.hosts[host].gpus.count)
-
-    def _work_left(self, driver: HostDriver) -> float:
-        """Estimated wall seconds of the runs without a result on a host."""
-        name = driver.host.name
-        return sum(self._share(name, spec, self._seconds(spec.server_id, runs)) for spec, runs in driver._remaining())
-
-    def _route(self, source: str, server_id: str, runs: Sequence[str], why: str, prefer: str | None = None) -> None:
-        """Send runs of a server to a live host: `prefer` if it can take them, else the live host
-        with the least work left that has enough GPUs; with none, the runs are reported not run."""
-        planned = self._planned(server_id)
-        if planned is None:
-            for run_id in runs:
-                self.not_run[run_id] = f"{why}; server {server_id} is not in this controller's plan, so it cannot move"
-            return
-        planned = replace(planned, runs=tuple(r for r in planned.runs if r.id in set(runs)))
-        tp = planned.config.tp
-        live = [n for n in self._active if n != source and self.hosts[n].gpus.count >= tp]
-        if prefer in live:
-            target: str | None = prefer
-        else:
-            target = min(live, key=lambda n: (n not in self._idle, self._work_left(self._drivers[n]), n), default=None)
-        if target is None:
-            for run in planned.runs:
-                self.not_run[run.id] = f"{why}; no live host with {tp} GPUs to take it"
-            log.error("%s: %d runs of %s run nowhere: %s", source, len(planned.runs), planned.config.label, why)
-            return
-        self._incoming.setdefault(target, []).append((planned, why))
-        self._moved.add(server_id)
-        self.moves.append(Move(source, target, server_id, tuple(r.id for r in planned.runs), why))
-        if self.progress is not None:
-            self.progress.moved(source, target, tuple(r.id for r in planned.runs), server_id=server_id, label=planned.config.label, why=why)
-
-    def _reroute_incoming(self, name: str) -> None:
-        for planned, why in self._incoming.pop(name, []):
-            self.moves[:] = [m for m in self.moves if not (m.target == name and m.server_id == planned.config.id)]
-            self._route(name, planned.config.id, [r.id for r in planned.runs], why)
-
-    def _place(self, driver: HostDriver, incoming: list[tuple[PlannedServer, str]]) -> list[ServerSpec]:
-        """Servers on their way to an idle host: on its GPUs, with its launch commands."""
-        name = driver.host.name
-        merged: dict[str, PlannedServer] = {}
-        for planned, _ in incoming:
-            have = merged.get(planned.config.id)
-            merged[planned.config.id] = replace(have, runs=have.runs + planned.runs) if have else planned
-        seconds = {sid: self._seconds(sid, [r.id for r in p.runs]) for sid, p in merged.items()}
-        return place_moved(list(merged.values()), self.hosts[name], self.hardware.get(name), self.sweep_id, seconds, exclusive=self.exclusive)
 
 
 def drive_all(drivers: Sequence[HostDriver]) -> list[threading.Thread]:

@@ -14,7 +14,8 @@ from fleet.plan import PlanOptions, hardware_of, make_plan
 from fleet.playbook import load_playbook
 from fleet.provision.provision import provision_options
 from fleet.sweep.controller import make_balancer
-from fleet.sweep.driver import HostDriver, SweepContext
+from fleet.sweep.context import SweepContext
+from fleet.sweep.driver import HostDriver
 from fleet.sweep.hoststatus import Phase
 from fleet.sweep.shards import build_shards
 from fleet.transport.fake import FakeTransport

@@ -19,7 +19,8 @@ from fleet.provision.lease import sweep_claim
 from fleet.provision.provision import provision_host, provision_options
 from fleet.sweep.bundle import write_bundle
 from fleet.sweep.channel import parse_poll
-from fleet.sweep.driver import MAX_AGENT_RESTARTS, HostDriver, SweepContext
+from fleet.sweep.context import SweepContext
+from fleet.sweep.driver import MAX_AGENT_RESTARTS, HostDriver
 from fleet.sweep.fixing import SweepFixer
 from fleet.sweep.hoststatus import HostStatus, Phase, phase_of
 from fleet.sweep.shards import build_shards
