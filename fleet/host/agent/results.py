@@ -15,9 +15,10 @@ Rules that make a result trustworthy:
   time-out blamed on the server (the agent redoes such a run once before it writes this);
 - every latency summary carries its sample size `n`; percentiles only where the sample supports
   them (the rule lives in fleet.host.agent.stats);
-- a concurrency run has figures per level (`levels`: one entry per repeat and level); its
+- what a run's kind adds to its result is the kind's entry in fleet.host.agent.kinds: a
+  concurrency run has figures per level (`levels`: one entry per repeat and level); its
   top-level figures count requests and tokens but carry no throughput or latency, which would
-  blend levels that load the server differently;
+  blend levels that load the server differently; an agentic run has figures per turn (`turns`);
 - with repeats, `repeats` holds each repeat's own figures, so a report can show their spread;
 - an open-loop run (a `load` with a request rate) records how late each request was sent against
   its schedule (`schedule_delay_s`); a median above `MAX_SCHEDULE_DELAY_S` means the client could
@@ -44,10 +45,21 @@ Rules that make a result trustworthy:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any, Mapping, Sequence
 
 from fleet.host.agent.client import NO_TOKEN_TIMEOUT, TIMEOUT, RequestOutcome
+from fleet.host.agent.kinds import KINDS
+from fleet.host.agent.outcome import (
+    AGENT_PAUSED as AGENT_PAUSED,
+    CLIENT_BEHIND as CLIENT_BEHIND,
+    OUTPUT_CAPPED as OUTPUT_CAPPED,
+    PROMPT_CUT as PROMPT_CUT,
+    REQUESTS_DROPPED as REQUESTS_DROPPED,
+    Measured,
+    Sent,
+    WorkloadOutcome,
+)
 from fleet.host.agent.pause import Gap
 from fleet.host.agent.stats import histogram, ratio, summary
 from fleet.host.contract import Failure, RunResult, RunStatus
@@ -58,63 +70,11 @@ SKIPPED = FailureClass.SKIPPED.value  # the failure class of a run the controlle
 NO_OUTPUT_TOKENS = FailureClass.NO_OUTPUT_TOKENS.value
 REQUESTS_FAILED = FailureClass.REQUESTS_FAILED.value
 
-# Kinds of deviation from a workload's definition (each makes a run `not_comparable`).
-PROMPT_CUT = "prompt_cut"
-OUTPUT_CAPPED = "output_capped"
-REQUESTS_DROPPED = "requests_dropped"
-AGENT_PAUSED = "agent_paused"  # fleet's agent did not run during the run (fleet.host.agent.pause)
-CLIENT_BEHIND = "client_behind"  # the open-loop client sent its requests later than scheduled
 # The median lateness of an open-loop run's sends beyond which its load was not the one asked for.
 MAX_SCHEDULE_DELAY_S = 0.010
 
 # Figures that describe throughput or latency, which mean nothing blended across concurrency levels.
 _RATE_AND_LATENCY = ("wall_s", "output_tok_s", "output_tok_s_per_request", "request_throughput", "ttft_s", "itl_s", "tpot_s", "e2e_s")
-
-
-@dataclass
-class Sent:
-    """One measured request and where it belongs in the workload (repeat, level, turn, ...)."""
-
-    outcome: RequestOutcome
-    tags: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass
-class Section:
-    """A measured stretch of a workload whose requests share its `key` tags: one repeat, or one
-    level of one repeat. `wall_s`: wall seconds from its first send to its last end."""
-
-    key: dict[str, Any]
-    wall_s: float = 0.0
-
-    def holds(self, sent: Sent) -> bool:
-        return all(sent.tags.get(name) == value for name, value in self.key.items())
-
-
-@dataclass
-class WorkloadOutcome:
-    """What running a workload produced: its requests, the wall time of its measured sections,
-    kind-specific extras (calibration), departures from its definition and, if it could not
-    finish, why."""
-
-    sent: list[Sent] = field(default_factory=list)
-    sections: list[Section] = field(default_factory=list)
-    extras: dict[str, Any] = field(default_factory=dict)
-    failure: Failure | None = None
-    deviations: list[Deviation] = field(default_factory=list)
-    planned_requests: int = 0  # what the workload meant to send, where known in advance
-
-    @property
-    def wall_s(self) -> float:
-        return sum(section.wall_s for section in self.sections)
-
-    def measured(self, key: Mapping[str, Any], wall_s: float) -> None:
-        """Add `wall_s` to the section of `key` (made on first use)."""
-        for section in self.sections:
-            if section.key == dict(key):
-                section.wall_s += wall_s
-                return
-        self.sections.append(Section(dict(key), wall_s))
 
 
 def in_simulated_time(outcome: RequestOutcome, sim_speed: float | None) -> RequestOutcome:
@@ -343,20 +303,12 @@ def build_result(
     def figures_of(members: Sequence[Sent], wall_s: float) -> dict[str, Any]:
         return request_figures([s.outcome for s in members], wall_s / speed if speed else wall_s)
 
+    kind = KINDS[workload["kind"]]
     figures = figures_of(sent, outcome.wall_s)
-    extras = dict(outcome.extras)
-    if workload.get("kind") == "concurrency":
+    if not kind.run_wide_rates:
         for key in _RATE_AND_LATENCY:
             figures[key] = None
-        extras["levels"] = [
-            {**section.key, **figures_of([s for s in sent if section.holds(s)], section.wall_s)} for section in outcome.sections
-        ]
-    elif len(outcome.sections) > 1:
-        extras["repeats"] = [
-            {**section.key, **figures_of([s for s in sent if section.holds(s)], section.wall_s)} for section in outcome.sections
-        ]
-    if workload.get("kind") == "agentic":
-        extras["turns"] = turn_figures(sent, int(workload.get("turns") or 0))
+    extras = {**outcome.extras, **kind.result_extras(Measured(workload, sent, outcome.sections, figures_of))}
     if workload.get("slo"):
         figures["goodput"] = goodput([s.outcome for s in sent], workload["slo"], outcome.wall_s / speed if speed else outcome.wall_s)
     if (categories := category_figures(sent)) is not None:
@@ -378,24 +330,6 @@ def build_result(
         started_at=started_at,
         ended_at=ended_at,
     )
-
-
-def turn_figures(sent: Sequence[Sent], turns: int) -> list[dict[str, Any]]:
-    """Per turn of an agentic run: how many sessions got there, prompt growth and TTFT."""
-    rows = []
-    for turn in range(turns):
-        at_turn = [s.outcome for s in sent if s.tags.get("turn") == turn]
-        ok = [o for o in at_turn if o.ok]
-        rows.append(
-            {
-                "turn": turn,
-                "sent": len(at_turn),
-                "ok": len(ok),
-                "prompt_tokens_mean": _mean([o.prompt_tokens for o in ok if o.prompt_tokens is not None]),
-                "ttft_s": summary([o.ttft_s for o in ok if o.ttft_s is not None]),
-            }
-        )
-    return rows
 
 
 _BULKY_KEYS = ("corpus", "system", "tasks", "tool_results", "chat", "samples")

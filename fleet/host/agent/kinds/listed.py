@@ -1,0 +1,163 @@
+"""`dataset` and `random`: a list of requests (the controller's seeded sample of a dataset, or
+random token ids of exact lengths), sent one at a time or open-loop (`load`): on a seeded schedule
+of gamma-distributed gaps whether or not earlier ones have finished, each request's lateness
+against its schedule recorded (fleet.host.agent.results turns a median above its bound into a
+`client_behind` deviation), warm-up requests first and in no figure. Standard library only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from fleet.host.agent.client import Prompt
+from fleet.host.agent.driver import Driver
+from fleet.host.agent.outcome import Sent, WorkloadOutcome
+
+# Token ids of `random` prompts: ordinary tokens of every current vocabulary (Qwen 151k, Llama
+# 128k, Mistral 32k), below the special tokens at their ends. sglang's bench_serving draws from the
+# whole vocabulary (sglang/benchmark/datasets/random.py:147-153), which fleet's agent does not know.
+RANDOM_TOKEN_IDS = (1000, 30000)
+
+
+@dataclass(frozen=True)
+class Planned:
+    """One request of a listed workload: what is sent and its tags in the result."""
+
+    prompt: Prompt
+    max_new_tokens: int
+    tags: dict[str, Any]
+
+
+def arrival_offsets(count: int, rate: float, burstiness: float, rng: random.Random) -> list[float]:
+    """Send times of `count` requests, seconds after the first: gaps drawn from a gamma
+    distribution of shape `burstiness` and mean 1/rate, as vllm bench serve draws them
+    (vllm/benchmarks/serve.py `get_request`: `theta = 1.0 / (request_rate * burstiness)`,
+    `np.random.gamma(shape=burstiness, scale=theta)`; shape 1 is the exponential of a Poisson
+    process, sglang 0.5.23 sglang/benchmark/serving.py:1126-1127). The first request goes at once
+    (serving.py:1120, a yield before the first sleep); vllm's rescaling of the sum to count/rate is
+    left out, so the gaps stay independent draws."""
+    offsets = [0.0]
+    for _ in range(count - 1):
+        offsets.append(offsets[-1] + rng.gammavariate(burstiness, 1.0 / (rate * burstiness)))
+    return offsets[:count]
+
+
+def random_prompt_ids(seed: int, index: int, length: int) -> list[int]:
+    """The token ids of request `index` of a `random` workload: exactly `length` of them, the same
+    for a seed on every host and run (a string seed is hashed with sha512: stable across processes)."""
+    rng = random.Random(f"fleet-random:{seed}:{index}")
+    low, high = RANDOM_TOKEN_IDS
+    return [rng.randrange(low, high) for _ in range(length)]
+
+
+def dataset_requests(workload: dict[str, Any], repeat: int) -> list[Planned]:
+    """One repeat's requests of a dataset workload: the controller's seeded sample."""
+    max_new = int(workload["max_new_tokens"])
+    return [
+        Planned(sample["prompt"], int(sample.get("output_tokens") or max_new),
+                {"repeat": repeat, "request": i, "category": sample.get("category"), "max_new_tokens": int(sample.get("output_tokens") or max_new)})
+        for i, sample in enumerate(workload["samples"])
+    ]  # fmt: skip
+
+
+def random_requests(workload: dict[str, Any], repeat: int) -> list[Planned]:
+    """One repeat's requests of a random workload: `requests` prompts of exactly `input_tokens` ids."""
+    max_new = int(workload["max_new_tokens"])
+    count, length = int(workload["requests"]), int(workload["input_tokens"])
+    return [
+        Planned(random_prompt_ids(int(workload["seed"]), repeat * count + i, length), max_new, {"repeat": repeat, "request": i})
+        for i in range(count)
+    ]
+
+
+def sample_sha256(plans: list[Planned]) -> str:
+    """A hash of exactly what was asked: prompts (text or ids), output lengths and categories."""
+    digest = hashlib.sha256()
+    for plan in plans:
+        digest.update(json.dumps([plan.prompt, plan.max_new_tokens, plan.tags.get("category")], separators=(",", ":")).encode())
+    return digest.hexdigest()
+
+
+def open_loop(driver: Driver, plans: list[Planned], load: dict[str, Any], rng: random.Random) -> tuple[list[Sent], float]:
+    """Send `plans` on their schedule, each on its own thread so that none waits for another; a
+    request the `max_in_flight` cap held back is due when a slot frees, not at its scheduled time
+    (the cap is the playbook's choice: only the client's own lateness counts against it)."""
+    scale = float(load.get("time_scale") or 1.0)  # wall seconds per engine second
+    offsets = arrival_offsets(len(plans), float(load["rate"]), float(load["burstiness"]), rng)
+    cap = threading.BoundedSemaphore(load["max_in_flight"]) if load.get("max_in_flight") else None
+    sent: list[Sent] = []
+    lock = threading.Lock()
+
+    def one(plan: Planned, due: float, held_s: float) -> None:
+        late = time.monotonic() - due
+        try:
+            outcome = driver.send(plan.prompt, plan.max_new_tokens)
+        finally:
+            if cap is not None:
+                cap.release()
+        outcome.schedule_delay_s = late
+        with lock:
+            sent.append(Sent(outcome, {**plan.tags, **({"held_by_cap_s": held_s} if held_s else {})}))
+
+    threads: list[threading.Thread] = []
+    began = time.monotonic()
+    for plan, offset in zip(plans, offsets):
+        due = began + offset * scale
+        pause = due - time.monotonic()
+        if pause > 0:
+            time.sleep(pause)
+        if not driver.gate.open:
+            break
+        held = 0.0
+        if cap is not None and not cap.acquire(blocking=False):
+            cap.acquire()
+            now = time.monotonic()
+            held, due = max(now - due, 0.0), max(now, due)
+        thread = threading.Thread(target=one, args=(plan, due, held), name=f"open-loop-{plan.tags['request']}", daemon=True)
+        thread.start()
+        threads.append(thread)
+    for thread in threads:
+        thread.join()
+    return sorted(sent, key=lambda s: s.tags["request"]), time.monotonic() - began
+
+
+def drive_dataset(driver: Driver, out: WorkloadOutcome) -> None:
+    drive_listed(driver, out, dataset_requests)
+
+
+def drive_random(driver: Driver, out: WorkloadOutcome) -> None:
+    drive_listed(driver, out, random_requests)
+
+
+def drive_listed(driver: Driver, out: WorkloadOutcome, requests_of: Callable[[dict[str, Any], int], list[Planned]]) -> None:
+    """Each repeat's requests (`requests_of(workload, repeat)`), one at a time or on their schedule."""
+    workload = driver.run.workload
+    load = workload.get("load")
+    repeats = [requests_of(workload, repeat) for repeat in range(driver.run.repeats)]
+    out.planned_requests = sum(len(plans) for plans in repeats)
+    out.extras["sample_sha256"] = sample_sha256([plan for plans in repeats for plan in plans])
+    warmup = int(load.get("warmup_requests") or 0) if load else 0
+    if warmup:
+        # One at a time, before anything is measured, and in no figure (bench_serving's --warmup-requests).
+        plans = repeats[0]
+        outcomes = [driver.send(plans[i % len(plans)].prompt, plans[i % len(plans)].max_new_tokens) for i in range(warmup) if driver.gate.open]
+        out.extras["warmup"] = {"requests": len(outcomes), "ok": sum(1 for o in outcomes if o.ok)}
+    for repeat, plans in enumerate(repeats):
+        driver.gate.checkpoint()
+        if not driver.gate.open:
+            return
+        if load is None:
+            for plan in plans:
+                if not driver.gate.open:
+                    return
+                driver.timed(out, plan.prompt, plan.max_new_tokens, plan.tags)
+            continue
+        sent, wall = open_loop(driver, plans, load, random.Random(int(load.get("seed") or 0) + repeat))
+        out.sent.extend(sent)
+        out.measured({"repeat": repeat}, wall)
