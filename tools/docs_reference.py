@@ -73,6 +73,7 @@ NOTES = {
     "MethodSpec.eagle_topk": "branching factor of EAGLE's draft tree (the engine's speculative-eagle-topk)",
     "MethodSpec.env": "environment variables of this method's servers",
     "ServerSettings.context_length": "unset: the model's own",
+    "ServerSettings.draft_attention_backend": "the draft model's attention backend, for speculative methods (SGLang's --speculative-draft-attention-backend)",
     "ServerSettings.trust_remote_code": "let the engine run the model repository's own code",
     "ServerSettings.enable_metrics": "the engine's Prometheus metrics endpoint",
     "ServerSettings.flags": "extra engine flags, without the leading --",
