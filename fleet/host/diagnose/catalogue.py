@@ -390,7 +390,7 @@ SIGNATURES: tuple[Signature, ...] = (
         80,
         (
             T(
-                "maximum context length of",
+                "maximum context length",  # after "the model's", whose quote some logs escape (tokenizer_manager.py)
                 r"maximum context length of (?P<context_len>\d+) tokens\. You requested a total of "
                 r"(?P<total_tokens>\d+) tokens: (?P<input_tokens>\d+) tokens from the input messages and "
                 r"(?P<max_new_tokens>\d+) tokens",
