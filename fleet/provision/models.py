@@ -275,24 +275,91 @@ def _seal(t: Transport, directory: str, marker: Marker, change: Change) -> Chang
 
 # Runs on the host with the engine's own Python (huggingface_hub comes with the engine). The token,
 # if any, is HF_TOKEN in the environment: huggingface_hub reads it there; it is never an argument.
+# So is HF_ENDPOINT, for a mirror of the hub (and the tests' local hub, tests/testfleet/hub.py).
+# Written against huggingface_hub 1.x and 2.x (1.33.0 and 2.4.0 tested), whose errors it names.
+#
+# A fetch killed mid-file (a reboot, a kill) leaves that file's bytes in
+# `.cache/huggingface/download/*.<random>.incomplete`: huggingface_hub writes each download to a
+# name of its own process and never resumes one of another (file_download.py
+# `_download_to_tmp_and_move`, 1.33.0 and 2.4.0), so the next try starts that file over and the
+# leftover is dead weight (a shard's worth per reboot). The files that were complete are kept
+# (their `.metadata` names the commit: not fetched again), and the job holds its lock, so no
+# other fetch writes there: the leftovers go first. Within one try, a cut connection is resumed
+# by huggingface_hub itself with a Range request.
+#
+# The hub's refusals (gated, private or missing repo, missing revision) end the job with exit
+# HUB_REFUSED and one line `fleet-hub-refused <status> <code>`, which the controller words.
+HUB_REFUSED = 3
 HUB_FETCH_SCRIPT = r"""
-import json, os, sys
-from huggingface_hub import HfApi, snapshot_download
+import glob, json, os, sys
+os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 repo, revision, dest = sys.argv[1:4]
-info = HfApi().model_info(repo, revision=revision, files_metadata=True)
-expected = {s.rfilename: s.size for s in info.siblings if s.size is not None}
-tmp = dest + ".fleet-expected.json.tmp"
-with open(tmp, "w") as f:
-    json.dump({"sha": info.sha, "files": expected}, f)
-os.replace(tmp, dest + ".fleet-expected.json")
-# Pinned to the commit the metadata came from; snapshot_download resumes what an earlier try left.
-snapshot_download(repo_id=repo, revision=info.sha, local_dir=dest)
+repo_type = sys.argv[4] if len(sys.argv) > 4 else "model"
+for stale in glob.glob(os.path.join(glob.escape(dest), ".cache", "huggingface", "download", "**", "*.incomplete"), recursive=True):
+    os.remove(stale)
+from huggingface_hub import HfApi, snapshot_download
+from huggingface_hub.utils import GatedRepoError, HfHubHTTPError, RepositoryNotFoundError, RevisionNotFoundError
+
+def refused(code, error):
+    response = getattr(error, "response", None)
+    status = getattr(response, "status_code", None) or 0
+    print("fleet-hub-refused", status, code, flush=True)
+    sys.exit(3)
+
+try:
+    info = HfApi().repo_info(repo, repo_type=repo_type, revision=revision, files_metadata=True)
+    expected = {s.rfilename: s.size for s in info.siblings if s.size is not None}
+    tmp = dest + ".fleet-expected.json.tmp"
+    with open(tmp, "w") as f:
+        json.dump({"sha": info.sha, "files": expected}, f)
+    os.replace(tmp, dest + ".fleet-expected.json")
+    # Pinned to the commit the metadata came from; snapshot_download keeps what an earlier try completed.
+    snapshot_download(repo_id=repo, repo_type=repo_type, revision=info.sha, local_dir=dest)
+except GatedRepoError as error:
+    refused("GatedRepo", error)
+except RevisionNotFoundError as error:
+    refused("RevisionNotFound", error)
+except RepositoryNotFoundError as error:
+    refused("RepoNotFound", error)
+except HfHubHTTPError as error:
+    if getattr(getattr(error, "response", None), "status_code", None) in (401, 403):
+        refused("Unauthorized", error)
+    raise
 """
 
 
 def hub_fetch_job(python: str, model: ModelRef, dest: str) -> DetachedJob:
-    script = f"exec {shlex.quote(python)} -c {shlex.quote(HUB_FETCH_SCRIPT)} \"$1\" \"$2\" \"$3\""
-    return DetachedJob("fleet-fetch", script, (model.repo or "", model.revision, dest), dest + ".lock", dest + ".fetch.log")
+    return hub_repo_fetch_job(python, model.repo or "", model.revision, dest)
+
+
+def hub_repo_fetch_job(python: str, repo: str, revision: str, dest: str, repo_type: str = "model") -> DetachedJob:
+    """The fetch of a model repo, or with `repo_type` "dataset" of a dataset repo (its 4th argument)."""
+    args = (repo, revision, dest) + (() if repo_type == "model" else (repo_type,))
+    script = f"exec {shlex.quote(python)} -c {shlex.quote(HUB_FETCH_SCRIPT)} " + " ".join(f'"${i}"' for i in range(1, len(args) + 1))
+    return DetachedJob("fleet-fetch", script, args, dest + ".lock", dest + ".fetch.log")
+
+
+def hub_refusal(repo: str, revision: str, repo_type: str, log_text: str, *, token_given: bool) -> str | None:
+    """The fetch's `fleet-hub-refused` line as one clear sentence naming the repo and HF_TOKEN,
+    or None where the log has none (another failure: its log says why)."""
+    line = next((ln for ln in reversed(log_text.splitlines()) if ln.startswith("fleet-hub-refused ")), None)
+    if line is None:
+        return None
+    _, status, code = (line.split() + ["", ""])[:3]
+    what = f"{'dataset' if repo_type == 'dataset' else 'model'} repo {repo}"
+    given = "HF_TOKEN was given" if token_given else "no HF_TOKEN was given"
+    how = (
+        "set HF_TOKEN in the controller's environment (fleet hands it to the host's fetch in its environment, never on a command line)"
+    )
+    if code == "GatedRepo":
+        if token_given:
+            return f"the hub refused {what} (HTTP {status}, gated): {given}, but its account has no access: accept the repo's terms on the hub with the account whose token HF_TOKEN holds"
+        return f"the hub refused {what} (HTTP {status}, gated): {given}; {how}, a token of an account that has accepted the repo's terms"
+    if code == "RevisionNotFound":
+        return f"the hub has no revision {revision!r} of {what} (HTTP {status}): name a branch, tag or commit it has"
+    if code == "RepoNotFound":
+        return f"the hub has no {what}, or it is private (HTTP {status}; {given}): check the repo id and its type, or for a private repo {how}"
+    return f"the hub refused {what} (HTTP {status}; {given}): {how}, a token with read access to the repo"
 
 
 def _fetch_from_hub(
@@ -310,21 +377,48 @@ def _fetch_from_hub(
     change = Change("fetch", f"{model.label}@{model.revision} from the Hugging Face hub ({detail})")
     if dry_run:
         return [change]
-    dest = state.cache_dir
+    marker = fetch_hub_snapshot(
+        t, host.engine.python, model.repo or "", model.revision, state.cache_dir, _source_label(model), poll=poll, timeout=timeout, secrets=secrets
+    )
+    change.bytes = marker.total_bytes
+    return [_seal(t, state.cache_dir, marker, change)]
+
+
+def fetch_hub_snapshot(
+    t: Transport,
+    python: str,
+    repo: str,
+    revision: str,
+    dest: str,
+    source: str,
+    *,
+    repo_type: str = "model",
+    poll: Callable[[Callable[[], object]], object],
+    timeout: float,
+    secrets: Mapping[str, str],
+) -> Marker:
+    """Fetch a hub repo (a model's or a dataset's) pinned to the commit `revision` resolves to,
+    into `dest` on the host, with huggingface_hub from `python`; returns the marker that seals it
+    (not yet written). Its old marker goes first: a copy being replaced is not complete."""
     t.run(["rm", "-f", posixpath.join(dest, MARKER)], timeout=QUICK_S, check=True)
-    job = hub_fetch_job(host.engine.python, model, dest)
+    job = hub_repo_fetch_job(python, repo, revision, dest, repo_type)
+
     # The token rides in the environment of the starting call (delivered by the transport, never on
     # a command line); the detached job inherits it and huggingface_hub reads HF_TOKEN itself.
     def start() -> None:
         t.run(job.start_command(), timeout=QUICK_S, env=dict(secrets), check=True)
 
+    def explain(exit_code: int, text: str) -> str | None:
+        if exit_code != HUB_REFUSED:
+            return None
+        message = hub_refusal(repo, revision, repo_type, text, token_given=bool(secrets.get("HF_TOKEN")))
+        return f"{t.host}: {message}" if message else None
+
     start()
-    run_detached_started(t, job, poll=poll, timeout=timeout, restart=start)
+    run_detached_started(t, job, poll=poll, timeout=timeout, restart=start, explain=explain)
     expected_text = poll(lambda: t.run(["cat", dest + ".fleet-expected.json"], timeout=QUICK_S, check=True).stdout)
     expected = json.loads(str(expected_text))
-    marker = Marker(_source_label(model), str(expected["sha"]), {k: int(v) for k, v in expected["files"].items()})
-    change.bytes = marker.total_bytes
-    return [_seal(t, dest, marker, change)]
+    return Marker(source, str(expected["sha"]), {k: int(v) for k, v in expected["files"].items()})
 
 
 # The first line a detached job's log gets once it holds its lock, and what a poll prints where
@@ -403,16 +497,19 @@ def run_detached_started(
     timeout: float,
     interval_s: float = 0.3,
     restart: Callable[[], None] | None = None,
+    explain: Callable[[int, str], str | None] | None = None,
 ) -> None:
     """Wait for a started job. One that vanished (the host rebooted under it, or it was killed) is
     started again by `restart` (the jobs are idempotent), up to JOB_RESTARTS times: never waited
-    on until the timeout."""
+    on until the timeout. `explain(exit code, log)` may word a failure (None: the log's tail)."""
     deadline = time.monotonic() + timeout
     restarts = 0
     while True:
         free, exit_code, text = parse_job_poll(str(poll(lambda: t.run(job.poll_command(), timeout=POLL_S).stdout)))
         if free and exit_code is not None:
             if exit_code != 0:
+                if explain is not None and (message := explain(exit_code, text)):
+                    raise ModelError(message)
                 raise ModelError(f"{t.host}: {job.name} failed (exit {exit_code}): {text.strip()[-4000:]}")
             return
         if job_vanished(free, exit_code, text):
