@@ -15,7 +15,10 @@ Rules, each enforced here and nowhere else:
   own 95 % interval: paired by pass where both cells have the same passes (the same sweeps and
   repeat numbers: the same prompts), Fieller's interval otherwise;
 - a method is "faster" or "slower" only where that interval excludes 1.0 (fleet.measure.stats.
-  verdict), and methods are ranked only where their throughput intervals separate (rank);
+  verdict), and methods are ranked only where their throughput intervals separate (rank); the
+  first screen (Headline) names a fastest method only where the paired ratio of it to every other
+  method excludes 1.0, else lists the tie, and judges a crossover only at levels measured for both
+  autoregressive and a speculative method;
 - against `--baseline`, a cell's now/then ratio follows the same rule: a change is flagged only
   where its interval excludes 1.0;
 - a TTFT percentile pools the cell's requests over its passes (percentile_estimate): withheld
@@ -78,8 +81,13 @@ class GroupKey:
 
     @property
     def title(self) -> str:
+        return f"{self.host_type} · TP{self.tp}"
+
+    @property
+    def host_type(self) -> str:
+        """The GPU model, simulated or not, and the SGLang release: the first screen's heading."""
         sim = " (simulated)" if self.simulated else ""
-        return f"{self.gpu}{sim} · SGLang {self.engine_release} · TP{self.tp}"
+        return f"{self.gpu}{sim} · SGLang {self.engine_release}"
 
 
 @dataclass(frozen=True, order=True)
@@ -361,15 +369,25 @@ class Comparison:
 
 @dataclass
 class Crossover:
-    """Where speculative decoding stops paying in a concurrency workload: the lowest level at
-    which no speculative method's speed-up interval lies wholly above 1.0 (`level`), or None:
-    not reached up to `top` (`next_levels`: the ladder to try, the top level doubled), or not
-    known where a level's speed-ups have no interval (`unknown_from`)."""
+    """Where speculative decoding stops paying in a concurrency workload, judged only at the levels
+    measured for both sides (`levels`: autoregressive and at least one speculative method, so a
+    speed-up exists there): the lowest of them at which no speculative method's speed-up interval
+    lies wholly above 1.0 (`level`), or None: not reached up to `top` (`next_levels`: the ladder to
+    try, the top level doubled), or not known where a level's speed-ups have no interval
+    (`unknown_from`). `paid_up_to`: the level below `level` where some speculative speed-up interval
+    still lay above 1.0 (None: it never did). `autoregressive_only`, `speculative_only`: levels only
+    one side was measured at (the other's servers capped below them by the engine), never judged.
+    `*_caps`: the max_running_requests the servers ran with."""
 
     level: int | None
     top: int
     levels: tuple[int, ...]
     unknown_from: int | None = None
+    paid_up_to: int | None = None
+    autoregressive_only: tuple[int, ...] = ()
+    speculative_only: tuple[int, ...] = ()
+    speculative_caps: tuple[int, ...] = ()
+    autoregressive_caps: tuple[int, ...] = ()
 
     @property
     def next_levels(self) -> tuple[int, ...]:
@@ -378,18 +396,37 @@ class Crossover:
 
 @dataclass
 class Headline:
-    """The first screen's answer for one host type, TP and workload: the fastest method at the
-    workload's lowest level (with its speed-up), the methods not separable from it, and the
-    crossover. `fastest` None: no method has an interval (one pass), so none is named fastest;
-    `leader` is then the highest estimate, said to be unranked."""
+    """The first screen's answer for one host type, TP, workload and level (a workload without
+    levels: 0; a concurrency workload: its lowest level measured for both sides, and its highest).
+
+    `top`: the methods no other method here is separably faster than, by the paired ratio of the
+    two (fleet.measure.stats.verdict of ratio_of: the same quantity as a speed-up, which is the
+    ratio to autoregressive): the leader (highest estimate), every method the leader is not
+    separably faster than, less any of those that another of them is separably faster than. So no
+    two of `top` are separable from each other. One method: the fastest, separably faster than
+    every other method here (autoregressive too); more: a tie, and no method is named fastest.
+    Empty where some method has no interval (one pass): nothing is ranked, `first` is only the
+    highest estimate. `second`: the runner-up (the next estimate in `top` in a tie, else of all),
+    and `versus` the paired ratio first / second that decides it."""
 
     group: GroupKey
     workload: str
     level: int
-    fastest: Cell | None
-    tied: list[Cell]
-    leader: Cell | None
-    crossover: Crossover | None  # None: the workload has no concurrency levels
+    top: list[Cell]
+    first: Cell | None
+    second: Cell | None
+    versus: Ratio | None
+    crossover: Crossover | None  # None: the workload has no concurrency levels (or this is its second row)
+    ranked: bool = True
+
+    @property
+    def fastest(self) -> Cell | None:
+        """The one method separably faster than every other; None in a tie or where nothing is ranked."""
+        return self.top[0] if len(self.top) == 1 else None
+
+    @property
+    def tied(self) -> list[Cell]:
+        return self.top if len(self.top) > 1 else []
 
 
 @dataclass
@@ -431,7 +468,13 @@ class Report:
     @property
     def one_pass(self) -> bool:
         """Some measured cell has a single pass: its figures and speed-ups carry no interval."""
-        return any(cell.tok_s is not None and cell.tok_s.n == 1 for cell in self.cells)
+        return self.passes_counts[0] > 0
+
+    @property
+    def passes_counts(self) -> tuple[int, int]:
+        """(measured cells of one pass, measured cells)."""
+        measured = [cell.tok_s.n for cell in self.cells if cell.tok_s is not None]
+        return sum(1 for n in measured if n == 1), len(measured)
 
     @property
     def headlines(self) -> list[Headline]:
@@ -641,8 +684,9 @@ def _rank(cells: Iterable[Cell]) -> None:
 
 
 def headlines(group: Group) -> list[Headline]:
-    """Per workload: the fastest method at its lowest level, the methods not separable from it,
-    and where speculative decoding stops paying (concurrency workloads)."""
+    """Per workload: who is fastest and by how much (Headline), at its lowest level measured for
+    both autoregressive and a speculative method and, for a concurrency workload, again at the
+    highest such level; and where speculative decoding stops paying (Crossover)."""
     by_workload: dict[str, list[Cell]] = defaultdict(list)  # one pass over the cells, not one per workload
     for cell in group.cells:
         if cell.tok_s is not None:
@@ -650,32 +694,73 @@ def headlines(group: Group) -> list[Headline]:
     out = []
     for workload in sorted(by_workload):
         measured = by_workload[workload]
-        lowest = min(c.key.level for c in measured)
-        at_lowest = [c for c in measured if c.key.level == lowest]
-        top_tier = sorted((c for c in at_lowest if c.standing and c.standing.tier == 1), key=lambda c: -_mean(c))
-        leader = max(at_lowest, key=_mean)
-        levels = sorted({c.key.level for c in measured})
-        crossover = _crossover(measured, levels) if lowest else None
-        out.append(Headline(group.key, workload, lowest, top_tier[0] if top_tier else None, top_tier[1:], leader, crossover))
+        by_level: dict[int, list[Cell]] = defaultdict(list)
+        for cell in measured:
+            by_level[cell.key.level].append(cell)
+        both = sorted(level for level, cells in by_level.items() if any(c.speedup is not None for c in cells))
+        shown = [both[0], both[-1]] if len(both) > 1 else both[:1] or [min(by_level)]
+        crossover = _crossover(measured, both) if any(by_level) else None
+        for number, level in enumerate(shown):
+            out.append(_headline(group.key, workload, level, by_level[level], crossover if number == 0 else None))
     return out
 
 
-def _mean(cell: Cell) -> float:
-    return cell.tok_s.mean if cell.tok_s else 0.0
+def _headline(group: GroupKey, workload: str, level: int, cells: list[Cell], crossover: Crossover | None) -> Headline:
+    basis = next((c for c in cells if not c.speculative and c.passes), None)
+    if basis is None:
+        estimate = {id(c): c.tok_s.mean if c.tok_s else 0.0 for c in cells}
+    else:
+        estimate = {id(c): (c.speedup if c.speedup is not None else ratio_of(c.passes, basis.passes)).estimate for c in cells}
+    ordered = sorted(cells, key=lambda c: (-estimate[id(c)], variant_order(c.key.variant)))
+    first = ordered[0]
+    if any(c.tok_s is None or c.tok_s.interval is None for c in cells):
+        second = ordered[1] if len(ordered) > 1 else None
+        return Headline(group, workload, level, [], first, second, None, crossover, ranked=False)
+    ratios: dict[tuple[int, int], Ratio] = {}
+
+    def beats(a: Cell, b: Cell) -> bool:
+        """a is separably faster than b: the 95 % interval of a/b (paired by pass where they share
+        passes; a/autoregressive is a's speed-up itself) lies above 1.0."""
+        if (id(a), id(b)) not in ratios:
+            ratios[id(a), id(b)] = a.speedup if b is basis and a.speedup is not None else ratio_of(a.passes, b.passes)
+        return verdict(ratios[id(a), id(b)]) == "faster"
+
+    near = [c for c in ordered if c is first or not beats(first, c)]
+    top = [c for c in near if not any(beats(d, c) for d in near if d is not c)]
+    if len(near) > 1 and len(top) < 2:  # not with ratios that order as the estimates do; never name a winner then
+        top = near
+    second = (top[1] if len(top) > 1 else ordered[1]) if len(ordered) > 1 else None
+    versus = ratio_of(first.passes, second.passes) if second is not None else None
+    if len(top) > 1:
+        top = sorted(top, key=lambda c: (c.speculative, variant_order(c.key.variant)))  # a tie lists, it does not rank
+    return Headline(group, workload, level, top, first, second, versus, crossover)
 
 
-def _crossover(cells: Sequence[Cell], levels: Sequence[int]) -> Crossover:
+def _crossover(cells: Sequence[Cell], both: Sequence[int]) -> Crossover:
+    """Judged at the levels in `both` only (a speed-up exists there: autoregressive and a
+    speculative method measured), never at a level one side did not reach."""
     by_level: dict[int, list[Cell]] = defaultdict(list)
     for cell in cells:
         if cell.speedup is not None:
             by_level[cell.key.level].append(cell)
+    caps = {kind: tuple(sorted({r.server_max_running for c in cells if c.speculative == kind for r in c.measured if r.server_max_running}))
+            for kind in (True, False)}  # fmt: skip
+    levels = tuple(both)
+    alone = {kind: tuple(sorted({c.key.level for c in cells if c.speculative == kind} - set(levels))) for kind in (True, False)}
+
+    def found(level: int | None, unknown_from: int | None = None, paid_up_to: int | None = None) -> Crossover:
+        return Crossover(level, levels[-1] if levels else 0, levels, unknown_from, paid_up_to,
+                         alone[False], alone[True], caps[True], caps[False])  # fmt: skip
+
+    paid: int | None = None
     for level in levels:
-        speculative = by_level.get(level, [])
+        speculative = by_level[level]
         if any(c.speedup.interval is None for c in speculative if c.speedup is not None):
-            return Crossover(None, levels[-1], tuple(levels), unknown_from=level)
+            return found(None, unknown_from=level, paid_up_to=paid)
         if not any(c.verdict == "faster" for c in speculative):
-            return Crossover(level, levels[-1], tuple(levels))
-    return Crossover(None, levels[-1], tuple(levels))
+            return found(level, paid_up_to=paid)
+        paid = level
+    return found(None, paid_up_to=paid)
 
 
 def compare(current: Sequence[Group], baseline: Sequence[Group]) -> list[Comparison]:

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Union
 
 from fleet.report import text
-from fleet.report.model import Cell, Group, Report, curves
+from fleet.report.model import Cell, Group, Headline, Report, curves
 
 
 @dataclass(frozen=True)
@@ -34,6 +34,9 @@ class Table:
     # Columns from this one on are detail: HTML folds them into one <details> cell per row, so the
     # main columns read at 1,400 px; Markdown keeps them as columns.
     fold_from: int | None = None
+    # Column widths for HTML (CSS lengths, "" for the rest of the row): a fixed layout as wide as the
+    # page, so that a table of running text wraps where the reader expects at 1,400 px.
+    widths: tuple[str, ...] = ()
 
 
 @dataclass
@@ -55,19 +58,31 @@ def _one(label: str, path: str | None) -> Value:
     return Links((Link(label, path),)) if path else text.DASH
 
 
-def _glance(report: Report) -> Section:
-    """The first screen: per host type, TP and workload, the fastest method and by how much, what is
-    not separable from it, and where speculative decoding stops paying."""
-    notes = [text.ONE_PASS_NOTE] if report.one_pass else []
-    return Section(
-        "At a glance",
-        notes=notes + [text.GLANCE_NOTE],
-        table=Table(
-            ["host type · TP", "workload", "fastest: speed-up [95 % interval]", "not separable from it", "speculative decoding stops paying"],
-            [[h.group.title, h.workload, text.headline_fastest(h), text.headline_tied(h), text.crossover(h.crossover)] for h in report.headlines],
-            wide=frozenset({2, 3, 4}),
-        ),
-    )
+def _glance(report: Report) -> list[Section]:
+    """The first screen: per host type (a heading each) a row per TP, workload and level: the
+    fastest method and by how much, or the tie, the ratio of the top two, and where speculative
+    decoding stops paying."""
+    one, measured = report.passes_counts
+    notes = [text.one_pass_note(one, measured)] if one else []
+    out = [Section("At a glance", notes=notes + [text.GLANCE_NOTE])]
+    by_type: dict[str, list[Headline]] = {}
+    for h in report.headlines:
+        by_type.setdefault(h.group.host_type, []).append(h)
+    for host_type, found in by_type.items():
+        out.append(
+            Section(
+                host_type,
+                level=3,
+                table=Table(
+                    ["TP", "workload", "level", "fastest: speed-up vs autoregressive [95 %]", "1st ÷ 2nd [95 %]", "speculative decoding stops paying"],
+                    [[str(h.group.tp), h.workload, text.level(h.level), text.headline_fastest(h), text.headline_versus(h),
+                      text.crossover(h.crossover) if h.crossover is not None or not h.level else ""] for h in found],
+                    frozenset({0, 2}),
+                    widths=("2.6em", "7.2em", "3.6em", "", "16em", "24em"),
+                ),
+            )
+        )  # fmt: skip
+    return out
 
 
 def _group_table(group: Group) -> Table:
@@ -82,10 +97,10 @@ def _group_table(group: Group) -> Table:
     checked = any(c.lossless is not None for c in cells)
     header = ["method", "workload", "level", "passes", f"output tok/s{' (simulated)' if group.key.simulated else ''} [95 %]", *extra, "CV",
               "speed-up vs AR [95 %]", "verdict", "rank", "accept len [95 %]", "TTFT p50 [95 %]", "TTFT p99", "ITL p50 [95 %]",
-              "ITL p99", "per-request tok/s", "requests ok/failed", *(["lossless"] if checked else []), "status", "results"]  # fmt: skip
+              "ITL p99", "per-request tok/s", "requests ok/failed", "max_running_requests", *(["lossless"] if checked else []), "status", "results"]  # fmt: skip
 
     def energy_cells(c: Cell) -> list[Value]:
-        out: list[Value] = [text.summary(c.tokens_per_joule, 3)] if energy else []
+        out: list[Value] = [text.energy(c.tokens_per_joule)] if energy else []
         return out + ([text.dollars(c.usd_per_million_tokens)] if priced else [])
 
     return Table(
@@ -94,26 +109,31 @@ def _group_table(group: Group) -> Table:
             [c.key.variant, c.key.workload, text.level(c.key.level), str(len(c.passes)), text.summary(c.tok_s), *energy_cells(c), text.cv(c.tok_s),
              text.ratio(c.speedup), text.verdict(c.verdict), text.standing(c.standing), text.summary(c.acceptance_length, 2),
              text.ttft(c.ttft(50)), text.ttft(c.ttft(99)), text.summary(c.itl(50), 1, 1000, " ms"), text.summary(c.itl(99), 1, 1000, " ms"),
-             text.summary(c.per_request_tok_s), "{}/{}".format(*c.requests), *([c.lossless or text.DASH] if checked else []), text.status(c), _result_links(c)]
+             text.summary(c.per_request_tok_s), "{}/{}".format(*c.requests), text.caps_of(c), *([c.lossless or text.DASH] if checked else []),
+             text.status(c), _result_links(c)]
             for c in cells
         ],
         frozenset({2, 3, 4, *range(5, 5 + shift), *(i + shift for i in (5, 6, 8, 9, 10, 11, 12))}),
-        fold_from=11 + shift,
+        fold_from=10 + shift,  # TTFT on: a long-context TTFT with its interval is ~250 px, past 1,400 with tok/J beside it
     )  # fmt: skip
 
 
 def _curve_tables(group: Group) -> list[tuple[str, Table]]:
+    """Per concurrency workload, each method's output tok/s by level, beside the max_running_requests
+    its servers ran with: a method measured at fewer levels was capped lower by its engine."""
     out = []
+    caps = {(c.key.workload, c.key.variant): text.caps_of(c) for c in group.cells if c.key.level and c.tok_s is not None}
     for workload, variants in curves(group).items():
         levels = sorted({lv for points in variants.values() for lv, _, _ in points})
         out.append(
             (
                 workload,
                 Table(
-                    ["method", *(f"level {lv}" for lv in levels)],
-                    [[variant, *(next((text.summary(t) for lv, t, _ in points if lv == level), text.DASH) for level in levels)]
+                    ["method", "max_running_requests", *(f"level {lv}" for lv in levels)],
+                    [[variant, caps.get((workload, variant), text.DASH),
+                      *(next((text.summary(t) for lv, t, _ in points if lv == level), text.DASH) for level in levels)]
                      for variant, points in variants.items()],
-                    frozenset(range(1, len(levels) + 1)),
+                    frozenset(range(1, len(levels) + 2)),
                 ),
             )
         )  # fmt: skip
@@ -127,14 +147,14 @@ def _how_to_read(report: Report) -> Section:
         "How to read it",
         notes=[text.INTERVAL_NOTE,
                f"Speed-ups and baseline changes here: {paired} paired by pass, {len(ratios) - paired} by Fieller's interval. " + text.RATIO_NOTE,
-               text.VERDICT_NOTE, text.PERCENTILE_RULE, text.ACCEPTANCE_NOTE,
+               text.VERDICT_NOTE, text.PERCENTILE_RULE, text.ACCEPTANCE_NOTE, text.ENERGY_NOTE,
                "A speed-up divides by the autoregressive figure of the same host type, TP, workload and level; none is shown without one.",
                "Only runs whose status is ok give figures; failed, partial, skipped and not-comparable runs are listed in their own sections, with why."],
     )  # fmt: skip
 
 
 def sections(report: Report) -> list[Section]:
-    out = [_glance(report)]
+    out = _glance(report)
     if report.simulated:
         out.append(Section("Simulated", notes=[text.SIM_NOTE]))
     for group in report.groups:

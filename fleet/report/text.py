@@ -27,10 +27,26 @@ ONE_PASS_NOTE = (
     "playbook for figures with intervals."
 )
 GLANCE_NOTE = (
-    "Fastest: the top tier of the ranking at the workload's lowest level; 'not separable from it': the methods "
-    "whose throughput intervals overlap its tier. Speculative decoding stops paying at the lowest concurrency "
-    "where no speculative speed-up interval lies wholly above 1.0."
+    "Fastest: separably faster than every other method by the paired ratio of the two (95 % interval above 1.0; "
+    "against autoregressive that ratio is the speed-up shown); otherwise 'tie:', the methods none of which is "
+    "separable from another, not ranked. '1st ÷ 2nd': that ratio for the two highest estimates. A concurrency "
+    "workload is shown at its lowest and highest level measured for both autoregressive and a speculative method; "
+    "speculative decoding stops paying at the lowest such level where no speculative speed-up interval lies wholly above 1.0."
 )
+ENERGY_NOTE = (
+    "tok/J: energy is read once per run (per level and pass of a concurrency run), not per pass, so a workload's "
+    "cell has one reading and no interval ('1 reading'); $/M tok from the host file's price and the mean throughput."
+)
+
+
+def one_pass_note(one: int, measured: int) -> str:
+    """What the first screen says first when some cells have one pass (all: ONE_PASS_NOTE)."""
+    if one == measured:
+        return ONE_PASS_NOTE
+    return (f"{one} of {measured} measured configurations have one pass: no interval can be given for them, so none of "
+            "them is called faster or slower or ranked. Set `repeats: 3` (or more) in the playbook for intervals.")  # fmt: skip
+
+
 INTERVAL_NOTE = (
     "Every figure is the mean of a cell's passes (its runs' repeats, and the same run in several sweeps) with "
     "its 95 % Student t-interval in brackets; CV is the passes' standard deviation over their mean, 'noisy' "
@@ -44,8 +60,9 @@ RATIO_NOTE = (
 )
 VERDICT_NOTE = (
     "A method is called faster or slower only where its speed-up interval excludes 1.0; otherwise 'not "
-    "separable'. Methods are ranked in tiers only where their throughput intervals separate: methods whose "
-    "intervals overlap share a tier ('tied')."
+    "separable'. A table's rank column puts methods in tiers only where their throughput intervals separate: "
+    "methods whose intervals overlap share a tier ('tied'). The first screen decides on the sharper paired ratio "
+    "of two methods instead, the quantity it prints, and ranks nothing within a tie."
 )
 BASELINE_NOTE = (
     "A change is flagged (faster, slower) only where the 95 % interval of now/then excludes 1.0 (no change); "
@@ -86,6 +103,15 @@ def summary(figure: Summary | None, digits: int = 1, scale: float = 1.0, unit: s
     # Every figure reported is a rate, a duration or a length: a t-interval of a few skewed passes
     # can reach below zero, where no value can be.
     return f"{mean} {_bounds(max(0.0, figure.interval.low), figure.interval.high, digits, scale)}"
+
+
+def energy(figure: Summary | None) -> str:
+    """Tokens per joule over a cell's readings (ENERGY_NOTE): one reading has no interval, however many passes."""
+    if figure is None:
+        return DASH
+    if figure.interval is None:
+        return f"{figure.mean:,.3f} (1 reading)"
+    return summary(figure, 3)
 
 
 def cv(figure: Summary | None) -> str:
@@ -138,6 +164,11 @@ def status(cell: Cell) -> str:
     return text
 
 
+def caps_of(cell: Cell) -> str:
+    """The max_running_requests its servers ran with (what the engine allowed, not what was asked)."""
+    return ", ".join(str(n) for n in sorted({r.server_max_running for r in cell.measured if r.server_max_running})) or DASH
+
+
 def level(value: int) -> str:
     return str(value) if value else DASH
 
@@ -151,33 +182,60 @@ def delta(comparison: Comparison) -> str:
     return f"{change} [{(r.interval.low - 1) * 100:+.1f}%, {(r.interval.high - 1) * 100:+.1f}%]"
 
 
+def caps(value: Crossover) -> str:
+    """The max_running_requests the servers ran with, where speculative and autoregressive differ."""
+    if not value.speculative_caps or value.speculative_caps == value.autoregressive_caps:
+        return ""
+    listed = (", ".join(map(str, value.speculative_caps)), ", ".join(map(str, value.autoregressive_caps)) or DASH)
+    return "Servers' max_running_requests: speculative {}, autoregressive {}".format(*listed)
+
+
 def crossover(value: Crossover | None) -> str:
+    """Where speculative decoding stops paying, only ever at a level measured for both sides."""
     if value is None:
-        return "— (no concurrency levels)"
+        return f"{DASH} (no levels)"
+    capped = caps(value)
+    if not value.levels:
+        return "no level measured for both autoregressive and a speculative method" + (f"; {capped}" if capped else "")
+    # Levels one side never reached (its servers capped below them) are said, never judged.
+    alone = "; ".join(f"{side.capitalize()} alone at {', '.join(map(str, levels))}" for side, levels in
+                      (("autoregressive", value.autoregressive_only), ("speculative", value.speculative_only)) if levels)  # fmt: skip
+    tail = "".join(f". {part}" for part in (alone, capped) if part)
     if value.unknown_from is not None:
-        return f"cannot tell from concurrency {value.unknown_from} ({ONE_PASS})"
+        return f"cannot tell from concurrency {value.unknown_from} (one pass){tail}"
     if value.level is None:
-        return f"not reached up to {value.top}: try levels {list(value.next_levels)}"
-    return f"at concurrency {value.level}: no speculative speed-up interval lies above 1.0 there"
+        return f"not reached up to {value.top}: try levels {list(value.next_levels)}{tail}"
+    paid = f", pays up to {value.paid_up_to}" if value.paid_up_to is not None else " (the lowest level measured for both)"
+    return f"at concurrency {value.level}{paid}{tail}"
+
+
+def _member(cell: Cell) -> str:
+    if not cell.speculative:
+        return cell.key.variant
+    return f"{cell.key.variant} {ratio(cell.speedup)}" if cell.speedup is not None else f"{cell.key.variant} {summary(cell.tok_s)} tok/s"
 
 
 def headline_fastest(headline: Headline) -> str:
-    where = f" at concurrency {headline.level}" if headline.level else ""
-    if headline.fastest is None:
-        leader = headline.leader
-        estimate = f" {leader.speedup.estimate:.2f}×" if leader is not None and leader.speedup is not None else ""
-        named = f"{leader.key.variant}{estimate}" if leader is not None else DASH
-        return f"not ranked{where} ({ONE_PASS}); highest estimate: {named}"
-    cell = headline.fastest
-    if cell.speedup is None:
-        return f"{cell.key.variant}{where}: no speculative method is faster by its interval"
-    return f"{cell.key.variant}{where}: {ratio(cell.speedup)} over autoregressive ({verdict(cell.verdict)}, {cell.speedup.method})"
-
-
-def headline_tied(headline: Headline) -> str:
-    if headline.fastest is None:
+    """The fastest method with its speed-up vs autoregressive; a tie lists its methods and names none."""
+    first = headline.first
+    if first is None:
         return DASH
-    return ", ".join(f"{c.key.variant} {ratio(c.speedup)}" if c.speedup else c.key.variant for c in headline.tied) or "— (its interval separates)"
+    if not headline.ranked:
+        estimate = f" {first.speedup.estimate:.2f}×" if first.speedup is not None else ""
+        return f"not ranked (one pass); highest estimate: {first.key.variant}{estimate}"
+    if headline.tied:
+        return "tie: " + ", ".join(_member(c) for c in headline.tied)
+    if not first.speculative:
+        best = next((c for c in (headline.second,) if c is not None and c.speedup is not None), None)
+        return f"{first.key.variant}" + (f" (best speculative: {_member(best)})" if best is not None else "")
+    return _member(first)
+
+
+def headline_versus(headline: Headline) -> str:
+    """1st ÷ 2nd by estimate: the paired ratio that decides whether the top two are separable."""
+    if headline.versus is None or headline.first is None or headline.second is None:
+        return DASH
+    return f"{headline.first.key.variant} ÷ {headline.second.key.variant}: {ratio(headline.versus)}"
 
 
 def short(text: str, limit: int = 160) -> str:

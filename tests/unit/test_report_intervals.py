@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from fleet.host.contract import RunStatus
-from fleet.measure.stats import NO_INTERVAL_ONE_PASS
-from fleet.report import load_sweep, render, report_of
-from fleet.report.model import Report, build_report, make_cells, variant_order
+from fleet.measure.stats import NO_INTERVAL_ONE_PASS, summarize, verdict
+from fleet.report import load_sweep, render, report_of, text
+from fleet.report.model import Report, Row, build_report, make_cells, ratio_of, variant_order
 from fleet.report.text import DASH, ONE_PASS
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "report"
@@ -26,6 +26,7 @@ NOISY, ONE_PASS_SWEEP = FIXTURES / "noisy", FIXTURES / "sweep"
 BOUNDS = re.compile(r"([0-9.,]+)× \[([0-9.,]+)–([0-9.,]+)\]")
 FIRST = re.compile(r"^([0-9.,]+)")
 VERDICT_WORDS = ("faster", "slower")
+DETAIL = 19  # columns of a host type's table in Markdown
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +44,7 @@ def _printed_verdict(low: float, high: float) -> str:
 
 def _md_rows(markdown: str, columns: int) -> list[list[str]]:
     rows = [[c.strip() for c in line.split("|")][1:-1] for line in markdown.splitlines() if line.startswith("| ")]
-    return [row for row in rows if len(row) == columns and row[0] not in ("method", "host type · TP", "host type and TP")]
+    return [row for row in rows if len(row) == columns and row[0] not in ("method", "TP", "host type and TP")]
 
 
 def _html_rows(html: str, table: int) -> list[list[str]]:
@@ -81,36 +82,38 @@ def test_no_speed_up_whose_interval_holds_one_is_printed_faster_or_slower(noisy:
         if cell.speedup.interval.contains(1.0):
             assert cell.verdict == "not separable", cell.key
     # Markdown (also what `fleet report` prints on a terminal): the host type's table.
-    seen = _check_speedup_rows(_md_rows(render(noisy, "md"), 18), speedup=6, verdict=7)
+    seen = _check_speedup_rows(_md_rows(render(noisy, "md"), DETAIL), speedup=6, verdict=7)
     assert seen["faster"] > 5 and seen["not separable"] >= 4 and seen["slower"] >= 2 and seen["none"] >= 5
-    # HTML: the same table (table 0 is the first screen).
+    # HTML: the same table (table 0 is the first screen's, one per host type).
     html = render(noisy, "html")
     assert _check_speedup_rows(_html_rows(html, 1), speedup=6, verdict=7) == seen
-    # The first screen names a direction only beside an interval that excludes 1.0.
+    # The first screen calls nothing faster or slower in words; it names one fastest method only
+    # where its printed speed-up and its printed ratio to the runner-up both lie above 1.0.
     for rendered in (render(noisy, "md"), html):
-        glance = rendered.split("At a glance")[1].split("Simulated")[0]
-        for match in re.finditer(r"([0-9.]+)× \[([0-9.]+)–([0-9.]+)\] over autoregressive \((faster|slower|not separable), (paired|fieller)\)", glance):
-            assert match.group(4) == _printed_verdict(float(match.group(2)), float(match.group(3)))
-        assert glance.count("(faster, paired)") == 2
+        glance = _glance_rows(rendered)
+        assert len(glance) == 3
+        for row in glance:
+            assert not any(w in cell.split() for cell in row for w in VERDICT_WORDS), row
+            _check_glance_row(row)
     # CSV and JSON lines carry the bounds and the verdict, and they agree.
     flat = list(csv.DictReader(io.StringIO(render(noisy, "csv"))))
     lines = [json.loads(line) for line in render(noisy, "json").splitlines()]
     assert len(flat) == len(lines) == len(noisy.rows)
     checked = 0
-    for row, line in zip(flat, lines):
-        assert (row["speedup_verdict"] or None) == line["speedup_verdict"]
+    for flat_row, line in zip(flat, lines):
+        assert (flat_row["speedup_verdict"] or None) == line["speedup_verdict"]
         if line["speedup"] is None:
             assert line["speedup_verdict"] is None
             continue
         assert line["speedup_verdict"] == _printed_verdict(line["speedup_low"], line["speedup_high"])
-        assert float(row["speedup_low"]) == pytest.approx(line["speedup_low"]) and line["speedup_method"] == "paired"
+        assert float(flat_row["speedup_low"]) == pytest.approx(line["speedup_low"]) and line["speedup_method"] == "paired"
         checked += 1
     assert checked > 30
 
 
 def test_methods_whose_intervals_overlap_are_never_ranked_apart(noisy: Report) -> None:
     by_place: dict[tuple[str, int], list[list[str]]] = {}
-    for row in _md_rows(render(noisy, "md"), 18):
+    for row in _md_rows(render(noisy, "md"), DETAIL):
         by_place.setdefault((row[1], int(row[2]) if row[2] != DASH else 0), []).append(row)
     assert len(by_place) == 6
     tied_apart_checked = 0
@@ -127,12 +130,18 @@ def test_methods_whose_intervals_overlap_are_never_ranked_apart(noisy: Report) -
                     assert low_a > high_b, f"{a} ranked above {b} without separating"
                     tied_apart_checked += 1
     assert tied_apart_checked >= 5
-    # The first screen's "not separable from it" lists exactly the fastest's tier-mates.
+    # The first screen ranks on the paired ratio of two methods (the quantity it prints): a tie's
+    # methods are never separable from each other, a fastest method is separable from every other.
     for headline in noisy.headlines:
-        assert headline.fastest is not None and headline.fastest.standing is not None
-        tier = [c for c in noisy.cells if c.key.workload == headline.workload and c.key.level == headline.level and c.standing == headline.fastest.standing]
-        assert {c.key.variant for c in headline.tied} | {headline.fastest.key.variant} == {c.key.variant for c in tier}
-        assert len(tier) == headline.fastest.standing.shared > 1  # the fixture's lowest levels hold ties
+        place = [c for c in noisy.cells if c.key.workload == headline.workload and c.key.level == headline.level and c.tok_s is not None]
+        assert headline.ranked and headline.first is not None and headline.top
+        for one in headline.top:
+            for other in headline.top:
+                if one is not other:
+                    assert verdict(ratio_of(one.passes, other.passes)) == "not separable", (headline.workload, headline.level, one.key, other.key)
+        if headline.fastest is not None:
+            assert all(verdict(ratio_of(headline.fastest.passes, c.passes)) == "faster" for c in place if c is not headline.fastest)
+    assert sum(len(h.tied) > 1 for h in noisy.headlines) >= 2  # the fixture holds ties
 
 
 def test_a_sweep_of_one_pass_says_plainly_that_no_interval_can_be_given() -> None:
@@ -140,45 +149,153 @@ def test_a_sweep_of_one_pass_says_plainly_that_no_interval_can_be_given() -> Non
     assert report.one_pass and all(c.tok_s is None or (c.tok_s.n == 1 and c.tok_s.interval is None) for c in report.cells)
     markdown, html = render(report, "md"), render(report, "html")
     for rendered in (markdown, html):
-        assert "One pass per configuration: no interval can be given" in rendered.split("Simulated")[0]  # the first screen
-    glance = _md_rows(markdown.split("## At a glance")[1].split("## Simulated")[0], 5) + _html_rows(html, 0)
-    assert len(glance) == 24 and not any(w in cell.split() for row in glance for cell in row for w in VERDICT_WORDS)
-    rows = _md_rows(markdown, 18)
+        top = rendered.split("Simulated")[0]  # the first screen
+        assert "One pass per configuration: no interval can be given" in top and "Set `repeats: 3`" in top
+        assert top.index("One pass per configuration") < top.index("NVIDIA")  # said before any table
+    glance = _glance_rows(markdown) + _glance_rows(html)
+    assert len(glance) == 28 and not any(w in cell.split() for row in glance for cell in row for w in VERDICT_WORDS)
+    assert all(not h.ranked and h.fastest is None and "not ranked" in row[3] for h, row in zip(report.headlines, _glance_rows(markdown)))
+    rows = _md_rows(markdown, DETAIL)
     assert len(rows) > 50
     for row in rows:
         assert row[4].endswith(f"({ONE_PASS})") and row[5] == DASH and row[7] in (DASH, "not separable") and row[8] == DASH, row
         assert row[6] == DASH or row[6].endswith(f"({ONE_PASS})"), row
-    assert all(h.fastest is None and "not ranked" in h_text for h, h_text in zip(report.headlines, _glance_fastest(markdown)))
     flat = [json.loads(line) for line in render(report, "json").splitlines()]
     measured = [r for r in flat if r["comparable"]]
     assert measured and all(r["cell_output_tok_s_low"] is None and r["speedup_low"] is None and r["note"] == NO_INTERVAL_ONE_PASS for r in measured)
 
 
-def _glance_fastest(markdown: str) -> list[str]:
-    return [row[2] for row in _md_rows(markdown.split("## At a glance")[1].split("## Simulated")[0], 5)]
-
-
 def test_the_first_screen_answers_fastest_by_how_much_and_where_spec_stops_paying(noisy: Report) -> None:
     markdown = render(noisy, "md")
     assert markdown.index("## At a glance") < min(markdown.index(f"## {g.key.title}") for g in noisy.groups)
-    glance = {row[1]: row for row in _md_rows(markdown.split("## At a glance")[1].split("## Simulated")[0], 5)}
-    assert set(glance) == {"concurrency", "short"}
-    concurrency = glance["concurrency"]
-    # Fastest, by how much (an interval), what it cannot be told apart from, and the crossover.
-    assert re.fullmatch(r"ddtree-b16 at concurrency 1: [0-9.]+× \[[0-9.]+–[0-9.]+\] over autoregressive \(faster, paired\)", concurrency[2]), concurrency
-    assert "ddtree-b15" in concurrency[3] and "dflash" in concurrency[3]
-    assert concurrency[4].startswith("at concurrency 8:")
-    assert glance["short"][4] == "— (no concurrency levels)"
-    # The crossover is where no speculative interval lies above 1.0, and below it one does.
+    # One heading per host type, and a short TP column: not the host type again in every row.
+    assert "### NVIDIA RTX PRO 6000 Blackwell Server Edition (simulated) · SGLang 0.5.23\n" in markdown.split("## Simulated")[0]
+    glance = {(row[1], row[2]): row for row in _glance_rows(markdown)}
+    assert set(glance) == {("concurrency", "1"), ("concurrency", "16"), ("short", DASH)}  # the level of each answer is said
+    assert all(row[0] == "1" for row in glance.values())
+    # The crossover: the lowest level measured for both where no speculative interval lies above
+    # 1.0, and below it one does; with the servers' caps, which differ.
+    concurrency = glance["concurrency", "1"]
+    assert concurrency[5].startswith("at concurrency 8, pays up to 4"), concurrency
+    assert "max_running_requests: speculative 1, autoregressive 12" in concurrency[5]
+    assert glance["short", DASH][5] == f"{DASH} (no levels)"
     speculative = [c for c in noisy.cells if c.key.workload == "concurrency" and c.speedup is not None]
     assert all(c.verdict != "faster" for c in speculative if c.key.level == 8)
     assert all(any(c.verdict == "faster" for c in speculative if c.key.level == level) for level in (1, 2, 4))
     # Cut the ladder at 4: not reached, and the ladder to try next doubles the top level.
     short_ladder = build_report(noisy.sweeps)
     short_ladder.groups = make_cells([r for r in short_ladder.rows if r.level is None or r.level <= 4])
-    (cut,) = [h for h in short_ladder.headlines if h.workload == "concurrency"]
+    cut = next(h for h in short_ladder.headlines if h.workload == "concurrency")
     assert cut.crossover is not None and cut.crossover.level is None
     assert "not reached up to 4: try levels [1, 2, 4, 8]" in render(short_ladder, "md")
+
+
+def _passes(row: Row, values: list[float]) -> Row:
+    """The row with its passes' throughput replaced, pass keys (so the pairing) kept."""
+    assert len(row.passes) == len(values)
+    return replace(row, passes=[replace(p, tok_s=v) for p, v in zip(row.passes, values)])
+
+
+def _short_rows(noisy: Report, tok_s: dict[str, list[float]]) -> Report:
+    """The noisy fixture's `short` workload with the given methods' passes (the others left out)."""
+    rows = [_passes(r, tok_s[r.variant]) for r in noisy.rows if r.workload == "short" and r.comparable and r.variant in tok_s]
+    assert {r.variant for r in rows} == set(tok_s)
+    return Report(sweeps=noisy.sweeps, hosts=[], rows=rows, groups=make_cells(rows), failures=[], not_run=[])
+
+
+def test_a_tie_lists_its_methods_and_names_no_winner(noisy: Report) -> None:
+    """Issue 21, report problem 2: the noisy fixture's `short` workload has three methods none of
+    which the paired ratios separate: the first screen lists all three with their speed-ups vs
+    autoregressive, names none fastest, and shows the top two's ratio, whose interval holds 1.0."""
+    (short,) = [h for h in noisy.headlines if h.workload == "short"]
+    assert short.fastest is None and {c.key.variant for c in short.tied} == {"ddtree-b15", "ddtree-b16", "dflash"}
+    for rendered in (render(noisy, "md"), render(noisy, "html")):
+        assert "fastest: speed-up vs autoregressive [95 %]" in rendered
+        (row,) = [row for row in _glance_rows(rendered) if row[1] == "short"]
+        assert row[3].startswith("tie: ") and all(f"{v} " in row[3] for v in ("ddtree-b15", "ddtree-b16", "dflash")), row
+        assert len(BOUNDS.findall(row[3])) == 3  # each tied method with its own interval
+        low, high = (_number(x) for x in BOUNDS.search(row[4]).groups()[1:])  # type: ignore[union-attr]
+        assert low <= 1.0 <= high and row[4].startswith("ddtree-b16 ÷ "), row
+        assert "faster" not in row[3] and "over autoregressive" not in row[3]
+
+
+def test_separable_is_decided_on_the_paired_ratio_the_screen_shows(noisy: Report) -> None:
+    """Issue 21, report problem 3. Two methods whose throughput intervals overlap widely (the passes
+    vary together) but whose pass-by-pass ratio is steady are separable: one is named fastest, with
+    the ratio that separates it. And autoregressive is never listed in a tie beside a method whose
+    printed speed-up lies above 1.0: here the leader's own speed-up holds 1.0 (a noisy method), a
+    steady one's does not, and the leader is not separable from the steady one."""
+    steady = _short_rows(noisy, {"autoregressive": [20.0, 30.0, 40.0], "ddtree-b16": [100.0, 151.0, 199.0], "dflash": [90.0, 136.0, 179.0]})
+    b16, dflash = (next(c for c in steady.cells if c.key.variant == v) for v in ("ddtree-b16", "dflash"))
+    assert b16.tok_s is not None and dflash.tok_s is not None and b16.tok_s.interval and dflash.tok_s.interval
+    assert b16.tok_s.interval.low < dflash.tok_s.interval.high  # throughput intervals overlap: the old rule tied them
+    (headline,) = steady.headlines
+    assert headline.fastest is b16 and headline.second is dflash
+    for rendered in (render(steady, "md"), render(steady, "html")):
+        (row,) = _glance_rows(rendered)
+        assert not row[3].startswith("tie") and row[3].startswith("ddtree-b16 "), row
+        low, _ = (_number(x) for x in BOUNDS.search(row[4]).groups()[1:])  # type: ignore[union-attr]
+        assert low > 1.0 and row[4].startswith("ddtree-b16 ÷ dflash: "), row
+    chained = _short_rows(noisy, {"autoregressive": [50.0, 52.0, 48.0], "ddtree-b16": [40.0, 90.0, 70.0], "dflash": [60.0, 63.0, 57.0]})
+    (headline,) = chained.headlines
+    ar, b16, dflash = (next(c for c in chained.cells if c.key.variant == v) for v in ("autoregressive", "ddtree-b16", "dflash"))
+    assert b16.verdict == "not separable" and dflash.verdict == "faster" and headline.first is b16
+    assert headline.tied == [b16, dflash] and ar not in headline.top
+    for rendered in (render(chained, "md"), render(chained, "html")):
+        (row,) = _glance_rows(rendered)
+        assert "autoregressive" not in row[3], row
+        _check_glance_row(row)
+
+
+def test_a_crossover_is_never_reported_where_a_side_was_not_measured(noisy: Report) -> None:
+    """Issue 21, report problem 4: speculative servers capped at 1 request and measured at
+    concurrency 1 only (the `auto` ladder stops at a server's cap), autoregressive at 1..16: no
+    crossover at 2, where no speculative figure exists. The first screen says where one side
+    alone was measured and the caps the servers ran with, in Markdown and HTML."""
+    rows = [r for r in noisy.rows if r.workload == "concurrency" and (not r.speculative or r.level == 1)]
+    capped = Report(sweeps=noisy.sweeps, hosts=[], rows=rows, groups=make_cells(rows), failures=[], not_run=[])
+    (headline,) = capped.headlines  # one level measured for both: one row
+    crossover = headline.crossover
+    assert crossover is not None and crossover.level is None and crossover.levels == (1,) and crossover.top == 1
+    assert crossover.autoregressive_only == (2, 4, 8, 16) and crossover.speculative_caps == (1,) and crossover.autoregressive_caps == (12,)
+    for rendered in (render(capped, "md"), render(capped, "html")):
+        (row,) = _glance_rows(rendered)
+        assert row[2] == "1" and not row[5].startswith("at concurrency"), row
+        assert row[5].startswith("not reached up to 1: try levels [1, 2]"), row
+        assert "Autoregressive alone at 2, 4, 8, 16" in row[5] and "max_running_requests: speculative 1, autoregressive 12" in row[5]
+        # The caps beside the curves and in each cell's detail, not only in the CSV.
+        assert "| max_running_requests |" in rendered or "<th>max_running_requests</th>" in rendered
+
+
+def test_energy_of_one_reading_says_so_briefly() -> None:
+    """Issue 21, report problem 6: energy is read once per run, not per pass: a cell of 3 passes
+    and one reading says '1 reading', not 'one pass'."""
+    assert text.energy(summarize([0.114])) == "0.114 (1 reading)"
+    assert text.energy(summarize([0.1, 0.12])).startswith("0.110 [")
+    assert text.energy(None) == DASH
+
+
+def _glance_rows(rendered: str) -> list[list[str]]:
+    """The first screen's rows (TP, workload, level, fastest, 1st ÷ 2nd, crossover), every host type's."""
+    if rendered.startswith("<!DOCTYPE"):
+        top = rendered.split("<h2>Simulated</h2>")[0]
+        return [row for table in range(top.count("<tbody>")) for row in _html_rows(top, table)]
+    return _md_rows(rendered.split("## At a glance")[1].split("## Simulated")[0], 6)
+
+
+def _check_glance_row(row: list[str]) -> None:
+    """A row names one fastest method only beside a speed-up and a ratio to the runner-up whose
+    printed intervals lie above 1.0; a tie's top two ratio holds 1.0; a tie that lists
+    autoregressive lists no speed-up above 1.0."""
+    speedups = [(_number(lo), _number(hi)) for _, lo, hi in BOUNDS.findall(row[3])]
+    versus = BOUNDS.search(row[4])
+    if row[3].startswith("tie: "):
+        assert versus is not None and _number(versus.group(2)) <= 1.0 <= _number(versus.group(3)), row
+        if re.search(r"(^tie: |, )autoregressive(,|$)", row[3]):
+            assert all(lo <= 1.0 for lo, _ in speedups), row
+    elif not row[3].startswith(("not ranked", "autoregressive")):
+        assert len(speedups) == 1 and speedups[0][0] > 1.0, row
+        assert versus is None or _number(versus.group(2)) > 1.0, row
 
 
 def test_failures_have_their_own_section_and_budgets_sort_as_numbers(noisy: Report) -> None:
