@@ -1,5 +1,6 @@
 """The hub fetch on a real SSH test host: fleet starts its fetch job over SSH, the host's Python
-(this interpreter, read-only inside the host, with its huggingface_hub) downloads from a local hub
+(this interpreter, read-only inside the host, with its huggingface_hub 2.x, or the same with
+huggingface_hub 1.33.0) downloads from a local hub
 (tests/testfleet/hub.py) listening on the machine's side of the host's link: a model and a dataset
 pinned to revisions, a gated repo's refusal, the token's path, and a fetch cut by a reboot."""
 
@@ -20,19 +21,26 @@ from fleet.inventory import load_inventory
 from fleet.playbook import ModelRef
 from fleet.provision.models import ModelError, ensure_cached, fetch_hub_snapshot, read_state
 from fleet.retry import CONNECT, TRANSFER, retrying
-from tests.testfleet.hub import HubServer
+from tests.testfleet.hub import HubServer, hub_client_python
 
 pytestmark = pytest.mark.testfleet
 
 TOKEN = "hf_integration_T0k3n_x9"
 
 
-@pytest.fixture
-def setup(test_fleet_factory, tmp_path: Path):
+@pytest.fixture(params=[None, "1.33.0"], ids=lambda v: f"hub-{v or 'installed'}")
+def setup(test_fleet_factory, tmp_path: Path, request: pytest.FixtureRequest):
+    """The host's engine Python: this interpreter (huggingface_hub 2.x here), or a wrapper of it
+    with huggingface_hub 1.33.0 (in /var/tmp, which the test hosts share)."""
     pytest.importorskip("huggingface_hub")
+    try:
+        python = hub_client_python(request.param)
+    except RuntimeError as exc:
+        pytest.skip(str(exc))
     fleet = test_fleet_factory(["ct200"])
     host = fleet["ct200"]
-    (inventory_host,) = load_inventory(fleet.write_inventory(tmp_path / "hosts"))
+    (inventory_host,) = load_inventory(fleet.write_inventory(tmp_path / "hosts", engine={"python": python}))
+    assert inventory_host.engine.python == python
     transport = transport_for(inventory_host)
     with HubServer(host=host.gateway) as hub:
         try:
