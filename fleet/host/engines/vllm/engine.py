@@ -12,10 +12,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from fleet.host.engines.base import (
-    ArgvError, ConfigFileError, Engine, Feasibility, FlagValue, LaunchSpec, ReleaseChoice, ServerShape, ServingLimits,
-    unchecked,
-)  # fmt: skip
+from fleet.host.engines.base import Engine, Feasibility, FlagValue, LaunchSpec, ReleaseChoice, ServerShape, ServingLimits, unchecked
+from fleet.host.errors import ArgvError, ConfigFileError
 from fleet.host.engines.vllm import release as release_table
 from fleet.host.engines.vllm.flags import ServeArgsError, flag_for, load_table, parse_serve
 from fleet.host.engines.vllm.launch import SPECULATIVE_METHODS, VLLM_MODULE, VLLM_VERSION_TESTED, build_launch

@@ -130,6 +130,12 @@ def every_spelling(dest: str) -> frozenset[str]:
     )
 
 
+@lru_cache(maxsize=None)
+def every_spelling_of_any() -> frozenset[str]:
+    """Every long option string of any known release."""
+    return frozenset(o for release in KNOWN_RELEASES for o in load_table(release).option_strings if o.startswith("--"))
+
+
 # --- type callables, named as argparse prints them ("invalid <__name__> value: 'x'") -------------------
 
 

@@ -38,8 +38,9 @@ import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from fleet.host.engines.base import FlagValue, LaunchSpec, ReleaseError, ServerShape, render_flag
-from fleet.host.engines.vllm.flags import every_spelling, flag_for, negative_flag_for
+from fleet.host.engines.base import FlagValue, LaunchSpec, ServerShape, render_flag
+from fleet.host.errors import ReleaseError
+from fleet.host.engines.vllm.flags import every_spelling, every_spelling_of_any, flag_for, negative_flag_for
 from fleet.host.engines.vllm.release import KNOWN_RELEASES, choose_release, parse_version
 from fleet.host.errors import EngineConfigError
 
@@ -214,10 +215,21 @@ def _extra_flags(server: ServerShape, where: str) -> dict[str, FlagValue]:
     return dict(sorted(merged.items()))
 
 
+def _as_vllm_reads_it(flag: str) -> str:
+    """The option string vLLM takes `flag` for: underscores as dashes up to the first `.`, and a
+    dotted JSON key as its flag (FlexibleArgumentParser), an unambiguous prefix as the one option
+    it abbreviates (allow_abbrev)."""
+    name = flag.split(".", 1)[0].replace("_", "-")
+    options = every_spelling_of_any()
+    if name in options:
+        return name
+    matches = [o for o in options if o.startswith(name)]
+    return matches[0] if len(matches) == 1 else name
+
+
 def _refuse_duplicates(where: str, extra_flags: Mapping[str, FlagValue]) -> None:
     owned = {spelling for dest in _RENDERED_DESTS for spelling in every_spelling(dest)}
-    # vLLM reads `--max_num_seqs` as `--max-num-seqs` (FlexibleArgumentParser): compare with dashes.
-    clash = sorted(flag for flag in extra_flags if flag.replace("_", "-").split(".", 1)[0] in owned)
+    clash = sorted(flag for flag in extra_flags if _as_vllm_reads_it(flag) in owned)
     if clash:
         raise EngineConfigError(
             f"{where}: flags {', '.join(c[2:] for c in clash)}: fleet renders these itself from the typed settings "
