@@ -150,7 +150,8 @@ def _check_engine_flags(book: Playbook, hosts) -> None:
 
 
 def _quarantine_store():
-    from fleet.fixes.quarantine import QuarantineError, QuarantineStore
+    from fleet.fixes.quarantine import QuarantineStore
+    from fleet.errors import QuarantineError
     from fleet.layout import ResultsRoot
 
     store = QuarantineStore(ResultsRoot(_results_root()).quarantine)
@@ -353,7 +354,8 @@ def _check_sweep_records(sweep_id: str | None) -> None:
     the file and the field, before a host is contacted: the commands that read a sweep would
     otherwise fail inside, on a host name such as `../../../etc/passwd` too."""
     from fleet.layout import SWEEP_RECORD
-    from fleet.sweep.record import SweepError, recorded_hosts
+    from fleet.sweep.record import recorded_hosts
+    from fleet.errors import SweepError
 
     if sweep_id is None:
         return  # no sweep recorded yet: the command says so
@@ -371,7 +373,8 @@ def _lock_sweep(root: Path, sweep_id: str | None, purpose: str) -> SweepLock | N
     (Slurm's sweeps too), before anything reads the sweep or contacts a host: a second controller
     is refused, exit 1, naming the first (fleet.sweep.lock). None where no such folder exists (the
     command says so)."""
-    from fleet.sweep.lock import SweepBusy, lock_sweep
+    from fleet.sweep.lock import lock_sweep
+    from fleet.errors import SweepBusy
 
     if sweep_id is None or not (root / sweep_id).is_dir():
         return None
@@ -425,7 +428,8 @@ def sweep(
 
     from fleet.backend import backend_for_hosts, backend_for_sweep
     from fleet.sweep.events import Event
-    from fleet.sweep.interface import SweepRequest, UsageError
+    from fleet.sweep.interface import SweepRequest
+    from fleet.errors import UsageError
     from fleet.views import duration, event_line, provision_table, sweep_table
 
     if (resume or cancel) and (playbook is not None or hosts_spec is not None):
@@ -516,7 +520,7 @@ def status(
 ) -> None:
     """Progress of a sweep, per host, read from the hosts' agents (the sweep may be running or done)."""
     from fleet.backend import sweep_status
-    from fleet.sweep.record import SweepError
+    from fleet.errors import SweepError
     from fleet.views import sweep_table
 
     sweep_id = _sweep_id(sweep_id, "SWEEP_ID")
@@ -539,7 +543,7 @@ def fetch_logs(
 ) -> None:
     """Bring server and agent logs and the complete journald output back into results/<sweep>/<host>/."""
     from fleet.backend import fetch_logs as fetch
-    from fleet.sweep.record import SweepError
+    from fleet.errors import SweepError
 
     names = [n.strip() for n in hosts_spec.split(",") if n.strip()] if hosts_spec is not None else None
     if names == []:
@@ -610,7 +614,7 @@ def quarantine_list(as_json: JsonOpt = False) -> None:
 @quarantine_app.command("lift")
 def quarantine_lift(key: Annotated[str, typer.Argument(help="A key as `fleet quarantine list` prints it, or its number.")]) -> None:
     """Run a quarantined configuration again (say, after an engine upgrade that fixes the kernel)."""
-    from fleet.fixes.quarantine import QuarantineError
+    from fleet.errors import QuarantineError
 
     try:
         entry = _quarantine_store().lift(key)

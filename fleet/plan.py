@@ -16,7 +16,8 @@ from fleet.facts import HostFacts
 from fleet.fixes.feasibility import apply_adjustments, check_server, hopeless
 from fleet.fixes.quarantine import QuarantineEntry, QuarantineKey, QuarantineStore, gpu_arch
 from fleet.host.engines import engine as engine_named
-from fleet.host.engines.base import ArgvError, Feasibility, LaunchSpec, ReleaseError, describe_adjustments, render_flag
+from fleet.host.engines.base import Feasibility, LaunchSpec, describe_adjustments, render_flag
+from fleet.host.errors import ArgvError, ReleaseError
 from fleet.host.nvidia_smi import KNOWN_GPUS, plays_declared
 from fleet.inventory import EngineKind, Target
 from fleet.launch import launch_spec

@@ -2,7 +2,7 @@
 
 from fleet.facts.gather import FactsCache, gather_facts, refresh_volatile
 from fleet.facts.models import HostFacts
-from fleet.facts.parsers import FactError
+from fleet.errors import FactError
 from fleet.facts.render import facts_table
 
 __all__ = ["FactError", "FactsCache", "HostFacts", "facts_table", "gather_facts", "refresh_volatile"]

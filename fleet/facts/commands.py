@@ -26,28 +26,8 @@ from fleet.facts.models import (
     OperatingSystem,
     Systemd,
 )
-from fleet.facts.parsers import (
-    DF_SEPARATOR,
-    DIR_ABSENT,
-    GPU_QUERY_FIELDS,
-    NVCC_ABSENT,
-    NVCC_PATH_LABEL,
-    SYSTEMD_BOOTED_LABEL,
-    FactError,
-    parse_boot_id,
-    parse_disk_space,
-    parse_driver_header,
-    parse_du_bytes,
-    parse_engine_probe,
-    parse_gpu_processes,
-    parse_gpus,
-    parse_kernel,
-    parse_kernel_module,
-    parse_meminfo,
-    parse_nvcc,
-    parse_os_release,
-    parse_systemd,
-)
+from fleet.facts.parsers import DF_SEPARATOR, DIR_ABSENT, GPU_QUERY_FIELDS, NVCC_ABSENT, NVCC_PATH_LABEL, SYSTEMD_BOOTED_LABEL, parse_boot_id, parse_disk_space, parse_driver_header, parse_du_bytes, parse_engine_probe, parse_gpu_processes, parse_gpus, parse_kernel, parse_kernel_module, parse_meminfo, parse_nvcc, parse_os_release, parse_systemd
+from fleet.errors import FactError
 from fleet.host import nvidia_smi
 from fleet.host.facts_output import SECTION_MARK, SectionOutput
 from fleet.transport.base import BOOT_ID_PATH

@@ -21,7 +21,7 @@ from pydantic import ValidationError
 from fleet.facts import commands
 from fleet.facts.commands import Fact, composite_script, parse_section
 from fleet.facts.models import Driver, FactsRequest, HostFacts
-from fleet.facts.parsers import FactError
+from fleet.errors import FactError
 from fleet.host.atomic import atomic_file
 from fleet.host.facts_output import split_sections
 from fleet.inventory import NAME_PATTERN

@@ -13,7 +13,6 @@ import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 
-from fleet.errors import FleetError
 from fleet.facts.engine_probe import PROBE_MARK
 from fleet.facts.models import (
     CudaToolkit,
@@ -28,6 +27,8 @@ from fleet.facts.models import (
     Systemd,
 )
 from fleet.host import nvidia_smi
+from fleet.errors import FactError
+from fleet.host.errors import NvidiaSmiError
 
 # the exit code of `sh` when a command is not found
 COMMAND_NOT_FOUND = 127
@@ -51,17 +52,6 @@ DF_SEPARATOR = "fleet-df:"
 DIR_ABSENT = "absent"
 
 
-class FactError(FleetError):
-    """A fact could not be read: the command failed, or printed what the parser does not understand."""
-
-    def __init__(self, fact: str, reason: str, output: str = "") -> None:
-        self.fact = fact
-        self.reason = reason
-        self.output = output
-        excerpt = " | ".join(line.strip() for line in output.strip().splitlines()[:4])
-        super().__init__(f"{fact}: {reason}" + (f" (output: {excerpt})" if excerpt else ""))
-
-
 def _require_success(fact: str, text: str, exit_code: int) -> None:
     if exit_code == COMMAND_NOT_FOUND:
         raise FactError(fact, "command not found", text)
@@ -72,7 +62,7 @@ def _require_success(fact: str, text: str, exit_code: int) -> None:
 def _mib(fact: str, value: str) -> int | None:
     try:
         return nvidia_smi.mib(value)
-    except nvidia_smi.NvidiaSmiError as exc:
+    except NvidiaSmiError as exc:
         raise FactError(fact, f"expected a MiB figure, got {value!r}") from exc
 
 
@@ -85,7 +75,7 @@ def parse_gpus(text: str, exit_code: int = 0, fields: Sequence[str] = GPU_QUERY_
     _require_success("gpus", text, exit_code)
     try:
         rows = nvidia_smi.parse_csv(text, fields)
-    except nvidia_smi.NvidiaSmiError as exc:
+    except NvidiaSmiError as exc:
         raise FactError("gpus", exc.reason, exc.line) from exc
     gpus = []
     for cell in rows:
@@ -115,7 +105,7 @@ def parse_gpu_processes(text: str, exit_code: int = 0) -> list[GpuProcess]:
     _require_success("gpu_processes", text, exit_code)
     try:
         apps = nvidia_smi.parse_compute_apps(text)
-    except nvidia_smi.NvidiaSmiError as exc:
+    except NvidiaSmiError as exc:
         raise FactError("gpu_processes", exc.reason, exc.line) from exc
     return [GpuProcess(pid=a.pid, process_name=a.process_name, used_memory_mib=a.used_memory_mib, gpu_uuid=a.gpu_uuid) for a in apps]
 

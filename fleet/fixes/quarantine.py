@@ -36,9 +36,10 @@ from typing import Any
 from rich.table import Table
 
 from fleet.config import read_input_file
-from fleet.errors import ConfigError, FleetError
+from fleet.errors import ConfigError
 from fleet.host.atomic import atomic_file
 from fleet.playbook import ServerConfig
+from fleet.errors import QuarantineError
 
 DEFAULT_QUARANTINE_PATH = Path("results") / "quarantine.json"
 # A quarantine holds one entry per crashing configuration and GPU architecture: a few KB. A bound
@@ -52,10 +53,6 @@ _KEY_PATTERN = re.compile(
     r"^(?P<arch>sm_\w+)/(?P<engine>[\w.-]+)@(?P<version>[^/\s]+)/(?P<algorithm>[A-Za-z0-9_]+)/(?P<budget>b\d+|-)$"
 )
 KEY_FORMAT = "ARCH/ENGINE@VERSION/ALGORITHM/BUDGET, e.g. sm_120/sglang@0.5.23/DDTREE/b8 (BUDGET '-' for none)"
-
-
-class QuarantineError(FleetError):
-    """A quarantine file that cannot be read, or a key or index that names no entry."""
 
 
 def gpu_arch(compute_capability: str) -> str:

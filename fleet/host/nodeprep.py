@@ -52,20 +52,14 @@ from fleet.host.contract.nodeprep import (
 )
 from fleet.host.errors import ContractError
 from fleet.host.facts_output import SectionOutput, split_sections
+from fleet.host.errors import NodePrepError, SharedCopyError
+from fleet.host.errors import NvidiaSmiError
 
 COPY_MARKER = ".fleet-complete.json"  # fleet.provision.models.MARKER: a complete copy's listing
 STAGED_MARKER = ".fleet-staged.json"  # this node's copy: the boot it was made in, the listing it copied
 _IGNORED_PREFIXES = (".fleet-", ".rsync-partial", ".cache")  # as fleet.provision.models lists a copy
 FACTS_TIMEOUT_S = 600.0  # the script bounds each section itself; this only stops a runaway
 SHARD = "shard.json"
-
-
-class NodePrepError(Exception):
-    pass
-
-
-class SharedCopyError(NodePrepError):
-    """The model's copy on the shared fs is incomplete: no node can stage it."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -107,14 +101,14 @@ def read_facts(sections: Mapping[str, SectionOutput], req: NodeRequirements) -> 
     if gpus_problem is None:
         try:
             gpus = nvidia_smi.parse_csv(sections["gpus"].text, req.gpu_query_fields)
-        except nvidia_smi.NvidiaSmiError as exc:
+        except NvidiaSmiError as exc:
             gpus_problem = str(exc)
     apps: list[nvidia_smi.ComputeApp] | None = None
     apps_problem = _problem(sections.get("gpu_processes"), "gpu_processes")
     if apps_problem is None:
         try:
             apps = nvidia_smi.parse_compute_apps(sections["gpu_processes"].text)
-        except nvidia_smi.NvidiaSmiError as exc:
+        except NvidiaSmiError as exc:
             apps_problem = str(exc)
     toolkit: tuple[str, str] | None = None
     toolkit_text = sections["toolkit"].text if "toolkit" in sections else ""

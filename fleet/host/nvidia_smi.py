@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from fleet.host.errors import NvidiaSmiError
 
 # The compute-apps query everyone runs: its process name may itself contain ", ", so it sits
 # between the fields whose positions are fixed.
@@ -44,14 +45,6 @@ def plays_declared(declared_model: str | None, found_names: Sequence[str]) -> bo
     if not found_names:
         return True
     return declared_model is not None and not any(same_model(name, declared_model) for name in found_names)
-
-
-class NvidiaSmiError(ValueError):
-    """nvidia-smi printed a line this parser does not understand."""
-
-    def __init__(self, reason: str, line: str = "") -> None:
-        self.reason, self.line = reason, line
-        super().__init__(f"{reason}: {line!r}" if line else reason)
 
 
 def query_command(query: str, fields: Sequence[str]) -> list[str]:

@@ -27,6 +27,7 @@ from fleet.errors import FleetError
 from fleet.inventory import Target
 from fleet.layout import model_cache_dir, model_serve_dir
 from fleet.transport.base import Transport
+from fleet.errors import ModelError
 
 if TYPE_CHECKING:  # types only: `fleet.provision.lease` imports this module on the commands that read a sweep
     from fleet.playbook import ModelRef
@@ -38,10 +39,6 @@ _IGNORED_PREFIXES = (".fleet-", ".rsync-partial", ".cache")
 QUICK_S = 30.0
 # Polls are short, so that a dropped link is noticed (and retried) quickly.
 POLL_S = 8.0
-
-
-class ModelError(FleetError):
-    """A model could not be fetched, verified or staged; the message says which and why."""
 
 
 # ---------------------------------------------------------------------------------------------

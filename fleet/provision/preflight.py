@@ -18,7 +18,6 @@ from pydantic import BaseModel, ConfigDict
 from rich.table import Table
 from rich.text import Text
 
-from fleet.errors import FleetError
 from fleet.facts.models import Gpu, HostFacts, Version, version_tuple
 from fleet.host.engines import engine as engine_named
 from fleet.host.nvidia_smi import plays_declared
@@ -651,14 +650,6 @@ class PreflightReport(BaseModel):
             return f"{name}: preflight passed" + (f" with {len(self.warnings)} warning(s)" if self.warnings else "")
         reasons = "; ".join(f"{c.rule_id}: {c.message}" + (f" (fix: {c.hint})" if c.hint else "") for c in self.failures)
         return f"{name}: preflight failed: {reasons}"
-
-
-class PreflightFailed(FleetError):
-    """A host failed a preflight check: nothing is launched on it."""
-
-    def __init__(self, report: PreflightReport) -> None:
-        self.report = report
-        super().__init__(report.summary())
 
 
 # The rules about the machine's GPUs and the CUDA stack that drives them: none of it is used by a

@@ -30,20 +30,8 @@ from fleet.inventory import EngineKind, Host, ServiceManager, Target
 from fleet.layout import agent_dir, model_cache_dir
 from fleet.playbook import ModelRef, Playbook
 from fleet.provision.lease import end_of_provision, hold_for_provision
-from fleet.provision.models import (
-    MARKER,
-    QUICK_S,
-    Change,
-    Marker,
-    ModelError,
-    ModelState,
-    ensure_cached,
-    current_cache,
-    ensure_staged,
-    mirror_listing,
-    read_state,
-    read_states,
-)
+from fleet.provision.models import MARKER, QUICK_S, Change, Marker, ModelState, ensure_cached, current_cache, ensure_staged, mirror_listing, read_state, read_states
+from fleet.errors import ModelError
 from fleet.provision.preflight import PreflightReport, PreflightRequirements, run_preflight
 from fleet.provision.units import render_agent_unit
 from fleet.retry import CONNECT, TRANSFER, retrying

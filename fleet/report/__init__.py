@@ -11,7 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Sequence
 
-from fleet.report.load import ReportError, SweepData, load_sweep
+from fleet.report.load import SweepData, load_sweep
+from fleet.errors import ReportError
 from fleet.report.model import Report, build_report
 
 FORMATS = ("md", "html", "csv", "json")

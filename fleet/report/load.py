@@ -18,15 +18,11 @@ from typing import Any
 
 import yaml
 
-from fleet.host.contract import ContractError, RunResult, SweepDir
+from fleet.host.contract import RunResult, SweepDir
 from fleet.host.contract.reader import Reader
 from fleet.layout import LATEST, SweepFolder
 from fleet.sweep.ledger import read_sweep_results
-
-
-
-class ReportError(ContractError):
-    """A sweep folder the report cannot read: names the file, the field and what was expected."""
+from fleet.errors import ReportError
 
 
 @dataclass(frozen=True)

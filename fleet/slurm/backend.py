@@ -13,7 +13,8 @@ from fleet.slurm.observe import fetch_slurm_logs, slurm_status
 from fleet.slurm.record import is_slurm_sweep
 from fleet.slurm.sweep import SlurmSweepOutcome, cancel_slurm_sweep, resume_slurm_sweep, start_slurm_sweep
 from fleet.sweep.hoststatus import FetchedLogs, HostStatus
-from fleet.sweep.interface import Connect, SweepBackend, SweepRequest, UsageError
+from fleet.sweep.interface import Connect, SweepBackend, SweepRequest
+from fleet.errors import UsageError
 
 
 class SlurmBackend:

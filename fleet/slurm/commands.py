@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from fleet.errors import FleetError
 from fleet.slurm.jobs import (
     SACCT_FIELDS,
     SINFO_FORMAT,
@@ -21,20 +20,11 @@ from fleet.slurm.jobs import (
     parse_squeue,
 )
 from fleet.transport.base import CommandResult, Transport, command_text
+from fleet.errors import SlurmCommandError
 
 # scontrol's answer for a job slurmctld no longer holds (ended longer than MinJobAge ago).
 FORGOTTEN = "Invalid job id specified"
 FORGOTTEN_MARK = "fleet-slurm-forgotten:"  # our own line on stderr after such an answer
-
-
-class SlurmCommandError(FleetError):
-    """A Slurm command failed on the login host; the message carries Slurm's own words."""
-
-    def __init__(self, host: str, result: CommandResult) -> None:
-        said = (result.stderr.strip() or result.stdout.strip() or "(no output)").splitlines()[-1]
-        super().__init__(f"{host}: `{result.command}` exited {result.exit_code}: {said}")
-        self.result = result
-        self.said = said
 
 
 class SlurmClient:

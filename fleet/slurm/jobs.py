@@ -12,12 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
 
-from fleet.errors import FleetError
 from fleet.inventory import parse_slurm_time
-
-
-class SlurmOutputError(FleetError):
-    """A Slurm command printed something fleet cannot read (another version's format, a wrapper)."""
+from fleet.errors import SlurmOutputError
 
 
 class JobState(str, Enum):

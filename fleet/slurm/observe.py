@@ -24,7 +24,8 @@ from pathlib import Path
 from fleet.errors import FleetError
 from fleet.host.atomic import write_json_atomic
 from fleet.host.contract import SweepDir
-from fleet.slurm.commands import FORGOTTEN_MARK, SlurmClient, SlurmCommandError
+from fleet.slurm.commands import FORGOTTEN_MARK, SlurmClient
+from fleet.errors import SlurmCommandError
 from fleet.slurm.jobs import AccountedJob, JobState, SlurmJob
 from fleet.slurm.record import JobArray, SlurmSweep, Task, cluster_of, pull_tasks, task_job, task_ledger
 from fleet.sweep.hoststatus import FetchedLogs, HostStatus, Phase

@@ -15,7 +15,6 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from fleet.errors import FleetError
 from fleet.host.atomic import write_json_atomic
 from fleet.host.contract import SweepDir
 from fleet.inventory import Host
@@ -23,15 +22,12 @@ from fleet.layout import SweepFolder
 from fleet.slurm.jobs import SlurmJob
 from fleet.sweep.ledger import ResultLedger
 from fleet.transport.base import Transport
+from fleet.errors import SlurmSweepError
 
 RECORD = "slurm.json"
 RECORD_SCHEMA = "fleet.slurm_sweep/1"
 TRANSFER_TIMEOUT_S = 600.0
 Say = Callable[[str], None]
-
-
-class SlurmSweepError(FleetError):
-    pass
 
 
 # ---------------------------------------------------------------------------------------------

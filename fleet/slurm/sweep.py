@@ -65,19 +65,8 @@ from fleet.slurm.nodeprep import NodeRefusals
 from fleet.slurm.nodeprep import requirements_path as node_requirements_path
 from fleet.slurm.nodeprep import ship as ship_node_prep
 from fleet.slurm.outcome import Action, Verdict, judge
-from fleet.slurm.record import (
-    TRANSFER_TIMEOUT_S,
-    JobArray,
-    Say,
-    SlurmSweep,
-    SlurmSweepError,
-    Submission,
-    Task,
-    TaskLedgers,
-    cluster_of,
-    pull_tasks,
-    task_job,
-)
+from fleet.slurm.record import TRANSFER_TIMEOUT_S, JobArray, Say, SlurmSweep, Submission, Task, TaskLedgers, cluster_of, pull_tasks, task_job
+from fleet.errors import SlurmSweepError
 from fleet.slurm.script import BatchJob, render_batch_script, time_limit_s
 from fleet.sweep.bundle import write_bundle
 from fleet.sweep.events import EventSink, EventStream, SweepProgress, record_durations

@@ -11,7 +11,8 @@ from fleet.inventory import Host
 from fleet.sweep import controller, logs, status
 from fleet.sweep.controller import SweepOutcome
 from fleet.sweep.hoststatus import FetchedLogs, HostStatus
-from fleet.sweep.interface import Connect, SweepBackend, SweepRequest, UsageError
+from fleet.sweep.interface import Connect, SweepBackend, SweepRequest
+from fleet.errors import UsageError
 
 
 class SSHBackend:

@@ -45,9 +45,8 @@ from fleet.sweep.fixing import FixRecord, SweepFixer
 from fleet.sweep.hoststatus import HostStatus, Phase
 from fleet.sweep.interface import ClosingLine
 from fleet.sweep.lock import SweepLock, lock_sweep
-from fleet.sweep.record import (
-    PROVISIONING, Connect, LoadedSweep, SweepError, SweepRecord, file_sha256, load_sweep, moved_hosts, new_sweep_id,
-)  # fmt: skip
+from fleet.sweep.record import PROVISIONING, Connect, LoadedSweep, SweepRecord, file_sha256, load_sweep, moved_hosts, new_sweep_id
+from fleet.errors import SweepError
 from fleet.sweep.resultsfolder import DISK_ERRNOS, folder_error
 from fleet.sweep.shards import build_shards
 from fleet.transport.base import Transport

@@ -43,7 +43,8 @@ from fleet.sweep.channel import AgentChannel
 from fleet.sweep.context import SweepContext
 from fleet.sweep.hoststatus import AGENT_END_STATES, HostStatus, Phase
 from fleet.sweep.ledger import ResultLedger, host_ledger
-from fleet.sweep.resultsfolder import DISK_ERRNOS, ResultsFolderError, folder_error, unwritable
+from fleet.sweep.resultsfolder import DISK_ERRNOS, folder_error, unwritable
+from fleet.errors import ResultsFolderError
 from fleet.transport.base import Transport
 
 log = logging.getLogger("fleet.sweep")

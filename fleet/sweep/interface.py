@@ -9,7 +9,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, Protocol
 
-from fleet.errors import FleetError
 
 if TYPE_CHECKING:
     from fleet.fixes.quarantine import QuarantineStore
@@ -19,10 +18,6 @@ if TYPE_CHECKING:
     from fleet.sweep.hoststatus import FetchedLogs, HostStatus
     from fleet.sweep.lock import SweepLock
     from fleet.transport.base import Transport
-
-
-class UsageError(FleetError):
-    """A command that cannot be carried out as given (exit 2): the message says what would work."""
 
 
 # What a sweep's end tells its user, line by line: `result` lines are where the data is and what

@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
-from fleet.errors import FleetError
 from fleet.host.atomic import write_json_atomic
+from fleet.errors import SweepBusy
 
 log = logging.getLogger("fleet.sweep")
 
@@ -38,10 +38,6 @@ HOLDER_FILE = "controller.json"  # who holds it, for messages only
 # The holder writes controller.json just after it takes the flock: a second controller that finds
 # the flock held and no (or an older) holder named waits this long for the name before it says so.
 _NAME_WAIT_S = 1.0
-
-
-class SweepBusy(FleetError):
-    """Another controller drives this sweep: nothing was done (no host contacted, no lease touched)."""
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fleet.config import read_input_file
-from fleet.errors import ConfigError, ContractError, FleetError
+from fleet.errors import ConfigError, ContractError
 from fleet.host.atomic import write_json_atomic
 from fleet.host.contract import Shard, SweepDir
 from fleet.host.contract.reader import parse_json, read_text
@@ -24,16 +24,13 @@ from fleet.inventory import NAME_PATTERN, Host, load_host, load_host_record
 from fleet.layout import SWEEP_RECORD, SweepFolder, read_latest
 from fleet.sweep.ledger import host_ledger
 from fleet.transport.base import Transport
+from fleet.errors import SweepError
 
 if TYPE_CHECKING:
     from fleet.playbook import Playbook
 
 # Makes each host's transport; tests pass fakes (fleet.transport.fake.FakeTransport).
 Connect = Callable[[Host], Transport]
-
-
-class SweepError(FleetError):
-    pass
 
 
 def new_sweep_id(playbook: Playbook, now: datetime | None = None) -> str:
@@ -155,7 +152,6 @@ class SweepRecord:
         if copy.is_file() and file_sha256(copy) != self.playbook_sha256:
             notes.append(f"{copy}: not the playbook this sweep started from (its sha256 differs from {SWEEP_RECORD}'s): edited by hand? it runs as it is now")
         return notes
-
 
 
 @dataclass(frozen=True)

@@ -9,15 +9,10 @@ import os
 import threading
 from pathlib import Path
 
-from fleet.errors import FleetError
+from fleet.errors import ResultsFolderError
 
 # A controller folder that cannot take a file: full, read-only, over quota.
 DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EROFS, errno.EDQUOT})
-
-
-class ResultsFolderError(FleetError):
-    """The controller cannot write its results folder: the sweep stops (the agents work on, their
-    results stay on the hosts) and can be resumed once there is room."""
 
 
 def unwritable(directory: Path) -> OSError | None:

@@ -3,7 +3,8 @@
 from fleet.transport.base import CommandResult, Transport
 from fleet.transport.fanout import FanoutResult, HostOutcome, fan_out
 from fleet.transport.local import LocalTransport
-from fleet.transport.reboot import RebootTimeout, read_boot_id, wait_for_reboot
+from fleet.transport.reboot import read_boot_id, wait_for_reboot
+from fleet.errors import RebootTimeout
 from fleet.transport.target import SSHTarget
 
 __all__ = [

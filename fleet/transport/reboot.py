@@ -15,16 +15,13 @@ import random
 import time
 from collections.abc import Callable
 
-from fleet.errors import TransientTransportError, TransportError
+from fleet.errors import TransientTransportError
 from fleet.retry import WAIT_FOR_REBOOT, RetryPolicy, retrying
 from fleet.transport.base import BOOT_ID_PATH, Transport
+from fleet.errors import RebootTimeout
 
 # Each probe is short: a host that is booting either answers quickly or not at all.
 PROBE_TIMEOUT_S = 10.0
-
-
-class RebootTimeout(TransportError):
-    """The host did not come back with a new boot id within the reboot policy's bound."""
 
 
 class _SameBoot(TransientTransportError):

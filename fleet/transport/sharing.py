@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Generic, TypeVar
 
 from fleet.transport.target import SSHTarget
+from fleet.errors import ControlDirError
 
 log = logging.getLogger("fleet.transport")
 
@@ -139,10 +140,6 @@ class ConnectionPark(Generic[C]):
 
 
 # --------------------------------------------------------------------------- OpenSSH masters
-
-
-class ControlDirError(Exception):
-    """The socket directory exists but is not ours alone (owner, mode or a symlink)."""
 
 
 def control_dir_candidates(uid: int, runtime_dir: str | None) -> list[Path]:

@@ -41,6 +41,7 @@ from typing import Any, Callable, Protocol
 
 from fleet.host.agent.stats import summary
 from fleet.host.tokens import count_tokens
+from fleet.errors import DatasetFormatError
 
 # ShareGPT_V3_unfiltered_cleaned_split.json, the largest file anyone benchmarks with, is ~670 MB.
 MAX_DATASET_BYTES = 1 << 30
@@ -72,10 +73,6 @@ class DatasetSpec(Protocol):
     def seed(self) -> int: ...
     @property
     def max_new_tokens(self) -> int: ...
-
-
-class DatasetFormatError(ValueError):
-    """A dataset file that is not what its format says; the message names the file, where and what was expected."""
 
 
 def file_sha256(path: Path) -> str | None:

@@ -8,16 +8,12 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from fleet.errors import FleetError
+from fleet.errors import WorkloadError
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 # A generous bound on characters per token (real BPE on English and code: about 3-4.5), so that
 # the corpus slice shipped in a shard holds at least the target number of tokens.
 MAX_CHARS_PER_TOKEN = 8
-
-
-class WorkloadError(FleetError):
-    """A workload names something fleet's workload data does not have."""
 
 
 @lru_cache(maxsize=None)

@@ -19,7 +19,8 @@ from fleet.connect import transport_for
 from fleet.errors import FleetError
 from fleet.inventory import load_inventory
 from fleet.playbook import ModelRef
-from fleet.provision.models import ModelError, ensure_cached, fetch_hub_snapshot, read_state
+from fleet.provision.models import ensure_cached, fetch_hub_snapshot, read_state
+from fleet.errors import ModelError
 from fleet.retry import CONNECT, TRANSFER, retrying
 from tests.testfleet.hub import HubServer, hub_client_python
 

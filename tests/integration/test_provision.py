@@ -206,7 +206,8 @@ def test_hub_fetch_gets_the_token_in_its_environment_only(test_fleet_factory, tm
     """No hub is reachable here: the engine's Python is replaced by a recorder that fails like an
     unreachable hub. What is checked is everything fleet does around huggingface_hub."""
     from fleet.connect import transport_for
-    from fleet.provision.models import ModelError, ensure_cached, read_state
+    from fleet.provision.models import ensure_cached, read_state
+    from fleet.errors import ModelError
 
     fleet = test_fleet_factory(["ct200"])
     host = fleet["ct200"]

@@ -38,7 +38,8 @@ from typing import Any
 import pytest
 import yaml
 
-from fleet.host.engines.base import ArgvError, ConfigFileError, LaunchSpec
+from fleet.host.engines.base import LaunchSpec
+from fleet.host.errors import ArgvError, ConfigFileError
 from fleet.host.engines.sglang.flags import fleet_field, load_table
 from fleet.inventory import EngineKind, EngineSpec, GpuSpec, Host
 from fleet.launch import launch_spec

@@ -27,29 +27,8 @@ from typing import Any
 
 import pytest
 
-from fleet.host.agent.client import (
-    ABORTED_BY_AGENT,
-    ABORTED_BY_SERVER,
-    BAD_RESPONSE,
-    COMPLETIONS_EXTRA_FIELDS,
-    CONNECTION_REFUSED,
-    HTTP_400,
-    HTTP_400_CONTEXT,
-    HTTP_ERROR,
-    INCOMPLETE_STREAM,
-    NO_TOKEN_TIMEOUT,
-    SERVER_ERROR_CHUNK,
-    TIMEOUT,
-    Client,
-    Endpoint,
-    SseDecoder,
-    StreamError,
-    StreamState,
-    TokenClock,
-    health_ok,
-    prompt_tokens_in_error,
-    request_body,
-)
+from fleet.host.agent.client import ABORTED_BY_AGENT, ABORTED_BY_SERVER, BAD_RESPONSE, COMPLETIONS_EXTRA_FIELDS, CONNECTION_REFUSED, HTTP_400, HTTP_400_CONTEXT, HTTP_ERROR, INCOMPLETE_STREAM, NO_TOKEN_TIMEOUT, SERVER_ERROR_CHUNK, TIMEOUT, Client, Endpoint, SseDecoder, StreamState, TokenClock, health_ok, prompt_tokens_in_error, request_body
+from fleet.host.errors import StreamError
 
 OVER_CONTEXT = (
     "Requested token count exceeds the model's maximum context length of 32768 tokens. You requested a total of "

@@ -13,22 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from fleet.host.agent.services import (
-    SERVICE_ENV_MARKER,
-    ProcessServices,
-    ServiceError,
-    ServiceSpec,
-    clear_stale,
-    exit_description,
-    group_members,
-    kill_group,
-    parse_systemctl_show,
-    pid_alive,
-    port_listeners,
-    started_by_fleet,
-    systemd_status,
-    wait_free,
-)
+from fleet.host.agent.services import SERVICE_ENV_MARKER, ProcessServices, ServiceSpec, clear_stale, exit_description, group_members, kill_group, parse_systemctl_show, pid_alive, port_listeners, started_by_fleet, systemd_status, wait_free
+from fleet.host.errors import ServiceError
 from fleet.host.engines.sim.gpu import register_process
 from fleet.host.engines.sim.harness import free_port
 from tests.testfleet.gpu_tools import local_gpu_env

@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from fleet.host.agent import client, drive, results, runner
+from fleet.host.agent import client, results, runner
+from fleet.host.agent.kinds import concurrency, long_context
 from fleet.host.contract import ContractError, RunResult
 from fleet.host.contract.layout import SweepDir
 from fleet.host.contract.results import Failure
@@ -27,7 +28,8 @@ def test_every_agent_failure_constant_is_a_value_of_the_one_enum() -> None:
         client: ("HTTP_400_CONTEXT", "HTTP_400", "HTTP_ERROR", "TIMEOUT", "NO_TOKEN_TIMEOUT", "CONNECTION_REFUSED", "CONNECTION_RESET",
                  "SERVER_ERROR_CHUNK", "ABORTED_BY_SERVER", "ABORTED_BY_AGENT", "INCOMPLETE_STREAM", "BAD_RESPONSE"),
         results: ("SKIPPED", "NO_OUTPUT_TOKENS", "REQUESTS_FAILED"),
-        drive: ("UNKNOWN_MAX_RUNNING", "CALIBRATION_FAILED", "CONTEXT_TOO_SMALL"),
+        concurrency: ("UNKNOWN_MAX_RUNNING",),
+        long_context: ("CALIBRATION_FAILED", "CONTEXT_TOO_SMALL"),
     }  # fmt: skip
     for module, constants in names.items():
         for name in constants:

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 import fleet
-from fleet.host.engines import ENGINE_NAMES, UnknownEngineError, engine
+from fleet.host.engines import ENGINE_NAMES, engine
+from fleet.host.errors import UnknownEngineError
 from fleet.host.engines.base import Engine
 
 FLEET_DIR = Path(fleet.__file__).resolve().parent

@@ -17,23 +17,8 @@ from fleet.facts import FactsCache, commands, facts_table, gather, gather_facts
 from fleet.facts.commands import Fact, composite_script, engine_fact, file_fact, limited, parse_section
 from fleet.facts.engine_probe import PROBE_MARK
 from fleet.facts.models import Driver, FactsRequest
-from fleet.facts.parsers import (
-    FactError,
-    parse_boot_id,
-    parse_df,
-    parse_disk_space,
-    parse_driver_header,
-    parse_du_bytes,
-    parse_engine_probe,
-    parse_gpu_processes,
-    parse_gpus,
-    parse_kernel,
-    parse_kernel_module,
-    parse_meminfo,
-    parse_nvcc,
-    parse_os_release,
-    parse_systemd,
-)
+from fleet.facts.parsers import parse_boot_id, parse_df, parse_disk_space, parse_driver_header, parse_du_bytes, parse_engine_probe, parse_gpu_processes, parse_gpus, parse_kernel, parse_kernel_module, parse_meminfo, parse_nvcc, parse_os_release, parse_systemd
+from fleet.errors import FactError
 from fleet.host.facts_output import SectionOutput, split_sections
 from fleet.transport.local import LocalTransport
 from tests.interpreters import bare_python

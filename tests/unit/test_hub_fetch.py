@@ -20,13 +20,8 @@ import pytest
 from fleet.errors import FleetError
 from fleet.inventory import Host
 from fleet.playbook import ModelRef
-from fleet.provision.models import (
-    ModelError,
-    ensure_cached,
-    fetch_hub_snapshot,
-    hub_refusal,
-    read_state,
-)
+from fleet.provision.models import ensure_cached, fetch_hub_snapshot, hub_refusal, read_state
+from fleet.errors import ModelError
 from fleet.transport.local import LocalTransport
 from tests.testfleet.hub import HubServer, hub_client_python
 

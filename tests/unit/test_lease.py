@@ -11,29 +11,15 @@ from pathlib import Path
 
 import pytest
 
-from fleet.host.contract.lease import (
-    AGENT_TTL_S,
-    CONTROLLER_TTL_S,
-    EXIT_HELD,
-    EXIT_TAKEN,
-    LEASE_FILE,
-    Claim,
-    HostLease,
-    Lease,
-    LeaseHeld,
-    LeaseLost,
-    command_args,
-    parse_held,
-    parse_taken,
-    remote_program,
-)
+from fleet.host.contract.lease import AGENT_TTL_S, CONTROLLER_TTL_S, EXIT_HELD, EXIT_TAKEN, LEASE_FILE, Claim, HostLease, Lease, command_args, parse_held, parse_taken, remote_program
+from fleet.host.errors import LeaseHeld, LeaseLost
 from fleet.playbook import load_playbook
 from fleet.provision.lease import sweep_claim
 from fleet.provision.provision import provision_host, provision_options
 from fleet.sweep import controller
 from fleet.sweep.channel import AgentChannel
 from fleet.sweep.controller import start_sweep
-from fleet.sweep.record import SweepError
+from fleet.errors import SweepError
 from fleet.transport.fake import FakeTransport
 from tests.unit.fake_hosts import FakeAgent, FakeHostShell, make_host
 

@@ -24,7 +24,8 @@ from fleet.host.agent.lossless import (
     record,
     request_body,
 )
-from fleet.host.engines.sim.faults import FaultProfileError, OutputCorruption, parse_fault_profile
+from fleet.host.engines.sim.faults import OutputCorruption, parse_fault_profile
+from fleet.host.errors import FaultProfileError
 from tests.unit.test_sim_engine import CONFIG, DDTREE, Harness, run
 
 DFLASH = dataclasses.replace(CONFIG, algorithm="DFLASH", verify_tokens=16, spec_num_draft_tokens=16)

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from fleet.host.nvidia_smi import ComputeApp, NvidiaSmiError, mib, parse_compute_apps, parse_csv, query_command
+from fleet.host.nvidia_smi import ComputeApp, mib, parse_compute_apps, parse_csv, query_command
+from fleet.host.errors import NvidiaSmiError
 
 REAL = Path(__file__).resolve().parents[1] / "fixtures" / "real-tool-output" / "h200-driver580-cuda13.0"
 UUID = "GPU-1208484a-35cc-eb1d-a5b8-8afc67034931"

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from fleet.host.nvidia_smi import POWER_FIELDS, NvidiaSmiError, PowerReading, parse_power, query_command, watts
+from fleet.host.nvidia_smi import POWER_FIELDS, PowerReading, parse_power, query_command, watts
+from fleet.host.errors import NvidiaSmiError
 from tests.testfleet import fake_gpu
 
 REAL = Path(__file__).resolve().parents[1] / "fixtures" / "real-tool-output" / "h200-driver580-cuda13.0"

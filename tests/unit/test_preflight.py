@@ -22,17 +22,8 @@ from fleet.facts.parsers import (
     parse_systemd,
 )
 from fleet.inventory import Host
-from fleet.provision.preflight import (
-    GPU_RULES,
-    RULES,
-    PreflightFailed,
-    PreflightRequirements,
-    Verdict,
-    driver_cuda_version,
-    preflight_table,
-    run_preflight,
-    torch_arch_support,
-)
+from fleet.provision.preflight import GPU_RULES, RULES, PreflightRequirements, Verdict, driver_cuda_version, preflight_table, run_preflight, torch_arch_support
+from fleet.errors import PreflightFailed
 from tests.interpreters import bare_python
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"

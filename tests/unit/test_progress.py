@@ -26,7 +26,7 @@ from fleet.sweep.controller import resume_sweep, start_sweep
 from fleet.sweep.events import EVENT_TYPES, Event, EventStream, SweepProgress
 from fleet.sweep.hoststatus import HostStatus, Phase
 from fleet.sweep.ledger import ResultLedger
-from fleet.sweep.record import SweepError
+from fleet.errors import SweepError
 from fleet.transport.fake import FakeTransport
 from fleet.views import event_line
 from tests.unit.fake_hosts import GPU_ENGINE_PROBE, FakeAgent, FakeHostShell, make_host

@@ -13,15 +13,8 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from fleet.fixes.quarantine import (
-    QuarantineEntry,
-    QuarantineError,
-    QuarantineKey,
-    QuarantineStore,
-    gpu_arch,
-    parse_key,
-    quarantine_table,
-)
+from fleet.fixes.quarantine import QuarantineEntry, QuarantineKey, QuarantineStore, gpu_arch, parse_key, quarantine_table
+from fleet.errors import QuarantineError
 
 ROOT = Path(__file__).resolve().parents[2]
 # The seed's crash, as the log shows it (seed 004).

@@ -7,19 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from fleet.host.engines.sglang.flags import (
-    RELEASE_FLAGS,
-    ArgvError,
-    ConfigFileError,
-    FlagTableError,
-    build_parser,
-    every_spelling,
-    flag_for,
-    human_readable_int,
-    load_table,
-    parse_argv,
-    read_flat_yaml,
-)
+from fleet.host.engines.sglang.flags import RELEASE_FLAGS, ArgvError, ConfigFileError, build_parser, every_spelling, flag_for, human_readable_int, load_table, parse_argv, read_flat_yaml
+from fleet.host.errors import FlagTableError
 from fleet.host.engines.sglang.release import KNOWN_RELEASES
 
 

@@ -13,11 +13,13 @@ import statistics
 import pytest
 
 from fleet.host.engines.sim import perf
-from fleet.host.engines.sim.cli import SimUsageError, read_command_line
+from fleet.host.engines.sim.cli import read_command_line
+from fleet.host.errors import SimUsageError
 from fleet.host.engines.sim.console import Console
 from fleet.host.engines.sim.engine import Engine, EngineConfig, SimRequest
 from fleet.host.engines.sim.faults import FaultProfile
-from fleet.host.engines.sim.noise import NoiseModel, NoiseModelError, parse_noise
+from fleet.host.engines.sim.noise import NoiseModel, parse_noise
+from fleet.host.errors import NoiseModelError
 
 DRAWS = 20000
 

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from fleet.slurm.jobs import AccountedJob, JobState, SlurmOutputError, parse_sacct, parse_scontrol_jobs
+from fleet.slurm.jobs import AccountedJob, JobState, parse_sacct, parse_scontrol_jobs
+from fleet.errors import SlurmOutputError
 from fleet.slurm.observe import task_row
 from fleet.slurm.outcome import STOP_GRACE_S, Action, judge, met_its_limit
 from fleet.slurm.record import JobArray, Submission, Task

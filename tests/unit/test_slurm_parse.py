@@ -7,18 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from fleet.slurm.jobs import (
-    SINFO_FORMAT,
-    SQUEUE_FORMAT,
-    JobState,
-    SlurmOutputError,
-    parse_gres,
-    parse_sbatch_parsable,
-    parse_scontrol_fields,
-    parse_scontrol_jobs,
-    parse_sinfo_nodes,
-    parse_squeue,
-)
+from fleet.slurm.jobs import SINFO_FORMAT, SQUEUE_FORMAT, JobState, parse_gres, parse_sbatch_parsable, parse_scontrol_fields, parse_scontrol_jobs, parse_sinfo_nodes, parse_squeue
+from fleet.errors import SlurmOutputError
 from tests.testfleet import slurm as test_cluster
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "slurm"

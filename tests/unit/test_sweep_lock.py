@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from fleet.sweep.lock import HOLDER_FILE, Holder, SweepBusy, lock_sweep, process_start_ticks
+from fleet.sweep.lock import HOLDER_FILE, Holder, lock_sweep, process_start_ticks
+from fleet.errors import SweepBusy
 
 HOLD = textwrap.dedent(
     """

@@ -23,9 +23,11 @@ from fleet.sweep import controller
 from fleet.sweep.controller import resume_sweep
 from fleet.sweep.hoststatus import Phase
 from fleet.sweep.ledger import read_sweep_results
-from fleet.sweep.lock import SweepBusy, lock_sweep
+from fleet.sweep.lock import lock_sweep
+from fleet.errors import SweepBusy
 from fleet.sweep.logs import fetch_logs
-from fleet.sweep.record import SweepError, SweepRecord
+from fleet.sweep.record import SweepRecord
+from fleet.errors import SweepError
 from fleet.transport.fake import Call, FakeTransport
 from tests.unit.fake_hosts import make_host
 from tests.unit.test_progress import DEMO, TimedFleet

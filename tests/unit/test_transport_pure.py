@@ -28,7 +28,8 @@ from fleet.errors import (
 from fleet.retry import CONNECT, TRANSFER, WAIT_FOR_REBOOT, RetryPolicy, at_most_once, retrying
 from fleet.transport.base import CommandResult, command_text
 from fleet.transport.fanout import fan_out
-from fleet.transport.reboot import RebootTimeout, wait_for_reboot
+from fleet.transport.reboot import wait_for_reboot
+from fleet.errors import RebootTimeout
 from fleet.transport.rsync import (
     PARTIAL_DIR,
     classify_rsync_failure,

@@ -12,15 +12,8 @@ from pathlib import Path
 import pytest
 
 from fleet.transport.rsync import rsync_argv, ssh_argv
-from fleet.transport.sharing import (
-    CONTROL_PERSIST_S,
-    ConnectionPark,
-    ControlDirError,
-    control_dir_candidates,
-    control_options,
-    ensure_private_dir,
-    socket_name,
-)
+from fleet.transport.sharing import CONTROL_PERSIST_S, ConnectionPark, control_dir_candidates, control_options, ensure_private_dir, socket_name
+from fleet.errors import ControlDirError
 from fleet.transport.target import SSHTarget
 
 

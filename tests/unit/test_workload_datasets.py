@@ -13,7 +13,8 @@ import pytest
 
 from fleet.host.tokens import count_tokens
 from fleet.workloads.kinds import DatasetWorkload
-from fleet.workloads.datasets import DatasetFormatError, LOADERS, describe, file_sha256, sample_requests
+from fleet.workloads.datasets import LOADERS, describe, file_sha256, sample_requests
+from fleet.errors import DatasetFormatError
 
 
 def jsonl(path: Path, rows: list[dict[str, Any]]) -> Path:

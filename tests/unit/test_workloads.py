@@ -14,7 +14,8 @@ from fleet.host.tokens import count_tokens
 from fleet.playbook import expand_runs, load_playbook
 from fleet.workloads import comparability_warnings, resolve_workload
 from fleet.workloads.kinds import KINDS, LongContextWorkload, ShortWorkload, short_rounds
-from fleet.workloads.library import MAX_CHARS_PER_TOKEN, WorkloadError, corpus_slice, prompt_names
+from fleet.workloads.library import MAX_CHARS_PER_TOKEN, corpus_slice, prompt_names
+from fleet.errors import WorkloadError
 
 REPO = Path(__file__).resolve().parents[2]
 

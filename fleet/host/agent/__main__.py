@@ -27,8 +27,10 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from fleet.host.agent.runner import Agent, AgentBusy, HostLeased, unwritable
-from fleet.host.agent.services import ServiceError, ServiceSpec, make_services
+from fleet.host.agent.runner import Agent, unwritable
+from fleet.host.errors import AgentBusy, HostLeased
+from fleet.host.agent.services import ServiceSpec, make_services
+from fleet.host.errors import ServiceError
 from fleet.host.contract.exits import AgentExit
 from fleet.host.errors import ContractError
 

@@ -35,6 +35,7 @@ from typing import Any, Union
 
 from fleet.host.agent.pause import PauseWatch
 from fleet.host.failures import FailureClass
+from fleet.host.errors import StreamError
 
 CONNECT_TIMEOUT_S = 10.0
 
@@ -167,7 +168,6 @@ def request_body(
     return "/generate", body
 
 
-
 class SseDecoder:
     """Server-sent events, one line at a time: returns an event's data when its blank line arrives."""
 
@@ -194,13 +194,6 @@ class SseDecoder:
             return None
         data, self._data = "\n".join(self._data), []
         return data
-
-
-class StreamError(Exception):
-    def __init__(self, error_class: str, message: str) -> None:
-        super().__init__(message)
-        self.error_class = error_class
-        self.message = message
 
 
 def _error_from_payload(error: Any) -> StreamError:

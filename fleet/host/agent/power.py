@@ -28,7 +28,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from fleet.host.energy import energy_joules, tokens_per_joule
-from fleet.host.nvidia_smi import NvidiaSmiError, parse_power, query_command
+from fleet.host.nvidia_smi import parse_power, query_command
+from fleet.host.errors import NvidiaSmiError
 
 log = logging.getLogger("fleet.host.agent")
 

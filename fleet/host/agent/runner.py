@@ -76,28 +76,19 @@ from fleet.host.agent.results import (
     sim_speed_of,
     skipped_result,
 )
-from fleet.host.agent.services import (
-    SIGKILL_HINT,
-    Holder,
-    ServiceError,
-    Services,
-    ServiceSpec,
-    boot_id,
-    clear_stale,
-    exit_description,
-    gpu_names,
-    make_services,
-    wait_free,
-)
+from fleet.host.agent.services import SIGKILL_HINT, Holder, Services, ServiceSpec, boot_id, clear_stale, exit_description, gpu_names, make_services, wait_free
+from fleet.host.errors import ServiceError
 from fleet.host.atomic import atomic_file, write_json_atomic
 from fleet.host.contract import AgentState, ContractError, Failure, HostQuarantine, RunResult, RunStatus, ServerPhase, SweepDir, load_result
 from fleet.host.contract.exits import AgentExit
-from fleet.host.contract.lease import AGENT_HEARTBEAT_S, Claim, HostLease, LeaseHeld, LeaseLost
+from fleet.host.contract.lease import AGENT_HEARTBEAT_S, Claim, HostLease
+from fleet.host.errors import LeaseHeld, LeaseLost
 from fleet.host.contract.progress import Halt
 from fleet.host.contract.shard import RunSpec, ServerSpec, Shard, grown_servers
 from fleet.host.diagnose.classify import DiagnosisHint, diagnose_file
 from fleet.host.failures import FailureClass
 from fleet.host.nvidia_smi import DECLARED_GPU_ENV, plays_declared
+from fleet.host.errors import AgentBusy, HostLeased
 
 log = logging.getLogger("fleet.host.agent")
 
@@ -144,14 +135,6 @@ def lossless_key(spec: ServerSpec) -> str:
     argv = spec.argv
     model = next((argv[i + 1] for i, arg in enumerate(argv[:-1]) if arg in ("--model-path", "--model")), "?")
     return reference_key(model, spec.gpu_count)
-
-
-class AgentBusy(Exception):
-    """Another agent already works on this sweep directory."""
-
-
-class HostLeased(Exception):
-    """Another live sweep holds the host's lease (fleet.host.contract.lease): its servers are not ours to clear."""
 
 
 class _Stopped(Exception):

@@ -38,6 +38,8 @@ from typing import Any, Callable, Iterable, Protocol
 from fleet.host import nvidia_smi
 from fleet.host.atomic import write_json_atomic
 from fleet.host.procfs import boot_id, cmdline, group_members, pid_alive, start_ticks
+from fleet.host.errors import ServiceError
+from fleet.host.errors import NvidiaSmiError
 
 RUNNING, EXITED, ABSENT = "running", "exited", "absent"
 # Set in the environment of every service fleet starts (systemd units must set it too): a process
@@ -53,10 +55,6 @@ _WRAPPER = (
     f'f=$1; m=$2; shift 2; /bin/sh -c {shlex.quote(_MAIN)} "$m" "$@"; c=$?; '
     'printf "%s\\n" "$c" > "$f.tmp" && mv -f "$f.tmp" "$f"; exit "$c"'
 )
-
-
-class ServiceError(Exception):
-    """A service could not be started, stopped or queried."""
 
 
 @dataclass(frozen=True)
@@ -475,7 +473,7 @@ def gpu_pids(gpus: Iterable[int]) -> dict[int, set[int]] | None:
     try:
         uuids = {row["uuid"]: int(row["index"]) for row in nvidia_smi.parse_csv(index_run.stdout, ("index", "uuid"))}
         apps = nvidia_smi.parse_compute_apps(apps_run.stdout)
-    except (nvidia_smi.NvidiaSmiError, ValueError, KeyError):
+    except (NvidiaSmiError, ValueError, KeyError):
         return None
     wanted = set(gpus)
     holders: dict[int, set[int]] = {}

@@ -39,7 +39,8 @@ from typing import Any
 from fleet.host import procfs
 from fleet.host.atomic import write_json_atomic
 from fleet.host.contract.reader import Reader
-from fleet.host.errors import ContractError, FleetError
+from fleet.host.errors import ContractError
+from fleet.host.errors import LeaseHeld, LeaseLost
 
 log = logging.getLogger("fleet.host.lease")
 
@@ -145,18 +146,6 @@ class Lease:
             boot_id=r.get("boot_id", str),
             holder_pid=r.optional("holder_pid", int),
         )
-
-
-class LeaseHeld(FleetError):
-    """The host is held by another live sweep (or provision)."""
-
-    def __init__(self, host: str, lease: Lease, now: float) -> None:
-        self.host, self.lease, self.now = host, lease, now
-        super().__init__(f"{host}: held by {lease.describe(now)}; not touching its GPUs or servers")
-
-
-class LeaseLost(FleetError):
-    """The lease this agent held is now someone else's (or gone): it must stop."""
 
 
 @dataclass(frozen=True)

@@ -11,15 +11,12 @@ import importlib
 from functools import lru_cache
 
 from fleet.host.engines.base import Engine
+from fleet.host.errors import UnknownEngineError
 
 ENGINE_NAMES: tuple[str, ...] = ("sglang",)
 # What a host, a sweep or a result that names no engine ran: everything fleet ran before engines
 # were an axis was SGLang.
 DEFAULT_ENGINE = "sglang"
-
-
-class UnknownEngineError(ValueError):
-    """An engine name that is not one of ENGINE_NAMES."""
 
 
 @lru_cache(maxsize=None)

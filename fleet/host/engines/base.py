@@ -16,6 +16,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, Union
+from fleet.host.errors import ReleaseError
 
 if TYPE_CHECKING:
     from fleet.host.modelcard import ModelCard
@@ -23,10 +24,6 @@ if TYPE_CHECKING:
 Version = tuple[int, int, int]
 # The same shape as fleet.playbook.FlagValue, spelled out so that hosts import it without pydantic.
 FlagValue = Union[str, int, float, bool, None, list[Union[str, int, float]]]
-
-
-class ReleaseError(ValueError):
-    """A version string that is not a release number."""
 
 
 def parse_version(text: str, *, title: str = "engine", example: str = "1.2.3") -> Version:
@@ -67,25 +64,6 @@ def choose_release(version: str, known: tuple[str, ...], title: str) -> ReleaseC
     wanted = parse_version(version, title=title, example=known[-1])
     candidates = [r for r in known if parse_version(r) <= wanted]
     return ReleaseChoice(requested=version, release=candidates[-1] if candidates else known[0], known=known, title=title)
-
-
-class ArgvError(Exception):
-    """What the engine's argument parser would print before exiting 2: the usage line and
-    `prog: error: message`."""
-
-    def __init__(self, message: str, usage: str, prog: str) -> None:
-        super().__init__(message)
-        self.message = message
-        self.usage = usage
-        self.prog = prog
-
-    @property
-    def text(self) -> str:
-        return f"{self.usage}{self.prog}: error: {self.message}\n"
-
-
-class ConfigFileError(ValueError):
-    """An engine `--config` file the engine itself would refuse (it raises ValueError at start-up)."""
 
 
 def render_flag(flag: str, value: FlagValue) -> list[str]:

@@ -11,7 +11,8 @@ from fleet.host.engines.base import (
     Adjustment, Feasibility, FlagValue, LaunchSpec, ReleaseChoice, ServerShape, ServingLimits, describe_adjustments,
     unchecked,
 )  # fmt: skip
-from fleet.host.engines.base import ArgvError, ConfigFileError, Engine
+from fleet.host.engines.base import Engine
+from fleet.host.errors import ArgvError, ConfigFileError
 from fleet.host.engines.sglang import release as release_table
 from fleet.host.engines.sglang.args import fleet_values, memory_inputs, resolve_server_args
 from fleet.host.engines.sglang.flags import FORK_ALGORITHMS, FORKS, RELEASE_FLAGS, flag_for, parse_argv

@@ -27,8 +27,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, NoReturn
 
-from fleet.host.engines.base import ArgvError, ConfigFileError
+from fleet.host.errors import ArgvError, ConfigFileError
 from fleet.host.engines.sglang.release import KNOWN_RELEASES
+from fleet.host.errors import FlagTableError
 
 FLAGDATA_DIR = Path(__file__).resolve().parent / "flagdata"
 FORKS = ("ddtree",)
@@ -86,10 +87,6 @@ RELEASE_FLAGS: Mapping[str, ReleaseFlags] = {
     ),
 }
 assert set(RELEASE_FLAGS) == set(KNOWN_RELEASES), "one ReleaseFlags per known release"
-
-
-class FlagTableError(ValueError):
-    """A flag table that is not what tools/sglang_flag_table.py writes."""
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from fleet.host.engines.base import FlagValue, LaunchSpec, ReleaseError, ServerShape, render_flag
+from fleet.host.engines.base import FlagValue, LaunchSpec, ServerShape, render_flag
+from fleet.host.errors import ReleaseError
 from fleet.host.engines.sglang.args import RESOLUTION
 from fleet.host.engines.sglang.flags import FORK_ALGORITHMS as FORK_ALGORITHMS_BY_FORK
 from fleet.host.engines.sglang.flags import FORK_FLAGS as FORK_FLAGS_BY_FORK

@@ -15,14 +15,11 @@ from fleet.host.engines.sim import metrics, sgltext
 from fleet.host.engines.sim.console import ERROR, WARNING, Console
 from fleet.host.engines.sim.engine import Engine, SimRequest
 from fleet.host.engines.sim.httpserver import Connection, HttpRequest, dumps
+from fleet.host.errors import RequestError
 
 HEALTH_CHECK_TIMEOUT_S = 20  # sglang's HEALTH_CHECK_TIMEOUT
 DEFAULT_MAX_NEW_TOKENS = 128  # SamplingParams.max_new_tokens
 DEFAULT_COMPLETION_MAX_TOKENS = 16  # CompletionRequest.max_tokens
-
-
-class RequestError(Exception):
-    """A request SGLang rejects with HTTP 400 before it reaches the scheduler."""
 
 
 @dataclass

@@ -16,13 +16,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from fleet.host.engines.sglang.args import FLEET_FIELD_NAMES, fleet_values
-from fleet.host.engines.base import ArgvError, ConfigFileError
+from fleet.host.errors import ArgvError, ConfigFileError
 from fleet.host.engines.sglang.flags import FORKS, ParsedArgv, parse_argv
-from fleet.host.engines.base import ReleaseError
+from fleet.host.errors import ReleaseError
 from fleet.host.engines.sglang.release import DEFAULT_SIM_RELEASE, choose_release
 from fleet.host.engines.sim.faults import fault_profile_path
 from fleet.host.engines.sim.gpu import GpuOverrides
-from fleet.host.engines.sim.noise import NOISE_ENV, NoiseModel, NoiseModelError, parse_noise
+from fleet.host.engines.sim.noise import NOISE_ENV, NoiseModel, parse_noise
+from fleet.host.errors import NoiseModelError
+from fleet.host.errors import SimUsageError
 
 RELEASE_ENV = "FLEET_SIM_SGLANG_VERSION"
 FORK_ENV = "FLEET_SIM_SGLANG_FORK"
@@ -65,10 +67,6 @@ class SimCommandLine:
     parsed: ParsedArgv  # the release's own ServerArgs fields, as given
     values: dict[str, Any]  # fleet's settings (0.5.12 names), as given
     settings: SimSettings
-
-
-class SimUsageError(Exception):
-    """A bad sim-only flag or environment variable (exit 2, like argparse)."""
 
 
 def sim_release(env: Mapping[str, str]) -> tuple[str, str, str | None]:

@@ -36,14 +36,11 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
+from fleet.host.errors import FaultProfileError
 
 TRIGGER_FIRST_DECODE = "first_decode"
 TRIGGER_OUTPUT_TOKENS_OVER = "output_tokens_over"
 CRASH_ERRORS = ("illegal_instruction", "illegal_memory_access")
-
-
-class FaultProfileError(ValueError):
-    """The fault profile file is malformed; the message names the file and the field."""
 
 
 @dataclass(frozen=True)

@@ -16,15 +16,12 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from fleet.host import nvidia_smi
+from fleet.host.errors import GpuDetectionError
 
 MIB = 1024 * 1024
 GIB = 1024 * MIB
 
 QUERY_FIELDS: tuple[str, ...] = ("index", "name", "compute_cap", "memory.total", "driver_version")
-
-
-class GpuDetectionError(Exception):
-    """nvidia-smi printed something we cannot read, or CUDA_VISIBLE_DEVICES names no GPU."""
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from fleet.host.engines.sim import sgltext
 from fleet.host.engines.sim.console import Console
+from fleet.host.errors import BadRequest
 
 MAX_HEADER_BYTES = 64 * 1024
 MAX_BODY_BYTES = 256 * 1024 * 1024
@@ -24,10 +25,6 @@ MAX_BODY_BYTES = 256 * 1024 * 1024
 def dumps(value: Any) -> bytes:
     # orjson / FastAPI style: compact separators, UTF-8 rather than \u escapes.
     return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-
-
-class BadRequest(Exception):
-    pass
 
 
 @dataclass

@@ -35,12 +35,9 @@ import math
 import random
 from dataclasses import dataclass, fields
 from typing import Any, Mapping
+from fleet.host.errors import NoiseModelError
 
 NOISE_ENV = "FLEET_SIM_NOISE"
-
-
-class NoiseModelError(ValueError):
-    """A malformed noise setting; the message names the source and the field."""
 
 
 @dataclass(frozen=True)

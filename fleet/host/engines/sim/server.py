@@ -26,7 +26,7 @@ from fleet.host import procfs
 from fleet.host.engines.sglang import args as sglang_args
 from fleet.host.engines.sglang.args import ResolvedArgs, resolve_server_args
 from fleet.host.engines.sglang.speculative import DFLASH_FAMILY, EAGLE_FAMILY
-from fleet.host.engines.base import ArgvError, ConfigFileError
+from fleet.host.errors import ArgvError, ConfigFileError
 from fleet.host.engines.sglang.flags import ParsedArgv
 from fleet.host.engines.sglang.logformats import log_formats
 from fleet.host.engines.sglang.memory import DEFAULT_GPU_RESERVED_MIB, MemoryInputs, MemoryPlan, plan_memory
@@ -34,10 +34,12 @@ from fleet.host.engines.sglang.release import choose_release
 from fleet.host.engines.sim import gpu as gpumod
 from fleet.host.engines.sim import perf, sgltext
 from fleet.host.engines.sim.api import Api, ServerState
-from fleet.host.engines.sim.cli import SimSettings, SimUsageError, read_command_line, render_server_args
+from fleet.host.engines.sim.cli import SimSettings, read_command_line, render_server_args
+from fleet.host.errors import SimUsageError
 from fleet.host.engines.sim.console import ERROR, Console
 from fleet.host.engines.sim.engine import Engine, EngineConfig
-from fleet.host.engines.sim.faults import FaultProfile, FaultProfileError, load_fault_profile
+from fleet.host.engines.sim.faults import FaultProfile, load_fault_profile
+from fleet.host.errors import FaultProfileError
 from fleet.host.engines.sim.httpserver import serve
 from fleet.host.errors import ConfigError
 from fleet.host.modelcard import SHIPPED_CARDS_DIR, ModelCard, load_model_card, shipped_card_names
