@@ -13,6 +13,7 @@ from typing import Sequence
 
 from fleet.report.load import SweepData, load_sweep
 from fleet.errors import ReportError
+from fleet.layout import SweepFolder
 from fleet.report.model import Report, build_report
 
 FORMATS = ("md", "html", "csv", "json")
@@ -20,8 +21,17 @@ FORMATS = ("md", "html", "csv", "json")
 
 def report_of(directories: Sequence[Path | str], baseline: Sequence[Path | str] = ()) -> Report:
     """The report of one or more sweep folders (pooled: the same run in several is a repeat),
-    against `baseline` folders when given."""
-    return build_report([load_sweep(d) for d in directories], [load_sweep(d) for d in baseline])
+    against `baseline` folders when given: sweeps of the same playbook (ReportError otherwise: a
+    comparison matches cells by configuration, which another playbook's may share by accident)."""
+    sweeps, before = [load_sweep(d) for d in directories], [load_sweep(d) for d in baseline]
+    names = sorted({sweep.playbook_name for sweep in sweeps})
+    for sweep in before:
+        if sweep.playbook_name not in names:
+            raise ReportError(
+                str(SweepFolder(sweep.directory).record), "playbook_name",
+                f"a sweep of the playbook it is compared with ({', '.join(names)})", sweep.playbook_name,
+            )  # fmt: skip
+    return build_report(sweeps, before)
 
 
 def render(report: Report, fmt: str, start: Path | None = None) -> str:

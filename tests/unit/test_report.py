@@ -217,6 +217,13 @@ def test_the_cli_writes_each_format_and_refuses_bad_input(tmp_path: Path) -> Non
     assert result.exit_code == 2 and "expected a sweep folder" in result.output
     result = runner.invoke(app, ["report", str(SWEEP), "--format", "pdf"])
     assert result.exit_code == 2 and "expected one of md, html, csv, json" in result.output
+    other = tmp_path / "other-playbook"
+    shutil.copytree(BASELINE, other)
+    record = json.loads((other / "sweep.json").read_text())
+    (other / "sweep.json").write_text(json.dumps({**record, "playbook_name": "demo"}))
+    result = runner.invoke(app, ["report", str(SWEEP), "--baseline", str(other)])
+    assert result.exit_code == 2, result.output
+    assert f"{other}/sweep.json: playbook_name: expected a sweep of the playbook it is compared with (qwen36-specdec), got 'demo'" in result.output
     with pytest.raises(ReportError, match=r"sweep\.json: expected a sweep folder's file"):
         load_sweep(tmp_path)
 
