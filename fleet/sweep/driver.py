@@ -371,14 +371,16 @@ class HostDriver:
     def pull(self) -> bool:
         """Bring the host's results back. False when the pull failed and the loop should try again
         at its next poll: a host that went away mid-pull (power, link) is the poll's to judge, and
-        one whose pulls keep failing for `host_lost_after_s` is given up on (the error raised)."""
+        one whose pulls keep failing for `host_lost_after_s` is given up on (the error raised). A
+        failure an operator must fix (a shell that garbles even the relay's rsync stream, a changed
+        host key, rsync gone) is raised at once: waiting would only delay its runs' move."""
         try:
             self.status.pulled = self.channel.pull(self.local_dir, self._poll_policy(TRANSFER), ledger=self.ledger)
         except (FleetError, OSError) as exc:
             problem = exc if isinstance(exc, OSError) and exc.errno in DISK_ERRNOS else unwritable(self.local_dir)
             if problem is not None:
                 raise folder_error(self.ctx.directory, problem) from None
-            if isinstance(exc, OSError):
+            if isinstance(exc, OSError) or (isinstance(exc, TransportError) and not exc.transient):
                 raise
             now = time.monotonic()
             self._pull_failing_since = self._pull_failing_since or now

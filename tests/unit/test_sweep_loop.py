@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from fleet.errors import ConnectionLost, PermanentTransportError
 from fleet.fixes.quarantine import QuarantineStore
 from fleet.host.contract import Failure, Progress, RunStatus, SweepDir
 from fleet.host.contract.shard import Shard
@@ -254,3 +255,27 @@ def test_one_poll_read_by_fleet_status_names_each_phase() -> None:
     assert phase_of(parse_poll(poll(False, "stopped"))) is Phase.STOPPED
     assert phase_of(parse_poll(poll(False, None))) is Phase.NOT_STARTED
     assert str(Phase.AGENT_DOWN) == "agent down" and Phase.FINISHED == "finished"
+
+
+@pytest.mark.parametrize("permanent", [True, False], ids=["permanent", "transient"])
+def test_a_pull_an_operator_must_fix_fails_the_host_at_once_and_a_hiccup_is_tried_again(tmp_path: Path, bundle: Path, permanent: bool) -> None:
+    """A shell that garbles even the relay's rsync stream ('protocol version mismatch') was tried
+    again at every poll until host_lost_after_s (600 s) before its runs could move on."""
+    r = rig(tmp_path, bundle)
+    pull, calls = r.driver.channel.pull, []
+
+    def failing_once(*args: object, **kwargs: object) -> int:
+        calls.append(1)
+        if len(calls) == 1:
+            error = PermanentTransportError if permanent else ConnectionLost
+            raise error("ct200", "rsync: protocol version mismatch -- is your shell clean?")
+        return pull(*args, **kwargs)  # type: ignore[arg-type]
+
+    r.driver.channel.pull = failing_once  # type: ignore[method-assign]
+    if permanent:
+        status = r.drive()
+        assert status.phase is Phase.FAILED and "protocol version mismatch" in status.last_error
+        assert len(calls) == 1  # not tried again: the host's runs can go to others now
+    else:
+        status = r.drive()
+        assert status.phase is Phase.FINISHED and len(calls) > 1 and local_results(r) == {run.id for _, run in r.plan.runs}
