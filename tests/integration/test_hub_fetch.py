@@ -19,8 +19,7 @@ from fleet.connect import transport_for
 from fleet.errors import FleetError
 from fleet.inventory import load_inventory
 from fleet.playbook import ModelRef
-from fleet.provision.models import ensure_cached, fetch_hub_snapshot, read_state
-from fleet.errors import ModelError
+from fleet.provision.models import ModelError, ensure_cached, fetch_hub_snapshot, read_state
 from fleet.retry import CONNECT, TRANSFER, retrying
 from tests.testfleet.hub import HubServer, hub_client_python
 
@@ -137,7 +136,7 @@ def test_a_fetch_cut_by_a_reboot_resumes_without_fetching_again_what_was_complet
     small, big = os.urandom(300_000), os.urandom(14 << 20)  # the big one: past huggingface_hub's first 10 MiB write
     files = {"config.json": b"{}", "a.safetensors": small, "b.safetensors": big}
     sha = hub.add_commit("org/cut", files, refs=("main", "r1"))
-    hub.rate = 4 << 20
+    release = hub.hold_after("b.safetensors", 11 << 20)  # the download waits there until the cut
     model = ModelRef(repo="org/cut", revision="r1")
     cache_dir = read_state(transport, model, inventory_host).cache_dir
     download = host.persistent_path(cache_dir) / ".cache" / "huggingface" / "download"
@@ -162,7 +161,7 @@ def test_a_fetch_cut_by_a_reboot_resumes_without_fetching_again_what_was_complet
     else:
         pytest.fail("the fetch never got past 10 MiB of the big file")
     fleet.reboot(host)  # power cut: the fetch dies mid-file, with no chance to clean up
-    hub.rate = None
+    release.set()
     thread.join(timeout=300)
     assert outcome == [None], outcome
     assert host.boot_id() != boot

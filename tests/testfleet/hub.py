@@ -32,7 +32,8 @@ paths call the same endpoints (file:line in huggingface_hub 2.4.0, [1.33.0] wher
   is installed.
 
 Faults for resume tests: `cut_after(path, n)` sends the first n bytes of the next GET of a file
-and drops the connection; `rate` (bytes/s) makes every body slow enough to reboot a host under.
+and drops the connection; `hold_after(path, n)` sends n bytes and waits for the test's event;
+`rate` (bytes/s) makes every body slow enough to reboot a host under.
 Every request is recorded (`requests`): method, path, Range, and the Authorization header.
 """
 
@@ -120,6 +121,7 @@ class HubServer:
         self.requests: list[Request] = []
         self.rate: float | None = None  # bytes per second of every body, None: as fast as it goes
         self._cuts: dict[str, int] = {}
+        self._holds: dict[str, tuple[int, threading.Event]] = {}
         self._lock = threading.Lock()
         self._hub = _Server((host, 0), self, cdn=False)
         self._cdn = _Server((host, 0), self, cdn=True)
@@ -190,11 +192,28 @@ class HubServer:
         with self._lock:
             self._cuts[path] = nbytes
 
+    def hold_after(self, path: str, nbytes: int) -> threading.Event:
+        """The next GET of the file whose repo path ends with `path` sends `nbytes` of its body, then
+        waits until the returned event is set (or 120 s): a download caught half-way, for as long
+        as a test needs to cut it (kill the client, reboot its host)."""
+        release = threading.Event()
+        with self._lock:
+            self._holds[path] = (nbytes, release)
+        return release
+
     def gets(self, suffix: str = "") -> list[Request]:
         """The GETs of file bodies (from the hub or the CDN) whose path ends with `suffix`."""
         return [r for r in self.requests if r.method == "GET" and ("/resolve/" in r.path or r.cdn) and r.path.endswith(suffix)]
 
     # -- internals ------------------------------------------------------------------------------
+
+    def _take_hold(self, path: str) -> tuple[int, threading.Event] | None:
+        with self._lock:
+            for suffix, hold in list(self._holds.items()):
+                if path.endswith(suffix):
+                    del self._holds[suffix]
+                    return hold
+        return None
 
     def _take_cut(self, path: str) -> int | None:
         with self._lock:
@@ -412,10 +431,15 @@ class _Handler(BaseHTTPRequestHandler):
         if head:
             return status
         cut = self.server.hub._take_cut(repo_path)
+        hold = self.server.hub._take_hold(repo_path)
         limit = end if cut is None else min(end, start + cut)
         position = start
         began = time.monotonic()
         while position < limit:
+            if hold is not None and position - start >= hold[0]:
+                self.wfile.flush()
+                hold[1].wait(120)
+                hold = None
             chunk = data[position : min(limit, position + _CHUNK)]
             self.wfile.write(chunk)
             position += len(chunk)

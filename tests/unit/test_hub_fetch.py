@@ -20,8 +20,13 @@ import pytest
 from fleet.errors import FleetError
 from fleet.inventory import Host
 from fleet.playbook import ModelRef
-from fleet.provision.models import ensure_cached, fetch_hub_snapshot, hub_refusal, read_state
-from fleet.errors import ModelError
+from fleet.provision.models import (
+    ModelError,
+    ensure_cached,
+    fetch_hub_snapshot,
+    hub_refusal,
+    read_state,
+)
 from fleet.transport.local import LocalTransport
 from tests.testfleet.hub import HubServer, hub_client_python
 
@@ -225,7 +230,7 @@ def test_a_fetch_killed_mid_file_keeps_the_files_it_completed_and_its_leftovers_
     slow = os.urandom(14 << 20)  # huggingface_hub writes in chunks of 10 MiB: the first lands on disk before the cut
     files = {"config.json": "{}", "a.safetensors": os.urandom(200_000), "b.safetensors": slow}
     hub.add_commit("org/cut", files)
-    hub.rate = 4 << 20  # 3.5 s for the big file
+    release = hub.hold_after("b.safetensors", 11 << 20)  # the download waits there until the cut
     host, t = local_host(tmp_path, client), LocalTransport("local")
     model = ModelRef(repo="org/cut", revision="main")
     dest = read_state(t, model, host).cache_dir
@@ -249,11 +254,16 @@ def test_a_fetch_killed_mid_file_keeps_the_files_it_completed_and_its_leftovers_
         time.sleep(0.02)
     else:
         pytest.fail("the fetch never got half-way through the big file")
-    pids = fetch_processes(dest)
-    assert pids
-    for pid in pids:  # the power cut: everything of the job, at once, no cleanup
-        os.killpg(os.getpgid(pid), signal.SIGKILL)
-    hub.rate = None
+    groups = set()
+    for pid in fetch_processes(dest):
+        try:
+            groups.add(os.getpgid(pid))
+        except ProcessLookupError:
+            pass
+    assert groups
+    for group in groups:  # the power cut: everything of the job, at once, no cleanup
+        os.killpg(group, signal.SIGKILL)
+    release.set()
     thread.join(timeout=120)
     # fleet saw the job end without an exit status and started it again (run_detached_started)
     assert outcome == [None], outcome
