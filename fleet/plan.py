@@ -307,7 +307,7 @@ def check_engine_flags(playbook: Playbook, hosts: Sequence[Target], hardware: Ma
                 problems = []
                 for release in releases:
                     try:
-                        served.check_argv(release, ["--model-path", "/m", *render_flag(f"--{key}", value)], fork=fork)
+                        served.check_argv(release, render_flag(f"--{key}", value), fork=fork)
                         break
                     except ArgvError as exc:
                         problems.append(exc.message)

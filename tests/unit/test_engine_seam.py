@@ -104,5 +104,5 @@ def test_every_registered_engine_is_a_package_that_answers_to_its_name(name: str
 
 
 def test_an_unknown_engine_is_refused_with_the_names_fleet_knows() -> None:
-    with pytest.raises(UnknownEngineError, match="engine 'vllm': expected one of sglang"):
-        engine("vllm")
+    with pytest.raises(UnknownEngineError, match="engine 'tensorrt-llm': expected one of sglang, vllm"):
+        engine("tensorrt-llm")

@@ -801,7 +801,7 @@ class ServerSession:
             log.warning("server %s: /server_info: %s", self.spec.label, exc)
         scheduler = self.watcher.scheduler
         if scheduler is not None:
-            if max_running is None:
+            if max_running is None and scheduler.max_running_requests is not None:
                 max_running, sources["max_running_requests"] = scheduler.max_running_requests, "log: scheduler line"
             if context_len is None:
                 context_len, sources["context_len"] = scheduler.context_len, "log: scheduler line"

@@ -13,7 +13,7 @@ from functools import lru_cache
 from fleet.host.engines.base import Engine
 from fleet.host.errors import UnknownEngineError
 
-ENGINE_NAMES: tuple[str, ...] = ("sglang",)
+ENGINE_NAMES: tuple[str, ...] = ("sglang", "vllm")
 # What a host, a sweep or a result that names no engine ran: everything fleet ran before engines
 # were an axis was SGLang.
 DEFAULT_ENGINE = "sglang"

@@ -220,7 +220,7 @@ class ServingLimits:
     """The line of a server's log that says what it serves with (SGLang's scheduler line)."""
 
     max_total_num_tokens: int
-    max_running_requests: int
+    max_running_requests: int | None  # None: the line does not say (vLLM's KV-cache line)
     context_len: int
 
 
@@ -262,7 +262,8 @@ class Engine(Protocol):
         ...
 
     def check_argv(self, release: str, flags: Sequence[str], *, fork: str | None) -> None:
-        """Raises ArgvError where the release's own parser would refuse `flags`."""
+        """Raises ArgvError where the release's own parser would refuse `flags` (engine flags
+        alone: the engine adds the model argument its parser requires)."""
         ...
 
     def build_launch(

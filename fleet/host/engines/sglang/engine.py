@@ -49,7 +49,8 @@ class SGLang:
         return (*UPSTREAM_ALGORITHMS, "NEXTN", *own, *others)
 
     def check_argv(self, release: str, flags: Sequence[str], *, fork: str | None) -> None:
-        parse_argv(release, list(flags), fork=fork)
+        model = [] if "--model-path" in flags else ["--model-path", "/model"]  # required by launch_server's parser
+        parse_argv(release, [*model, *flags], fork=fork)
 
     def build_launch(
         self,
