@@ -33,7 +33,9 @@ from dataclasses import replace
 
 from fleet.errors import FleetError, TransportError
 from fleet.host.atomic import write_json_atomic
+from fleet.host.agent.outcome import AGENT_PAUSED
 from fleet.host.contract import SweepDir
+from fleet.host.contract.progress import AgentError
 from fleet.host.contract.shard import HandoverRequest, ServerSpec, Shard, without_servers
 from fleet.inventory import Host
 from fleet.provision.provision import provision_host
@@ -73,6 +75,7 @@ class HostDriver:
         self._asked: set[str] = set()  # servers asked back (handover.json, cumulative)
         self._last_contact = time.monotonic()
         self._pull_failing_since: float | None = None
+        self._pause_said = ""  # the agent's latest pause already said (its message)
         self._rerun_unreadable: set[str] = set()  # runs whose pulled result could not be read, run again once
         self._rerun_missing: set[str] = set()  # runs an agent ended without a result for, run again once
         self._grown: set[str] = set()  # runs appended to a running agent's shard, until an agent has ended after them
@@ -191,6 +194,7 @@ class HostDriver:
                 continue
             self.status.boot_id = state.boot_id or self.status.boot_id
             self.status.absorb(state.progress)
+            self._say_pauses(state.progress.last_error if state.progress is not None else None)
             self.status.total = len(self.shard.runs)  # the agent's count still has what was handed over
             if state.result_files != pulled_files and self.pull():
                 pulled_files = state.result_files
@@ -367,6 +371,14 @@ class HostDriver:
         """Idempotent; the phase stays what the step that ships says (shipping, recovering, repairing)."""
         facts = self.ctx.directory / "hosts" / f"{self.host.name}.facts.json"
         self.channel.ship(self.ctx.bundle_dir, self.shard, facts)
+
+    def _say_pauses(self, error: AgentError | None) -> None:
+        """Say it (once per pause) when the agent reports that it was itself stopped: the run in
+        flight measured fleet's pause, not the server, and is done again (fleet.host.agent.pause)."""
+        if error is None or error.error_class != AGENT_PAUSED or error.message == self._pause_said:
+            return
+        self._pause_said = error.message
+        log.warning("%s: fleet's agent was paused (%s)", self.host.name, error.message)
 
     def pull(self) -> bool:
         """Bring the host's results back. False when the pull failed and the loop should try again

@@ -28,6 +28,7 @@ from fleet.facts.commands import SECTION_MARK
 from fleet.facts.engine_probe import PROBE_MARK
 from fleet.facts.parsers import DF_SEPARATOR, DIR_ABSENT, NVCC_ABSENT, NVCC_PATH_LABEL, SYSTEMD_BOOTED_LABEL
 from fleet.host.contract import AgentState, Failure, Progress, RunResult, RunStatus, SweepDir
+from fleet.host.contract.progress import AgentError
 from fleet.host.contract.lease import HostLease
 from fleet.host.contract.lease import answer as lease_answer
 from fleet.host.contract.shard import RunSpec, ServerSpec, Shard
@@ -272,6 +273,7 @@ class FakeAgent:
     polls: int = 0
     stops: int = 0
     stopped_on_purpose: bool = False
+    last_error: AgentError | None = None  # what its progress file says went wrong last
 
     def __post_init__(self) -> None:
         self.dir = SweepDir(sweep_dir(self.host, self.sweep_id))
@@ -355,6 +357,6 @@ class FakeAgent:
             counts[result["status"]] = counts.get(result["status"], 0) + 1
         progress = Progress(
             sweep_id=self.sweep_id, agent_pid=4242, boot_id=self.boot_id, started_at=self.started_at, updated_at=time.time(),
-            state=state, total=len(self.shard().runs), counts=counts,
+            state=state, total=len(self.shard().runs), counts=counts, last_error=self.last_error,
         )  # fmt: skip
         self.t.write(self.dir.progress, json.dumps(progress.to_json()))

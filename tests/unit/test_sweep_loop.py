@@ -4,6 +4,7 @@ repair rounds, a resume after an unwatched reboot, detaching, and link drops."""
 from __future__ import annotations
 
 import json
+import logging
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,6 +14,7 @@ import pytest
 from fleet.errors import ConnectionLost, PermanentTransportError
 from fleet.fixes.quarantine import QuarantineStore
 from fleet.host.contract import Failure, Progress, RunStatus, SweepDir
+from fleet.host.contract.progress import AgentError
 from fleet.host.contract.shard import Shard
 from fleet.plan import Plan, PlanOptions, hardware_of, make_plan
 from fleet.playbook import load_playbook
@@ -279,3 +281,14 @@ def test_a_pull_an_operator_must_fix_fails_the_host_at_once_and_a_hiccup_is_trie
     else:
         status = r.drive()
         assert status.phase is Phase.FINISHED and len(calls) > 1 and local_results(r) == {run.id for _, run in r.plan.runs}
+
+
+def test_an_agent_that_was_paused_is_said_once_per_pause(tmp_path: Path, bundle: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """The agent notices a pause of its own (SIGSTOP, a frozen VM) and redoes the run in flight;
+    the controller said nothing of it (the round-two fault table's "not reported")."""
+    r = rig(tmp_path, bundle)
+    r.agent.last_error = AgentError("agent", "agent_paused", "fleet's agent did not run for 20.0 s; a run in flight across it is done again", 1.8e9)
+    with caplog.at_level(logging.WARNING, logger="fleet.sweep"):
+        status = r.drive()
+    said = [rec.getMessage() for rec in caplog.records if "was paused" in rec.getMessage()]
+    assert status.phase is Phase.FINISHED and said == ["ct200: fleet's agent was paused (fleet's agent did not run for 20.0 s; a run in flight across it is done again)"]
