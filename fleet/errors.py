@@ -32,7 +32,7 @@ and ControlDirError (an OpenSSH control directory that cannot be used, handled w
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 # The base and the errors that host code raises live in the shipped package; callers import them here.
 from fleet.host.errors import ConfigError as ConfigError
@@ -40,9 +40,22 @@ from fleet.host.errors import ContractError as ContractError
 from fleet.host.errors import EngineConfigError as EngineConfigError
 from fleet.host.errors import FleetError as FleetError
 
-if TYPE_CHECKING:
-    from fleet.provision.preflight import PreflightReport
-    from fleet.transport.base import CommandResult
+
+# What two errors read of the objects they carry, as protocols: this module sits below the modules
+# that define them (fleet.provision.preflight.PreflightReport, fleet.transport.base.CommandResult).
+class _Summarised(Protocol):
+    def summary(self) -> str: ...
+
+
+class _CommandOutcome(Protocol):
+    @property
+    def command(self) -> str: ...
+    @property
+    def exit_code(self) -> int: ...
+    @property
+    def stdout(self) -> str: ...
+    @property
+    def stderr(self) -> str: ...
 
 
 def short_command(text: str, width: int = 60) -> str:
@@ -148,7 +161,7 @@ class ModelError(FleetError):
 class PreflightFailed(FleetError):
     """A host failed a preflight check: nothing is launched on it."""
 
-    def __init__(self, report: PreflightReport) -> None:
+    def __init__(self, report: _Summarised) -> None:
         self.report = report
         super().__init__(report.summary())
 
@@ -162,7 +175,7 @@ class ReportError(ContractError):
 class SlurmCommandError(FleetError):
     """A Slurm command failed on the login host; the message carries Slurm's own words."""
 
-    def __init__(self, host: str, result: CommandResult) -> None:
+    def __init__(self, host: str, result: _CommandOutcome) -> None:
         said = (result.stderr.strip() or result.stdout.strip() or "(no output)").splitlines()[-1]
         super().__init__(f"{host}: `{result.command}` exited {result.exit_code}: {said}")
         self.result = result

@@ -29,10 +29,15 @@ alone) and private control-flow exceptions (a leading underscore).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from fleet.host.contract.lease import Lease
+
+class _Lease(Protocol):
+    """What LeaseHeld reads of the lease it carries (fleet.host.contract.lease.Lease, which imports
+    this module)."""
+
+    def describe(self, now: float) -> str: ...
+    def to_json(self) -> dict[str, Any]: ...
 
 
 class FleetError(Exception):
@@ -105,7 +110,7 @@ class ServiceError(Exception):
 class LeaseHeld(FleetError):
     """The host is held by another live sweep (or provision)."""
 
-    def __init__(self, host: str, lease: Lease, now: float) -> None:
+    def __init__(self, host: str, lease: _Lease, now: float) -> None:
         self.host, self.lease, self.now = host, lease, now
         super().__init__(f"{host}: held by {lease.describe(now)}; not touching its GPUs or servers")
 
