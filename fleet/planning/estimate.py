@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fleet.host.agent.drive import requests_at_level
+from fleet.host.agent.driver import requests_at_level
 from fleet.host.atomic import write_json_atomic
 from fleet.host.contract.reader import Reader, read_text
 from fleet.planning.ids import IdCache

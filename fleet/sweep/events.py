@@ -16,7 +16,7 @@ and per type (EVENT_TYPES):
   variant, the fix it runs with, else null), done, total, host_eta_s
 - `reboot`: boot_id; `link_drop`: count; `agent_restart`: count; `repair_round`: added, total
 - `moved`: to, runs, server_id, label, why ("tail", or why the host was given up on): runs handed
-  from `host` to another (fleet.sweep.driver.Balancer)
+  from `host` to another (fleet.sweep.balancer.Balancer)
 - `summary` (always the last): sweep_id, state, directory, interrupted, results, by_status,
   unreadable, hosts, fixes -- what `summary.json` holds; `error` too where no host passed provisioning.
 

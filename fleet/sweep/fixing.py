@@ -202,7 +202,7 @@ class SweepFixer:
 
     def take_pending(self, host: str, max_gpus: int) -> list[PlannedServer]:
         """The variants waiting for `host`'s next round that fit in `max_gpus`, taken for another
-        host whose agent ran dry first (fleet.sweep.driver.Balancer): never shipped, so nothing races."""
+        host whose agent ran dry first (fleet.sweep.balancer.Balancer): never shipped, so nothing races."""
         with self._lock:
             pending = self._pending.get(host, [])
             taken = [server for server in pending if server.config.tp <= max_gpus]

@@ -3,7 +3,7 @@ model (`kind:` and its fields, checked when the playbook loads) and what the con
 a workload of the kind (`WorkloadKind`'s methods: its part of the shard's resolved workload, what
 the playbook checks against a server's context, what the plan warns of). `WorkloadModel` lists
 them; a new kind is a class and its place there (and, on the host, its entry in the contract's
-WORKLOAD_KINDS and the agent's driver: fleet.host.agent.drive).
+WORKLOAD_KINDS and the agent's driver: fleet.host.agent.kinds).
 
 Runs on the controller. The prompts are data (fleet.workloads.library); what depends on the
 server -- the long-context prompt size, the concurrency levels of `auto` -- is left for the agent
@@ -21,7 +21,7 @@ from typing import Annotated, Any, Literal, Union, get_args
 from pydantic import AfterValidator, BeforeValidator, Field, model_validator
 
 from fleet.config import Int, StrictModel
-from fleet.host.agent.drive import calibration_tolerance
+from fleet.host.agent.kinds.long_context import calibration_tolerance
 from fleet.host.agent.stats import min_samples
 from fleet.inventory import NAME_PATTERN
 from fleet.workloads.datasets import check_dataset, describe, file_sha256, sample_requests
@@ -100,7 +100,7 @@ class LongContextWorkload(WorkloadKind):
 
     def comparability_warning(self, name: str, context_len: int, kv_tokens: int) -> str | None:
         """A prompt that cannot fit the server's context or KV pool is cut on the host (the agent's
-        calibration, fleet.host.agent.drive): its figures would describe a shorter prompt. SGLang
+        calibration, fleet.host.agent.kinds.long_context): its figures would describe a shorter prompt. SGLang
         takes prompts up to min(context_len, max_total_num_tokens) - 1 tokens."""
         room = min(context_len, kv_tokens) - 1
         fits = room - self.max_new_tokens - self.margin_tokens
@@ -120,7 +120,7 @@ class ConcurrencyWorkload(WorkloadKind):
     prompt: PromptName = "qsort"
     max_new_tokens: Int = Field(default=256, ge=1, le=MAX_CONTEXT)
     requests_per_level: Int | None = Field(
-        default=None, ge=1, le=100_000, description="default: enough for a p90 (10) and 2 x the level (fleet.host.agent.drive.requests_at_level)"
+        default=None, ge=1, le=100_000, description="default: enough for a p90 (10) and 2 x the level (fleet.host.agent.driver.requests_at_level)"
     )
 
     def resolved(self, name: str, time_scale: float) -> dict[str, Any]:

@@ -7,16 +7,9 @@ from typing import Callable
 
 import pytest
 
-from fleet.host.agent.drive import (
-    MAX_CALIBRATION_PROBES,
-    Probe,
-    auto_levels,
-    calibration_done,
-    calibration_tolerance,
-    next_probe_chars,
-    prompt_cut,
-    requests_at_level,
-)
+from fleet.host.agent.driver import requests_at_level
+from fleet.host.agent.kinds.concurrency import auto_levels
+from fleet.host.agent.kinds.long_context import MAX_CALIBRATION_PROBES, Probe, calibration_done, calibration_tolerance, next_probe_chars, prompt_cut
 from fleet.host.tokens import count_tokens
 from fleet.workloads.library import corpus_slice
 

@@ -11,7 +11,8 @@ from typing import Any, Collection
 import pytest
 
 from fleet.host.agent.client import RequestOutcome
-from fleet.host.agent.drive import Driver, Gate, ServerFacts, drive
+from fleet.host.agent.drive import drive
+from fleet.host.agent.driver import Driver, Gate, ServerFacts
 from fleet.host.agent.kinds import KINDS, Kind
 from fleet.host.agent.outcome import Measured, Sent, WorkloadOutcome
 from fleet.host.agent.results import RunIdentity, build_result

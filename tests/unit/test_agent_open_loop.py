@@ -15,8 +15,10 @@ from typing import Any, Iterator
 import pytest
 
 from fleet.host.agent.client import Client, Endpoint, RequestOutcome
-from fleet.host.agent.drive import Driver, Gate, ServerFacts, drive
-from fleet.host.agent.results import CLIENT_BEHIND, RunIdentity, Sent, WorkloadOutcome, build_result
+from fleet.host.agent.drive import drive
+from fleet.host.agent.driver import Driver, Gate, ServerFacts
+from fleet.host.agent.results import RunIdentity, build_result
+from fleet.host.agent.outcome import CLIENT_BEHIND, Sent, WorkloadOutcome
 from fleet.host.contract import RunResult, RunStatus
 from fleet.host.contract.shard import AgentLimits, RunSpec
 from fleet.host.engines.sim.harness import SimProcess, start_sim

@@ -10,7 +10,8 @@ import pytest
 
 from fleet.host.agent.client import NO_TOKEN_TIMEOUT, Client, Endpoint, RequestOutcome
 from fleet.host.agent.pause import PAUSE_THRESHOLD_S, THRESHOLD_ENV, Gap, GapDetector, PauseWatch, threshold_from_env
-from fleet.host.agent.results import AGENT_PAUSED, paused_deviation, request_figures, request_record, run_status, Sent
+from fleet.host.agent.results import paused_deviation, request_figures, request_record, run_status
+from fleet.host.agent.outcome import AGENT_PAUSED, Sent
 from fleet.host.contract import Failure, RunStatus
 from tests.unit.test_agent_client import ScriptedServer, generate_chunk, server, sse  # noqa: F401 (fixture)
 

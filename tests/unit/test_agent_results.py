@@ -11,18 +11,8 @@ from pathlib import Path
 import pytest
 
 from fleet.host.agent.client import Client, Endpoint, RequestOutcome
-from fleet.host.agent.results import (
-    Failure,
-    RunIdentity,
-    Sent,
-    WorkloadOutcome,
-    build_result,
-    in_simulated_time,
-    request_figures,
-    run_status,
-    sim_speed_of,
-    workload_summary,
-)
+from fleet.host.agent.results import Failure, RunIdentity, build_result, in_simulated_time, request_figures, run_status, sim_speed_of, workload_summary
+from fleet.host.agent.outcome import Sent, WorkloadOutcome
 from fleet.host.contract import RESULT_SCHEMA, RunResult, RunStatus
 from fleet.host.contract.results import Deviation
 from fleet.host.engines.sim.harness import start_sim

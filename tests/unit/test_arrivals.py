@@ -11,7 +11,7 @@ from typing import Callable
 
 import pytest
 
-from fleet.host.agent.drive import arrival_offsets
+from fleet.host.agent.kinds.listed import arrival_offsets
 
 
 def ks_statistic(sample: list[float], cdf: Callable[[float], float]) -> float:

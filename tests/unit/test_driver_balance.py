@@ -1,4 +1,4 @@
-"""The Balancer (fleet.sweep.driver): one mechanism that moves work between the hosts of a sweep
+"""The Balancer (fleet.sweep.balancer): one mechanism that moves work between the hosts of a sweep
 -- queued servers to a host that ran dry, a lost host's runs to the live ones -- decided on the
 hosts' shards, their pulled results and the plan's estimates. No transport is used here: the
 drivers' loops are not run, only what the balancer reads of them."""

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from fleet.host.agent.drive import requests_at_level
+from fleet.host.agent.driver import requests_at_level
 from fleet.host.agent.stats import min_samples
 from fleet.host.contract.shard import WORKLOAD_KINDS
 from fleet.host.tokens import count_tokens

@@ -19,25 +19,12 @@ Every measured request goes through one `Gate` (fleet.host.agent.driver): after 
 mean the server is gone (timeout, reset, refused), and between sections, the server's liveness is
 checked; once it has failed no further request is sent, and the run ends with that failure as its
 evidence.
-
-The driver's names, and the kinds' that fleet's controller and tests use, are imported from here
-too, as they were when they lived here.
 """
 
 from __future__ import annotations
 
-from fleet.host.agent.driver import Driver, Gate as Gate, ServerFacts as ServerFacts, requests_at_level as requests_at_level
+from fleet.host.agent.driver import Driver
 from fleet.host.agent.kinds import KINDS
-from fleet.host.agent.kinds.concurrency import auto_levels as auto_levels
-from fleet.host.agent.kinds.listed import arrival_offsets as arrival_offsets
-from fleet.host.agent.kinds.long_context import (
-    MAX_CALIBRATION_PROBES as MAX_CALIBRATION_PROBES,
-    Probe as Probe,
-    calibration_done as calibration_done,
-    calibration_tolerance as calibration_tolerance,
-    next_probe_chars as next_probe_chars,
-    prompt_cut as prompt_cut,
-)
 from fleet.host.agent.outcome import WorkloadOutcome
 
 

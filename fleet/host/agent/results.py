@@ -50,16 +50,7 @@ from typing import Any, Mapping, Sequence
 
 from fleet.host.agent.client import NO_TOKEN_TIMEOUT, TIMEOUT, RequestOutcome
 from fleet.host.agent.kinds import KINDS
-from fleet.host.agent.outcome import (
-    AGENT_PAUSED as AGENT_PAUSED,
-    CLIENT_BEHIND as CLIENT_BEHIND,
-    OUTPUT_CAPPED as OUTPUT_CAPPED,
-    PROMPT_CUT as PROMPT_CUT,
-    REQUESTS_DROPPED as REQUESTS_DROPPED,
-    Measured,
-    Sent,
-    WorkloadOutcome,
-)
+from fleet.host.agent.outcome import AGENT_PAUSED, CLIENT_BEHIND, OUTPUT_CAPPED, REQUESTS_DROPPED, Measured, Sent, WorkloadOutcome
 from fleet.host.agent.pause import Gap
 from fleet.host.agent.stats import histogram, ratio, summary
 from fleet.host.contract import Failure, RunResult, RunStatus

@@ -59,7 +59,8 @@ from typing import Any
 
 from fleet.host.agent.client import Client, Endpoint, get_json, health_ok
 from fleet.host.agent.dispatch import Placement, Running, Waiting, choose, stuck
-from fleet.host.agent.drive import Driver, Gate, ServerFacts, drive
+from fleet.host.agent.drive import drive
+from fleet.host.agent.driver import Driver, Gate, ServerFacts
 from fleet.host.agent.handover import release_handed_over
 from fleet.host.agent.logwatch import LogWatcher
 from fleet.host.agent.lossless import ERROR as CHECK_ERROR
@@ -67,15 +68,8 @@ from fleet.host.agent.lossless import PENDING, Check, Output, compare, outputs_o
 from fleet.host.agent.pause import PauseWatch, threshold_from_env
 from fleet.host.agent.power import PowerSampler, window_of
 from fleet.host.agent.progress import UNWRITABLE_ERRNOS, ProgressFile
-from fleet.host.agent.results import (
-    AGENT_PAUSED,
-    RunIdentity,
-    WorkloadOutcome,
-    build_result,
-    paused_deviation,
-    sim_speed_of,
-    skipped_result,
-)
+from fleet.host.agent.results import RunIdentity, build_result, paused_deviation, sim_speed_of, skipped_result
+from fleet.host.agent.outcome import AGENT_PAUSED, WorkloadOutcome
 from fleet.host.agent.services import SIGKILL_HINT, Holder, Services, ServiceSpec, boot_id, clear_stale, exit_description, gpu_names, make_services, wait_free
 from fleet.host.errors import ServiceError
 from fleet.host.atomic import atomic_file, write_json_atomic

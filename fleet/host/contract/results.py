@@ -141,7 +141,7 @@ class RunResult:
     attempt: int = 1
     agent_pid: int | None = None
     gpus: tuple[int, ...] = ()
-    server: dict[str, Any] | None = None  # what the server said of itself (fleet.host.agent.drive.ServerFacts)
+    server: dict[str, Any] | None = None  # what the server said of itself (fleet.host.agent.driver.ServerFacts)
     log_path: str | None = None
     host_facts: dict[str, Any] | None = None
     provenance: dict[str, Any] | None = None  # a fixed variant: what it fixes and why
