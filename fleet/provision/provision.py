@@ -78,9 +78,10 @@ class HostReport:
         }
 
 
-# Secrets a host's model fetch may need, read from the controller's environment. They reach the
-# host only in the environment of the fetch (see fleet.transport.base), never in a file or a log.
-SECRET_NAMES = ("HF_TOKEN",)
+# What a host's model fetch takes from the controller's environment: the hub token, and the hub's
+# address where it is a mirror (huggingface_hub reads HF_ENDPOINT). They reach the host only in the
+# environment of the fetch (see fleet.transport.base), never in a file or a log.
+SECRET_NAMES = ("HF_TOKEN", "HF_ENDPOINT")
 
 
 @dataclass(frozen=True)

@@ -221,7 +221,7 @@ def test_a_relative_mirror_resolves_against_the_playbooks_folder(tmp_path: Path,
 
 def test_the_options_factory_takes_named_secrets_from_the_environment_and_never_prints_them(tmp_path: Path) -> None:
     options = provision_options(tmp_path / "books" / "..", {"HF_TOKEN": TOKEN, "AWS_SECRET": "x", "HOME": "/root"})
-    assert options.secrets == {"HF_TOKEN": TOKEN} and SECRET_NAMES == ("HF_TOKEN",)
+    assert options.secrets == {"HF_TOKEN": TOKEN} and SECRET_NAMES == ("HF_TOKEN", "HF_ENDPOINT")
     assert options.mirror_root == tmp_path.resolve() and options.mirror_root.is_absolute()
     assert TOKEN not in repr(options) and TOKEN not in str(options)
     assert provision_options(tmp_path, {"HF_TOKEN": ""}).secrets == {}  # empty is unset
@@ -241,3 +241,10 @@ def test_provision_fans_out_over_the_transports_it_is_given() -> None:
     assert reports["ct200"].status == "changed" and shells["ct200"].jobs
     assert reports["ct201"].status == "failed" and reports["ct201"].reason
     assert all(t.closed == 1 for t in fakes.values())
+
+
+def test_the_fetch_takes_the_hub_token_and_a_mirrors_address_from_the_environment_and_nothing_else(tmp_path: Path) -> None:
+    environ = {"HF_TOKEN": "hf_secret", "HF_ENDPOINT": "http://hub.mirror.internal:8080", "HOME": "/root", "AWS_SECRET_ACCESS_KEY": "x"}
+    options = provision_options(tmp_path, environ)
+    assert options.secrets == {"HF_TOKEN": "hf_secret", "HF_ENDPOINT": "http://hub.mirror.internal:8080"}
+    assert provision_options(tmp_path, {}).secrets == {}
