@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import secrets
 import threading
 import time
 from pathlib import Path
@@ -25,7 +26,9 @@ from tests.testfleet.hub import HubServer, hub_client_python
 
 pytestmark = pytest.mark.testfleet
 
-TOKEN = "hf_integration_T0k3n_x9"
+# Made at each run: a token spelled out here would be found by the grep below wherever this file
+# lies on a path the test host sees (a checkout under /tmp, as CI's).
+TOKEN = "hf_integration_" + secrets.token_hex(8)
 
 
 @pytest.fixture(params=[None, "1.33.0"], ids=lambda v: f"hub-{v or 'installed'}")
@@ -70,6 +73,7 @@ def test_a_model_and_a_dataset_pinned_to_revisions_and_a_gated_repo_with_the_tok
     setup, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.DEBUG, logger="fleet")
+    began = time.time()
     fleet, host, inventory_host, transport, hub = setup
     weights = os.urandom(2 << 20)
     v1 = hub.add_commit("org/gated-model", {"config.json": '{"v": 1}', "model.safetensors": weights}, refs=("main", "v1"), gated=True, granted_tokens=(TOKEN,))
@@ -123,8 +127,11 @@ def test_a_model_and_a_dataset_pinned_to_revisions_and_a_gated_repo_with_the_tok
     assert all(r.authorization == f"Bearer {TOKEN}" for r in resolved) and all(r.authorization is None for r in hub.requests if r.cdn)
     # No file on the host holds the token: the caches, their .cache/huggingface, the fetch logs,
     # HF_HOME under /root, the work dir, /tmp and /dev/shm; nor the host's own folder here (sshd's log).
-    grep = fleet.exec(host, ["grep", "-rlF", TOKEN, "/srv/models", "/var/lib/fleet", "/root", "/tmp", "/dev/shm"])
-    assert grep.returncode == 1 and grep.stdout == "", grep.stdout + grep.stderr
+    # The files written since the test began, on the host's own file systems: a test host may see
+    # the machine's /tmp, where a checkout and other tests' folders make a whole grep take minutes.
+    written = f"find /srv/models /var/lib/fleet /root /tmp /dev/shm -xdev -type f -newermt @{int(began) - 1} -print0 2>/dev/null"
+    grep = fleet.exec(host, ["sh", "-c", f"{written} | xargs -0 -r grep -lF -- {TOKEN}"])
+    assert grep.returncode in (0, 1, 123) and grep.stdout == "", grep.stdout + grep.stderr  # 0: no file written at all
     for path in Path(host.base).rglob("*"):
         if path.is_file() and not path.is_symlink():
             assert TOKEN.encode() not in path.read_bytes(), path

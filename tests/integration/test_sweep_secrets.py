@@ -93,21 +93,39 @@ def _source(repo):
 
 
 class HfApi:
-    def model_info(self, repo, revision=None, files_metadata=False):
-        _record("model_info", repo)
+    def repo_info(self, repo, repo_type="model", revision=None, files_metadata=False):
+        _record("repo_info", repo)
         source = _source(repo)
         names = sorted(os.listdir(source))
         siblings = [types.SimpleNamespace(rfilename=n, size=os.path.getsize(os.path.join(source, n))) for n in names]
         return types.SimpleNamespace(sha=hashlib.sha1(repo.encode()).hexdigest(), siblings=siblings)
 
 
-def snapshot_download(repo_id, revision=None, local_dir=None):
+def snapshot_download(repo_id, repo_type="model", revision=None, local_dir=None):
     _record("snapshot_download", repo_id)
     os.makedirs(local_dir, exist_ok=True)
     for name in os.listdir(_source(repo_id)):
         shutil.copyfile(os.path.join(_source(repo_id), name), os.path.join(local_dir, name))
     return local_dir
 '''
+
+
+# The errors fleet's fetch names (huggingface_hub.utils), as the stand-in's own.
+FAKE_HUB_ERRORS = """class HfHubHTTPError(Exception):
+    response = None
+
+
+class RepositoryNotFoundError(HfHubHTTPError):
+    pass
+
+
+class GatedRepoError(RepositoryNotFoundError):
+    pass
+
+
+class RevisionNotFoundError(HfHubHTTPError):
+    pass
+"""
 
 
 def hub_playbook(tmp_path: Path) -> Path:
@@ -128,6 +146,7 @@ def install_fake_engine(host) -> str:
     (base / "site" / "torch" / "__init__.py").write_text(FAKE_TORCH)
     (base / "site" / "huggingface_hub").mkdir()
     (base / "site" / "huggingface_hub" / "__init__.py").write_text(FAKE_HUB.format(fake=FAKE, seen=SEEN))
+    (base / "site" / "huggingface_hub" / "utils.py").write_text(FAKE_HUB_ERRORS)
     for model in models_of(load_playbook(DEMO)):  # the files come from the demo's cards
         assert model.repo and model.card
         repo = base / "hub" / model.repo.replace("/", "--")
