@@ -1,8 +1,8 @@
 """The sweep-backend seam: how a sweep is started, resumed, cancelled, watched and its logs
 fetched, whatever runs it. SSH hosts (`fleet.sweep.backend`) and Slurm clusters
-(`fleet.slurm.backend`) implement `SweepBackend` (fleet/sweep/interface.py); `fleet/cli.py` chooses one here -- from the
-chosen hosts' inventory entries for a start, from the sweep's own folder for everything after --
-and calls it. No module below the backends imports one.
+(`fleet.slurm.backend`) implement `SweepBackend` (fleet/sweep/interface.py); `fleet/cli.py`
+chooses one here -- from the chosen hosts' inventory entries for a start, from the sweep's own
+folder for everything after -- and calls it. No module below the backends imports one.
 
 Adding a backend is adding its package, with a module that defines `BACKEND`, and one line in
 BACKENDS (tests/unit/test_backend_seam.py drives a skeleton backend that way).
