@@ -7,6 +7,7 @@ installed by pip into /var/tmp once; skipped where pip cannot reach a package in
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import os
@@ -67,7 +68,7 @@ def local_host(tmp_path: Path, python: str) -> Host:
 
 def fetch(t: LocalTransport, model: ModelRef, host: Host, tmp_path: Path, secrets: dict[str, str]):
     return ensure_cached(
-        t, model, host, read_state(t, model, host), dry_run=False, mirror_root=tmp_path, transfer=lambda action: action(), timeout=120, secrets=secrets
+        t, model, host, read_state(t, model, host), dry_run=False, mirror_root=tmp_path, transfer=lambda action: action(), timeout=240, secrets=secrets
     )
 
 
@@ -210,6 +211,19 @@ def test_a_connection_cut_mid_file_is_resumed_with_a_range_request(client: str, 
     assert (Path(read_state(t, model, host).cache_dir) / "model.safetensors").read_bytes() == weights
 
 
+def lock_holders(path: str) -> list[int]:
+    """The processes with `path` open (a lock file a job holds)."""
+    pids = []
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit() and int(entry.name) != os.getpid():
+            try:
+                if any(os.readlink(fd.path) == path for fd in os.scandir(f"/proc/{entry.name}/fd")):
+                    pids.append(int(entry.name))
+            except OSError:
+                continue
+    return pids
+
+
 def fetch_processes(dest: str) -> list[int]:
     pids = []
     for entry in os.scandir("/proc"):
@@ -263,6 +277,12 @@ def test_a_fetch_killed_mid_file_keeps_the_files_it_completed_and_its_leftovers_
     assert groups
     for group in groups:  # the power cut: everything of the job, at once, no cleanup
         os.killpg(group, signal.SIGKILL)
+    # ... and whatever else holds the job's lock (a child of the fetch in another process group):
+    # a power cut spares nothing, and a survivor holding the lock would keep the restart waiting.
+    lock = dest + ".lock"
+    for pid in lock_holders(lock):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
     release.set()
     thread.join(timeout=120)
     # fleet saw the job end without an exit status and started it again (run_detached_started)
