@@ -9,7 +9,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, Protocol
 
-
 if TYPE_CHECKING:
     from fleet.fixes.quarantine import QuarantineStore
     from fleet.inventory import Host
