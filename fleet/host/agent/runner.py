@@ -72,7 +72,7 @@ from fleet.host.agent.results import RunIdentity, build_result, paused_deviation
 from fleet.host.agent.outcome import AGENT_PAUSED, WorkloadOutcome
 from fleet.host.agent.services import SIGKILL_HINT, Holder, Services, ServiceSpec, boot_id, clear_stale, exit_description, gpu_names, make_services, wait_free
 from fleet.host.errors import ServiceError
-from fleet.host.atomic import atomic_file, write_json_atomic
+from fleet.host.atomic import TEMP_PREFIX, TEMP_SUFFIX, atomic_file, write_json_atomic
 from fleet.host.contract import AgentState, ContractError, Failure, HostQuarantine, RunResult, RunStatus, ServerPhase, SweepDir, load_result
 from fleet.host.contract.exits import AgentExit
 from fleet.host.contract.lease import AGENT_HEARTBEAT_S, Claim, HostLease
@@ -492,7 +492,19 @@ class Agent:
             waiting.remove(spec)
             launch(spec, choice)
 
+    def _remove_stale_temps(self) -> None:
+        """A result's temporary file (`.<name>.<random>.tmp`, fleet.host.atomic) that an agent killed
+        mid-write left in runs/: no writer is left for it (this agent holds the sweep's lock), and a
+        pull leaves it out; it would stay for good."""
+        for entry in Path(self.files.runs).glob(f"{TEMP_PREFIX}*{TEMP_SUFFIX}"):
+            try:
+                entry.unlink()
+                log.info("removed %s, left by an agent killed while writing it", entry.name)
+            except OSError:
+                pass  # gone meanwhile, or a folder the agent cannot write: the run's own writes will say
+
     def _run_locked(self) -> int:
+        self._remove_stale_temps()
         try:
             self._prepare_halt_file()
         except OSError as exc:
