@@ -53,6 +53,8 @@ CONTROL_PERSIST_S = 120
 # Linux's sun_path is 108 bytes; ssh first binds "<ControlPath>.<16 random chars>" and renames.
 _MAX_SOCKET_PATH = 108 - 18
 _MASTER_PID = re.compile(r"pid=(\d+)")
+# How long a stopped master may take to exit (it answers `-O exit` first, then closes).
+STOP_WAIT_S = 5.0
 
 
 # --------------------------------------------------------------------------- paramiko parking
@@ -241,11 +243,25 @@ class Masters:
             used, self._used = dict(self._used), {}
 
         def stop(path: str, destination: str, pid: int) -> None:
-            if master_pid(path, destination) == pid:
+            if master_pid(path, destination) != pid:
+                return
+            try:
+                subprocess.run(_control_argv(path, "exit", destination), capture_output=True, timeout=5, check=False)
+            except (OSError, subprocess.TimeoutExpired) as exc:
+                log.debug("stopping ssh master %s: %s", path, exc)
+                return
+            # `-O exit` is answered before the master has exited and unlinked its socket: wait for
+            # it, so that a caller (and the next controller) finds the socket gone, not half-gone.
+            deadline = time.monotonic() + STOP_WAIT_S
+            while _running(pid) and time.monotonic() < deadline:
+                time.sleep(0.02)
+            if not _running(pid):
                 try:
-                    subprocess.run(_control_argv(path, "exit", destination), capture_output=True, timeout=5, check=False)
-                except (OSError, subprocess.TimeoutExpired) as exc:
-                    log.debug("stopping ssh master %s: %s", path, exc)
+                    os.unlink(path)  # ours, and nothing listens on it any more
+                except FileNotFoundError:
+                    pass
+                except OSError as exc:
+                    log.debug("removing ssh control socket %s: %s", path, exc)
 
         # All hosts at once: each stop is two local ssh calls, and a controller of many hosts exits now.
         stoppers = [
@@ -262,6 +278,16 @@ class Masters:
 def _control_argv(path: str, command: str, destination: str) -> list[str]:
     # -F none: a control command talks to the local socket only; no config entry may redirect it.
     return ["ssh", "-F", "none", "-o", f"ControlPath={path}", "-O", command, destination]
+
+
+def _running(pid: int) -> bool:
+    """Whether `pid` is a live process: a zombie has exited (its socket is closed) but may wait
+    for a parent that never reaps it (an init in a container)."""
+    try:
+        stat_line = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat_line.rpartition(")")[2].split()[:1] != ["Z"]
 
 
 def master_pid(path: str, destination: str) -> int | None:
