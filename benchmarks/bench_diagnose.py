@@ -96,10 +96,7 @@ def _serving_block(rng: random.Random, minute: int, lines: int) -> str:
                 f"{rng.uniform(1.5, 7):.2f} avg_accepted_depth={rng.uniform(0.5, 6):.2f}"
             )
         else:
-            out.append(
-                f"[{second} TP0] KV cache pool is full. Retract requests. #retracted_reqs: 1, "
-                f"#new_tokens_gained: 3120, #mamba_num_gained: 3, #new_token_ratio: 0.4123 -> 0.5000"
-            )
+            out.append(f"[{second} TP0] KV cache pool is full. Retract requests. #retracted_reqs: 1, #new_tokens_gained: 3120, #mamba_num_gained: 3, #new_token_ratio: 0.4123 -> 0.5000")
     return "\n".join(out) + "\n"
 
 

@@ -157,8 +157,7 @@ class Setting:
         path = self.work / "ansible-hosts.ini"
         lines = ["[all]"]
         lines += [
-            f"{h.name} ansible_host={h.address} ansible_port={h.port} ansible_user={h.user} "
-            f"ansible_ssh_private_key_file={h.identity_file} ansible_python_interpreter=/usr/bin/python3"
+            f"{h.name} ansible_host={h.address} ansible_port={h.port} ansible_user={h.user} ansible_ssh_private_key_file={h.identity_file} ansible_python_interpreter=/usr/bin/python3"
             for h in self.fleet.hosts
         ]
         lines += ["[all:vars]", f"ansible_ssh_common_args='{self.ssh_common()}'", ""]
@@ -168,8 +167,17 @@ class Setting:
     def pyinfra_inventory(self) -> Path:
         path = self.work / "pyinfra_inventory.py"
         hosts = [
-            (h.name, {"ssh_hostname": h.address, "ssh_port": h.port, "ssh_user": h.user, "ssh_key": str(h.identity_file),
-                      "ssh_known_hosts_file": str(self.fleet.known_hosts), "ssh_strict_host_key_checking": "yes"})
+            (
+                h.name,
+                {
+                    "ssh_hostname": h.address,
+                    "ssh_port": h.port,
+                    "ssh_user": h.user,
+                    "ssh_key": str(h.identity_file),
+                    "ssh_known_hosts_file": str(self.fleet.known_hosts),
+                    "ssh_strict_host_key_checking": "yes",
+                },
+            )
             for h in self.fleet.hosts
         ]
         path.write_text(f"hosts = {hosts!r}\n")
@@ -237,15 +245,19 @@ def row_processes() -> dict[str, Any]:
     base = Path(tempfile.mkdtemp(prefix="fleet-bench-procs-", dir="/var/tmp"))
     try:
         env = {**local_gpu_env(base, os.environ), "XDG_CACHE_HOME": str(base / "cache")}
-        request = FactsRequest(paths={"work_dir": str(base / "work" / "x"), "model_cache": "/srv/models/q", "staging": str(base / "shm")},
-                               engine_python="/usr/bin/python3")
+        request = FactsRequest(paths={"work_dir": str(base / "work" / "x"), "model_cache": "/srv/models/q", "staging": str(base / "shm")}, engine_python="/usr/bin/python3")
         out: dict[str, Any] = {}
         for kind, facts in (("cold", gather._volatile_facts(request) + gather._stable_facts(request)), ("warm", gather._volatile_facts(request))):
             script = composite_script(facts)
             subprocess.run(["sh", "-c", script], env=env, capture_output=True, timeout=120)  # the engine probe's host cache, as after a first gather
             trace = base / f"{kind}.trace"
-            done = subprocess.run(["strace", "-f", "-qq", "-e", "trace=execve,clone,clone3,fork,vfork", "-e", "status=successful", "-o", str(trace),
-                                   "sh", "-c", script], env=env, capture_output=True, text=True, timeout=120)
+            done = subprocess.run(
+                ["strace", "-f", "-qq", "-e", "trace=execve,clone,clone3,fork,vfork", "-e", "status=successful", "-o", str(trace), "sh", "-c", script],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
             lines = trace.read_text().splitlines()
             execs = [line.split('execve("', 1)[1].split('"', 1)[0].rsplit("/", 1)[-1] for line in lines if "execve(" in line]
             sections = split_sections(done.stdout)
@@ -255,8 +267,7 @@ def row_processes() -> dict[str, Any]:
                     parse_section(fact, sections[fact.name])
                 except Exception as exc:  # a count of a gather that failed is no count
                     problems[fact.name] = str(exc)
-            out[kind] = {"execs": len(execs), "forks": sum(1 for line in lines if "clone" in line or "fork(" in line),
-                         "by_program": dict(Counter(execs)), "problems": problems}
+            out[kind] = {"execs": len(execs), "forks": sum(1 for line in lines if "clone" in line or "fork(" in line), "by_program": dict(Counter(execs)), "problems": problems}
         return out
     finally:
         shutil.rmtree(base, ignore_errors=True)
@@ -287,8 +298,7 @@ def row_facts(setting: Setting, runs: int) -> dict[str, Any]:
         control = Path(tempfile.mkdtemp(prefix="cp-", dir="/tmp"))
         config = setting.work / "ansible.cfg"
         config.write_text("[defaults]\n")
-        env = dict(os.environ, ANSIBLE_CONFIG=str(config), ANSIBLE_HOST_KEY_CHECKING="True", ANSIBLE_SSH_CONTROL_PATH_DIR=str(control),
-                   ANSIBLE_LOCAL_TEMP=str(control / "tmp"), ANSIBLE_NOCOLOR="1")
+        env = dict(os.environ, ANSIBLE_CONFIG=str(config), ANSIBLE_HOST_KEY_CHECKING="True", ANSIBLE_SSH_CONTROL_PATH_DIR=str(control), ANSIBLE_LOCAL_TEMP=str(control / "tmp"), ANSIBLE_NOCOLOR="1")
         try:
             return run_quiet([str(ansible), "all", "-i", str(ansible_inv), "-m", "setup", "-f", str(n)], env)
         finally:
@@ -399,6 +409,7 @@ def row_handshakes_and_fetch(setting: Setting, runs: int) -> dict[str, Any]:
             for name in names:  # the 1 GiB of logs gone locally (the sweep's own records, shard.json among them, stay)
                 shutil.rmtree(local / name / "logs", ignore_errors=True)
             return fn()
+
         return run
 
     full_variants = {"fleet fetch-logs (1 GiB, 4 hosts)": fresh(fleet_fetch, local_fleet), "4 x rsync -a (1 GiB)": fresh(rsync_all, local_rsync)}
@@ -436,14 +447,23 @@ def main() -> None:
     rows = set(args.rows.split(","))
     for peer in PEERS:
         ensure_venv(peer)
-    out: dict[str, Any] = {"label": args.label, "engine": args.engine, "hosts": args.hosts, "runs": args.runs, "load_before": os.getloadavg(),
-                           "baseline": str(args.baseline) if args.baseline else None}
+    out: dict[str, Any] = {
+        "label": args.label,
+        "engine": args.engine,
+        "hosts": args.hosts,
+        "runs": args.runs,
+        "load_before": os.getloadavg(),
+        "baseline": str(args.baseline) if args.baseline else None,
+    }
     if "processes" in rows:
         out["processes"] = row_processes()
         print("\n## processes of one facts gather on a host (strace -f)\n")
         for kind, counts in out["processes"].items():
-            print(f"- {kind}: {counts}" if kind == "skipped" else f"- {kind}: {counts['execs']} execs, {counts['forks']} forks: {counts['by_program']}"
-                  + (f"; problems: {counts['problems']}" if counts["problems"] else ""))
+            print(
+                f"- {kind}: {counts}"
+                if kind == "skipped"
+                else f"- {kind}: {counts['execs']} execs, {counts['forks']} forks: {counts['by_program']}" + (f"; problems: {counts['problems']}" if counts["problems"] else "")
+            )
     work = Path(tempfile.mkdtemp(prefix="fleet-bench-peers-", dir="/var/tmp"))
     try:
         with start_test_fleet([f"h{i:02d}" for i in range(args.hosts)], boot_timeout=60.0) as fleet:

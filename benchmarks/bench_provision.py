@@ -101,9 +101,11 @@ class CountingTransport:
     def __getattr__(self, name: str) -> Any:
         value = getattr(self._inner, name)
         if name in ("run", "put", "put_bytes", "get", "rsync_pull", "rsync_push"):
+
             def counted(*args: Any, **kwargs: Any) -> Any:
                 self._counts[self._inner.host] = self._counts.get(self._inner.host, 0) + 1
                 return value(*args, **kwargs)
+
             return counted
         return value
 
@@ -221,8 +223,7 @@ def measure(count: int, playbook_path: Path, workdir: Path, shm_size: str, engin
         second_s = time.perf_counter() - started
         _check(second, "ok", "second")
         second_calls, second_logins = sum(counts.values()) / count, (logins(fleet) - logins_before) / count
-    return Measurement(count, first_s, second_s, controller_cpu_s, busy / total if total else 0.0, host_cpu_s,
-                       first_calls, second_calls, first_logins, second_logins)
+    return Measurement(count, first_s, second_s, controller_cpu_s, busy / total if total else 0.0, host_cpu_s, first_calls, second_calls, first_logins, second_logins)
 
 
 def _median(values: list[float]) -> float:
@@ -306,26 +307,35 @@ def main() -> int:
 
     cpus = os.cpu_count() or 1
     print()
-    print(f"fleet provision of fresh test hosts: model {SHARDS * shard_mib} MiB + config from a mirror path (rsync), "
-          f"then staged to /dev/shm; {repeat} repetition(s), median")
+    print(f"fleet provision of fresh test hosts: model {SHARDS * shard_mib} MiB + config from a mirror path (rsync), then staged to /dev/shm; {repeat} repetition(s), median")
     print(f"machine: {cpus} CPUs shared by every test host, load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    print(f"{'engine python':<14} {'hosts':>5}  {'first (changes)':>16}  {'min..max':>14}  {'second (no change)':>18}  {'controller CPU':>14}  {'CPU per host':>12}  {'CPU floor':>9}  {'machine busy':>12}")
+    print(
+        f"{'engine python':<14} {'hosts':>5}  {'first (changes)':>16}  {'min..max':>14}  {'second (no change)':>18}  {'controller CPU':>14}  {'CPU per host':>12}  {'CPU floor':>9}  {'machine busy':>12}"
+    )
     for outcome in outcomes:
         for row in outcome["rows"]:
             span = f"{row['first_min_s']:.2f}..{row['first_max_s']:.2f}"
-            print(f"{outcome['variant']:<14} {row['hosts']:>5}  {row['first_median_s']:>14.2f} s  {span:>14}  {row['second_median_s']:>16.2f} s  {row['controller_cpu_median_s']:>12.2f} s  {row['host_cpu_per_host_median_s']:>10.2f} s  {row['cpu_floor_median_s']:>7.2f} s  {row['machine_busy_median']:>11.0%}")
+            print(
+                f"{outcome['variant']:<14} {row['hosts']:>5}  {row['first_median_s']:>14.2f} s  {span:>14}  {row['second_median_s']:>16.2f} s  {row['controller_cpu_median_s']:>12.2f} s  {row['host_cpu_per_host_median_s']:>10.2f} s  {row['cpu_floor_median_s']:>7.2f} s  {row['machine_busy_median']:>11.0%}"
+            )
     for outcome in outcomes:
         for row in outcome["rows"]:
-            print(f"{outcome['variant']} {row['hosts']} host(s): transport calls per host {row['calls_per_host_first']:g} (first), "
-                  f"{row['calls_per_host_second']:g} (second); SSH logins per host {row['logins_per_host_first']:g}, {row['logins_per_host_second']:g}")
+            print(
+                f"{outcome['variant']} {row['hosts']} host(s): transport calls per host {row['calls_per_host_first']:g} (first), "
+                f"{row['calls_per_host_second']:g} (second); SSH logins per host {row['logins_per_host_first']:g}, {row['logins_per_host_second']:g}"
+            )
     for outcome in outcomes:
         many = outcome["rows"][1]
-        print(f"{outcome['variant']}: t{args.hosts}/t1 = {outcome['tn_s']:.2f} s / {outcome['t1_s']:.2f} s = {outcome['ratio']:.2f}"
-              f"   (target: well under {args.hosts}; {args.hosts} = no parallelism);"
-              f" t{args.hosts} = {outcome['tn_s'] / many['cpu_floor_median_s']:.2f} x this machine's CPU floor")
-    print(f"why `torch` scales worse here: importing torch for the CUDA facts costs {torch_cpu_s:.1f} CPU s per host; "
-          f"{args.hosts} test hosts need >= {args.hosts * torch_cpu_s / cpus:.1f} s of this machine's {cpus} CPUs for it alone, "
-          f"where real hosts each use their own CPUs")
+        print(
+            f"{outcome['variant']}: t{args.hosts}/t1 = {outcome['tn_s']:.2f} s / {outcome['t1_s']:.2f} s = {outcome['ratio']:.2f}"
+            f"   (target: well under {args.hosts}; {args.hosts} = no parallelism);"
+            f" t{args.hosts} = {outcome['tn_s'] / many['cpu_floor_median_s']:.2f} x this machine's CPU floor"
+        )
+    print(
+        f"why `torch` scales worse here: importing torch for the CUDA facts costs {torch_cpu_s:.1f} CPU s per host; "
+        f"{args.hosts} test hosts need >= {args.hosts * torch_cpu_s / cpus:.1f} s of this machine's {cpus} CPUs for it alone, "
+        f"where real hosts each use their own CPUs"
+    )
 
     if args.json:
         figures = {

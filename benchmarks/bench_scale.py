@@ -101,9 +101,7 @@ def plan_inputs(size: int, folder: Path) -> Work:
             'engine: {kind: sglang, python: /opt/sglang/bin/python, release: "0.5.23", fork: ddtree}\n'
             "service_manager: systemd\ngroups: [bench]\n"
         )
-    workloads = "".join(
-        f"  w{k}:\n    kind: short\n    prompts: [fib, qsort]\n    max_new_tokens: {64 * (k + 1)}\n" for k in range(PLAN_WORKLOADS)
-    )
+    workloads = "".join(f"  w{k}:\n    kind: short\n    prompts: [fib, qsort]\n    max_new_tokens: {64 * (k + 1)}\n" for k in range(PLAN_WORKLOADS))
     budgets = list(range(1, per_tp - 2 + 1))  # + autoregressive + dflash = per_tp configurations per TP size
     (folder / "playbook.yaml").write_text(
         f"name: scale-{size}\n"

@@ -31,13 +31,11 @@ from fleet.host.engines.sim.harness import start_sim  # noqa: E402
 from fleet.host.engines.sim.server import SimServer, prepare  # noqa: E402
 
 STREAMS = 64
-BASE = ["--model-path", "qwen3.6-27b", "--context-length", "32768", "--max-running-requests", str(STREAMS),
-        "--disable-radix-cache", "--decode-log-interval", "40"]
+BASE = ["--model-path", "qwen3.6-27b", "--context-length", "32768", "--max-running-requests", str(STREAMS), "--disable-radix-cache", "--decode-log-interval", "40"]
 CONFIGS = {
     "autoregressive": BASE,
     # 64 requests' intermediate mamba states for 16 draft tokens only fit when sharded over 8 GPUs.
-    "dflash-tp8": BASE + ["--tp-size", "8", "--speculative-algorithm", "DFLASH",
-                          "--speculative-draft-model-path", "qwen3.6-27b-dflash"],
+    "dflash-tp8": BASE + ["--tp-size", "8", "--speculative-algorithm", "DFLASH", "--speculative-draft-model-path", "qwen3.6-27b-dflash"],
 }
 PROMPTS = [
     "Write a Python function that returns the n-th Fibonacci number.",
@@ -64,8 +62,7 @@ def simulated_step_s(args: list[str], speed: float) -> tuple[float, float, int]:
     step = engine.model.decode_step_s(batch, config.verify_tokens, batch * 200)
     accept = 1.0
     if config.algorithm:
-        lengths = [perf.acceptance(config.algorithm, perf.classify_prompt(p), config.spec_num_draft_tokens, config.ddtree_budget).mean_length
-                   for p in PROMPTS]
+        lengths = [perf.acceptance(config.algorithm, perf.classify_prompt(p), config.spec_num_draft_tokens, config.ddtree_budget).mean_length for p in PROMPTS]
         accept = sum(lengths) / len(lengths)
     return step * speed, accept, config.max_running_requests
 
@@ -73,8 +70,7 @@ def simulated_step_s(args: list[str], speed: float) -> tuple[float, float, int]:
 async def one_request(port: int, prompt: str, new_tokens: int) -> int:
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     body = json.dumps({"text": prompt, "sampling_params": {"max_new_tokens": new_tokens}, "stream": True}).encode()
-    writer.write(b"POST /generate HTTP/1.1\r\nhost: bench\r\ncontent-type: application/json\r\n"
-                 b"content-length: %d\r\nconnection: close\r\n\r\n%s" % (len(body), body))
+    writer.write(b"POST /generate HTTP/1.1\r\nhost: bench\r\ncontent-type: application/json\r\ncontent-length: %d\r\nconnection: close\r\n\r\n%s" % (len(body), body))
     # Only the last chunk is decoded: the client's CPU must not be what limits the run.
     last = b""
     async for line in reader:
@@ -108,9 +104,16 @@ def measure(name: str, args: list[str], speed: float, requests: int, new_tokens:
         server.stop()
     per_token = cpu / tokens
     return {
-        "config": name, "speed": speed, "max_running": max_running, "tokens": tokens, "wall_s": wall,
-        "server_cpu_s": cpu, "cpu_us_per_token": per_token * 1e6, "sim_step_ms": step_s * 1e3,
-        "ratio": per_token / step_s, "achieved_tok_s": tokens / wall,
+        "config": name,
+        "speed": speed,
+        "max_running": max_running,
+        "tokens": tokens,
+        "wall_s": wall,
+        "server_cpu_s": cpu,
+        "cpu_us_per_token": per_token * 1e6,
+        "sim_step_ms": step_s * 1e3,
+        "ratio": per_token / step_s,
+        "achieved_tok_s": tokens / wall,
         "model_tok_s": max_running * accept / step_s,
     }
 
@@ -128,17 +131,19 @@ def main() -> int:
             for speed in options.speeds:
                 rows.append(measure(name, CONFIGS[name], speed, options.requests, options.new_tokens, Path(workdir)))
                 row = rows[-1]
-                print(f"{row['config']:>14} speed={row['speed']:<5} streams={STREAMS} max_running={row['max_running']} "
-                      f"tokens={row['tokens']} wall={row['wall_s']:.1f}s server_cpu={row['server_cpu_s']:.2f}s "
-                      f"cpu/token={row['cpu_us_per_token']:.1f}us sim_step={row['sim_step_ms']:.2f}ms "
-                      f"ratio={row['ratio']:.4f} achieved={row['achieved_tok_s']:.0f} tok/s "
-                      f"(model at full batch {row['model_tok_s']:.0f} tok/s)", flush=True)
+                print(
+                    f"{row['config']:>14} speed={row['speed']:<5} streams={STREAMS} max_running={row['max_running']} "
+                    f"tokens={row['tokens']} wall={row['wall_s']:.1f}s server_cpu={row['server_cpu_s']:.2f}s "
+                    f"cpu/token={row['cpu_us_per_token']:.1f}us sim_step={row['sim_step_ms']:.2f}ms "
+                    f"ratio={row['ratio']:.4f} achieved={row['achieved_tok_s']:.0f} tok/s "
+                    f"(model at full batch {row['model_tok_s']:.0f} tok/s)",
+                    flush=True,
+                )
     real_time = [row for row in rows if row["speed"] == 1.0]
     worst = max((row["ratio"] for row in real_time), default=None)
     if worst is not None:
         verdict = "PASS" if worst < 0.1 else "FAIL"
-        print(f"{verdict}: at speed 1.0 and {STREAMS} streams the simulator's CPU per token is at most "
-              f"{worst:.4f} of a simulated decode step (limit 0.1)")
+        print(f"{verdict}: at speed 1.0 and {STREAMS} streams the simulator's CPU per token is at most {worst:.4f} of a simulated decode step (limit 0.1)")
         return 0 if verdict == "PASS" else 1
     return 0
 

@@ -82,8 +82,7 @@ def work_done(directory: Path) -> dict[str, Any]:
     summary = json.loads((directory / "summary.json").read_text())
     # An applied fix by the run it fixes and the variant it made; a quarantine by its key (which
     # of the configuration's crashed runs came back first, and so triggered it, is timing).
-    fixes = sorted((f["run_id"] if f["action"] != "quarantined" else f["description"], f["action"], f.get("variant_id") or "")
-                   for f in summary.get("fixes", []))
+    fixes = sorted((f["run_id"] if f["action"] != "quarantined" else f["description"], f["action"], f.get("variant_id") or "") for f in summary.get("fixes", []))
     ran = [r for r in results if r.ended_at > r.started_at]
     span = max(r.ended_at for r in ran) - min(r.started_at for r in ran) if ran else 0.0
     return {
@@ -229,7 +228,10 @@ def fault_controller(cluster: SlurmCluster, entry: Host, root: Path) -> dict[str
 
 
 FAULTS: dict[str, Callable[[SlurmCluster, Host, Path], dict[str, Any]]] = {
-    "node": fault_node, "time_limit": fault_time_limit, "preempt": fault_preempt, "controller": fault_controller,
+    "node": fault_node,
+    "time_limit": fault_time_limit,
+    "preempt": fault_preempt,
+    "controller": fault_controller,
 }
 
 
@@ -251,8 +253,7 @@ def print_sweeps(ssh: dict[str, Any], slurm: dict[str, Any], same: dict[str, Any
         print("status differs (timing: quarantined before or after its server started):")
         for label, text in same["status_differs"].items():
             print(f"  {label}: {text}")
-    print(f"Slurm: {slurm['tasks']} array tasks, submissions per array {slurm['arrays']}, tasks per node {slurm['tasks_per_node']}, "
-          f"final states {slurm['states']}")
+    print(f"Slurm: {slurm['tasks']} array tasks, submissions per array {slurm['arrays']}, tasks per node {slurm['tasks_per_node']}, final states {slurm['states']}")
 
 
 def print_faults(rows: list[dict[str, Any]]) -> None:
@@ -260,8 +261,7 @@ def print_faults(rows: list[dict[str, Any]]) -> None:
     print("| fault | runs | results before the fault | runs lost | duplicated | jobs submitted | requeues by Slurm | fault -> sweep done | sweep |")
     print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['fault']} | {r['runs']} | {r['results_before_fault']} | {r['lost']} | {r['duplicated']} | {r['jobs_submitted']} | "
-              f"{r['requeues']} | {r['recovered_s']} s | {r['state']} |")
+        print(f"| {r['fault']} | {r['runs']} | {r['results_before_fault']} | {r['lost']} | {r['duplicated']} | {r['jobs_submitted']} | {r['requeues']} | {r['recovered_s']} s | {r['state']} |")
 
 
 def main() -> int:

@@ -352,9 +352,7 @@ def best_order(live: Sequence[ServerTimes], gpus_per_host: dict[str, int], tries
     def place(order: Sequence[ServerTimes]) -> float:
         free_at = {h: [0.0] * n for h, n in gpus_per_host.items()}
         for server in order:
-            start, host, block = min(
-                (max(free_at[h][g] for g in block), h, block) for h, n in gpus_per_host.items() for block in aligned_blocks(n, len(server.gpus))
-            )
+            start, host, block = min((max(free_at[h][g] for g in block), h, block) for h, n in gpus_per_host.items() for block in aligned_blocks(n, len(server.gpus)))
             for g in block:
                 free_at[host][g] = start + server.busy_s
         return max(max(times) for times in free_at.values())
@@ -414,9 +412,16 @@ def first_round(live: Sequence[ServerTimes], planned: set[tuple[str, str]], gpus
         return None
     a = packing(mine, 8, len(gpus_per_host))
     replay = {kind: _round(dispatch_replay(mine, gpus_per_host, planned, kind)) for kind in REPLAYS}
-    return {"servers": len(mine), "makespan_s": a["makespan_s"], "lower_bound_s": a["lower_bound_s"], "ratio": a["ratio"],
-            "longest_busy_s": a["longest_busy_s"], "idle_gpu_s": a["idle_gpu_s"], "dispatch_replay_s": replay,
-            "best_order_s": round(best_order(mine, gpus_per_host), 3)}
+    return {
+        "servers": len(mine),
+        "makespan_s": a["makespan_s"],
+        "lower_bound_s": a["lower_bound_s"],
+        "ratio": a["ratio"],
+        "longest_busy_s": a["longest_busy_s"],
+        "idle_gpu_s": a["idle_gpu_s"],
+        "dispatch_replay_s": replay,
+        "best_order_s": round(best_order(mine, gpus_per_host), 3),
+    }
 
 
 def estimate_errors(live: Sequence[ServerTimes], plan: dict[str, Any]) -> dict[str, Any]:
@@ -600,8 +605,7 @@ def _s(value: float | None) -> str:
 def print_report(figures: dict[str, Any]) -> None:
     a, c = figures["packing"], figures["overhead"]
     print()
-    print(f"fleet sweep, {figures['playbook']} on {len(figures['hosts'])} x 8-GPU test hosts, sim speed {figures['sim_speed']}, "
-          f"controller poll {figures['poll_s']} s")
+    print(f"fleet sweep, {figures['playbook']} on {len(figures['hosts'])} x 8-GPU test hosts, sim speed {figures['sim_speed']}, controller poll {figures['poll_s']} s")
     print(f"machine: {figures['cpus']} CPUs shared by both hosts, load average {figures['load_average']}")
     print(f"results: {figures['results']}   controller resumes: {len(figures['resumes'])}")
     for why in figures["resumes"]:
@@ -613,30 +617,38 @@ def print_report(figures: dict[str, Any]) -> None:
     print(f"  lower bound                      {a['lower_bound_s']:.2f} s")
     print(f"  makespan (first launch -> last exit)   {a['makespan_s']:.2f} s   = {a['ratio']:.3f} x lower bound   (target <= {MAKESPAN_TARGET})")
     for one in figures.get("rounds", []):
-        print(f"  round {one['round']}: makespan {one['makespan_s']:.2f} s = {one['ratio']:.3f} x lower bound {one['lower_bound_s']:.2f} s"
-              f"   (planned with {one['measured_runs']} measured runs; plan said {one['plan_makespan_s']:.1f} s; servers moved: {one['moves'] or 'none'})")
+        print(
+            f"  round {one['round']}: makespan {one['makespan_s']:.2f} s = {one['ratio']:.3f} x lower bound {one['lower_bound_s']:.2f} s"
+            f"   (planned with {one['measured_runs']} measured runs; plan said {one['plan_makespan_s']:.1f} s; servers moved: {one['moves'] or 'none'})"
+        )
     wall = figures["controller_wall_s"]
-    print(f"  controller wall (start_sweep -> return) {wall:.2f} s = {wall / a['lower_bound_s']:.3f} x lower bound"
-          f"   (+ {figures['controller_head_s']:.2f} s before the first launch: provision, ship, agent start;"
-          f" + {figures['controller_tail_s']:.2f} s after the last exit: last poll and pull)")
+    print(
+        f"  controller wall (start_sweep -> return) {wall:.2f} s = {wall / a['lower_bound_s']:.3f} x lower bound"
+        f"   (+ {figures['controller_head_s']:.2f} s before the first launch: provision, ship, agent start;"
+        f" + {figures['controller_tail_s']:.2f} s after the last exit: last poll and pull)"
+    )
     plan = figures["plan"]
-    print(f"  the plan's own estimate          makespan {plan['makespan_s']:.2f} s / lower bound {plan['lower_bound_s']:.2f} s"
-          f" = {plan['makespan_s'] / plan['lower_bound_s']:.3f}")
-    print(f"  replanned with the real busy times (fleet's scheduler, perfect estimates):"
-          f" {figures['replanned_s']:.2f} s = {figures['replanned_s'] / a['lower_bound_s']:.3f} x;"
-          f" with a median handover between servers: {figures['replanned_handover_s']:.2f} s"
-          f" = {figures['replanned_handover_s'] / a['lower_bound_s']:.3f} x")
-    print(f"  best of 2000 server orders with the real busy times (greedy placement, no handover):"
-          f" {figures['best_order_s']:.2f} s = {figures['best_order_s'] / a['lower_bound_s']:.3f} x")
+    print(f"  the plan's own estimate          makespan {plan['makespan_s']:.2f} s / lower bound {plan['lower_bound_s']:.2f} s = {plan['makespan_s'] / plan['lower_bound_s']:.3f}")
+    print(
+        f"  replanned with the real busy times (fleet's scheduler, perfect estimates):"
+        f" {figures['replanned_s']:.2f} s = {figures['replanned_s'] / a['lower_bound_s']:.3f} x;"
+        f" with a median handover between servers: {figures['replanned_handover_s']:.2f} s"
+        f" = {figures['replanned_handover_s'] / a['lower_bound_s']:.3f} x"
+    )
+    print(f"  best of 2000 server orders with the real busy times (greedy placement, no handover): {figures['best_order_s']:.2f} s = {figures['best_order_s'] / a['lower_bound_s']:.3f} x")
     replay = figures["dispatch_replay_s"]
     if replay["shard"] is not None:
-        print("  the agent's dispatch replayed with the real busy times, no hand-over cost: "
-              + ", ".join(f"{kind} estimates {replay[kind]:.2f} s = {replay[kind] / a['lower_bound_s']:.3f} x" for kind in REPLAYS))
+        print(
+            "  the agent's dispatch replayed with the real busy times, no hand-over cost: "
+            + ", ".join(f"{kind} estimates {replay[kind]:.2f} s = {replay[kind] / a['lower_bound_s']:.3f} x" for kind in REPLAYS)
+        )
     first = figures.get("first_round")
     if first:
-        print(f"  first round alone ({first['servers']} planned servers, no fixed variant, no move): makespan {first['makespan_s']:.2f} s"
-              f" = {first['ratio']:.3f} x its lower bound {first['lower_bound_s']:.2f} s (longest server {first['longest_busy_s']:.2f} s);"
-              f" best of 2000 orders {first['best_order_s'] / first['lower_bound_s']:.3f} x")
+        print(
+            f"  first round alone ({first['servers']} planned servers, no fixed variant, no move): makespan {first['makespan_s']:.2f} s"
+            f" = {first['ratio']:.3f} x its lower bound {first['lower_bound_s']:.2f} s (longest server {first['longest_busy_s']:.2f} s);"
+            f" best of 2000 orders {first['best_order_s'] / first['lower_bound_s']:.3f} x"
+        )
         if first["dispatch_replay_s"]["shard"] is not None:
             r = first["dispatch_replay_s"]
             print("    its dispatch replayed with real busy times: " + ", ".join(f"{k} estimates {r[k] / first['lower_bound_s']:.3f} x" for k in REPLAYS))
@@ -654,10 +666,8 @@ def print_report(figures: dict[str, Any]) -> None:
     b = figures["serial"]
     print(f"  constructed from (a)'s busy times + a median handover each: {b['constructed_s']:.2f} s -> speed-up {b['constructed_speedup']:.2f}x")
     if b.get("measured_s") is not None:
-        print(f"  measured (isolation: exclusive, one host): {b['measured_s']:.2f} s first launch -> last exit"
-              f" ({b['measured_wall_s']:.2f} s controller wall) -> speed-up {b['measured_speedup']:.2f}x")
-    print(f"  per host (the serial time split evenly over {len(figures['hosts'])} hosts, an upper bound for two serial hosts):"
-          f" speed-up {b['per_host_speedup']:.2f}x")
+        print(f"  measured (isolation: exclusive, one host): {b['measured_s']:.2f} s first launch -> last exit ({b['measured_wall_s']:.2f} s controller wall) -> speed-up {b['measured_speedup']:.2f}x")
+    print(f"  per host (the serial time split evenly over {len(figures['hosts'])} hosts, an upper bound for two serial hosts): speed-up {b['per_host_speedup']:.2f}x")
     print()
     print(f"(c) overhead per run on a slot, start-up excluded (target median < {OVERHEAD_TARGET_S} s)")
     print(f"  {'':50} {'n':>4} {'median':>9} {'p90':>9} {'max':>9}")
@@ -671,9 +681,11 @@ def print_report(figures: dict[str, Any]) -> None:
     for name, d in c["parts"].items():
         row("    " + name, d)
     row("  (excluded) start-up: launch -> ready", c["startup_excluded (launch -> ready)"])
-    print(f"  of a handover, the agent's port/GPU checks (wait_free + clear_stale, 4 nvidia-smi calls) take"
-          f" {_s(figures['handover_checks_idle_s'])} on an idle host; the rest: servers that start at the same moment each run"
-          f" their own checks, and the CPUs are shared with every other server (below)")
+    print(
+        f"  of a handover, the agent's port/GPU checks (wait_free + clear_stale, 4 nvidia-smi calls) take"
+        f" {_s(figures['handover_checks_idle_s'])} on an idle host; the rest: servers that start at the same moment each run"
+        f" their own checks, and the CPUs are shared with every other server (below)"
+    )
     print()
     print("CPU during the packed sweep (cores; 1.0 = one CPU busy all the time; the agent is one Python process):")
     print("  " + ", ".join(f"{k} mean {v['mean_cores']:.2f} peak {v['peak_cores']:.2f}" for k, v in figures["cpu"].items()))
@@ -692,8 +704,7 @@ def main() -> int:
     parser.add_argument("--playbook", type=Path, default=SEED)
     parser.add_argument("--no-serial", action="store_true", help="do not run the exclusive (one at a time) sweep")
     parser.add_argument("--json", type=Path, help="where to write the figures (default /var/tmp/fleet-bench/sweep-<time>.json)")
-    parser.add_argument("--rounds", type=int, default=1,
-                        help="packed sweeps in a row on the same results folder: later ones plan with the durations earlier ones measured; the last is reported")
+    parser.add_argument("--rounds", type=int, default=1, help="packed sweeps in a row on the same results folder: later ones plan with the durations earlier ones measured; the last is reported")
     args = parser.parse_args()
     speed = args.speed or (0.02 if args.quick else 0.1)
     json_path = args.json or Path("/var/tmp/fleet-bench") / f"sweep-{time.strftime('%Y%m%d-%H%M%S')}.json"
@@ -714,9 +725,17 @@ def main() -> int:
         by_round = []
         for index, one in enumerate(rounds):
             figures_of = packing(one.servers, 8, len(HOSTS))
-            by_round.append({"round": index + 1, "makespan_s": figures_of["makespan_s"], "lower_bound_s": figures_of["lower_bound_s"],
-                             "ratio": figures_of["ratio"], "measured_runs": one.plan.get("measured_runs"), "plan_makespan_s": one.plan["makespan_s"],
-                             "moves": _moves(one.outcome.directory)})
+            by_round.append(
+                {
+                    "round": index + 1,
+                    "makespan_s": figures_of["makespan_s"],
+                    "lower_bound_s": figures_of["lower_bound_s"],
+                    "ratio": figures_of["ratio"],
+                    "measured_runs": one.plan.get("measured_runs"),
+                    "plan_makespan_s": one.plan["makespan_s"],
+                    "moves": _moves(one.outcome.directory),
+                }
+            )
 
     a = packing(packed.servers, 8, len(HOSTS))
     c = slot_overheads(packed.servers)
@@ -768,11 +787,7 @@ def main() -> int:
         "cpu": packed.cpu,
         "handover_checks_idle_s": _round(checks_s),
         "serial": serial_figures,
-        "servers": [
-            {**{k: v for k, v in s.__dict__.items() if k != "runs"}, "busy_s": s.busy_s,
-             "runs": [{**r.__dict__, "executed": r.executed} for r in s.runs]}
-            for s in packed.servers
-        ],
+        "servers": [{**{k: v for k, v in s.__dict__.items() if k != "runs"}, "busy_s": s.busy_s, "runs": [{**r.__dict__, "executed": r.executed} for r in s.runs]} for s in packed.servers],
         "rounds": by_round,
         "planned_on": sorted(f"{h}/{sid}" for h, sid in planned_on),
         "json": str(json_path),

@@ -165,8 +165,15 @@ def main() -> int:
 
     fleet = boot_test_fleet(noisy_fleet_kind(args.noise), HOSTS, "256m", None, 15.0)
     started = time.monotonic()
-    figures: dict[str, object] = {"command": " ".join([Path(sys.executable).name, *sys.argv]), "playbook_changes": changed, "speed": args.speed,
-                                  "repeats": args.repeats, "noise": args.noise, "hosts": HOSTS, "window": args.window}
+    figures: dict[str, object] = {
+        "command": " ".join([Path(sys.executable).name, *sys.argv]),
+        "playbook_changes": changed,
+        "speed": args.speed,
+        "repeats": args.repeats,
+        "noise": args.noise,
+        "hosts": HOSTS,
+        "window": args.window,
+    }
     try:
         hosts_dir = fleet.write_inventory(work / "hosts", engine={"sim_speed": args.speed})
         env = {**os.environ, "FLEET_HOSTS_DIR": str(hosts_dir), "FLEET_RESULTS_DIR": str(work / "results"), "COLUMNS": "200"}
@@ -203,8 +210,7 @@ def main() -> int:
             code, wall, _ = run([*fleet_cmd, "report", str(sweep), "--format", fmt, "-o", str(target)], env, work / f"report-{fmt}.log")
             figures[f"report_{fmt}"] = {"exit": code, "wall_s": round(wall, 2)}
         shot = args.out / f"{args.tag}-report-first-screen.png"
-        done = subprocess.run([chromium, *CHROMIUM_FLAGS, f"--screenshot={shot}", f"--window-size={args.window}", html.as_uri()],
-                              capture_output=True, text=True, timeout=180)
+        done = subprocess.run([chromium, *CHROMIUM_FLAGS, f"--screenshot={shot}", f"--window-size={args.window}", html.as_uri()], capture_output=True, text=True, timeout=180)
         figures["chromium"] = {"exit": done.returncode, "screenshot": str(shot.relative_to(REPO)) if shot.is_relative_to(REPO) else str(shot)}
         full = markdown.read_text()
         (args.out / f"{args.tag}-report-first-screen.md").write_text(first_screen_md(full))

@@ -45,6 +45,8 @@ app = typer.Typer(
     rich_markup_mode=None,
     pretty_exceptions_enable=False,
 )
+
+
 def _console(stderr: bool = False) -> Console:
     """A console that wraps at the terminal's width on a terminal, and not at all where output is
     piped or written to a file (rich's 80 columns cut messages and paths in the middle)."""
@@ -63,9 +65,7 @@ HostsOpt = Annotated[
 ]
 PlaybookOpt = Annotated[
     Optional[Path],
-    typer.Option(
-        "--playbook", "-p", help="Playbook file. Default: $FLEET_PLAYBOOK, else playbooks/default.yaml, else playbooks/demo.yaml."
-    ),
+    typer.Option("--playbook", "-p", help="Playbook file. Default: $FLEET_PLAYBOOK, else playbooks/default.yaml, else playbooks/demo.yaml."),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print data as JSON instead of tables.")]
 MemoryCheckOpt = Annotated[
@@ -199,9 +199,7 @@ def _version(value: bool) -> None:
 @app.callback()
 def main(
     version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True, help="Show the version.")] = False,
-    verbose: Annotated[
-        bool, typer.Option("--verbose", "-v", help="Log what fleet does on stderr: each remote command in full where it fails, each retry.")
-    ] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log what fleet does on stderr: each remote command in full where it fails, each retry.")] = False,
 ) -> None:
     """fleet: provision GPU hosts, plan and run benchmark sweeps, diagnose what failed."""
     if verbose:  # without it only warnings show (one line each); the remote commands are debug lines
@@ -227,10 +225,7 @@ def hosts(
 
         reach = check_reachability(list(inventory))
     if as_json:
-        rows = [
-            {**h.model_dump(mode="json"), **({"reachable": reach[h.name].ok, "detail": reach[h.name].detail} if reach else {})}
-            for h in inventory
-        ]
+        rows = [{**h.model_dump(mode="json"), **({"reachable": reach[h.name].ok, "detail": reach[h.name].detail} if reach else {})} for h in inventory]
         print(json.dumps({"hosts": rows}, indent=2))
     else:
         out.print(hosts_table(list(inventory), reach))
@@ -259,9 +254,7 @@ def facts(
     chosen = _select_hosts(_hosts_given(hosts_arg, hosts_spec))
     outcomes = facts_of(chosen, refresh=refresh)
     if as_json:
-        data = {
-            name: (o.value.model_dump(mode="json") if o.value is not None else {"error": str(o.error)}) for name, o in outcomes.items()
-        }
+        data = {name: (o.value.model_dump(mode="json") if o.value is not None else {"error": str(o.error)}) for name, o in outcomes.items()}
         print(json.dumps({"facts": data}, indent=2))
     else:
         if outcomes.succeeded:
@@ -405,17 +398,17 @@ def sweep(
     resume: Annotated[Optional[str], typer.Option("--resume", metavar="SWEEP_ID", help="Reattach to a sweep (its agents may still be running).")] = None,
     poll: Annotated[float, typer.Option("--poll", callback=_seconds(0.01, 3600), help="Seconds between polls of each host.")] = 2.0,
     memory_check: MemoryCheckOpt = True,
-    as_json: Annotated[
-        bool, typer.Option("--json", help="Stream progress as JSON lines on stdout: one object per event (a `type` field), a final `summary` object.")
-    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Stream progress as JSON lines on stdout: one object per event (a `type` field), a final `summary` object.")] = False,
     host_lost_after: Annotated[
         Optional[float],
-        typer.Option("--host-lost-after", callback=_seconds(1, 7 * 86400), metavar="SECONDS",
-                     help="A host unreachable this long is declared lost and its runs move to the others (default: the playbook's limits.host_lost_after_s, 600)."),
+        typer.Option(
+            "--host-lost-after",
+            callback=_seconds(1, 7 * 86400),
+            metavar="SECONDS",
+            help="A host unreachable this long is declared lost and its runs move to the others (default: the playbook's limits.host_lost_after_s, 600).",
+        ),
     ] = None,
-    allow_unplaceable: Annotated[
-        bool, typer.Option("--allow-unplaceable", help="Run what fits when some server configurations fit on no host (else: exit 2 before anything starts).")
-    ] = False,
+    allow_unplaceable: Annotated[bool, typer.Option("--allow-unplaceable", help="Run what fits when some server configurations fit on no host (else: exit 2 before anything starts).")] = False,
     cancel: Annotated[Optional[str], typer.Option("--cancel", metavar="SWEEP_ID", help="Slurm sweeps: scancel every job of the sweep.")] = None,
 ) -> None:
     """Run every run of a playbook on the given hosts, detached from SSH; resumable after drops and reboots.
@@ -558,7 +551,11 @@ def fetch_logs(
         print(json.dumps({n: {**f.__dict__, "directory": str(f.directory)} for n, f in fetched.items()}, indent=2))
     else:
         for item in fetched.values():
-            out.print(f"{item.host}: {item.files} log files in {item.directory}" + (f", {item.journal_units} journals" if item.journal_units else "") + (f" ({item.note})" if item.note else ""), highlight=False, markup=False)
+            out.print(
+                f"{item.host}: {item.files} log files in {item.directory}" + (f", {item.journal_units} journals" if item.journal_units else "") + (f" ({item.note})" if item.note else ""),
+                highlight=False,
+                markup=False,
+            )
     if any(f.note.startswith("failed") for f in fetched.values()):
         raise typer.Exit(EXIT_FAILED)
 
@@ -593,9 +590,7 @@ def diagnose(
         raise typer.Exit(EXIT_FAILED)
 
 
-quarantine_app = typer.Typer(
-    help="Configurations skipped on a GPU architecture after a kernel crash.", no_args_is_help=True, rich_markup_mode=None
-)
+quarantine_app = typer.Typer(help="Configurations skipped on a GPU architecture after a kernel crash.", no_args_is_help=True, rich_markup_mode=None)
 app.add_typer(quarantine_app, name="quarantine")
 
 

@@ -76,9 +76,7 @@ class _StrictLoader(_SafeLoader):  # type: ignore[valid-type,misc]
             except TypeError:
                 continue  # an unhashable key: the base constructor reports it
             if first is not None:
-                raise yaml.constructor.ConstructorError(
-                    None, None, f"key {key!r} given twice (first on line {first.line + 1})", key_node.start_mark
-                )
+                raise yaml.constructor.ConstructorError(None, None, f"key {key!r} given twice (first on line {first.line + 1})", key_node.start_mark)
             seen[key] = key_node.start_mark
         return super().construct_mapping(node, deep=deep)
 
@@ -359,9 +357,7 @@ def validate_model(path: Path, data: Any, model: type[M], context: dict[str, Any
                 got = got[: MAX_SHOWN - 3] + "..."  # a 10,000-character value would bury the message
             problems.append((_field_name(error["loc"]), _expectation(error), got))
         field, expected, got = problems[0]
-        more = tuple(
-            f"{f}: expected {e}" + (f", got {g!r}" if g is not None else "") for f, e, g in problems[1:]
-        )
+        more = tuple(f"{f}: expected {e}" + (f", got {g!r}" if g is not None else "") for f, e, g in problems[1:])
         raise ConfigError(path, field, expected, got, more=more) from None
 
 

@@ -61,9 +61,7 @@ def check_reachability(hosts: Sequence[Host], deadline_s: float = 30.0) -> dict[
             transport.close()
 
     outcomes = fan_out({h.name: h for h in hosts}, probe, deadline_s=deadline_s)
-    return {
-        name: Reachability(o.ok, str(o.value) if o.ok else str(o.error), o.duration_s) for name, o in outcomes.items()
-    }
+    return {name: Reachability(o.ok, str(o.value) if o.ok else str(o.error), o.duration_s) for name, o in outcomes.items()}
 
 
 def facts_cache_dir() -> Path:
@@ -82,9 +80,7 @@ def host_paths(host: Host) -> dict[str, str]:
 def collect_facts(transport: Transport, host: Host, *, refresh: bool = False) -> HostFacts:
     from fleet.facts import FactsCache
 
-    return FactsCache(facts_cache_dir()).facts(
-        host.name, transport, host_paths(host), host.engine.python, refresh=refresh
-    )
+    return FactsCache(facts_cache_dir()).facts(host.name, transport, host_paths(host), host.engine.python, refresh=refresh)
 
 
 def facts_of(hosts: Sequence[Host], *, refresh: bool = False, deadline_s: float = 240.0) -> FanoutResult[HostFacts]:

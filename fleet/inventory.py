@@ -72,8 +72,7 @@ class HostPaths(StrictModel):
     staging: HostPath | None = Field(default=None, description="fast dir such as /dev/shm/fleet; none = serve from the cache")
     allow_volatile_work_dir: bool = Field(
         default=False,
-        description="accept a work_dir on tmpfs (a reboot erases finished runs' results there and the sweep runs them "
-        "again); provisioning warns instead of refusing",
+        description="accept a work_dir on tmpfs (a reboot erases finished runs' results there and the sweep runs them again); provisioning warns instead of refusing",
     )
 
 
@@ -94,9 +93,7 @@ def fork_of(kind: str, fork: str | None = ENGINE_DEFAULT_FORK) -> str | None:
 class EngineSpec(StrictModel):
     kind: EngineKind = EngineKind.sglang
     python: Command = Field(default="python3", description="interpreter that runs the engine")
-    sim_speed: float = Field(
-        default=1.0, gt=0, le=1.0, description="sim engine only: time scale (0.01 = a hundred times faster than real)"
-    )
+    sim_speed: float = Field(default=1.0, gt=0, le=1.0, description="sim engine only: time scale (0.01 = a hundred times faster than real)")
     release: str | None = Field(
         default=None,
         description=(
@@ -106,13 +103,10 @@ class EngineSpec(StrictModel):
     )
     fork: str | None = Field(
         default=None,
-        description="ddtree: the engine is the DDTree fork (its flags and algorithm exist); upstream: a released SGLang. "
-        "Default: upstream for sglang hosts, ddtree for sim hosts",
+        description="ddtree: the engine is the DDTree fork (its flags and algorithm exist); upstream: a released SGLang. Default: upstream for sglang hosts, ddtree for sim hosts",
     )
     # YAML reads a bare `on`/`off` as true/false: both spellings mean the same.
-    sim_noise: Literal["on", "off"] | bool = Field(
-        default="off", description="sim engine only: run-to-run variation as hardware shows it (on), or the exact figures (off)"
-    )
+    sim_noise: Literal["on", "off"] | bool = Field(default="off", description="sim engine only: run-to-run variation as hardware shows it (on), or the exact figures (off)")
 
     @field_validator("release")
     @classmethod
@@ -178,8 +172,7 @@ class SlurmSpec(StrictModel):
     """Where and how a `kind: slurm` entry's jobs run; every field reaches `#SBATCH` lines."""
 
     shared_dir: HostPath = Field(
-        description="a directory on the cluster's shared filesystem, the same path on the login host and every node: "
-        "sweep dirs, the shipped agent and batch scripts live there"
+        description="a directory on the cluster's shared filesystem, the same path on the login host and every node: sweep dirs, the shipped agent and batch scripts live there"
     )
     partition: str | None = Field(default=None, pattern=SLURM_NAME_PATTERN, description="none: the cluster's default partition")
     account: str | None = Field(default=None, pattern=SLURM_NAME_PATTERN)
@@ -247,7 +240,9 @@ class Host(StrictModel):
     service_manager: ServiceManager = ServiceManager.systemd
     groups: tuple[Name, ...] = ()
     usd_per_gpu_hour: Annotated[float, Strict()] | None = Field(
-        default=None, gt=0, allow_inf_nan=False,
+        default=None,
+        gt=0,
+        allow_inf_nan=False,
         description="what one of its GPUs costs per hour, in dollars: the report's $ per million tokens (none: not priced)",
     )
     _source: Path | None = PrivateAttr(default=None)  # the host file, for messages about it
@@ -313,9 +308,7 @@ class Inventory:
                 known = ", ".join(sorted(self.hosts)) or "(none)"
                 group_list = ", ".join(sorted(groups)) or "(none)"
                 where = f" in {self.source}" if self.source else ""
-                raise HostSelectionError(
-                    f"unknown host or group {word!r}{where}; hosts: {known}; groups: {group_list}; or `all`"
-                )
+                raise HostSelectionError(f"unknown host or group {word!r}{where}; hosts: {known}; groups: {group_list}; or `all`")
             for name in names:
                 chosen.setdefault(name, self.hosts[name])
         return list(chosen.values())
@@ -346,9 +339,7 @@ def load_host_record(path: Path) -> Host:
 
 
 def host_files(directory: Path) -> list[Path]:
-    return sorted(
-        p for p in directory.glob("*.y*ml") if p.suffix in (".yaml", ".yml") and ".example." not in p.name
-    )
+    return sorted(p for p in directory.glob("*.y*ml") if p.suffix in (".yaml", ".yml") and ".example." not in p.name)
 
 
 def load_inventory(directory: Path) -> Inventory:

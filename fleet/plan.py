@@ -66,8 +66,10 @@ def engine_version_of(host: Target, facts: HostFacts | None = None) -> str | Non
         return pinned  # facts that are not a version number: the pin says what the host runs
     if release != pinned:
         raise ConfigError(
-            host.source_file, "engine.release",
-            f"the {served.title} release the host runs (its facts report {served.name} {reported}, planned as {release})", pinned,
+            host.source_file,
+            "engine.release",
+            f"the {served.title} release the host runs (its facts report {served.name} {reported}, planned as {release})",
+            pinned,
         )
     return reported
 
@@ -158,9 +160,7 @@ class Plan:
 
     def _tail(self) -> dict[str, Any]:
         return {
-            "unplaceable": [
-                {"server": config.label, "server_id": config.id, "reason": reason} for config, reason in self.unplaceable
-            ],
+            "unplaceable": [{"server": config.label, "server_id": config.id, "reason": reason} for config, reason in self.unplaceable],
             "makespan_s": round(self.schedule.makespan_s, 1),
             "lower_bound_s": round(self.schedule.lower_bound_s, 1),
             "measured_runs": self.measured_runs,
@@ -237,9 +237,7 @@ def _decide(
             return [replace(planned, skip_reason=f"quarantined ({entry.key}): {entry.reason}")]
     if not options.memory_check or hardware.gpu_memory_mib is None:
         return [planned]
-    verdict: Feasibility = check_server(
-        config, planned.launch, gpu_memory_mib=hardware.gpu_memory_mib, engine_version=hardware.engine_version, fork=host.engine.engine_fork
-    )
+    verdict: Feasibility = check_server(config, planned.launch, gpu_memory_mib=hardware.gpu_memory_mib, engine_version=hardware.engine_version, fork=host.engine.engine_fork)
     fits = verdict.plan is not None and verdict.plan.failure is None
     warnings = comparability_warnings(planned.runs, verdict.plan.context_len, verdict.plan.kv_tokens) if fits and verdict.plan else []
     planned = replace(planned, prediction="; ".join([verdict.reason, *warnings]))
@@ -262,8 +260,7 @@ def _decide(
         engine_release=planned.engine_release,
         engine_release_note=planned.engine_release_note,
         prediction=f"fixed before launch: {fix}",
-        provenance={"original_config_id": config.id, "failure_class": verdict.failure.failure_class if verdict.failure else None,
-                    "fix": fix, "attempt": 0, "predicted": verdict.reason},
+        provenance={"original_config_id": config.id, "failure_class": verdict.failure.failure_class if verdict.failure else None, "fix": fix, "attempt": 0, "predicted": verdict.reason},
     )
     skipped = replace(planned, skip_reason=f"predicted to fail ({verdict.reason}); replaced by {variant.id} ({fix})")
     return [skipped, fixed]

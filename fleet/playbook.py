@@ -215,7 +215,6 @@ class Playbook(StrictModel):
                 raise ValueError(f"overrides[{i}].tp {override.tp} to be one of `tp` {sizes}")
         return overrides
 
-
     @model_validator(mode="after")
     def _answers_fit_the_context(self) -> Playbook:
         """A workload asking for more new tokens than a server's context holds can never run."""
@@ -226,16 +225,10 @@ class Playbook(StrictModel):
                     continue  # the model's own context: known from its card at plan time
                 for name, workload in self.workloads.items():
                     if workload.max_new_tokens >= context:
-                        raise ValueError(
-                            f"workloads.{name}.max_new_tokens ({workload.max_new_tokens}) below the context length "
-                            f"{context} of tp {tp}, method {method}"
-                        )
+                        raise ValueError(f"workloads.{name}.max_new_tokens ({workload.max_new_tokens}) below the context length {context} of tp {tp}, method {method}")
                     prompt = workload.fixed_input_tokens()
                     if prompt is not None and prompt + workload.max_new_tokens > context:
-                        raise ValueError(
-                            f"workloads.{name}.input_tokens + max_new_tokens ({prompt} + {workload.max_new_tokens}) "
-                            f"within the context length {context} of tp {tp}, method {method}"
-                        )
+                        raise ValueError(f"workloads.{name}.input_tokens + max_new_tokens ({prompt} + {workload.max_new_tokens}) within the context length {context} of tp {tp}, method {method}")
         return self
 
 
@@ -365,8 +358,4 @@ def server_configs(playbook: Playbook) -> list[ServerConfig]:
 
 def expand_runs(playbook: Playbook) -> list[Run]:
     """Every run of the playbook, grouped by server configuration (in the playbook's order)."""
-    return [
-        Run(server=config, workload_name=name, workload=workload, repeats=playbook.repeats)
-        for config in server_configs(playbook)
-        for name, workload in playbook.workloads.items()
-    ]
+    return [Run(server=config, workload_name=name, workload=workload, repeats=playbook.repeats) for config in server_configs(playbook) for name, workload in playbook.workloads.items()]

@@ -62,7 +62,12 @@ def plan_tables(plan) -> list[Any]:
     for server in plan.servers:
         by_host.setdefault(server.host, []).append(server)
     for host, servers in by_host.items():
-        table = Table(title=f"{host}: {len(servers)} server configurations", title_justify="left", caption="GPUs as planned: the agent starts each server on the first block of that size to free up", caption_justify="left")
+        table = Table(
+            title=f"{host}: {len(servers)} server configurations",
+            title_justify="left",
+            caption="GPUs as planned: the agent starts each server on the first block of that size to free up",
+            caption_justify="left",
+        )
         columns: tuple[tuple[str, JustifyMethod], ...] = (
             ("server", "left"), ("GPUs", "left"), ("port", "right"), ("runs", "right"), ("start", "right"), ("end", "right"), ("notes", "left"),
         )  # fmt: skip
@@ -91,7 +96,9 @@ def plan_tables(plan) -> list[Any]:
             if measured else "estimates are priors until measured (a sweep records its durations in results/durations.json)"
         )  # fmt: skip
         renderables.append(
-            Text(f"{total_runs} runs on {len(by_host)} host{'s' if len(by_host) != 1 else ''}; ETA {duration(schedule.makespan_s)} (lower bound {duration(schedule.lower_bound_s)}, {ratio:.2f}x); {source}")
+            Text(
+                f"{total_runs} runs on {len(by_host)} host{'s' if len(by_host) != 1 else ''}; ETA {duration(schedule.makespan_s)} (lower bound {duration(schedule.lower_bound_s)}, {ratio:.2f}x); {source}"
+            )
         )
     return renderables
 
@@ -105,7 +112,7 @@ def provision_table(reports, dry_run: bool = False) -> Table:
     styles = {"ok": "green", "changed": "yellow", "failed": "bold red"}
     for report in reports:
         changes = "\n".join(f"{c.action}: {c.detail}" for c in report.changes) or "-"
-        status = ("would change" if dry_run and report.status == "changed" else report.status)
+        status = "would change" if dry_run and report.status == "changed" else report.status
         reason = Text(report.reason or "", style="red" if report.status == "failed" else "")
         for warning in preflight_warnings(report):
             reason.append(("\n" if reason.plain else "") + warning, style="yellow")
@@ -143,13 +150,9 @@ def sweep_table(statuses, title: str = "sweep", etas: Mapping[str, float] | None
     for status in statuses.values():
         counts = status.counts
         results = ", ".join(f"{counts[k]} {k}" for k in ("ok", "not_comparable", "partial", "failed", "skipped") if counts.get(k)) or "-"
-        now = "; ".join(
-            f"{s.get('label')} {s.get('phase')}" + (f" {s.get('run').split('/')[-1]}" if s.get("run") else "") for s in status.servers.values()
-        )
+        now = "; ".join(f"{s.get('label')} {s.get('phase')}" + (f" {s.get('run').split('/')[-1]}" if s.get("run") else "") for s in status.servers.values())
         events = ", ".join(
-            f"{count} {text}{'s' if count > 1 else ''}"
-            for count, text in ((status.reboots, "reboot"), (status.link_drops, "link drop"), (status.agent_restarts, "agent restart"))
-            if count
+            f"{count} {text}{'s' if count > 1 else ''}" for count, text in ((status.reboots, "reboot"), (status.link_drops, "link drop"), (status.agent_restarts, "agent restart")) if count
         )
         detail = Text(now or "-")
         if events:

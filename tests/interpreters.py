@@ -11,6 +11,6 @@ def bare_python(directory: Path) -> str:
     this machine happens to have (CI installs CPU torch and sglang for the argument-parser test)."""
     bare = directory / "python-bare"
     if not bare.exists():
-        bare.write_text(f"#!/bin/sh\nexec {sys.executable} -S \"$@\"\n")
+        bare.write_text(f'#!/bin/sh\nexec {sys.executable} -S "$@"\n')
         bare.chmod(0o755)
     return str(bare)

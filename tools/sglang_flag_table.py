@@ -110,8 +110,11 @@ def _definitions(path: Path, names: set[str], namespace: dict[str, Any]) -> None
     """Define the top-level functions, classes and constants `names` of `path` in `namespace`, from their source."""
     tree = ast.parse(path.read_text(), str(path))
     for node in tree.body:
-        named = {node.name} if isinstance(node, (ast.FunctionDef, ast.ClassDef)) else {
-            t.id for t in (node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]) if isinstance(t, ast.Name)}
+        named = (
+            {node.name}
+            if isinstance(node, (ast.FunctionDef, ast.ClassDef))
+            else {t.id for t in (node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]) if isinstance(t, ast.Name)}
+        )
         if named & names:
             exec(compile(ast.Module([node], []), str(path), "exec"), namespace)
 
@@ -134,23 +137,18 @@ def source_table(root: Path) -> dict[str, Any]:
     tree = ast.parse(server_args.read_text(), str(server_args))
     namespace: dict[str, Any] = {"argparse": argparse, "json": json, "dataclasses": dataclasses, "field": dataclasses.field}
     namespace["os"] = __import__("os")
-    _definitions(srt / "utils" / "common.py", {"human_readable_int", "nullable_str", "json_list_type",
-                                              "SUPPORTED_LORA_TARGET_MODULES", "LORA_TARGET_ALL_MODULES"}, namespace)
+    _definitions(srt / "utils" / "common.py", {"human_readable_int", "nullable_str", "json_list_type", "SUPPORTED_LORA_TARGET_MODULES", "LORA_TARGET_ALL_MODULES"}, namespace)
     namespace["re"] = __import__("re")
     namespace["Decimal"] = __import__("decimal").Decimal
     namespace["orjson"] = json  # json_list_type calls orjson.loads; the same for parsing
     for node in tree.body:  # constants (choice lists) and the module's own argparse Action classes
-        if isinstance(node, (ast.Assign, ast.AnnAssign)) or (
-            isinstance(node, (ast.ClassDef, ast.FunctionDef)) and node.name != "ServerArgs"
-        ):
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) or (isinstance(node, (ast.ClassDef, ast.FunctionDef)) and node.name != "ServerArgs"):
             try:
                 exec(compile(ast.Module([node], []), str(server_args), "exec"), namespace)
             except Exception:  # noqa: BLE001 - a constant that needs the GPU stack; add_cli_args reports it if used
                 pass
-    namespace["FunctionCallParser"] = type("FunctionCallParser", (), {
-        "ToolCallParserEnum": _class_dict(srt / "function_call" / "function_call_parser.py", "FunctionCallParser", "ToolCallParserEnum")})
-    namespace["ReasoningParser"] = type("ReasoningParser", (), {
-        "DetectorMap": _class_dict(srt / "parser" / "reasoning_parser.py", "ReasoningParser", "DetectorMap")})
+    namespace["FunctionCallParser"] = type("FunctionCallParser", (), {"ToolCallParserEnum": _class_dict(srt / "function_call" / "function_call_parser.py", "FunctionCallParser", "ToolCallParserEnum")})
+    namespace["ReasoningParser"] = type("ReasoningParser", (), {"DetectorMap": _class_dict(srt / "parser" / "reasoning_parser.py", "ReasoningParser", "DetectorMap")})
     cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "ServerArgs")
     defaults: dict[str, Any] = {}
     for node in cls.body:

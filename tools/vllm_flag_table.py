@@ -141,10 +141,7 @@ def table_of(serve: argparse.ArgumentParser, top: argparse.ArgumentParser, *, re
         actions.append(entry)
     return {
         "release": release,
-        "source": (
-            f"vllm {release}: vllm/entrypoints/cli/serve.py ServeSubcommand.subparser_init -> "
-            "vllm/entrypoints/common/cli_args.py make_arg_parser (imported, VLLM_TARGET_DEVICE=cpu)"
-        ),
+        "source": (f"vllm {release}: vllm/entrypoints/cli/serve.py ServeSubcommand.subparser_init -> vllm/entrypoints/common/cli_args.py make_arg_parser (imported, VLLM_TARGET_DEVICE=cpu)"),
         "prog": serve.prog,
         "top_prog": top.prog,
         "usage": serve.usage,

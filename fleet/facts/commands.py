@@ -26,7 +26,27 @@ from fleet.facts.models import (
     OperatingSystem,
     Systemd,
 )
-from fleet.facts.parsers import DF_SEPARATOR, DIR_ABSENT, GPU_QUERY_FIELDS, NVCC_ABSENT, NVCC_PATH_LABEL, SYSTEMD_BOOTED_LABEL, parse_boot_id, parse_disk_space, parse_driver_header, parse_du_bytes, parse_engine_probe, parse_gpu_processes, parse_gpus, parse_kernel, parse_kernel_module, parse_meminfo, parse_nvcc, parse_os_release, parse_systemd
+from fleet.facts.parsers import (
+    DF_SEPARATOR,
+    DIR_ABSENT,
+    GPU_QUERY_FIELDS,
+    NVCC_ABSENT,
+    NVCC_PATH_LABEL,
+    SYSTEMD_BOOTED_LABEL,
+    parse_boot_id,
+    parse_disk_space,
+    parse_driver_header,
+    parse_du_bytes,
+    parse_engine_probe,
+    parse_gpu_processes,
+    parse_gpus,
+    parse_kernel,
+    parse_kernel_module,
+    parse_meminfo,
+    parse_nvcc,
+    parse_os_release,
+    parse_systemd,
+)
 from fleet.errors import FactError
 from fleet.host import nvidia_smi
 from fleet.host.facts_output import SECTION_MARK, SectionOutput
@@ -83,9 +103,7 @@ def nvidia_smi_fact(name: str, argv: Sequence[str], parse: Callable[[str, int], 
 
 
 GPUS: Fact[list[Gpu]] = nvidia_smi_fact("gpus", nvidia_smi.query_command("query-gpu", GPU_QUERY_FIELDS), parse_gpus)
-GPU_PROCESSES: Fact[list[GpuProcess]] = nvidia_smi_fact(
-    "gpu_processes", nvidia_smi.query_command("query-compute-apps", nvidia_smi.COMPUTE_APPS_FIELDS), parse_gpu_processes
-)
+GPU_PROCESSES: Fact[list[GpuProcess]] = nvidia_smi_fact("gpu_processes", nvidia_smi.query_command("query-compute-apps", nvidia_smi.COMPUTE_APPS_FIELDS), parse_gpu_processes)
 # The driver's version and the CUDA version it supports; `--version` asks nothing of the GPUs,
 # where the plain table (the other place that prints the CUDA version) queries all of them.
 DRIVER: Fact[Driver] = nvidia_smi_fact("driver", ["nvidia-smi", "--version"], parse_driver_header)
@@ -110,8 +128,7 @@ OS_RELEASE: Fact[OperatingSystem] = file_fact("os", "/etc/os-release", parse_os_
 KERNEL: Fact[Kernel] = Fact("kernel", "exec uname -n -r -m", parse_kernel)
 SYSTEMD: Fact[Systemd] = Fact(
     "systemd",
-    f"if [ -d /run/systemd/system ]; then echo {shlex.quote(SYSTEMD_BOOTED_LABEL)} yes; "
-    f"else echo {shlex.quote(SYSTEMD_BOOTED_LABEL)} no; fi; exec {limited('systemctl is-system-running')}",
+    f"if [ -d /run/systemd/system ]; then echo {shlex.quote(SYSTEMD_BOOTED_LABEL)} yes; else echo {shlex.quote(SYSTEMD_BOOTED_LABEL)} no; fi; exec {limited('systemctl is-system-running')}",
     parse_systemd,
 )
 BOOT_ID: Fact[str] = file_fact("boot_id", BOOT_ID_PATH, parse_boot_id)

@@ -210,10 +210,7 @@ def parse_disk_space(text: str, exit_code: int, requested: Mapping[str, str]) ->
     rows = parse_df(df_output)
     if not len(measured_paths) == len(rows) == len(requested):
         raise FactError("disks", f"expected {len(requested)} paths and df rows, got {len(measured_paths)} and {len(rows)}", text)
-    return {
-        key: DiskSpace(path=path, measured_path=measured_path, **asdict(row))
-        for (key, path), measured_path, row in zip(requested.items(), measured_paths, rows)
-    }
+    return {key: DiskSpace(path=path, measured_path=measured_path, **asdict(row)) for (key, path), measured_path, row in zip(requested.items(), measured_paths, rows)}
 
 
 def parse_du_bytes(text: str, exit_code: int = 0) -> int | None:

@@ -17,9 +17,7 @@ def _gpus(facts: HostFacts) -> str:
     if not facts.gpus:
         return "none"
     kinds = Counter((g.name, g.compute_capability, g.memory_total_mib) for g in facts.gpus)
-    return "\n".join(
-        f"{count}x {name} (cc {cc}" + (f", {mib} MiB)" if mib is not None else ")") for (name, cc, mib), count in kinds.items()
-    )
+    return "\n".join(f"{count}x {name} (cc {cc}" + (f", {mib} MiB)" if mib is not None else ")") for (name, cc, mib), count in kinds.items())
 
 
 def _engine(facts: HostFacts) -> str:
@@ -32,10 +30,7 @@ def _engine(facts: HostFacts) -> str:
 
 
 def _disks(facts: HostFacts) -> str:
-    return "\n".join(
-        f"{key}: {d.available_bytes / GIB:.1f}/{d.total_bytes / GIB:.1f} GiB free" + (f" ({d.fstype})" if d.fstype else "")
-        for key, d in facts.disks.items()
-    )
+    return "\n".join(f"{key}: {d.available_bytes / GIB:.1f}/{d.total_bytes / GIB:.1f} GiB free" + (f" ({d.fstype})" if d.fstype else "") for key, d in facts.disks.items())
 
 
 def _rows(facts: HostFacts) -> dict[str, str]:

@@ -158,9 +158,18 @@ def propose_fix(
     if proposal.flags:
         base = new_config or config
         new_config = replace(base, settings=base.settings.merged(ServerSettings.model_validate({"flags": dict(proposal.flags)})))
-    if trust_planner and new_config is not None and gpu_memory_mib > 0 and predicted_failure(
-        new_config, failure_class, engine=engine, gpu_memory_mib=gpu_memory_mib, engine_version=engine_version,
-        fork=fork_of(engine, engine_fork),
+    if (
+        trust_planner
+        and new_config is not None
+        and gpu_memory_mib > 0
+        and predicted_failure(
+            new_config,
+            failure_class,
+            engine=engine,
+            gpu_memory_mib=gpu_memory_mib,
+            engine_version=engine_version,
+            fork=fork_of(engine, engine_fork),
+        )
     ):
         return None  # the planner expects the variant to fail the same way: a model load for nothing
     return Fix(
@@ -228,7 +237,10 @@ class _Memory:
     @cached_property
     def feasibility(self) -> Feasibility:
         return check_config(
-            self._config, engine=self._engine, gpu_memory_mib=self._gpu_memory_mib, engine_version=self._engine_version,
+            self._config,
+            engine=self._engine,
+            gpu_memory_mib=self._gpu_memory_mib,
+            engine_version=self._engine_version,
             fork=self._fork,
         )
 
@@ -240,20 +252,16 @@ class _Memory:
         return _Proposal(FixKind.MEMORY, f"memory planner: {reasons}", describe_adjustments(suggestion), tuple(suggestion))
 
 
-def _quarantine(
-    config: ServerConfig, gpu_arch: str | None, engine: str, engine_version: str | None, failure_class: str = FailureClass.CUDA_ILLEGAL_INSTRUCTION.value
-) -> _Proposal | None:
+def _quarantine(config: ServerConfig, gpu_arch: str | None, engine: str, engine_version: str | None, failure_class: str = FailureClass.CUDA_ILLEGAL_INSTRUCTION.value) -> _Proposal | None:
     if gpu_arch is None:
         return None  # without the architecture the quarantine would hit GPUs that run it fine
     key = QuarantineKey.for_config(config, arch=gpu_arch, engine=engine, engine_version=engine_version)
     what = (
-        "its tokens at temperature 0 diverged early from the autoregressive server's (not lossless)"
-        if failure_class == FailureClass.NOT_LOSSLESS.value else "a GPU kernel hit an illegal instruction"
+        "its tokens at temperature 0 diverged early from the autoregressive server's (not lossless)" if failure_class == FailureClass.NOT_LOSSLESS.value else "a GPU kernel hit an illegal instruction"
     )
     return _Proposal(
         FixKind.QUARANTINE,
-        f"{what}: {key} is skipped on {gpu_arch} hosts until lifted "
-        f"(`fleet quarantine lift {key}`); retrying the same kernel does not help",
+        f"{what}: {key} is skipped on {gpu_arch} hosts until lifted (`fleet quarantine lift {key}`); retrying the same kernel does not help",
         f"quarantine {key}",
         quarantine=key,
     )
@@ -354,8 +362,7 @@ def _graph_error_fix(config: ServerConfig, numbers: _Numbers, memory: _Memory, e
     spelled = f"--{name}" if value is True else f"--{name}={value}"
     return _Proposal(
         FixKind.DISABLE_CUDA_GRAPH,
-        f"{why}: a variant without decode CUDA graphs ({spelled} under {served.title} {release}); slower, but it "
-        "shows whether capture is at fault",
+        f"{why}: a variant without decode CUDA graphs ({spelled} under {served.title} {release}); slower, but it shows whether capture is at fault",
         spelled,
         flags={name: value},
     )

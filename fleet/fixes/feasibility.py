@@ -25,9 +25,7 @@ _ADJUSTABLE = frozenset(name for name in ServerSettings.model_fields if name not
 _PLANNING_PYTHON, _PLANNING_MODEL, _PLANNING_DRAFT, _PLANNING_PORT = "python3", "model", "draft", 30000
 
 
-def check_server(
-    config: ServerConfig, launch: LaunchSpec, *, gpu_memory_mib: int, engine_version: str | None, fork: str | None = None
-) -> Feasibility:
+def check_server(config: ServerConfig, launch: LaunchSpec, *, gpu_memory_mib: int, engine_version: str | None, fork: str | None = None) -> Feasibility:
     """The engine's verdict on `launch` (the launch of `config`) on a GPU of `gpu_memory_mib`.
 
     `engine_version`: the host's engine version (planned with the nearest known release). None: for
@@ -47,9 +45,7 @@ def check_server(
     )  # fmt: skip
 
 
-def check_config(
-    config: ServerConfig, *, engine: str, gpu_memory_mib: int, engine_version: str | None, fork: str | None = None
-) -> Feasibility:
+def check_config(config: ServerConfig, *, engine: str, gpu_memory_mib: int, engine_version: str | None, fork: str | None = None) -> Feasibility:
     """`check_server` on the launch `config` would get from `engine` ("sglang" or "sim"), for when
     no planned launch is at hand (a fix being worked out): the same flags, placeholder paths."""
     launch = launch_spec(
@@ -72,9 +68,7 @@ def hopeless(verdict: Feasibility) -> bool:
     return not verdict.ok and verdict.failure is not None and verdict.suggestion is None
 
 
-def predicted_failure(
-    config: ServerConfig, failure_class: str, *, engine: str, gpu_memory_mib: int, engine_version: str | None, fork: str | None = None
-) -> str | None:
+def predicted_failure(config: ServerConfig, failure_class: str, *, engine: str, gpu_memory_mib: int, engine_version: str | None, fork: str | None = None) -> str | None:
     """The planner's verdict when it predicts that `config` (a repair's variant) fails with
     `failure_class` again; None when it expects otherwise or cannot tell.
     A repair round never starts such a variant: it would fail the same way, a model load later."""
@@ -93,9 +87,7 @@ def apply_adjustments(config: ServerConfig, adjustments: Sequence[Adjustment]) -
     changes: dict[str, object] = {}
     for adjustment in adjustments:
         if adjustment.field not in _ADJUSTABLE:
-            raise ValueError(
-                f"adjustment of {adjustment.field!r}: expected one of the server settings {', '.join(sorted(_ADJUSTABLE))}"
-            )
+            raise ValueError(f"adjustment of {adjustment.field!r}: expected one of the server settings {', '.join(sorted(_ADJUSTABLE))}")
         changes[adjustment.field] = adjustment.new
     if not changes:
         return config

@@ -49,9 +49,7 @@ SCHEMA = "fleet.quarantine/1"
 AUTOREGRESSIVE = "AUTOREGRESSIVE"  # the algorithm of a configuration without speculative decoding
 UNKNOWN_VERSION = "unknown"
 # ARCH/ENGINE@VERSION/ALGORITHM/BUDGET, e.g. sm_120/sglang@0.5.23/DDTREE/b8 ("-" for no budget).
-_KEY_PATTERN = re.compile(
-    r"^(?P<arch>sm_\w+)/(?P<engine>[\w.-]+)@(?P<version>[^/\s]+)/(?P<algorithm>[A-Za-z0-9_]+)/(?P<budget>b\d+|-)$"
-)
+_KEY_PATTERN = re.compile(r"^(?P<arch>sm_\w+)/(?P<engine>[\w.-]+)@(?P<version>[^/\s]+)/(?P<algorithm>[A-Za-z0-9_]+)/(?P<budget>b\d+|-)$")
 KEY_FORMAT = "ARCH/ENGINE@VERSION/ALGORITHM/BUDGET, e.g. sm_120/sglang@0.5.23/DDTREE/b8 (BUDGET '-' for none)"
 
 
@@ -72,9 +70,7 @@ class QuarantineKey:
     budget: int | None  # the DDTree budget; None for methods without budgets
 
     @classmethod
-    def of(
-        cls, *, arch: str, engine: str, engine_version: str | None, algorithm: str | None, budget: int | None
-    ) -> QuarantineKey:
+    def of(cls, *, arch: str, engine: str, engine_version: str | None, algorithm: str | None, budget: int | None) -> QuarantineKey:
         """The canonical key: algorithm upper-cased (None -> AUTOREGRESSIVE), version None -> "unknown"."""
         return cls(arch, engine, engine_version or UNKNOWN_VERSION, (algorithm or AUTOREGRESSIVE).upper(), budget)
 
@@ -171,9 +167,7 @@ class QuarantineStore:
         """Entries in the order they were added."""
         return self._read()
 
-    def matches(
-        self, arch: str, engine: str, version: str | None, algorithm: str | None, budget: int | None
-    ) -> QuarantineEntry | None:
+    def matches(self, arch: str, engine: str, version: str | None, algorithm: str | None, budget: int | None) -> QuarantineEntry | None:
         """The entry that quarantines this configuration on this architecture and engine release."""
         key = QuarantineKey.of(arch=arch, engine=engine, engine_version=version, algorithm=algorithm, budget=budget)
         return next((entry for entry in self._read() if entry.key == key), None)

@@ -47,9 +47,7 @@ class FleetError(Exception):
 class ConfigError(FleetError):
     """A host or playbook file is malformed. Names the file, the field and what was expected."""
 
-    def __init__(
-        self, path: Path | str, field: str, expected: str, got: object = None, *, more: tuple[str, ...] = ()
-    ) -> None:
+    def __init__(self, path: Path | str, field: str, expected: str, got: object = None, *, more: tuple[str, ...] = ()) -> None:
         self.path = str(path)
         self.field = field
         self.expected = expected

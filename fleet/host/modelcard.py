@@ -123,8 +123,7 @@ def load_model_card(name_or_path: str | Path) -> ModelCard:
     raise ConfigError(
         str(name_or_path),
         "",
-        f"a shipped model card name ({', '.join(shipped_card_names())}), a JSON card file "
-        "or a model directory containing config.json",
+        f"a shipped model card name ({', '.join(shipped_card_names())}), a JSON card file or a model directory containing config.json",
     )
 
 
@@ -158,9 +157,7 @@ def card_from_dict(data: Any, origin: Path | str) -> ModelCard:
     for name in _OPTIONAL_INT:
         values[name] = _positive_int(data, name, origin) if data.get(name) is not None else None
     values["full_attention_layer_ids"] = _layer_ids(data, "full_attention_layer_ids", origin, values["num_hidden_layers"])
-    values["linear_attention_layer_ids"] = _layer_ids(
-        data, "linear_attention_layer_ids", origin, values["num_hidden_layers"]
-    )
+    values["linear_attention_layer_ids"] = _layer_ids(data, "linear_attention_layer_ids", origin, values["num_hidden_layers"])
     overlap = set(values["full_attention_layer_ids"]) & set(values["linear_attention_layer_ids"])
     if overlap:
         raise ConfigError(origin, "linear_attention_layer_ids", "no layer id also listed as full attention", sorted(overlap))
@@ -235,9 +232,7 @@ def _card_from_hf_dir(directory: Path) -> ModelCard:
         raise
 
 
-def _hf_layer_split(
-    text: dict[str, Any], num_layers: int, origin: Path, text_field: Any
-) -> tuple[list[int], list[int]]:
+def _hf_layer_split(text: dict[str, Any], num_layers: int, origin: Path, text_field: Any) -> tuple[list[int], list[int]]:
     """Full vs linear attention layer ids, derived as SGLang does for Qwen3-Next/3.5."""
     interval = text.get("full_attention_interval")
     if interval is not None:
@@ -314,9 +309,7 @@ def _dtype(data: dict[str, Any], key: str, origin: Path | str) -> str:
 
 def _layer_ids(data: dict[str, Any], key: str, origin: Path | str, num_layers: int) -> tuple[int, ...]:
     value = data.get(key)
-    if not isinstance(value, list) or not all(
-        isinstance(i, int) and not isinstance(i, bool) and 0 <= i < num_layers for i in value
-    ):
+    if not isinstance(value, list) or not all(isinstance(i, int) and not isinstance(i, bool) and 0 <= i < num_layers for i in value):
         raise ConfigError(origin, key, f"a list of layer ids in [0, {num_layers})", value)
     if len(set(value)) != len(value):
         raise ConfigError(origin, key, "distinct layer ids", value)
@@ -337,9 +330,7 @@ def hf_files_from_card(card: ModelCard) -> dict[str, Any]:
     This is what the sim engine serves: `load_model_card` on the directory gives the card back. No
     weights are needed (the simulator has no GPU to put them on), so a sim host never downloads any.
     """
-    layer_types = [
-        "linear_attention" if i in card.linear_attention_layer_ids else "full_attention" for i in range(card.num_hidden_layers)
-    ]
+    layer_types = ["linear_attention" if i in card.linear_attention_layer_ids else "full_attention" for i in range(card.num_hidden_layers)]
     text: dict[str, Any] = {
         "num_hidden_layers": card.num_hidden_layers,
         "layer_types": layer_types,

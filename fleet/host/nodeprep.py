@@ -135,8 +135,7 @@ def read_facts(sections: Mapping[str, SectionOutput], req: NodeRequirements) -> 
                 engine_problem = f"unreadable probe result: {exc}"
     # The driver's version from its header, else from the GPU query (as fleet.facts does).
     version = driver.group(1) if driver else next((g["driver_version"] for g in gpus or [] if g.get("driver_version")), None)
-    return NodeFacts(gpus, gpus_problem, apps, apps_problem, toolkit, release_line.strip(), (version, cuda.group(1) if cuda else None),
-                     engine, engine_problem)
+    return NodeFacts(gpus, gpus_problem, apps, apps_problem, toolkit, release_line.strip(), (version, cuda.group(1) if cuda else None), engine, engine_problem)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -213,8 +212,11 @@ def check_gpu_count(s: Scene) -> tuple[str, str, str]:
     listed = sorted(int(g["index"]) for g in s.facts.gpus if g.get("index", "").isdigit())
     missing = [i for i in s.granted if i not in listed]
     if len(s.granted) < s.wanted or missing:
-        return ("fail", f"Slurm granted GPUs {list(s.granted)} (the task's servers use {s.wanted}); nvidia-smi lists {listed}"
-                + (f": {missing} missing (fallen off the bus? dmesg: Xid 79)" if missing else ""), f"CUDA_VISIBLE_DEVICES={','.join(map(str, s.granted))}")
+        return (
+            "fail",
+            f"Slurm granted GPUs {list(s.granted)} (the task's servers use {s.wanted}); nvidia-smi lists {listed}" + (f": {missing} missing (fallen off the bus? dmesg: Xid 79)" if missing else ""),
+            f"CUDA_VISIBLE_DEVICES={','.join(map(str, s.granted))}",
+        )
     return "ok", f"the {len(s.granted)} granted GPUs are listed", s.evidence
 
 
@@ -301,8 +303,7 @@ def check_staging_space(s: Scene) -> tuple[str, str, str]:
     if s.free_bytes is None:
         return "fail", f"cannot measure free space of the node-local dir {where}", ""
     if s.free_bytes < s.to_stage_bytes:
-        return ("fail", f"stage {s.to_stage_bytes} bytes into {where}: {s.free_bytes} bytes free "
-                f"(point slurm.node_local_dir in {s.req.host_file} at a larger disk)", f"statvfs {where}")
+        return ("fail", f"stage {s.to_stage_bytes} bytes into {where}: {s.free_bytes} bytes free (point slurm.node_local_dir in {s.req.host_file} at a larger disk)", f"statvfs {where}")
     return "ok", f"stage {s.to_stage_bytes} bytes into {where}: {s.free_bytes} bytes free", f"statvfs {where}"
 
 
@@ -320,8 +321,7 @@ NODE_RULES: tuple[tuple[str, Callable[[Scene], tuple[str, str, str]]], ...] = (
 )
 
 
-def judge(facts: NodeFacts, req: NodeRequirements, wanted: int, granted: Sequence[int], free_bytes: int | None, to_stage_bytes: int,
-          local_dir: str | None = None) -> list[NodeCheck]:
+def judge(facts: NodeFacts, req: NodeRequirements, wanted: int, granted: Sequence[int], free_bytes: int | None, to_stage_bytes: int, local_dir: str | None = None) -> list[NodeCheck]:
     """Every node rule's verdict on this start (see Scene for the arguments)."""
     scene = Scene(facts, req, wanted, granted, free_bytes, to_stage_bytes, local_dir)
     return [NodeCheck(rule_id, *check(scene)) for rule_id, check in NODE_RULES]
@@ -339,11 +339,7 @@ def local_root(node_local_dir: str, env: Mapping[str, str]) -> Path:
 
 
 def listing(directory: Path) -> dict[str, int]:
-    return {
-        p.relative_to(directory).as_posix(): p.stat().st_size
-        for p in sorted(directory.rglob("*"))
-        if p.is_file() and not p.relative_to(directory).as_posix().startswith(_IGNORED_PREFIXES)
-    }
+    return {p.relative_to(directory).as_posix(): p.stat().st_size for p in sorted(directory.rglob("*")) if p.is_file() and not p.relative_to(directory).as_posix().startswith(_IGNORED_PREFIXES)}
 
 
 def source_marker(model: ModelToStage) -> dict[str, Any]:
@@ -423,7 +419,7 @@ def point_at(shard: dict[str, Any], moves: Mapping[str, str]) -> dict[str, Any]:
     def moved(value: str) -> str:
         for source, target in moves.items():
             if value == source or value.startswith(source.rstrip("/") + "/"):
-                return target + value[len(source.rstrip("/")):]
+                return target + value[len(source.rstrip("/")) :]
         return value
 
     out = json.loads(json.dumps(shard))

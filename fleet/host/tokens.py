@@ -78,14 +78,15 @@ def message_text(message: Mapping[str, object]) -> str:
 
 # Vocabulary for generated text. Words carry their leading space and symbols stand alone, so no two
 # adjacent pieces can merge into one token when the text is re-tokenized.
-_PROSE = (" the", " model", " of", " and", " a", " result", " is", " to", " we", " value", " in",
-          " this", " step", " so", " it", " for", " each", " can", ",", ".", " that", " be")
-_CODE = (" def", " return", " if", " else", " for", " in", " x", " n", " i", " =", "(", ")", ":",
-         "\n", " +", " -", " 1", " 0", ",", " fib", " list", "[", "]", " left", " right")
+_PROSE = (" the", " model", " of", " and", " a", " result", " is", " to", " we", " value", " in", " this", " step", " so", " it", " for", " each", " can", ",", ".", " that", " be")
+_CODE = (" def", " return", " if", " else", " for", " in", " x", " n", " i", " =", "(", ")", ":", "\n", " +", " -", " 1", " 0", ",", " fib", " list", "[", "]", " left", " right")
 _ARITH = (" 1", " 2", " 3", "4", "5", " +", " =", " *", " -", " so", " the", " total", " is", ".", "\n")
-_JSON = ("{", "}", " \"", "\"", " name", " id", ":", ",", " 1", "2", " [", "]", " true", " null", "\n")
+_JSON = ("{", "}", ' "', '"', " name", " id", ":", ",", " 1", "2", " [", "]", " true", " null", "\n")
 GENERATION_VOCABULARY: Mapping[str, tuple[str, ...]] = {
-    "prose": _PROSE, "code": _CODE, "arithmetic": _ARITH, "json": _JSON,
+    "prose": _PROSE,
+    "code": _CODE,
+    "arithmetic": _ARITH,
+    "json": _JSON,
 }
 # Token ids: the position in one global list, so output_ids are stable across runs and processes.
 _ALL_PIECES: tuple[str, ...] = tuple(dict.fromkeys(p for vocab in GENERATION_VOCABULARY.values() for p in vocab))
@@ -94,4 +95,3 @@ _PIECE_ID = {piece: index + 1000 for index, piece in enumerate(_ALL_PIECES)}
 
 def piece_id(piece: str) -> int:
     return _PIECE_ID[piece]
-

@@ -305,14 +305,10 @@ def percentile_estimate(passes: Sequence[Sequence[float]], q: float, level: floa
     value = percentile(ordered, q)  # re-sorting sorted values is one linear pass
     floor = percentile_interval_floor(q)
     if n < floor:
-        return PercentileEstimate(
-            q, n, value, None, f"no interval: p{q:g} needs at least {floor} requests for one (MLPerf's 99 % binomial rule), got {n}"
-        )
+        return PercentileEstimate(q, n, value, None, f"no interval: p{q:g} needs at least {floor} requests for one (MLPerf's 99 % binomial rule), got {n}")
     ranks = quantile_ranks(n, q / 100.0, level)
     if ranks is None:
-        return PercentileEstimate(
-            q, n, value, None, f"no interval: {n} requests have no order statistics bounding p{q:g} at {level * 100:g} %"
-        )
+        return PercentileEstimate(q, n, value, None, f"no interval: {n} requests have no order statistics bounding p{q:g} at {level * 100:g} %")
     interval = Interval(ordered[ranks[0] - 1], ordered[ranks[1] - 1], level, "order statistic")
     return PercentileEstimate(q, n, value, interval, None)
 
@@ -402,7 +398,7 @@ def fieller_ratio(numerator: Sequence[float], denominator: Sequence[float], leve
 
 
 def verdict(ratio: Ratio, *, larger_is_faster: bool = True) -> Verdict:
-    """"faster" or "slower" only where the ratio's interval excludes 1.0; otherwise (an interval
+    """ "faster" or "slower" only where the ratio's interval excludes 1.0; otherwise (an interval
     containing 1.0, or no interval at all: one pass, an unbounded Fieller set) "not separable".
     `larger_is_faster`: True for throughput ratios, False for latency ratios."""
     interval = ratio.interval

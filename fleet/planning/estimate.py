@@ -265,9 +265,7 @@ def estimate_run(run: Run, history: DurationHistory | None = None, calibration: 
     return Estimate(run_seconds(run) * (calibration.run_factor(run) if calibration else 1.0))
 
 
-def estimate_server_start(
-    server: ServerConfig, history: DurationHistory | None = None, calibration: Calibration | None = None, ids: IdCache | None = None
-) -> Estimate:
+def estimate_server_start(server: ServerConfig, history: DurationHistory | None = None, calibration: Calibration | None = None, ids: IdCache | None = None) -> Estimate:
     found = history.server_seconds(ids(server) if ids else server.id) if history is not None else None
     if found is not None:
         return Estimate(*found)

@@ -64,11 +64,7 @@ def parse_listing(text: str) -> dict[str, int]:
 
 
 def local_listing(directory: Path) -> dict[str, int]:
-    return {
-        str(p.relative_to(directory)): p.stat().st_size
-        for p in sorted(directory.rglob("*"))
-        if p.is_file() and not str(p.relative_to(directory)).startswith(_IGNORED_PREFIXES)
-    }
+    return {str(p.relative_to(directory)): p.stat().st_size for p in sorted(directory.rglob("*")) if p.is_file() and not str(p.relative_to(directory)).startswith(_IGNORED_PREFIXES)}
 
 
 @dataclass(frozen=True)
@@ -150,10 +146,7 @@ def read_states(t: Transport, models: Sequence[ModelRef], host: Target) -> list[
         return []
     result = t.run("; ".join(f"{_read_marker_command(cache)}; {_read_marker_command(serve)}" for cache, serve in dirs), timeout=QUICK_S)
     texts = (result.stdout.split("--fleet--\n") + [""] * (2 * len(dirs)))[: 2 * len(dirs)]
-    return [
-        ModelState(cache, serve, Marker.parse(texts[2 * i].strip()), Marker.parse(texts[2 * i + 1].strip()))
-        for i, (cache, serve) in enumerate(dirs)
-    ]
+    return [ModelState(cache, serve, Marker.parse(texts[2 * i].strip()), Marker.parse(texts[2 * i + 1].strip())) for i, (cache, serve) in enumerate(dirs)]
 
 
 def remote_listing(t: Transport, directory: str, timeout: float = QUICK_S) -> dict[str, int]:
@@ -345,9 +338,7 @@ def hub_refusal(repo: str, revision: str, repo_type: str, log_text: str, *, toke
     _, status, code = (line.split() + ["", ""])[:3]
     what = f"{'dataset' if repo_type == 'dataset' else 'model'} repo {repo}"
     given = "HF_TOKEN was given" if token_given else "no HF_TOKEN was given"
-    how = (
-        "set HF_TOKEN in the controller's environment (fleet hands it to the host's fetch in its environment, never on a command line)"
-    )
+    how = "set HF_TOKEN in the controller's environment (fleet hands it to the host's fetch in its environment, never on a command line)"
     if code == "GatedRepo":
         if token_given:
             return f"the hub refused {what} (HTTP {status}, gated): {given}, but its account has no access: accept the repo's terms on the hub with the account whose token HF_TOKEN holds"
@@ -374,9 +365,7 @@ def _fetch_from_hub(
     change = Change("fetch", f"{model.label}@{model.revision} from the Hugging Face hub ({detail})")
     if dry_run:
         return [change]
-    marker = fetch_hub_snapshot(
-        t, host.engine.python, model.repo or "", model.revision, state.cache_dir, _source_label(model), poll=poll, timeout=timeout, secrets=secrets
-    )
+    marker = fetch_hub_snapshot(t, host.engine.python, model.repo or "", model.revision, state.cache_dir, _source_label(model), poll=poll, timeout=timeout, secrets=secrets)
     change.bytes = marker.total_bytes
     return [_seal(t, state.cache_dir, marker, change)]
 
@@ -441,11 +430,9 @@ class DetachedJob:
 
     def start_command(self) -> str:
         body = f"echo {JOB_STARTED}; ( {self.script} ); echo fleet-exit=$?"
-        locked = f"flock {shlex.quote(self.lock)} sh -c {shlex.quote(body)} {shlex.quote(self.name)} \"$@\""
+        locked = f'flock {shlex.quote(self.lock)} sh -c {shlex.quote(body)} {shlex.quote(self.name)} "$@"'
         return (
-            f"mkdir -p {shlex.quote(posixpath.dirname(self.lock))} && "
-            f"setsid -f sh -c {shlex.quote(locked)} {shlex.quote(self.name)} {shlex.join(self.args)} "
-            f">{shlex.quote(self.log)} 2>&1 </dev/null"
+            f"mkdir -p {shlex.quote(posixpath.dirname(self.lock))} && setsid -f sh -c {shlex.quote(locked)} {shlex.quote(self.name)} {shlex.join(self.args)} >{shlex.quote(self.log)} 2>&1 </dev/null"
         )
 
     def poll_command(self) -> str:
@@ -474,9 +461,7 @@ def job_vanished(free: bool, exit_code: int | None, log: str) -> bool:
     return lines[0] == JOB_NO_LOG or (free and lines[0] == JOB_STARTED)
 
 
-def run_detached(
-    t: Transport, job: DetachedJob, *, poll: Callable[[Callable[[], object]], object], timeout: float, interval_s: float = 0.3
-) -> None:
+def run_detached(t: Transport, job: DetachedJob, *, poll: Callable[[Callable[[], object]], object], timeout: float, interval_s: float = 0.3) -> None:
     """Start `job` and wait for it with short polls; `poll` wraps each poll in a retry policy."""
 
     def start() -> None:
@@ -553,9 +538,7 @@ mv "$dst/.fleet-complete.json.tmp" "$dst/.fleet-complete.json"
 
 
 def staging_job(state: ModelState, need_bytes: int) -> DetachedJob:
-    return DetachedJob(
-        "fleet-stage", STAGE_SCRIPT, (state.cache_dir, state.serve_dir, str(need_bytes)), state.serve_dir + ".lock", state.serve_dir + ".stage.log"
-    )
+    return DetachedJob("fleet-stage", STAGE_SCRIPT, (state.cache_dir, state.serve_dir, str(need_bytes)), state.serve_dir + ".lock", state.serve_dir + ".stage.log")
 
 
 def stage_cleanup_command(job: DetachedJob, serve_dir: str, *, unverified: bool) -> str:

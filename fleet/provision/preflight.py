@@ -64,9 +64,11 @@ class ArchRequirement:
 
 ARCH_REQUIREMENTS: tuple[ArchRequirement, ...] = (
     ArchRequirement(
-        12, None, (12, 8), (12, 9),
-        "FlashInfer's JIT refuses SM 12.x below CUDA 12.9 (log: 'SM 12.x requires CUDA >= 12.9'), is left "
-        "with no target arch, and its kernel builds then fail",
+        12,
+        None,
+        (12, 8),
+        (12, 9),
+        "FlashInfer's JIT refuses SM 12.x below CUDA 12.9 (log: 'SM 12.x requires CUDA >= 12.9'), is left with no target arch, and its kernel builds then fail",
         "; or, to keep this toolkit, set FLASHINFER_CUDA_ARCH_LIST=12.0a in the engine's environment",
     ),
     ArchRequirement(10, None, (12, 8), (12, 8), "CUDA 12.8 is the first toolkit that targets SM 10.x"),
@@ -263,8 +265,7 @@ def check_gpu_count(facts: HostFacts, needs: PreflightRequirements) -> Finding:
         return Finding(
             Verdict.fail,
             f"nvidia-smi lists {found} GPUs, the inventory expects {expected}",
-            "a GPU may have fallen off the bus (dmesg: Xid 79; `nvidia-smi -L`), or gpus.count in "
-            f"{needs.host_file} is wrong",
+            f"a GPU may have fallen off the bus (dmesg: Xid 79; `nvidia-smi -L`), or gpus.count in {needs.host_file} is wrong",
         )
     return Finding(
         Verdict.warn,
@@ -302,9 +303,7 @@ def check_gpus_idle(facts: HostFacts, needs: PreflightRequirements) -> Finding:
     foreign = [p for p in facts.gpu_processes if p.pid not in needs.own_gpu_pids]
     if foreign:
         listed = "; ".join(
-            f"pid {p.pid} {p.process_name} on GPU {index_of.get(p.gpu_uuid, p.gpu_uuid)} "
-            f"({'memory unknown' if p.used_memory_mib is None else f'{p.used_memory_mib} MiB'})"
-            for p in foreign
+            f"pid {p.pid} {p.process_name} on GPU {index_of.get(p.gpu_uuid, p.gpu_uuid)} ({'memory unknown' if p.used_memory_mib is None else f'{p.used_memory_mib} MiB'})" for p in foreign
         )
         return Finding(
             Verdict.fail,
@@ -322,8 +321,7 @@ def check_gpus_idle(facts: HostFacts, needs: PreflightRequirements) -> Finding:
     if unlisted:
         return Finding(
             Verdict.warn,
-            "memory in use that no listed process holds (" + ", ".join(unlisted) + "): processes of other "
-            "containers or PID namespaces are invisible to nvidia-smi",
+            "memory in use that no listed process holds (" + ", ".join(unlisted) + "): processes of other containers or PID namespaces are invisible to nvidia-smi",
             "find the owner on the machine that runs the container(s), or choose another host",
         )
     own = len(facts.gpu_processes)
@@ -341,29 +339,21 @@ def check_toolkit_supports_gpu(facts: HostFacts, needs: PreflightRequirements) -
             findings.append(Finding(Verdict.skip, f"no toolkit rule for compute capability {_cc_text(capability)}"))
             continue
         wanted = _version_text(need.min_toolkit)
-        install = (
-            f"install CUDA toolkit >= {wanted} and make it the one the engine finds "
-            f"(CUDA_HOME, else the first nvcc on PATH, else /usr/local/cuda){need.toolkit_hint}"
-        )
+        install = f"install CUDA toolkit >= {wanted} and make it the one the engine finds (CUDA_HOME, else the first nvcc on PATH, else /usr/local/cuda){need.toolkit_hint}"
         toolkit = facts.toolkit
         if toolkit is None:
             why = facts.problems.get("toolkit", "no nvcc in CUDA_HOME, on PATH or in /usr/local/cuda")
-            findings.append(
-                Finding(Verdict.warn, f"{why}: kernels the engine compiles at run time (JIT) cannot be built; prebuilt ones still run", install)
-            )
+            findings.append(Finding(Verdict.warn, f"{why}: kernels the engine compiles at run time (JIT) cannot be built; prebuilt ones still run", install))
         elif version_tuple(toolkit.version) < need.min_toolkit:
             findings.append(
                 Finding(
                     Verdict.fail,
-                    f"nvcc {toolkit.nvcc_path} is CUDA {toolkit.version} ({toolkit.build}); compute capability "
-                    f"{_cc_text(capability)} ({gpu_name}) needs >= {wanted}: {need.toolkit_reason}",
+                    f"nvcc {toolkit.nvcc_path} is CUDA {toolkit.version} ({toolkit.build}); compute capability {_cc_text(capability)} ({gpu_name}) needs >= {wanted}: {need.toolkit_reason}",
                     install,
                 )
             )
         else:
-            findings.append(
-                Finding(Verdict.ok, f"CUDA {toolkit.version} ({toolkit.nvcc_path}) >= {wanted} for compute capability {_cc_text(capability)}")
-            )
+            findings.append(Finding(Verdict.ok, f"CUDA {toolkit.version} ({toolkit.nvcc_path}) >= {wanted} for compute capability {_cc_text(capability)}"))
     return _worst(findings)
 
 
@@ -377,23 +367,19 @@ def check_driver_supports_toolkit(facts: HostFacts, needs: PreflightRequirements
         return Finding(Verdict.warn, "the driver's CUDA version is unknown (nvidia-smi did not report it)", "run nvidia-smi on the host")
     driver_version = facts.driver.version if facts.driver else None
     minimum = TOOLKIT_MIN_DRIVER.get(toolkit_version)
-    upgrade = f"upgrade the NVIDIA driver to >= {minimum} (NVIDIA's minimum for CUDA {toolkit.version})" if minimum else (
-        f"upgrade the NVIDIA driver to one whose nvidia-smi shows CUDA Version >= {toolkit.version}"
+    upgrade = (
+        f"upgrade the NVIDIA driver to >= {minimum} (NVIDIA's minimum for CUDA {toolkit.version})"
+        if minimum
+        else (f"upgrade the NVIDIA driver to one whose nvidia-smi shows CUDA Version >= {toolkit.version}")
     )
     have = f"driver {driver_version or '?'} supports CUDA {_version_text(driver_cuda)}"
     if driver_cuda >= toolkit_version:
         return Finding(Verdict.ok, f"{have} >= toolkit {toolkit.version}")
     compat_floor = MINOR_COMPAT_MIN_DRIVER.get(toolkit_version[0])
-    if (
-        driver_cuda[0] == toolkit_version[0]
-        and compat_floor
-        and driver_version
-        and version_tuple(driver_version) >= version_tuple(compat_floor)
-    ):
+    if driver_cuda[0] == toolkit_version[0] and compat_floor and driver_version and version_tuple(driver_version) >= version_tuple(compat_floor):
         return Finding(
             Verdict.warn,
-            f"{have} < toolkit {toolkit.version}: it runs under CUDA minor-version compatibility "
-            f"(driver >= {compat_floor}), but PTX built by this toolkit cannot be JIT-loaded by the driver",
+            f"{have} < toolkit {toolkit.version}: it runs under CUDA minor-version compatibility (driver >= {compat_floor}), but PTX built by this toolkit cannot be JIT-loaded by the driver",
             upgrade,
         )
     return Finding(Verdict.fail, f"{have} < toolkit {toolkit.version}: code built by this toolkit will not load", upgrade)
@@ -451,8 +437,7 @@ def check_engine_cuda_supports_gpu(facts: HostFacts, needs: PreflightRequirement
             findings.append(
                 Finding(
                     Verdict.fail,
-                    f"torch {engine.torch_version} is built for CUDA {engine.torch_cuda}; {_sm(capability)} ({gpu_name}) "
-                    f"needs CUDA >= {wanted}",
+                    f"torch {engine.torch_version} is built for CUDA {engine.torch_cuda}; {_sm(capability)} ({gpu_name}) needs CUDA >= {wanted}",
                     f"install torch built for CUDA >= {wanted} (e.g. the cu{wanted.replace('.', '')} wheels or newer)",
                 )
             )
@@ -468,8 +453,7 @@ def check_engine_cuda_supports_gpu(facts: HostFacts, needs: PreflightRequirement
             findings.append(
                 Finding(
                     Verdict.warn,
-                    f"torch {engine.torch_version} has only PTX for {_sm(capability)} ({archs}): the driver JIT-compiles "
-                    "every kernel at first use (slow start)",
+                    f"torch {engine.torch_version} has only PTX for {_sm(capability)} ({archs}): the driver JIT-compiles every kernel at first use (slow start)",
                     f"install a torch build whose arch list includes {_sm(capability)}",
                 )
             )
@@ -477,8 +461,7 @@ def check_engine_cuda_supports_gpu(facts: HostFacts, needs: PreflightRequirement
             findings.append(
                 Finding(
                     Verdict.fail,
-                    f"torch {engine.torch_version} is compiled for {archs}, not {_sm(capability)} ({gpu_name}): "
-                    "kernels fail with 'no kernel image is available for execution on the device'",
+                    f"torch {engine.torch_version} is compiled for {archs}, not {_sm(capability)} ({gpu_name}): kernels fail with 'no kernel image is available for execution on the device'",
                     f"install a torch build whose arch list includes {_sm(capability)}",
                 )
             )
@@ -510,22 +493,29 @@ def check_driver_runs_engine_cuda(facts: HostFacts, needs: PreflightRequirements
 def check_model_cache_space(facts: HostFacts, needs: PreflightRequirements) -> Finding:
     if needs.model_bytes_to_fetch is None:
         return Finding(Verdict.skip, "nothing to download")
-    return _space_finding(facts, MODEL_CACHE_KEY, needs.model_bytes_to_fetch, needs.cache_bytes_freed, "download", CACHE_HEADROOM_MIN_BYTES,
-                          f"free space there, or point paths.model_cache in {needs.host_file} at a larger disk")
+    return _space_finding(
+        facts,
+        MODEL_CACHE_KEY,
+        needs.model_bytes_to_fetch,
+        needs.cache_bytes_freed,
+        "download",
+        CACHE_HEADROOM_MIN_BYTES,
+        f"free space there, or point paths.model_cache in {needs.host_file} at a larger disk",
+    )
 
 
 def check_staging_space(facts: HostFacts, needs: PreflightRequirements) -> Finding:
     if needs.bytes_to_stage is None:
         return Finding(Verdict.skip, "nothing to stage")
-    found = _space_finding(facts, STAGING_KEY, needs.bytes_to_stage, needs.staging_bytes_freed, "stage", 0,
-                           "enlarge the tmpfs (`mount -o remount,size=<N>G /dev/shm`), or unset paths.staging to serve from the cache")
+    found = _space_finding(
+        facts, STAGING_KEY, needs.bytes_to_stage, needs.staging_bytes_freed, "stage", 0, "enlarge the tmpfs (`mount -o remount,size=<N>G /dev/shm`), or unset paths.staging to serve from the cache"
+    )
     if found.verdict is Verdict.fail:
         return found
     if facts.memory and needs.bytes_to_stage > facts.memory.available_bytes + needs.staging_bytes_freed:
         return Finding(
             Verdict.fail,
-            f"staging {_size(needs.bytes_to_stage)} needs that much RAM (tmpfs lives in memory), only "
-            f"{_size(facts.memory.available_bytes)} available of {_size(facts.memory.total_bytes)}",
+            f"staging {_size(needs.bytes_to_stage)} needs that much RAM (tmpfs lives in memory), only {_size(facts.memory.available_bytes)} available of {_size(facts.memory.total_bytes)}",
             "unset paths.staging to serve from the cache, or free memory",
         )
     disk = facts.disks[STAGING_KEY]
@@ -561,18 +551,13 @@ def check_work_dir_persistent(facts: HostFacts, needs: PreflightRequirements) ->
         return Finding(Verdict.skip, f"the filesystem of paths.work_dir was not measured ({facts.problems.get('disks', 'df did not say')})")
     if disk.fstype not in VOLATILE_FSTYPES:
         return Finding(Verdict.ok, f"{disk.path} is on {disk.fstype} ({disk.mount_point})")
-    consequence = (
-        f"{disk.path} is on {disk.fstype} ({disk.mount_point}), in RAM: a reboot erases the results of finished runs "
-        "there, and the sweep runs them again"
-    )
+    consequence = f"{disk.path} is on {disk.fstype} ({disk.mount_point}), in RAM: a reboot erases the results of finished runs there, and the sweep runs them again"
     if needs.allow_volatile_work_dir:
-        return Finding(Verdict.warn, f"{consequence} (allowed by paths.allow_volatile_work_dir)",
-                       f"point paths.work_dir in {needs.host_file} at a persistent disk (e.g. /var/lib/fleet)")
+        return Finding(Verdict.warn, f"{consequence} (allowed by paths.allow_volatile_work_dir)", f"point paths.work_dir in {needs.host_file} at a persistent disk (e.g. /var/lib/fleet)")
     return Finding(
         Verdict.fail,
         consequence,
-        f"point paths.work_dir in {needs.host_file} at a persistent disk (e.g. /var/lib/fleet), or set "
-        "paths.allow_volatile_work_dir: true there to accept this",
+        f"point paths.work_dir in {needs.host_file} at a persistent disk (e.g. /var/lib/fleet), or set paths.allow_volatile_work_dir: true there to accept this",
     )
 
 
@@ -654,9 +639,7 @@ class PreflightReport(BaseModel):
 
 # The rules about the machine's GPUs and the CUDA stack that drives them: none of it is used by a
 # sim host that plays the GPUs its host file declares on a machine that has others.
-GPU_RULES = frozenset(
-    {"gpu-count", "gpu-model", "gpus-idle", "toolkit-supports-gpu", "driver-supports-toolkit", "engine-cuda-supports-gpu", "driver-runs-engine-cuda"}
-)
+GPU_RULES = frozenset({"gpu-count", "gpu-model", "gpus-idle", "toolkit-supports-gpu", "driver-supports-toolkit", "engine-cuda-supports-gpu", "driver-runs-engine-cuda"})
 
 
 def played_gpus(facts: HostFacts, needs: PreflightRequirements) -> str | None:
@@ -670,16 +653,13 @@ def played_gpus(facts: HostFacts, needs: PreflightRequirements) -> str | None:
     return f"the sim engine plays the {needs.expected_gpu_count} {needs.expected_gpu_model} its host file declares; this machine's {len(facts.gpus)} GPU(s) ({found}) are not used"
 
 
-def run_preflight(
-    facts: HostFacts, requirements: PreflightRequirements, host: str | None = None, rules: Sequence[Rule] = RULES
-) -> PreflightReport:
+def run_preflight(facts: HostFacts, requirements: PreflightRequirements, host: str | None = None, rules: Sequence[Rule] = RULES) -> PreflightReport:
     played = played_gpus(facts, requirements)
     checks = []
     for rule in rules:
         finding = Finding(Verdict.skip, played) if played and rule.id in GPU_RULES else rule.check(facts, requirements)
         checks.append(
-            CheckResult(rule_id=rule.id, description=rule.description, verdict=finding.verdict, message=finding.message,
-                        hint=finding.hint if finding.verdict in (Verdict.fail, Verdict.warn) else None)
+            CheckResult(rule_id=rule.id, description=rule.description, verdict=finding.verdict, message=finding.message, hint=finding.hint if finding.verdict in (Verdict.fail, Verdict.warn) else None)
         )
     return PreflightReport(host=host, checks=checks)
 

@@ -331,9 +331,7 @@ def _boot_after_failure(t: Transport, host: Host) -> str:
         return ""
 
 
-def _provision_model(
-    t: Transport, model: ModelRef, host: Host, options: ProvisionOptions, state: ModelState, *, weightless: bool
-) -> tuple[list[Change], ModelState]:
+def _provision_model(t: Transport, model: ModelRef, host: Host, options: ProvisionOptions, state: ModelState, *, weightless: bool) -> tuple[list[Change], ModelState]:
     """The model fetched and staged from `state` (its markers as read); the changes, and the
     markers afterwards (read again only where something changed)."""
 

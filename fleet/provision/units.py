@@ -87,7 +87,6 @@ def server_unit_name(sweep_id: str, server_id: str) -> str:
 AGENT_UNIT = "fleet-agent@.service"
 
 
-
 def render_server_unit(
     *,
     sweep_id: str,
@@ -104,24 +103,36 @@ def render_server_unit(
 ) -> Unit:
     """`gpus`: the plan's; `gpus_env_file`: where the agent writes the GPUs it placed the server on."""
     environment = {**env, "CUDA_VISIBLE_DEVICES": ",".join(map(str, gpus)), "FLEET_LOG": log_file}
-    text = _environment().get_template("server.service.j2").render(
-        sweep_id=sweep_id,
-        server_id=server_id,
-        label=label,
-        argv=list(argv),
-        environment=_env_items(environment),
-        working_dir=working_dir,
-        start_timeout_s=int(start_timeout_s),
-        stop_timeout_s=int(stop_timeout_s),
-        gpus_env_file=gpus_env_file,
+    text = (
+        _environment()
+        .get_template("server.service.j2")
+        .render(
+            sweep_id=sweep_id,
+            server_id=server_id,
+            label=label,
+            argv=list(argv),
+            environment=_env_items(environment),
+            working_dir=working_dir,
+            start_timeout_s=int(start_timeout_s),
+            stop_timeout_s=int(stop_timeout_s),
+            gpus_env_file=gpus_env_file,
+        )
     )
     return Unit(_check_name(server_unit_name(sweep_id, server_id)), text)
 
 
 def render_agent_unit(*, work_dir: str, agent_dir: str, python: str, stop_timeout_s: float = 120) -> Unit:
     """The agent's template unit; `fleet-agent@<sweep-id>` runs the agent on that sweep's directory."""
-    text = _environment().get_template("agent.service.j2").render(
-        work_dir=work_dir, agent_dir=agent_dir, python=python, agent_module=AGENT_MODULE, stop_timeout_s=int(stop_timeout_s),
-        final_exits=[int(code) for code in FINAL],
+    text = (
+        _environment()
+        .get_template("agent.service.j2")
+        .render(
+            work_dir=work_dir,
+            agent_dir=agent_dir,
+            python=python,
+            agent_module=AGENT_MODULE,
+            stop_timeout_s=int(stop_timeout_s),
+            final_exits=[int(code) for code in FINAL],
+        )
     )
     return Unit(_check_name(AGENT_UNIT), text)

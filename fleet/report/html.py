@@ -128,7 +128,7 @@ def render_html(report: Report, start: Path | None = None) -> str:
         parts.append(_plots(section))
     body = "\n".join(p for p in parts if p)
     return (
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         f"<title>fleet report: {escape(names)}</title><style>{_STYLE}</style></head>\n"
         f"<body>\n{body}\n<script>{_SCRIPT}</script>\n</body></html>\n"
     )

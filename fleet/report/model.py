@@ -554,7 +554,7 @@ def rows_of(sweep: SweepData, loaded: Loaded) -> list[Row]:
     simulated = result.sim_speed is not None or (sweep.hosts.get(result.host) and (sweep.hosts[result.host].inventory.get("engine") or {}).get("kind") == "sim")
     group = GroupKey(gpu, bool(simulated), result.engine_release or str(entry.get("engine_release") or "unknown"), int(entry.get("tp") or 0))
     server = result.server or {}
-    price = (sweep.hosts[result.host].inventory.get("usd_per_gpu_hour") if result.host in sweep.hosts else None)
+    price = sweep.hosts[result.host].inventory.get("usd_per_gpu_hour") if result.host in sweep.hosts else None
     lossless = _mapping(result.extras.get("lossless"))
     check = _mapping(lossless.get("check"))
     divergence = check.get("first_divergence")
@@ -862,7 +862,7 @@ def host_lines(sweeps: Sequence[SweepData]) -> list[HostLine]:
             gpu, count = gpu_of(host)
             engine = facts.get("engine") or {}
             models = {repo: str(m.get("revision")) for repo, m in (facts.get("models") or {}).items() if isinstance(m, dict)}
-            sim = (host.inventory.get("engine") or {})
+            sim = host.inventory.get("engine") or {}
             lines.append(
                 HostLine(
                     sweep_id=sweep.sweep_id, name=name, gpu=gpu, gpu_count=count,

@@ -64,10 +64,7 @@ VERDICT_NOTE = (
     "methods whose intervals overlap share a tier ('tied'). The first screen decides on the sharper paired ratio "
     "of two methods instead, the quantity it prints, and ranks nothing within a tie."
 )
-BASELINE_NOTE = (
-    "A change is flagged (faster, slower) only where the 95 % interval of now/then excludes 1.0 (no change); "
-    "otherwise it is 'not separable' from the noise."
-)
+BASELINE_NOTE = "A change is flagged (faster, slower) only where the 95 % interval of now/then excludes 1.0 (no change); otherwise it is 'not separable' from the noise."
 SIM_NOTE = (
     "Simulated runs (the `sim` engine) report durations and rates in simulated time: wall seconds "
     "divided by the host's sim_speed. They are marked simulated wherever they appear and only "

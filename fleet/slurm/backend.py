@@ -34,15 +34,26 @@ class SlurmBackend:
             raise UsageError(f"--hosts: a Slurm entry ({cluster.name}) runs a sweep alone, not beside {others}")
         return _watched(
             lambda stop: start_slurm_sweep(
-                playbook, cluster, request.results_root, poll_interval_s=request.poll_interval_s, stop=stop,
-                memory_check=request.memory_check, say=request.say, on_event=request.on_event, quarantine=request.quarantine,
+                playbook,
+                cluster,
+                request.results_root,
+                poll_interval_s=request.poll_interval_s,
+                stop=stop,
+                memory_check=request.memory_check,
+                say=request.say,
+                on_event=request.on_event,
+                quarantine=request.quarantine,
             )  # fmt: skip
         )
 
     def resume(self, directory: Path, request: SweepRequest) -> SlurmSweepOutcome:
         return _watched(
             lambda stop: resume_slurm_sweep(
-                directory, poll_interval_s=request.poll_interval_s, stop=stop, say=request.say, on_event=request.on_event,
+                directory,
+                poll_interval_s=request.poll_interval_s,
+                stop=stop,
+                say=request.say,
+                on_event=request.on_event,
                 quarantine=request.quarantine,
             )  # fmt: skip
         )

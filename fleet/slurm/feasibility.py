@@ -40,15 +40,19 @@ def infeasible(request: Request, nodes: Sequence[NodeInfo]) -> str | None:
         return f"no node of {where} has the features {sorted(wanted)} (constraint {request.constraint!r})"
     largest = max(n.gres.get(request.gres_name, 0) for n in shaped)
     if request.gpus > largest:
-        return (f"{request.gpus} {request.gres_name} GRES per node asked for; the largest node of {where}"
-                f"{' with ' + request.constraint if request.constraint else ''} has {largest}")
+        return f"{request.gpus} {request.gres_name} GRES per node asked for; the largest node of {where}{' with ' + request.constraint if request.constraint else ''} has {largest}"
     return None
 
 
 def fitting(request: Request, nodes: Sequence[NodeInfo]) -> list[NodeInfo]:
     """The nodes that can hold the request: of its partition, with its features and enough GRES."""
-    return [n for n in nodes if (request.partition is None and n.default_partition or n.partition == request.partition)
-            and _features(request.constraint) <= set(n.features) and n.gres.get(request.gres_name, 0) >= request.gpus]
+    return [
+        n
+        for n in nodes
+        if (request.partition is None and n.default_partition or n.partition == request.partition)
+        and _features(request.constraint) <= set(n.features)
+        and n.gres.get(request.gres_name, 0) >= request.gpus
+    ]
 
 
 def unusable_now(request: Request, nodes: Sequence[NodeInfo]) -> str | None:

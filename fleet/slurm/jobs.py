@@ -55,8 +55,16 @@ class JobState(str, Enum):
 
 ENDED = frozenset(
     {
-        JobState.COMPLETED, JobState.FAILED, JobState.CANCELLED, JobState.TIMEOUT, JobState.NODE_FAIL,
-        JobState.PREEMPTED, JobState.BOOT_FAIL, JobState.DEADLINE, JobState.OUT_OF_MEMORY, JobState.REVOKED,
+        JobState.COMPLETED,
+        JobState.FAILED,
+        JobState.CANCELLED,
+        JobState.TIMEOUT,
+        JobState.NODE_FAIL,
+        JobState.PREEMPTED,
+        JobState.BOOT_FAIL,
+        JobState.DEADLINE,
+        JobState.OUT_OF_MEMORY,
+        JobState.REVOKED,
         JobState.SPECIAL_EXIT,
     }
 )
@@ -66,10 +74,21 @@ ENDED = frozenset(
 # come back and GPUs free up; fleet compares the request with `sinfo` instead (feasibility.py).
 NEVER_REASONS = frozenset(
     {
-        "BadConstraints", "PartitionConfig", "PartitionNodeLimit", "PartitionTimeLimit", "PartitionDown",
-        "PartitionInactive", "InvalidAccount", "InvalidQOS", "QOSJobLimit", "AssocMaxGRESPerJob",
-        "QOSMaxGRESPerJob", "AssocMaxWallDurationPerJobLimit", "QOSMaxWallDurationPerJobLimit",
-        "AccountNotAllowed", "QOSNotAllowed",
+        "BadConstraints",
+        "PartitionConfig",
+        "PartitionNodeLimit",
+        "PartitionTimeLimit",
+        "PartitionDown",
+        "PartitionInactive",
+        "InvalidAccount",
+        "InvalidQOS",
+        "QOSJobLimit",
+        "AssocMaxGRESPerJob",
+        "QOSMaxGRESPerJob",
+        "AssocMaxWallDurationPerJobLimit",
+        "QOSMaxWallDurationPerJobLimit",
+        "AccountNotAllowed",
+        "QOSNotAllowed",
     }
 )
 
@@ -143,7 +162,7 @@ def parse_scontrol_fields(line: str) -> dict[str, str]:
     fields: dict[str, str] = {}
     for index, match in enumerate(matches):
         end = matches[index + 1].start() if index + 1 < len(matches) else len(line)
-        fields.setdefault(match.group(1), line[match.end():end].strip())
+        fields.setdefault(match.group(1), line[match.end() : end].strip())
     return fields
 
 
@@ -319,4 +338,3 @@ def parse_sacct(text: str) -> dict[str, AccountedJob]:
     for number, (job_id, state, exit_code, nodes, elapsed, limit) in _pipe_rows(text, "sacct", len(SACCT_FIELDS), ",".join(SACCT_FIELDS)):
         jobs[job_id] = AccountedJob(job_id, _state(state, f"sacct line {number}"), exit_code, nodes, elapsed, limit)
     return jobs
-

@@ -47,14 +47,12 @@ def _counts(mirror: Path, record: SlurmSweep, array: JobArray, task: Task) -> di
     return counts
 
 
-def task_row(array: JobArray, task: Task, job: SlurmJob | None, accounted: AccountedJob | None, accounting_note: str, counts: dict[str, int],
-             finished: str | None) -> HostStatus:
+def task_row(array: JobArray, task: Task, job: SlurmJob | None, accounted: AccountedJob | None, accounting_note: str, counts: dict[str, int], finished: str | None) -> HostStatus:
     """One array task as `fleet status` shows it (pure)."""
     tries = array.submissions_of(task.index)
     status = HostStatus(f"{array.key}/task-{task.index}", total=len(task.run_ids), counts=counts)
     done = status.done >= status.total
-    slurm: dict[str, object] = {"label": task.label, "job_id": None, "state": None, "reason": None, "nodes": None, "restarts": 0,
-                                "submissions": len(tries)}
+    slurm: dict[str, object] = {"label": task.label, "job_id": None, "state": None, "reason": None, "nodes": None, "restarts": 0, "submissions": len(tries)}
     if job is not None:
         slurm.update(job_id=job.job_id, state=job.state.value, reason=job.reason, nodes=job.nodes or None, restarts=job.restarts)
         where = f" on {job.nodes}" if job.nodes else ""

@@ -71,13 +71,16 @@ def judge(job: SlurmJob | None, runs: Set[str], done: Set[str], submissions: int
         return Verdict(Action.REPORT, f"job {job.job_id} was cancelled with {missing} runs without a result")
     if job.state.lost_to_the_cluster or job.preempted:
         timeout = job.state is JobState.TIMEOUT
-        return _again(submissions, max_submissions, f"job {job.job_id} ended {job.state.value} ({job.reason}) with {missing} runs without a result",
-                      timeout, job.time_limit_s if timeout else None)
+        return _again(submissions, max_submissions, f"job {job.job_id} ended {job.state.value} ({job.reason}) with {missing} runs without a result", timeout, job.time_limit_s if timeout else None)
     if met_its_limit(job):
-        return _again(submissions, max_submissions, f"job {job.job_id} was stopped at its time limit ({job.time_limit}, ran {job.fields.get('RunTime')}) "
-                      f"with {missing} runs without a result", True, job.time_limit_s)
-    return Verdict(Action.REPORT, f"job {job.job_id} ended {job.state.value} (exit {job.exit_code}) with {missing} runs without a result: "
-                                  "the agent failed; its log is in the sweep dir")
+        return _again(
+            submissions,
+            max_submissions,
+            f"job {job.job_id} was stopped at its time limit ({job.time_limit}, ran {job.fields.get('RunTime')}) with {missing} runs without a result",
+            True,
+            job.time_limit_s,
+        )
+    return Verdict(Action.REPORT, f"job {job.job_id} ended {job.state.value} (exit {job.exit_code}) with {missing} runs without a result: the agent failed; its log is in the sweep dir")
 
 
 def met_its_limit(job: SlurmJob, stop_grace_s: int = STOP_GRACE_S) -> bool:

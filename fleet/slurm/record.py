@@ -88,12 +88,17 @@ class SlurmSweep:
             raw = json.loads(path.read_text())
             if raw.get("schema") != RECORD_SCHEMA:
                 raise ValueError(f"schema {raw.get('schema')!r}, expected {RECORD_SCHEMA}")
-            arrays = [
-                JobArray(a["key"], a["gpus"], [Task(**t) for t in a["tasks"]], [Submission(**s) for s in a["submissions"]], a["finished"])
-                for a in raw["arrays"]
-            ]
-            return cls(raw["sweep_id"], raw["cluster"], raw["root"], arrays, raw["state"], memory_check=raw.get("memory_check", True),
-                       gpus_per_node=raw.get("gpus_per_node", 0), created_at=raw.get("created_at", time.time()))
+            arrays = [JobArray(a["key"], a["gpus"], [Task(**t) for t in a["tasks"]], [Submission(**s) for s in a["submissions"]], a["finished"]) for a in raw["arrays"]]
+            return cls(
+                raw["sweep_id"],
+                raw["cluster"],
+                raw["root"],
+                arrays,
+                raw["state"],
+                memory_check=raw.get("memory_check", True),
+                gpus_per_node=raw.get("gpus_per_node", 0),
+                created_at=raw.get("created_at", time.time()),
+            )
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise SlurmSweepError(f"{path}: not a readable Slurm sweep record ({exc})") from None
 

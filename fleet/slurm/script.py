@@ -106,8 +106,7 @@ def render_batch_script(job: BatchJob) -> str:
     ]
     if job.gpus:
         options.append(_option("gres", f"{job.gres_name}:{job.gpus}"))
-    for name, value in (("partition", job.partition), ("account", job.account), ("qos", job.qos),
-                        ("constraint", job.constraint), ("cpus-per-task", job.cpus_per_task)):
+    for name, value in (("partition", job.partition), ("account", job.account), ("qos", job.qos), ("constraint", job.constraint), ("cpus-per-task", job.cpus_per_task)):
         if value is not None:
             options.append(_option(name, value))
     if job.array_tasks is not None:

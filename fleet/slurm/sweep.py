@@ -192,12 +192,12 @@ def _provision_models(t: Transport, node: Target, playbook_path: Path) -> None:
         if node.engine.kind is EngineKind.sim and not (model.mirror or model.path):
             ensure_sim_model(t, model, node, dry_run=False)
         else:
-            ensure_cached(t, model, node, read_state(t, model, node), dry_run=False, mirror_root=options.mirror_root,
-                          transfer=lambda action: action(), timeout=TRANSFER_TIMEOUT_S, secrets=options.secrets)
+            ensure_cached(
+                t, model, node, read_state(t, model, node), dry_run=False, mirror_root=options.mirror_root, transfer=lambda action: action(), timeout=TRANSFER_TIMEOUT_S, secrets=options.secrets
+            )
 
 
-def _submit(t: Transport, client: SlurmClient, cluster: Host, record: SlurmSweep, array: JobArray, tasks: Sequence[int], limit_s: int, say: Say,
-            exclude: Sequence[str] = ()) -> None:
+def _submit(t: Transport, client: SlurmClient, cluster: Host, record: SlurmSweep, array: JobArray, tasks: Sequence[int], limit_s: int, say: Say, exclude: Sequence[str] = ()) -> None:
     job = batch_job(cluster, record, array, tasks, limit_s, exclude)
     n = len(array.submissions)
     job_id = client.submit(render_batch_script(job), posixpath.join(record.array_dir(array), f"submit-{n}.sh"))
@@ -333,8 +333,9 @@ def start_slurm_sweep(
         playbook_path=str(playbook_path.resolve()),
     ).save(directory)  # fmt: skip
     folder.root.point_latest_at(sweep_id)
-    record = SlurmSweep(sweep_id, cluster.name, posixpath.join(cluster.slurm.shared_dir, "slurm", sweep_id), arrays_of(plan),
-                        memory_check=memory_check, gpus_per_node=per_node, created_at=stream.started_at)
+    record = SlurmSweep(
+        sweep_id, cluster.name, posixpath.join(cluster.slurm.shared_dir, "slurm", sweep_id), arrays_of(plan), memory_check=memory_check, gpus_per_node=per_node, created_at=stream.started_at
+    )
     # Refused before anything is submitted: a request no node of the partition can ever hold.
     for array in record.arrays:
         request = Request(array.gpus, cluster.slurm.gres, cluster.slurm.partition, cluster.slurm.constraint)
@@ -353,8 +354,7 @@ def start_slurm_sweep(
         for task in array.tasks:
             _plant(t, directory, record, node, array, task, planned[task.server_id], limits)
     usable = max(1, sum(1 for n in partition_nodes(cluster, nodes) if n.usable and n.gres.get(cluster.slurm.gres, 0) > 0))
-    stream.emit("planned", eta_s=plan.schedule.makespan_s / usable, runs=len(plan.runs), servers=len(plan.servers), hosts=[cluster.name],
-                measured_runs=plan.measured_runs)
+    stream.emit("planned", eta_s=plan.schedule.makespan_s / usable, runs=len(plan.runs), servers=len(plan.servers), hosts=[cluster.name], measured_runs=plan.measured_runs)
     for array in record.arrays:
         tasks = [task.index for task in array.tasks]
         _submit(t, client, cluster, record, array, tasks, first_limit(cluster, array, tasks), say)
@@ -368,8 +368,18 @@ class SlurmWatch:
     (fleet.slurm.outcome); finished tasks' failures go to the fixer; its variants are submitted."""
 
     def __init__(
-        self, directory: Path, cluster: Host, node: Target, record: SlurmSweep, t: Transport, client: SlurmClient, plan: Plan, fixer: SweepFixer,
-        stream: EventStream, nodes: int, say: Say,
+        self,
+        directory: Path,
+        cluster: Host,
+        node: Target,
+        record: SlurmSweep,
+        t: Transport,
+        client: SlurmClient,
+        plan: Plan,
+        fixer: SweepFixer,
+        stream: EventStream,
+        nodes: int,
+        say: Say,
     ) -> None:
         assert cluster.slurm is not None
         self.directory, self.cluster, self.node, self.record = directory, cluster, node, record
@@ -385,8 +395,7 @@ class SlurmWatch:
         self.pushed: dict[str, str] = {}  # task dir -> the quarantine.json pushed there
         shards = _task_shards(directory, record)
         self.fixer.already_fixed(shards)
-        self.progress = SweepProgress(stream, plan, {record.cluster: _one_shard(record, shards, self.limits)}, {record.cluster: time_scale_of(node)},
-                                      {record.cluster: self.ledger})
+        self.progress = SweepProgress(stream, plan, {record.cluster: _one_shard(record, shards, self.limits)}, {record.cluster: time_scale_of(node)}, {record.cluster: self.ledger})
         # The plan packs one node; the partition's nodes run its tasks side by side.
         self.progress.hosts[record.cluster].parallel *= nodes
 
@@ -439,8 +448,9 @@ class SlurmWatch:
                     continue
                 tries = array.submissions_of(task.index)
                 job = task_job(jobs, tries[-1].job_id, task.index) if tries else None
-                verdict = judge(job, set(task.run_ids), done[(array.key, task.index)], len(tries), self.cluster.slurm.max_submissions,
-                                refusals.reason(array.key, task.index, job.job_id if job else None))
+                verdict = judge(
+                    job, set(task.run_ids), done[(array.key, task.index)], len(tries), self.cluster.slurm.max_submissions, refusals.reason(array.key, task.index, job.job_id if job else None)
+                )
                 if verdict.action is Action.WAIT:
                     pending += 1
                 elif verdict.action is Action.RESUBMIT:

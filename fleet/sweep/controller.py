@@ -53,6 +53,7 @@ from fleet.transport.base import Transport
 
 log = logging.getLogger("fleet.sweep")
 
+
 @dataclass
 class SweepOutcome:
     sweep_id: str
@@ -343,14 +344,9 @@ def _reach_moved_hosts(directory: Path, record: SweepRecord, hosts_dir: Path, co
             finally:
                 transport.close()
         except FleetError as exc:
-            raise SweepError(
-                f"{move.describe()}, and cannot be reached there ({exc}); nothing was done: resume once it can be, or put its old address back"
-            ) from None
+            raise SweepError(f"{move.describe()}, and cannot be reached there ({exc}); nothing was done: resume once it can be, or put its old address back") from None
         if not there:
-            raise SweepError(
-                f"{move.describe()}, but no folder of this sweep is there ({shard}): another machine? nothing was done: "
-                f"give {move.source} the address of the machine the sweep ran on"
-            )
+            raise SweepError(f"{move.describe()}, but no folder of this sweep is there ({shard}): another machine? nothing was done: give {move.source} the address of the machine the sweep ran on")
         folder.write_host(host)
         log.warning("%s; re-validated and reached there", move.describe())
 
@@ -592,9 +588,7 @@ def host_counts(status: HostStatus) -> dict[str, int]:
     return {name: int(getattr(status, name)) for name in COUNTERS}
 
 
-def summarize(
-    directory: Path, swept: SweepResults, statuses: dict[str, HostStatus], earlier: Mapping[str, Mapping[str, int]] | None = None
-) -> dict[str, Any]:
+def summarize(directory: Path, swept: SweepResults, statuses: dict[str, HostStatus], earlier: Mapping[str, Mapping[str, int]] | None = None) -> dict[str, Any]:
     """`earlier`: what the sweep's earlier controllers counted per host (sweep.json's `counts`
     before this one's were added): a resumed sweep's summary holds its whole history."""
     by_status: dict[str, int] = {}
@@ -605,9 +599,5 @@ def summarize(
         "results": len(swept.results),
         "by_status": by_status,
         "unreadable": swept.rejected,
-        "hosts": {
-            name: {"phase": s.phase.value, **{k: n + (earlier or {}).get(name, {}).get(k, 0) for k, n in host_counts(s).items()}, "last_error": s.last_error}
-            for name, s in statuses.items()
-        },
+        "hosts": {name: {"phase": s.phase.value, **{k: n + (earlier or {}).get(name, {}).get(k, 0) for k, n in host_counts(s).items()}, "last_error": s.last_error} for name, s in statuses.items()},
     }
-

@@ -249,10 +249,9 @@ class HostDriver:
                 # Run twice and still no result: an agent error, never a finished share.
                 # Given up like a failed host: its runs without a result go to a live
                 # host, or are named not run, with this reason (Balancer.gone).
-                self.status.last_error = (
-                    f"the agent ended twice with runs without a result ({', '.join(lost[:5])}{', ...' if len(lost) > 5 else ''}): "
-                    f"{self.status.last_error or 'no error given'}"
-                )[:500]
+                self.status.last_error = (f"the agent ended twice with runs without a result ({', '.join(lost[:5])}{', ...' if len(lost) > 5 else ''}): {self.status.last_error or 'no error given'}")[
+                    :500
+                ]
                 log.error("%s: %s", self.host.name, self.status.last_error)
                 ended = Phase.FAILED
         # STOPPED: someone stopped it on purpose (a STOP file, SIGTERM): not a crash to undo.

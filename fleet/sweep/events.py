@@ -341,7 +341,11 @@ def _parallelism(plan: Plan) -> dict[str, float]:
 
 
 def record_durations(
-    results_root: Path, sweep_id: str, results: list[RunResult], server_samples: Mapping[str, tuple[str, float]], scales: Mapping[str, float],
+    results_root: Path,
+    sweep_id: str,
+    results: list[RunResult],
+    server_samples: Mapping[str, tuple[str, float]],
+    scales: Mapping[str, float],
 ) -> Path:
     """Add a sweep's measured durations to `results/durations.json` (atomically): each run that
     ran its workload (ok, not_comparable) in engine seconds, and each server start measured. A

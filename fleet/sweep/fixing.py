@@ -70,9 +70,7 @@ class SweepFixer:
 
     def __post_init__(self) -> None:
         self.planned = dict(self.planned)
-        self._runs: dict[str, tuple[PlannedServer, Run]] = {
-            run.id: (server, run) for server in self.planned.values() for run in server.runs
-        }
+        self._runs: dict[str, tuple[PlannedServer, Run]] = {run.id: (server, run) for server in self.planned.values() for run in server.runs}
 
     def already_fixed(self, shards: Iterable[Shard]) -> None:
         """What an earlier controller of this sweep fixed (read from the variants in its shards):
@@ -147,9 +145,7 @@ class SweepFixer:
     def _quarantine(self, host: str, run_id: str, label: str, fix: Fix, failure_class: str, result: RunResult) -> bool:
         assert fix.quarantine is not None
         evidence = _first_evidence(result)
-        added = self.store.add(
-            QuarantineEntry(fix.quarantine, f"{failure_class}: {fix.description}", evidence, self.sweep_id, host, run_id)
-        )
+        added = self.store.add(QuarantineEntry(fix.quarantine, f"{failure_class}: {fix.description}", evidence, self.sweep_id, host, run_id))
         if added:
             self.records.append(FixRecord(host, run_id, label, failure_class, "quarantined", str(fix.quarantine)))
             log.warning("%s: quarantined %s after %s", host, fix.quarantine, label)
@@ -179,8 +175,17 @@ class SweepFixer:
             launch = launch_on(target, config, port, self.hardware.get(host))
             pending.append(
                 PlannedServer(
-                    config, (run,), host, server.gpus, port, launch, server.start_s, server.end_s, provenance=dict(fix.provenance),
-                    engine_release=server.engine_release, engine_release_note=server.engine_release_note,
+                    config,
+                    (run,),
+                    host,
+                    server.gpus,
+                    port,
+                    launch,
+                    server.start_s,
+                    server.end_s,
+                    provenance=dict(fix.provenance),
+                    engine_release=server.engine_release,
+                    engine_release_note=server.engine_release_note,
                 )
             )
             index = len(pending) - 1
@@ -289,4 +294,3 @@ def _first_evidence(result: RunResult) -> str:
     for item in (failure.diagnosis or {}).get("evidence") or []:
         return str(item.get("text", ""))
     return failure.evidence[0] if failure.evidence else failure.message
-

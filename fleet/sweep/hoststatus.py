@@ -47,6 +47,7 @@ AGENT_END_STATES = {
     AgentState.halted: Phase.FAILED,  # it cannot write its results: `last_error` says why
 }
 
+
 @dataclass
 class HostStatus:
     """What the live display and `fleet status` show for one host."""

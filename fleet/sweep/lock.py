@@ -64,9 +64,7 @@ class Holder:
         """The holder the file names, None where there is none or it cannot be read (small: read whole)."""
         try:
             data = json.loads(path.read_bytes()[:4096])
-            return cls(
-                int(data["pid"]), int(data["start_ticks"]), str(data["boot_id"]), str(data["host"]), float(data["since"]), str(data["purpose"])
-            )
+            return cls(int(data["pid"]), int(data["start_ticks"]), str(data["boot_id"]), str(data["host"]), float(data["since"]), str(data["purpose"]))
         except (OSError, ValueError, TypeError, KeyError):
             return None
 

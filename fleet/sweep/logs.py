@@ -93,7 +93,4 @@ def fetch_logs(
             channel.close()
 
     outcomes = fan_out({n: n for n in names}, fetch, deadline_s=3600)
-    return {
-        name: (o.value if o.ok and o.value is not None else FetchedLogs(name, sweep.directory / name, 0, 0, f"failed: {o.error}"))
-        for name, o in outcomes.items()
-    }
+    return {name: (o.value if o.ok and o.value is not None else FetchedLogs(name, sweep.directory / name, 0, 0, f"failed: {o.error}")) for name, o in outcomes.items()}

@@ -126,9 +126,7 @@ class SweepRecord:
             if not isinstance(name, str) or not re.fullmatch(NAME_PATTERN, name):
                 raise ConfigError(path, f"hosts[{i}]", f"a host name matching {NAME_PATTERN}", name)
         counts = record.counts
-        if not isinstance(counts, dict) or not all(
-            isinstance(c, dict) and all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in c.values()) for c in counts.values()
-        ):
+        if not isinstance(counts, dict) or not all(isinstance(c, dict) and all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in c.values()) for c in counts.values()):
             raise ConfigError(path, "counts", "host -> counter -> a count (non-negative integers)", counts)
         if not isinstance(record.fixes, list) or not all(isinstance(f, dict) for f in record.fixes):
             raise ConfigError(path, "fixes", "a list of fix records (objects)", record.fixes)
@@ -190,11 +188,7 @@ def load_sweep(results_root: Path, sweep_id: str | None) -> LoadedSweep:
     if not directory.is_dir():
         raise SweepError(f"no sweep {directory.name} in {results_root}")
     record, hosts = recorded_hosts(directory)
-    shards = {
-        name: Shard.from_json(read_text(path), source=str(path))
-        for name in record.hosts
-        if (path := directory / name / SweepDir.SHARD).exists()
-    }
+    shards = {name: Shard.from_json(read_text(path), source=str(path)) for name in record.hosts if (path := directory / name / SweepDir.SHARD).exists()}
     # A host given up on is not driven again: what it brought back is kept, the rest ran
     # elsewhere, or nowhere (then its late results for those may still come back).
     given_up = {

@@ -88,9 +88,7 @@ def build_shards(plan: Plan, hosts: Mapping[str, Host], sweep_id: str, boot_ids:
     return shards
 
 
-def place_moved(
-    moved: Sequence[PlannedServer], target: Host, hardware: Hardware | None, sweep_id: str, seconds: Mapping[str, float], *, exclusive: bool = False
-) -> list[ServerSpec]:
+def place_moved(moved: Sequence[PlannedServer], target: Host, hardware: Hardware | None, sweep_id: str, seconds: Mapping[str, float], *, exclusive: bool = False) -> list[ServerSpec]:
     """Servers handed over to `target`, whose agent has finished its own share (all its GPUs are
     free): packed onto its aligned GPU blocks as a plan packs them (for their order and their GPU
     hints; the agent places them), each with the launch command of `target` (its model copies, its

@@ -33,10 +33,7 @@ def sweep_status(results_root: Path, sweep_id: str | None, *, connect: Connect =
         return status
 
     outcomes = fan_out({name: name for name in sweep.shards}, probe, deadline_s=60)
-    statuses = {
-        name: (o.value if o.ok and o.value is not None else HostStatus(name, phase=Phase.UNREACHABLE, last_error=str(o.error)))
-        for name, o in outcomes.items()
-    }
+    statuses = {name: (o.value if o.ok and o.value is not None else HostStatus(name, phase=Phase.UNREACHABLE, last_error=str(o.error))) for name, o in outcomes.items()}
     # A host given up on is not asked again (its late results do not count): shown as it ended.
     for name, why in sweep.record.lost.items():
         statuses[name] = HostStatus(name, phase=Phase.LOST, last_error=why)

@@ -38,9 +38,7 @@ class CommandResult:
     duration_s: float
 
     @classmethod
-    def from_output(
-        cls, host: str, command: str, exit_code: int, stdout: bytes, stderr: bytes, duration_s: float
-    ) -> CommandResult:
+    def from_output(cls, host: str, command: str, exit_code: int, stdout: bytes, stderr: bytes, duration_s: float) -> CommandResult:
         """Decode raw output; undecodable bytes become U+FFFD rather than failing the call."""
         return cls(host, command, exit_code, stdout.decode(errors="replace"), stderr.decode(errors="replace"), duration_s)
 

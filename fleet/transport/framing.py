@@ -83,7 +83,7 @@ class Frame:
                 "unset __fleet_env __fleet_ok __fleet_line\n"
             )
         # `:` first: a script of comments alone would leave the subshell empty, a syntax error.
-        return f"{begin}; {begin} >&2\n(\n:\n{env}{script}\n)\n__fleet_rc=$?; {end}; {end} >&2; exit \"$__fleet_rc\"\n"
+        return f'{begin}; {begin} >&2\n(\n:\n{env}{script}\n)\n__fleet_rc=$?; {end}; {end} >&2; exit "$__fleet_rc"\n'
 
     def env_input(self, exports: str) -> bytes:
         """What goes first on the stdin of a command wrapped with `env_on_stdin`: `exports`
@@ -196,8 +196,7 @@ def noise_message(host: str, stdout_noise: bytes, stderr_noise: bytes) -> str:
     if stdout_noise:  # rsync speaks its protocol on stdout
         consequence += "; rsync cannot read its protocol through it and goes through fleet's relay (fleet/transport/rshrelay.py)"
     return (
-        f"{host}: the host's shell prints text of its own around every command (on {stream}: {shown!r}); {consequence}. "
-        f"It comes from a shell startup file on the host ({STARTUP_FILES}): {STARTUP_FIX}"
+        f"{host}: the host's shell prints text of its own around every command (on {stream}: {shown!r}); {consequence}. It comes from a shell startup file on the host ({STARTUP_FILES}): {STARTUP_FIX}"
     )
 
 

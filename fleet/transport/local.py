@@ -46,9 +46,7 @@ class LocalTransport:
     ) -> CommandResult:
         text = command_text(command)
         frame = Frame.new()
-        outcome = run_process(
-            self.host, [self._shell, "-c", frame.wrap(text)], timeout=timeout, env=env, stdin=stdin, cwd=self._home, what=text
-        )
+        outcome = run_process(self.host, [self._shell, "-c", frame.wrap(text)], timeout=timeout, env=env, stdin=stdin, cwd=self._home, what=text)
         stdout, stderr = cut(frame, outcome.stdout), cut(frame, outcome.stderr)
         warn_noise(self.host, stdout.noise, stderr.noise)
         exit_code = outcome.exit_code if stdout.exit_code is None else stdout.exit_code
@@ -110,4 +108,3 @@ class LocalTransport:
                 if time.monotonic() > deadline:
                     raise CommandTimeout(self.host, f"{what} did not finish within {timeout:g}s; nothing was written")
                 handle.write(chunk)
-

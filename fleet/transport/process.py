@@ -61,8 +61,7 @@ def run_process(
         _kill_group(proc)
         raise CommandTimeout(
             host,
-            f"`{what or ' '.join(argv)}` did not finish within {timeout:g}s; killed its process group "
-            "(a child that left the group may still be running)",
+            f"`{what or ' '.join(argv)}` did not finish within {timeout:g}s; killed its process group (a child that left the group may still be running)",
         ) from None
     except BaseException:
         _kill_group(proc)

@@ -63,6 +63,5 @@ def wait_for_reboot(
     except TransientTransportError as exc:
         raise RebootTimeout(
             transport.host,
-            f"no new boot id after {clock() - started:.0f}s (policy {policy.name}, old boot id {old_boot_id}); "
-            f"last: {exc}",
+            f"no new boot id after {clock() - started:.0f}s (policy {policy.name}, old boot id {old_boot_id}); last: {exc}",
         ) from exc

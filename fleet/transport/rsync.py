@@ -57,12 +57,14 @@ _PERMANENT_STDERR: tuple[tuple[re.Pattern[str], type[TransportError], str], ...]
     (re.compile(r"Host key verification failed"), HostKeyError, "host key refused"),
     # ssh lists the methods it tried; a file error reads "Permission denied (13)" and is not this.
     (re.compile(r"Permission denied \([a-z][a-z,-]*\)"), AuthenticationFailed, "authentication failed"),
-    (re.compile(r"Bad configuration option|bad configuration options|Can't open user config file"),
-     PermanentTransportError, "bad ssh config"),
-    (re.compile(r"protocol version mismatch"), PermanentTransportError,
-     "the host's shell prints text of its own around every command (or the user has no shell), and rsync "
-     "cannot talk through it, not even through fleet's relay (fleet/transport/rshrelay.py); the text comes from a "
-     f"shell startup file on the host ({STARTUP_FILES}): {STARTUP_FIX}"),
+    (re.compile(r"Bad configuration option|bad configuration options|Can't open user config file"), PermanentTransportError, "bad ssh config"),
+    (
+        re.compile(r"protocol version mismatch"),
+        PermanentTransportError,
+        "the host's shell prints text of its own around every command (or the user has no shell), and rsync "
+        "cannot talk through it, not even through fleet's relay (fleet/transport/rshrelay.py); the text comes from a "
+        f"shell startup file on the host ({STARTUP_FILES}): {STARTUP_FIX}",
+    ),
 )
 _REMOTE_COMMAND_NOT_FOUND = 127
 
@@ -228,9 +230,17 @@ def rsync_transfer(
 
     def attempt(relay: bool) -> CommandResult:
         argv = rsync_argv(
-            str(source), str(dest), ssh=ssh, io_timeout_s=rsync_io_timeout(timeout), delete=delete, excludes=excludes,
-            control_path=control_path, start_master=start_master, regular_only=regular_only,
-            ignore_existing=ignore_existing, relay_token=secrets.token_hex(8) if relay else None,
+            str(source),
+            str(dest),
+            ssh=ssh,
+            io_timeout_s=rsync_io_timeout(timeout),
+            delete=delete,
+            excludes=excludes,
+            control_path=control_path,
+            start_master=start_master,
+            regular_only=regular_only,
+            ignore_existing=ignore_existing,
+            relay_token=secrets.token_hex(8) if relay else None,
         )
         existed = control_path is not None and MASTERS.before_use(control_path)
         try:

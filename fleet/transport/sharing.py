@@ -264,11 +264,7 @@ class Masters:
                     log.debug("removing ssh control socket %s: %s", path, exc)
 
         # All hosts at once: each stop is two local ssh calls, and a controller of many hosts exits now.
-        stoppers = [
-            threading.Thread(target=stop, args=(path, destination, pid), daemon=True)
-            for path, (destination, pid) in used.items()
-            if pid is not None and os.path.exists(path)
-        ]
+        stoppers = [threading.Thread(target=stop, args=(path, destination, pid), daemon=True) for path, (destination, pid) in used.items() if pid is not None and os.path.exists(path)]
         for stopper in stoppers:
             stopper.start()
         for stopper in stoppers:

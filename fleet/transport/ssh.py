@@ -108,9 +108,7 @@ class SSHTransport:
             return self._exec(epoch, text, stdin=source, env_exports=exports, call=call)
 
         outcome = self._bounded(f"`{short_command(text)}`", timeout, work, full=text)
-        result = CommandResult.from_output(
-            self.host, text, outcome.exit_code, outcome.stdout, outcome.stderr, time.monotonic() - started
-        )
+        result = CommandResult.from_output(self.host, text, outcome.exit_code, outcome.stdout, outcome.stderr, time.monotonic() - started)
         return result.check() if check else result
 
     def put(self, local: Path, remote: str, *, mode: int | None = None, timeout: float) -> None:
@@ -144,8 +142,7 @@ class SSHTransport:
         ignore_existing: bool = False,
     ) -> CommandResult:
         source = remote_spec(self.target, remote)
-        return rsync_transfer(self.host, source, local, ssh=self.target, timeout=timeout, delete=delete, excludes=excludes, regular_only=True,
-                              ignore_existing=ignore_existing)
+        return rsync_transfer(self.host, source, local, ssh=self.target, timeout=timeout, delete=delete, excludes=excludes, regular_only=True, ignore_existing=ignore_existing)
 
     def rsync_push(self, local: Path, remote: str, *, timeout: float, delete: bool = False) -> CommandResult:
         deadline = time.monotonic() + timeout
@@ -198,13 +195,11 @@ class SSHTransport:
             if call.started:
                 raise CommandTimeout(
                     self.host,
-                    f"{what} did not finish within {timeout:g}s (link down or command too slow); "
-                    "dropped the connection; the command may still be running on the host",
+                    f"{what} did not finish within {timeout:g}s (link down or command too slow); dropped the connection; the command may still be running on the host",
                 )
             raise ConnectTimeout(
                 self.host,
-                f"cannot connect to {self._where()}: timed out after {timeout:g}s (host down, link cut, or a firewall drops "
-                f"the packets); {what} did not start; {self._check('address', 'port')}",
+                f"cannot connect to {self._where()}: timed out after {timeout:g}s (host down, link cut, or a firewall drops the packets); {what} did not start; {self._check('address', 'port')}",
             )
         if "error" in box:
             log.debug("%s: %s failed (%s); the command:\n%s", self.host, what, box["error"], full or what)

@@ -104,9 +104,7 @@ def connect_failure(exc: BaseException, target: SSHTarget) -> tuple[str, tuple[s
     """Why a connection to `target` failed, in words, and the host file fields to check."""
     if isinstance(exc, (paramiko.BadHostKeyException, UnknownHostKey)):
         return "host key refused", ("known_hosts", "host_key_policy")
-    if isinstance(exc, paramiko.AuthenticationException) or (
-        isinstance(exc, paramiko.SSHException) and "No authentication methods available" in str(exc)
-    ):
+    if isinstance(exc, paramiko.AuthenticationException) or (isinstance(exc, paramiko.SSHException) and "No authentication methods available" in str(exc)):
         key = f" with {target.identity_file}" if target.identity_file else " with the default keys and agent"
         return f"authentication failed for user {target.user or '(default)'}{key}", ("user", "identity_file")
     causes: list[BaseException] = [exc]

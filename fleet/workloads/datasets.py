@@ -173,10 +173,7 @@ def _gsm8k(path: Path) -> list[Sample]:
 
 def _humaneval(path: Path) -> list[Sample]:
     what = 'HumanEval: {"task_id", "prompt", "canonical_solution", "test", "entry_point"}'
-    return [
-        Sample(_field(path, number, row, "prompt", str, what), None, None, _field(path, number, row, "task_id", str, what))
-        for number, row in _jsonl(path, what)
-    ]
+    return [Sample(_field(path, number, row, "prompt", str, what), None, None, _field(path, number, row, "task_id", str, what)) for number, row in _jsonl(path, what)]
 
 
 def _mbpp(path: Path) -> list[Sample]:
@@ -186,10 +183,7 @@ def _mbpp(path: Path) -> list[Sample]:
         text = _field(path, number, row, "text", str, what)
         tests = _field(path, number, row, "test_list", list, what)
         task = _field(path, number, row, "task_id", int, what)
-        prompt = (
-            f"You are an expert Python programmer, and here is your task: {text} "
-            f"Your code should pass these tests:\n\n" + "\n".join(str(test) for test in tests) + "\n"
-        )
+        prompt = f"You are an expert Python programmer, and here is your task: {text} Your code should pass these tests:\n\n" + "\n".join(str(test) for test in tests) + "\n"
         samples.append(Sample(prompt, None, None, str(task)))
     return samples
 
@@ -250,17 +244,13 @@ def check_dataset(workload: DatasetSpec) -> None:
 def sample_requests(workload: DatasetSpec) -> list[Sample]:
     """The requests of one repeat: seeded, without replacement while the samples last (then
     another seeded pass), each with its output length (the sample's own, capped at max_new_tokens)."""
-    population = [
-        s for s in load_samples(workload.file, workload.format, workload.sha256) if not workload.categories or s.category in workload.categories
-    ]
+    population = [s for s in load_samples(workload.file, workload.format, workload.sha256) if not workload.categories or s.category in workload.categories]
     rng = random.Random(workload.seed)
     wanted = workload.requests or len(population)
     chosen: list[Sample] = []
     while len(chosen) < wanted:
         chosen.extend(rng.sample(population, min(len(population), wanted - len(chosen))))
-    return [
-        Sample(s.prompt, s.category, min(s.output_tokens or workload.max_new_tokens, workload.max_new_tokens), s.source_id) for s in chosen
-    ]
+    return [Sample(s.prompt, s.category, min(s.output_tokens or workload.max_new_tokens, workload.max_new_tokens), s.source_id) for s in chosen]
 
 
 def describe(workload: DatasetSpec, samples: list[Sample]) -> dict[str, Any]:

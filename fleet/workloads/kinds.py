@@ -65,9 +65,7 @@ class ShortWorkload(WorkloadKind):
     kind: Literal["short"]
     prompts: list[PromptName] = Field(min_length=1, description="names from fleet's prompt library (fib, qsort, arith, json, ...)")
     max_new_tokens: Int = Field(default=256, ge=1, le=MAX_CONTEXT)
-    requests: Int | None = Field(
-        default=None, ge=1, le=100_000, description="requests per repeat, in whole rounds of the prompts; default: enough for a p90 (10)"
-    )
+    requests: Int | None = Field(default=None, ge=1, le=100_000, description="requests per repeat, in whole rounds of the prompts; default: enough for a p90 (10)")
 
     def resolved(self, name: str, time_scale: float) -> dict[str, Any]:
         return {"prompts": [library_prompt(name, each) for each in self.prompts], "rounds": short_rounds(self)}
@@ -106,22 +104,15 @@ class LongContextWorkload(WorkloadKind):
         fits = room - self.max_new_tokens - self.margin_tokens
         if self.prompt_tokens - fits <= calibration_tolerance(self.prompt_tokens):
             return None
-        return (
-            f"{name} will be not_comparable: its {self.prompt_tokens}-token prompt is cut to about "
-            f"{max(fits, 0)} (the server takes {room} tokens: context {context_len}, KV pool {kv_tokens})"
-        )
+        return f"{name} will be not_comparable: its {self.prompt_tokens}-token prompt is cut to about {max(fits, 0)} (the server takes {room} tokens: context {context_len}, KV pool {kv_tokens})"
 
 
 class ConcurrencyWorkload(WorkloadKind):
     kind: Literal["concurrency"]
-    levels: Literal["auto"] | list[Annotated[Int, Field(ge=1, le=1 << 16)]] = Field(
-        default="auto", description="`auto`: 1, 2, 4, ... up to the server's effective max_running_requests"
-    )
+    levels: Literal["auto"] | list[Annotated[Int, Field(ge=1, le=1 << 16)]] = Field(default="auto", description="`auto`: 1, 2, 4, ... up to the server's effective max_running_requests")
     prompt: PromptName = "qsort"
     max_new_tokens: Int = Field(default=256, ge=1, le=MAX_CONTEXT)
-    requests_per_level: Int | None = Field(
-        default=None, ge=1, le=100_000, description="default: enough for a p90 (10) and 2 x the level (fleet.host.agent.driver.requests_at_level)"
-    )
+    requests_per_level: Int | None = Field(default=None, ge=1, le=100_000, description="default: enough for a p90 (10) and 2 x the level (fleet.host.agent.driver.requests_at_level)")
 
     def resolved(self, name: str, time_scale: float) -> dict[str, Any]:
         return {"levels": self.levels, "prompt": library_prompt(name, self.prompt), "requests_per_level": self.requests_per_level}
@@ -215,9 +206,7 @@ class DatasetWorkload(WorkloadKind):
     # Filled from the file when not given (a before-validator): the run id then changes with the
     # file's contents, and a pinned value is checked against it.
     sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
-    categories: list[Annotated[str, Field(min_length=1, max_length=200)]] | None = Field(
-        default=None, min_length=1, description="only these categories (the dataset must have them)"
-    )
+    categories: list[Annotated[str, Field(min_length=1, max_length=200)]] | None = Field(default=None, min_length=1, description="only these categories (the dataset must have them)")
     requests: Int | None = Field(default=None, ge=1, le=1_000_000, description="requests sampled per repeat; default: every sample once")
     seed: Int = Field(default=0, ge=0, le=2**32 - 1)
     max_new_tokens: Int = Field(default=256, ge=1, le=MAX_CONTEXT, description="output length; a sample's own (ShareGPT reply, output_len) is capped by it")

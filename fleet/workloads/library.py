@@ -40,10 +40,7 @@ def library_prompt(workload_name: str, name: str) -> dict[str, str]:
     """A prompt of the library as a shard carries it: its name, category and text."""
     library = load_data("prompts.json")
     if name not in library:
-        raise WorkloadError(
-            f"workload {workload_name!r}: prompt {name!r} is not in fleet's prompt library "
-            f"({DATA_DIR / 'prompts.json'}); known: {', '.join(sorted(library))}"
-        )
+        raise WorkloadError(f"workload {workload_name!r}: prompt {name!r} is not in fleet's prompt library ({DATA_DIR / 'prompts.json'}); known: {', '.join(sorted(library))}")
     return {"name": name, "category": library[name]["category"], "text": library[name]["text"]}
 
 

@@ -244,11 +244,7 @@ class Scenario:
 
     def server_pids(self, host: str, server_id: str) -> list[int]:
         """Machine pids of one server's engine process (the sim, not the agent's service wrapper)."""
-        return [
-            pid
-            for pid, command in self.fleet.processes(host).items()
-            if "fleet.host.engines.sim" in command and server_id in _environ(pid).get(SERVICE_ENV_MARKER, "")
-        ]
+        return [pid for pid, command in self.fleet.processes(host).items() if "fleet.host.engines.sim" in command and server_id in _environ(pid).get(SERVICE_ENV_MARKER, "")]
 
     def rsync_sender(self, host: str) -> bool:
         """A controller's pull is under way: rsync's sender runs on the host."""
@@ -317,11 +313,7 @@ def fleet_processes(fleet: TestFleet, host: str) -> dict[int, str]:
     sim, a pull's rsync. Read inside the host's PID namespace (from the machine's /proc)."""
     if not fleet.is_up(host):
         return {}
-    return {
-        pid: command
-        for pid, command in fleet.processes(host).items()
-        if SERVICE_ENV_MARKER in _environ(pid) or any(mark in command for mark in FLEET_COMMANDS)
-    }
+    return {pid: command for pid, command in fleet.processes(host).items() if SERVICE_ENV_MARKER in _environ(pid) or any(mark in command for mark in FLEET_COMMANDS)}
 
 
 def leftovers(fleet: TestFleet, hosts: Iterable[str], settle_s: float = 5.0) -> dict[str, dict[int, str]]:

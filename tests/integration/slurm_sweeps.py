@@ -101,8 +101,7 @@ def time_limit_playbook(tmp_path: Path) -> Path:
     the check always finds the task running."""
     data = yaml.safe_load((REPO / "playbooks" / "demo.yaml").read_text())
     data.update(name="slurm-limit", methods={"autoregressive": {}})
-    data["workloads"] = {f"w{i}": {"kind": "short", "prompts": [prompt], "max_new_tokens": 640, "requests": 4}
-                         for i, prompt in enumerate(["fib", "qsort", "arith", "json", "fib", "qsort", "arith"])}
+    data["workloads"] = {f"w{i}": {"kind": "short", "prompts": [prompt], "max_new_tokens": 640, "requests": 4} for i, prompt in enumerate(["fib", "qsort", "arith", "json", "fib", "qsort", "arith"])}
     path = tmp_path / "slurm-limit.yaml"
     path.write_text(yaml.safe_dump(data))
     return path

@@ -42,8 +42,7 @@ from tests.testfleet.gpu_tools import local_gpu_env
 REPO = Path(__file__).resolve().parents[2]
 SPEED = 0.02
 MODEL = ["--model-path", "qwen3.6-27b", "--context-length", "32768", "--mem-fraction-static", "0.75", "--trust-remote-code"]
-DRAFT = ["--speculative-draft-model-path", "qwen3.6-27b-dflash", "--speculative-num-draft-tokens", "16",
-         "--mamba-scheduler-strategy", "extra_buffer", "--mamba-full-memory-ratio", "0.5"]
+DRAFT = ["--speculative-draft-model-path", "qwen3.6-27b-dflash", "--speculative-num-draft-tokens", "16", "--mamba-scheduler-strategy", "extra_buffer", "--mamba-full-memory-ratio", "0.5"]
 AUTOREGRESSIVE = MODEL + ["--max-running-requests", "4"]
 DFLASH = MODEL + ["--speculative-algorithm", "DFLASH", *DRAFT]
 DDTREE_B8 = MODEL + ["--speculative-algorithm", "DDTREE", "--speculative-ddtree-budget", "8", *DRAFT, "--max-running-requests", "4"]
@@ -67,8 +66,7 @@ def host_env(tmp_path: Path) -> dict[str, str]:
     return env
 
 
-def server(server_id: str, gpu: int, args: list[str], runs: list[Run], *, speed: float = SPEED,
-           faults: Path | None = None, estimate_s: float | None = None) -> ServerSpec:
+def server(server_id: str, gpu: int, args: list[str], runs: list[Run], *, speed: float = SPEED, faults: Path | None = None, estimate_s: float | None = None) -> ServerSpec:
     """`gpu`: the plan's hint; the agent places it on whichever GPU of the pool frees."""
     port = free_port()
     # The seed campaign's flags and memory settings: the simulator plays the seed's release.
@@ -100,7 +98,10 @@ def start_agent(sweep: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
     log = open(sweep / "agent.log", "ab")
     return subprocess.Popen(
         [sys.executable, "-m", "fleet.host.agent", "run", "--sweep-dir", str(sweep)],
-        env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
     )
 
 
@@ -179,8 +180,14 @@ def test_sweep_of_healthy_and_failing_servers(tmp_path: Path, host_env: dict[str
     gpu_procs = Path(host_env["FLEET_FAKE_GPU_DIR"]) / "procs"
     earlier = ProcessServices(tmp_path / "earlier-sweep")
     stale_port = free_port()
-    earlier.start(ServiceSpec("fleet-srv-old", [sys.executable, "-m", "fleet.host.engines.sim", *AUTOREGRESSIVE, "--port", str(stale_port)],
-                                      {**host_env, "CUDA_VISIBLE_DEVICES": "6", "FLEET_SIM_SPEED": str(SPEED)}, str(tmp_path / "old.log")))
+    earlier.start(
+        ServiceSpec(
+            "fleet-srv-old",
+            [sys.executable, "-m", "fleet.host.engines.sim", *AUTOREGRESSIVE, "--port", str(stale_port)],
+            {**host_env, "CUDA_VISIBLE_DEVICES": "6", "FLEET_SIM_SPEED": str(SPEED)},
+            str(tmp_path / "old.log"),
+        )
+    )
     stranger = subprocess.Popen(["sleep", "120"])
     register_process(str(gpu_procs.parent), stranger.pid, [7], 2048)
     # The stale server registers its GPU use once it loads weights.
@@ -307,9 +314,7 @@ def gpu_use_sampler(gpu_dir: Path, sweep: Path, seen: dict[int, set[int]], units
     return thread
 
 
-def test_a_server_starts_on_a_gpu_freed_early_ahead_of_its_place_in_the_order(
-    tmp_path: Path, host_env: dict[str, str], seed_runs: dict[str, Run], agents: list
-) -> None:
+def test_a_server_starts_on_a_gpu_freed_early_ahead_of_its_place_in_the_order(tmp_path: Path, host_env: dict[str, str], seed_runs: dict[str, Run], agents: list) -> None:
     """Two GPUs, four servers in the controller's order long (GPU 0), short (GPU 1), then two
     planned after them on GPUs 0 and 1. The short one ends early: the next in the order, planned
     to wait for GPU 0, starts on GPU 1 while the long one still runs (the agent before waited)."""
@@ -391,9 +396,7 @@ def running_runs(sweep: Path) -> list[str]:
     return [s["run"] for s in servers.values() if s["phase"] == "running" and s["run"] and s["run"] not in done]
 
 
-def test_stop_kill_and_resume_leave_exactly_one_result_per_run(
-    tmp_path: Path, host_env: dict[str, str], seed_runs: dict[str, Run], agents: list
-) -> None:
+def test_stop_kill_and_resume_leave_exactly_one_result_per_run(tmp_path: Path, host_env: dict[str, str], seed_runs: dict[str, Run], agents: list) -> None:
     short, agentic = seed_runs["short"], seed_runs["agentic"]
     # Wide enough levels that a run lasts long enough to be interrupted.
     wide = Run(short.server, "concurrency", ConcurrencyWorkload(kind="concurrency", levels=[1, 2, 4], requests_per_level=6), 1)
@@ -450,9 +453,7 @@ def test_stop_kill_and_resume_leave_exactly_one_result_per_run(
     assert not list((sweep / "runs").glob(".*.tmp"))
 
 
-def test_a_server_killed_with_sigkill_mid_run_is_a_crash_with_its_signal_not_a_hang(
-    tmp_path: Path, host_env: dict[str, str], seed_runs: dict[str, Run], agents: list
-) -> None:
+def test_a_server_killed_with_sigkill_mid_run_is_a_crash_with_its_signal_not_a_hang(tmp_path: Path, host_env: dict[str, str], seed_runs: dict[str, Run], agents: list) -> None:
     """The kernel's OOM killer, as a `kill -9` of the server's own process while it serves: the
     run is `server_died` with exit code -9 (137 from the shell) and says so, never `server_hung`."""
     short = seed_runs["short"]
@@ -489,9 +490,7 @@ def put_shard(sweep: Path, shard: Shard) -> None:
     os.replace(temp, sweep / "shard.json")
 
 
-def test_servers_appended_to_the_shard_start_in_the_running_agent_and_a_change_is_refused(
-    tmp_path: Path, host_env: dict[str, str], seed_runs: dict[str, Run], agents: list
-) -> None:
+def test_servers_appended_to_the_shard_start_in_the_running_agent_and_a_change_is_refused(tmp_path: Path, host_env: dict[str, str], seed_runs: dict[str, Run], agents: list) -> None:
     """Two GPUs; a long server runs on one. A rewrite of shard.json that changes a server is
     refused (logged) and the agent goes on; one that appends a server (a fixed variant) is taken
     in: the same agent launches it on the free GPU while the long server still runs, and its runs

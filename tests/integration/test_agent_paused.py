@@ -86,9 +86,7 @@ def wide_run(seed_runs: dict[str, Run]) -> Run:
     return Run(short.server, "concurrency", ConcurrencyWorkload(kind="concurrency", levels=[1, 2], requests_per_level=6), 1)
 
 
-def test_a_run_the_agent_was_paused_in_is_redone_and_the_pause_named(
-    tmp_path: Path, host_env: dict[str, str], seed_runs: dict[str, Run], agents: list
-) -> None:
+def test_a_run_the_agent_was_paused_in_is_redone_and_the_pause_named(tmp_path: Path, host_env: dict[str, str], seed_runs: dict[str, Run], agents: list) -> None:
     target = server("a", 0, AUTOREGRESSIVE, [wide_run(seed_runs), seed_runs["short"]], speed=SPEED)
     sweep = tmp_path / "sweep-paused"
     write_shard(sweep, [target])
@@ -125,9 +123,7 @@ def test_a_run_the_agent_was_paused_in_is_redone_and_the_pause_named(
     assert "did not run for" in state["last_error"]["message"]
 
 
-def test_a_run_paused_again_when_redone_is_not_comparable_naming_the_pause(
-    tmp_path: Path, host_env: dict[str, str], seed_runs: dict[str, Run], agents: list
-) -> None:
+def test_a_run_paused_again_when_redone_is_not_comparable_naming_the_pause(tmp_path: Path, host_env: dict[str, str], seed_runs: dict[str, Run], agents: list) -> None:
     wide = wide_run(seed_runs)
     target = server("b", 0, AUTOREGRESSIVE, [wide], speed=SPEED)
     (run,) = target.runs

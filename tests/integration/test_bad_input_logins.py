@@ -35,10 +35,7 @@ CASES = [
 ]
 # Issue 29, item 11's classes that are not a field of a good file: (case, extra arguments, what
 # the message names). The alias bomb is the playbook itself (72 aliases, 9**9 leaves).
-ALIAS_BOMB = "\n".join(
-    ["a: &a [x, x, x, x, x, x, x, x, x]"]
-    + [f"{name}: &{name} [{', '.join(['*' + prev] * 9)}]" for prev, name in zip("abcdefgh", "bcdefghi")]
-) + "\n"
+ALIAS_BOMB = "\n".join(["a: &a [x, x, x, x, x, x, x, x, x]"] + [f"{name}: &{name} [{', '.join(['*' + prev] * 9)}]" for prev, name in zip("abcdefgh", "bcdefghi")]) + "\n"
 CLI_CASES = [
     ("poll-nan", ["--poll", "nan"], "--poll"),
     ("poll-zero", ["--poll", "0"], "--poll"),

@@ -115,9 +115,13 @@ def test_a_transfer_loads_no_paramiko_and_a_command_does(test_fleet_factory, tmp
     remote = fleet["ct200"].persistent_path("/var/lib/fleet/pulled")
     remote.mkdir(parents=True)
     (remote / "agent.log").write_text("pulled\n")
-    done = subprocess.run([sys.executable, "-c", TRANSFER_THEN_COMMAND, str(hosts), str(tmp_path / "local")],
-                          env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", TRANSFER_THEN_COMMAND, str(hosts), str(tmp_path / "local")],
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert (tmp_path / "local" / "agent.log").read_text() == "pulled\n"
     assert done.stdout.splitlines() == ["after the pull: []", "the command says: hello", "after the command: ['fabric', 'invoke', 'paramiko']"]

@@ -68,7 +68,14 @@ def finish(sc: Scenario, controller: Controller, sweep_id: str, hosts: list[str]
 
 
 def row(
-    sc: Scenario, fault: str, phase: str, injected: int, accounting: Accounting, left: dict[str, dict[int, str]], noticed: tuple[float | None, str], outcome: str,
+    sc: Scenario,
+    fault: str,
+    phase: str,
+    injected: int,
+    accounting: Accounting,
+    left: dict[str, dict[int, str]],
+    noticed: tuple[float | None, str],
+    outcome: str,
 ) -> Row:
     return record(
         Row(

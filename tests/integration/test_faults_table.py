@@ -19,9 +19,7 @@ def row(fault: str, phase: str, at: float, **changes: object) -> str:
 
 def test_the_latest_row_per_fault_and_phase_as_markdown(tmp_path: Path) -> None:
     rows = tmp_path / "faults.jsonl"
-    rows.write_text(
-        row("reboot", "pull", 1.0, lost=3) + row("link drop 5 s", "mid-workload", 2.0, notice_s=None) + row("reboot", "pull", 3.0, outcome="a | b")
-    )
+    rows.write_text(row("reboot", "pull", 1.0, lost=3) + row("link drop 5 s", "mid-workload", 2.0, notice_s=None) + row("reboot", "pull", 3.0, outcome="a | b"))
     done = subprocess.run([sys.executable, str(SCRIPT), str(rows)], capture_output=True, text=True, check=True)
     lines = done.stdout.splitlines()
     assert lines[0] == "| fault | phase | times injected | runs lost | duplicated | leftover processes | time to notice | sweep ended |"

@@ -115,9 +115,7 @@ def test_a_work_dir_on_tmpfs_is_refused_with_the_consequence_unless_the_host_fil
     assert warned[0].verdict.value == "warn" and "reboot erases" in warned[0].message
 
 
-def test_results_a_host_makes_again_after_a_reboot_never_replace_those_pulled(
-    test_fleet_factory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_results_a_host_makes_again_after_a_reboot_never_replace_those_pulled(test_fleet_factory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     sweep_id = "demo-rerun-after-reboot"
     monkeypatch.setattr(controller, "new_sweep_id", lambda playbook: sweep_id)
     fleet = test_fleet_factory(["ct200"])

@@ -32,9 +32,7 @@ def exclusive_demo(tmp_path: Path) -> Path:
     ("kind", "said"),
     [("full", "No space left on device (ENOSPC)"), ("read-only", "Read-only file system (EROFS)")],
 )
-def test_an_unwritable_results_folder_stops_the_agent_and_fails_the_host_with_the_reason(
-    test_fleet_factory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str, said: str
-) -> None:
+def test_an_unwritable_results_folder_stops_the_agent_and_fails_the_host_with_the_reason(test_fleet_factory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str, said: str) -> None:
     sweep_id = f"demo-disk-{kind}"
     monkeypatch.setattr(controller, "new_sweep_id", lambda playbook: sweep_id)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))

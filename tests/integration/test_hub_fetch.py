@@ -69,9 +69,7 @@ def host_file(fleet, host, path: str) -> bytes:
     return base64.b64decode(done.stdout)
 
 
-def test_a_model_and_a_dataset_pinned_to_revisions_and_a_gated_repo_with_the_token_only_in_the_environment(
-    setup, tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
+def test_a_model_and_a_dataset_pinned_to_revisions_and_a_gated_repo_with_the_token_only_in_the_environment(setup, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG, logger="fleet")
     began = time.time()
     fleet, host, inventory_host, transport, hub = setup

@@ -55,9 +55,7 @@ def test_a_second_sweep_is_refused_naming_the_first_which_loses_nothing(test_fle
         env = {**os.environ, "FLEET_HOSTS_DIR": str(hosts_dir), "FLEET_RESULTS_DIR": str(tmp_path / "second"), "XDG_CACHE_HOME": str(tmp_path / "cache"), "COLUMNS": "300"}
         # Both at once: `fleet sweep` and `fleet provision`, each aimed at the held host.
         attempts = [
-            subprocess.Popen(
-                [sys.executable, "-m", "fleet", *argv, "-p", str(DEMO)], cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-            )
+            subprocess.Popen([sys.executable, "-m", "fleet", *argv, "-p", str(DEMO)], cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
             for argv in (["sweep", "--hosts", "ct200", "--poll", "0.5"], ["provision", "ct200"])
         ]
         (second_out, second_err), (provision_out, provision_err) = (a.communicate(timeout=240) for a in attempts)

@@ -102,15 +102,19 @@ def grid() -> list[dict[str, Any]]:
 
 def argv(case: dict[str, Any]) -> list[str]:
     args = [
-        "--model-path", f"/models/{case['card']}",
-        "--tp-size", str(case["tp"]),
-        "--mem-fraction-static", str(case["mem_fraction_static"]),
-        "--max-running-requests", str(case["max_running_requests"]),
-        "--context-length", str(case["context_length"]),
+        "--model-path",
+        f"/models/{case['card']}",
+        "--tp-size",
+        str(case["tp"]),
+        "--mem-fraction-static",
+        str(case["mem_fraction_static"]),
+        "--max-running-requests",
+        str(case["max_running_requests"]),
+        "--context-length",
+        str(case["context_length"]),
     ]
     if case["algorithm"]:
-        args += ["--speculative-algorithm", case["algorithm"], "--speculative-draft-model-path", "/models/draft",
-                 "--speculative-num-draft-tokens", str(NUM_DRAFT_TOKENS)]
+        args += ["--speculative-algorithm", case["algorithm"], "--speculative-draft-model-path", "/models/draft", "--speculative-num-draft-tokens", str(NUM_DRAFT_TOKENS)]
     if case["disable_radix_cache"]:
         args.append("--disable-radix-cache")
     return args
@@ -193,11 +197,7 @@ def test_the_grid_has_both_verdicts_and_every_upstream_failure(upstream: dict[st
 def test_the_dflash_draft_cell_comes_from_the_draft_geometry(upstream: dict[str, Any]) -> None:
     # resolve_dflash_draft_cell_size returns None (and pool.py falls back to layer scaling) when it
     # cannot resolve; the child must have run the resolved path, as a GPU host does.
-    cells = [
-        upstream["results"][case["name"]]["dflash_draft_cell"]
-        for case in upstream["cases"]
-        if case["algorithm"] and upstream["results"][case["name"]]["cell_size"] is not None
-    ]
+    cells = [upstream["results"][case["name"]]["dflash_draft_cell"] for case in upstream["cases"] if case["algorithm"] and upstream["results"][case["name"]]["cell_size"] is not None]
     assert cells and None not in cells
 
 
@@ -264,9 +264,7 @@ def _child(request: dict[str, Any]) -> dict[str, Any]:
     from sglang.srt.speculative.spec_info import SpeculativeAlgorithm  # type: ignore[import-untyped]
     from sglang.srt.utils.common import ceil_div, is_float4_e2m1fn_x2  # type: ignore[import-untyped]
 
-    def compile_from_wheel(
-        relpath: str, names: set[str], given: dict[str, Any], *, as_module: str | None = None, members: dict[str, set[str]] | None = None
-    ) -> dict[str, Any]:
+    def compile_from_wheel(relpath: str, names: set[str], given: dict[str, Any], *, as_module: str | None = None, members: dict[str, set[str]] | None = None) -> dict[str, Any]:
         """Run the top-level definitions `names` of srt/`relpath` (for a class in `members`, only those
         methods, on a base-less class) in a module whose globals start as `given`, keeping the wheel's
         file and line numbers. The module is registered as `as_module` (an sglang name whose real
@@ -325,38 +323,49 @@ def _child(request: dict[str, Any]) -> dict[str, Any]:
         "get_mm": lambda: ctx("mm"),
         "get_context": lambda: Context(),
     }
-    base = {"torch": torch, "math": math, "gc": gc, "logging": logging, "logger": logging.getLogger("wheel"),
-            "Optional": Optional, "Any": Any, "dataclass": dataclasses.dataclass, "field": dataclasses.field,
-            "msgspec": msgspec, "envs": envs, "enum": enum, "ceil_div": ceil_div, **getters}
+    base = {
+        "torch": torch,
+        "math": math,
+        "gc": gc,
+        "logging": logging,
+        "logger": logging.getLogger("wheel"),
+        "Optional": Optional,
+        "Any": Any,
+        "dataclass": dataclasses.dataclass,
+        "field": dataclasses.field,
+        "msgspec": msgspec,
+        "envs": envs,
+        "enum": enum,
+        "ceil_div": ceil_div,
+        **getters,
+    }
 
     # speculative/dflash_utils.py (needs tvm_ffi to import): the two DFLASH cell functions.
-    compile_from_wheel("speculative/dflash_utils.py", {"dflash_draft_cell_size_per_token", "scale_kv_cell_size_per_token_for_dflash"},
-                       base, as_module="sglang.srt.speculative.dflash_utils")
+    compile_from_wheel("speculative/dflash_utils.py", {"dflash_draft_cell_size_per_token", "scale_kv_cell_size_per_token_for_dflash"}, base, as_module="sglang.srt.speculative.dflash_utils")
     # mem_cache/kv_cache_dtype.py: importing it loads sglang.kernels (fp8_kernel.py pulls in torch's
     # compiler stack, 10 s); compiled with the CUDA (not ROCm) fp8 dtype that fp8_kernel defines.
     dtype_ns = compile_from_wheel(
-        "mem_cache/kv_cache_dtype.py", {"TORCH_DTYPE_TO_KV_CACHE_STR", "configure_kv_cache_dtype"},
-        {**base, "nn": torch.nn, "fp8_dtype": torch.float8_e4m3fn, "_is_hip": False,
-         "current_platform": types.SimpleNamespace(is_cpu=lambda: False)},
+        "mem_cache/kv_cache_dtype.py",
+        {"TORCH_DTYPE_TO_KV_CACHE_STR", "configure_kv_cache_dtype"},
+        {**base, "nn": torch.nn, "fp8_dtype": torch.float8_e4m3fn, "_is_hip": False, "current_platform": types.SimpleNamespace(is_cpu=lambda: False)},
         as_module="sglang.srt.mem_cache.kv_cache_dtype",
     )
     configure_kv_cache_dtype = dtype_ns["configure_kv_cache_dtype"]
     # mem_cache/draft_kv_budget.py: resolve_dflash_draft_cell_size, reading this child's bags.
     budget_ns = compile_from_wheel("mem_cache/draft_kv_budget.py", {"resolve_dflash_draft_cell_size"}, base)
     # layers/cp/utils.py (tvm_ffi): DSA layer split is off for these models.
-    compile_from_wheel("layers/cp/utils.py", {"get_glm_dsa_layer_split_effective_num_layers"},
-                       {**base, "is_glm_dsa_cache_layer_split_enabled": lambda runner: False}, as_module="sglang.srt.layers.cp.utils")
+    compile_from_wheel(
+        "layers/cp/utils.py", {"get_glm_dsa_layer_split_effective_num_layers"}, {**base, "is_glm_dsa_cache_layer_split_enabled": lambda runner: False}, as_module="sglang.srt.layers.cp.utils"
+    )
     # mem_cache/qsa_kv_pool.py imports transformers; parse_qsa_profile (real) returns None for these
     # configs before either name is used.
     module("sglang.srt.mem_cache.qsa_kv_pool", {"QSATokenToKVPool": None, "resolve_qsa_indexer_dtype": None})
     # mem_cache/page_interleave.py (tvm_ffi): the scratch charge, with KV-cache sharding off
     # (make_page_shard_spec returns None without --enable-kv-cache-sharding).
-    interleave_ns = compile_from_wheel("mem_cache/page_interleave.py", {"compute_page_shard_scratch_bytes"},
-                                       {**base, "make_page_shard_spec": lambda kvc: None})
+    interleave_ns = compile_from_wheel("mem_cache/page_interleave.py", {"compute_page_shard_scratch_bytes"}, {**base, "make_page_shard_spec": lambda kvc: None})
     # runtime_context.py: the draft's attention group (reads this child's parallel bag).
     group_ns = compile_from_wheel("runtime_context.py", {"draft_attn_parallel_group"}, base)
-    draft_parallel_ns = compile_from_wheel("speculative/draft_parallel.py", {"legacy_draft_attn_tp_size"},
-                                           {**base, "draft_attn_parallel_group": group_ns["draft_attn_parallel_group"]})
+    draft_parallel_ns = compile_from_wheel("speculative/draft_parallel.py", {"legacy_draft_attn_tp_size"}, {**base, "draft_attn_parallel_group": group_ns["draft_attn_parallel_group"]})
 
     def mambaish_config(model_config: Any) -> Any:
         # configs/hybrid_arch.py:145-155: the Qwen3.5/3.6 text config for a hybrid GDN model, None otherwise.
@@ -399,9 +408,14 @@ def _child(request: dict[str, Any]) -> dict[str, Any]:
     }
     kvc_ns = compile_from_wheel(
         "mem_cache/kv_cache_configurator.py",
-        {"MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO", "MAMBA_CACHE_BASE_RATIO_DROP_ON_SKIP",
-         "MAMBA_CACHE_V2_ADDITIONAL_RATIO_NO_BUFFER", "mm_runtime_reservation_gb", "_pd_prefill_skips_mamba_spec_state",
-         "KVCacheConfigurator"},
+        {
+            "MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO",
+            "MAMBA_CACHE_BASE_RATIO_DROP_ON_SKIP",
+            "MAMBA_CACHE_V2_ADDITIONAL_RATIO_NO_BUFFER",
+            "mm_runtime_reservation_gb",
+            "_pd_prefill_skips_mamba_spec_state",
+            "KVCacheConfigurator",
+        },
         kvc_given,
     )
 
@@ -416,11 +430,20 @@ def _child(request: dict[str, Any]) -> dict[str, Any]:
 
     # configs/model_config.py:1700-1711 get_num_kv_heads; configs/qwen3_next.py:35-37, 259-308.
     model_config_ns = compile_from_wheel("configs/model_config.py", {"ModelConfig"}, base, members={"ModelConfig": {"get_num_kv_heads"}})
-    qwen_given: dict[str, Any] = {**base, "Mamba2StateShape": mamba_utils.Mamba2StateShape, "Mamba2CacheParams": mamba_utils.Mamba2CacheParams,
-                               "mamba2_state_dtype": mamba_utils.mamba2_state_dtype, "_is_cpu": False,
-                               "linear_attn_tp_size": lambda: ctx("parallel").attn_tp_size}
-    qwen_ns = compile_from_wheel("configs/qwen3_next.py", {"HybridLayerType", "Qwen3NextConfig"}, qwen_given,
-                       members={"Qwen3NextConfig": {"layers_block_type", "linear_layer_ids", "full_attention_layer_ids", "mamba2_cache_params"}})
+    qwen_given: dict[str, Any] = {
+        **base,
+        "Mamba2StateShape": mamba_utils.Mamba2StateShape,
+        "Mamba2CacheParams": mamba_utils.Mamba2CacheParams,
+        "mamba2_state_dtype": mamba_utils.mamba2_state_dtype,
+        "_is_cpu": False,
+        "linear_attn_tp_size": lambda: ctx("parallel").attn_tp_size,
+    }
+    qwen_ns = compile_from_wheel(
+        "configs/qwen3_next.py",
+        {"HybridLayerType", "Qwen3NextConfig"},
+        qwen_given,
+        members={"Qwen3NextConfig": {"layers_block_type", "linear_layer_ids", "full_attention_layer_ids", "mamba2_cache_params"}},
+    )
 
     wheel_model_config: Any = model_config_ns["ModelConfig"]
 
@@ -447,10 +470,12 @@ def _child(request: dict[str, Any]) -> dict[str, Any]:
         interval = full[0] + 1
         assert full == [i for i in range(card["num_hidden_layers"]) if (i + 1) % interval == 0], "not a Qwen3-Next layer pattern"
         config.__dict__.update(
-            is_hybrid_gdn=True, architectures=[card["architecture"]], num_hidden_layers=card["num_hidden_layers"],
-            full_attention_interval=interval, mamba_ssm_dtype=card["mamba_ssm_dtype"],
-            **{key: card[key] for key in ("linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim",
-                                           "linear_value_head_dim", "linear_conv_kernel_dim")},
+            is_hybrid_gdn=True,
+            architectures=[card["architecture"]],
+            num_hidden_layers=card["num_hidden_layers"],
+            full_attention_interval=interval,
+            mamba_ssm_dtype=card["mamba_ssm_dtype"],
+            **{key: card[key] for key in ("linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim", "linear_value_head_dim", "linear_conv_kernel_dim")},
         )
         return config
 
@@ -478,20 +503,34 @@ def _child(request: dict[str, Any]) -> dict[str, Any]:
         if hybrid and not args.disable_radix_cache and strategy == "auto":
             strategy = "extra_buffer" if not disable_overlap else "no_buffer"
         state.update(
-            parallel=Bag(attn_tp_size=tp, tp_size=tp, attn_dcp_size=1, attn_dp_size=1, attn_cp_size=1, pp_size=1,
-                         launch_world_size=tp, world_group=Bag(cpu_group=None), attn_tp_size_of=tp),
-            schedule=Bag(mem_fraction_static=args.mem_fraction_static, max_running_requests=max_running,
-                         max_mamba_cache_size=args.max_mamba_cache_size, mamba_full_memory_ratio=mamba_ratio_share,
-                         page_size=args.page_size or 1, max_total_tokens=args.max_total_tokens, disable_overlap_schedule=disable_overlap,
-                         prefill_max_requests=None, chunked_prefill_size=args.chunked_prefill_size),
+            parallel=Bag(attn_tp_size=tp, tp_size=tp, attn_dcp_size=1, attn_dp_size=1, attn_cp_size=1, pp_size=1, launch_world_size=tp, world_group=Bag(cpu_group=None), attn_tp_size_of=tp),
+            schedule=Bag(
+                mem_fraction_static=args.mem_fraction_static,
+                max_running_requests=max_running,
+                max_mamba_cache_size=args.max_mamba_cache_size,
+                mamba_full_memory_ratio=mamba_ratio_share,
+                page_size=args.page_size or 1,
+                max_total_tokens=args.max_total_tokens,
+                disable_overlap_schedule=disable_overlap,
+                prefill_max_requests=None,
+                chunked_prefill_size=args.chunked_prefill_size,
+            ),
             memory=Bag(disable_radix_cache=args.disable_radix_cache, enable_unified_memory=False, enable_hisparse=False),
-            exec=Bag(mamba=Bag(enable_mamba_extra_buffer=strategy.startswith("extra_buffer"),
-                               enable_mamba_extra_buffer_lazy=strategy == "extra_buffer_lazy",
-                               enable_linear_replayssm_spec=False, linear_replayssm_cache_len=None),
-                     graph=Bag(cuda_graph_config=Bag(prefill=Bag(full_prefill_max_req=None, backend=None)))),
-            spec=Bag(speculative_algorithm=args.speculative_algorithm, speculative_num_draft_tokens=args.speculative_num_draft_tokens,
-                     speculative_draft_kv_cache_dtype=args.speculative_draft_kv_cache_dtype,
-                     speculative_draft_attention_backend=args.speculative_draft_attention_backend),
+            exec=Bag(
+                mamba=Bag(
+                    enable_mamba_extra_buffer=strategy.startswith("extra_buffer"),
+                    enable_mamba_extra_buffer_lazy=strategy == "extra_buffer_lazy",
+                    enable_linear_replayssm_spec=False,
+                    linear_replayssm_cache_len=None,
+                ),
+                graph=Bag(cuda_graph_config=Bag(prefill=Bag(full_prefill_max_req=None, backend=None))),
+            ),
+            spec=Bag(
+                speculative_algorithm=args.speculative_algorithm,
+                speculative_num_draft_tokens=args.speculative_num_draft_tokens,
+                speculative_draft_kv_cache_dtype=args.speculative_draft_kv_cache_dtype,
+                speculative_draft_attention_backend=args.speculative_draft_attention_backend,
+            ),
             model=Bag(kv_cache_dtype=args.kv_cache_dtype, qsa_indexer_dtype=None),
             disagg=Bag(disaggregation_mode="null", enable_pd_role_switch=False),
             mm=Bag(mm_feature_transport=None),
@@ -499,8 +538,7 @@ def _child(request: dict[str, Any]) -> dict[str, Any]:
         pre_load = case["gpu_memory_mib"] / 1024 - request["gpu_reserved_mib"] / 1024
         weights = card["weights_bytes"] / tp / gib
         draft_weights = draft["weights_bytes"] / tp / gib if draft else 0.0
-        result: dict[str, Any] = {"error": None, "tokens": None, "max_running_requests": None, "max_mamba_cache_size": None,
-                                  "mamba_ratio": None, "cell_size": None, "dflash_draft_cell": None}
+        result: dict[str, Any] = {"error": None, "tokens": None, "max_running_requests": None, "max_mamba_cache_size": None, "mamba_ratio": None, "cell_size": None, "dflash_draft_cell": None}
         results[case["name"]] = result
         if weights > pre_load:
             result["error"] = ["cuda_oom", "target"]
@@ -511,22 +549,38 @@ def _child(request: dict[str, Any]) -> dict[str, Any]:
         free_gib["now"] = pre_load - weights - draft_weights - request["post_load_overhead_mib"] / 1024
         model_config = ModelConfig(card, context_len, is_draft=False)
         draft_config = ModelConfig(draft, context_len, is_draft=True) if draft else None
-        kv_dtype = configure_kv_cache_dtype(server_args_kv_cache_dtype=args.kv_cache_dtype, model=None, model_dtype=model_config.dtype,
-                                            is_draft_worker=False, is_dflash=False, speculative_draft_attention_backend=None)[1]
+        kv_dtype = configure_kv_cache_dtype(
+            server_args_kv_cache_dtype=args.kv_cache_dtype, model=None, model_dtype=model_config.dtype, is_draft_worker=False, is_dflash=False, speculative_draft_attention_backend=None
+        )[1]
         algorithm = SpeculativeAlgorithm.from_string(args.speculative_algorithm)
         kvc = Configurator(
-            device="cuda", gpu_id=0, attn_dp_size=1, pp_size=1, pp_group=None, model=None, model_config=model_config,
-            server_args=Bag(enable_hisparse=False), kv_cache_dtype=kv_dtype, model_dtype=model_config.dtype,
-            page_size=args.page_size or 1, sliding_window_size=None, spec_algorithm=algorithm, is_draft_worker=False,
+            device="cuda",
+            gpu_id=0,
+            attn_dp_size=1,
+            pp_size=1,
+            pp_group=None,
+            model=None,
+            model_config=model_config,
+            server_args=Bag(enable_hisparse=False),
+            kv_cache_dtype=kv_dtype,
+            model_dtype=model_config.dtype,
+            page_size=args.page_size or 1,
+            sliding_window_size=None,
+            spec_algorithm=algorithm,
+            is_draft_worker=False,
             # kv_pool_runtime.py:34-49: post-capture sizing needs SGLANG_ENABLE_POST_CAPTURE_KV_SIZING (off, environ.py:640).
             post_capture_kv_active=False,
-            spec_aux_config=Bag(draft_model_config=draft_config, dflash_draft_num_layers=draft["num_hidden_layers"] if draft else None,
-                                eagle_draft_num_layers=None),
-            is_hybrid_swa=False, is_hybrid_swa_compress=False, use_mla_backend=False,
-            layer_info=Bag(start_layer=0, end_layer=card["num_hidden_layers"], num_effective_layers=card["num_hidden_layers"],
-                           is_hybrid_swa_mtp_draft=False, swa_attention_layer_ids=[]),
-            forward_stream=None, req_to_token_pool=None, token_to_kv_pool_allocator=None, memory_pool_config=None,
-            draft_parallel_layout=None, kv_cache_dtype_str=args.kv_cache_dtype,
+            spec_aux_config=Bag(draft_model_config=draft_config, dflash_draft_num_layers=draft["num_hidden_layers"] if draft else None, eagle_draft_num_layers=None),
+            is_hybrid_swa=False,
+            is_hybrid_swa_compress=False,
+            use_mla_backend=False,
+            layer_info=Bag(start_layer=0, end_layer=card["num_hidden_layers"], num_effective_layers=card["num_hidden_layers"], is_hybrid_swa_mtp_draft=False, swa_attention_layer_ids=[]),
+            forward_stream=None,
+            req_to_token_pool=None,
+            token_to_kv_pool_allocator=None,
+            memory_pool_config=None,
+            draft_parallel_layout=None,
+            kv_cache_dtype_str=args.kv_cache_dtype,
         )
         result["dflash_draft_cell"] = kvc.dflash_draft_cell_size_per_token
         result["cell_size"] = pool_ns["create_memory_pool_configurator"](kvc)._cell_size
@@ -537,8 +591,7 @@ def _child(request: dict[str, Any]) -> dict[str, Any]:
         except (RuntimeError, ValueError) as exc:
             result["error"] = [type(exc).__name__, str(exc)]
             continue
-        result.update(tokens=config.max_total_num_tokens, max_running_requests=config.max_running_requests,
-                      max_mamba_cache_size=state["schedule"].max_mamba_cache_size if hybrid else None)
+        result.update(tokens=config.max_total_num_tokens, max_running_requests=config.max_running_requests, max_mamba_cache_size=state["schedule"].max_mamba_cache_size if hybrid else None)
         # managers/tp_worker.py:420-425, after the pools are allocated.
         if config.max_running_requests <= 0:
             result["error"] = ["AssertionError", "max_running_request is zero"]

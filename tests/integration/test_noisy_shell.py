@@ -51,9 +51,7 @@ def noisy() -> Iterator[TestFleet]:
 
 def transport_of(fleet: TestFleet) -> SSHTransport:
     host = fleet["ct200"]
-    target = SSHTarget(
-        address=host.address, port=host.port, user=host.user, identity_file=host.identity_file, known_hosts=host.known_hosts, connect_timeout=5
-    )
+    target = SSHTarget(address=host.address, port=host.port, user=host.user, identity_file=host.identity_file, known_hosts=host.known_hosts, connect_timeout=5)
     return SSHTransport("ct200", target)
 
 

@@ -61,7 +61,7 @@ def provision_all(fleet, tmp_path: Path, **options):
 def slow_disk(host, seconds: float) -> None:
     """The host's cp takes `seconds` more: staging lasts long enough to inject a fault under it."""
     slow_cp = host.bin_dir / "cp"
-    slow_cp.write_text(f"#!/bin/sh\nsleep {seconds:g}\nexec /bin/cp \"$@\"\n")
+    slow_cp.write_text(f'#!/bin/sh\nsleep {seconds:g}\nexec /bin/cp "$@"\n')
     slow_cp.chmod(0o755)
 
 
@@ -184,7 +184,7 @@ def test_a_colleagues_server_survives_provision_and_a_whole_sweep_on_its_host(te
     fleet = test_fleet_factory(["ct200"])
     host = fleet["ct200"]
     listen = "import socket, time; s = socket.socket(); s.bind(('127.0.0.1', 31000)); s.listen(); time.sleep(900)"
-    start = f"cd /tmp && setsid env -u FLEET_SERVICE {sys.executable} -c \"{listen}\" -m sglang.launch_server --port 31000 >/dev/null 2>&1 </dev/null &"
+    start = f'cd /tmp && setsid env -u FLEET_SERVICE {sys.executable} -c "{listen}" -m sglang.launch_server --port 31000 >/dev/null 2>&1 </dev/null &'
     fleet.exec(host, ["sh", "-c", start])
 
     def colleague() -> list[str]:
@@ -217,7 +217,7 @@ def test_hub_fetch_gets_the_token_in_its_environment_only(test_fleet_factory, tm
         "#!/bin/sh\n"
         "printf '%s\\n' \"$@\" > /var/lib/fleet/python-call.txt\n"
         "env | grep -c '^HF_TOKEN=hf_secret_123$' >> /var/lib/fleet/python-call.txt\n"
-        'echo "OSError: We couldn\'t connect to \'https://huggingface.co\'" >&2\n'
+        "echo \"OSError: We couldn't connect to 'https://huggingface.co'\" >&2\n"
         "exit 1\n"
     )
     recorder.chmod(0o755)
@@ -247,14 +247,18 @@ def test_a_reboot_while_the_draft_is_staged_restages_the_target_it_wiped(test_fl
     host = fleet["ct200"]
     target, draft = make_mirror(tmp_path / "mirror" / "qwen36"), make_mirror(tmp_path / "mirror" / "dflash")
     playbook = tmp_path / "two-models.yaml"
-    playbook.write_text(yaml.safe_dump({
-        "name": "two-models",
-        "model": {"repo": "Qwen/Qwen3.6-27B", "revision": "main", "card": "qwen3.6-27b", "mirror": str(target)},
-        "drafts": {"dflash": {"repo": "z-lab/Qwen3.6-27B-DFlash", "revision": "main", "card": "qwen3.6-27b-dflash", "mirror": str(draft)}},
-        "methods": {"dflash": {"algorithm": "DFLASH", "draft": "dflash", "num_draft_tokens": 16}},
-        "tp": [1],
-        "workloads": {"short": {"kind": "short", "prompts": ["fib"]}},
-    }))
+    playbook.write_text(
+        yaml.safe_dump(
+            {
+                "name": "two-models",
+                "model": {"repo": "Qwen/Qwen3.6-27B", "revision": "main", "card": "qwen3.6-27b", "mirror": str(target)},
+                "drafts": {"dflash": {"repo": "z-lab/Qwen3.6-27B-DFlash", "revision": "main", "card": "qwen3.6-27b-dflash", "mirror": str(draft)}},
+                "methods": {"dflash": {"algorithm": "DFLASH", "draft": "dflash", "num_draft_tokens": 16}},
+                "tp": [1],
+                "workloads": {"short": {"kind": "short", "prompts": ["fib"]}},
+            }
+        )
+    )
     staged_draft = "/dev/shm/fleet/z-lab--Qwen3.6-27B-DFlash--main"
     slow_disk(host, 3)  # long enough to reboot under it
     target_staged_first: list[bool] = []

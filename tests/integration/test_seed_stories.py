@@ -87,9 +87,7 @@ def test_max_running_requests_8_is_predicted_and_fixed_before_launch(host, tmp_p
 
 def test_max_running_requests_8_is_repaired_after_one_failure_when_the_planner_stays_out(host, tmp_path: Path) -> None:
     path = seed_000(tmp_path)
-    outcome = start_sweep(
-        path, host, tmp_path / "results", poll_interval_s=0.5, memory_check=False, quarantine=QuarantineStore(tmp_path / "q.json")
-    )
+    outcome = start_sweep(path, host, tmp_path / "results", poll_interval_s=0.5, memory_check=False, quarantine=QuarantineStore(tmp_path / "q.json"))
     found = results(outcome.directory)
     failed = [r for r in found.values() if r["status"] == "failed"]
     fixed = [r for r in found.values() if r["status"] == "ok"]

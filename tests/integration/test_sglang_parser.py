@@ -110,8 +110,7 @@ def coverage_cases() -> list[Case]:
     data["drafts"]["eagle"] = {"repo": "example/eagle3-draft"}
     data["methods"] = {
         "dflash": {"algorithm": "DFLASH", "draft": "dflash", "num_draft_tokens": 16},
-        "eagle3": {"algorithm": "EAGLE3", "draft": "eagle", "num_steps": 3, "eagle_topk": 1, "num_draft_tokens": 4,
-                   "flags": {"speculative-attention-mode": "decode"}},
+        "eagle3": {"algorithm": "EAGLE3", "draft": "eagle", "num_steps": 3, "eagle_topk": 1, "num_draft_tokens": 4, "flags": {"speculative-attention-mode": "decode"}},
     }
     data["server"].update(
         max_total_tokens=200000,
@@ -122,8 +121,7 @@ def coverage_cases() -> list[Case]:
         mamba_scheduler_strategy="extra_buffer",
         page_size=1,
         kv_cache_dtype="bf16",
-        flags={"cuda-graph-bs-decode": [1, 2, 4], "enable-mixed-chunk": False, "decode-log-interval": 20,
-               "skip-server-warmup": True, "mamba-track-interval": 64},
+        flags={"cuda-graph-bs-decode": [1, 2, 4], "enable-mixed-chunk": False, "decode-log-interval": 20, "skip-server-warmup": True, "mamba-track-interval": 64},
         env={"NCCL_DEBUG": "WARN"},
     )
     playbook = Playbook.model_validate(data)
@@ -146,9 +144,18 @@ def meant(case: Case) -> dict[str, Any]:
         # 0.5.23 keeps the radix cache for hybrid speculation (mamba auto -> extra_buffer): fleet adds nothing.
         "disable_radix_cache": bool(settings.disable_radix_cache),
     }
-    for name in ("context_length", "mem_fraction_static", "max_running_requests", "max_total_tokens",
-                 "chunked_prefill_size", "cuda_graph_max_bs", "attention_backend", "page_size", "kv_cache_dtype",
-                 "mamba_scheduler_strategy"):
+    for name in (
+        "context_length",
+        "mem_fraction_static",
+        "max_running_requests",
+        "max_total_tokens",
+        "chunked_prefill_size",
+        "cuda_graph_max_bs",
+        "attention_backend",
+        "page_size",
+        "kv_cache_dtype",
+        "mamba_scheduler_strategy",
+    ):
         if getattr(settings, name) is not None:
             expected[fleet_field(RELEASE, name)] = getattr(settings, name)
     for name in ("num_draft_tokens", "num_steps", "eagle_topk"):
@@ -170,8 +177,7 @@ def planned_argvs() -> list[Argv]:
     and 8 GPUs (memory check on: a predicted failure's fixed variant is launched too)."""
     out: list[Argv] = []
     for gpus in (1, 2, 8):
-        host = Host(name=f"g{gpus}", address="10.0.0.1", gpus=GpuSpec(count=gpus, model=GPU_MODEL),
-                    engine=EngineSpec(kind=EngineKind.sglang, release=RELEASE))
+        host = Host(name=f"g{gpus}", address="10.0.0.1", gpus=GpuSpec(count=gpus, model=GPU_MODEL), engine=EngineSpec(kind=EngineKind.sglang, release=RELEASE))
         for path in sorted((ROOT / "playbooks").glob("*.yaml")):
             plan = make_plan(load_playbook(path), [host])
             for server in plan.servers:
@@ -206,7 +212,7 @@ def _values(argvs: list[Argv]) -> dict[str, list[str]]:
                 j = i + 1
                 while j < len(args) and not args[j].startswith("--"):
                     j += 1
-                seen[arg] = args[i + 1:j]
+                seen[arg] = args[i + 1 : j]
     return seen
 
 
@@ -361,7 +367,10 @@ def test_the_stored_flag_table_is_the_installed_parsers() -> None:
         pytest.skip(f"sglang is not installed; CI installs it with: {INSTALL}")
     done = subprocess.run(
         [sys.executable, "-W", "ignore", str(ROOT / "tools" / "sglang_flag_table.py"), "installed", "--stdout"],
-        capture_output=True, text=True, timeout=300, cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
     )
     assert done.returncode == 0, done.stderr[-4000:]
     stored = (ROOT / "fleet" / "host" / "engines" / "sglang" / "flagdata" / f"{RELEASE}.json").read_text()

@@ -31,13 +31,25 @@ from tests.testfleet.gpu_tools import local_gpu_env
 
 SPEED = 0.01
 SEED_DFLASH = [
-    "--model-path", "qwen3.6-27b", "--context-length", "32768", "--mem-fraction-static", "0.75",
-    "--speculative-algorithm", "DFLASH", "--speculative-draft-model-path", "qwen3.6-27b-dflash",
-    "--speculative-num-draft-tokens", "16", "--mamba-scheduler-strategy", "extra_buffer",
-    "--mamba-full-memory-ratio", "0.5", "--trust-remote-code",
+    "--model-path",
+    "qwen3.6-27b",
+    "--context-length",
+    "32768",
+    "--mem-fraction-static",
+    "0.75",
+    "--speculative-algorithm",
+    "DFLASH",
+    "--speculative-draft-model-path",
+    "qwen3.6-27b-dflash",
+    "--speculative-num-draft-tokens",
+    "16",
+    "--mamba-scheduler-strategy",
+    "extra_buffer",
+    "--mamba-full-memory-ratio",
+    "0.5",
+    "--trust-remote-code",
 ]
-SEED_AR = ["--model-path", "qwen3.6-27b", "--context-length", "32768", "--mem-fraction-static", "0.75",
-           "--max-running-requests", "4", "--trust-remote-code"]
+SEED_AR = ["--model-path", "qwen3.6-27b", "--context-length", "32768", "--mem-fraction-static", "0.75", "--max-running-requests", "4", "--trust-remote-code"]
 
 
 def ddtree_args(budget: int) -> list[str]:
@@ -63,8 +75,7 @@ def launch(tmp_path: Path, gpu_env: dict[str, str]) -> Iterator:
         # Servers started together get GPUs of their own, as the sweep's scheduler places them:
         # on a shared GPU the second would see the first's memory as taken (it does, on purpose).
         tp = int(args[args.index("--tp-size") + 1]) if "--tp-size" in args else 1
-        first = sum(int(p.process.args[p.process.args.index("--tp-size") + 1]) if "--tp-size" in p.process.args else 1
-                    for p in started)
+        first = sum(int(p.process.args[p.process.args.index("--tp-size") + 1]) if "--tp-size" in p.process.args else 1 for p in started)
         devices = ",".join(str((first + i) % 8) for i in range(tp))
         process = start_sim(args, tmp_path / f"{name}.log", env={**gpu_env, "CUDA_VISIBLE_DEVICES": devices, **env})
         started.append(process)
@@ -78,8 +89,7 @@ def launch(tmp_path: Path, gpu_env: dict[str, str]) -> Iterator:
 def request(server: SimProcess, method: str, path: str, body: Any = None, timeout: float = 20.0) -> tuple[int, Any]:
     connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=timeout)
     try:
-        connection.request(method, path, body=None if body is None else json.dumps(body),
-                           headers={"content-type": "application/json"})
+        connection.request(method, path, body=None if body is None else json.dumps(body), headers={"content-type": "application/json"})
         response = connection.getresponse()
         data = response.read()
         content_type = response.getheader("content-type") or ""
@@ -100,7 +110,7 @@ def stream(server: SimProcess, path: str, body: Any, timeout: float = 20.0) -> l
         for raw in response:
             line = raw.decode().strip()
             if line.startswith("data: "):
-                payload = line[len("data: "):]
+                payload = line[len("data: ") :]
                 events.append(payload if payload == "[DONE]" else json.loads(payload))
         return events
     finally:
@@ -121,11 +131,17 @@ def parsed(server: SimProcess) -> logparse.LogSummary:
 def seed_plan(max_running_requests: int, algorithm: str | None = "DFLASH", budget: int | None = None):
     target, draft = load_model_card("qwen3.6-27b"), load_model_card("qwen3.6-27b-dflash")
     inputs = MemoryInputs(
-        gpu_memory_mib=fake_gpu.DEFAULT_PROFILE["memory_total_mib"], mem_fraction_static=0.75, context_length=32768,
-        max_running_requests=max_running_requests, speculative_algorithm=algorithm,
-        num_draft_tokens=16 if algorithm else None, ddtree_budget=budget,
-        mamba_scheduler_strategy="extra_buffer" if algorithm else "auto", mamba_full_memory_ratio=0.5 if algorithm else 0.9,
-        release="0.5.12", disable_overlap_schedule=algorithm is not None,
+        gpu_memory_mib=fake_gpu.DEFAULT_PROFILE["memory_total_mib"],
+        mem_fraction_static=0.75,
+        context_length=32768,
+        max_running_requests=max_running_requests,
+        speculative_algorithm=algorithm,
+        num_draft_tokens=16 if algorithm else None,
+        ddtree_budget=budget,
+        mamba_scheduler_strategy="extra_buffer" if algorithm else "auto",
+        mamba_full_memory_ratio=0.5 if algorithm else 0.9,
+        release="0.5.12",
+        disable_overlap_schedule=algorithm is not None,
     )
     return plan_memory(target, inputs, draft if algorithm else None)
 
@@ -150,8 +166,7 @@ def test_seed_000_max_running_requests_8_asserts_while_4_starts(launch) -> None:
     assert eight.wait_exit() == -signal.SIGKILL  # kill_process_tree(os.getpid())
     log = eight.log()
     assert "AssertionError: max_running_request is zero" in log
-    assert log.index("KV Cache is allocated") < log.index("Scheduler hit an exception:") < log.index(
-        "Received sigquit from a child process. It usually means the child failed.")
+    assert log.index("KV Cache is allocated") < log.index("Scheduler hit an exception:") < log.index("Received sigquit from a child process. It usually means the child failed.")
     failed = parsed(eight)
     assert failed.mamba_cache.max_mamba_cache_size == 2
     assert failed.kv_cache.tokens == 11893
@@ -250,9 +265,11 @@ def test_api_shapes_streaming_usage_and_metrics(launch) -> None:
     assert final["spec_verify_ct"] < 40 and final["spec_accept_length"] == pytest.approx(40 / final["spec_verify_ct"])
     assert len(chunks) < 40  # several tokens per verify step
 
-    events = stream(server, "/v1/chat/completions", {
-        "model": "qwen36", "messages": [{"role": "user", "content": "Write quicksort in Python."}],
-        "max_tokens": 30, "stream": True, "stream_options": {"include_usage": True}})
+    events = stream(
+        server,
+        "/v1/chat/completions",
+        {"model": "qwen36", "messages": [{"role": "user", "content": "Write quicksort in Python."}], "max_tokens": 30, "stream": True, "stream_options": {"include_usage": True}},
+    )
     assert events[0]["choices"][0]["delta"]["role"] == "assistant"
     text = "".join(e["choices"][0]["delta"]["content"] or "" for e in events[:-2] if e["choices"])
     assert events[-3]["choices"][0]["finish_reason"] == "length"
@@ -280,9 +297,11 @@ def test_the_agents_client_reads_a_runs_verify_steps_on_both_apis(launch) -> Non
     (`return_spec_tokens_details`), sent after the finish chunk and before usage."""
     server = launch(SEED_DFLASH + ["--max-running-requests", "4"], "spec-details")
     assert server.wait_ready()
-    events = stream(server, "/v1/completions", {"prompt": "Write quicksort in Python.", "max_tokens": 48, "stream": True,
-                                                "ignore_eos": True, "stream_options": {"include_usage": True},
-                                                "return_spec_tokens_details": True})
+    events = stream(
+        server,
+        "/v1/completions",
+        {"prompt": "Write quicksort in Python.", "max_tokens": 48, "stream": True, "ignore_eos": True, "stream_options": {"include_usage": True}, "return_spec_tokens_details": True},
+    )
     (details,) = [e for e in events[:-1] if e.get("sglext")]
     assert details["choices"] == [] and events.index(details) == len(events) - 3  # then usage, then [DONE]
     assert 0 < details["sglext"]["spec_tokens_details"]["spec_verify_ct"] < 48
@@ -311,28 +330,30 @@ def test_requests_queue_beyond_max_running_requests(launch) -> None:
 
 
 def test_config_errors_fail_before_the_server_starts(launch, tmp_path: Path) -> None:
-    radix = launch(["--model-path", "qwen3.6-27b", "--speculative-algorithm", "DFLASH",
-                    "--speculative-draft-model-path", "qwen3.6-27b-dflash"], "radix")
+    radix = launch(["--model-path", "qwen3.6-27b", "--speculative-algorithm", "DFLASH", "--speculative-draft-model-path", "qwen3.6-27b-dflash"], "radix")
     assert radix.wait_exit() == 1
-    assert ("ValueError: Speculative decoding for Qwen3_5ForConditionalGeneration is not compatible with radix cache "
-            "when using --mamba-scheduler-strategy no_buffer.To use radix cache") in radix.log()
+    assert ("ValueError: Speculative decoding for Qwen3_5ForConditionalGeneration is not compatible with radix cache when using --mamba-scheduler-strategy no_buffer.To use radix cache") in radix.log()
 
     longer = launch(["--model-path", "qwen3.6-27b", "--context-length", "300000"], "longer")
     assert longer.wait_exit() == 1
     assert "set the env var SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1" in longer.log()
-    allowed = launch(["--model-path", "qwen3.6-27b", "--context-length", "300000"], "allowed",
-                     SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN="1")
+    allowed = launch(["--model-path", "qwen3.6-27b", "--context-length", "300000"], "allowed", SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN="1")
     assert allowed.wait_ready()
 
     missing = launch(["--model-path", "/dev/shm/Qwen3.6-27B"], "missing")
     assert missing.wait_exit() == 1
-    assert ("huggingface_hub.errors.HFValidationError: Repo id must be in the form 'repo_name' or "
-            "'namespace/repo_name': '/dev/shm/Qwen3.6-27B'. Use `repo_type` argument if needed.") in missing.log()
-    assert missing.log().rstrip().endswith("OSError: Can't load the configuration of '/dev/shm/Qwen3.6-27B'. If you "
-                                           "were trying to load it from 'https://huggingface.co/models', make sure you "
-                                           "don't have a local directory with the same name. Otherwise, make sure "
-                                           "'/dev/shm/Qwen3.6-27B' is the correct path to a directory containing a "
-                                           "config.json file")
+    assert ("huggingface_hub.errors.HFValidationError: Repo id must be in the form 'repo_name' or 'namespace/repo_name': '/dev/shm/Qwen3.6-27B'. Use `repo_type` argument if needed.") in missing.log()
+    assert (
+        missing.log()
+        .rstrip()
+        .endswith(
+            "OSError: Can't load the configuration of '/dev/shm/Qwen3.6-27B'. If you "
+            "were trying to load it from 'https://huggingface.co/models', make sure you "
+            "don't have a local directory with the same name. Otherwise, make sure "
+            "'/dev/shm/Qwen3.6-27B' is the correct path to a directory containing a "
+            "config.json file"
+        )
+    )
 
     unknown = launch(["--model-path", "qwen3.6-27b", "--no-such-flag"], "unknown")
     assert unknown.wait_exit() == 2
@@ -347,8 +368,7 @@ def test_port_in_use_fails_with_uvicorn_message(launch, tmp_path: Path) -> None:
         port = holder.getsockname()[1]
         server = start_sim(SEED_AR, tmp_path / "port.log", env={**os.environ, "FLEET_SIM_SPEED": str(SPEED)}, port=port)
         assert server.wait_exit() == 1
-    assert (f"ERROR:    [Errno 98] error while attempting to bind on address ('127.0.0.1', {port}): "
-            "address already in use") in server.log()
+    assert (f"ERROR:    [Errno 98] error while attempting to bind on address ('127.0.0.1', {port}): address already in use") in server.log()
     assert READY_LINE not in server.log()
 
 

@@ -21,6 +21,7 @@ from tests.testfleet.slurm import SlurmCluster
 
 pytestmark = pytest.mark.testfleet
 
+
 def entry(cluster: SlurmCluster, shared: Path) -> Host:
     # node_local_dir left at its default, $TMPDIR/fleet-models: /tmp of each test host (a tmpfs of its own).
     return cluster_entry(cluster, shared.name)

@@ -50,8 +50,7 @@ def block_nodes(cluster: SlurmCluster) -> list[str]:
     """A job holding every CPU of each node: what fleet submits now pends until they go."""
     ids = []
     for node in cluster.nodes:
-        done = cluster.fleet.exec(cluster.login, ["sbatch", "--parsable", f"--nodelist={node.name}", f"--cpus-per-task={CPUS_PER_NODE}",
-                                                  "--output=/dev/null", "--wrap", "sleep 300"])
+        done = cluster.fleet.exec(cluster.login, ["sbatch", "--parsable", f"--nodelist={node.name}", f"--cpus-per-task={CPUS_PER_NODE}", "--output=/dev/null", "--wrap", "sleep 300"])
         assert done.returncode == 0, done.stderr
         ids.append(done.stdout.strip())
     for job_id in ids:

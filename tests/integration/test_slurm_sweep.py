@@ -33,6 +33,7 @@ from tests.testfleet.slurm import SHORT_PARTITION, URGENT_PARTITION, SlurmCluste
 
 pytestmark = pytest.mark.testfleet
 
+
 def test_a_sweep_runs_as_job_arrays_on_two_nodes_one_result_per_run(slurm: SlurmCluster, tmp_path: Path) -> None:
     entry = cluster_entry(slurm, tmp_path.name)
     lines: list[str] = []
@@ -84,8 +85,7 @@ def test_a_preempted_task_is_requeued_and_loses_and_duplicates_nothing(slurm: Sl
     entry = slow_entry(slurm, tmp_path, speed=0.2)
     sweep = SweepInThread(entry, tmp_path / "results")
     victim, before = sweep.catch_between_runs("ct200", timeout=180)
-    urgent = slurm.fleet.exec(slurm.login, ["sbatch", "--parsable", f"--partition={URGENT_PARTITION}", "--gres=gpu:8",
-                                            "--nodelist=ct200", "--output=/dev/null", "--wrap", "sleep 3"])
+    urgent = slurm.fleet.exec(slurm.login, ["sbatch", "--parsable", f"--partition={URGENT_PARTITION}", "--gres=gpu:8", "--nodelist=ct200", "--output=/dev/null", "--wrap", "sleep 3"])
     assert urgent.returncode == 0, urgent.stderr
     outcome = sweep.finish()
     jobs = nothing_lost_or_duplicated(entry, outcome, before)
@@ -157,14 +157,12 @@ def test_fleet_sweep_hosts_slurm_entry_then_cancel(slurm: SlurmCluster, tmp_path
     hosts_dir.mkdir()
     (hosts_dir / "slurm-lab.yaml").write_text(yaml.safe_dump(entry.model_dump(mode="json", exclude_defaults=True) | {"kind": "slurm"}))
     env = {**os.environ, "FLEET_HOSTS_DIR": str(hosts_dir), "FLEET_RESULTS_DIR": str(tmp_path / "results")}
-    done = subprocess.run([sys.executable, "-m", "fleet", "sweep", "-p", str(DEMO), "--hosts", "slurm-lab", "--poll", "1"],
-                          cwd=REPO, env=env, capture_output=True, text=True, timeout=240)
+    done = subprocess.run([sys.executable, "-m", "fleet", "sweep", "-p", str(DEMO), "--hosts", "slurm-lab", "--poll", "1"], cwd=REPO, env=env, capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stderr
     directory = record_dir(tmp_path / "results")
     record = SlurmSweep.load(directory)
     one_result_per_run(directory, record)
     assert "results: " in done.stderr and "submitted gpu1 tasks (0, 1, 2)" in done.stderr
-    cancelled = subprocess.run([sys.executable, "-m", "fleet", "sweep", "--cancel", directory.name], cwd=REPO, env=env,
-                               capture_output=True, text=True, timeout=60)
+    cancelled = subprocess.run([sys.executable, "-m", "fleet", "sweep", "--cancel", directory.name], cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
     assert cancelled.returncode == 0 and f"scancel {record.job_ids()[0]}" in cancelled.stderr, cancelled.stderr
     assert SlurmSweep.load(directory).state == "cancelled"

@@ -41,6 +41,7 @@ def host_files_holding(fleet, host: str, text: str) -> list[str]:
     assert found.returncode in (0, 123), found.stderr  # 123: some grep found nothing
     return sorted(found.stdout.split())
 
+
 REPO = Path(__file__).resolve().parents[2]
 DEMO = REPO / "playbooks" / "demo.yaml"
 # Made afresh each run, so that no file (this one included: CI's checkout lives under the test
@@ -177,7 +178,10 @@ def test_fleet_sweep_gives_hf_token_to_the_hub_fetch_in_its_environment_only(tes
     }  # fmt: skip
     done = subprocess.run(
         [sys.executable, "-m", "fleet", "sweep", "-p", str(playbook), "--hosts", "ct200", "--poll", "0.5"],
-        cwd=REPO, env=env, capture_output=True, timeout=540,
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        timeout=540,
     )
     output = done.stdout + done.stderr
     assert TOKEN.encode() not in output  # the controller's own output (its log)

@@ -25,9 +25,10 @@ def ssh(fleet: SystemdTestFleet, command: str) -> str:
 
 
 def test_systemd_is_pid_1_and_starts_sshd(systemd_host: SystemdTestFleet) -> None:
-    out = ssh(systemd_host, "cat /proc/1/comm; systemd-detect-virt; systemctl is-system-running; "
-                            "systemctl show -p MainPID --value fleet-testhost-sshd.service; "
-                            "awk '/^PPid:/ {print $2}' /proc/$PPID/status; hostname")
+    out = ssh(
+        systemd_host,
+        "cat /proc/1/comm; systemd-detect-virt; systemctl is-system-running; systemctl show -p MainPID --value fleet-testhost-sshd.service; awk '/^PPid:/ {print $2}' /proc/$PPID/status; hostname",
+    )
     comm, virt, state, sshd_pid, listener, hostname = out.split()
     assert (comm, virt, hostname) == ("systemd", "container-other", "sd200")
     assert state in ("running", "degraded")
@@ -46,8 +47,7 @@ def test_systemd_is_pid_1_and_starts_sshd(systemd_host: SystemdTestFleet) -> Non
 def test_own_shm_boot_id_and_journal(systemd_host: SystemdTestFleet) -> None:
     host = systemd_host["sd200"]
     machine_boot_id = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
-    out = ssh(systemd_host, "cat /proc/sys/kernel/random/boot_id; journalctl --list-boots --no-pager | tail -1; "
-                            "touch /dev/shm/from-sd200; findmnt -n -o FSTYPE /dev/shm")
+    out = ssh(systemd_host, "cat /proc/sys/kernel/random/boot_id; journalctl --list-boots --no-pager | tail -1; touch /dev/shm/from-sd200; findmnt -n -o FSTYPE /dev/shm")
     boot_id, *rest = out.split("\n")
     assert boot_id == host.boot_id() != machine_boot_id
     assert boot_id.replace("-", "") in rest[0]  # journald files this boot under the host's boot id
@@ -58,13 +58,17 @@ def test_own_shm_boot_id_and_journal(systemd_host: SystemdTestFleet) -> None:
 def test_reboot_brings_back_enabled_units_with_empty_shm(systemd_host: SystemdTestFleet) -> None:
     host = systemd_host["sd200"]
     before = host.boot_id()
-    ssh(systemd_host, "touch /dev/shm/marker /var/lib/fleet/kept && printf '[Service]\\nExecStart=/bin/sleep infinity\\n"
-                      "[Install]\\nWantedBy=multi-user.target\\n' > /etc/systemd/system/fleet-probe.service && "
-                      "systemctl enable --now fleet-probe.service")
+    ssh(
+        systemd_host,
+        "touch /dev/shm/marker /var/lib/fleet/kept && printf '[Service]\\nExecStart=/bin/sleep infinity\\n"
+        "[Install]\\nWantedBy=multi-user.target\\n' > /etc/systemd/system/fleet-probe.service && "
+        "systemctl enable --now fleet-probe.service",
+    )
     systemd_host.reboot(host)
     systemd_host.wait_until_running(host)
-    out = ssh(systemd_host, "cat /proc/sys/kernel/random/boot_id; ls -A /dev/shm | wc -l; ls /var/lib/fleet; "
-                            "systemctl is-active fleet-probe.service; journalctl --list-boots --no-pager | tail -n +2 | wc -l")
+    out = ssh(
+        systemd_host, "cat /proc/sys/kernel/random/boot_id; ls -A /dev/shm | wc -l; ls /var/lib/fleet; systemctl is-active fleet-probe.service; journalctl --list-boots --no-pager | tail -n +2 | wc -l"
+    )
     boot_id, shm_entries, kept, active, boots = out.split()
     assert boot_id != before and boot_id == host.boot_id()
     assert (shm_entries, kept, active) == ("0", "kept", "active")

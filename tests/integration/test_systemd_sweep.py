@@ -102,9 +102,7 @@ def test_provision_installs_the_agent_unit_once(systemd_host: SystemdTestFleet, 
     assert instance == {"LoadState": "loaded", "UnitFileState": "static", "FragmentPath": expected.path}
 
 
-def test_seed_failure_on_systemd_is_read_from_systemctl_and_diagnosed_from_the_fetched_journal(
-    systemd_host: SystemdTestFleet, inventory: list[Host], tmp_path: Path
-) -> None:
+def test_seed_failure_on_systemd_is_read_from_systemctl_and_diagnosed_from_the_fetched_journal(systemd_host: SystemdTestFleet, inventory: list[Host], tmp_path: Path) -> None:
     root = tmp_path / "results"
     outcome = start_sweep(seed_000(tmp_path), inventory, root, poll_interval_s=0.5, memory_check=False, quarantine=QuarantineStore(tmp_path / "q.json"))
     sweep_id = outcome.directory.name
@@ -159,9 +157,7 @@ def test_seed_failure_on_systemd_is_read_from_systemctl_and_diagnosed_from_the_f
     assert int(left) == 2
 
 
-def test_reboot_mid_sweep_is_resumed_by_the_agent_unit_with_every_result_once(
-    systemd_host: SystemdTestFleet, inventory: list[Host], tmp_path: Path
-) -> None:
+def test_reboot_mid_sweep_is_resumed_by_the_agent_unit_with_every_result_once(systemd_host: SystemdTestFleet, inventory: list[Host], tmp_path: Path) -> None:
     root = tmp_path / "results"
     done: dict[str, Any] = {}
     # The demo less DDTree: two servers, four runs -- enough for results before and after the reboot.

@@ -41,9 +41,7 @@ def machine_names() -> set[str]:
     """Network namespaces and interfaces of the machine, by exact name."""
     namespaces = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=True).stdout
     links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True, check=True).stdout
-    return {line.split()[0] for line in namespaces.splitlines() if line.strip()} | {
-        line.split(":")[1].strip().split("@")[0] for line in links.splitlines()
-    }
+    return {line.split()[0] for line in namespaces.splitlines() if line.strip()} | {line.split(":")[1].strip().split("@")[0] for line in links.splitlines()}
 
 
 def tcp_connect_error(host: TestHost, timeout: float) -> str | None:
@@ -64,9 +62,24 @@ def test_hosts_have_own_hostname_boot_id_and_strict_host_keys(two_hosts: TestFle
     assert out200[2] == str(ct200.bin_dir / "nvidia-smi")
     # Each known_hosts file holds its own host's key only: a mix-up is refused, not accepted.
     swapped = subprocess.run(
-        ["ssh", "-F", "none", "-i", str(ct201.identity_file), "-o", f"UserKnownHostsFile={ct200.known_hosts}",
-         "-o", "StrictHostKeyChecking=yes", "-o", "BatchMode=yes", f"root@{ct201.address}", "true"],
-        capture_output=True, text=True, timeout=30,
+        [
+            "ssh",
+            "-F",
+            "none",
+            "-i",
+            str(ct201.identity_file),
+            "-o",
+            f"UserKnownHostsFile={ct200.known_hosts}",
+            "-o",
+            "StrictHostKeyChecking=yes",
+            "-o",
+            "BatchMode=yes",
+            f"root@{ct201.address}",
+            "true",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
     )
     assert swapped.returncode == 255 and "Host key verification failed" in swapped.stderr
 
@@ -89,8 +102,7 @@ def test_reboot_wipes_volatile_state_keeps_persistent_dirs_and_kills_detached_pr
 
     after = ssh_ok(
         ct200,
-        "cat /proc/sys/kernel/random/boot_id; find /dev/shm -mindepth 1 | wc -l; test -e /tmp/m && echo kept || echo gone; "
-        "cat /var/lib/fleet/m /srv/models/m ~/m",
+        "cat /proc/sys/kernel/random/boot_id; find /dev/shm -mindepth 1 | wc -l; test -e /tmp/m && echo kept || echo gone; cat /var/lib/fleet/m /srv/models/m ~/m",
     ).split()
     # New boot id, nothing left in /dev/shm, /tmp is new (it may hold read-only mounts of the test
     # interpreter and checkout when they live under /tmp, as in CI), the persistent dirs kept theirs.
@@ -183,15 +195,11 @@ def test_fake_nvidia_smi_lists_live_gpu_processes_and_ignores_dead_ones(two_host
     app_rows = list(csv.DictReader(io.StringIO(apps), skipinitialspace=True))
     gpu_rows = list(csv.reader(io.StringIO(per_gpu), skipinitialspace=True))
     uuid_of = {int(index): uuid for index, uuid, _, _ in gpu_rows}
-    assert [(int(r["pid"]), r["used_gpu_memory [MiB]"], r["gpu_uuid"]) for r in app_rows] == [
-        (live_pid, "81234 MiB", uuid_of[0]), (live_pid, "81234 MiB", uuid_of[1])
-    ]
+    assert [(int(r["pid"]), r["used_gpu_memory [MiB]"], r["gpu_uuid"]) for r in app_rows] == [(live_pid, "81234 MiB", uuid_of[0]), (live_pid, "81234 MiB", uuid_of[1])]
     assert [int(used) for _, _, used, _ in gpu_rows] == [81234, 81234] + [0] * 6
     assert {int(total) for _, _, _, total in gpu_rows} == {97887}
     process_rows = [line.split() for line in table.splitlines() if line.endswith("MiB |") and "   C   " in line]
-    assert [(row[1], int(row[4]), row[6], row[7]) for row in process_rows] == [
-        ("0", live_pid, "sglang::scheduler", "81234MiB"), ("1", live_pid, "sglang::scheduler", "81234MiB")
-    ]
+    assert [(row[1], int(row[4]), row[6], row[7]) for row in process_rows] == [("0", live_pid, "sglang::scheduler", "81234MiB"), ("1", live_pid, "sglang::scheduler", "81234MiB")]
     assert ssh_ok(ct200, "nvidia-smi --query-compute-apps=pid --format=csv,noheader") == ""
 
 
@@ -262,8 +270,7 @@ def test_atexit_and_cleanup_remove_fleets_of_dead_processes():
     env = {**os.environ, "PYTHONPATH": str(REPO)}
 
     def start(name: str, mode: str) -> tuple[subprocess.Popen, str, Path]:
-        child = subprocess.Popen([sys.executable, "-c", starter, name, mode], cwd=REPO, env=env,
-                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        child = subprocess.Popen([sys.executable, "-c", starter, name, mode], cwd=REPO, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         assert child.stdout is not None
         netns, base = child.stdout.readline().split()
         return child, netns, Path(base)
@@ -283,6 +290,5 @@ def test_atexit_and_cleanup_remove_fleets_of_dead_processes():
         removed = reap_dead_locked()
     assert [line for line in removed if base.name.removeprefix(INSTANCE_PREFIX) in line], removed
     assert netns not in machine_names() and not base.exists()
-    done = subprocess.run([sys.executable, "-m", "tests.testfleet", "cleanup"], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run([sys.executable, "-m", "tests.testfleet", "cleanup"], cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and done.stdout.strip(), done

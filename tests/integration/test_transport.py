@@ -90,9 +90,7 @@ def test_put_replaces_the_file_atomically(transport: Transport, remote_dir: str,
     assert transport.run(["stat", "-c", "%a", target], timeout=10).stdout.strip() == "600"
 
 
-def test_get_copies_atomically_and_keeps_the_old_file_on_failure(
-    transport: Transport, remote_dir: str, tmp_path: Path
-) -> None:
+def test_get_copies_atomically_and_keeps_the_old_file_on_failure(transport: Transport, remote_dir: str, tmp_path: Path) -> None:
     payload = os.urandom(1_000_000)
     transport.put_bytes(payload, f"{remote_dir}/results.bin", timeout=10)
     local = tmp_path / "fetched" / "results.bin"
@@ -106,8 +104,7 @@ def test_get_copies_atomically_and_keeps_the_old_file_on_failure(
 
 def test_rsync_pull_and_push(transport: Transport, remote_dir: str, tmp_path: Path) -> None:
     transport.run(
-        f"cd {remote_dir} && mkdir -p logs/run1 && echo a > logs/run1/server.log && echo b > logs/top.json "
-        "&& echo c > logs/skip.tmp",
+        f"cd {remote_dir} && mkdir -p logs/run1 && echo a > logs/run1/server.log && echo b > logs/top.json && echo c > logs/skip.tmp",
         timeout=10,
         check=True,
     )
@@ -125,17 +122,13 @@ def test_rsync_pull_and_push(transport: Transport, remote_dir: str, tmp_path: Pa
     assert listing == ["./top.json", "changed"]
 
 
-def test_secret_env_never_appears_in_any_command_line(
-    transport: Transport, remote_dir: str, caplog: pytest.LogCaptureFixture
-) -> None:
+def test_secret_env_never_appears_in_any_command_line(transport: Transport, remote_dir: str, caplog: pytest.LogCaptureFixture) -> None:
     secret = f"hf_{secrets.token_hex(16)}"
     marker = f"fleet-secret-probe-{secrets.token_hex(4)}"
     outcome: dict[str, object] = {}
 
     def run_with_secret() -> None:
-        outcome["result"] = transport.run(
-            f'sleep 1.5 # {marker}\nprintf %s "$HF_TOKEN"', env={"HF_TOKEN": secret}, timeout=15
-        )
+        outcome["result"] = transport.run(f'sleep 1.5 # {marker}\nprintf %s "$HF_TOKEN"', env={"HF_TOKEN": secret}, timeout=15)
 
     with caplog.at_level(logging.DEBUG):
         worker = threading.Thread(target=run_with_secret)
@@ -189,9 +182,7 @@ def test_local_copy_that_misses_its_deadline_leaves_nothing_behind(tmp_path: Pat
 # ----------------------------------------------------------------------------- SSH only
 
 
-def test_link_dropped_mid_call_fails_within_the_timeout_and_a_retry_succeeds_once_back(
-    two_hosts: TestFleet, caplog: pytest.LogCaptureFixture
-) -> None:
+def test_link_dropped_mid_call_fails_within_the_timeout_and_a_retry_succeeds_once_back(two_hosts: TestFleet, caplog: pytest.LogCaptureFixture) -> None:
     host = two_hosts.hosts[1]
     transport = SSHTransport(host.name, ssh_target(host, connect_timeout=1.5))
     cut = threading.Timer(0.5, two_hosts.drop_link, args=(host, 3.5))
@@ -237,9 +228,7 @@ def test_reboot_is_detected_by_a_new_boot_id(two_hosts: TestFleet) -> None:
         transport.close()
 
 
-def test_unknown_host_key_is_refused_by_default_and_recorded_with_accept_new(
-    two_hosts: TestFleet, tmp_path: Path
-) -> None:
+def test_unknown_host_key_is_refused_by_default_and_recorded_with_accept_new(two_hosts: TestFleet, tmp_path: Path) -> None:
     host = two_hosts.hosts[0]
     known_hosts = tmp_path / "ssh" / "known_hosts"
     refusing = SSHTransport(host.name, ssh_target(host, known_hosts=known_hosts))
@@ -276,10 +265,7 @@ def test_ssh_alias_with_proxy_jump(two_hosts: TestFleet, tmp_path: Path) -> None
     # The test hosts cannot route to each other, so the jump host forwards to its own address:
     # the connection then reaches sshd from the host itself instead of from the machine.
     config = tmp_path / "ssh_config"
-    common = (
-        f"  HostName {host.address}\n  User {host.user}\n  IdentityFile {host.identity_file}\n"
-        f"  IdentitiesOnly yes\n  UserKnownHostsFile {host.known_hosts}\n  StrictHostKeyChecking yes\n"
-    )
+    common = f"  HostName {host.address}\n  User {host.user}\n  IdentityFile {host.identity_file}\n  IdentitiesOnly yes\n  UserKnownHostsFile {host.known_hosts}\n  StrictHostKeyChecking yes\n"
     config.write_text(f"Host jump\n{common}\nHost behind-jump\n{common}  ProxyJump jump\n")
     transport = SSHTransport(host.name, SSHTarget(ssh_alias="behind-jump", ssh_config=config, known_hosts=host.known_hosts))
     try:

@@ -75,8 +75,7 @@ def _rendered() -> tuple[list[tuple[str, Any, list[str]]], list[str]]:
     for name, server in servers:
         for host in ("127.0.0.1", "0.0.0.0"):
             try:
-                spec = build_launch(server, python=sys.executable, model_path=MODEL_PATH,
-                                    draft_path=DRAFT_PATH if server.draft else None, port=PORT, bind_host=host)
+                spec = build_launch(server, python=sys.executable, model_path=MODEL_PATH, draft_path=DRAFT_PATH if server.draft else None, port=PORT, bind_host=host)
             except EngineConfigError:
                 refused.append(name)
                 break
@@ -104,10 +103,13 @@ def _coverage_servers() -> list[Any]:
     }
     data["tp"] = [1, 2, 8]
     data["server"].update(
-        cuda_graph_max_bs=8, draft_attention_backend="fa3", disable_radix_cache=True, page_size=32,
-        kv_cache_dtype="bf16", enable_metrics=True,
-        flags={"max-num-batched-tokens": 8192, "enable-chunked-prefill": True, "seed": 7, "async-scheduling": False,
-               "cudagraph-capture-sizes": [1, 2, 4, 8], "disable-log-stats": True},
+        cuda_graph_max_bs=8,
+        draft_attention_backend="fa3",
+        disable_radix_cache=True,
+        page_size=32,
+        kv_cache_dtype="bf16",
+        enable_metrics=True,
+        flags={"max-num-batched-tokens": 8192, "enable-chunked-prefill": True, "seed": 7, "async-scheduling": False, "cudagraph-capture-sizes": [1, 2, 4, 8], "disable-log-stats": True},
         env={"VLLM_LOGGING_LEVEL": "INFO"},
     )
     return list(server_configs(Playbook.model_validate(data)))
@@ -132,7 +134,7 @@ def _flag_values(rendered: list[list[str]]) -> dict[str, list[str]]:
                 j = i + 1
                 while j < len(args) and not args[j].startswith("--"):
                     j += 1
-                seen[arg] = args[i + 1:j]
+                seen[arg] = args[i + 1 : j]
     return seen
 
 
@@ -211,7 +213,7 @@ def speculative_argvs(base: list[str]) -> list[Argv]:
     }
     out = [Argv(f"spec-json:{name}", _with(base, sc, [sc, value])) for name, value in shapes.items()]
     out += [
-        Argv("spec-json:equals", [*base, f'{sc}={shapes["eagle3"]}']),
+        Argv("spec-json:equals", [*base, f"{sc}={shapes['eagle3']}"]),
         Argv("spec-json:short-sc", [*base, "-sc", shapes["mtp"]]),
         Argv("spec-json:short-sc-equals", [*base, f"-sc={shapes['mtp']}"]),
         Argv("spec-json:abbrev", [*base, "--speculative-c", shapes["mtp"]]),
@@ -448,7 +450,11 @@ def real(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     out = directory / "answer.json"
     done = subprocess.run(
         [sys.executable, "-W", "ignore", __file__, str(out)],
-        input=json.dumps(request), capture_output=True, text=True, timeout=600, cwd=directory,
+        input=json.dumps(request),
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=directory,
         env={**os.environ, "VLLM_TARGET_DEVICE": "cpu"},
     )
     assert done.returncode == 0, f"the vllm parser child failed:\n{done.stderr[-4000:]}"
@@ -464,7 +470,10 @@ def test_the_stored_flag_table_is_the_installed_parsers() -> None:
     _installed()
     done = subprocess.run(
         [sys.executable, "-W", "ignore", str(ROOT / "tools" / "vllm_flag_table.py"), "--stdout"],
-        capture_output=True, text=True, timeout=600, cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=ROOT,
     )
     assert done.returncode == 0, done.stderr[-4000:]
     stored = json.loads((ROOT / "fleet" / "host" / "engines" / "vllm" / "flagdata" / f"{RELEASE}.json").read_text())
@@ -479,8 +488,7 @@ def test_the_corpus_is_large_and_covers_what_fleet_renders(real: dict[str, Any])
     argvs: list[Argv] = real["argvs"]
     assert len(argvs) >= 200, len(argvs)
     kinds = {a.name.split(":")[0] for a in argvs}
-    assert {"render", "abbrev", "ambiguous", "typo", "unknown", "underscores", "missing-value", "wrong-type", "equals",
-            "spec-json", "spec-dotted", "deprecated", "config"} <= kinds
+    assert {"render", "abbrev", "ambiguous", "typo", "unknown", "underscores", "missing-value", "wrong-type", "equals", "spec-json", "spec-dotted", "deprecated", "config"} <= kinds
     outcomes = {real["results"][a.name]["outcome"] for a in argvs}
     assert {"ok", "exit 2", "ValueError", "TypeError"} <= outcomes
     for playbook in ("demo.yaml", "qwen36-specdec.yaml"):
@@ -508,14 +516,21 @@ def test_every_rendered_launch_parses_to_what_fleet_meant(real: dict[str, Any]) 
         assert result["outcome"] == "ok", f"{name}: {result}"
         record, settings = result["record"], server.settings
         meant: dict[str, Any] = {
-            "model_tag": MODEL_PATH, "served_model_name": [server.model.label], "port": PORT,
-            "host": name.rsplit("@", 1)[1], "tensor_parallel_size": server.tp,
+            "model_tag": MODEL_PATH,
+            "served_model_name": [server.model.label],
+            "port": PORT,
+            "host": name.rsplit("@", 1)[1],
+            "tensor_parallel_size": server.tp,
             "trust_remote_code": settings.trust_remote_code,
             "speculative_config": speculative_config(server, name, DRAFT_PATH if server.draft else None, []),
         }
-        for setting, dest in (("context_length", "max_model_len"), ("mem_fraction_static", "gpu_memory_utilization"),
-                              ("max_running_requests", "max_num_seqs"), ("page_size", "block_size"),
-                              ("cuda_graph_max_bs", "max_cudagraph_capture_size")):
+        for setting, dest in (
+            ("context_length", "max_model_len"),
+            ("mem_fraction_static", "gpu_memory_utilization"),
+            ("max_running_requests", "max_num_seqs"),
+            ("page_size", "block_size"),
+            ("cuda_graph_max_bs", "max_cudagraph_capture_size"),
+        ):
             if getattr(settings, setting) is not None:
                 meant[dest] = getattr(settings, setting)
         if settings.disable_radix_cache:

@@ -65,8 +65,7 @@ GpuProcess = namedtuple("GpuProcess", "pid process_name gpus used_mib")
 class Gpu(
     namedtuple(
         "Gpu",
-        "index name uuid bus_id compute_cap total_mib reserved_mib used_mib power_limit_w"
-        " temperature_c power_w pstate utilization_pct",
+        "index name uuid bus_id compute_cap total_mib reserved_mib used_mib power_limit_w temperature_c power_w pstate utilization_pct",
     )
 ):
     @property
@@ -139,9 +138,7 @@ def pid_alive(pid: int) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
-def load_processes(
-    state_dir: str | os.PathLike, count: int, alive: Callable[[int], bool] = pid_alive
-) -> list[GpuProcess]:
+def load_processes(state_dir: str | os.PathLike, count: int, alive: Callable[[int], bool] = pid_alive) -> list[GpuProcess]:
     procs_dir = os.path.join(state_dir, "procs")
     if not os.path.isdir(procs_dir):
         return []
@@ -157,9 +154,7 @@ def load_processes(
                 used_mib=int(entry["used_mib"]),
             )
         except (KeyError, TypeError, ValueError) as exc:
-            raise ValueError(
-                f"{path}: expected {{pid: int, process_name: str, gpus: [int], used_mib: int}}: {exc!r}"
-            ) from exc
+            raise ValueError(f"{path}: expected {{pid: int, process_name: str, gpus: [int], used_mib: int}}: {exc!r}") from exc
         bad = [i for i in proc.gpus if not 0 <= i < count]
         if bad:
             raise ValueError(f"{path}: gpus: expected indexes below {count}, got {bad}")
@@ -235,7 +230,7 @@ def clip(text: str, width: int, keep_end: bool = False) -> str:
     """nvidia-smi cuts long names to `width` with '...' (GPU names keep the start, paths the end)."""
     if len(text) <= width:
         return text
-    return "..." + text[-(width - 3):] if keep_end else text[: width - 3] + "..."
+    return "..." + text[-(width - 3) :] if keep_end else text[: width - 3] + "..."
 
 
 def render_table(profile: dict, gpus: list[Gpu], processes: list[GpuProcess], now: float) -> str:
@@ -248,8 +243,7 @@ def render_table(profile: dict, gpus: list[Gpu], processes: list[GpuProcess], no
         memory = f"{gpu.used_mib}MiB"
         lines += [
             f"| {gpu.index:>3}  {clip(gpu.name, 27):<31}On  |   {gpu.bus_id:>16} Off |{'0':>21} |",
-            f"| N/A   {gpu.temperature_c:>2}C    {gpu.pstate:<2}{usage:>16} / {cap:>5} |"
-            f"{memory:>11} / {gpu.total_mib:>6}MiB |{f'{gpu.utilization_pct}%':>8}{'Default':>13} |",
+            f"| N/A   {gpu.temperature_c:>2}C    {gpu.pstate:<2}{usage:>16} / {cap:>5} |{memory:>11} / {gpu.total_mib:>6}MiB |{f'{gpu.utilization_pct}%':>8}{'Default':>13} |",
             f"|{'':41}|{'':24}|{'Disabled':>21} |",
             RULE_COLUMNS,
         ]
@@ -349,8 +343,13 @@ def _gpu_fields(profile: dict, gpu_count: int) -> dict[str, Field]:
         "vbios_version": Field("vbios_version", "", lambda g: "98.02.52.00.02"),
     }
     aliases = {
-        "gpu_name": "name", "gpu_serial": "serial", "gpu_uuid": "uuid", "gpu_bus_id": "pci.bus_id",
-        "clocks.sm": "clocks.current.sm", "clocks.mem": "clocks.current.memory", "clocks.max.mem": "clocks.max.memory",
+        "gpu_name": "name",
+        "gpu_serial": "serial",
+        "gpu_uuid": "uuid",
+        "gpu_bus_id": "pci.bus_id",
+        "clocks.sm": "clocks.current.sm",
+        "clocks.mem": "clocks.current.memory",
+        "clocks.max.mem": "clocks.max.memory",
     }
     return {**fields, **{alias: fields[name] for alias, name in aliases.items()}}
 
@@ -410,9 +409,7 @@ def select_gpus(gpus: list[Gpu], selector: str | None) -> list[Gpu]:
     return chosen
 
 
-def nvidia_smi(
-    argv: list[str], state_dir: str | os.PathLike, hostname: str, now: float, alive: Callable[[int], bool] = pid_alive
-) -> str:
+def nvidia_smi(argv: list[str], state_dir: str | os.PathLike, hostname: str, now: float, alive: Callable[[int], bool] = pid_alive) -> str:
     options: dict[str, str] = {}
     flags = set()
     args = list(argv)
@@ -475,10 +472,7 @@ def nvcc(argv: list[str], state_dir: str | os.PathLike) -> str:
 
 def driver_version_file(profile: dict) -> str:
     """/proc/driver/nvidia/version as the open kernel module writes it (layout of the real capture)."""
-    return (
-        f"NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  {profile['driver']}  Release Build  (nixbld@)  \n"
-        "GCC version:  gcc version 15.3.0 (GCC) \n"
-    )
+    return f"NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  {profile['driver']}  Release Build  (nixbld@)  \nGCC version:  gcc version 15.3.0 (GCC) \n"
 
 
 def main() -> int:

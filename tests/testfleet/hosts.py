@@ -85,7 +85,7 @@ class TestHost:
         """Where a path under /var/lib/fleet, /srv/models or /root of the host is on the machine."""
         for mount_point, backing in PERSISTENT_DIRS.items():
             if host_path == mount_point or host_path.startswith(mount_point + "/"):
-                return self.base / "persist" / backing / host_path[len(mount_point):].lstrip("/")
+                return self.base / "persist" / backing / host_path[len(mount_point) :].lstrip("/")
         raise ValueError(f"{host_path!r} is not under a persistent dir of the host ({', '.join(PERSISTENT_DIRS)})")
 
     def boot_id(self) -> str:
@@ -106,14 +106,22 @@ class TestHost:
     def ssh_options(self, connect_timeout: float = 5) -> list[str]:
         """Options for the OpenSSH client (also usable in `rsync -e`): key, known_hosts, strict."""
         return [
-            "-F", "none",  # the machine user's ~/.ssh/config must not change what tests see
-            "-i", str(self.identity_file),
-            "-o", "IdentitiesOnly=yes",
-            "-o", f"UserKnownHostsFile={self.known_hosts}",
-            "-o", "StrictHostKeyChecking=yes",
-            "-o", "BatchMode=yes",
-            "-o", f"ConnectTimeout={connect_timeout:g}",
-            "-p", str(self.port),
+            "-F",
+            "none",  # the machine user's ~/.ssh/config must not change what tests see
+            "-i",
+            str(self.identity_file),
+            "-o",
+            "IdentitiesOnly=yes",
+            "-o",
+            f"UserKnownHostsFile={self.known_hosts}",
+            "-o",
+            "StrictHostKeyChecking=yes",
+            "-o",
+            "BatchMode=yes",
+            "-o",
+            f"ConnectTimeout={connect_timeout:g}",
+            "-p",
+            str(self.port),
         ]
 
     def ssh_argv(self, remote_command: str, connect_timeout: float = 5) -> list[str]:
@@ -227,7 +235,9 @@ class TestFleet:
     def _keygen(path: Path, comment: str) -> subprocess.Popen:
         return subprocess.Popen(
             ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", comment, "-f", str(path)],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
         )
 
     @staticmethod
@@ -249,8 +259,7 @@ class TestFleet:
                 "PrintLastLog no",
                 # The post-quantum default (sntrup761) costs ~0.2 s of CPU per connection, which
                 # adds up over a test suite; every client fleet uses (OpenSSH, paramiko) has these.
-                "KexAlgorithms curve25519-sha256,curve25519-sha256@libssh.org,ecdh-sha2-nistp256,"
-                "diffie-hellman-group14-sha256",
+                "KexAlgorithms curve25519-sha256,curve25519-sha256@libssh.org,ecdh-sha2-nistp256,diffie-hellman-group14-sha256",
                 # Tests open many sessions at once (parallel hosts, rsync, polling).
                 "MaxStartups 100:30:200",
                 "MaxSessions 100",
@@ -280,9 +289,7 @@ class TestFleet:
                 # ARP failure turning into a quick "no route to host"), as in a real outage.
                 f"neigh replace {host.address} lladdr {mac}:02 dev {veth} nud permanent",
             ]
-            inside.append(
-                [f"addr add {host.address}/24 dev {HOST_VETH_PEER}", f"link set {HOST_VETH_PEER} up", "link set lo up"]
-            )
+            inside.append([f"addr add {host.address}/24 dev {HOST_VETH_PEER}", f"link set {HOST_VETH_PEER} up", "link set lo up"])
         self._ip_batch([], machine)
         for host, commands in zip(self.hosts, inside):
             self._ip_batch(["-n", host.netns], commands)
@@ -329,9 +336,10 @@ class TestFleet:
         write_atomic(script, self._boot_script(host))
         with open(host.base / "log" / "console.log", "ab") as console:
             boot = subprocess.Popen(
-                ["ip", "netns", "exec", host.netns, "unshare", "--uts", "--mount", "--pid", "--fork",
-                 "--propagation", "private", "sh", "-e", str(script)],
-                stdin=subprocess.DEVNULL, stdout=console, stderr=subprocess.STDOUT,
+                ["ip", "netns", "exec", host.netns, "unshare", "--uts", "--mount", "--pid", "--fork", "--propagation", "private", "sh", "-e", str(script)],
+                stdin=subprocess.DEVNULL,
+                stdout=console,
+                stderr=subprocess.STDOUT,
                 start_new_session=True,  # a Ctrl-C of the test run must not hit the hosts
             )
         self._boots[host.name] = boot
@@ -459,11 +467,14 @@ class TestFleet:
         record = self._record_of(host)
         if not self.is_up(host):
             raise RuntimeError(f"test host {host.name} is down")
-        env = {"PATH": f"{host.bin_dir}:{SYSTEM_PATH}", "FLEET_FAKE_GPU_DIR": str(host.fake_gpu_dir),
-               "HOME": "/root", "USER": "root", "LANG": "C.UTF-8"}
+        env = {"PATH": f"{host.bin_dir}:{SYSTEM_PATH}", "FLEET_FAKE_GPU_DIR": str(host.fake_gpu_dir), "HOME": "/root", "USER": "root", "LANG": "C.UTF-8"}
         return subprocess.run(
             ["nsenter", f"--target={record.init_pid}", "--net", "--uts", "--mount", "--pid", "--wd=/", "--", *argv],
-            stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout, env=env,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=env,
         )
 
     def processes(self, host: TestHost | str) -> dict[int, str]:
@@ -690,9 +701,7 @@ def start_test_fleet(
 FleetKind = TypeVar("FleetKind", bound=TestFleet)
 
 
-def boot_test_fleet(
-    kind: type[FleetKind], names: list[str], shm_size: str, gpu_profiles: Mapping[str, Mapping[str, object]] | None, boot_timeout: float
-) -> FleetKind:
+def boot_test_fleet(kind: type[FleetKind], names: list[str], shm_size: str, gpu_profiles: Mapping[str, Mapping[str, object]] | None, boot_timeout: float) -> FleetKind:
     """Build and boot a fleet of `kind` (plain test hosts, or systemd ones); closed again if any host fails."""
     if not names or len(set(names)) != len(names) or not all(HOSTNAME_PATTERN.match(n) for n in names):
         raise ValueError(f"test fleet: expected distinct hostnames like 'ct200', got {names!r}")

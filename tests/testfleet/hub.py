@@ -380,13 +380,15 @@ class _Handler(BaseHTTPRequestHandler):
             if token is None:
                 return self._error(401, "GatedRepo", f"Access to {repo_type} {repo_id} is restricted. You must have access to it and be authenticated to access it. Please log in.")
             if token not in repo.granted_tokens:
-                return self._error(403, "GatedRepo", f"Access to {repo_type} {repo_id} is restricted and you are not in the authorized list. Visit {self.server.hub.endpoint}/{repo_id} to ask for access.")
+                return self._error(
+                    403, "GatedRepo", f"Access to {repo_type} {repo_id} is restricted and you are not in the authorized list. Visit {self.server.hub.endpoint}/{repo_id} to ask for access."
+                )
         sha = repo.resolve(revision)
         if sha is None:
             return self._error(404, "RevisionNotFound", f"Invalid rev id: {revision}")
         f = repo.commits[sha].get(filename)
         if f is None:
-            return self._error(404, "EntryNotFound", f"{filename} does not exist on \"{revision}\"", {"X-Repo-Commit": sha})
+            return self._error(404, "EntryNotFound", f'{filename} does not exist on "{revision}"', {"X-Repo-Commit": sha})
         common = {"X-Repo-Commit": sha, "Accept-Ranges": "bytes"}
         if f.lfs:
             location = f"{self.server.hub.cdn}/blobs/{f.sha256}?name={quote(f.path.rsplit('/', 1)[-1])}"

@@ -70,10 +70,7 @@ def slurm_unavailable_reason() -> str | None:
     """Why a Slurm cluster cannot be built here (None: it can)."""
     missing = [tool for tool in SLURM_TOOLS if shutil.which(tool) is None and not Path("/usr/sbin", tool).exists()]
     if missing:
-        return (
-            f"a Slurm test cluster needs Debian's slurmctld, slurmd, slurm-client and munge (missing: {', '.join(missing)}); "
-            "apt-get install -y slurmctld slurmd slurm-client munge"
-        )
+        return f"a Slurm test cluster needs Debian's slurmctld, slurmd, slurm-client and munge (missing: {', '.join(missing)}); apt-get install -y slurmctld slurmd slurm-client munge"
     return None
 
 
@@ -141,11 +138,7 @@ class SlurmCluster:
 
     def slurm_conf(self) -> str:
         b = self.base
-        node_lines = [
-            f"NodeName={n.name} NodeAddr={n.address} CPUs={CPUS_PER_NODE} RealMemory={MEMORY_MB_PER_NODE} "
-            f"Gres=gpu:{GPUS_PER_NODE} State=UNKNOWN"
-            for n in self.nodes
-        ]
+        node_lines = [f"NodeName={n.name} NodeAddr={n.address} CPUs={CPUS_PER_NODE} RealMemory={MEMORY_MB_PER_NODE} Gres=gpu:{GPUS_PER_NODE} State=UNKNOWN" for n in self.nodes]
         names = ",".join(n.name for n in self.nodes)
         return "\n".join(
             [
@@ -209,9 +202,7 @@ class SlurmCluster:
         )
 
     def gres_conf(self) -> str:
-        lines = [
-            f"NodeName={n.name} Name=gpu File={self.node_dir(n) / 'dev'}/nvidia[0-{GPUS_PER_NODE - 1}]" for n in self.nodes
-        ]
+        lines = [f"NodeName={n.name} Name=gpu File={self.node_dir(n) / 'dev'}/nvidia[0-{GPUS_PER_NODE - 1}]" for n in self.nodes]
         return "AutoDetect=off\n" + "\n".join(lines) + "\n"
 
     def task_prolog(self) -> str:
@@ -222,7 +213,7 @@ class SlurmCluster:
                 "#!/bin/sh",
                 "me=$(hostname)",
                 f"for entry in {hosts}; do",
-                '  name=${entry%%=*}; dirs=${entry#*=}',
+                "  name=${entry%%=*}; dirs=${entry#*=}",
                 '  if [ "$name" = "$me" ]; then',
                 f'    echo "export PATH=${{dirs%%:*}}:{SYSTEM_PATH}"',
                 '    echo "export FLEET_FAKE_GPU_DIR=${dirs#*:}"',
@@ -258,8 +249,13 @@ class SlurmCluster:
     def _spawn(self, name: str, argv: list[str], log: Path) -> subprocess.Popen:
         with open(log, "ab") as out:
             process = subprocess.Popen(
-                argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=self.env,
-                start_new_session=True, preexec_fn=_die_with_parent,
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=self.env,
+                start_new_session=True,
+                preexec_fn=_die_with_parent,
             )
         self._daemons[name] = process
         return process
@@ -268,8 +264,16 @@ class SlurmCluster:
         m = self.base / "munge"
         self._spawn(
             "munged",
-            ["munged", "--foreground", "--force", f"--socket={self.munge_socket}", f"--key-file={m / 'munge.key'}",
-             f"--pid-file={m / 'munged.pid'}", f"--log-file={m / 'munged.log'}", f"--seed-file={m / 'munged.seed'}"],
+            [
+                "munged",
+                "--foreground",
+                "--force",
+                f"--socket={self.munge_socket}",
+                f"--key-file={m / 'munge.key'}",
+                f"--pid-file={m / 'munged.pid'}",
+                f"--log-file={m / 'munged.log'}",
+                f"--seed-file={m / 'munged.seed'}",
+            ],
             m / "console.log",
         )
         _wait_for(lambda: self.munge_socket.exists(), 10, lambda: f"munged did not start: {_tail(m / 'munged.log')}{_tail(m / 'console.log')}")
@@ -286,7 +290,8 @@ class SlurmCluster:
     def _start_controller(self) -> None:
         self._spawn("slurmctld", ["slurmctld", "-D", "-i"], self.base / "ctld" / "console.log")
         _wait_for(
-            lambda: self.scontrol("ping").returncode == 0, 20,
+            lambda: self.scontrol("ping").returncode == 0,
+            20,
             lambda: f"slurmctld did not answer: {_tail(self.ctld_log)}{_tail(self.base / 'ctld' / 'console.log')}",
         )
 
@@ -304,14 +309,17 @@ class SlurmCluster:
         with open(self.node_dir(node) / "console.log", "ab") as out:
             # nsenter --pid forks: slurmd is a process of the host and dies with it.
             self._slurmd[node.name] = subprocess.Popen(
-                ["nsenter", f"--target={record.init_pid}", "--net", "--uts", "--mount", "--pid", "--wd=/", "--",
-                 "slurmd", "-D", "-N", node.name],
-                stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True,
+                ["nsenter", f"--target={record.init_pid}", "--net", "--uts", "--mount", "--pid", "--wd=/", "--", "slurmd", "-D", "-N", node.name],
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=env,
+                start_new_session=True,
             )
         _wait_for(
-            lambda: self.node_state(node.name).split("+")[0] in ("IDLE", "MIXED", "ALLOCATED"), timeout,
-            lambda: f"node {node.name} not up: state {self.node_state(node.name)!r}; {_tail(self.slurmd_log(node))}"
-            f"{_tail(self.node_dir(node) / 'console.log')}",
+            lambda: self.node_state(node.name).split("+")[0] in ("IDLE", "MIXED", "ALLOCATED"),
+            timeout,
+            lambda: f"node {node.name} not up: state {self.node_state(node.name)!r}; {_tail(self.slurmd_log(node))}{_tail(self.node_dir(node) / 'console.log')}",
         )
 
     def close(self) -> None:
@@ -358,8 +366,7 @@ class SlurmCluster:
         return fields
 
     def wait_job(self, job_id: str, states: Sequence[str], timeout: float = 60) -> dict[str, str]:
-        _wait_for(lambda: self.job(job_id).get("JobState") in states, timeout,
-                  lambda: f"job {job_id}: {self.job(job_id).get('JobState')!r}, waited for {list(states)}; {_tail(self.ctld_log)}")
+        _wait_for(lambda: self.job(job_id).get("JobState") in states, timeout, lambda: f"job {job_id}: {self.job(job_id).get('JobState')!r}, waited for {list(states)}; {_tail(self.ctld_log)}")
         return self.job(job_id)
 
 
@@ -387,8 +394,12 @@ def start_slurm_cluster(fleet: TestFleet, nodes: Sequence[str], login: str) -> S
     node_hosts = [fleet[n] for n in nodes]
     first = node_hosts[0]
     cluster = SlurmCluster(
-        fleet=fleet, nodes=node_hosts, login=fleet[login], base=fleet.base / "slurm",
-        controller_address=first.gateway, controller_port=_free_port(first.gateway),
+        fleet=fleet,
+        nodes=node_hosts,
+        login=fleet[login],
+        base=fleet.base / "slurm",
+        controller_address=first.gateway,
+        controller_port=_free_port(first.gateway),
     )
     try:
         cluster._write_files()
@@ -491,8 +502,7 @@ def capture_fixtures(directory: Path) -> None:
         for job in low:
             cluster.wait_job(job, ["RUNNING"])
         urgent = _submit(cluster, f"--partition={URGENT_PARTITION}", "--gres=gpu:8", wrap="sleep 300")
-        _wait_for(lambda: any(cluster.job(j).get("Restarts", "0") != "0" or cluster.job(j).get("JobState") == "PREEMPTED" for j in low),
-                  60, lambda: [cluster.job(j) for j in low])
+        _wait_for(lambda: any(cluster.job(j).get("Restarts", "0") != "0" or cluster.job(j).get("JobState") == "PREEMPTED" for j in low), 60, lambda: [cluster.job(j) for j in low])
         save("scontrol_preempted.txt", scontrol_jobs([*low, urgent]))
         save("squeue_preempted.txt", cluster.run(["squeue", "-h", "-t", "all", "-o", SQUEUE_FORMAT]).stdout)
         cluster.run(["scancel", *low, urgent])

@@ -60,30 +60,69 @@ GENERATOR_DIRS = ("/usr/lib/systemd/system-generators", "/lib/systemd/system-gen
 # test host; masked in the host's /etc/systemd/system. Everything else of the vendor's default
 # boot (journald, dbus, logind, tmpfiles, user sessions) runs as on a real host.
 MASKED_UNITS = (
-    "systemd-udevd.service", "systemd-udev-trigger.service", "systemd-udev-settle.service",
-    "systemd-udevd-control.socket", "systemd-udevd-kernel.socket",
-    "systemd-sysctl.service", "systemd-modules-load.service", "kmod-static-nodes.service",
-    "systemd-binfmt.service", "proc-sys-fs-binfmt_misc.automount", "proc-sys-fs-binfmt_misc.mount",
-    "systemd-repart.service", "systemd-firstboot.service", "systemd-machine-id-commit.service",
-    "systemd-pcrphase.service", "systemd-pcrphase-sysinit.service", "systemd-random-seed.service",
-    "systemd-tmpfiles-setup-dev.service", "systemd-sysusers.service", "systemd-journald-audit.socket",
-    "systemd-update-utmp.service", "systemd-update-utmp-runlevel.service", "systemd-initctl.socket",
-    "systemd-ask-password-console.path", "systemd-ask-password-wall.path",
-    "dev-hugepages.mount", "dev-mqueue.mount", "sys-fs-fuse-connections.mount", "sys-kernel-config.mount",
-    "sys-kernel-debug.mount", "sys-kernel-tracing.mount", "getty.target", "console-getty.service",
-    "systemd-remount-fs.service", "systemd-hwdb-update.service", "ldconfig.service", "systemd-pstore.service",
-    "systemd-timesyncd.service", "cryptsetup.target", "integritysetup.target", "veritysetup.target",
-    "remote-fs.target", "swap.target", "modprobe@.service",
+    "systemd-udevd.service",
+    "systemd-udev-trigger.service",
+    "systemd-udev-settle.service",
+    "systemd-udevd-control.socket",
+    "systemd-udevd-kernel.socket",
+    "systemd-sysctl.service",
+    "systemd-modules-load.service",
+    "kmod-static-nodes.service",
+    "systemd-binfmt.service",
+    "proc-sys-fs-binfmt_misc.automount",
+    "proc-sys-fs-binfmt_misc.mount",
+    "systemd-repart.service",
+    "systemd-firstboot.service",
+    "systemd-machine-id-commit.service",
+    "systemd-pcrphase.service",
+    "systemd-pcrphase-sysinit.service",
+    "systemd-random-seed.service",
+    "systemd-tmpfiles-setup-dev.service",
+    "systemd-sysusers.service",
+    "systemd-journald-audit.socket",
+    "systemd-update-utmp.service",
+    "systemd-update-utmp-runlevel.service",
+    "systemd-initctl.socket",
+    "systemd-ask-password-console.path",
+    "systemd-ask-password-wall.path",
+    "dev-hugepages.mount",
+    "dev-mqueue.mount",
+    "sys-fs-fuse-connections.mount",
+    "sys-kernel-config.mount",
+    "sys-kernel-debug.mount",
+    "sys-kernel-tracing.mount",
+    "getty.target",
+    "console-getty.service",
+    "systemd-remount-fs.service",
+    "systemd-hwdb-update.service",
+    "ldconfig.service",
+    "systemd-pstore.service",
+    "systemd-timesyncd.service",
+    "cryptsetup.target",
+    "integritysetup.target",
+    "veritysetup.target",
+    "remote-fs.target",
+    "swap.target",
+    "modprobe@.service",
 )
 # What a test host runs of the vendor's boot: the journal, D-Bus, logind and user sessions, the
 # tmpfiles of its own root. Every other unit the vendor's targets pull in statically (the
 # `*.wants/` dirs under /usr/lib/systemd/system; on another distribution that may be more than
 # MASKED_UNITS names) is masked too.
-KEPT_VENDOR_UNITS = frozenset({
-    "systemd-journald.service", "systemd-journald.socket", "systemd-journald-dev-log.socket", "systemd-journal-flush.service",
-    "dbus.service", "dbus.socket", "systemd-logind.service", "systemd-user-sessions.service",
-    "systemd-tmpfiles-setup.service", "systemd-tmpfiles-clean.timer",
-})
+KEPT_VENDOR_UNITS = frozenset(
+    {
+        "systemd-journald.service",
+        "systemd-journald.socket",
+        "systemd-journald-dev-log.socket",
+        "systemd-journal-flush.service",
+        "dbus.service",
+        "dbus.socket",
+        "systemd-logind.service",
+        "systemd-user-sessions.service",
+        "systemd-tmpfiles-setup.service",
+        "systemd-tmpfiles-clean.timer",
+    }
+)
 DEVICE_NODES = ("null", "zero", "full", "random", "urandom", "tty")
 NEEDED = (SYSTEMD, "/usr/lib/systemd/systemd-journald", "/usr/bin/systemctl", "/usr/bin/journalctl", "/usr/sbin/pivot_root")
 
@@ -244,8 +283,7 @@ class SystemdTestFleet(TestFleet):
             "read -r pid rest < /proc/self/stat",
             f'echo "$pid" > {q(str(host.base / "run" / "init.pid"))}',
             f"hostname {q(host.name)}",
-            f"mount -t overlay overlay -o lowerdir=/,upperdir={q(str(host.base / 'upper'))},"
-            f"workdir={q(str(host.base / 'work'))},index=off,xino=off,redirect_dir=off,metacopy=off {q(root)}",
+            f"mount -t overlay overlay -o lowerdir=/,upperdir={q(str(host.base / 'upper'))},workdir={q(str(host.base / 'work'))},index=off,xino=off,redirect_dir=off,metacopy=off {q(root)}",
             f"mount -t proc proc {inside('/proc')}",
             f"mount --bind {inside('/proc/sys')} {inside('/proc/sys')}",
             f"mount -o remount,bind,ro {inside('/proc/sys')}",
@@ -263,10 +301,7 @@ class SystemdTestFleet(TestFleet):
             f"mount -t tmpfs -o size={q(self.shm_size)},mode=1777 tmpfs {inside('/dev/shm')}",
             f"mount -t tmpfs -o mode=755 tmpfs {inside('/run')}",
             f"mount -t tmpfs -o mode=1777 tmpfs {inside('/tmp')}",
-            *(
-                f"mkdir -p {inside(path)} && mount --bind {q(str(host.base / 'persist' / backing))} {inside(path)}"
-                for path, backing in PERSISTENT_DIRS.items()
-            ),
+            *(f"mkdir -p {inside(path)} && mount --bind {q(str(host.base / 'persist' / backing))} {inside(path)}" for path, backing in PERSISTENT_DIRS.items()),
             # The fixture's files of this host (sshd config, fake GPU tools and their state) are
             # the machine's own, not copies in the overlay: the test reads and writes them too.
             f"mkdir -p {inside(str(host.base))} && mount --bind {q(str(host.base))} {inside(str(host.base))}",
@@ -299,7 +334,10 @@ class SystemdTestFleet(TestFleet):
         with open(host.base / "log" / "console.log", "ab") as console:
             boot = subprocess.Popen(
                 ["sh", "-c", enter],
-                stdin=subprocess.DEVNULL, stdout=console, stderr=subprocess.STDOUT, start_new_session=True,
+                stdin=subprocess.DEVNULL,
+                stdout=console,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
             )
         self._boots[host.name] = boot
         record = self._record_of(host)

@@ -63,8 +63,7 @@ def test_table_matches_real_layout(tmp_path):
         (["-L"], "nvidia-smi-L.txt"),
         (
             [
-                "--query-gpu=index,name,uuid,pci.bus_id,compute_cap,memory.total,memory.used,memory.free,"
-                "driver_version,temperature.gpu,utilization.gpu",
+                "--query-gpu=index,name,uuid,pci.bus_id,compute_cap,memory.total,memory.used,memory.free,driver_version,temperature.gpu,utilization.gpu",
                 "--format=csv",
             ],
             "query-gpu.csv",
@@ -113,7 +112,9 @@ def test_live_process_is_listed_and_dead_one_is_hidden(tmp_path):
     )
     out = fake_gpu.nvidia_smi(
         ["--query-compute-apps=pid,process_name,used_memory,gpu_uuid", "--format=csv,nounits"],
-        directory, "ct200", NOW,
+        directory,
+        "ct200",
+        NOW,
     )
     rows = list(csv.reader(io.StringIO(out), skipinitialspace=True))
     assert rows[0] == ["pid", "process_name", "used_gpu_memory [MiB]", "gpu_uuid"]

@@ -27,7 +27,28 @@ from typing import Any
 
 import pytest
 
-from fleet.host.agent.client import ABORTED_BY_AGENT, ABORTED_BY_SERVER, BAD_RESPONSE, COMPLETIONS_EXTRA_FIELDS, CONNECTION_REFUSED, HTTP_400, HTTP_400_CONTEXT, HTTP_ERROR, INCOMPLETE_STREAM, NO_TOKEN_TIMEOUT, SERVER_ERROR_CHUNK, TIMEOUT, Client, Endpoint, SseDecoder, StreamState, TokenClock, health_ok, prompt_tokens_in_error, request_body
+from fleet.host.agent.client import (
+    ABORTED_BY_AGENT,
+    ABORTED_BY_SERVER,
+    BAD_RESPONSE,
+    COMPLETIONS_EXTRA_FIELDS,
+    CONNECTION_REFUSED,
+    HTTP_400,
+    HTTP_400_CONTEXT,
+    HTTP_ERROR,
+    INCOMPLETE_STREAM,
+    NO_TOKEN_TIMEOUT,
+    SERVER_ERROR_CHUNK,
+    TIMEOUT,
+    Client,
+    Endpoint,
+    SseDecoder,
+    StreamState,
+    TokenClock,
+    health_ok,
+    prompt_tokens_in_error,
+    request_body,
+)
 from fleet.host.errors import StreamError
 
 OVER_CONTEXT = (
@@ -64,7 +85,7 @@ def sse(payload: Any) -> bytes:
 def test_sse_decoder_frames_events_and_skips_comments() -> None:
     decoder = SseDecoder()
     events = []
-    for line in [": keep-alive\n", "data: {\"a\": 1}\n", "\n", "\n", "event: x\n", "data: line one\n", "data: line two\r\n", "\r\n", "data: [DONE]\n", "\n"]:
+    for line in [": keep-alive\n", 'data: {"a": 1}\n', "\n", "\n", "event: x\n", "data: line one\n", "data: line two\r\n", "\r\n", "data: [DONE]\n", "\n"]:
         data = decoder.feed_line(line)
         if data is not None:
             events.append(data)
@@ -200,14 +221,22 @@ def bench_serving_payload(function: str, path_: str, prompt: str, output_len: in
 
     namespace: dict[str, Any] = {
         **{name: getattr(typing, name) for name in ("Any", "Dict", "List", "Optional", "Union")},
-        "dataclass": dataclasses.dataclass, "field": dataclasses.field, "tqdm": object, "time": time, "sys": sys,
-        "traceback": traceback, "_create_bench_client_session": Session, "get_request_headers": dict,
-        "_ROUTING_KEY_HEADER": "X-SMG-Routing-Key", "args": bench_serving_defaults(tree), "print": lambda *a, **k: None,
+        "dataclass": dataclasses.dataclass,
+        "field": dataclasses.field,
+        "tqdm": object,
+        "time": time,
+        "sys": sys,
+        "traceback": traceback,
+        "_create_bench_client_session": Session,
+        "get_request_headers": dict,
+        "_ROUTING_KEY_HEADER": "X-SMG-Routing-Key",
+        "args": bench_serving_defaults(tree),
+        "print": lambda *a, **k: None,
     }
     exec(compile(ast.Module(body=nodes, type_ignores=[]), str(path), "exec"), namespace)
     request = namespace["RequestFuncInput"](
-        prompt=prompt, api_url="http://127.0.0.1:30011" + path_, prompt_len=9, output_len=output_len, model=model,
-        lora_name=None, image_data=None, extra_request_body={})
+        prompt=prompt, api_url="http://127.0.0.1:30011" + path_, prompt_len=9, output_len=output_len, model=model, lora_name=None, image_data=None, extra_request_body={}
+    )
     output = asyncio.run(namespace[function](request))
     assert "_Posted" in output.error, output.error  # it got as far as the post, and no further
     return posted["json"]

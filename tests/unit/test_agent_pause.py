@@ -123,8 +123,7 @@ def test_a_watch_that_does_not_tick_sees_no_gap() -> None:
         pauses.stop()
 
 
-@pytest.mark.parametrize(("value", "expected"), [(None, PAUSE_THRESHOLD_S), ("1.5", 1.5), ("0", PAUSE_THRESHOLD_S),
-                                                 ("-2", PAUSE_THRESHOLD_S), ("nan", PAUSE_THRESHOLD_S), ("soon", PAUSE_THRESHOLD_S)])
+@pytest.mark.parametrize(("value", "expected"), [(None, PAUSE_THRESHOLD_S), ("1.5", 1.5), ("0", PAUSE_THRESHOLD_S), ("-2", PAUSE_THRESHOLD_S), ("nan", PAUSE_THRESHOLD_S), ("soon", PAUSE_THRESHOLD_S)])
 def test_the_threshold_is_lowered_only_by_a_positive_number(value: str | None, expected: float) -> None:
     assert threshold_from_env({} if value is None else {THRESHOLD_ENV: value}) == expected
 

@@ -21,9 +21,17 @@ from tests.testfleet.gpu_tools import local_gpu_env
 
 def ok(tokens: int = 256, e2e: float = 2.0, ttft: float = 0.1, verify: int | None = None) -> RequestOutcome:
     return RequestOutcome(
-        started_at=1.0, ok=True, prompt_tokens=40, output_tokens=tokens, ttft_s=ttft, e2e_s=e2e,
-        itl_s=[(e2e - ttft) / (tokens - 1)] * (tokens - 1), tokens_per_chunk=[1] * tokens, spec_verify_ct=verify,
-        spec_accept_length=tokens / verify if verify else None, finish_reason="length",
+        started_at=1.0,
+        ok=True,
+        prompt_tokens=40,
+        output_tokens=tokens,
+        ttft_s=ttft,
+        e2e_s=e2e,
+        itl_s=[(e2e - ttft) / (tokens - 1)] * (tokens - 1),
+        tokens_per_chunk=[1] * tokens,
+        spec_verify_ct=verify,
+        spec_accept_length=tokens / verify if verify else None,
+        finish_reason="length",
     )
 
 
@@ -92,14 +100,37 @@ def test_nothing_sent_and_no_failure_is_still_failed() -> None:
 
 
 def test_result_document() -> None:
-    workload = {"name": "long_context", "kind": "long_context", "max_new_tokens": 256, "prompt_tokens": 30000, "corpus": "x" * 10000,
-                "instruction": "Read", "question": "Q", "margin_tokens": 64, "requests": 1}
+    workload = {
+        "name": "long_context",
+        "kind": "long_context",
+        "max_new_tokens": 256,
+        "prompt_tokens": 30000,
+        "corpus": "x" * 10000,
+        "instruction": "Read",
+        "question": "Q",
+        "margin_tokens": 64,
+        "requests": 1,
+    }
     outcome = WorkloadOutcome(sent=[Sent(ok(), {"repeat": 0, "request": 0})], extras={"calibration": {"chosen_prompt_tokens": 29990}})
     outcome.measured({"repeat": 0}, 2.0)
     facts = {"gpus": [{"name": "NVIDIA RTX PRO 6000 Blackwell Server Edition"}], "driver": {"version": "580.95.05"}}
-    identity = RunIdentity(run_id="r1", label="tp1-ar/long_context", server_id="s1", server_label="tp1-ar", sweep_id="sw", host="ct200",
-                           boot_id="b", attempt=2, agent_pid=7, gpus=(0,), server={"version": "0.5.23"}, log_path="logs/tp1-ar.log",
-                           host_facts=facts, provenance=None, engine_release="0.5.23")
+    identity = RunIdentity(
+        run_id="r1",
+        label="tp1-ar/long_context",
+        server_id="s1",
+        server_label="tp1-ar",
+        sweep_id="sw",
+        host="ct200",
+        boot_id="b",
+        attempt=2,
+        agent_pid=7,
+        gpus=(0,),
+        server={"version": "0.5.23"},
+        log_path="logs/tp1-ar.log",
+        host_facts=facts,
+        provenance=None,
+        engine_release="0.5.23",
+    )
     result = build_result(identity=identity, workload={**workload, "requests": 1}, outcome=outcome, started_at=10.0, ended_at=12.5)
     document = result.to_json()
     assert document["schema"] == RESULT_SCHEMA == "fleet.run_result/2" and document["status"] == "ok" and document["failure"] is None
@@ -115,9 +146,24 @@ def test_result_document() -> None:
 
 
 def identity(sim_speed: float | None = None) -> RunIdentity:
-    return RunIdentity(run_id="r1", label="tp1-ddtree-b15/x", server_id="s1", server_label="tp1-ddtree-b15", sweep_id="sw", host="h",
-                       boot_id="b", attempt=1, agent_pid=7, gpus=(0,), server={}, log_path="x.log", host_facts=None, provenance=None,
-                       engine_release="0.5.23", sim_speed=sim_speed)
+    return RunIdentity(
+        run_id="r1",
+        label="tp1-ddtree-b15/x",
+        server_id="s1",
+        server_label="tp1-ddtree-b15",
+        sweep_id="sw",
+        host="h",
+        boot_id="b",
+        attempt=1,
+        agent_pid=7,
+        gpus=(0,),
+        server={},
+        log_path="x.log",
+        host_facts=None,
+        provenance=None,
+        engine_release="0.5.23",
+        sim_speed=sim_speed,
+    )
 
 
 def short_workload(requests: int, max_new: int = 256) -> dict:
@@ -165,8 +211,7 @@ def test_a_simulated_run_is_in_simulated_time_and_says_so() -> None:
 
 
 def test_a_concurrency_run_has_figures_per_level_and_none_blended() -> None:
-    workload = {"name": "concurrency", "kind": "concurrency", "max_new_tokens": 256, "levels": [1, 4], "prompt": {"name": "qsort", "text": "."},
-                "requests_per_level": 2}
+    workload = {"name": "concurrency", "kind": "concurrency", "max_new_tokens": 256, "levels": [1, 4], "prompt": {"name": "qsort", "text": "."}, "requests_per_level": 2}
     out = WorkloadOutcome()
     for level, wall in ((1, 4.0), (4, 2.0)):
         for i in range(2):
@@ -210,8 +255,22 @@ def test_acceptance_length_is_the_servers_own_figure_over_the_same_requests(tmp_
     - one prefill token per request) / verify calls. fleet's figure from the per-request counts
     equals it; counting the prefill token (meta_info's completion_tokens / spec_verify_ct) reads higher."""
     env = local_gpu_env(tmp_path / "gpu", os.environ)
-    args = ["--model-path", "qwen3.6-27b", "--context-length", "32768", "--mem-fraction-static", "0.75", "--speculative-algorithm", "DFLASH",
-            "--speculative-draft-model-path", "qwen3.6-27b-dflash", "--speculative-num-draft-tokens", "16", "--trust-remote-code", "--enable-metrics"]
+    args = [
+        "--model-path",
+        "qwen3.6-27b",
+        "--context-length",
+        "32768",
+        "--mem-fraction-static",
+        "0.75",
+        "--speculative-algorithm",
+        "DFLASH",
+        "--speculative-draft-model-path",
+        "qwen3.6-27b-dflash",
+        "--speculative-num-draft-tokens",
+        "16",
+        "--trust-remote-code",
+        "--enable-metrics",
+    ]
     server = start_sim(args, tmp_path / "server.log", env={**env, "CUDA_VISIBLE_DEVICES": "0"}, speed=0.005)
     endpoint = Endpoint("127.0.0.1", server.port)
     try:

@@ -13,7 +13,21 @@ from pathlib import Path
 
 import pytest
 
-from fleet.host.agent.services import SERVICE_ENV_MARKER, ProcessServices, ServiceSpec, clear_stale, exit_description, group_members, kill_group, parse_systemctl_show, pid_alive, port_listeners, started_by_fleet, systemd_status, wait_free
+from fleet.host.agent.services import (
+    SERVICE_ENV_MARKER,
+    ProcessServices,
+    ServiceSpec,
+    clear_stale,
+    exit_description,
+    group_members,
+    kill_group,
+    parse_systemctl_show,
+    pid_alive,
+    port_listeners,
+    started_by_fleet,
+    systemd_status,
+    wait_free,
+)
 from fleet.host.errors import ServiceError
 from fleet.host.engines.sim.gpu import register_process
 from fleet.host.engines.sim.harness import free_port
@@ -131,7 +145,7 @@ def test_a_pid_file_from_another_boot_is_ignored(tmp_path: Path) -> None:
 def test_stop_kills_the_whole_group_and_escalates_to_sigkill(tmp_path: Path) -> None:
     services = ProcessServices(tmp_path / "state")
     stubborn = "import signal,time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('ready', flush=True); time.sleep(60)"
-    services.start(spec(tmp_path, "srv", ["sh", "-c", f"sleep 60 & {sys.executable} -c \"{stubborn}\""]))
+    services.start(spec(tmp_path, "srv", ["sh", "-c", f'sleep 60 & {sys.executable} -c "{stubborn}"']))
     assert wait(lambda: "ready" in (tmp_path / "srv.log").read_text())
     leader = services.status("srv").pid
     assert leader is not None

@@ -174,8 +174,7 @@ PLAYBOOK_CASES = [
     P("flag-key-shell", "server.flags", {"x; touch /tmp/p": 1}, "server.flags", "engine flag name"),
     P("flag-key-leading-dashes", "server.flags", {"--enable-mixed-chunk": True}, "server.flags", "without the leading --"),
     P("flag-unknown", "server.flags", {"no-such-flag": 1}, "server.flags.no-such-flag", "unrecognized arguments"),
-    P("flag-fork-only-on-upstream", "methods.autoregressive.flags", {"speculative-ddtree-budget": 3},
-      "methods.autoregressive.flags.speculative-ddtree-budget", "unrecognized arguments"),
+    P("flag-fork-only-on-upstream", "methods.autoregressive.flags", {"speculative-ddtree-budget": 3}, "methods.autoregressive.flags.speculative-ddtree-budget", "unrecognized arguments"),
     P("flag-bad-value", "server.flags", {"page-size": "x"}, "server.flags.page-size", "invalid"),
     P("flag-missing-value", "server.flags", {"page-size": True}, "server.flags.page-size", "expected one argument"),
     P("override-flag-unknown", "overrides", [{"tp": 1, "server": {"flags": {"bogus-flag": 1}}}], "overrides[0].server.flags.bogus-flag"),
@@ -205,9 +204,7 @@ PLAYBOOK_CASES = [
     P("workload-name-too-long", "workloads", {"w" * 100: {"kind": "short", "prompts": ["fib"]}}, "workloads", "at most 64 characters"),
 ]
 
-ALIAS_BOMB = b"a0: &a0 [x, x, x, x, x, x, x, x, x]\n" + b"".join(
-    b"a%d: &a%d [%s]\n" % (i, i, b", ".join([b"*a%d" % (i - 1)] * 9)) for i in range(1, 10)
-)
+ALIAS_BOMB = b"a0: &a0 [x, x, x, x, x, x, x, x, x]\n" + b"".join(b"a%d: &a%d [%s]\n" % (i, i, b", ".join([b"*a%d" % (i - 1)] * 9)) for i in range(1, 10))
 NUL_YAML = b"name: ct200\naddress: 10.0.0.1\n\x00\x01\x02"
 RAW_CASES = [
     Case("host-binary", "host", "", NUL_YAML, "", ("a YAML text file", "binary")),
@@ -321,8 +318,25 @@ ALL_CASES = HOST_CASES + PLAYBOOK_CASES + RAW_CASES
 def test_the_suite_covers_at_least_80_cases_of_every_class() -> None:
     assert len(ALL_CASES) >= 80
     ids = " ".join(c.id for c in ALL_CASES)
-    for word in ("semicolon", "substitution", "backticks", "newline", "unicode", "traversal", "space", "leading-dash",
-                 "huge", "binary", "not-utf8", "duplicate", "true", "missing", "unknown", "infinite", "quote"):
+    for word in (
+        "semicolon",
+        "substitution",
+        "backticks",
+        "newline",
+        "unicode",
+        "traversal",
+        "space",
+        "leading-dash",
+        "huge",
+        "binary",
+        "not-utf8",
+        "duplicate",
+        "true",
+        "missing",
+        "unknown",
+        "infinite",
+        "quote",
+    ):
         assert word in ids, word
 
 
@@ -335,11 +349,29 @@ def test_fleet_plan_refuses_bad_input_before_any_host_is_contacted(ws: Workspace
     assert_refused(case, code, output, host_file, book)
 
 
-SWEEP_CASES = [c for c in ALL_CASES if c.id in {
-    "address-leading-dash-option", "work-dir-command-substitution", "port-true", "python-semicolon", "host-duplicate-key",
-    "repo-dotdot", "card-traversal", "flag-unknown", "flag-key-shell", "prompt-unknown", "timeout-infinite",
-    "env-name-space", "path-relative", "playbook-binary", "max-new-tokens-above-context", "name-300-characters",
-}]
+SWEEP_CASES = [
+    c
+    for c in ALL_CASES
+    if c.id
+    in {
+        "address-leading-dash-option",
+        "work-dir-command-substitution",
+        "port-true",
+        "python-semicolon",
+        "host-duplicate-key",
+        "repo-dotdot",
+        "card-traversal",
+        "flag-unknown",
+        "flag-key-shell",
+        "prompt-unknown",
+        "timeout-infinite",
+        "env-name-space",
+        "path-relative",
+        "playbook-binary",
+        "max-new-tokens-above-context",
+        "name-300-characters",
+    }
+]
 
 
 @pytest.mark.timeout(60)

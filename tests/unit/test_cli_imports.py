@@ -32,10 +32,8 @@ PLANNING = {"fleet.plan", "fleet.playbook", "fleet.planning.schedule", "fleet.pr
 
 
 def loaded(args: list[str], watched: set[str], tmp_path: Path) -> set[str]:
-    env = {**os.environ, "FLEET_HOSTS_DIR": str(shipped_hosts(tmp_path)), "FLEET_RESULTS_DIR": str(tmp_path / "results"),
-           "XDG_CACHE_HOME": str(tmp_path / "cache")}
-    done = subprocess.run([sys.executable, "-c", PROBE, ",".join(sorted(watched)), *args], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=120)
+    env = {**os.environ, "FLEET_HOSTS_DIR": str(shipped_hosts(tmp_path)), "FLEET_RESULTS_DIR": str(tmp_path / "results"), "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    done = subprocess.run([sys.executable, "-c", PROBE, ",".join(sorted(watched)), *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
     lines = [line for line in done.stderr.splitlines() if line.startswith("LOADED=")]
     assert lines, (done.returncode, done.stdout[-2000:], done.stderr[-2000:])
     return set(json.loads(lines[-1].removeprefix("LOADED=")))

@@ -26,11 +26,20 @@ from fleet.host.contract import (
 
 def _result(**changes: object) -> RunResult:
     base = RunResult(
-        run_id="r1", label="tp1-ddtree-b12/short", server_id="s1", server_label="tp1-ddtree-b12", sweep_id="sw", host="ct200",
-        status=RunStatus.failed, failure=Failure("server_died", "died while serving", ("CUDA error: an illegal instruction",), "logs/x.log", -6,
-                                                   {"class": "cuda_illegal_instruction"}),
+        run_id="r1",
+        label="tp1-ddtree-b12/short",
+        server_id="s1",
+        server_label="tp1-ddtree-b12",
+        sweep_id="sw",
+        host="ct200",
+        status=RunStatus.failed,
+        failure=Failure("server_died", "died while serving", ("CUDA error: an illegal instruction",), "logs/x.log", -6, {"class": "cuda_illegal_instruction"}),
         figures={"requests": {"sent": 4, "ok": 0, "failed": 4, "timed_out": 0}, "output_tok_s": None},
-        workload={"name": "short", "kind": "short"}, started_at=1.0, ended_at=2.5, gpus=(0, 1), engine_release="0.5.23",
+        workload={"name": "short", "kind": "short"},
+        started_at=1.0,
+        ended_at=2.5,
+        gpus=(0, 1),
+        engine_release="0.5.23",
         extras={"levels": [{"concurrency": 1}]},
     )
     return RunResult(**{**vars(base), **changes})  # type: ignore[arg-type]
@@ -80,8 +89,15 @@ def test_a_field_of_the_wrong_kind_is_named(field: str, value: object, message: 
 
 def test_progress_round_trips_and_checks_its_schema() -> None:
     progress = Progress(
-        sweep_id="sw", agent_pid=42, boot_id="b1", started_at=1.0, updated_at=2.0, state=AgentState.finished_with_errors, total=5,
-        counts={"ok": 3, "failed": 1}, servers={"s1": ServerProgress("tp1-ar", ServerPhase.running, "tp1-ar/short", 1.5)},
+        sweep_id="sw",
+        agent_pid=42,
+        boot_id="b1",
+        started_at=1.0,
+        updated_at=2.0,
+        state=AgentState.finished_with_errors,
+        total=5,
+        counts={"ok": 3, "failed": 1},
+        servers={"s1": ServerProgress("tp1-ar", ServerPhase.running, "tp1-ar/short", 1.5)},
         last_error=AgentError("tp1-ar", "server_died", "died", 1.7),
     )
     document = progress.to_json()

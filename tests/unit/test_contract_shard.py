@@ -19,10 +19,8 @@ def make_shard() -> Shard:
         service_manager="process",
         limits=AgentLimits(server_start_timeout_s=900, request_timeout_s=300, no_token_timeout_s=60),
         servers=[
-            ServerSpec("a1", "tp1-ar", [0], 30000, ["python", "-m", "sglang.launch_server"], {"CUDA_VISIBLE_DEVICES": "0"}, "fleet-srv-sw1-a1",
-                       runs=[RunSpec("r1", "tp1-ar/short", short, repeats=2)]),
-            ServerSpec("b2", "tp4-dflash", [0, 1, 2, 3], 30010, ["python"], {}, "fleet-srv-sw1-b2", api="completions",
-                       runs=[RunSpec("r2", "tp4-dflash/short", short)], estimate_s=42.5),
+            ServerSpec("a1", "tp1-ar", [0], 30000, ["python", "-m", "sglang.launch_server"], {"CUDA_VISIBLE_DEVICES": "0"}, "fleet-srv-sw1-a1", runs=[RunSpec("r1", "tp1-ar/short", short, repeats=2)]),
+            ServerSpec("b2", "tp4-dflash", [0, 1, 2, 3], 30010, ["python"], {}, "fleet-srv-sw1-b2", api="completions", runs=[RunSpec("r2", "tp4-dflash/short", short)], estimate_s=42.5),
         ],
         gpus=list(range(8)),
         exclusive=True,

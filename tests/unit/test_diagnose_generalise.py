@@ -27,10 +27,7 @@ NCCL_TIMEOUT = (
     "timeout: WorkNCCL(SeqNum=5, OpType=ALLREDUCE, NumelIn=4096, NumelOut=4096, Timeout(ms)=600000) ran for "
     "600018 milliseconds before timing out."
 )
-OOM = (
-    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of "
-    "79.19 GiB of which 1.02 GiB is free."
-)
+OOM = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.19 GiB of which 1.02 GiB is free."
 
 
 @pytest.mark.parametrize("entry", REAL_MANIFEST, ids=[entry["file"] for entry in REAL_MANIFEST])
@@ -138,13 +135,17 @@ def test_the_last_start_decides() -> None:
 @pytest.mark.parametrize(
     ("lines", "stalled_at"),
     [
-        (["[2026-05-24 10:00:00 TP0] Load weight begin. avail mem=78.00 GB",
-          "Loading safetensors checkpoint shards:  40% Completed | 2/5 [00:31<00:47, 15.61s/it]"], "loading weights"),
+        (["[2026-05-24 10:00:00 TP0] Load weight begin. avail mem=78.00 GB", "Loading safetensors checkpoint shards:  40% Completed | 2/5 [00:31<00:47, 15.61s/it]"], "loading weights"),
         (["[2026-05-24 10:00:00 TP0] Init torch distributed begin."], "initialising torch distributed / NCCL"),
         # vLLM's gpu_model_runner: "Capturing CUDA graph shapes" tqdm bar, cut mid-way
-        (["INFO 06-01 10:00:00 [gpu_model_runner.py:1100] Starting to load model /models/x...",
-          "INFO 06-01 10:01:00 [gpu_model_runner.py:1120] Model loading took 14.99 GiB and 60.1 seconds",
-          "Capturing CUDA graph shapes:  43%|████▎     | 29/67 [00:12<00:16,  2.31it/s]"], "capturing CUDA graphs"),
+        (
+            [
+                "INFO 06-01 10:00:00 [gpu_model_runner.py:1100] Starting to load model /models/x...",
+                "INFO 06-01 10:01:00 [gpu_model_runner.py:1120] Model loading took 14.99 GiB and 60.1 seconds",
+                "Capturing CUDA graph shapes:  43%|████▎     | 29/67 [00:12<00:16,  2.31it/s]",
+            ],
+            "capturing CUDA graphs",
+        ),
     ],
 )
 def test_a_bare_stalled_start_is_classed_with_its_stall_point(lines: list[str], stalled_at: str) -> None:
@@ -155,8 +156,10 @@ def test_a_bare_stalled_start_is_classed_with_its_stall_point(lines: list[str], 
 
 
 def test_a_log_that_ends_between_steps_is_unknown_with_its_stop_point() -> None:
-    lines = ["[2026-05-24 10:00:00 TP0] Load weight end. type=LlamaForCausalLM, dtype=torch.bfloat16, avail mem=60.00 GB, mem usage=15.00 GB.",
-             "[2026-05-24 10:00:01 TP0] KV Cache is allocated. #tokens: 300288, K size: 8.38 GB, V size: 5.59 GB"]
+    lines = [
+        "[2026-05-24 10:00:00 TP0] Load weight end. type=LlamaForCausalLM, dtype=torch.bfloat16, avail mem=60.00 GB, mem usage=15.00 GB.",
+        "[2026-05-24 10:00:01 TP0] KV Cache is allocated. #tokens: 300288, K size: 8.38 GB, V size: 5.59 GB",
+    ]
     diagnosis = diagnose_text(lines)
     assert diagnosis.failure_class == "unknown"
     assert diagnosis.evidence[0].text == "last startup step: done allocating the KV cache"
@@ -172,15 +175,19 @@ def test_a_log_that_ends_between_steps_is_unknown_with_its_stop_point() -> None:
     ],
 )
 def test_a_healthy_log_cut_after_uvicorn_came_up_is_no_failure(last: str) -> None:
-    lines = [CAPTURE, "[2026-05-24 10:01:50 TP0] Capture cuda graph end. Time elapsed: 11.93 s. mem usage=0.61 GB. avail mem=11.19 GB.",
-             "[2026-05-24 10:01:59] INFO:     Started server process [4242]", "[2026-05-24 10:01:59] INFO:     Waiting for application startup.", last]
+    lines = [
+        CAPTURE,
+        "[2026-05-24 10:01:50 TP0] Capture cuda graph end. Time elapsed: 11.93 s. mem usage=0.61 GB. avail mem=11.19 GB.",
+        "[2026-05-24 10:01:59] INFO:     Started server process [4242]",
+        "[2026-05-24 10:01:59] INFO:     Waiting for application startup.",
+        last,
+    ]
     assert diagnose_text(lines).failure_class is None
 
 
 def test_the_engine_watchdog_during_start_is_a_start_timeout_and_during_serving_a_hang() -> None:
     # SGLang utils/watchdog.py (0.5.x) and managers/scheduler.py (0.4.x) wordings.
-    for line in ("[2026-05-24 10:05:00 TP0] Scheduler watchdog timeout (self.watchdog_timeout=300, self.soft=False)",
-                 "[2026-05-24 10:05:00 TP0] Watchdog timeout (self.watchdog_timeout=300)"):
+    for line in ("[2026-05-24 10:05:00 TP0] Scheduler watchdog timeout (self.watchdog_timeout=300, self.soft=False)", "[2026-05-24 10:05:00 TP0] Watchdog timeout (self.watchdog_timeout=300)"):
         started = diagnose_text([CAPTURE, line])
         assert started.failure_class == "server_start_timeout"
         assert [item.text for item in started.evidence][:1] == ["last startup step: capturing CUDA graphs"]
@@ -194,18 +201,36 @@ def test_the_engine_watchdog_during_start_is_a_start_timeout_and_during_serving_
     ("line", "failure_class"),
     [
         # tokenizer_manager.py's 400 text with the apostrophe as JSON/repr/HTML/typography print it
-        ('{"object":"error","message":"The input (5000 tokens) is longer than the model\\\'s context length (4096 tokens).","type":"BadRequestError","param":null,"code":400}', "context_length_exceeded"),
+        (
+            '{"object":"error","message":"The input (5000 tokens) is longer than the model\\\'s context length (4096 tokens).","type":"BadRequestError","param":null,"code":400}',
+            "context_length_exceeded",
+        ),
         ('{"error": {"message": "The input (5000 tokens) is longer than the model\\u2019s context length (4096 tokens)."}}', "context_length_exceeded"),
         ("The input (5000 tokens) is longer than the model&#39;s context length (4096 tokens).", "context_length_exceeded"),
-        ('{"object":"error","message":"Requested token count exceeds the model\\u2019s maximum context length of 4096 tokens. You requested a total of 5000 tokens: 4000 tokens from the input messages and 1000 tokens for the completion. Please reduce the number of tokens in the input messages or the completion to fit within the limit."}', "context_length_exceeded"),
+        (
+            '{"object":"error","message":"Requested token count exceeds the model\\u2019s maximum context length of 4096 tokens. You requested a total of 5000 tokens: 4000 tokens from the input messages and 1000 tokens for the completion. Please reduce the number of tokens in the input messages or the completion to fit within the limit."}',
+            "context_length_exceeded",
+        ),
         # vLLM input processor and config
-        ("ValueError: The decoder prompt (length 5000) is longer than the maximum model length of 4096. Make sure that `max_model_len` is no smaller than the number of text tokens.", "context_length_exceeded"),
-        ("ValueError: User-specified max_model_len (40000) is greater than the derived max_model_len (max_position_embeddings=32768 or model_max_length=None in model's config.json). To allow overriding this maximum, set the env var VLLM_ALLOW_LONG_MAX_MODEL_LEN=1.", "context_length_exceeded"),
+        (
+            "ValueError: The decoder prompt (length 5000) is longer than the maximum model length of 4096. Make sure that `max_model_len` is no smaller than the number of text tokens.",
+            "context_length_exceeded",
+        ),
+        (
+            "ValueError: User-specified max_model_len (40000) is greater than the derived max_model_len (max_position_embeddings=32768 or model_max_length=None in model's config.json). To allow overriding this maximum, set the env var VLLM_ALLOW_LONG_MAX_MODEL_LEN=1.",
+            "context_length_exceeded",
+        ),
         # vLLM's KV cache refusals
         ("ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing the engine.", "kv_pool_too_small"),
-        ("(EngineCore_DP0 pid=2) ValueError: To serve at least one request with the models's max seq len (131072), (16.00 GiB KV cache is needed, which is larger than the available KV cache memory (2.10 GiB). Based on the available memory, the estimated maximum model length is 17216. Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine.", "kv_pool_too_small"),
+        (
+            "(EngineCore_DP0 pid=2) ValueError: To serve at least one request with the models's max seq len (131072), (16.00 GiB KV cache is needed, which is larger than the available KV cache memory (2.10 GiB). Based on the available memory, the estimated maximum model length is 17216. Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine.",
+            "kv_pool_too_small",
+        ),
         # capability refusals in other words
-        ("ValueError: Bfloat16 is only supported on GPUs with compute capability of at least 8.0. Your Tesla T4 GPU has compute capability 7.5. You can use float16 instead by explicitly setting the `dtype` flag in CLI, for example: --dtype=half.", "unsupported_gpu_arch"),
+        (
+            "ValueError: Bfloat16 is only supported on GPUs with compute capability of at least 8.0. Your Tesla T4 GPU has compute capability 7.5. You can use float16 instead by explicitly setting the `dtype` flag in CLI, for example: --dtype=half.",
+            "unsupported_gpu_arch",
+        ),
         ("ValueError: The quantization method fp8 is not supported for the current GPU. Minimum capability: 80. Current capability: 75.", "unsupported_gpu_arch"),
         ("RuntimeError: Unsupported compute capability: 7.0", "unsupported_gpu_arch"),
         ("RuntimeError: This container only supports sm75 and newer GPUs", "unsupported_gpu_arch"),

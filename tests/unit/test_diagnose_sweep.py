@@ -88,10 +88,19 @@ def test_a_sweep_folder_finds_every_failure_once_and_nothing_else(tmp_path: Path
         "b8-long": _result("tp1-b12-timeout", run_id="b8b", label="tp1-b8-long", failure=died),
         # A server whose log was not fetched: the agent's stored diagnosis is read, not redone.
         "oom": _result(
-            "tp1-b12-timeout", run_id="oom", label="tp1-oom-fib",
-            failure={**died, "log_path": "/var/lib/fleet/sweeps/s1/logs/tp1-oom.log", "diagnosis": {
-                "failure_class": "cuda_oom", "evidence": [{"line": 7, "text": "torch.OutOfMemoryError: CUDA out of memory."}],
-                "fix": "lower --mem-fraction-static", "figures": {"tried": "1.52 GiB"}}},
+            "tp1-b12-timeout",
+            run_id="oom",
+            label="tp1-oom-fib",
+            failure={
+                **died,
+                "log_path": "/var/lib/fleet/sweeps/s1/logs/tp1-oom.log",
+                "diagnosis": {
+                    "failure_class": "cuda_oom",
+                    "evidence": [{"line": 7, "text": "torch.OutOfMemoryError: CUDA out of memory."}],
+                    "fix": "lower --mem-fraction-static",
+                    "figures": {"tried": "1.52 GiB"},
+                },
+            },
         ),  # fmt: skip
         # The client saw the 400; the server log (the healthy one) shows no failure.
         "ctx": _result("tp1-auto-ctx30k", log_path="/var/lib/fleet/sweeps/s1/logs/tp1-linear.log"),

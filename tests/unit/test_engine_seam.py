@@ -39,9 +39,7 @@ def engine_package_imports(path: Path) -> list[str]:
             if _names_a_package(node.module):
                 found.append(f"{node.lineno}: from {node.module} import ...")
             else:
-                found += [
-                    f"{node.lineno}: from {node.module} import {a.name}" for a in node.names if _names_a_package(f"{node.module}.{a.name}")
-                ]
+                found += [f"{node.lineno}: from {node.module} import {a.name}" for a in node.names if _names_a_package(f"{node.module}.{a.name}")]
         elif isinstance(node, ast.Call):
             func = node.func
             name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
@@ -65,11 +63,7 @@ NOT_YET_BEHIND_THE_SEAM = {
 
 
 def test_no_module_outside_the_engines_imports_an_engine_package() -> None:
-    offenders = {
-        str(path.relative_to(FLEET_DIR.parent)): hits
-        for path in modules_outside_the_engines()
-        if (hits := engine_package_imports(path))
-    }
+    offenders = {str(path.relative_to(FLEET_DIR.parent)): hits for path in modules_outside_the_engines() if (hits := engine_package_imports(path))}
     assert set(offenders) == NOT_YET_BEHIND_THE_SEAM, offenders
 
 

@@ -17,7 +17,22 @@ from fleet.facts import FactsCache, commands, facts_table, gather, gather_facts
 from fleet.facts.commands import Fact, composite_script, engine_fact, file_fact, limited, parse_section
 from fleet.facts.engine_probe import PROBE_MARK
 from fleet.facts.models import Driver, FactsRequest
-from fleet.facts.parsers import parse_boot_id, parse_df, parse_disk_space, parse_driver_header, parse_du_bytes, parse_engine_probe, parse_gpu_processes, parse_gpus, parse_kernel, parse_kernel_module, parse_meminfo, parse_nvcc, parse_os_release, parse_systemd
+from fleet.facts.parsers import (
+    parse_boot_id,
+    parse_df,
+    parse_disk_space,
+    parse_driver_header,
+    parse_du_bytes,
+    parse_engine_probe,
+    parse_gpu_processes,
+    parse_gpus,
+    parse_kernel,
+    parse_kernel_module,
+    parse_meminfo,
+    parse_nvcc,
+    parse_os_release,
+    parse_systemd,
+)
 from fleet.errors import FactError
 from fleet.host.facts_output import SectionOutput, split_sections
 from fleet.transport.local import LocalTransport
@@ -64,9 +79,7 @@ def test_gpus_real_h200_with_header_units_and_extra_columns():
 def test_gpus_real_h200_noheader_nounits():
     fields = ("index", "name", "compute_cap", "memory.total", "driver_version")
     (gpu,) = parse_gpus(read(H200 / "query-gpu-noheader.csv"), fields=fields)
-    assert (gpu.name, gpu.compute_capability, gpu.memory_total_mib, gpu.driver_version) == (
-        "NVIDIA H200", "9.0", 143771, "580.159.04"
-    )
+    assert (gpu.name, gpu.compute_capability, gpu.memory_total_mib, gpu.driver_version) == ("NVIDIA H200", "9.0", 143771, "580.159.04")
     assert gpu.uuid is None and gpu.memory_free_mib is None
 
 
@@ -137,9 +150,7 @@ def test_gpu_processes_no_running_processes_message_and_commas_in_names():
 # --- driver and toolkit -------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    "capture", [DEVICE / "nvidia-smi-version.txt", H200 / "nvidia-smi.txt", H200 / "nvidia-smi-q.txt", RTX / "nvidia-smi.txt"]
-)
+@pytest.mark.parametrize("capture", [DEVICE / "nvidia-smi-version.txt", H200 / "nvidia-smi.txt", H200 / "nvidia-smi-q.txt", RTX / "nvidia-smi.txt"])
 def test_driver_header(capture):
     driver = parse_driver_header(read(capture))
     assert (driver.version, driver.cuda_version) == ("580.159.04", "13.0")
@@ -353,9 +364,7 @@ def test_a_hanging_section_times_out_alone():
 def test_the_facts_scripts_output_on_a_real_h200_host_reads_as_every_fact():
     # Captured 2026-12-01 on a real H200 host (Ubuntu 24.04, dash, GNU timeout, no systemctl):
     # the script this module builds (facts-script.sh beside it), for these paths and `python3`.
-    request = FactsRequest(
-        paths={"work_dir": "/tmp/fleetb4/work", "model_cache": "/tmp/fleetb4/models/qwen", "staging": "/dev/shm/fleet"}, engine_python="python3"
-    )
+    request = FactsRequest(paths={"work_dir": "/tmp/fleetb4/work", "model_cache": "/tmp/fleetb4/models/qwen", "staging": "/dev/shm/fleet"}, engine_python="python3")
     facts = gather._volatile_facts(request) + gather._stable_facts(request)
     sections = split_sections(read(DEVICE / "facts-script-output.txt"))
     values = {fact.name: parse_section(fact, sections[fact.name]) for fact in facts}

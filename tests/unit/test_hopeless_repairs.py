@@ -30,8 +30,12 @@ def test_a_repair_never_proposes_a_variant_predicted_to_fail_the_same_way() -> N
     run = b32(4)
     # 4 -> 2 is what the blind ladder proposed; the planner says 2 fails the same way.
     assert predicted_failure(
-        b32(2).server, "kv_pool_too_small", engine="sim", gpu_memory_mib=RTX_PRO_6000_MIB,
-        engine_version="0.5.23", fork="ddtree",
+        b32(2).server,
+        "kv_pool_too_small",
+        engine="sim",
+        gpu_memory_mib=RTX_PRO_6000_MIB,
+        engine_version="0.5.23",
+        fork="ddtree",
     )
     fix = propose(run, "kv_pool_too_small", engine_version="0.5.23", engine_fork="ddtree")
     assert fix is None, fix.description if fix else None

@@ -66,11 +66,7 @@ BARE_PYTHON = [sys.executable, "-I", "-S"]
 
 def test_every_shipped_module_imports_with_the_standard_library_only(tmp_path: Path) -> None:
     host_dir = _materialise(tmp_path)
-    modules = [
-        ".".join(p.relative_to(host_dir).with_suffix("").parts).removesuffix(".__init__")
-        for p in sorted((host_dir / "fleet" / "host").rglob("*.py"))
-        if p.name != "__main__.py"
-    ]
+    modules = [".".join(p.relative_to(host_dir).with_suffix("").parts).removesuffix(".__init__") for p in sorted((host_dir / "fleet" / "host").rglob("*.py")) if p.name != "__main__.py"]
     code = "import importlib, sys; sys.path.insert(0, '.')\nfor m in sys.argv[1:]: importlib.import_module(m)"
     result = subprocess.run([*BARE_PYTHON, "-c", code, *modules], cwd=host_dir, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr

@@ -67,9 +67,7 @@ def local_host(tmp_path: Path, python: str) -> Host:
 
 
 def fetch(t: LocalTransport, model: ModelRef, host: Host, tmp_path: Path, secrets: dict[str, str]):
-    return ensure_cached(
-        t, model, host, read_state(t, model, host), dry_run=False, mirror_root=tmp_path, transfer=lambda action: action(), timeout=240, secrets=secrets
-    )
+    return ensure_cached(t, model, host, read_state(t, model, host), dry_run=False, mirror_root=tmp_path, transfer=lambda action: action(), timeout=240, secrets=secrets)
 
 
 def files_under(directory: Path) -> dict[str, bytes]:
@@ -149,9 +147,7 @@ class CmdlineWatch:
         self._thread.join()
 
 
-def test_a_gated_repo_is_a_clear_message_and_the_token_travels_only_in_the_environment(
-    client: str, hub: HubServer, env: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
+def test_a_gated_repo_is_a_clear_message_and_the_token_travels_only_in_the_environment(client: str, hub: HubServer, env: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG)
     sha = hub.add_commit("org/gated", MODEL_V1, gated=True, granted_tokens=(TOKEN,))
     host, t = local_host(tmp_path, client), LocalTransport("local")

@@ -64,8 +64,7 @@ BAD_HOSTS = [
     ("name: CT 200\naddress: 10.0.0.1\n", "name", "match pattern"),
     ("name: ct201\naddress: 10.0.0.1\n", "name", "file name"),
     ("", "", "a mapping describing a Host"),
-    ("name: ct200\naddress: 10.0.0.1\nengine: {release: '0.5.13'}\n", "engine.release",
-     "one of the SGLang releases fleet knows (0.5.12, 0.5.23), not '0.5.13'"),
+    ("name: ct200\naddress: 10.0.0.1\nengine: {release: '0.5.13'}\n", "engine.release", "one of the SGLang releases fleet knows (0.5.12, 0.5.23), not '0.5.13'"),
     ("name: ct200\naddress: 10.0.0.1\nengine: {fork: eagle}\n", "engine.fork", "one of upstream, ddtree"),
 ]
 
@@ -119,9 +118,7 @@ def test_an_unknown_version_is_planned_with_the_nearest_known_release_and_says_s
     host = load_host(write(tmp_path, "ct200.yaml", "name: ct200\naddress: 10.0.0.1\n"))
     hardware = hardware_of(host, facts_with_sglang("0.5.19"))
     assert hardware.engine_release == "0.5.12"
-    assert hardware.release_note == (
-        "SGLang 0.5.19 is not a release fleet knows (0.5.12, 0.5.23); planned with the nearest known release, 0.5.12"
-    )
+    assert hardware.release_note == ("SGLang 0.5.19 is not a release fleet knows (0.5.12, 0.5.23); planned with the nearest known release, 0.5.12")
     assert hardware_of(host, facts_with_sglang("0.5.23")).release_note is None
 
 
@@ -148,8 +145,7 @@ def test_a_sim_host_plays_its_pinned_release_else_the_default(tmp_path: Path) ->
 
 def test_plans_name_the_release_of_every_server(tmp_path: Path) -> None:
     sim = "name: {name}\ntransport: local\ngpus: {{count: 2, model: NVIDIA RTX PRO 6000 Blackwell Server Edition}}\nengine: {{kind: sim{extra}}}\n"
-    hosts = [load_host(write(tmp_path, "a.yaml", sim.format(name="a", extra=""))),
-             load_host(write(tmp_path, "b.yaml", sim.format(name="b", extra=", release: '0.5.12'")))]
+    hosts = [load_host(write(tmp_path, "a.yaml", sim.format(name="a", extra=""))), load_host(write(tmp_path, "b.yaml", sim.format(name="b", extra=", release: '0.5.12'")))]
     playbook = load_playbook(REPO / "playbooks" / "demo.yaml")
     for host, release in zip(hosts, ("0.5.23", "0.5.12")):
         runs = make_plan(playbook, [host]).to_json()["runs"]
@@ -159,9 +155,7 @@ def test_plans_name_the_release_of_every_server(tmp_path: Path) -> None:
     options = PlanOptions(hardware={hosts[0].name: Hardware(97887, "sm_120", "0.5.30")})
     noted = make_plan(playbook, [hosts[0]], options).to_json()["runs"]
     assert {r["engine_release"] for r in noted} == {"0.5.23"}
-    assert {r["engine_release_note"] for r in noted} == {
-        "SGLang 0.5.30 is not a release fleet knows (0.5.12, 0.5.23); planned with the nearest known release, 0.5.23"}
-
+    assert {r["engine_release_note"] for r in noted} == {"SGLang 0.5.30 is not a release fleet knows (0.5.12, 0.5.23); planned with the nearest known release, 0.5.23"}
 
 
 def test_users_host_files_stay_out_of_commits_and_the_shipped_ones_in() -> None:

@@ -23,9 +23,18 @@ SWEEP = "demo-20261202-000000-abcd"
 
 def result(run_id: str = "r1", **changes: Any) -> dict[str, Any]:
     base = RunResult(
-        run_id=run_id, label="tp1-ddtree-b12/short", server_id="s1", server_label="tp1-ddtree-b12", sweep_id=SWEEP, host="ct200",
-        status=RunStatus.ok, failure=None, figures={"output_tok_s": 350.5, "requests": {"sent": 4, "ok": 4}, "ttft_s": {"p50": 0.2, "n": 4}},
-        workload={"name": "short"}, started_at=1.8e9, ended_at=1.8e9 + 12.5,
+        run_id=run_id,
+        label="tp1-ddtree-b12/short",
+        server_id="s1",
+        server_label="tp1-ddtree-b12",
+        sweep_id=SWEEP,
+        host="ct200",
+        status=RunStatus.ok,
+        failure=None,
+        figures={"output_tok_s": 350.5, "requests": {"sent": 4, "ok": 4}, "ttft_s": {"p50": 0.2, "n": 4}},
+        workload={"name": "short"},
+        started_at=1.8e9,
+        ended_at=1.8e9 + 12.5,
     ).to_json()
     base.update(changes)
     return base
@@ -192,7 +201,14 @@ def test_what_the_agent_says_of_itself_is_printable() -> None:
     from fleet.host.contract import AgentError, AgentState, Progress, ServerPhase, ServerProgress
 
     progress = Progress(
-        sweep_id=SWEEP, agent_pid=42, boot_id="b1", started_at=1.0, updated_at=2.0, state=AgentState.running, total=1, counts={},
+        sweep_id=SWEEP,
+        agent_pid=42,
+        boot_id="b1",
+        started_at=1.0,
+        updated_at=2.0,
+        state=AgentState.running,
+        total=1,
+        counts={},
         servers={"s1": ServerProgress("tp1\x1b[2J", ServerPhase.running, "tp1/short", 1.5)},
         last_error=AgentError("tp1", "server_died", "died\x1b]0;owned\x07", 1.7),
     )

@@ -138,10 +138,7 @@ def test_blank_lines_are_no_event() -> None:
 
 # -- startup lines (v0.5.13 texts) ---------------------------------------------------------------
 def test_load_weight_end_with_elapsed_and_quantization() -> None:
-    event = parse_line(
-        "[2026-05-01 12:00:00 TP0] Load weight end. elapsed=23.88 s, type=Qwen3_5ForConditionalGeneration, "
-        "quant=fp8, avail mem=80.79 GB, mem usage=13.28 GB."
-    )
+    event = parse_line("[2026-05-01 12:00:00 TP0] Load weight end. elapsed=23.88 s, type=Qwen3_5ForConditionalGeneration, quant=fp8, avail mem=80.79 GB, mem usage=13.28 GB.")
     assert isinstance(event, WeightsLoaded)
     assert (event.elapsed_s, event.model_class, event.avail_mem_gb, event.mem_usage_gb) == (
         23.88,
@@ -152,10 +149,7 @@ def test_load_weight_end_with_elapsed_and_quantization() -> None:
 
 
 def test_mamba_cache_with_and_without_spec_decoding() -> None:
-    plain = parse_line(
-        "[2026-05-01 12:00:00 TP0] Mamba Cache is allocated. max_mamba_cache_size: 144, conv_state size: 0.42GB, "
-        "ssm_state size: 9.49GB "
-    )
+    plain = parse_line("[2026-05-01 12:00:00 TP0] Mamba Cache is allocated. max_mamba_cache_size: 144, conv_state size: 0.42GB, ssm_state size: 9.49GB ")
     spec = parse_line(
         "[2026-05-01 12:00:00 TP0] Mamba Cache is allocated. max_mamba_cache_size: 2, conv_state size: 0.03GB, "
         "ssm_state size: 0.70GB intermediate_ssm_state_cache size: 1.87GB intermediate_conv_window_cache size: 0.12GB "
@@ -169,16 +163,13 @@ def test_mamba_cache_with_and_without_spec_decoding() -> None:
 def test_kv_cache_mha_and_mla() -> None:
     mha = parse_line("[2026-05-01 12:00:00] KV Cache is allocated. dtype: torch.bfloat16, #tokens: 11893, K size: 0.73 GB, V size: 0.73 GB")
     mla = parse_line("[2026-05-01 12:00:00] KV Cache is allocated. dtype: torch.float8_e4m3fn, #tokens: 59862, KV size: 3.91 GB")
-    assert mha == KVCacheAllocated(
-        line_no=0, timestamp=datetime(2026, 5, 1, 12), rank=None, dtype="torch.bfloat16", tokens=11893, k_gb=0.73, v_gb=0.73, kv_gb=None
-    )
+    assert mha == KVCacheAllocated(line_no=0, timestamp=datetime(2026, 5, 1, 12), rank=None, dtype="torch.bfloat16", tokens=11893, k_gb=0.73, v_gb=0.73, kv_gb=None)
     assert isinstance(mla, KVCacheAllocated) and (mla.dtype, mla.tokens, mla.kv_gb, mla.k_gb) == ("torch.float8_e4m3fn", 59862, 3.91, None)
 
 
 def test_scheduler_line_and_ready() -> None:
     sched = parse_line(
-        "[2026-05-01 12:00:00 TP0] max_total_num_tokens=612480, chunked_prefill_size=8192, max_prefill_tokens=16384, "
-        "max_running_requests=48, context_len=32768, available_gpu_mem=9.81 GB"
+        "[2026-05-01 12:00:00 TP0] max_total_num_tokens=612480, chunked_prefill_size=8192, max_prefill_tokens=16384, max_running_requests=48, context_len=32768, available_gpu_mem=9.81 GB"
     )
     assert isinstance(sched, SchedulerReady)
     assert (sched.max_total_num_tokens, sched.max_running_requests, sched.context_len, sched.available_gpu_mem_gb) == (612480, 48, 32768, 9.81)
@@ -202,22 +193,19 @@ def test_startup_phases(message: str, phase: str, avail: float | None) -> None:
 def test_server_args_split_at_top_level_commas_only() -> None:
     event = parse_line(
         "[2026-05-01 12:00:00] server_args=ServerArgs(model_path='/m/a, b', tp_size=4, cuda_graph_bs=[1, 2, 4], "
-        "json_model_override_args='{\"a\": 1, \"b\": [2]}', mem_fraction_static=0.75, context_length=None)"
+        'json_model_override_args=\'{"a": 1, "b": [2]}\', mem_fraction_static=0.75, context_length=None)'
     )
     assert isinstance(event, ServerArgsLogged)
     assert event.args["model_path"] == "'/m/a, b'"
     assert event.args["cuda_graph_bs"] == "[1, 2, 4]"
-    assert event.args["json_model_override_args"] == "'{\"a\": 1, \"b\": [2]}'"
+    assert event.args["json_model_override_args"] == '\'{"a": 1, "b": [2]}\''
     assert event.number("mem_fraction_static") == 0.75
     assert event.number("context_length") is None and event.number("absent") is None
 
 
 # -- serving lines ----------------------------------------------------------------------------
 def test_decode_plain() -> None:
-    event = parse_line(
-        "[2026-05-01 12:00:00 TP0] Decode batch, #running-req: 3, #token: 1234, token usage: 0.05, cuda graph: True, "
-        "gen throughput (token/s): 123.45, #queue-req: 2"
-    )
+    event = parse_line("[2026-05-01 12:00:00 TP0] Decode batch, #running-req: 3, #token: 1234, token usage: 0.05, cuda graph: True, gen throughput (token/s): 123.45, #queue-req: 2")
     assert event == DecodeBatch(
         line_no=0,
         timestamp=datetime(2026, 5, 1, 12),
@@ -254,8 +242,7 @@ def test_prefill_v0_5_13_hybrid_and_v0_5_10_plain() -> None:
         "input throughput (token/s): 1022.31"
     )
     old = parse_line(
-        "[2026-05-01 12:00:00] Prefill batch, #new-seq: 1, #new-token: 7, #cached-token: 0, token usage: 0.00, "
-        "#running-req: 0, #queue-req: 0, cuda graph: True, input throughput (token/s): 0.00"
+        "[2026-05-01 12:00:00] Prefill batch, #new-seq: 1, #new-token: 7, #cached-token: 0, token usage: 0.00, #running-req: 0, #queue-req: 0, cuda graph: True, input throughput (token/s): 0.00"
     )
     assert isinstance(new, PrefillBatch) and isinstance(old, PrefillBatch)
     assert (new.new_seq, new.new_token, new.cached_token, new.token_usage, new.mamba_usage) == (2, 412, 8, 0.10, 0.02)
@@ -268,10 +255,7 @@ def test_serving_line_missing_required_fields_is_other() -> None:
 
 
 def test_ddtree_metrics() -> None:
-    event = parse_line(
-        "[2026-05-23 10:12:55 TP0] DDTREE metrics: bs=2 budget=8 avg_actual_nodes=9.00 avg_accepted_drafts=0.00 "
-        "avg_commit_len=1.00 avg_accepted_depth=0.00"
-    )
+    event = parse_line("[2026-05-23 10:12:55 TP0] DDTREE metrics: bs=2 budget=8 avg_actual_nodes=9.00 avg_accepted_drafts=0.00 avg_commit_len=1.00 avg_accepted_depth=0.00")
     assert isinstance(event, DDTreeMetrics)
     assert (event.bs, event.budget, event.avg_actual_nodes, event.avg_accepted_drafts, event.avg_commit_len) == (2, 8, 9.0, 0.0, 1.0)
 

@@ -100,13 +100,12 @@ def source_shape(root: Path, source: str) -> tuple[Shape, str]:
     file = root / path
     text, tree = _parsed(file)
     candidates = [
-        node for node in ast.walk(tree)
-        if (isinstance(node, ast.JoinedStr) or (isinstance(node, ast.Constant) and isinstance(node.value, str)))
-        and node.lineno <= line <= (node.end_lineno or node.lineno)
+        node
+        for node in ast.walk(tree)
+        if (isinstance(node, ast.JoinedStr) or (isinstance(node, ast.Constant) and isinstance(node.value, str))) and node.lineno <= line <= (node.end_lineno or node.lineno)
     ]
     assert candidates, f"{file}:{line}: no string literal on that line"
-    outer = max(candidates, key=lambda n: ((n.end_lineno or 0) - n.lineno, (n.end_col_offset or 0) - n.col_offset,
-                                           isinstance(n, ast.JoinedStr)))
+    outer = max(candidates, key=lambda n: ((n.end_lineno or 0) - n.lineno, (n.end_col_offset or 0) - n.col_offset, isinstance(n, ast.JoinedStr)))
     return _string_shape(outer), ast.get_source_segment(text, outer) or ""
 
 
@@ -114,8 +113,7 @@ def check_against_source(root: Path, formats: LogFormats) -> None:
     checked = 0
     for fmt in formats.all_formats():
         shape, written = source_shape(root, fmt.source)
-        assert template_shape(fmt.template) == shape, (
-            f"SGLang {formats.release} {fmt.source} writes\n  {written}\nbut logformats has\n  {fmt.template!r}")
+        assert template_shape(fmt.template) == shape, f"SGLang {formats.release} {fmt.source} writes\n  {written}\nbut logformats has\n  {fmt.template!r}"
         checked += 1
     launch = (root / "launch_server.py").read_text().splitlines()
     assert launch[formats.launch_warning_line - 1].strip() == "warnings.warn(", f"launch_server.py:{formats.launch_warning_line}"
@@ -141,8 +139,12 @@ def test_the_source_check_fails_on_a_drifted_template(tmp_path: Path) -> None:
     source.write_text('logger.info(\n    f"Init parallel ends. "\n    f"elapsed={time.perf_counter() - tic:.2f} s"\n)\n')
     good = LogFormat("Init parallel ends. elapsed={elapsed:.2f} s", "srt/x.py:2")
     assert template_shape(good.template) == source_shape(tmp_path, good.source)[0]
-    for drifted in ("Init parallel ended. elapsed={elapsed:.2f} s", "Init parallel ends. elapsed={elapsed} s",
-                    "Init parallel ends.", "Init parallel ends. elapsed={elapsed:.2f} s, mem usage={m:.2f} GB"):
+    for drifted in (
+        "Init parallel ended. elapsed={elapsed:.2f} s",
+        "Init parallel ends. elapsed={elapsed} s",
+        "Init parallel ends.",
+        "Init parallel ends. elapsed={elapsed:.2f} s, mem usage={m:.2f} GB",
+    ):
         assert template_shape(drifted) != source_shape(tmp_path, good.source)[0], drifted
 
 
@@ -168,9 +170,16 @@ def start_lines(t: int, tp: int, kv_tokens: int, max_running: int, mem_fraction:
     """One 0.5.23 start up to the scheduler's line: pre-logging warning, server_args dict, per-rank
     startup in 0.5.23's order."""
     ranks = [f" TP{r}" for r in range(tp)] if tp > 1 else [""]
-    args = {"model_path": "/dev/shm/fleet/Qwen3.6-27B", "tp_size": tp, "mem_fraction_static": mem_fraction,
-            "max_running_requests": max_running, "context_length": 32768, "cuda_graph_bs": [1, 2, 4], "api_key": None,
-            "mamba": {"strategy": "extra_buffer", "ratio": 5}}
+    args = {
+        "model_path": "/dev/shm/fleet/Qwen3.6-27B",
+        "tp_size": tp,
+        "mem_fraction_static": mem_fraction,
+        "max_running_requests": max_running,
+        "context_length": 32768,
+        "cuda_graph_bs": [1, 2, 4],
+        "api_key": None,
+        "mamba": {"strategy": "extra_buffer", "ratio": 5},
+    }
     lines = [
         stamp(t) + F.pre_logging.format(asctime="x", message="Overlap scheduler stays on.").split("] ", 1)[1],
         stamp(t) + F.server_args.format(server_args=args),
@@ -191,21 +200,18 @@ def start_lines(t: int, tp: int, kv_tokens: int, max_running: int, mem_fraction:
     each(F.memory_pool_end.format(avail=29.29))
     each(F.capture_begin.format(capture_name="target verify", backend="full", num_tokens_per_req=16, avail=28.89))
     each(F.capture_end.format(capture_name="target verify", bs=[1, 2, 4], elapsed=3.1, usage=0.35, avail=28.54))
-    lines.append(stamp(t, ranks[0]) + F.scheduler_ready.format(
-        max_total=kv_tokens, chunked=8192, max_prefill=16384, max_running=max_running, context_len=32768, avail=28.54))
+    lines.append(stamp(t, ranks[0]) + F.scheduler_ready.format(max_total=kv_tokens, chunked=8192, max_prefill=16384, max_running=max_running, context_len=32768, avail=28.54))
     return lines
 
 
 def serving(t: int, rank: str) -> list[str]:
     prefill = sgltext.prefill_batch(1, 512, 0, "full token usage: 0.01, mamba usage: 0.25, ", 0, 0, 0, False, 1234.5)
-    decode = sgltext.decode_batch(1, "#full token: 600, full token usage: 0.01, mamba num: 1, mamba usage: 0.25, ",
-                                  (3.2, 0.15), True, 88.4, 0)
+    decode = sgltext.decode_batch(1, "#full token: 600, full token usage: 0.01, mamba num: 1, mamba usage: 0.25, ", (3.2, 0.15), True, 88.4, 0)
     return [stamp(t, rank) + prefill, stamp(t + 1, rank) + decode, stamp(t + 2, rank) + decode]
 
 
 def ready(t: int) -> list[str]:
-    return [stamp(t) + line for line in sgltext.uvicorn_startup(4242)] + [
-        stamp(t) + sgltext.uvicorn_running("127.0.0.1", 30011), stamp(t + 1) + F.ready.format()]
+    return [stamp(t) + line for line in sgltext.uvicorn_startup(4242)] + [stamp(t) + sgltext.uvicorn_running("127.0.0.1", 30011), stamp(t + 1) + F.ready.format()]
 
 
 def three_starts() -> tuple[list[str], dict[str, int]]:
@@ -253,12 +259,13 @@ def test_parser_counts_each_0523_start_and_summarises_the_last(wrap) -> None:
 
 def test_parser_reads_every_0523_startup_step() -> None:
     phases = [e.phase for e in map(logparse.parse_line, start_lines(0, 1, 100, 4, 0.8)) if isinstance(e, logparse.StartupPhase)]
-    assert phases == ["init_distributed_begin", "init_distributed_end", "init_distributed_end", "load_weight_begin",
-                      "memory_pool_end", "cuda_graph_begin", "cuda_graph_end"]
+    assert phases == ["init_distributed_begin", "init_distributed_end", "init_distributed_end", "load_weight_begin", "memory_pool_end", "cuda_graph_begin", "cuda_graph_end"]
     draft = F.capture_begin.format(capture_name="draft decode", backend="full", num_tokens_per_req=1, avail=3.0)
     prefill = F.other_phases[0][1].format(capture_name="target prefill", backend="full", num_tokens=[8], avail=3.0)
     assert [logparse.parse_line(stamp(0) + line).phase for line in (draft, prefill)] == [  # type: ignore[union-attr]
-        "draft_cuda_graph_begin", "piecewise_cuda_graph_begin"]
+        "draft_cuda_graph_begin",
+        "piecewise_cuda_graph_begin",
+    ]
 
 
 @pytest.mark.parametrize("wrap", [list, journald], ids=["plain", "journald"])
@@ -295,15 +302,12 @@ def test_every_release_line_parses_to_its_figures(formats: LogFormats) -> None:
     assert isinstance(kv, logparse.KVCacheAllocated) and (kv.tokens, kv.k_gb, kv.v_gb) == (777, 1.25, 1.5)
     assert kv.dtype == ("torch.float8_e4m3fn" if "{dtype}" in formats.kv_cache.template else None)
     weights = logparse.parse_line(stamp(0) + formats.load_weight_end.format(elapsed=3.5, model_class="M", avail=9.5, usage=7.25))
-    assert isinstance(weights, logparse.WeightsLoaded) and (weights.elapsed_s, weights.model_class, weights.avail_mem_gb,
-                                                             weights.mem_usage_gb) == (3.5, "M", 9.5, 7.25)
+    assert isinstance(weights, logparse.WeightsLoaded) and (weights.elapsed_s, weights.model_class, weights.avail_mem_gb, weights.mem_usage_gb) == (3.5, "M", 9.5, 7.25)
     mamba = logparse.parse_line(stamp(0) + formats.mamba_cache.format(size=24, conv=0.5, ssm=1.5))
     assert isinstance(mamba, logparse.MambaCacheAllocated) and mamba.max_mamba_cache_size == 24 and mamba.intermediate_ssm_state_gb is None
-    sched = logparse.parse_line(stamp(0) + formats.scheduler_ready.format(
-        max_total=11893, chunked=2048, max_prefill=16384, max_running=4, context_len=32768, avail=9.99))
+    sched = logparse.parse_line(stamp(0) + formats.scheduler_ready.format(max_total=11893, chunked=2048, max_prefill=16384, max_running=4, context_len=32768, avail=9.99))
     assert isinstance(sched, logparse.SchedulerReady) and (sched.max_total_num_tokens, sched.available_gpu_mem_gb) == (11893, 9.99)
-    args = logparse.parse_line(stamp(0) + formats.server_args.format(
-        server_args={"tp_size": 2} if formats.server_args_shape.opening == "{" else sgltext._Repr("ServerArgs(tp_size=2)")))
+    args = logparse.parse_line(stamp(0) + formats.server_args.format(server_args={"tp_size": 2} if formats.server_args_shape.opening == "{" else sgltext._Repr("ServerArgs(tp_size=2)")))
     assert isinstance(args, logparse.ServerArgsLogged) and args.args == {"tp_size": "2"}
     assert isinstance(logparse.parse_line(stamp(0) + formats.ready.format()), logparse.ServerReady)
     # A pre-logging warning is a timestamped line of its own, not a start.
@@ -402,5 +406,4 @@ def test_the_sims_0523_traceback_frames_are_the_wheels() -> None:
             path = WHEEL / file.split("/sglang/", 1)[1]
             text, tree = _parsed(path)
             assert text.splitlines()[line - 1].strip() == source, f"{phase}: {path}:{line}"
-            assert any(isinstance(n, ast.FunctionDef) and n.name == function and n.lineno <= line <= (n.end_lineno or 0)
-                       for n in ast.walk(tree)), f"{phase}: {path}:{line} is not in {function}"
+            assert any(isinstance(n, ast.FunctionDef) and n.name == function and n.lineno <= line <= (n.end_lineno or 0) for n in ast.walk(tree)), f"{phase}: {path}:{line} is not in {function}"

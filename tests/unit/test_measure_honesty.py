@@ -89,9 +89,7 @@ def test_methods_whose_intervals_overlap_are_never_ranked_apart() -> None:
     true = {"ar": 100.0, "ngram": 101.0, "eagle": 104.0, "dflash": 112.0, "ddtree-b8": 125.0, "ddtree-b16": 200.0}
     misordered = 0
     for trial in range(TRIALS // 2):
-        summaries: dict[str, Summary] = {
-            name: summarize(_passes(NOISE, tok_s, trial * 16 + i, 3)) for i, (name, tok_s) in enumerate(true.items())
-        }
+        summaries: dict[str, Summary] = {name: summarize(_passes(NOISE, tok_s, trial * 16 + i, 3)) for i, (name, tok_s) in enumerate(true.items())}
         ranking = rank(summaries)
         assert ranking.unranked == ()
         assert sorted(name for tier in ranking.tiers for name in tier) == sorted(true)

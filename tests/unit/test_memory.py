@@ -120,8 +120,7 @@ def test_0_5_23_sizes_the_playbooks_dflash_server_to_about_48k_tokens() -> None:
 def test_0_5_23_loads_the_draft_before_the_kv_profile() -> None:
     # The same launch without the draft's weights in the profile would have DRAFT.weights_bytes more
     # for the KV pool; 0.5.12 loaded the draft after the pools instead.
-    inputs = MemoryInputs(gpu_memory_mib=97887, mem_fraction_static=0.8, speculative_algorithm="DFLASH",
-                          num_draft_tokens=16, max_running_requests=4, release="0.5.23")
+    inputs = MemoryInputs(gpu_memory_mib=97887, mem_fraction_static=0.8, speculative_algorithm="DFLASH", num_draft_tokens=16, max_running_requests=4, release="0.5.23")
     new, old = plan_memory(DENSE, inputs, DRAFT), plan_memory(DENSE, replace(inputs, release="0.5.12"), DRAFT)
     assert new.failure is None and old.failure is None
     assert new.rest_gb == pytest.approx((97887 - 1385) / 1024 * 0.8 - DENSE.weights_bytes / GIB - DRAFT.weights_bytes / GIB - 40.03 / 1024)
@@ -133,9 +132,7 @@ def test_0_5_23_keeps_a_multimodal_reserve_out_of_the_kv_budget() -> None:
     inputs = replace(PLAYBOOK_DFLASH_0523, mem_fraction_static=0.8)
     vlm, text = plan_memory(TARGET, inputs, DRAFT), plan_memory(text_only, inputs, DRAFT)
     assert text.rest_gb - vlm.rest_gb == pytest.approx(100 / 1024)  # SGLANG_VLM_CACHE_SIZE_MB, environ.py:1598
-    assert plan_memory(TARGET, replace(inputs, release="0.5.12"), DRAFT).rest_gb == pytest.approx(
-        plan_memory(text_only, replace(inputs, release="0.5.12"), DRAFT).rest_gb
-    )
+    assert plan_memory(TARGET, replace(inputs, release="0.5.12"), DRAFT).rest_gb == pytest.approx(plan_memory(text_only, replace(inputs, release="0.5.12"), DRAFT).rest_gb)
 
 
 def test_0_5_23_keeps_overlap_for_dflash_so_auto_radix_cache_is_extra_buffer_with_ratio_5() -> None:
@@ -194,14 +191,17 @@ def test_0_5_23_caps_requested_requests_at_half_the_tokens_not_at_the_estimate()
     assert plan_memory(DENSE, replace(inputs, release="0.5.12")).max_running_requests == 16  # min(16, 2048)
 
 
-@pytest.mark.parametrize(("release", "tp", "cell"), [
-    # 16 full-attention layers x 4 KV heads x (256 + 256) x bf16 = 64 KiB per token at TP1.
-    ("0.5.12", 1, 65536 * 21 // 16),  # scaled by (16 + 5) / 16 layers
-    ("0.5.23", 1, 65536 + 8 * 256 * 5 * 2),  # + the draft's 8 KV heads x 256 x 5 layers x 2 B
-    # TP8: the target's 4 KV heads are replicated (1 per rank), the draft's 8 split (1 per rank).
-    ("0.5.12", 8, 16384 * 21 // 16),
-    ("0.5.23", 8, 16384 + 1 * 256 * 5 * 2),
-])
+@pytest.mark.parametrize(
+    ("release", "tp", "cell"),
+    [
+        # 16 full-attention layers x 4 KV heads x (256 + 256) x bf16 = 64 KiB per token at TP1.
+        ("0.5.12", 1, 65536 * 21 // 16),  # scaled by (16 + 5) / 16 layers
+        ("0.5.23", 1, 65536 + 8 * 256 * 5 * 2),  # + the draft's 8 KV heads x 256 x 5 layers x 2 B
+        # TP8: the target's 4 KV heads are replicated (1 per rank), the draft's 8 split (1 per rank).
+        ("0.5.12", 8, 16384 * 21 // 16),
+        ("0.5.23", 8, 16384 + 1 * 256 * 5 * 2),
+    ],
+)
 def test_the_dflash_kv_cell_includes_the_draft(release: str, tp: int, cell: int) -> None:
     plan = plan_memory(TARGET, replace(SEED, tp_size=tp, max_running_requests=1, release=release), DRAFT)
     assert plan.kv_cell_bytes == cell
@@ -307,10 +307,7 @@ def test_0_5_23_can_lose_kv_tokens_when_the_fraction_grows() -> None:
     # ratio, 16 more draft-token states (2.25 GiB) leave the KV pool at once.
     inputs = replace(SEED, max_running_requests=4, release="0.5.23")
     plans = [plan_memory(TARGET, replace(inputs, mem_fraction_static=step / 100), DRAFT) for step in range(60, 96)]
-    drops = [
-        (low, high) for low, high in zip(plans, plans[1:])
-        if low.failure is None and high.failure is None and high.kv_tokens < low.kv_tokens
-    ]
+    drops = [(low, high) for low, high in zip(plans, plans[1:]) if low.failure is None and high.failure is None and high.kv_tokens < low.kv_tokens]
     assert drops
     for low, high in drops:
         assert high.max_mamba_cache_size // high.mamba_ratio > low.max_mamba_cache_size // low.mamba_ratio

@@ -19,13 +19,7 @@ from fleet.provision.models import (
 
 
 def test_listing_parses_find_output_and_ignores_fleet_and_rsync_bookkeeping() -> None:
-    text = (
-        "config.json\t1990\n"
-        "model-00001-of-00002.safetensors\t3145728\n"
-        ".fleet-complete.json\t130\n"
-        ".rsync-partial/model-00002-of-00002.safetensors\t1000\n"
-        "sub dir/with\ttab.bin\t7\n"
-    )
+    text = "config.json\t1990\nmodel-00001-of-00002.safetensors\t3145728\n.fleet-complete.json\t130\n.rsync-partial/model-00002-of-00002.safetensors\t1000\nsub dir/with\ttab.bin\t7\n"
     assert parse_listing(text) == {"config.json": 1990, "model-00001-of-00002.safetensors": 3145728, "sub dir/with\ttab.bin": 7}
     with pytest.raises(ValueError, match="path<TAB>size"):
         parse_listing("no size here\n")
@@ -46,7 +40,7 @@ def test_marker_round_trip_and_garbage() -> None:
 
 
 def test_detached_job_runs_under_flock_and_reports_its_exit() -> None:
-    job = DetachedJob("fleet-stage", "cp -a \"$1\" \"$2\"", ("/srv/models/x y", "/dev/shm/fleet/x y"), "/dev/shm/fleet/x.lock", "/dev/shm/fleet/x.log")
+    job = DetachedJob("fleet-stage", 'cp -a "$1" "$2"', ("/srv/models/x y", "/dev/shm/fleet/x y"), "/dev/shm/fleet/x.lock", "/dev/shm/fleet/x.log")
     start = job.start_command()
     assert start.startswith("mkdir -p /dev/shm/fleet && setsid -f sh -c ")
     assert shlex.quote("/srv/models/x y") in start and "flock" in start and "fleet-exit=$?" in start

@@ -29,9 +29,7 @@ def test_seed_matrix_expands_to_every_cell() -> None:
     configs = server_configs(playbook)
     # TP1/TP4/TP8 x (autoregressive, DFlash, DDTree b8 b12 b15 b16 b32 b64)
     assert len(configs) == 3 * 8
-    assert {c.variant for c in configs} == {
-        "autoregressive", "dflash", "ddtree-b8", "ddtree-b12", "ddtree-b15", "ddtree-b16", "ddtree-b32", "ddtree-b64"
-    }
+    assert {c.variant for c in configs} == {"autoregressive", "dflash", "ddtree-b8", "ddtree-b12", "ddtree-b15", "ddtree-b16", "ddtree-b32", "ddtree-b64"}
     runs = expand_runs(playbook)
     assert len(runs) == 24 * 4
     assert len({r.id for r in runs}) == len(runs)

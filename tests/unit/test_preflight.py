@@ -245,9 +245,7 @@ def test_a_sim_host_on_a_machine_of_other_gpus_plays_its_declared_ones():
     report = run_preflight(h200, blackwell_needs(expected_gpu_count=2, engine_kind="sim", model_bytes_to_fetch=52 * 1024**4))
     gpu_checks = [c for c in report.checks if c.rule_id in GPU_RULES]
     assert {c.verdict for c in gpu_checks} == {Verdict.skip} and len(gpu_checks) == len(GPU_RULES)
-    assert gpu_checks[0].message == (
-        f"the sim engine plays the 2 {RTX_NAME} its host file declares; this machine's 1 GPU(s) (NVIDIA H200) are not used"
-    )
+    assert gpu_checks[0].message == (f"the sim engine plays the 2 {RTX_NAME} its host file declares; this machine's 1 GPU(s) (NVIDIA H200) are not used")
     assert verdicts(report)["model-cache-space"] is Verdict.fail  # the rest is checked as ever
     # The same machine under a real engine: the wrong host, said so.
     real = run_preflight(h200, blackwell_needs(expected_gpu_count=2, engine_kind="sglang"))
@@ -377,9 +375,7 @@ def test_every_rule_answers_on_a_host_where_nothing_could_be_read():
     assert [c.rule_id for c in report.checks] == [rule.id for rule in RULES]
     assert len({rule.id for rule in RULES}) == len(RULES)
     assert all(c.message for c in report.checks)
-    assert {c.rule_id for c in report.failures} == {
-        "gpu-count", "engine-installed", "model-cache-space", "staging-space", "service-manager"
-    }
+    assert {c.rule_id for c in report.failures} == {"gpu-count", "engine-installed", "model-cache-space", "staging-space", "service-manager"}
     assert all(c.hint for c in report.failures)
 
 

@@ -53,4 +53,3 @@ def test_the_sim_counts_no_memory_for_a_zombie_on_its_gpu(tmp_path: Path) -> Non
         child.wait()
         sleeper.kill()
         sleeper.wait()
-

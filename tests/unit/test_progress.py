@@ -132,10 +132,7 @@ def test_the_eta_grows_when_runs_take_longer_than_estimated() -> None:
 
 def shard_of(plan, extra: list[ServerSpec] | None = None) -> Shard:
     """The plan's servers and runs as a shard (what the tracker reads of one: ids and labels)."""
-    servers = [
-        ServerSpec(s.config.id, s.config.label, list(s.gpus), s.port, [], {}, f"unit-{i}", runs=[RunSpec(r.id, r.label, {}) for r in s.runs])
-        for i, s in enumerate(plan.servers)
-    ]
+    servers = [ServerSpec(s.config.id, s.config.label, list(s.gpus), s.port, [], {}, f"unit-{i}", runs=[RunSpec(r.id, r.label, {}) for r in s.runs]) for i, s in enumerate(plan.servers)]
     return Shard(SWEEP, "ct200", "boot", "process", AgentLimits(), [*servers, *(extra or [])])
 
 

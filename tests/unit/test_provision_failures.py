@@ -41,9 +41,7 @@ def failing_unit_step(error: BaseException):
     [(AssertionError(), "AssertionError at test_provision_failures.py"), (ValueError("bad reply"), "ValueError: bad reply"),
      (CommandFailed("ct200", "cat marker", 1, "", ""), "cat marker")],
 )  # fmt: skip
-def test_a_failure_of_any_kind_is_said_and_releases_the_lease(
-    monkeypatch: pytest.MonkeyPatch, error: BaseException, named: str, claimed: bool
-) -> None:
+def test_a_failure_of_any_kind_is_said_and_releases_the_lease(monkeypatch: pytest.MonkeyPatch, error: BaseException, named: str, claimed: bool) -> None:
     host, playbook = make_host(), load_playbook(DEMO)
     t = FakeTransport(host.name)
     shell = FakeHostShell(t, host)

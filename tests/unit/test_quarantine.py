@@ -79,9 +79,7 @@ def test_keys_round_trip_through_their_text() -> None:
         QuarantineKey.of(arch="sm_90", engine="sim", engine_version=None, algorithm=None, budget=None),
     ):
         assert parse_key(str(key)) == key
-    assert str(QuarantineKey.of(arch="sm_90", engine="sim", engine_version=None, algorithm=None, budget=None)) == (
-        "sm_90/sim@unknown/AUTOREGRESSIVE/-"
-    )
+    assert str(QuarantineKey.of(arch="sm_90", engine="sim", engine_version=None, algorithm=None, budget=None)) == ("sm_90/sim@unknown/AUTOREGRESSIVE/-")
 
 
 def test_architecture_from_nvidia_smi_compute_capability() -> None:
@@ -103,9 +101,7 @@ def test_a_broken_file_is_an_error_naming_it(tmp_path: Path) -> None:
 
 
 def _run_python(code: str, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code), *args], cwd=ROOT, capture_output=True, text=True, timeout=120
-    )
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code), *args], cwd=ROOT, capture_output=True, text=True, timeout=120)
 
 
 def test_a_crash_mid_write_leaves_the_previous_file(tmp_path: Path) -> None:
@@ -170,7 +166,11 @@ def test_two_controllers_adding_at_once_both_land(tmp_path: Path) -> None:
     workers = [
         subprocess.Popen(
             [sys.executable, "-c", textwrap.dedent(adder), str(path), start],
-            cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            cwd=ROOT,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
         )
         for start in ("1", "101")
     ]

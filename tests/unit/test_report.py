@@ -212,7 +212,7 @@ def test_the_cli_writes_each_format_and_refuses_bad_input(tmp_path: Path) -> Non
         assert result.exit_code == 0, result.output
         assert target.stat().st_size > 1000
     html = (tmp_path / "report.html").read_text()
-    assert 'href="../' in html or "href=\"/" in html  # links to result files, relative to the report
+    assert 'href="../' in html or 'href="/' in html  # links to result files, relative to the report
     result = runner.invoke(app, ["report", str(tmp_path / "nothing")])
     assert result.exit_code == 2 and "expected a sweep folder" in result.output
     result = runner.invoke(app, ["report", str(SWEEP), "--format", "pdf"])

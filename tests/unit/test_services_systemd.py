@@ -68,9 +68,7 @@ def test_the_full_show_of_a_killed_unit_names_result_and_signal() -> None:
     assert systemd_status("u", show).exit_code == -9
 
 
-@pytest.mark.parametrize(
-    ("fixture", "exit_code"), [("journal-json-clean.txt", 0), ("journal-json-stopped.txt", 0), ("journal-json-killed.txt", -9)]
-)
+@pytest.mark.parametrize(("fixture", "exit_code"), [("journal-json-clean.txt", 0), ("journal-json-stopped.txt", 0), ("journal-json-killed.txt", -9)])
 def test_exit_code_from_the_journal_once_systemd_unloaded_the_unit(fixture: str, exit_code: int) -> None:
     entry = json.loads((CAPTURED / fixture).read_text())
     assert entry["MESSAGE_ID"] in (UNIT_SUCCESS_MESSAGE_ID, UNIT_PROCESS_EXIT_MESSAGE_ID)

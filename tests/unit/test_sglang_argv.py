@@ -175,9 +175,7 @@ def test_playbook_env_wins_over_fleets_env_and_the_override_is_noted() -> None:
         # A key with the leading -- never gets this far: the playbook model refuses it (tests/unit/test_bad_input.py).
     ],
 )
-def test_contradictory_explicit_settings_are_errors_that_name_the_server(
-    settings: dict[str, Any], variant: str, words: str
-) -> None:
+def test_contradictory_explicit_settings_are_errors_that_name_the_server(settings: dict[str, Any], variant: str, words: str) -> None:
     with pytest.raises(EngineConfigError) as caught:
         launch(with_settings(variant=variant, **settings), sglang_version="0.5.12")
     assert words in str(caught.value)
@@ -255,8 +253,12 @@ def test_every_qwen36_run_has_a_deterministic_argv_independent_of_key_order() ->
         out = {}
         for run in expand_runs(Playbook.model_validate(playbook_dict)):
             spec = launch_spec(
-                EngineKind.sglang, run.server, python="python3", model_path="/m",
-                draft_path="/d" if run.server.draft else None, port=30001,
+                EngineKind.sglang,
+                run.server,
+                python="python3",
+                model_path="/m",
+                draft_path="/d" if run.server.draft else None,
+                port=30001,
             )
             out[run.id] = (spec.argv, spec.env)
         return out

@@ -57,8 +57,7 @@ def test_each_release_turns_cuda_graphs_off_with_a_flag_it_takes_without_a_depre
 
 def test_what_one_release_takes_exactly_the_other_refuses_or_reads_as_a_prefix() -> None:
     assert parse_argv("0.5.12", ["--model-path", "m", "--cuda-graph-max-bs", "8"]).values["cuda_graph_max_bs"] == 8
-    assert refusal("0.5.23", "--cuda-graph-max-bs", "8") == (
-        "ambiguous option: --cuda-graph-max-bs could match --cuda-graph-max-bs-decode, --cuda-graph-max-bs-prefill")
+    assert refusal("0.5.23", "--cuda-graph-max-bs", "8") == ("ambiguous option: --cuda-graph-max-bs could match --cuda-graph-max-bs-decode, --cuda-graph-max-bs-prefill")
     assert parse_argv("0.5.12", ["--model-path", "m", "--mamba-sched", "extra_buffer"]).values["mamba_scheduler_strategy"] == "extra_buffer"
     assert refusal("0.5.23", "--mamba-scheduler-strategy", "no_buffer") == "unrecognized arguments: --mamba-scheduler-strategy no_buffer"
     assert refusal("0.5.12", "--config-file", "x") == "unrecognized arguments: --config-file x"
@@ -76,13 +75,10 @@ def test_types_choices_and_deprecations_as_the_release_has_them() -> None:
     assert refusal("0.5.23", "--context-length", "1.5Ki").startswith("argument --context-length: Decimals are not allowed with IEC suffixes")
     assert refusal("0.5.23", "--port", "x") == "argument --port: invalid int value: 'x'"
     assert refusal("0.5.23", "--preferred-sampling-params", "{") == "argument --preferred-sampling-params: invalid loads value: '{'"
-    assert refusal("0.5.23", "--cuda-graph-backend-decode", "tc_piecewise") == (
-        "argument --cuda-graph-backend-decode: tc_piecewise was removed; select breakable, full, or disabled")
+    assert refusal("0.5.23", "--cuda-graph-backend-decode", "tc_piecewise") == ("argument --cuda-graph-backend-decode: tc_piecewise was removed; select breakable, full, or disabled")
     deprecated = parse_argv("0.5.23", ["--model-path", "m", "--disable-cuda-graph"])
     assert deprecated.values["disable_cuda_graph"] is True
-    assert deprecated.warnings == (
-        "'--disable-cuda-graph' is deprecated and will be removed in a future release. "
-        "Use '--cuda-graph-backend-{decode,prefill}=disabled' instead.",)
+    assert deprecated.warnings == ("'--disable-cuda-graph' is deprecated and will be removed in a future release. Use '--cuda-graph-backend-{decode,prefill}=disabled' instead.",)
 
 
 def test_fork_flags_exist_only_on_the_fork() -> None:
@@ -92,8 +88,9 @@ def test_fork_flags_exist_only_on_the_fork() -> None:
 
 def test_config_files_merge_before_the_command_line(tmp_path: Path) -> None:
     config = tmp_path / "server.yaml"
-    config.write_text("# a server\ntp-size: 2\ntrust-remote-code: true\nenable-metrics: false\ncuda-graph-bs-decode: [1, 2]\n"
-                      "mem-fraction-static: 0.8\nallowed-media-domains:\n  - a.example\n  - b.example\n")
+    config.write_text(
+        "# a server\ntp-size: 2\ntrust-remote-code: true\nenable-metrics: false\ncuda-graph-bs-decode: [1, 2]\nmem-fraction-static: 0.8\nallowed-media-domains:\n  - a.example\n  - b.example\n"
+    )
     parsed = parse_argv("0.5.23", ["--config", str(config), "--model-path", "m", "--tp-size", "4"])
     values = parsed.values
     assert (values["tp_size"], values["trust_remote_code"], values["enable_metrics"]) == (4, True, False)  # the command line wins
@@ -110,8 +107,7 @@ def test_config_files_merge_before_the_command_line(tmp_path: Path) -> None:
         ({}, ["--config"], "No config file specified after --config flag!"),
         # Keys become flags as written (`--mem_fraction_static`): argparse does not know that spelling.
         ({"c.yaml": "mem_fraction_static: 0.8\n"}, ["--config", "{d}/c.yaml"], None),
-        ({"c.yaml": "enable-tf32-matmul: true\n"}, ["--config", "{d}/c.yaml"],
-         "Unsupported config option 'enable_tf32_matmul' with action 'BooleanOptionalAction'"),
+        ({"c.yaml": "enable-tf32-matmul: true\n"}, ["--config", "{d}/c.yaml"], "Unsupported config option 'enable_tf32_matmul' with action 'BooleanOptionalAction'"),
     ],
 )
 def test_config_file_errors_are_the_mergers(tmp_path: Path, files: dict[str, str], args: list[str], message: str | None) -> None:

@@ -26,8 +26,16 @@ SHORT = {"name": "short", "kind": "short", "max_new_tokens": 256}
 
 
 def variant(server_id: str = "a1-fix") -> ServerSpec:
-    return ServerSpec(server_id, "tp1-ar", [0], 30000, ["python", "-m", "sglang.launch_server", "--max-running-requests", "2"], {},
-                      f"fleet-srv-sw1-{server_id}", runs=[RunSpec(f"{server_id}-r1", "tp1-ar/short", SHORT, provenance={"attempt": 2})])
+    return ServerSpec(
+        server_id,
+        "tp1-ar",
+        [0],
+        30000,
+        ["python", "-m", "sglang.launch_server", "--max-running-requests", "2"],
+        {},
+        f"fleet-srv-sw1-{server_id}",
+        runs=[RunSpec(f"{server_id}-r1", "tp1-ar/short", SHORT, provenance={"attempt": 2})],
+    )
 
 
 def grown(old: Shard, *servers: ServerSpec) -> Shard:
@@ -58,13 +66,16 @@ def test_a_new_boot_id_is_no_change_to_refuse() -> None:
         (lambda s: replace(s, limits=AgentLimits(request_timeout_s=1)), "shard.json: limits: expected AgentLimits(server_start_timeout_s=900"),
         (lambda s: replace(s, gpus=[0, 1]), "shard.json: gpus: expected [0, 1, 2, 3, 4, 5, 6, 7]"),
         (lambda s: replace(s, exclusive=False), "shard.json: exclusive: expected True"),
-        (lambda s: replace(s, servers=[s.servers[0], replace(s.servers[1], port=30020), *s.servers[2:]]),
-         "shard.json: servers[b2]: expected unchanged (a shard only grows: new servers are appended), got 'changed'"),
+        (
+            lambda s: replace(s, servers=[s.servers[0], replace(s.servers[1], port=30020), *s.servers[2:]]),
+            "shard.json: servers[b2]: expected unchanged (a shard only grows: new servers are appended), got 'changed'",
+        ),
         (lambda s: replace(s, servers=[s.servers[0], replace(s.servers[1], runs=[]), *s.servers[2:]]), "servers[b2]: expected unchanged"),
-        (lambda s: replace(s, servers=[s.servers[0], *s.servers[2:]]),
-         "shard.json: servers: expected server b2 still there (only the hand-over removes servers), got 'absent'"),
-        (lambda s: replace(s, servers=[s.servers[1], s.servers[0], *s.servers[2:]]),
-         "shard.json: servers: expected the agent's servers first, in their order, new servers after them, got ['b2', 'a1', 'a1-fix']"),
+        (lambda s: replace(s, servers=[s.servers[0], *s.servers[2:]]), "shard.json: servers: expected server b2 still there (only the hand-over removes servers), got 'absent'"),
+        (
+            lambda s: replace(s, servers=[s.servers[1], s.servers[0], *s.servers[2:]]),
+            "shard.json: servers: expected the agent's servers first, in their order, new servers after them, got ['b2', 'a1', 'a1-fix']",
+        ),
         (lambda s: replace(s, servers=[s.servers[0], s.servers[2], s.servers[1]]), "expected the agent's servers first, in their order"),
     ],
 )

@@ -20,10 +20,16 @@ def state() -> ServerState:
     return ServerState(
         server_args={"model_path": "qwen3.6-27b", "tokenizer_path": "qwen3.6-27b"},
         scheduler_info={"status": "ready", "max_total_num_tokens": 87061, "max_req_input_len": 32762},
-        context_len=32768, served_model_name="qwen3.6-27b", model_type="qwen3_5",
-        architectures=["Qwen3_5ForConditionalGeneration"], has_image_understanding=True,
+        context_len=32768,
+        served_model_name="qwen3.6-27b",
+        model_type="qwen3_5",
+        architectures=["Qwen3_5ForConditionalGeneration"],
+        has_image_understanding=True,
         memory_usage={"weight": 51.05, "kvcache": 9.0, "token_capacity": 87061, "graph": 0.35},
-        max_running_requests=4, reserved_spec_tokens=0, spec_num_draft_tokens=None, started_at=time.time(),
+        max_running_requests=4,
+        reserved_spec_tokens=0,
+        spec_num_draft_tokens=None,
+        started_at=time.time(),
     )
 
 
@@ -58,15 +64,11 @@ def test_health_is_503_while_starting_then_200_and_routes_answer_like_fastapi() 
         results["method"] = await exchange(port, b"DELETE /generate HTTP/1.1\r\nhost: x\r\n\r\n")
         results["metrics_off"] = await exchange(port, b"GET /metrics HTTP/1.1\r\nhost: x\r\n\r\n")
         # Two requests on one kept-alive connection.
-        results["keepalive"] = await exchange(
-            port, b"GET /v1/models HTTP/1.1\r\nhost: x\r\n\r\nGET /model_info HTTP/1.1\r\nhost: x\r\n\r\n", 2)
+        results["keepalive"] = await exchange(port, b"GET /v1/models HTTP/1.1\r\nhost: x\r\n\r\nGET /model_info HTTP/1.1\r\nhost: x\r\n\r\n", 2)
         body = json.dumps({"text": "Hello", "sampling_params": {"max_new_tokens": 5}, "stream": True}).encode()
-        results["stream"] = await exchange(
-            port, b"POST /generate HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n%s"
-            % (len(body), body), until=(b"0\r\n\r\n",))
+        results["stream"] = await exchange(port, b"POST /generate HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n%s" % (len(body), body), until=(b"0\r\n\r\n",))
         batch = json.dumps({"input_ids": [[1, 2, 3], [4, 5]], "sampling_params": {"max_new_tokens": 3}}).encode()
-        results["batch"] = await exchange(
-            port, b"POST /generate HTTP/1.1\r\nhost: x\r\ncontent-length: %d\r\n\r\n%s" % (len(batch), batch), until=(b"]",))
+        results["batch"] = await exchange(port, b"POST /generate HTTP/1.1\r\nhost: x\r\ncontent-length: %d\r\n\r\n%s" % (len(batch), batch), until=(b"]",))
         server.close()
         engine_task.cancel()
         return results
@@ -109,21 +111,20 @@ def test_templated_stream_chunks_equal_the_json_of_their_dicts() -> None:
         engine = Engine(CONFIG, MODEL, FaultProfile(), console, 0.001, lambda error: None)
         api = Api(state(), engine, console, 0.001, enable_metrics=False, enable_cache_report=False)
         connection = CapturingConnection()
-        sinks = [_GenerateStream(connection, api), _OpenAIStream(connection, api, 'my "model" 100%', True, False),
-                 _OpenAIStream(connection, api, "m", False, False)]
+        sinks = [_GenerateStream(connection, api), _OpenAIStream(connection, api, 'my "model" 100%', True, False), _OpenAIStream(connection, api, "m", False, False)]
         for sink in sinks:
             request = engine.new_request('Return JSON: {"name": "x"}', 9, 6, sink)
             connection.chunks.clear()
-            for pieces in (['{', ' "'], ['name', '"', ':'], [' \\"', '\n']):
+            for pieces in (["{", ' "'], ["name", '"', ":"], [' \\"', "\n"]):
                 request.text_parts.extend(pieces)
                 request.output_ids.extend(range(len(pieces)))
                 request.completion_tokens += len(pieces)
                 sink.on_tokens(request, pieces)
-                sent = json.loads(connection.chunks[-1][len(b"data: "):])
+                sent = json.loads(connection.chunks[-1][len(b"data: ") :])
                 if isinstance(sink, _GenerateStream):
                     expected = {"text": request.text, "output_ids": request.output_ids, "meta_info": api._meta_info(request)}
                 else:
-                    expected = json.loads(sink._chunk(request, "".join(pieces), None)[len(b"data: "):])
+                    expected = json.loads(sink._chunk(request, "".join(pieces), None)[len(b"data: ") :])
                 assert sent == expected
                 assert connection.chunks[-1] == b"data: " + dumps(expected) + b"\n\n"
 
@@ -157,8 +158,7 @@ def test_api_key_guards_all_but_health_and_metrics_and_deprecated_paths_warn() -
     assert results["anonymous"].startswith(b"HTTP/1.1 401 Unauthorized") and results["anonymous"].endswith(b'{"error":"Unauthorized"}')
     assert results["bearer"].startswith(b"HTTP/1.1 200 OK") and b'"model_type":"qwen3_5"' in results["bearer"]
     assert results["health"].startswith(b"HTTP/1.1 200 OK") and results["metrics"].startswith(b"HTTP/1.1 200 OK")
-    assert ("Endpoint '/get_model_info' is deprecated and will be removed in a future version. "
-            "Please use '/model_info' instead.") in err.getvalue()
+    assert ("Endpoint '/get_model_info' is deprecated and will be removed in a future version. Please use '/model_info' instead.") in err.getvalue()
 
 
 def test_flush_cache_route_empties_the_cache_for_text_and_input_ids_prompts() -> None:
@@ -167,8 +167,7 @@ def test_flush_cache_route_empties_the_cache_for_text_and_input_ids_prompts() ->
 
     async def post(port: int, path: str, body: object | None) -> tuple[int, bytes]:
         data = b"" if body is None else json.dumps(body).encode()
-        raw = await exchange(port, b"POST %s HTTP/1.1\r\nhost: x\r\ncontent-length: %d\r\n\r\n%s" % (path.encode(), len(data), data),
-                             until=(b"}", b"\n"))
+        raw = await exchange(port, b"POST %s HTTP/1.1\r\nhost: x\r\ncontent-length: %d\r\n\r\n%s" % (path.encode(), len(data), data), until=(b"}", b"\n"))
         head, _, payload = raw.partition(b"\r\n\r\n")
         return int(head.split()[1]), payload
 

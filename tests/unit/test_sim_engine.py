@@ -16,14 +16,25 @@ from fleet.host.engines.sim.faults import FaultProfile
 
 GIB = 1 << 30
 CONFIG = EngineConfig(
-    max_running_requests=4, max_total_num_tokens=87061, context_len=32768, chunked_prefill_size=8192,
-    max_prefill_tokens=16384, decode_log_interval=10, algorithm=None, verify_tokens=1, spec_num_draft_tokens=None,
-    ddtree_budget=None, hybrid=True, max_mamba_cache_size=24, cuda_graph_max_bs=4, radix_cache=True,
-    compute_cap_major=12, seed=0,
+    max_running_requests=4,
+    max_total_num_tokens=87061,
+    context_len=32768,
+    chunked_prefill_size=8192,
+    max_prefill_tokens=16384,
+    decode_log_interval=10,
+    algorithm=None,
+    verify_tokens=1,
+    spec_num_draft_tokens=None,
+    ddtree_budget=None,
+    hybrid=True,
+    max_mamba_cache_size=24,
+    cuda_graph_max_bs=4,
+    radix_cache=True,
+    compute_cap_major=12,
+    seed=0,
 )
 DDTREE = dataclasses.replace(CONFIG, algorithm="DDTREE", verify_tokens=16, spec_num_draft_tokens=16, ddtree_budget=15)
-MODEL = perf.build_perf_model(bandwidth_gbs=1792, tflops=500, weights_bytes_per_gpu=51.05 * GIB,
-                              draft_weights_bytes_per_gpu=3.46 * GIB, kv_cell_bytes=65536, tp_size=1, cuda_graphs=True)
+MODEL = perf.build_perf_model(bandwidth_gbs=1792, tflops=500, weights_bytes_per_gpu=51.05 * GIB, draft_weights_bytes_per_gpu=3.46 * GIB, kv_cell_bytes=65536, tp_size=1, cuda_graphs=True)
 
 
 class Recorder:

@@ -32,15 +32,21 @@ def test_flashinfer_warning_needs_sm12_and_old_toolkit() -> None:
 
 def test_profile_file_overrides(tmp_path: Path) -> None:
     path = tmp_path / "sim-faults.json"
-    path.write_text(json.dumps({
-        "ddtree_crashes": [{"compute_cap_major": 12, "budget": 16, "trigger": "output_tokens_over", "tokens": 100}],
-        "crash_after_requests": 3, "crash_error": "illegal_instruction", "slow_start_s": 120, "port_in_use": True,
-    }))
+    path.write_text(
+        json.dumps(
+            {
+                "ddtree_crashes": [{"compute_cap_major": 12, "budget": 16, "trigger": "output_tokens_over", "tokens": 100}],
+                "crash_after_requests": 3,
+                "crash_error": "illegal_instruction",
+                "slow_start_s": 120,
+                "port_in_use": True,
+            }
+        )
+    )
     profile = faults.load_fault_profile(path)
     assert profile.ddtree_crash_for(12, 8) is None
     assert profile.ddtree_crash_for(12, 16).tokens == 100
-    assert (profile.crash_after_requests, profile.crash_error, profile.slow_start_s, profile.port_in_use) == (
-        3, "illegal_instruction", 120.0, True)
+    assert (profile.crash_after_requests, profile.crash_error, profile.slow_start_s, profile.port_in_use) == (3, "illegal_instruction", 120.0, True)
 
 
 def test_missing_file_means_defaults(tmp_path: Path) -> None:

@@ -27,9 +27,7 @@ DRAWS = 20000
 def test_noise_is_off_unless_asked_for() -> None:
     assert parse_noise(None, "x") is None and parse_noise("", "x") is None and parse_noise("off", "x") is None
     assert parse_noise("on", "x") == NoiseModel()
-    assert parse_noise('{"throughput_sigma": 0.05, "slow_run_probability": 0}', "x") == NoiseModel(
-        throughput_sigma=0.05, slow_run_probability=0.0
-    )
+    assert parse_noise('{"throughput_sigma": 0.05, "slow_run_probability": 0}', "x") == NoiseModel(throughput_sigma=0.05, slow_run_probability=0.0)
     assert read_command_line(["--model-path", "m"], {}).settings.noise is None
     assert read_command_line(["--model-path", "m"], {"FLEET_SIM_NOISE": "on"}).settings.noise == NoiseModel()
     flag = read_command_line(["--model-path", "m", "--sim-noise", '{"ttft_sigma": 0.3}'], {"FLEET_SIM_NOISE": "off"})
@@ -91,13 +89,25 @@ def test_ttft_has_a_heavier_tail_than_throughput() -> None:
 
 GIB = 1 << 30
 CONFIG = EngineConfig(
-    max_running_requests=4, max_total_num_tokens=87061, context_len=32768, chunked_prefill_size=8192,
-    max_prefill_tokens=16384, decode_log_interval=10, algorithm=None, verify_tokens=1, spec_num_draft_tokens=None,
-    ddtree_budget=None, hybrid=True, max_mamba_cache_size=24, cuda_graph_max_bs=4, radix_cache=True,
-    compute_cap_major=12, seed=9, noise_seed=31,
+    max_running_requests=4,
+    max_total_num_tokens=87061,
+    context_len=32768,
+    chunked_prefill_size=8192,
+    max_prefill_tokens=16384,
+    decode_log_interval=10,
+    algorithm=None,
+    verify_tokens=1,
+    spec_num_draft_tokens=None,
+    ddtree_budget=None,
+    hybrid=True,
+    max_mamba_cache_size=24,
+    cuda_graph_max_bs=4,
+    radix_cache=True,
+    compute_cap_major=12,
+    seed=9,
+    noise_seed=31,
 )
-MODEL = perf.build_perf_model(bandwidth_gbs=1792, tflops=500, weights_bytes_per_gpu=51.05 * GIB,
-                              draft_weights_bytes_per_gpu=0, kv_cell_bytes=65536, tp_size=1, cuda_graphs=True)
+MODEL = perf.build_perf_model(bandwidth_gbs=1792, tflops=500, weights_bytes_per_gpu=51.05 * GIB, draft_weights_bytes_per_gpu=0, kv_cell_bytes=65536, tp_size=1, cuda_graphs=True)
 
 
 class _Sink:

@@ -10,9 +10,9 @@ GIB = 1 << 30
 
 
 def model(draft_gb: float = 0.0, tp: int = 1, graphs: bool = True) -> perf.PerfModel:
-    return perf.build_perf_model(bandwidth_gbs=1792, tflops=500, weights_bytes_per_gpu=51.05 * GIB / tp,
-                                 draft_weights_bytes_per_gpu=draft_gb * GIB / tp, kv_cell_bytes=65536, tp_size=tp,
-                                 cuda_graphs=graphs)
+    return perf.build_perf_model(
+        bandwidth_gbs=1792, tflops=500, weights_bytes_per_gpu=51.05 * GIB / tp, draft_weights_bytes_per_gpu=draft_gb * GIB / tp, kv_cell_bytes=65536, tp_size=tp, cuda_graphs=graphs
+    )
 
 
 @pytest.mark.parametrize(

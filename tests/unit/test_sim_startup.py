@@ -20,8 +20,7 @@ SEED = ["--model-path", "qwen3.6-27b", "--context-length", "32768", "--mem-fract
 # MAMBA_STRATEGY: the release's spelling of the mamba strategy flag (--mamba-scheduler-strategy in
 # 0.5.12, --mamba-radix-cache-strategy in 0.5.23), filled in by `start`.
 MAMBA = "MAMBA_STRATEGY"
-DFLASH = ["--speculative-algorithm", "DFLASH", "--speculative-draft-model-path", "qwen3.6-27b-dflash",
-          MAMBA, "extra_buffer", "--mamba-full-memory-ratio", "0.5"]
+DFLASH = ["--speculative-algorithm", "DFLASH", "--speculative-draft-model-path", "qwen3.6-27b-dflash", MAMBA, "extra_buffer", "--mamba-full-memory-ratio", "0.5"]
 
 
 class Died(Exception):
@@ -42,6 +41,7 @@ def start(args: list[str], release: str | None = None) -> tuple[SimServer | int,
     args = [flag_for(release or "0.5.23", "mamba_scheduler_strategy") if arg == MAMBA else arg for arg in args]
     server = prepare(args + ["--sim-speed", "0.00001"], env, err, out)
     if isinstance(server, SimServer):
+
         def died() -> None:
             raise Died
 
@@ -69,8 +69,21 @@ def summary_of(events) -> logparse.LogSummary:
         SEED + ["--tp-size", "2", "--disable-cuda-graph"],
         # 0.85: under 0.5.23's sizing the seed's 0.75 leaves DFLASH's mamba cache too small to start.
         SEED + DFLASH + ["--max-running-requests", "4", "--mem-fraction-static", "0.85"],
-        SEED + ["--speculative-algorithm", "DDTREE", "--speculative-ddtree-budget", "15", "--speculative-draft-model-path",
-                "qwen3.6-27b-dflash", "--tp-size", "4", MAMBA, "extra_buffer", "--max-running-requests", "16"],
+        SEED
+        + [
+            "--speculative-algorithm",
+            "DDTREE",
+            "--speculative-ddtree-budget",
+            "15",
+            "--speculative-draft-model-path",
+            "qwen3.6-27b-dflash",
+            "--tp-size",
+            "4",
+            MAMBA,
+            "extra_buffer",
+            "--max-running-requests",
+            "16",
+        ],
         ["--model-path", "qwen3.6-27b", "--tp-size", "8", "--disable-radix-cache"],
     ],
     ids=["ar-tp1", "ar-tp2-nographs", "dflash-tp1", "ddtree-tp4", "ar-tp8-defaults"],
@@ -86,20 +99,21 @@ def test_startup_figures_are_the_memory_plan(args: list[str], release: str) -> N
     assert summary.weights_loaded.mem_usage_gb == round(plan.weights_gb_per_gpu, 2)
     assert summary.weights_loaded.avail_mem_gb == round(plan.post_load_avail_gb, 2)
     assert summary.mamba_cache.max_mamba_cache_size == plan.max_mamba_cache_size
-    assert (summary.mamba_cache.conv_state_gb, summary.mamba_cache.ssm_state_gb) == (
-        round(plan.conv_state_gb, 2), round(plan.ssm_state_gb, 2))
+    assert (summary.mamba_cache.conv_state_gb, summary.mamba_cache.ssm_state_gb) == (round(plan.conv_state_gb, 2), round(plan.ssm_state_gb, 2))
     if server.resolved.algorithm:
         assert summary.mamba_cache.intermediate_ssm_state_gb == round(plan.intermediate_ssm_gb, 2)
         assert summary.draft_kv_cache.k_gb == round(plan.draft_k_size_gb, 2)
     else:
         assert summary.mamba_cache.intermediate_ssm_state_gb is None
-    assert (summary.kv_cache.tokens, summary.kv_cache.k_gb, summary.kv_cache.v_gb) == (
-        plan.kv_tokens, round(plan.k_size_gb, 2), round(plan.v_size_gb, 2))
+    assert (summary.kv_cache.tokens, summary.kv_cache.k_gb, summary.kv_cache.v_gb) == (plan.kv_tokens, round(plan.k_size_gb, 2), round(plan.v_size_gb, 2))
     # 0.5.12 does not log the pool's dtype (memory_pool.py:744); 0.5.23 does (memory_pool.py:2088).
     assert summary.kv_cache.dtype == ("torch.bfloat16" if release == "0.5.23" else None)
-    assert (summary.scheduler.max_total_num_tokens, summary.scheduler.max_running_requests, summary.scheduler.context_len,
-            summary.scheduler.chunked_prefill_size) == (plan.kv_tokens, plan.max_running_requests, plan.context_len,
-                                                        plan.chunked_prefill_size)
+    assert (summary.scheduler.max_total_num_tokens, summary.scheduler.max_running_requests, summary.scheduler.context_len, summary.scheduler.chunked_prefill_size) == (
+        plan.kv_tokens,
+        plan.max_running_requests,
+        plan.context_len,
+        plan.chunked_prefill_size,
+    )
     ranks = {event.rank for event in events if isinstance(event, logparse.WeightsLoaded)}
     assert ranks == ({None} if tp == 1 else {f"TP{r}" for r in range(tp)})
     # The scheduler line is TP0's alone.
@@ -184,8 +198,7 @@ def test_missing_model_and_port_in_use_faults(tmp_path: Path) -> None:
     assert code == 1 and "HFValidationError" not in text and "OSError: We couldn't connect to 'https://huggingface.co'" in text
 
     err = io.StringIO()
-    server = prepare(["--model-path", "qwen3.6-27b", "--port", "31555", "--sim-speed", "0.00001",
-                      "--sim-faults", write_faults(tmp_path, port_in_use=True)], {}, err, io.StringIO())
+    server = prepare(["--model-path", "qwen3.6-27b", "--port", "31555", "--sim-speed", "0.00001", "--sim-faults", write_faults(tmp_path, port_in_use=True)], {}, err, io.StringIO())
     assert asyncio.run(server.run()) == 1
     lines = err.getvalue().splitlines()
     assert lines[-3].endswith("ERROR:    [Errno 98] error while attempting to bind on address ('127.0.0.1', 31555): address already in use")
@@ -214,8 +227,7 @@ def test_partial_model_directories_fail_like_transformers_and_sglang(tmp_path: P
     empty.mkdir()
     code, events, text = start(["--model-path", str(empty)])
     assert code == 1 and f"ValueError: Unrecognized model in {empty}. Should have a `model_type` key in its config.json" in text
-    (empty / "config.json").write_text((Path(__file__).resolve().parents[1] / "fixtures" / "sim" / "llama-3.1-8b-instruct"
-                                        / "config.json").read_text())
+    (empty / "config.json").write_text((Path(__file__).resolve().parents[1] / "fixtures" / "sim" / "llama-3.1-8b-instruct" / "config.json").read_text())
     code, events, text = start(["--model-path", str(empty)])
     assert code == 1 and text.rstrip().endswith(f"RuntimeError: Cannot find any model weights with `{empty}`")
 

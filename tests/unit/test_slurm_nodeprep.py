@@ -232,8 +232,12 @@ def run_step(tmp_path: Path, output: str, env: dict[str, str], marker_files: dic
     (tmp_path / "facts.txt").write_text(output)
     script.write_text(f"cat {shlex.quote(str(tmp_path / 'facts.txt'))}\n")  # the node's answer, replayed
     c = cluster()
-    req = requirements(c.model_copy(update={"slurm": c.slurm.model_copy(update={"node_local_dir": str(tmp_path / "local")})}),  # type: ignore[union-attr]
-                       node_of(c), str(tmp_path), [model])
+    req = requirements(
+        c.model_copy(update={"slurm": c.slurm.model_copy(update={"node_local_dir": str(tmp_path / "local")})}),  # type: ignore[union-attr]
+        node_of(c),
+        str(tmp_path),
+        [model],
+    )
     req_path = tmp_path / "node-requirements.json"
     assert req.facts_script == str(script)
     req_path.write_text(req.to_json())
@@ -309,7 +313,7 @@ def test_a_refused_job_is_submitted_again_boundedly_and_the_script_excludes_the_
     script = render_batch_script(job)
     assert "#SBATCH --exclude=ct200,ct201\n" in script
     grant, prepare, agent = (script.index(s) for s in ("-m fleet.host.grant", "-m fleet.host.nodeprep", "-m fleet.host.agent"))
-    assert grant < prepare < agent and "fleet.host.nodeprep \"$dir\" /shared/s/node-requirements.json\n" in script
+    assert grant < prepare < agent and 'fleet.host.nodeprep "$dir" /shared/s/node-requirements.json\n' in script
 
 
 def test_contract_documents_round_trip_and_bad_ones_name_file_and_field(tmp_path: Path) -> None:

@@ -56,8 +56,7 @@ def test_scontrol_every_state_the_cluster_went_through() -> None:
     assert cancelled.state is JobState.CANCELLED and cancelled.restarts == 1
     preempted = jobs["preempted"]
     # The urgent partition's job runs; of the two low-tier jobs, one was requeued (PENDING again).
-    assert sorted((j.partition, j.state.value, j.restarts) for j in preempted.values()) == [
-        ("gpu", "PENDING", 1), ("gpu", "RUNNING", 0), ("urgent", "RUNNING", 0)]
+    assert sorted((j.partition, j.state.value, j.restarts) for j in preempted.values()) == [("gpu", "PENDING", 1), ("gpu", "RUNNING", 0), ("urgent", "RUNNING", 0)]
     (late,) = jobs["timeout"].values()
     assert (late.state, late.reason, late.time_limit) == (JobState.TIMEOUT, "TimeLimit", "00:01:00")
 
@@ -85,8 +84,11 @@ def test_squeue_lines() -> None:
 def test_sinfo_nodes_and_gres() -> None:
     nodes = parse_sinfo_nodes(fixture("sinfo_nodes.txt"))
     assert [(n.name, n.partition, n.default_partition, n.gres, n.usable) for n in nodes] == [
-        ("ct200", "gpu", True, {"gpu": 8}, True), ("ct200", "urgent", False, {"gpu": 8}, True),
-        ("ct201", "gpu", True, {"gpu": 8}, True), ("ct201", "urgent", False, {"gpu": 8}, True)]
+        ("ct200", "gpu", True, {"gpu": 8}, True),
+        ("ct200", "urgent", False, {"gpu": 8}, True),
+        ("ct201", "gpu", True, {"gpu": 8}, True),
+        ("ct201", "urgent", False, {"gpu": 8}, True),
+    ]
     assert nodes[0].features == () and nodes[0].cpus == 32 and nodes[0].memory_mb == 64000
     down = parse_sinfo_nodes(fixture("sinfo_node_down.txt"))
     assert [(n.name, n.state, n.usable) for n in down if n.partition == "gpu"] == [("ct200", "mixed", True), ("ct201", "down*", False)]

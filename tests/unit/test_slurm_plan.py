@@ -21,8 +21,15 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "slurm"
 
 
 def job(**changes: object) -> BatchJob:
-    base: dict = dict(name="fleet-s1-ab12", gpus=2, time_limit_s=3600, root="/shared/fleet/slurm/s1/jobs/ab12",
-                      python="/opt/py/bin/python3", bundle_dir="/shared/fleet/slurm/s1/agent", output="/shared/fleet/slurm/s1/out/%j.out")
+    base: dict = dict(
+        name="fleet-s1-ab12",
+        gpus=2,
+        time_limit_s=3600,
+        root="/shared/fleet/slurm/s1/jobs/ab12",
+        python="/opt/py/bin/python3",
+        bundle_dir="/shared/fleet/slurm/s1/agent",
+        output="/shared/fleet/slurm/s1/out/%j.out",
+    )
     return BatchJob(**{**base, **changes})  # type: ignore[arg-type]
 
 
@@ -30,10 +37,20 @@ def test_batch_script_of_one_job() -> None:
     text = render_batch_script(job(partition="gpu", account="lab", qos="normal", constraint="h200&nvlink", cpus_per_task=16))
     options = [line for line in text.splitlines() if line.startswith("#SBATCH")]
     assert options == [
-        "#SBATCH --job-name=fleet-s1-ab12", "#SBATCH --nodes=1", "#SBATCH --ntasks=1", "#SBATCH --time=0-01:00:00",
-        "#SBATCH --output=/shared/fleet/slurm/s1/out/%j.out", "#SBATCH --open-mode=append", "#SBATCH --signal=B:TERM@60",
-        "#SBATCH --gres=gpu:2", "#SBATCH --partition=gpu", "#SBATCH --account=lab", "#SBATCH --qos=normal",
-        "#SBATCH --constraint=h200&nvlink", "#SBATCH --cpus-per-task=16", "#SBATCH --requeue",
+        "#SBATCH --job-name=fleet-s1-ab12",
+        "#SBATCH --nodes=1",
+        "#SBATCH --ntasks=1",
+        "#SBATCH --time=0-01:00:00",
+        "#SBATCH --output=/shared/fleet/slurm/s1/out/%j.out",
+        "#SBATCH --open-mode=append",
+        "#SBATCH --signal=B:TERM@60",
+        "#SBATCH --gres=gpu:2",
+        "#SBATCH --partition=gpu",
+        "#SBATCH --account=lab",
+        "#SBATCH --qos=normal",
+        "#SBATCH --constraint=h200&nvlink",
+        "#SBATCH --cpus-per-task=16",
+        "#SBATCH --requeue",
     ]
     assert text.startswith("#!/bin/bash\n")
     assert "export PYTHONPATH=/shared/fleet/slurm/s1/agent\n" in text
@@ -57,8 +74,7 @@ def test_batch_script_of_an_array_and_odd_paths(tmp_path: Path) -> None:
 def test_array_spec_and_times() -> None:
     assert array_spec((7, 0, 1, 2, 3, 9, 10)) == "0-3,7,9-10"
     assert [slurm_time(s) for s in (1, 60, 61, 3600, 90061)] == ["0-00:01:00", "0-00:01:00", "0-00:02:00", "0-01:00:00", "1-01:02:00"]
-    assert [parse_slurm_time(t) for t in ("30", "5:30", "4:00:00", "2-12", "1-01:02", "1-01:02:03", "00:01:00")] == [
-        1800, 330, 14400, 216000, 90120, 90123, 60]
+    assert [parse_slurm_time(t) for t in ("30", "5:30", "4:00:00", "2-12", "1-01:02", "1-01:02:03", "00:01:00")] == [1800, 330, 14400, 216000, 90120, 90123, 60]
     with pytest.raises(ValueError, match="a Slurm time"):
         parse_slurm_time("4h")
     assert time_limit_s(1000, margin=1.5, floor_s=600, cap_s=None) == 1500  # 1500 s is 25 whole minutes
@@ -117,10 +133,15 @@ def _write(directory: Path, name: str, text: str) -> Path:
 
 
 def test_inventory_kind_slurm(tmp_path: Path) -> None:
-    hosts = _write(tmp_path / "hosts", "slurm-lab.yaml", (
-        "name: slurm-lab\nkind: slurm\naddress: login.example.org\nuser: bench\ngroups: [clusters]\n"
-        "slurm:\n  shared_dir: /shared/fleet\n  partition: gpu\n  account: lab\n  qos: normal\n  gres: gpu\n"
-        "  time_limit: '4:00:00'\n  constraint: h200&nvlink\n"))
+    hosts = _write(
+        tmp_path / "hosts",
+        "slurm-lab.yaml",
+        (
+            "name: slurm-lab\nkind: slurm\naddress: login.example.org\nuser: bench\ngroups: [clusters]\n"
+            "slurm:\n  shared_dir: /shared/fleet\n  partition: gpu\n  account: lab\n  qos: normal\n  gres: gpu\n"
+            "  time_limit: '4:00:00'\n  constraint: h200&nvlink\n"
+        ),
+    )
     inventory = load_inventory(hosts)
     (lab,) = inventory.select("clusters")
     assert lab.kind is HostKind.slurm and lab.slurm is not None
@@ -148,10 +169,7 @@ def test_inventory_kind_slurm_bad_input_names_the_field(tmp_path: Path, body: st
 
 def test_array_tasks_and_their_pending_rest() -> None:
     # scontrol's spelling of an array (ArrayJobId/ArrayTaskId); the captures hold single jobs only.
-    jobs = parse_scontrol_jobs(
-        "JobId=14 ArrayJobId=14 ArrayTaskId=0-2,5%2 JobName=x JobState=PENDING Reason=Resources\n"
-        "JobId=15 ArrayJobId=14 ArrayTaskId=3 JobName=x JobState=RUNNING Reason=None\n"
-    )
+    jobs = parse_scontrol_jobs("JobId=14 ArrayJobId=14 ArrayTaskId=0-2,5%2 JobName=x JobState=PENDING Reason=Resources\nJobId=15 ArrayJobId=14 ArrayTaskId=3 JobName=x JobState=RUNNING Reason=None\n")
     assert sorted(jobs) == ["14_3", "14_[0-2,5%2]"]
     assert expand_array_spec("[0-2,5%2]") == {0, 1, 2, 5}
     assert [getattr(task_job(jobs, "14", i), "job_id", None) for i in range(7)] == ["14_[0-2,5%2]"] * 3 + ["14_3", None, "14_[0-2,5%2]", None]

@@ -177,7 +177,7 @@ def test_a_resume_repairs_like_a_start_and_never_fixes_a_failure_twice(tmp_path:
     outcome = resume_sweep(SWEEP, tmp_path / "results", environ={}, connect=fleet.connect, poll_interval_s=0.0, sleep=lambda s: None)
     assert outcome.statuses["ct200"].phase is Phase.FINISHED, outcome.statuses["ct200"].last_error
     fixes = first.fixes + outcome.fixes
-    assert first.fixes == [], 'the first controller stopped before it saw the failure'
+    assert first.fixes == [], "the first controller stopped before it saw the failure"
     assert [(f.action, f.run_id) for f in fixes] == [("applied", run.id)]
     results = {p.stem: json.loads(p.read_text()) for p in outcome.directory.glob("ct200/runs/*.json")}
     assert results[run.id]["status"] == "failed" and results[str(fixes[0].variant_id)]["status"] == "ok"

@@ -28,8 +28,9 @@ def setup(tmp_path: Path):
 
 
 def result(run_id: str, status: RunStatus, failure: Failure | None = None, figures: dict | None = None) -> RunResult:
-    return RunResult(run_id=run_id, label="l", server_id="s", server_label="s", sweep_id="s1", host="local", status=status,
-                     failure=failure, figures=figures or {}, workload={}, started_at=0.0, ended_at=1.0)
+    return RunResult(
+        run_id=run_id, label="l", server_id="s", server_label="s", sweep_id="s1", host="local", status=status, failure=failure, figures=figures or {}, workload={}, started_at=0.0, ended_at=1.0
+    )
 
 
 def failed(run_id: str, failure_class: str, figures: dict) -> RunResult:
@@ -83,4 +84,3 @@ def test_an_unpinned_configuration_keeps_its_id() -> None:
     first = server_configs(load_playbook(REPO / "playbooks" / "demo.yaml"))[0]
     assert "port" not in first.defining()
     assert replace(first, port=30050).id != first.id
-

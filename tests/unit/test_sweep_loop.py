@@ -75,9 +75,7 @@ def rig(tmp_path: Path, bundle: Path, *, fixer: bool = False, provisioned: bool 
     directory = tmp_path / "results" / SWEEP
     sweep_fixer = None
     if fixer:
-        sweep_fixer = SweepFixer(
-            playbook, {host.name: host}, hardware, QuarantineStore(tmp_path / "q.json"), SWEEP, {s.config.id: s for s in plan.servers}
-        )
+        sweep_fixer = SweepFixer(playbook, {host.name: host}, hardware, QuarantineStore(tmp_path / "q.json"), SWEEP, {s.config.id: s for s in plan.servers})
     ctx = SweepContext(directory, playbook, options, bundle, poll_interval_s=0.0, fixer=sweep_fixer, sleep=lambda s: None)
     fake_agent = FakeAgent(t, host, SWEEP, **agent)  # type: ignore[arg-type]
     driver = HostDriver(ctx, host, shard, t)

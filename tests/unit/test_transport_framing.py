@@ -169,6 +169,6 @@ def test_the_local_transport_skips_what_a_talking_shell_prints(tmp_path: Path, c
     rc.write_text("echo 'Welcome to the shared GPU box'; echo 'locale warning' >&2\n")
     transport = LocalTransport("local-noisy")
     with caplog.at_level(logging.WARNING, logger="fleet.transport"):
-        result = transport.run("printf %s \"$HF_TOKEN\"; echo err >&2; exit 4", env={"BASH_ENV": str(rc), "HF_TOKEN": "hf_x"}, timeout=30)
+        result = transport.run('printf %s "$HF_TOKEN"; echo err >&2; exit 4', env={"BASH_ENV": str(rc), "HF_TOKEN": "hf_x"}, timeout=30)
     assert (result.stdout, result.stderr, result.exit_code) == ("hf_x", "err\n", 4)
     assert "Welcome to the shared GPU box" in caplog.text and "~/.bashrc" in caplog.text

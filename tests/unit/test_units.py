@@ -14,16 +14,28 @@ ANALYZE = shutil.which("systemd-analyze")
 needs_analyze = pytest.mark.skipif(ANALYZE is None, reason="systemd-analyze is not installed")
 
 ARGV = [
-    "/opt/sglang/.venv/bin/python", "-m", "sglang.launch_server", "--model-path", "/dev/shm/fleet/Qwen--Qwen3.6-27B--main",
-    "--tp-size", "4", "--served-model-name", "odd name with spaces, 100% \"quotes\" and $HOME",
+    "/opt/sglang/.venv/bin/python",
+    "-m",
+    "sglang.launch_server",
+    "--model-path",
+    "/dev/shm/fleet/Qwen--Qwen3.6-27B--main",
+    "--tp-size",
+    "4",
+    "--served-model-name",
+    'odd name with spaces, 100% "quotes" and $HOME',
 ]
 
 
 def server_unit(**changes):
     args = dict(
-        sweep_id="qwen36-20261129-1", server_id="0a1b2c3d4e5f", label="tp4-ddtree-b15", argv=ARGV,
-        env={"SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN": "1", "ODD": "a b %n $X"}, gpus=[4, 5, 6, 7],
-        working_dir="/var/lib/fleet/sweeps/qwen36-20261129-1", log_file="/var/lib/fleet/sweeps/x/logs/tp4.log",
+        sweep_id="qwen36-20261129-1",
+        server_id="0a1b2c3d4e5f",
+        label="tp4-ddtree-b15",
+        argv=ARGV,
+        env={"SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN": "1", "ODD": "a b %n $X"},
+        gpus=[4, 5, 6, 7],
+        working_dir="/var/lib/fleet/sweeps/qwen36-20261129-1",
+        log_file="/var/lib/fleet/sweeps/x/logs/tp4.log",
         start_timeout_s=1200,
     )
     args.update(changes)
@@ -71,7 +83,7 @@ def test_server_unit_content() -> None:
     assert "HF_TOKEN" not in text
     # Learned on a real systemd (tests/fixtures/systemd/): the journal must be whole and name the
     # server, the server is the main process (its own exit and signal), and tee outlives a stop.
-    wrapper = "trap '' TERM; exec > >(tee -a \\\"$$FLEET_LOG\\\") 2>&1; trap - TERM; exec \\\"$$@\\\""
+    wrapper = 'trap \'\' TERM; exec > >(tee -a \\"$$FLEET_LOG\\") 2>&1; trap - TERM; exec \\"$$@\\"'
     assert "LogRateLimitIntervalSec=0" in text and "SyslogIdentifier=fleet-server" in text
     assert wrapper in text and "[Install]" not in text  # never started at boot
     agent = render_agent_unit(work_dir="/var/lib/fleet", agent_dir="/var/lib/fleet/agent", python="/usr/bin/python3").text

@@ -39,8 +39,7 @@ def server(algorithm: str | None = None, *, draft: bool = False, settings: dict[
 
 
 def launch(config: ServerConfig, **kwargs: Any) -> list[str]:
-    spec = build_launch(config, python="/venv/bin/python", model_path="/models/m",
-                        draft_path="/models/d" if config.draft else None, port=30000, **kwargs)
+    spec = build_launch(config, python="/venv/bin/python", model_path="/models/m", draft_path="/models/d" if config.draft else None, port=30000, **kwargs)
     assert spec.argv[:5] == ["/venv/bin/python", "-m", VLLM_MODULE, "serve", "/models/m"]
     assert spec.upstream
     return spec.argv[5:]
@@ -48,15 +47,26 @@ def launch(config: ServerConfig, **kwargs: Any) -> list[str]:
 
 def test_the_playbook_fields_become_vllm_flags() -> None:
     assert launch(server()) == [
-        "--served-model-name", "Qwen/Qwen3-8B", "--host", "127.0.0.1", "--port", "30000",
-        "--tensor-parallel-size", "2", "--max-model-len", "32768", "--gpu-memory-utilization", "0.8",
-        "--max-num-seqs", "8", "--trust-remote-code",
+        "--served-model-name",
+        "Qwen/Qwen3-8B",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "30000",
+        "--tensor-parallel-size",
+        "2",
+        "--max-model-len",
+        "32768",
+        "--gpu-memory-utilization",
+        "0.8",
+        "--max-num-seqs",
+        "8",
+        "--trust-remote-code",
     ]
 
 
 def test_every_mapped_setting_is_rendered_and_parses_back() -> None:
-    config = server(settings={"page_size": 32, "cuda_graph_max_bs": 16, "attention_backend": "fa3", "kv_cache_dtype": "bf16",
-                              "disable_radix_cache": True, "flags": {"enforce-eager": True, "seed": 3}})
+    config = server(settings={"page_size": 32, "cuda_graph_max_bs": 16, "attention_backend": "fa3", "kv_cache_dtype": "bf16", "disable_radix_cache": True, "flags": {"enforce-eager": True, "seed": 3}})
     args = launch(config, bind_host="0.0.0.0", served_model_name="m8")
     values = parse_serve("0.33.0", ["/models/m", *args]).values
     assert values["block_size"] == 32 and values["max_cudagraph_capture_size"] == 16
@@ -144,8 +154,7 @@ def test_check_argv_raises_argv_error_for_what_vllm_refuses() -> None:
 
 
 def test_flexible_spellings_parse_as_vllm_does() -> None:
-    values = parse_serve("0.33.0", ["--model", "/m", "--max_num_seqs=4", "-O3", "--speculative-config.method", "mtp",
-                                    "--speculative-config.num_speculative_tokens", "1"]).values
+    values = parse_serve("0.33.0", ["--model", "/m", "--max_num_seqs=4", "-O3", "--speculative-config.method", "mtp", "--speculative-config.num_speculative_tokens", "1"]).values
     assert values["model_tag"] == "/m" and values["max_num_seqs"] == 4 and values["optimization_level"] == "3"
     assert values["speculative_config"] == {"method": "mtp", "num_speculative_tokens": 1}
     with pytest.raises(ServeArgsError, match="`model` should be provided as the first positional argument"):
@@ -163,8 +172,7 @@ def test_predict_start_checks_the_command_line_and_plans_no_memory_yet() -> None
 
 
 def test_the_kv_cache_line_is_read_and_serving_limits_stay_unknown() -> None:
-    line = ("(EngineCore pid=4242) INFO 11-02 10:00:01 [kv_cache_utils.py:1147] GPU KV cache size: 1,234,567 tokens, "
-            "Maximum concurrency for 32,768 tokens per request: 37.68x")
+    line = "(EngineCore pid=4242) INFO 11-02 10:00:01 [kv_cache_utils.py:1147] GPU KV cache size: 1,234,567 tokens, Maximum concurrency for 32,768 tokens per request: 37.68x"
     parsed = parse_kv_cache_line(line)
     assert parsed is not None and (parsed.pools, parsed.tokens, parsed.max_model_len, parsed.max_concurrency) == ("GPU", 1234567, 32768, 37.68)
     assert parse_kv_cache_line("INFO Loading weights took 3.2 seconds") is None

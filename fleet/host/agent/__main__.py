@@ -1,20 +1,20 @@
 """`python -m fleet.host.agent ...`: the host side of fleet. Standard library only.
 
-    python -m fleet.host.agent run --sweep-dir DIR
-        work through DIR/shard.json; resumes where an earlier agent stopped. Exit 0 when every
-        run has a result or when stopped on request (SIGTERM or a DIR/STOP file; progress.json
-        then says "stopped"), 1 after an agent error, 2 on a bad shard, 3 when another live
-        sweep holds the host's lease (fleet.host.contract.lease), 4 when another agent already
-        works on DIR, 5 when it stopped itself, unable to write its results (a full or
-        read-only disk; progress.json or halt.json says why where it could).
-    python -m fleet.host.agent service start NAME --manager process --state-dir DIR --log FILE
-            [--cwd DIR] [--env K=V ...] [--env-file FILE.json] -- ARGV...
-    python -m fleet.host.agent service stop NAME --manager process --state-dir DIR [--grace S]
-    python -m fleet.host.agent service status NAME --manager process --state-dir DIR
-        start, stop or query a detached service with the agent's own code (the controller uses
-        it to start the agent itself). Each prints the service's status as JSON. Under
-        `--manager systemd` NAME is an installed unit (`NAME.service`) and argv/env/log are the
-        unit's.
+python -m fleet.host.agent run --sweep-dir DIR
+    work through DIR/shard.json; resumes where an earlier agent stopped. Exit 0 when every
+    run has a result or when stopped on request (SIGTERM or a DIR/STOP file; progress.json
+    then says "stopped"), 1 after an agent error, 2 on a bad shard, 3 when another live
+    sweep holds the host's lease (fleet.host.contract.lease), 4 when another agent already
+    works on DIR, 5 when it stopped itself, unable to write its results (a full or
+    read-only disk; progress.json or halt.json says why where it could).
+python -m fleet.host.agent service start NAME --manager process --state-dir DIR --log FILE
+        [--cwd DIR] [--env K=V ...] [--env-file FILE.json] -- ARGV...
+python -m fleet.host.agent service stop NAME --manager process --state-dir DIR [--grace S]
+python -m fleet.host.agent service status NAME --manager process --state-dir DIR
+    start, stop or query a detached service with the agent's own code (the controller uses
+    it to start the agent itself). Each prints the service's status as JSON. Under
+    `--manager systemd` NAME is an installed unit (`NAME.service`) and argv/env/log are the
+    unit's.
 """
 
 from __future__ import annotations

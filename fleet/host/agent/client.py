@@ -62,9 +62,7 @@ _CONTEXT_ERROR = re.compile(
     r"longer than the model's context length|exceeds the model's maximum context length"
     r"|exceeds the maximum allowed length"
 )
-_PROMPT_COUNT_IN_ERROR = re.compile(
-    r"The input \((\d+) tokens\)|: (\d+) tokens from the input|Input length \((\d+) tokens\)"
-)
+_PROMPT_COUNT_IN_ERROR = re.compile(r"The input \((\d+) tokens\)|: (\d+) tokens from the input|Input length \((\d+) tokens\)")
 
 
 @dataclass(frozen=True)
@@ -134,9 +132,7 @@ COMPLETIONS_EXTRA_FIELDS: dict[str, Any] = {
 Prompt = Union[str, list[int]]  # text, or token ids (exact lengths in the model's tokens: the `random` workload)
 
 
-def request_body(
-    api: str, prompt: Prompt, max_new_tokens: int, *, model: str | None, temperature: float = 0.0, ignore_eos: bool = True
-) -> tuple[str, dict[str, Any]]:
+def request_body(api: str, prompt: Prompt, max_new_tokens: int, *, model: str | None, temperature: float = 0.0, ignore_eos: bool = True) -> tuple[str, dict[str, Any]]:
     """The path and JSON body of one streamed request, field for field what sglang 0.5.23's
     bench_serving builds for the same load (`async_request_sglang_generate` and
     `async_request_openai_completions` in sglang/benchmark/serving.py, with bench_serving's defaults:

@@ -116,4 +116,3 @@ class Driver:
         out.measured({"repeat": tags["repeat"]}, time.monotonic() - began)
         out.sent.append(Sent(outcome, tags))
         return outcome
-

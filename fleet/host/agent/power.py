@@ -103,9 +103,7 @@ class PowerSampler:
         with self._lock:
             return [(t, w) for t, index, w in self._samples if index == gpu]
 
-    def energy(
-        self, windows: Sequence[tuple[float, float]], output_tokens: int | None, sim_speed: float | None, within: tuple[float, float] | None = None
-    ) -> dict[str, Any]:
+    def energy(self, windows: Sequence[tuple[float, float]], output_tokens: int | None, sim_speed: float | None, within: tuple[float, float] | None = None) -> dict[str, Any]:
         """The `energy` figures of a run measured over these wall-clock windows (see energy_figures)."""
         samples = {gpu: self.samples(gpu) for gpu in self.gpus}
         return energy_figures(samples, windows, output_tokens, sim_speed, self.error, self.interval_s, within)

@@ -159,16 +159,18 @@ def schedule_deviations(figures: Mapping[str, Any]) -> list[Deviation]:
     median = delays and (delays["p50"] if delays["p50"] is not None else delays["max"])
     if not median or median <= MAX_SCHEDULE_DELAY_S:
         return []
-    return [Deviation(CLIENT_BEHIND, f"requests were sent a median {median * 1000:.1f} ms after their schedule (bound {MAX_SCHEDULE_DELAY_S * 1000:.0f} ms): the client could not keep up with the load asked for")]
+    return [
+        Deviation(
+            CLIENT_BEHIND, f"requests were sent a median {median * 1000:.1f} ms after their schedule (bound {MAX_SCHEDULE_DELAY_S * 1000:.0f} ms): the client could not keep up with the load asked for"
+        )
+    ]
 
 
 def _mean(values: Sequence[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
-def run_status(
-    figures: Mapping[str, Any], failure: Failure | None, deviations: Sequence[Deviation] = ()
-) -> tuple[RunStatus, Failure | None]:
+def run_status(figures: Mapping[str, Any], failure: Failure | None, deviations: Sequence[Deviation] = ()) -> tuple[RunStatus, Failure | None]:
     """The status of a run from its request counts, the failure (if any) that stopped it and its
     departures from the workload's definition. Returns the failure to record: the given one, or
     one derived from the requests. A failure outranks a deviation (`partial` runs are the ones

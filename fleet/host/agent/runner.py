@@ -467,9 +467,7 @@ class Agent:
         except (LeaseLost, OSError) as exc:
             log.warning("lease hand-back: %s", exc)
 
-    def _dispatch(
-        self, waiting: list[ServerSpec], placed: dict[str, Running], order: dict[str, int], launch: Callable[[ServerSpec, Placement | None], None]
-    ) -> None:
+    def _dispatch(self, waiting: list[ServerSpec], placed: dict[str, Running], order: dict[str, int], launch: Callable[[ServerSpec, Placement | None], None]) -> None:
         """Start what fits the free GPUs now (fleet.host.agent.dispatch), one choice at a time; a
         skipped server (quarantined, or the shard says so) at once, on no GPUs."""
         quarantined = self.quarantined()
@@ -703,8 +701,7 @@ class ServerSession:
         if blockers and held is not None and not self.last_chance:
             # Only GPUs in the way, and the pool may have others: never touched, and left out.
             self.strangers = held
-            log.warning("server %s: GPUs %s are held by processes fleet did not start (%s): waiting for others",
-                        spec.label, sorted(held), "; ".join(f"pid {h.pid}: {h.command}" for h in blockers))
+            log.warning("server %s: GPUs %s are held by processes fleet did not start (%s): waiting for others", spec.label, sorted(held), "; ".join(f"pid {h.pid}: {h.command}" for h in blockers))
             raise _Stopped()
         if blockers:
             return Failure(
@@ -829,9 +826,7 @@ class ServerSession:
         self.progress.phase(self.spec.server_id, self.spec.label, ServerPhase.warmup, gpus=self.gpus)
         client = self._new_client()
         for _ in range(WARMUP_REQUESTS):
-            outcome = client.generate(
-                WARMUP_PROMPT, WARMUP_TOKENS, deadline_s=self.limits.request_timeout_s, no_token_timeout_s=self.limits.no_token_timeout_s
-            )
+            outcome = client.generate(WARMUP_PROMPT, WARMUP_TOKENS, deadline_s=self.limits.request_timeout_s, no_token_timeout_s=self.limits.no_token_timeout_s)
             if self._aborted.is_set():
                 raise _Stopped()
             if not outcome.ok:
@@ -985,9 +980,7 @@ class ServerSession:
                 gaps = self.agent.pauses.since(mark)
                 if gaps:
                     outcome.deviations.append(paused_deviation(gaps))
-                result = build_result(
-                    identity=self._identity(run, attempt), workload=run.workload, outcome=outcome, started_at=started, ended_at=time.time()
-                )
+                result = build_result(identity=self._identity(run, attempt), workload=run.workload, outcome=outcome, started_at=started, ended_at=time.time())
                 result = self._annotated(result, outcome)
                 if redone:
                     result = replace(result, extras={**result.extras, "redone": redone})
@@ -1037,4 +1030,3 @@ class ServerSession:
                 self.progress.error(spec.label, PORT_OR_GPU_BUSY, f"still held after the stop: {held}")
             log.info("server %s (%s): stopped, GPUs %s handed back", spec.label, spec.server_id, ",".join(map(str, self.gpus)))
         self.progress.finished_server(spec.server_id)
-

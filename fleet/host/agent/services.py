@@ -51,10 +51,7 @@ SERVICE_ENV_MARKER = "FLEET_SERVICE"
 # MAINFILE and execs the service: its pid is the service's, so its death is seen at once (the
 # wrapper, and children the service left behind, may outlive it by a while).
 _MAIN = 'echo "$$" > "$0"; exec "$@"'
-_WRAPPER = (
-    f'f=$1; m=$2; shift 2; /bin/sh -c {shlex.quote(_MAIN)} "$m" "$@"; c=$?; '
-    'printf "%s\\n" "$c" > "$f.tmp" && mv -f "$f.tmp" "$f"; exit "$c"'
-)
+_WRAPPER = f'f=$1; m=$2; shift 2; /bin/sh -c {shlex.quote(_MAIN)} "$m" "$@"; c=$?; printf "%s\\n" "$c" > "$f.tmp" && mv -f "$f.tmp" "$f"; exit "$c"'
 
 
 @dataclass(frozen=True)
@@ -123,9 +120,7 @@ def started_by_fleet(pid: int) -> bool:
 # may not read (another user's process, without root) counts as not fleet's: left alone.
 # One grep for every process (-z: an environ's entries are NUL-separated, so ^ anchors each one;
 # -s: processes that exit meanwhile or cannot be read are skipped silently).
-FLEET_SERVICE_PIDS_SH = (
-    f"grep -lzsa -e '^{SERVICE_ENV_MARKER}=' /proc/[0-9]*/environ | sed -n 's#^/proc/\\([0-9]*\\)/environ$#\\1#p'; true"
-)
+FLEET_SERVICE_PIDS_SH = f"grep -lzsa -e '^{SERVICE_ENV_MARKER}=' /proc/[0-9]*/environ | sed -n 's#^/proc/\\([0-9]*\\)/environ$#\\1#p'; true"
 
 
 def _wait_until(predicate: Callable[[], bool], timeout_s: float, interval_s: float = 0.05) -> bool:
@@ -463,9 +458,7 @@ def gpu_pids(gpus: Iterable[int]) -> dict[int, set[int]] | None:
         return None
     try:
         index_run = subprocess.run(nvidia_smi.query_command("query-gpu", ("index", "uuid")), capture_output=True, text=True, timeout=30)
-        apps_run = subprocess.run(
-            nvidia_smi.query_command("query-compute-apps", nvidia_smi.COMPUTE_APPS_FIELDS), capture_output=True, text=True, timeout=30
-        )
+        apps_run = subprocess.run(nvidia_smi.query_command("query-compute-apps", nvidia_smi.COMPUTE_APPS_FIELDS), capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.TimeoutExpired):
         return None
     if index_run.returncode != 0 or apps_run.returncode != 0:

@@ -80,10 +80,7 @@ class NodeRequirements:
             facts_script=r.text("facts_script"),
             node_local_dir=r.optional("node_local_dir", str),
             gpu_model=r.optional("gpu_model", str),
-            arch_rules=[
-                ArchRule(a.get("major", int), a.optional("minor", int), a.text("min_toolkit"), a.text("reason"))
-                for a in r.children("arch_rules", default=[])
-            ],
+            arch_rules=[ArchRule(a.get("major", int), a.optional("minor", int), a.text("min_toolkit"), a.text("reason")) for a in r.children("arch_rules", default=[])],
             toolkit_min_driver={k: r.child("toolkit_min_driver").text(k) for k in r.get("toolkit_min_driver", dict, default={})},
             minor_compat_min_driver={k: r.child("minor_compat_min_driver").text(k) for k in r.get("minor_compat_min_driver", dict, default={})},
             models=[ModelToStage(m.text("name"), m.text("source"), m.text("key")) for m in r.children("models", default=[])],
@@ -161,11 +158,11 @@ class NodePrep:
             job_id=r.text("job_id"),
             start=r.get("start", int),
             at=r.number("at"),
-            checks=[NodeCheck(c.text("rule_id"), c.choice("verdict", VERDICTS), c.get("message", str), c.get("evidence", str, default=""))
-                    for c in r.children("checks")],
+            checks=[NodeCheck(c.text("rule_id"), c.choice("verdict", VERDICTS), c.get("message", str), c.get("evidence", str, default="")) for c in r.children("checks")],
             agent_started=r.get("agent_started", bool),
-            staged=[Staged(s.text("model"), s.text("path"), s.choice("action", ("copied", "present")), s.get("bytes", int),
-                           s.number("seconds", positive=False)) for s in r.children("staged", default=[])],
+            staged=[
+                Staged(s.text("model"), s.text("path"), s.choice("action", ("copied", "present")), s.get("bytes", int), s.number("seconds", positive=False)) for s in r.children("staged", default=[])
+            ],
             error=r.optional("error", str),
             facts_file=r.optional("facts_file", str),
             seconds=r.number("seconds", default=0.0, positive=False),

@@ -137,9 +137,7 @@ def _run(reader: Reader) -> RunSpec:
     if repeats < 1:
         raise reader.fail("repeats", "an integer >= 1", repeats)
     provenance = reader.get("provenance", (dict, type(None)), "an object or null", None)
-    return RunSpec(
-        run_id=reader.text("run_id"), label=reader.text("label"), workload=dict(workload.data), repeats=repeats, provenance=provenance
-    )
+    return RunSpec(run_id=reader.text("run_id"), label=reader.text("label"), workload=dict(workload.data), repeats=repeats, provenance=provenance)
 
 
 def _gpu_list(reader: Reader, key: str, *, required: bool) -> list[int] | None:

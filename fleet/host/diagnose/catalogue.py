@@ -86,9 +86,7 @@ _EXC = r"^(?:[\w.]+\.)?"  # an exception line, possibly module-qualified: "torch
 _APOS = r"(?:\\*'|\u2019|\\u2019|&#39;|&#x27;)"
 
 _MEMORY_KNOBS = (
-    "raise --mem-fraction-static a little, or give the pool more room: "
-    "a shorter --context-length, a smaller --cuda-graph-max-bs, fewer --speculative-num-draft-tokens, "
-    "or a larger --tp-size"
+    "raise --mem-fraction-static a little, or give the pool more room: a shorter --context-length, a smaller --cuda-graph-max-bs, fewer --speculative-num-draft-tokens, or a larger --tp-size"
 )
 
 SIGNATURES: tuple[Signature, ...] = (
@@ -108,8 +106,7 @@ SIGNATURES: tuple[Signature, ...] = (
         "Port {port} is taken by another process: stop it (`ss -ltnp 'sport = :{port}'` names it) or start "
         "the server on another --port. SGLang also binds --port+1 and up for internal sockets and a "
         "--nccl-port, so leave a gap of 10 between servers on one host.",
-        "A port the server needs is taken (a previous server still running?): stop the old process "
-        "(`ss -ltnp` lists listeners) or choose another --port / --nccl-port, spaced 10 apart per server.",
+        "A port the server needs is taken (a previous server still running?): stop the old process (`ss -ltnp` lists listeners) or choose another --port / --nccl-port, spaced 10 apart per server.",
     ),
     _fatal(
         "import_error",
@@ -140,15 +137,12 @@ SIGNATURES: tuple[Signature, ...] = (
         "Python module '{module}' is missing or broken in the server's environment: install the build "
         "that matches this torch/CUDA (e.g. `pip install {module}` in the venv that runs SGLang), then "
         "re-run `python -c 'import sglang.srt.server_args'` on the host to check.",
-        "Shared library {library} is not found: install the matching CUDA runtime / driver libraries "
-        "or fix LD_LIBRARY_PATH for the service.",
-        "A compiled extension does not match the installed torch/CUDA (undefined symbol {symbol}): "
-        "reinstall sgl-kernel / flashinfer built for this torch version.",
+        "Shared library {library} is not found: install the matching CUDA runtime / driver libraries or fix LD_LIBRARY_PATH for the service.",
+        "A compiled extension does not match the installed torch/CUDA (undefined symbol {symbol}): reinstall sgl-kernel / flashinfer built for this torch version.",
         "A JIT build could not link lib{link_library} (the linker found no such library): install the CUDA "
         "toolkit's libraries or put their folder (e.g. /usr/local/cuda/lib64 and its stubs/) on "
         "LIBRARY_PATH / LD_LIBRARY_PATH for the service.",
-        "An import failed in the server's environment: install the missing package, with builds matching "
-        "the installed torch and CUDA.",
+        "An import failed in the server's environment: install the missing package, with builds matching the installed torch and CUDA.",
     ),
     _fatal(
         "model_load_error",
@@ -179,12 +173,9 @@ SIGNATURES: tuple[Signature, ...] = (
         "Model {repo} is gated: accept its license on huggingface.co with the account whose token the host "
         "uses, and provide HF_TOKEN through the environment file (never a command line); or stage a local "
         "copy and pass its folder as --model-path.",
-        "SGLang has no implementation for architectures {architectures}: upgrade sglang, or serve a "
-        "model it supports.",
-        "The model files at {path} are missing or incomplete: check --model-path on the host (config.json, "
-        "tokenizer and *.safetensors must be there), re-stage the model and verify its size.",
-        "The model could not be loaded: check --model-path exists on the host with config.json and weights, "
-        "that a gated repo's license is accepted and HF_TOKEN set, or that the hub is reachable.",
+        "SGLang has no implementation for architectures {architectures}: upgrade sglang, or serve a model it supports.",
+        "The model files at {path} are missing or incomplete: check --model-path on the host (config.json, tokenizer and *.safetensors must be there), re-stage the model and verify its size.",
+        "The model could not be loaded: check --model-path exists on the host with config.json and weights, that a gated repo's license is accepted and HF_TOKEN set, or that the hub is reachable.",
     ),
     # --- the GPU itself is faulty: every CUDA error, NCCL timeout and crash after it is a consequence ---
     # CUDA runtime API, enum cudaError: cudaErrorECCUncorrectable (214) whose cudaGetErrorString is
@@ -249,7 +240,7 @@ SIGNATURES: tuple[Signature, ...] = (
         "another --attention-backend.",
         "The installed kernels have no code for this GPU's architecture: install torch / sgl-kernel / "
         "flashinfer wheels built for it (SM120 = RTX PRO 6000 / RTX 5090 needs CUDA >= 12.8 builds; "
-        "FlashInfer JIT needs a CUDA >= 12.9 toolkit or FLASHINFER_CUDA_ARCH_LIST=\"12.0f\"); on SM120 use "
+        'FlashInfer JIT needs a CUDA >= 12.9 toolkit or FLASHINFER_CUDA_ARCH_LIST="12.0f"); on SM120 use '
         "--attention-backend flashinfer or triton, not fa3 or trtllm_mha.",
     ),
     _fatal(
@@ -292,8 +283,7 @@ SIGNATURES: tuple[Signature, ...] = (
         "CUDA ran out of memory during {capture_step} (mem_fraction_static={mem_fraction_static}): "
         "lower --mem-fraction-static by 0.03-0.05 to leave the graphs room, or lower --cuda-graph-max-bs "
         "(e.g. 16).",
-        "CUDA ran out of memory during {capture_step}: lower --mem-fraction-static by 0.03-0.05, or "
-        "lower --cuda-graph-max-bs (e.g. 16).",
+        "CUDA ran out of memory during {capture_step}: lower --mem-fraction-static by 0.03-0.05, or lower --cuda-graph-max-bs (e.g. 16).",
         "CUDA ran out of memory (tried to allocate {tried}, mem_fraction_static={mem_fraction_static}): lower "
         "--mem-fraction-static by 0.03-0.05 to leave activation headroom, or lower --max-running-requests / "
         "--chunked-prefill-size.",
@@ -370,12 +360,9 @@ SIGNATURES: tuple[Signature, ...] = (
         "The KV pool was profiled at {profiled_tokens} tokens: the weights and the memory SGLang reserves "
         "already exceed --mem-fraction-static's budget. Raise --mem-fraction-static, drop --max-total-tokens, "
         "or use a larger --tp-size.",
-        "The weights leave no room for the KV cache: raise --mem-fraction-static above {minimum_fraction}, "
-        "or use a larger --tp-size.",
+        "The weights leave no room for the KV cache: raise --mem-fraction-static above {minimum_fraction}, or use a larger --tp-size.",
         "The hybrid state cache does not fit: {rest_gb} GB are left after the weights and one request's "
-        "state needs {per_req_mb} MB (times the draft tokens under speculative decoding): "
-        + _MEMORY_KNOBS
-        + "; or set a small --max-running-requests.",
+        "state needs {per_req_mb} MB (times the draft tokens under speculative decoding): " + _MEMORY_KNOBS + "; or set a small --max-running-requests.",
         "The KV cache holds {kv_tokens} tokens, fewer than one request of the model's length "
         "({max_model_len}): lower the context length (vLLM --max-model-len, SGLang --context-length) to at "
         "most {kv_tokens}, or raise the memory fraction (vLLM --gpu-memory-utilization, SGLang "
@@ -439,12 +426,9 @@ SIGNATURES: tuple[Signature, ...] = (
         "A prompt of {input_tokens} tokens exceeds the {max_allowed} tokens this server accepts (the KV "
         "pool or the context length limits it): shorten the workload's prompts, or grow the pool with a "
         "higher --mem-fraction-static or a larger --tp-size.",
-        "A prompt of {input_tokens} tokens does not fit the context of {context_len}: shorten the "
-        "workload's prompts or raise --context-length if the model allows it.",
-        "A request exceeded the context ({context_len} tokens): shorten the workload's prompts or its "
-        "max_new_tokens, or raise --context-length if the model allows it.",
-        "A request exceeded the server's context length: keep prompt + max_new_tokens below the context "
-        "length with a margin, or pass --allow-auto-truncate.",
+        "A prompt of {input_tokens} tokens does not fit the context of {context_len}: shorten the workload's prompts or raise --context-length if the model allows it.",
+        "A request exceeded the context ({context_len} tokens): shorten the workload's prompts or its max_new_tokens, or raise --context-length if the model allows it.",
+        "A request exceeded the server's context length: keep prompt + max_new_tokens below the context length with a margin, or pass --allow-auto-truncate.",
         # tokenizer_manager.py answers the request with a 400 and serves on; a startup refusal of
         # --context-length is a ValueError whose "Scheduler hit an exception" kills the server.
         server_survives=True,
@@ -478,8 +462,7 @@ SIGNATURES: tuple[Signature, ...] = (
         "CUDA graph capture failed ({capture_error}): capture fewer batch sizes (a smaller cuda-graph max "
         "batch size, e.g. 16) or, slower, disable CUDA graphs to tell a capture bug from a model bug; "
         "--enable-torch-compile and a mismatched draft model are the usual suspects.",
-        "CUDA graph capture failed: capture fewer batch sizes (a smaller cuda-graph max batch size, e.g. 16) "
-        "or, slower, disable CUDA graphs; drop --enable-torch-compile if it is on.",
+        "CUDA graph capture failed: capture fewer batch sizes (a smaller cuda-graph max batch size, e.g. 16) or, slower, disable CUDA graphs; drop --enable-torch-compile if it is on.",
         wrapper=True,
     ),
     # --- collective communication failed (often a consequence: ranked after the CUDA classes) ----
@@ -524,8 +507,7 @@ SIGNATURES: tuple[Signature, ...] = (
         "The engine's watchdog stopped the server after {watchdog_s} s without progress: a rank hung (NCCL "
         "between nodes, a JIT build, a slow disk). Look at the last step each rank logged; raise "
         "--watchdog-timeout only if the step is merely slow.",
-        "The engine's watchdog stopped the server: a rank made no progress. Look at the last step each "
-        "rank logged; raise --watchdog-timeout only if the step is merely slow.",
+        "The engine's watchdog stopped the server: a rank made no progress. Look at the last step each rank logged; raise --watchdog-timeout only if the step is merely slow.",
     ),
     # --- a crash whose traceback runs through the model's weight loader ------------------------
     # SGLang's loaders call `model.load_weights(...)` (model_loader/loader.py); a model whose
@@ -566,8 +548,7 @@ SIGNATURES: tuple[Signature, ...] = (
             T("is already dead, terminating server process"),
             T("EngineDeadError"),
         ),
-        "A server process died with exit code {exit_code}: -9 usually means the kernel's OOM killer "
-        "(`dmesg -T | grep -i oom`); give the host more RAM or load fewer models at once.",
+        "A server process died with exit code {exit_code}: -9 usually means the kernel's OOM killer (`dmesg -T | grep -i oom`); give the host more RAM or load fewer models at once.",
         "A server process failed: the exception above it in the evidence is the cause to read.",
     ),
     _generic(
@@ -586,7 +567,7 @@ SIGNATURES: tuple[Signature, ...] = (
         (T("SM 12.x requires CUDA >= 12.9"),),
         "FlashInfer found a CUDA toolkit older than 12.9 (CUDA_HOME or nvcc on PATH) and left its target "
         "architectures empty; JIT-compiled kernels will fail. Put a CUDA >= 12.9 toolkit on PATH/CUDA_HOME "
-        "for the service, or set FLASHINFER_CUDA_ARCH_LIST=\"12.0f\". Harmless while only prebuilt kernels run.",
+        'for the service, or set FLASHINFER_CUDA_ARCH_LIST="12.0f". Harmless while only prebuilt kernels run.',
     ),
     _finding(
         "context_length_above_derived",
@@ -597,10 +578,8 @@ SIGNATURES: tuple[Signature, ...] = (
                 r"\((?P<derived_context>\d+)\)(?!.*To allow overriding)",
             ),
         ),
-        "The context length ({requested_context}) is above what the model config derives "
-        "({derived_context}); SGLang warns of wrong outputs or CUDA errors past {derived_context} tokens.",
-        "The context length is above what the model config derives; SGLang warns of wrong outputs or CUDA "
-        "errors past the derived length.",
+        "The context length ({requested_context}) is above what the model config derives ({derived_context}); SGLang warns of wrong outputs or CUDA errors past {derived_context} tokens.",
+        "The context length is above what the model config derives; SGLang warns of wrong outputs or CUDA errors past the derived length.",
     ),
     _finding(
         "max_running_requests_reduced",
@@ -608,25 +587,20 @@ SIGNATURES: tuple[Signature, ...] = (
             T("max_running_requests was reduced", r"from the requested (?P<requested>\d+) to (?P<granted>\d+)"),
             T("max_running_requests is capped to", r"capped to (?P<granted>\d+)"),
         ),
-        "max_running_requests was cut from {requested} to {granted} by the KV cache capacity: concurrency "
-        "above {granted} will queue.",
-        "max_running_requests was capped to {granted} by the mamba state cache: concurrency above "
-        "{granted} will queue.",
+        "max_running_requests was cut from {requested} to {granted} by the KV cache capacity: concurrency above {granted} will queue.",
+        "max_running_requests was capped to {granted} by the mamba state cache: concurrency above {granted} will queue.",
         "max_running_requests was lowered by the available cache capacity: higher concurrency will queue.",
     ),
     _finding(
         "ddtree_accepts_nothing",
         (T("avg_accepted_drafts=0.00", r"budget=(?P<ddtree_budget>\d+)"),),
-        "DDTree (budget {ddtree_budget}) accepted no draft token: the tree is pure overhead here; check the "
-        "draft model pairing, or use a larger budget.",
-        "DDTree accepted no draft token: the tree is pure overhead here; check the draft model pairing, or "
-        "use a larger budget.",
+        "DDTree (budget {ddtree_budget}) accepted no draft token: the tree is pure overhead here; check the draft model pairing, or use a larger budget.",
+        "DDTree accepted no draft token: the tree is pure overhead here; check the draft model pairing, or use a larger budget.",
     ),
     _finding(
         "memory_unbalanced",
         (T("The memory capacity is unbalanced"),),
-        "GPU memory differs between ranks: another process holds memory on some GPU (nvidia-smi), so the "
-        "KV pool is sized for the smallest one.",
+        "GPU memory differs between ranks: another process holds memory on some GPU (nvidia-smi), so the KV pool is sized for the smallest one.",
     ),
     _finding(
         "torch_lacks_gpu_arch",
@@ -637,14 +611,12 @@ SIGNATURES: tuple[Signature, ...] = (
     _finding(
         "kv_pool_full_retracting",
         (T("KV cache pool is full. Retract requests"),),
-        "The KV pool filled up and requests were retracted (recomputed later): throughput under this "
-        "concurrency is below what the GPU can do; lower concurrency or grow the pool.",
+        "The KV pool filled up and requests were retracted (recomputed later): throughput under this concurrency is below what the GPU can do; lower concurrency or grow the pool.",
     ),
     _finding(
         "http_400_responses",
         (T('" 400 Bad Request'),),
-        "The server rejected requests with HTTP 400 (see the client's error text: often prompt + "
-        "max_new_tokens above the context length).",
+        "The server rejected requests with HTTP 400 (see the client's error text: often prompt + max_new_tokens above the context length).",
     ),
     _finding(
         "recovered_error",
@@ -664,12 +636,9 @@ SERVER_START_TIMEOUT_FIXES: tuple[str, ...] = (
     "The server was not ready within {timeout_s:.0f} s and logged no error; it was last {last_phase}. "
     "If loading weights: stage the model on local NVMe or /dev/shm; if capturing CUDA graphs: lower "
     "--cuda-graph-max-bs; otherwise raise the start timeout.",
-    "The server was not ready within {timeout_s:.0f} s and logged no error: stage the model on local "
-    "disk, lower --cuda-graph-max-bs, or raise the start timeout.",
-    "The server was not ready in time and logged no error; it was last {last_phase}: stage the model on "
-    "local disk, lower --cuda-graph-max-bs, or raise the start timeout.",
-    "The server was not ready in time and logged no error: stage the model on local disk, lower "
-    "--cuda-graph-max-bs, or raise the start timeout.",
+    "The server was not ready within {timeout_s:.0f} s and logged no error: stage the model on local disk, lower --cuda-graph-max-bs, or raise the start timeout.",
+    "The server was not ready in time and logged no error; it was last {last_phase}: stage the model on local disk, lower --cuda-graph-max-bs, or raise the start timeout.",
+    "The server was not ready in time and logged no error: stage the model on local disk, lower --cuda-graph-max-bs, or raise the start timeout.",
 )
 
 # Chosen from the log alone: it ends inside a start-up step that began and never finished (weights
@@ -684,16 +653,13 @@ STALLED_START_FIXES: tuple[str, ...] = (
     "local NVMe or /dev/shm; if capturing CUDA graphs or compiling kernels: lower --cuda-graph-max-bs or "
     "warm the JIT cache; if forming NCCL communicators (several nodes): check that every node reached this "
     "step and can reach the others (NCCL_DEBUG=INFO, NCCL_SOCKET_IFNAME); otherwise raise the start timeout.",
-    "The start stalled and logged no error: stage the model on local disk, lower --cuda-graph-max-bs, or "
-    "raise the start timeout.",
+    "The start stalled and logged no error: stage the model on local disk, lower --cuda-graph-max-bs, or raise the start timeout.",
 )
 
 # Chosen when the log ends during startup with no fatal line and no word that the start timed out.
 STARTUP_INCOMPLETE_FIXES: tuple[str, ...] = (
-    "The log ends during startup without an error (it was last {last_phase}): the server was stopped, "
-    "killed (exit -9: `dmesg -T | grep -i oom`) or the log was cut. Read the run record's exit code.",
-    "The log ends during startup without an error: the server was stopped, killed (exit -9: "
-    "`dmesg -T | grep -i oom`) or the log was cut. Read the run record's exit code.",
+    "The log ends during startup without an error (it was last {last_phase}): the server was stopped, killed (exit -9: `dmesg -T | grep -i oom`) or the log was cut. Read the run record's exit code.",
+    "The log ends during startup without an error: the server was stopped, killed (exit -9: `dmesg -T | grep -i oom`) or the log was cut. Read the run record's exit code.",
 )
 
 SIGNATURE_BY_NAME: dict[str, Signature] = {signature.name: signature for signature in SIGNATURES}

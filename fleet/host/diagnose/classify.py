@@ -284,9 +284,7 @@ class _Scanner:
         line_end = buffer.find(b"\n", position, end)
         return first_line + newlines - buffer.count(b"\n", position, end), bytes(buffer[line_start:line_end])
 
-    def _serving_only(
-        self, buffer: bytearray, start: int, end: int, first_line: int, newlines: int, decode: int, prefill: int, ddtree: int
-    ) -> None:
+    def _serving_only(self, buffer: bytearray, start: int, end: int, first_line: int, newlines: int, decode: int, prefill: int, ddtree: int) -> None:
         """A block of serving lines only: count them, remember the latest of each kind, parse nothing."""
         self.summary.skip_serving(decode, prefill)
         self.serving += decode + prefill
@@ -356,9 +354,7 @@ class _Scanner:
         for signature, groups in matched.items():
             self._record(signature, line_no, text, message, groups, warning)
 
-    def _record(
-        self, signature: Signature, line_no: int, text: str, message: str, groups: dict[str, str], warning: bool = False
-    ) -> None:
+    def _record(self, signature: Signature, line_no: int, text: str, message: str, groups: dict[str, str], warning: bool = False) -> None:
         hits = self.hits.setdefault((self.summary.starts, signature.name), _SignatureHits())
         hits.count += 1
         hits.not_warnings += not warning
@@ -515,11 +511,7 @@ def _classify(scan: _Scanner, path: str, hint: DiagnosisHint | None) -> Diagnosi
             continue
         # Beside a known failure, generic errors are its cascade; alone, they count only if the
         # server stopped serving after them.
-        if (
-            signature.kind is Kind.GENERIC
-            and not explained
-            and scan.serving - hits.serving_at_last >= RECOVERY_SERVING_LINES
-        ):
+        if signature.kind is Kind.GENERIC and not explained and scan.serving - hits.serving_at_last >= RECOVERY_SERVING_LINES:
             recovered.append(hits)
             continue
         fatal.append((signature, hits))
@@ -562,13 +554,7 @@ def _classify(scan: _Scanner, path: str, hint: DiagnosisHint | None) -> Diagnosi
             if stalled is not None and stalled.line < evidence[0].line:
                 evidence = (Evidence(stalled.line, f"last startup step: {stalled.text}"), *evidence)
         fix = fill_fix(root.fixes, figures)
-        consequences = tuple(
-            dict.fromkeys(
-                signature.failure_class.value
-                for signature, _ in fatal[1:]
-                if signature.failure_class not in (None, root.failure_class, FailureClass.UNKNOWN)
-            )
-        )
+        consequences = tuple(dict.fromkeys(signature.failure_class.value for signature, _ in fatal[1:] if signature.failure_class not in (None, root.failure_class, FailureClass.UNKNOWN)))
     elif not _came_up(scan, start) and _startup_seen(scan) is not None:
         # The log ends during startup without a fatal line. With the run record's word that the start
         # timed out, that is the failure. From the log alone: a step that began and never ended (weights
@@ -657,9 +643,7 @@ def _generic_evidence(generic: list[_SignatureHits]) -> tuple[Evidence, ...]:
     return tuple(Evidence(line, text) for line, text in lines[: 2 * EVIDENCE_PER_SIGNATURE])
 
 
-def _findings(
-    scan: _Scanner, start: int, figures: dict[str, object], recovered: list[_SignatureHits], failure_class: str | None
-) -> tuple[Finding, ...]:
+def _findings(scan: _Scanner, start: int, figures: dict[str, object], recovered: list[_SignatureHits], failure_class: str | None) -> tuple[Finding, ...]:
     findings: dict[str, Finding] = {}
 
     def add(name: str, line: int, text: str, count: int, extra: dict[str, str]) -> None:
@@ -819,11 +803,7 @@ def _server_log_of(result_path: Path, names: Sequence[str], logs: Sequence[Path]
 
 def _agent_diagnosis(path: Path, diagnosis: Mapping[str, Any]) -> Diagnosis:
     """The diagnosis the agent read from the whole server log, as the result stores it: read, not redone."""
-    evidence = tuple(
-        Evidence(int(item.get("line") or 0), str(item.get("text") or ""))
-        for item in diagnosis.get("evidence") or []
-        if isinstance(item, Mapping)
-    )
+    evidence = tuple(Evidence(int(item.get("line") or 0), str(item.get("text") or "")) for item in diagnosis.get("evidence") or [] if isinstance(item, Mapping))
     fix = diagnosis.get("fix")
     figures = diagnosis.get("figures")
     return Diagnosis(

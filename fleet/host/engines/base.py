@@ -52,10 +52,7 @@ class ReleaseChoice:
         """A warning for the user when fleet speaks a release other than the one asked for."""
         if self.exact:
             return None
-        return (
-            f"{self.title} {self.requested} is not a release fleet knows ({', '.join(self.known)}); "
-            f"planned with the nearest known release, {self.release}"
-        )
+        return f"{self.title} {self.requested} is not a release fleet knows ({', '.join(self.known)}); planned with the nearest known release, {self.release}"
 
 
 def choose_release(version: str, known: tuple[str, ...], title: str) -> ReleaseChoice:

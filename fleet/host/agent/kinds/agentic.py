@@ -45,10 +45,7 @@ def drive(driver: Driver, out: WorkloadOutcome) -> None:
         if not driver.gate.open:
             break
         began = time.monotonic()
-        threads = [
-            threading.Thread(target=session, args=(number, repeat), name=f"session{number}", daemon=True)
-            for number in range(workload["sessions"])
-        ]
+        threads = [threading.Thread(target=session, args=(number, repeat), name=f"session{number}", daemon=True) for number in range(workload["sessions"])]
         for thread in threads:
             thread.start()
         for thread in threads:

@@ -63,9 +63,7 @@ def drive(driver: Driver, out: WorkloadOutcome) -> None:
     workload = driver.run.workload
     if workload["levels"] == "auto":
         if driver.facts.max_running_requests is None:
-            out.failure = Failure(
-                UNKNOWN_MAX_RUNNING, "levels `auto` needs the server's max_running_requests: neither /server_info nor the log gave it"
-            )
+            out.failure = Failure(UNKNOWN_MAX_RUNNING, "levels `auto` needs the server's max_running_requests: neither /server_info nor the log gave it")
             return
         levels = auto_levels(driver.facts.max_running_requests)
     else:

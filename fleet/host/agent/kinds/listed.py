@@ -70,10 +70,7 @@ def random_requests(workload: dict[str, Any], repeat: int) -> list[Planned]:
     """One repeat's requests of a random workload: `requests` prompts of exactly `input_tokens` ids."""
     max_new = int(workload["max_new_tokens"])
     count, length = int(workload["requests"]), int(workload["input_tokens"])
-    return [
-        Planned(random_prompt_ids(int(workload["seed"]), repeat * count + i, length), max_new, {"repeat": repeat, "request": i})
-        for i in range(count)
-    ]
+    return [Planned(random_prompt_ids(int(workload["seed"]), repeat * count + i, length), max_new, {"repeat": repeat, "request": i}) for i in range(count)]
 
 
 def sample_sha256(plans: list[Planned]) -> str:

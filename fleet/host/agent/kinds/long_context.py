@@ -94,8 +94,7 @@ def drive(driver: Driver, out: WorkloadOutcome) -> None:
     if target <= 0:
         out.failure = Failure(
             CONTEXT_TOO_SMALL,
-            f"a context of {room} tokens leaves no room for a prompt next to {max_new} new tokens and a "
-            f"{workload['margin_tokens']}-token margin",
+            f"a context of {room} tokens leaves no room for a prompt next to {max_new} new tokens and a {workload['margin_tokens']}-token margin",
         )
         return
     body = workload["corpus"]
@@ -140,9 +139,7 @@ def drive(driver: Driver, out: WorkloadOutcome) -> None:
     }
     if chosen is None:
         if out.failure is None and driver.gate.open:
-            out.failure = Failure(
-                CALIBRATION_FAILED, f"no cut of the corpus fitted {target} prompt tokens in {len(probes)} calibration requests"
-            )
+            out.failure = Failure(CALIBRATION_FAILED, f"no cut of the corpus fitted {target} prompt tokens in {len(probes)} calibration requests")
         return
     cut = prompt_cut(workload["prompt_tokens"], chosen.prompt_tokens or 0, room, max_new, workload["margin_tokens"])
     if cut is not None:

@@ -34,10 +34,7 @@ from fleet.host.engines.sglang.speculative import (
 from fleet.host.modelcard import ModelCard
 
 
-MAX_RUNNING_RESET_WARNING = (
-    "Max running requests is reset to 48 for speculative decoding. "
-    "You can override this by explicitly setting --max-running-requests."
-)
+MAX_RUNNING_RESET_WARNING = "Max running requests is reset to 48 for speculative decoding. You can override this by explicitly setting --max-running-requests."
 
 # The settings fleet reads (the simulator, the memory planner, the renderer), named as in 0.5.12, in
 # the order of the 0.5.12 ServerArgs dataclass, with the value fleet assumes where a release leaves
@@ -45,29 +42,84 @@ MAX_RUNNING_RESET_WARNING = (
 # None with a resolution `fallback` (e.g. mamba_full_memory_ratio, fallback 0.9:
 # arg_groups/fields/schedule.py:220); the values here are those fallbacks for the models fleet has cards for.
 FLEET_FIELDS: tuple[tuple[str, Any], ...] = (
-    ("model_path", None), ("tokenizer_path", None), ("tokenizer_mode", "auto"), ("load_format", "auto"),
-    ("trust_remote_code", False), ("context_length", None), ("revision", None), ("host", "127.0.0.1"),
-    ("port", 30000), ("skip_server_warmup", False), ("nccl_port", None), ("dtype", "auto"), ("quantization", None),
-    ("kv_cache_dtype", "auto"), ("mem_fraction_static", None), ("max_running_requests", None),
-    ("max_queued_requests", None), ("max_total_tokens", None), ("chunked_prefill_size", None),
-    ("max_prefill_tokens", 16384), ("schedule_policy", "fcfs"), ("schedule_conservativeness", 1.0),
-    ("page_size", None), ("tp_size", 1), ("pp_size", 1), ("stream_interval", 1), ("random_seed", None),
-    ("watchdog_timeout", 300), ("download_dir", None), ("base_gpu_id", 0), ("log_level", "info"),
-    ("log_level_http", None), ("log_requests", False), ("show_time_cost", False), ("enable_metrics", False),
-    ("decode_log_interval", 40), ("api_key", None), ("served_model_name", None), ("chat_template", None),
-    ("enable_cache_report", False), ("reasoning_parser", None), ("tool_call_parser", None), ("dp_size", 1),
-    ("dist_init_addr", None), ("nnodes", 1), ("node_rank", 0), ("json_model_override_args", "{}"),
-    ("attention_backend", None), ("decode_attention_backend", None), ("prefill_attention_backend", None),
-    ("mamba_backend", "triton"), ("speculative_algorithm", None), ("speculative_draft_model_path", None),
-    ("speculative_num_steps", None), ("speculative_eagle_topk", None), ("speculative_num_draft_tokens", None),
-    ("speculative_dflash_block_size", None), ("speculative_ddtree_budget", None),
-    ("speculative_attention_mode", "prefill"), ("speculative_draft_attention_backend", None),
-    ("speculative_draft_window_size", None), ("ep_size", 1), ("max_mamba_cache_size", None),
-    ("mamba_ssm_dtype", None), ("mamba_full_memory_ratio", 0.9), ("mamba_scheduler_strategy", "auto"),
-    ("mamba_track_interval", 256), ("linear_attn_backend", "triton"), ("disable_radix_cache", False),
-    ("cuda_graph_max_bs", None), ("cuda_graph_bs", None), ("disable_cuda_graph", False),
-    ("disable_overlap_schedule", False), ("enable_mixed_chunk", False), ("enable_dp_attention", False),
-    ("enable_torch_compile", False), ("disable_piecewise_cuda_graph", False), ("allow_auto_truncate", False),
+    ("model_path", None),
+    ("tokenizer_path", None),
+    ("tokenizer_mode", "auto"),
+    ("load_format", "auto"),
+    ("trust_remote_code", False),
+    ("context_length", None),
+    ("revision", None),
+    ("host", "127.0.0.1"),
+    ("port", 30000),
+    ("skip_server_warmup", False),
+    ("nccl_port", None),
+    ("dtype", "auto"),
+    ("quantization", None),
+    ("kv_cache_dtype", "auto"),
+    ("mem_fraction_static", None),
+    ("max_running_requests", None),
+    ("max_queued_requests", None),
+    ("max_total_tokens", None),
+    ("chunked_prefill_size", None),
+    ("max_prefill_tokens", 16384),
+    ("schedule_policy", "fcfs"),
+    ("schedule_conservativeness", 1.0),
+    ("page_size", None),
+    ("tp_size", 1),
+    ("pp_size", 1),
+    ("stream_interval", 1),
+    ("random_seed", None),
+    ("watchdog_timeout", 300),
+    ("download_dir", None),
+    ("base_gpu_id", 0),
+    ("log_level", "info"),
+    ("log_level_http", None),
+    ("log_requests", False),
+    ("show_time_cost", False),
+    ("enable_metrics", False),
+    ("decode_log_interval", 40),
+    ("api_key", None),
+    ("served_model_name", None),
+    ("chat_template", None),
+    ("enable_cache_report", False),
+    ("reasoning_parser", None),
+    ("tool_call_parser", None),
+    ("dp_size", 1),
+    ("dist_init_addr", None),
+    ("nnodes", 1),
+    ("node_rank", 0),
+    ("json_model_override_args", "{}"),
+    ("attention_backend", None),
+    ("decode_attention_backend", None),
+    ("prefill_attention_backend", None),
+    ("mamba_backend", "triton"),
+    ("speculative_algorithm", None),
+    ("speculative_draft_model_path", None),
+    ("speculative_num_steps", None),
+    ("speculative_eagle_topk", None),
+    ("speculative_num_draft_tokens", None),
+    ("speculative_dflash_block_size", None),
+    ("speculative_ddtree_budget", None),
+    ("speculative_attention_mode", "prefill"),
+    ("speculative_draft_attention_backend", None),
+    ("speculative_draft_window_size", None),
+    ("ep_size", 1),
+    ("max_mamba_cache_size", None),
+    ("mamba_ssm_dtype", None),
+    ("mamba_full_memory_ratio", 0.9),
+    ("mamba_scheduler_strategy", "auto"),
+    ("mamba_track_interval", 256),
+    ("linear_attn_backend", "triton"),
+    ("disable_radix_cache", False),
+    ("cuda_graph_max_bs", None),
+    ("cuda_graph_bs", None),
+    ("disable_cuda_graph", False),
+    ("disable_overlap_schedule", False),
+    ("enable_mixed_chunk", False),
+    ("enable_dp_attention", False),
+    ("enable_torch_compile", False),
+    ("disable_piecewise_cuda_graph", False),
+    ("allow_auto_truncate", False),
 )
 FLEET_FIELD_NAMES: tuple[str, ...] = tuple(name for name, _ in FLEET_FIELDS)
 
@@ -136,9 +188,7 @@ class ReleaseResolution:
     lazy_refuses_speculation: bool
 
 
-def _handle_dflash(
-    values: dict[str, Any], draft: ModelCard | None, warnings: list[ArgsWarning], behaviour: ReleaseResolution
-) -> ArgsFailure | None:
+def _handle_dflash(values: dict[str, Any], draft: ModelCard | None, warnings: list[ArgsWarning], behaviour: ReleaseResolution) -> ArgsFailure | None:
     """0.5.12 server_args.py:3620-3712, 0.5.23 arg_groups/speculative_hook.py:287 _handle_dflash;
     the DDTree fork (sglang PR #29907) runs DFLASH's hook too."""
     hook = behaviour.dflash_logger
@@ -178,8 +228,7 @@ def _handle_dflash(
     if window is not None and window < values["speculative_num_draft_tokens"]:
         return ArgsFailure(
             "ValueError",
-            "--speculative-draft-window-size must be >= --speculative-num-draft-tokens (block_size). "
-            f"window_size={window}, block_size={values['speculative_num_draft_tokens']}.",
+            f"--speculative-draft-window-size must be >= --speculative-num-draft-tokens (block_size). window_size={window}, block_size={values['speculative_num_draft_tokens']}.",
             "speculative_hook",
         )
     _default_max_running(values, warnings, behaviour)
@@ -189,11 +238,7 @@ def _handle_dflash(
     return None
 
 
-
-
-def _mamba_radix_cache_0512(
-    values: dict[str, Any], target: ModelCard, algorithm: str | None, warnings: list[ArgsWarning]
-) -> ArgsFailure | None:
+def _mamba_radix_cache_0512(values: dict[str, Any], target: ModelCard, algorithm: str | None, warnings: list[ArgsWarning]) -> ArgsFailure | None:
     """0.5.12 server_args.py:2481 ServerArgs._handle_mamba_radix_cache, for hybrid GDN targets
     (Qwen3-Next / 3.5 / 3.6) on CUDA."""
     strategy = values["mamba_scheduler_strategy"]
@@ -214,31 +259,31 @@ def _mamba_radix_cache_0512(
             if strategy == "extra_buffer_lazy":
                 return ArgsFailure(
                     "AssertionError",
-                    "extra_buffer_lazy is not yet supported with speculative decoding. "
-                    "Use --mamba-scheduler-strategy extra_buffer instead.",
+                    "extra_buffer_lazy is not yet supported with speculative decoding. Use --mamba-scheduler-strategy extra_buffer instead.",
                     "mamba_radix_cache",
                 )
             if values["mamba_track_interval"] < values["speculative_num_draft_tokens"]:
                 return ArgsFailure(
                     "AssertionError",
-                    f"mamba_track_interval {values['mamba_track_interval']} must be greater than or equal to "
-                    f"speculative_num_draft_tokens {values['speculative_num_draft_tokens']}",
+                    f"mamba_track_interval {values['mamba_track_interval']} must be greater than or equal to speculative_num_draft_tokens {values['speculative_num_draft_tokens']}",
                     "mamba_radix_cache",
                 )
     elif not values["disable_radix_cache"]:
         if values["page_size"] != 1:
-            warnings.append(ArgsWarning(
-                "sglang.srt.server_args",
-                f"{arch} with radix cache requires page_size=1 in the current Mamba scheduling mode (no_buffer), "
-                f"but got {values['page_size']}. Automatically setting page_size=1.",
-            ))
+            warnings.append(
+                ArgsWarning(
+                    "sglang.srt.server_args",
+                    f"{arch} with radix cache requires page_size=1 in the current Mamba scheduling mode (no_buffer), but got {values['page_size']}. Automatically setting page_size=1.",
+                )
+            )
             values["page_size"] = 1
         if algorithm is None:
-            warnings.append(ArgsWarning(
-                "sglang.srt.server_args",
-                "Disabling overlap schedule since mamba no_buffer is not compatible with overlap schedule, "
-                "try to use --disable-radix-cache if overlap schedule is necessary",
-            ))
+            warnings.append(
+                ArgsWarning(
+                    "sglang.srt.server_args",
+                    "Disabling overlap schedule since mamba no_buffer is not compatible with overlap schedule, try to use --disable-radix-cache if overlap schedule is necessary",
+                )
+            )
             values["disable_overlap_schedule"] = True
         else:
             # The missing space after "no_buffer." is SGLang's.
@@ -253,18 +298,20 @@ def _mamba_radix_cache_0512(
     return None
 
 
-
-
 # 0.5.23 arg_groups/overrides.py:403 _MAMBA_EXTRA_BUFFER_ARCHS (the hybrid architectures fleet has cards for).
-MAMBA_EXTRA_BUFFER_ARCHS_0523 = frozenset({
-    "KimiLinearForCausalLM", "Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration",
-    "Qwen3_5MoeForCausalLM", "Qwen3_5ForCausalLM", "Qwen3NextForCausalLM",
-})
+MAMBA_EXTRA_BUFFER_ARCHS_0523 = frozenset(
+    {
+        "KimiLinearForCausalLM",
+        "Qwen3_5ForConditionalGeneration",
+        "Qwen3_5MoeForConditionalGeneration",
+        "Qwen3_5MoeForCausalLM",
+        "Qwen3_5ForCausalLM",
+        "Qwen3NextForCausalLM",
+    }
+)
 
 
-def _mamba_radix_cache_0523(
-    values: dict[str, Any], target: ModelCard, algorithm: str | None, warnings: list[ArgsWarning]
-) -> ArgsFailure | None:
+def _mamba_radix_cache_0523(values: dict[str, Any], target: ModelCard, algorithm: str | None, warnings: list[ArgsWarning]) -> ArgsFailure | None:
     """0.5.23 arg_groups/overrides.py:453 _mamba_radix_cache_resolution, then model_hook.py:1048
     handle_mamba_radix_cache's validators (mamba_hook.py:115 extra_buffer, :156 no_buffer)."""
     if values["disable_radix_cache"]:
@@ -291,9 +338,7 @@ def _mamba_radix_cache_0523(
     if values["page_size"] not in (1, None):
         return ArgsFailure("AssertionError", "no_buffer only supports page_size=1.", "mamba_radix_cache")
     if not values["disable_overlap_schedule"]:
-        return ArgsFailure(
-            "AssertionError", "no_buffer do not support overlap schedule. Try to set disable_overlap_schedule=True.", "mamba_radix_cache"
-        )
+        return ArgsFailure("AssertionError", "no_buffer do not support overlap schedule. Try to set disable_overlap_schedule=True.", "mamba_radix_cache")
     if values["attention_backend"] == "trtllm_mha":
         return ArgsFailure("AssertionError", "no_buffer do not support trtllm_mha attention backend.", "mamba_radix_cache")
     return None
@@ -302,24 +347,30 @@ def _mamba_radix_cache_0523(
 RESOLUTION: Mapping[str, ReleaseResolution] = {
     # 0.5.12 server_args.py:2481-2571 (_handle_mamba_radix_cache), :3705 (DFLASH overlap).
     "0.5.12": ReleaseResolution(
-        dflash_disables_overlap=True, dflash_logger="sglang.srt.server_args", mamba_radix_cache=_mamba_radix_cache_0512,
-        no_buffer_refuses_speculation=True, extra_buffer_needs_spec_v2=True, extra_buffer_refuses_disabled_radix=True,
+        dflash_disables_overlap=True,
+        dflash_logger="sglang.srt.server_args",
+        mamba_radix_cache=_mamba_radix_cache_0512,
+        no_buffer_refuses_speculation=True,
+        extra_buffer_needs_spec_v2=True,
+        extra_buffer_refuses_disabled_radix=True,
         lazy_refuses_speculation=True,
     ),
     # 0.5.23 overrides.py:477 (auto -> extra_buffer with overlap on), mamba_hook.py:115 (no spec-v2 switch, lazy
     # wired for every verify path), model_override_base.py:262 (no radix cache: the strategy is not read).
     "0.5.23": ReleaseResolution(
-        dflash_disables_overlap=False, dflash_logger="sglang.srt.arg_groups.speculative_hook", mamba_radix_cache=_mamba_radix_cache_0523,
-        no_buffer_refuses_speculation=False, extra_buffer_needs_spec_v2=False, extra_buffer_refuses_disabled_radix=False,
+        dflash_disables_overlap=False,
+        dflash_logger="sglang.srt.arg_groups.speculative_hook",
+        mamba_radix_cache=_mamba_radix_cache_0523,
+        no_buffer_refuses_speculation=False,
+        extra_buffer_needs_spec_v2=False,
+        extra_buffer_refuses_disabled_radix=False,
         lazy_refuses_speculation=False,
     ),
 }
 assert set(RESOLUTION) == set(KNOWN_RELEASES), "one ReleaseResolution per known release"
 
 
-def memory_inputs(
-    resolved: ResolvedArgs, *, gpu_memory_mib: int, release: str, gpu_reserved_mib: float = DEFAULT_GPU_RESERVED_MIB
-) -> MemoryInputs:
+def memory_inputs(resolved: ResolvedArgs, *, gpu_memory_mib: int, release: str, gpu_reserved_mib: float = DEFAULT_GPU_RESERVED_MIB) -> MemoryInputs:
     """The memory planner's inputs for resolved flags: the one flags -> MemoryInputs mapping, used by
     the simulator when it starts and by fleet's feasibility check before anything is launched."""
     values = resolved.values
@@ -426,10 +477,7 @@ def _default_max_running(values: dict[str, Any], warnings: list[ArgsWarning], be
         warnings.append(ArgsWarning(behaviour.dflash_logger, MAX_RUNNING_RESET_WARNING))
 
 
-
-def _derive_context_length(
-    values: dict[str, Any], target: ModelCard, draft: ModelCard | None, env: Mapping[str, str], warnings: list[ArgsWarning]
-) -> ArgsFailure | None:
+def _derive_context_length(values: dict[str, Any], target: ModelCard, draft: ModelCard | None, env: Mapping[str, str], warnings: list[ArgsWarning]) -> ArgsFailure | None:
     """ModelConfig._derive_context_length, for the target and then for a DFLASH draft, whose
     context is forced to the target's (hence z-lab's `export SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1`)."""
     allow = env.get("SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN", "").lower() in ("1", "true", "yes", "on")

@@ -137,9 +137,8 @@ def _verdict(plan: MemoryPlan, suggestion: list[Adjustment] | None, release: str
             f"KV pool {plan.kv_tokens} tokens)"
         )
     else:
-        text = (
-            f"{where} fits: KV pool {plan.kv_tokens} tokens, max_running_requests {plan.max_running_requests}"
-            + (f", mamba cache {plan.max_mamba_cache_size} slots" if plan.max_mamba_cache_size else "")
+        text = f"{where} fits: KV pool {plan.kv_tokens} tokens, max_running_requests {plan.max_running_requests}" + (
+            f", mamba cache {plan.max_mamba_cache_size} slots" if plan.max_mamba_cache_size else ""
         )
     if suggestion:
         text += f"; smallest fix: {describe_adjustments(suggestion)}"

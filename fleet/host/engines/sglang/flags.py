@@ -168,20 +168,14 @@ def human_readable_int(value: str) -> int:
         if suffix in iec:
             if "." in number:
                 raise argparse.ArgumentTypeError(
-                    f"Decimals are not allowed with IEC suffixes like '{suffix}'. "
-                    f"Use an integer IEC value such as '{int(Decimal(number))}{suffix}', "
-                    f"or an SI value such as '{number}{suffix[0]}'."
+                    f"Decimals are not allowed with IEC suffixes like '{suffix}'. Use an integer IEC value such as '{int(Decimal(number))}{suffix}', or an SI value such as '{number}{suffix[0]}'."
                 )
             return int(number) * iec[suffix]
         return int(Decimal(number) * si[suffix])
     try:
         return int(value)
     except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"Invalid integer value: '{value}'. "
-            "Use a plain integer, SI suffixes (1k, 1M), or IEC suffixes (1Ki, 1Mi). "
-            "Suffixes are case-sensitive."
-        ) from None
+        raise argparse.ArgumentTypeError(f"Invalid integer value: '{value}'. Use a plain integer, SI suffixes (1k, 1M), or IEC suffixes (1Ki, 1Mi). Suffixes are case-sensitive.") from None
 
 
 def nullable_str(val: str) -> str | None:
@@ -230,9 +224,7 @@ def parse_cuda_graph_config_arg(raw: str) -> dict[str, dict[str, Any]]:
     for phase, settings in parsed.items():
         phase = str(phase)
         if phase not in _CUDA_GRAPH_PHASE_KEYS:
-            raise argparse.ArgumentTypeError(
-                f"--cuda-graph-config: unknown phase '{phase}', expected one of {tuple(_CUDA_GRAPH_PHASE_KEYS)}"
-            )
+            raise argparse.ArgumentTypeError(f"--cuda-graph-config: unknown phase '{phase}', expected one of {tuple(_CUDA_GRAPH_PHASE_KEYS)}")
         if not isinstance(settings, dict):
             raise argparse.ArgumentTypeError(f"--cuda-graph-config['{phase}'] must be a JSON object, got {type(settings).__name__}")
         if "backend" in settings:
@@ -271,8 +263,7 @@ class _Deprecated(argparse.Action):
 
 
 class _DeprecatedStoreTrue(argparse.Action):
-    def __init__(self, option_strings: Sequence[str], dest: str, new_flag: str | None = None, nargs: Any = 0,
-                 const: Any = True, default: Any = False, **kwargs: Any) -> None:
+    def __init__(self, option_strings: Sequence[str], dest: str, new_flag: str | None = None, nargs: Any = 0, const: Any = True, default: Any = False, **kwargs: Any) -> None:
         self.new_flag = new_flag
         super().__init__(option_strings, dest, nargs=nargs, const=const, default=default, **kwargs)
 
@@ -283,8 +274,7 @@ class _DeprecatedStoreTrue(argparse.Action):
 
 
 class _DeprecatedStoreConst(argparse.Action):
-    def __init__(self, option_strings: Sequence[str], dest: str, new_flag: str | None = None, const_value: Any = None,
-                 nargs: Any = 0, default: Any = None, **kwargs: Any) -> None:
+    def __init__(self, option_strings: Sequence[str], dest: str, new_flag: str | None = None, const_value: Any = None, nargs: Any = 0, default: Any = None, **kwargs: Any) -> None:
         self.new_flag = new_flag
         self.const_value = const_value
         super().__init__(option_strings, dest, nargs=nargs, default=default, **kwargs)
@@ -304,9 +294,7 @@ class _LoRAPath(argparse.Action):
             path = path.strip()
             if path.startswith("{") and path.endswith("}"):
                 obj = json.loads(path)
-                assert "lora_path" in obj and "lora_name" in obj, (
-                    f"{path!r} looks like a JSON str, but it does not contain 'lora_name' and 'lora_path' keys."
-                )
+                assert "lora_path" in obj and "lora_name" in obj, f"{path!r} looks like a JSON str, but it does not contain 'lora_name' and 'lora_path' keys."
                 paths.append(obj)
             else:
                 paths.append(path)
@@ -446,11 +434,7 @@ def merge_config(parser: argparse.ArgumentParser, argv: list[str]) -> list[str]:
     supported = [a for a in parser._actions if isinstance(a, (argparse._StoreTrueAction, argparse._StoreAction)) or a.nargs is None]
     supported_keys = {key for a in supported for key in _config_keys(a)}
     unsupported = {
-        key: a
-        for a in parser._actions
-        if a.option_strings and a not in supported and not {"--config", "--help", "-h"} & set(a.option_strings)
-        for key in _config_keys(a)
-        if key not in supported_keys
+        key: a for a in parser._actions if a.option_strings and a not in supported and not {"--config", "--help", "-h"} & set(a.option_strings) for key in _config_keys(a) if key not in supported_keys
     }
     merged: list[str] = []
     for key, value in config.items():
@@ -466,7 +450,7 @@ def merge_config(parser: argparse.ArgumentParser, argv: list[str]) -> list[str]:
             merged += [f"--{key}", *(str(item) for item in value)] if value else []
         else:
             merged += [f"--{key}", str(value)]
-    return merged + argv[:index] + argv[index + 2:]
+    return merged + argv[:index] + argv[index + 2 :]
 
 
 _YAML_SCALARS: Mapping[str, Any] = {"true": True, "false": False, "null": None, "~": None, "True": True, "False": False}

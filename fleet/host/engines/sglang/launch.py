@@ -71,10 +71,23 @@ _VALUE_SETTINGS: tuple[str, ...] = (
 # ServerArgs fields fleet renders from typed settings: a playbook's free-form `flags` must not set
 # them under any spelling of any known release (aliases such as --model, --tensor-parallel-size).
 _RENDERED_FIELDS = (
-    "model_path", "served_model_name", "host", "port", "tp_size", *_VALUE_SETTINGS, "disable_radix_cache",
-    "mamba_scheduler_strategy", "trust_remote_code", "enable_metrics", "speculative_algorithm",
-    "speculative_draft_model_path", "speculative_num_draft_tokens", "speculative_num_steps", "speculative_eagle_topk",
-    "speculative_dflash_block_size", "speculative_draft_attention_backend",
+    "model_path",
+    "served_model_name",
+    "host",
+    "port",
+    "tp_size",
+    *_VALUE_SETTINGS,
+    "disable_radix_cache",
+    "mamba_scheduler_strategy",
+    "trust_remote_code",
+    "enable_metrics",
+    "speculative_algorithm",
+    "speculative_draft_model_path",
+    "speculative_num_draft_tokens",
+    "speculative_num_steps",
+    "speculative_eagle_topk",
+    "speculative_dflash_block_size",
+    "speculative_draft_attention_backend",
 )
 
 _FLAG_KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -122,8 +135,7 @@ def build_launch(
         additions.env(
             ALLOW_LONGER_CONTEXT_ENV,
             "1",
-            f"{algorithm} gives the draft model the target's context length, which SGLang refuses when it "
-            "exceeds the draft config's unless this is set (z-lab's instructions export it)",
+            f"{algorithm} gives the draft model the target's context length, which SGLang refuses when it exceeds the draft config's unless this is set (z-lab's instructions export it)",
         )
 
     options: list[tuple[str, FlagValue]] = [
@@ -181,31 +193,20 @@ class _Additions:
 
 def _check_method(server: ServerShape, where: str, draft_path: str | None, version: tuple[int, int, int]) -> None:
     if server.algorithm is None:
-        given = [
-            name
-            for name in ("num_draft_tokens", "num_steps", "eagle_topk", "ddtree_budget")
-            if getattr(server, name) is not None
-        ]
+        given = [name for name in ("num_draft_tokens", "num_steps", "eagle_topk", "ddtree_budget") if getattr(server, name) is not None]
         if given or server.draft is not None:
             raise EngineConfigError(
-                f"{where}: method {server.method!r} sets {', '.join(given) or 'a draft'} without an `algorithm`; "
-                "name the speculative algorithm (DFLASH, EAGLE, ...) or remove them"
+                f"{where}: method {server.method!r} sets {', '.join(given) or 'a draft'} without an `algorithm`; name the speculative algorithm (DFLASH, EAGLE, ...) or remove them"
             )
     if server.draft is not None and draft_path is None:
-        raise EngineConfigError(
-            f"{where}: method {server.method!r} uses draft {server.draft.label}, but no draft path on the host was given"
-        )
+        raise EngineConfigError(f"{where}: method {server.method!r} uses draft {server.draft.label}, but no draft path on the host was given")
     if server.draft is None and draft_path is not None:
         raise EngineConfigError(f"{where}: a draft path {draft_path!r} was given, but method {server.method!r} has no `draft`")
     if server.algorithm == "DFLASH" and version < DFLASH_SINCE:
-        raise EngineConfigError(
-            f"{where}: DFLASH needs SGLang >= {'.'.join(map(str, DFLASH_SINCE))}, the host has {'.'.join(map(str, version))}"
-        )
+        raise EngineConfigError(f"{where}: DFLASH needs SGLang >= {'.'.join(map(str, DFLASH_SINCE))}, the host has {'.'.join(map(str, version))}")
     strategy = server.settings.mamba_scheduler_strategy
     if strategy is not None and strategy not in MAMBA_STRATEGIES:
-        raise EngineConfigError(
-            f"{where}: mamba_scheduler_strategy {strategy!r}: expected one of {', '.join(MAMBA_STRATEGIES)}"
-        )
+        raise EngineConfigError(f"{where}: mamba_scheduler_strategy {strategy!r}: expected one of {', '.join(MAMBA_STRATEGIES)}")
 
 
 def _extra_flags(server: ServerShape, where: str) -> dict[str, FlagValue]:
@@ -215,9 +216,7 @@ def _extra_flags(server: ServerShape, where: str) -> dict[str, FlagValue]:
     for origin, flags in (("flags", server.settings.flags), (f"methods.{server.method}.flags", server.method_flags)):
         for key, value in flags.items():
             if not _FLAG_KEY.match(key):
-                raise EngineConfigError(
-                    f"{where}: {origin} key {key!r}: expected a flag name without the leading --, e.g. enable-mixed-chunk"
-                )
+                raise EngineConfigError(f"{where}: {origin} key {key!r}: expected a flag name without the leading --, e.g. enable-mixed-chunk")
             merged[f"--{key}"] = value
     return dict(sorted(merged.items()))
 
@@ -259,10 +258,7 @@ def _radix_cache_choice(
             _check_track_interval(server, where, extra_flags)
         return disable_radix, strategy
     if strategy == "extra_buffer_lazy":
-        raise EngineConfigError(
-            f"{where}: mamba_scheduler_strategy extra_buffer_lazy is not supported with speculative decoding "
-            f"({algorithm}); use extra_buffer, or disable_radix_cache: true"
-        )
+        raise EngineConfigError(f"{where}: mamba_scheduler_strategy extra_buffer_lazy is not supported with speculative decoding ({algorithm}); use extra_buffer, or disable_radix_cache: true")
     if strategy == "extra_buffer":
         _radix_with_speculation(server, where, extra_flags, additions, "the playbook chose")
         return disable_radix, strategy
@@ -287,9 +283,7 @@ def _radix_cache_choice(
     )
 
 
-def _radix_with_speculation(
-    server: ServerShape, where: str, extra_flags: Mapping[str, FlagValue], additions: _Additions, who: str
-) -> None:
+def _radix_with_speculation(server: ServerShape, where: str, extra_flags: Mapping[str, FlagValue], additions: _Additions, who: str) -> None:
     """Mamba extra_buffer with speculative decoding up to 0.5.13: spec v2, and a track interval no shorter than the draft."""
     _check_track_interval(server, where, extra_flags)
     additions.env(SPEC_V2_ENV, "1", f"{who} mamba extra_buffer with speculative decoding, which SGLang runs only with spec v2")

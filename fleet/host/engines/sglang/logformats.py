@@ -181,9 +181,7 @@ SGLANG_0_5_12 = LogFormats(
         "intermediate_ssm_state_cache size: {issm:.2f}GB intermediate_conv_window_cache size: {iconv:.2f}GB ",
         "srt/mem_cache/memory_pool.py:328",
     ),
-    kv_cache=LogFormat(
-        "KV Cache is allocated. #tokens: {tokens}, K size: {k:.2f} GB, V size: {v:.2f} GB", "srt/mem_cache/memory_pool.py:744"
-    ),
+    kv_cache=LogFormat("KV Cache is allocated. #tokens: {tokens}, K size: {k:.2f} GB, V size: {v:.2f} GB", "srt/mem_cache/memory_pool.py:744"),
     memory_pool_end=LogFormat("Memory pool end. avail mem={avail:.2f} GB", "srt/model_executor/model_runner_kv_cache_mixin.py:909"),
     capture_begin=LogFormat(
         "Capture {graph} begin. This can take up to several minutes. avail mem={avail:.2f} GB",
@@ -197,30 +195,24 @@ SGLANG_0_5_12 = LogFormats(
         _CUDA,
     ),
     scheduler_ready=LogFormat(
-        "max_total_num_tokens={max_total}, chunked_prefill_size={chunked}, max_prefill_tokens={max_prefill}, "
-        "max_running_requests={max_running}, context_len={context_len}, {mem_name}={avail:.2f} GB",
+        "max_total_num_tokens={max_total}, chunked_prefill_size={chunked}, max_prefill_tokens={max_prefill}, max_running_requests={max_running}, context_len={context_len}, {mem_name}={avail:.2f} GB",
         "srt/managers/scheduler.py:777",
         _GPU_MEM,
     ),
     ready=LogFormat("The server is fired up and ready to roll!", "srt/entrypoints/http_server.py:2033"),
     other_phases=(
-        ("draft_cuda_graph_begin", LogFormat(
-            "Capture draft cuda graph begin. This can take up to several minutes. avail mem={avail:.2f} GB",
-            "srt/speculative/eagle_worker.py:287")),
-        ("draft_cuda_graph_end", LogFormat(
-            "Capture draft cuda graph end. Time elapsed: {elapsed:.2f} s. mem usage={usage:.2f} GB. avail mem={avail:.2f} GB.",
-            "srt/speculative/eagle_worker.py:295")),
-        ("draft_cuda_graph_begin", LogFormat(
-            "Capture draft extend cuda graph begin. This can take up to several minutes. avail mem={avail:.2f} GB",
-            "srt/speculative/eagle_worker.py:304")),
-        ("draft_cuda_graph_end", LogFormat(
-            "Capture draft extend cuda graph end. Time elapsed: {elapsed:.2f} s. mem usage={usage:.2f} GB. avail mem={avail:.2f} GB.",
-            "srt/speculative/eagle_worker.py:312")),
-        ("piecewise_cuda_graph_begin", LogFormat(
-            "Capture piecewise CUDA graph begin. avail mem={avail:.2f} GB", "srt/model_executor/model_runner.py:3077")),
-        ("piecewise_cuda_graph_end", LogFormat(
-            "Capture piecewise CUDA graph end. Time elapsed: {elapsed:.2f} s. mem usage={usage:.2f} GB. avail mem={avail:.2f} GB.",
-            "srt/model_executor/model_runner.py:3089")),
+        ("draft_cuda_graph_begin", LogFormat("Capture draft cuda graph begin. This can take up to several minutes. avail mem={avail:.2f} GB", "srt/speculative/eagle_worker.py:287")),
+        ("draft_cuda_graph_end", LogFormat("Capture draft cuda graph end. Time elapsed: {elapsed:.2f} s. mem usage={usage:.2f} GB. avail mem={avail:.2f} GB.", "srt/speculative/eagle_worker.py:295")),
+        ("draft_cuda_graph_begin", LogFormat("Capture draft extend cuda graph begin. This can take up to several minutes. avail mem={avail:.2f} GB", "srt/speculative/eagle_worker.py:304")),
+        (
+            "draft_cuda_graph_end",
+            LogFormat("Capture draft extend cuda graph end. Time elapsed: {elapsed:.2f} s. mem usage={usage:.2f} GB. avail mem={avail:.2f} GB.", "srt/speculative/eagle_worker.py:312"),
+        ),
+        ("piecewise_cuda_graph_begin", LogFormat("Capture piecewise CUDA graph begin. avail mem={avail:.2f} GB", "srt/model_executor/model_runner.py:3077")),
+        (
+            "piecewise_cuda_graph_end",
+            LogFormat("Capture piecewise CUDA graph end. Time elapsed: {elapsed:.2f} s. mem usage={usage:.2f} GB. avail mem={avail:.2f} GB.", "srt/model_executor/model_runner.py:3089"),
+        ),
     ),
     draft_loads_before_pools=False,
     draft_inits_parallel=True,
@@ -274,20 +266,26 @@ SGLANG_0_5_23 = LogFormats(
         _CUDA_0523,
     ),
     scheduler_ready=LogFormat(
-        "max_total_num_tokens={max_total}, chunked_prefill_size={chunked}, max_prefill_tokens={max_prefill}, "
-        "max_running_requests={max_running}, context_len={context_len}, {mem_name}={avail:.2f} GB",
+        "max_total_num_tokens={max_total}, chunked_prefill_size={chunked}, max_prefill_tokens={max_prefill}, max_running_requests={max_running}, context_len={context_len}, {mem_name}={avail:.2f} GB",
         "srt/managers/scheduler.py:1269",
         _GPU_MEM,
     ),
     ready=LogFormat("The server is fired up and ready to roll!", "srt/entrypoints/http_server.py:2600"),
     other_phases=(
         # capture_name: "target prefill" / "draft prefill": the token-count graphs piecewise graphs became.
-        ("piecewise_cuda_graph_begin", LogFormat(
-            "Capture {capture_name} CUDA graph begin. backend={backend}, num_tokens={num_tokens}, avail mem={avail:.2f} GB",
-            "srt/model_executor/model_runner_components/cuda_graph_setup.py:685")),
-        ("piecewise_cuda_graph_end", LogFormat(
-            "Capture {capture_name} CUDA graph end. elapsed={elapsed:.2f} s, mem usage={usage:.2f} GB, avail mem={avail:.2f} GB.",
-            "srt/model_executor/model_runner_components/cuda_graph_setup.py:696")),
+        (
+            "piecewise_cuda_graph_begin",
+            LogFormat(
+                "Capture {capture_name} CUDA graph begin. backend={backend}, num_tokens={num_tokens}, avail mem={avail:.2f} GB", "srt/model_executor/model_runner_components/cuda_graph_setup.py:685"
+            ),
+        ),
+        (
+            "piecewise_cuda_graph_end",
+            LogFormat(
+                "Capture {capture_name} CUDA graph end. elapsed={elapsed:.2f} s, mem usage={usage:.2f} GB, avail mem={avail:.2f} GB.",
+                "srt/model_executor/model_runner_components/cuda_graph_setup.py:696",
+            ),
+        ),
     ),
     # scheduler.init_model_worker (scheduler.py:1128): target worker, draft worker, then the pools
     # of both (init_memory_pools), then the graphs of both.

@@ -75,7 +75,6 @@ READY_TEXT = next(iter(LOG_FORMATS.values())).ready.template
 assert all(formats.ready.template == READY_TEXT for formats in LOG_FORMATS.values()), "one ready line for all releases"
 
 
-
 def _capture_phase(default: StartupPhaseName, capture_name: str | None) -> StartupPhaseName:
     """0.5.23 names the captured graph ("target decode", "target verify", "draft decode", "target
     prefill"): a draft's graphs are the draft phase, prefill graphs replaced the piecewise ones."""
@@ -125,9 +124,18 @@ def _summary_markers() -> tuple[bytes, ...]:
     markers: set[str] = {_SERVER_ARGS, _DDTREE_HEAD, "Decode batch", "Prefill batch"}
     for formats in LOG_FORMATS.values():
         for fmt in (
-            formats.init_begin, formats.init_end, formats.memory_baseline, formats.load_weight_begin,
-            formats.load_weight_end, formats.mamba_cache, formats.kv_cache, formats.memory_pool_end,
-            formats.capture_begin, formats.capture_end, formats.scheduler_ready, formats.ready,
+            formats.init_begin,
+            formats.init_end,
+            formats.memory_baseline,
+            formats.load_weight_begin,
+            formats.load_weight_end,
+            formats.mamba_cache,
+            formats.kv_cache,
+            formats.memory_pool_end,
+            formats.capture_begin,
+            formats.capture_end,
+            formats.scheduler_ready,
+            formats.ready,
             *(fmt for _, fmt in formats.other_phases),
         ):
             if fmt is not None:

@@ -74,7 +74,6 @@ MAMBA_CONV_DTYPE_BYTES = 2
 SAFE_MAX_MEM_FRACTION_STATIC = 0.90
 
 
-
 @dataclass(frozen=True)
 class ReleaseRules:
     """The steps of the sizing that differ between SGLang releases (see the module docstring)."""
@@ -298,13 +297,9 @@ def plan_memory(model: ModelCard, inputs: MemoryInputs, draft: ModelCard | None 
     rest_after_mamba = rest
     if geometry is not None:
         if rules.mamba_sizing == "reserve_requested":
-            mamba_size, rest_after_mamba = _mamba_cache_reserve_requested(
-                geometry.per_req_bytes, rest, inputs, algorithm, requested_reqs, num_draft_tokens
-            )
+            mamba_size, rest_after_mamba = _mamba_cache_reserve_requested(geometry.per_req_bytes, rest, inputs, algorithm, requested_reqs, num_draft_tokens)
         else:
-            mamba_size, rest_after_mamba = _mamba_cache_joint_padded(
-                geometry.per_req_bytes, rest, inputs, algorithm, requested_reqs, num_draft_tokens, ratio
-            )
+            mamba_size, rest_after_mamba = _mamba_cache_joint_padded(geometry.per_req_bytes, rest, inputs, algorithm, requested_reqs, num_draft_tokens, ratio)
             if mamba_size <= 0:
                 # kvc.py:3392-3402
                 refused = MemoryFailure(
@@ -469,10 +464,7 @@ def _serves_as_requested(plan: MemoryPlan) -> bool:
 def _why(plan: MemoryPlan) -> str:
     if plan.failure is not None:
         return f"{plan.failure.exception}: {plan.failure.message.splitlines()[0]}"
-    return (
-        f"SGLang would cap max_running_requests at {plan.max_running_requests} "
-        f"(max_mamba_cache_size={plan.max_mamba_cache_size}, mamba_ratio={plan.mamba_ratio})"
-    )
+    return f"SGLang would cap max_running_requests at {plan.max_running_requests} (max_mamba_cache_size={plan.max_mamba_cache_size}, mamba_ratio={plan.mamba_ratio})"
 
 
 @dataclass(frozen=True)
@@ -572,9 +564,7 @@ def _mamba_cache_joint_padded(
     return size, rest
 
 
-def _resolve_max_num_reqs(
-    tokens: int, context_len: int, requested: int | None, mamba_size: int | None, ratio: int, rules: ReleaseRules
-) -> int:
+def _resolve_max_num_reqs(tokens: int, context_len: int, requested: int | None, mamba_size: int | None, ratio: int, rules: ReleaseRules) -> int:
     # 0.5.23: kvc.py:3119-3150.
     estimated = max(min(int(tokens / context_len * 512), 4096), 2048)
     if requested is not None:
@@ -642,9 +632,7 @@ def _kv_layers(model: ModelCard) -> int:
     return len(model.full_attention_layer_ids) if model.is_hybrid else model.num_hidden_layers
 
 
-def _kv_cell_bytes(
-    model: ModelCard, inputs: MemoryInputs, tp: int, algorithm: str | None, draft: ModelCard | None, rules: ReleaseRules
-) -> int:
+def _kv_cell_bytes(model: ModelCard, inputs: MemoryInputs, tp: int, algorithm: str | None, draft: ModelCard | None, rules: ReleaseRules) -> int:
     # pool.py:491-498: kv heads per rank x (head_dim + v_head_dim) x layers x dtype bytes.
     layers = _kv_layers(model)
     cell = _kv_heads_per_rank(model, tp) * 2 * model.head_dim * layers * _kv_dtype_bytes(model, inputs)
@@ -692,9 +680,7 @@ def _kv_side_gb(card: ModelCard, inputs: MemoryInputs, tokens: int) -> float:
     return slots * _kv_dtype_bytes(card, inputs) / GIB
 
 
-def _gpu_memory_settings(
-    model: ModelCard, inputs: MemoryInputs, algorithm: str | None, rules: ReleaseRules, requested_reqs: int | None
-) -> tuple[int, int, float]:
+def _gpu_memory_settings(model: ModelCard, inputs: MemoryInputs, algorithm: str | None, rules: ReleaseRules, requested_reqs: int | None) -> tuple[int, int, float]:
     """chunked_prefill_size, decode cuda graph max bs, mem_fraction_static (_handle_gpu_memory_settings;
     0.5.23: arg_groups/memory_hook.py:47-343)."""
     gpu_mem = inputs.gpu_memory_mib
@@ -743,14 +729,7 @@ def _gpu_memory_settings(
 
 def _prefill_capture_sizes(max_tokens: int) -> list[int]:
     # arg_groups/cuda_graph_hook.py:480-497 generate_prefill_cuda_graph_batch_sizes.
-    sizes = (
-        list(range(4, 33, 4))
-        + list(range(48, 257, 16))
-        + list(range(288, 513, 32))
-        + list(range(576, 1024 + 1, 64))
-        + list(range(1280, 4096 + 1, 256))
-        + list(range(4608, max_tokens + 1, 512))
-    )
+    sizes = list(range(4, 33, 4)) + list(range(48, 257, 16)) + list(range(288, 513, 32)) + list(range(576, 1024 + 1, 64)) + list(range(1280, 4096 + 1, 256)) + list(range(4608, max_tokens + 1, 512))
     return [s for s in sizes if s <= max_tokens]
 
 
@@ -763,9 +742,7 @@ def _vlm_factor(model: ModelCard) -> float:
     return 0.95 * dynamic
 
 
-def _resolve_num_draft_tokens(
-    model: ModelCard, inputs: MemoryInputs, algorithm: str | None, draft: ModelCard | None
-) -> int | None:
+def _resolve_num_draft_tokens(model: ModelCard, inputs: MemoryInputs, algorithm: str | None, draft: ModelCard | None) -> int | None:
     if algorithm is None:
         return None
     if algorithm == "DDTREE":
@@ -795,18 +772,14 @@ def _normalize_algorithm(value: str | None) -> str | None:
 def _cuda_oom(shortfall_gib: float, free_gib: float, total_mib: int, role: str) -> MemoryFailure:
     # PyTorch's wording; "Tried to allocate" names the shortfall, since which tensor fails first is unknown.
     message = (
-        f"CUDA out of memory. Tried to allocate {max(shortfall_gib, 0.01):.2f} GiB. "
-        f"GPU 0 has a total capacity of {total_mib / 1024:.2f} GiB of which {max(free_gib, 0.0) * 1024:.2f} MiB is free."
+        f"CUDA out of memory. Tried to allocate {max(shortfall_gib, 0.01):.2f} GiB. GPU 0 has a total capacity of {total_mib / 1024:.2f} GiB of which {max(free_gib, 0.0) * 1024:.2f} MiB is free."
     )
     return MemoryFailure("cuda_oom", message, "load_weights", "torch.OutOfMemoryError", model_role=role)
 
 
 def _validate(inputs: MemoryInputs) -> None:
     if inputs.release not in RULES:
-        raise ValueError(
-            f"release {inputs.release!r} is not a release fleet knows ({', '.join(KNOWN_RELEASES)}); "
-            "map a host's version with fleet.host.engines.sglang.release.choose_release"
-        )
+        raise ValueError(f"release {inputs.release!r} is not a release fleet knows ({', '.join(KNOWN_RELEASES)}); map a host's version with fleet.host.engines.sglang.release.choose_release")
     if inputs.gpu_memory_mib <= 0:
         raise ValueError(f"gpu_memory_mib must be positive, got {inputs.gpu_memory_mib}")
     if inputs.tp_size <= 0:

@@ -56,8 +56,7 @@ def matched_stop(request: SimRequest) -> Any:
 
 
 class Api:
-    def __init__(self, state: ServerState, engine: Engine, console: Console, speed: float, enable_metrics: bool,
-                 enable_cache_report: bool) -> None:
+    def __init__(self, state: ServerState, engine: Engine, console: Console, speed: float, enable_metrics: bool, enable_cache_report: bool) -> None:
         self.state = state
         self.engine = engine
         self.console = console
@@ -85,14 +84,12 @@ class Api:
     async def __call__(self, request: HttpRequest, connection: Connection) -> None:
         api_key = self.state.server_args.get("api_key")
         # utils/auth.py: health and metrics stay open; everything else needs the bearer token.
-        if api_key and not request.path.startswith(("/health", "/metrics")) and (
-            request.headers.get("authorization") != f"Bearer {api_key}"
-        ):
+        if api_key and not request.path.startswith(("/health", "/metrics")) and (request.headers.get("authorization") != f"Bearer {api_key}"):
             return connection.send(401, {"error": "Unauthorized"})
         handler = self.routes.get((request.method, request.path))
         if handler is None:
             if request.method == "GET" and request.path.startswith("/v1/models/"):
-                return self.model_card(request, connection, request.path[len("/v1/models/"):])
+                return self.model_card(request, connection, request.path[len("/v1/models/") :])
             known_path = any(path == request.path for _, path in self.routes)
             if known_path:
                 return connection.send(405, {"detail": "Method Not Allowed"})
@@ -172,16 +169,14 @@ class Api:
 
     def _model_card(self) -> dict[str, Any]:
         name = self.state.served_model_name
-        return {"id": name, "object": "model", "created": self.state.created, "owned_by": "sglang", "root": name,
-                "parent": None, "max_model_len": self.state.context_len}
+        return {"id": name, "object": "model", "created": self.state.created, "owned_by": "sglang", "root": name, "parent": None, "max_model_len": self.state.context_len}
 
     async def models(self, request: HttpRequest, connection: Connection) -> None:
         connection.send(200, {"object": "list", "data": [self._model_card()]})
 
     def model_card(self, request: HttpRequest, connection: Connection, name: str) -> None:
         if name != self.state.served_model_name:
-            return connection.send(404, {"error": {"message": f"The model '{name}' does not exist",
-                                                   "type": "invalid_request_error", "param": "model", "code": "model_not_found"}})
+            return connection.send(404, {"error": {"message": f"The model '{name}' does not exist", "type": "invalid_request_error", "param": "model", "code": "model_not_found"}})
         connection.send(200, self._model_card())
 
     async def flush_cache(self, request: HttpRequest, connection: Connection) -> None:
@@ -214,8 +209,7 @@ class Api:
             cache_hit_rate=stats.cached_tokens / stats.prompt_tokens if stats.prompt_tokens else 0.0,
             spec_accept_length=stats.avg_spec_accept_length,
             spec_accept_rate=(
-                (stats.accepted_tokens - stats.verify_ct) / (stats.verify_ct * max(self.state.spec_num_draft_tokens - 1, 1))
-                if stats.verify_ct and self.state.spec_num_draft_tokens else None
+                (stats.accepted_tokens - stats.verify_ct) / (stats.verify_ct * max(self.state.spec_num_draft_tokens - 1, 1)) if stats.verify_ct and self.state.spec_num_draft_tokens else None
             ),
             spec_num_draft_tokens=self.state.spec_num_draft_tokens,
             spec_verify_calls=stats.verify_ct,
@@ -297,8 +291,7 @@ class Api:
             await sink.done
             return
         sinks = [_Collect() for _ in prompts]
-        collected = [self.engine.new_request(text, tokens, max_new_tokens, sink, prompt_ids=ids, stop_at_eos=stop_at_eos)
-                     for (text, ids, tokens), sink in zip(prompts, sinks)]
+        collected = [self.engine.new_request(text, tokens, max_new_tokens, sink, prompt_ids=ids, stop_at_eos=stop_at_eos) for (text, ids, tokens), sink in zip(prompts, sinks)]
         for sim_request in collected:
             self.engine.submit(sim_request)
         await asyncio.gather(*(sink.done for sink in sinks))
@@ -350,8 +343,7 @@ class Api:
         max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
         await self._openai(body, connection, text, prompt_tokens, max_tokens, chat=True)
 
-    async def _openai(self, body: dict, connection: Connection, text: str | None, prompt_tokens: int,
-                      max_tokens: int | None, chat: bool, prompt_ids: list[int] | None = None) -> None:
+    async def _openai(self, body: dict, connection: Connection, text: str | None, prompt_tokens: int, max_tokens: int | None, chat: bool, prompt_ids: list[int] | None = None) -> None:
         try:
             self._validate_length(prompt_tokens, max_tokens)
         except RequestError as exc:
@@ -362,8 +354,7 @@ class Api:
         include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
         spec_details = bool(body.get("return_spec_tokens_details"))
         sink: _Sink = _OpenAIStream(connection, self, model, chat, include_usage, spec_details) if stream else _Collect()
-        sim_request = self.engine.new_request(text, prompt_tokens, max_tokens, sink, prompt_ids=prompt_ids,
-                                              stop_at_eos=not body.get("ignore_eos", False))
+        sim_request = self.engine.new_request(text, prompt_tokens, max_tokens, sink, prompt_ids=prompt_ids, stop_at_eos=not body.get("ignore_eos", False))
         if stream:
             connection.start_stream()
         self.engine.submit(sim_request)
@@ -375,21 +366,28 @@ class Api:
             return connection.send(400, openai_error(reason["message"]))
         usage = self._usage(sim_request)
         if chat:
-            choice = {"index": 0, "message": {"role": "assistant", "content": sim_request.text, "reasoning_content": None,
-                                              "tool_calls": None},
-                      "logprobs": None, "finish_reason": finish_type(sim_request), "matched_stop": matched_stop(sim_request)}
+            choice = {
+                "index": 0,
+                "message": {"role": "assistant", "content": sim_request.text, "reasoning_content": None, "tool_calls": None},
+                "logprobs": None,
+                "finish_reason": finish_type(sim_request),
+                "matched_stop": matched_stop(sim_request),
+            }
             kind = "chat.completion"
         else:
-            choice = {"index": 0, "text": sim_request.text, "logprobs": None, "finish_reason": finish_type(sim_request),
-                      "matched_stop": matched_stop(sim_request)}
+            choice = {"index": 0, "text": sim_request.text, "logprobs": None, "finish_reason": finish_type(sim_request), "matched_stop": matched_stop(sim_request)}
             kind = "text_completion"
-        connection.send(200, {"id": sim_request.rid, "object": kind, "created": int(time.time()), "model": model,
-                              "choices": [choice], "usage": usage, "metadata": {"weight_version": "default"}})
+        connection.send(200, {"id": sim_request.rid, "object": kind, "created": int(time.time()), "model": model, "choices": [choice], "usage": usage, "metadata": {"weight_version": "default"}})
 
     def _usage(self, request: SimRequest) -> dict[str, Any]:
         details = {"cached_tokens": request.cached_tokens} if self.enable_cache_report else None
-        return {"prompt_tokens": request.prompt_tokens, "total_tokens": request.prompt_tokens + request.completion_tokens,
-                "completion_tokens": request.completion_tokens, "prompt_tokens_details": details, "reasoning_tokens": 0}
+        return {
+            "prompt_tokens": request.prompt_tokens,
+            "total_tokens": request.prompt_tokens + request.completion_tokens,
+            "completion_tokens": request.completion_tokens,
+            "prompt_tokens_details": details,
+            "reasoning_tokens": 0,
+        }
 
 
 def _is_batch(body: dict[str, Any]) -> bool:
@@ -456,10 +454,7 @@ class _StreamSink(_Sink):
 
 # Streamed chunks are formatted from templates on the hot path (one per token step and stream);
 # they produce exactly what json.dumps of the equivalent dict would (tests compare the two).
-_RUNNING_META = (
-    '{"id":"%s","finish_reason":null,"prompt_tokens":%d,"weight_version":"default","num_retractions":0,'
-    '"reasoning_tokens":0,"completion_tokens":%d,"cached_tokens":%d}'
-)
+_RUNNING_META = '{"id":"%s","finish_reason":null,"prompt_tokens":%d,"weight_version":"default","num_retractions":0,"reasoning_tokens":0,"completion_tokens":%d,"cached_tokens":%d}'
 _escaped_pieces: dict[str, str] = {}
 
 
@@ -486,7 +481,7 @@ class _GenerateStream(_StreamSink):
         # Non-incremental streaming (SGLang's default): cumulative text and output_ids every chunk.
         if pieces:
             self._text += json_escaped(pieces)
-            new_ids = ",".join(map(str, request.output_ids[-len(pieces):]))
+            new_ids = ",".join(map(str, request.output_ids[-len(pieces) :]))
             self._ids = f"{self._ids},{new_ids}" if self._ids else new_ids
         if request.finish_reason is None:
             meta = _RUNNING_META % (request.rid, request.prompt_tokens, request.completion_tokens, request.cached_tokens)
@@ -504,9 +499,15 @@ class _GenerateStream(_StreamSink):
 
 # sglang 0.5.23 SpecTokensDetails (entrypoints/openai/protocol.py:456-467), field for field, with its defaults.
 _SPEC_TOKENS_DETAILS_DEFAULTS: dict[str, Any] = {
-    "spec_accept_rate": 0.0, "spec_accept_length": 0.0, "spec_cap_length": 0.0, "spec_block_accept_length": 0.0,
-    "spec_num_correct_drafts": 0, "spec_num_proposed_drafts": 0, "spec_verify_ct": 0,
-    "spec_correct_drafts_histogram": [], "spec_cap_lens_histogram": [],
+    "spec_accept_rate": 0.0,
+    "spec_accept_length": 0.0,
+    "spec_cap_length": 0.0,
+    "spec_block_accept_length": 0.0,
+    "spec_num_correct_drafts": 0,
+    "spec_num_proposed_drafts": 0,
+    "spec_verify_ct": 0,
+    "spec_correct_drafts_histogram": [],
+    "spec_cap_lens_histogram": [],
 }
 
 
@@ -531,22 +532,31 @@ class _OpenAIStream(_StreamSink):
         body = '"delta":{"role":null,"content":"%s","reasoning_content":null,"tool_calls":null}' if chat else '"text":"%s"'
         # The content chunk as a %-template of (rid, escaped content): the dict-built chunk, pre-serialized.
         self._content_template = (
-            'data: {"id":"%s","object":"' + kind + '","created":' + str(self.created) + ',"model":'
-            + dumps(model).decode().replace("%", "%%") + ',"choices":[{"index":0,' + body
+            'data: {"id":"%s","object":"'
+            + kind
+            + '","created":'
+            + str(self.created)
+            + ',"model":'
+            + dumps(model).decode().replace("%", "%%")
+            + ',"choices":[{"index":0,'
+            + body
             + ',"logprobs":null,"finish_reason":null,"matched_stop":null}],"usage":null}\n\n'
         )
 
     def _chunk(self, request: SimRequest, content: str | None, finish: str | None, role: str | None = None) -> bytes:
         if self.chat:
-            choice = {"index": 0, "delta": {"role": role, "content": content, "reasoning_content": None, "tool_calls": None},
-                      "logprobs": None, "finish_reason": finish, "matched_stop": matched_stop(request) if finish else None}
+            choice = {
+                "index": 0,
+                "delta": {"role": role, "content": content, "reasoning_content": None, "tool_calls": None},
+                "logprobs": None,
+                "finish_reason": finish,
+                "matched_stop": matched_stop(request) if finish else None,
+            }
             kind = "chat.completion.chunk"
         else:
-            choice = {"index": 0, "text": content or "", "logprobs": None, "finish_reason": finish,
-                      "matched_stop": matched_stop(request) if finish else None}
+            choice = {"index": 0, "text": content or "", "logprobs": None, "finish_reason": finish, "matched_stop": matched_stop(request) if finish else None}
             kind = "text_completion"
-        chunk = {"id": request.rid, "object": kind, "created": self.created, "model": self.model, "choices": [choice],
-                 "usage": None}
+        chunk = {"id": request.rid, "object": kind, "created": self.created, "model": self.model, "choices": [choice], "usage": None}
         return b"data: " + dumps(chunk) + b"\n\n"
 
     def on_tokens(self, request: SimRequest, pieces: list[str]) -> None:
@@ -567,13 +577,24 @@ class _OpenAIStream(_StreamSink):
                 if details is not None:
                     # After the finish chunk, before usage, with no choices: sglang 0.5.23
                     # serving_completions.py:444-476 (serving_chat.py:2703 for chat).
-                    sglext: dict[str, Any] = {"id": request.rid, "object": "chat.completion.chunk" if self.chat else "text_completion",
-                                              "created": self.created, "model": self.model, "choices": [], "usage": None,
-                                              "sglext": {"routed_experts": None, "cached_tokens_details": None, "spec_tokens_details": details}}
+                    sglext: dict[str, Any] = {
+                        "id": request.rid,
+                        "object": "chat.completion.chunk" if self.chat else "text_completion",
+                        "created": self.created,
+                        "model": self.model,
+                        "choices": [],
+                        "usage": None,
+                        "sglext": {"routed_experts": None, "cached_tokens_details": None, "spec_tokens_details": details},
+                    }
                     self.connection.write_chunk(b"data: " + dumps(sglext) + b"\n\n")
                 if self.include_usage:
-                    usage: dict[str, Any] = {"id": request.rid, "object": "chat.completion.chunk" if self.chat else "text_completion",
-                             "created": self.created, "model": self.model, "choices": [],
-                             "usage": self.api._usage(request)}
+                    usage: dict[str, Any] = {
+                        "id": request.rid,
+                        "object": "chat.completion.chunk" if self.chat else "text_completion",
+                        "created": self.created,
+                        "model": self.model,
+                        "choices": [],
+                        "usage": self.api._usage(request),
+                    }
                     self.connection.write_chunk(b"data: " + dumps(usage) + b"\n\n")
         super().on_finish(request)

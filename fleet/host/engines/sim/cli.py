@@ -145,9 +145,7 @@ def read_command_line(argv: Sequence[str], env: Mapping[str, str]) -> SimCommand
         driver=pick("sim_gpu_driver", "FLEET_SIM_GPU_DRIVER", defaults.driver, str),
         cuda_toolkit=pick("sim_cuda_toolkit", "FLEET_SIM_CUDA_TOOLKIT", defaults.cuda_toolkit, str),
     )
-    noise_text, noise_source = (
-        (sim["sim_noise"], "argument --sim-noise") if sim.get("sim_noise") is not None else (env.get(NOISE_ENV), f"environment variable {NOISE_ENV}")
-    )
+    noise_text, noise_source = (sim["sim_noise"], "argument --sim-noise") if sim.get("sim_noise") is not None else (env.get(NOISE_ENV), f"environment variable {NOISE_ENV}")
     try:
         noise = parse_noise(noise_text, noise_source)
     except NoiseModelError as exc:
@@ -183,4 +181,3 @@ def render_server_args(values: Mapping[str, Any]) -> str:
     """`ServerArgs(model_path='...', ...)` as 0.5.12's dataclass repr prints it, in field order
     (the fields fleet reads)."""
     return "ServerArgs(" + ", ".join(f"{name}={values[name]!r}" for name in FLEET_FIELD_NAMES) + ")"
-

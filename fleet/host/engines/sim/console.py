@@ -16,8 +16,7 @@ LEVELS = {"debug": DEBUG, "info": INFO, "warning": WARNING, "error": ERROR, "cri
 
 
 class Console:
-    def __init__(self, tp_size: int, err: TextIO | None = None, out: TextIO | None = None,
-                 log_level: str = "info", http_log_level: str | None = None) -> None:
+    def __init__(self, tp_size: int, err: TextIO | None = None, out: TextIO | None = None, log_level: str = "info", http_log_level: str | None = None) -> None:
         self.tp_size = tp_size
         self._err = err or sys.stderr
         self._out = out or sys.stdout

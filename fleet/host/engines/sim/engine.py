@@ -169,16 +169,20 @@ class Engine:
         self._run = 0  # the run (noise.py): flushes of the prefix cache so far
         self._run_factor = config.noise.run(config.noise_seed, 0).throughput_factor if config.noise else 1.0
         self._prefill_batches = 0  # in this run
-        self._ddtree_crash: DDTreeCrash | None = (
-            faults.ddtree_crash_for(config.compute_cap_major, config.ddtree_budget) if config.algorithm == "DDTREE" else None
-        )
+        self._ddtree_crash: DDTreeCrash | None = faults.ddtree_crash_for(config.compute_cap_major, config.ddtree_budget) if config.algorithm == "DDTREE" else None
         self._corruption = faults.corruption_for(config.algorithm, config.ddtree_budget)
 
     # --- requests ------------------------------------------------------------------------------
 
     def new_request(
-        self, prompt_text: str | None, prompt_tokens: int, max_new_tokens: int | None, sink: RequestSink,
-        log_metrics: bool = True, prompt_ids: Sequence[int] | None = None, stop_at_eos: bool = False,
+        self,
+        prompt_text: str | None,
+        prompt_tokens: int,
+        max_new_tokens: int | None,
+        sink: RequestSink,
+        log_metrics: bool = True,
+        prompt_ids: Sequence[int] | None = None,
+        stop_at_eos: bool = False,
     ) -> SimRequest:
         """A request for `prompt_tokens` tokens, given as text or as token ids (`input_ids`); its
         outputs depend only on the seed and the prompt, its id on the seed and the order of requests.
@@ -225,9 +229,7 @@ class Engine:
     def flush_cache(self) -> bool:
         """Scheduler.flush_cache: empty the radix cache when nothing runs or waits, else refuse."""
         if self.waiting or self.running or self.chunked is not None:
-            self.console.rank(0, (
-                f"Cache not flushed because there are pending requests. #queue-req: {len(self.waiting)}, "
-                f"#running-req: {len(self.running) + (self.chunked is not None)}"), WARNING)
+            self.console.rank(0, (f"Cache not flushed because there are pending requests. #queue-req: {len(self.waiting)}, #running-req: {len(self.running) + (self.chunked is not None)}"), WARNING)
             return False
         self._prefix_cache.clear()
         self.console.rank(0, "Cache flushed successfully!")
@@ -384,9 +386,7 @@ class Engine:
         else:
             parts = f"token usage: {usage:.2f}, "
         pending = sum(r.prompt_tokens for r in self.waiting)
-        self.console.rank(0, sgltext.prefill_batch(
-            new_seq, new_tokens, cached, parts, len(self.running), len(self.waiting), pending, False, new_tokens / gap
-        ))
+        self.console.rank(0, sgltext.prefill_batch(new_seq, new_tokens, cached, parts, len(self.running), len(self.waiting), pending, False, new_tokens / gap))
 
     # --- decode --------------------------------------------------------------------------------
 
@@ -527,10 +527,7 @@ class Engine:
         self.stats.last_gen_throughput = interval.tokens / gap
         used = sum(r.context_tokens for r in self.running)
         if self.config.hybrid:
-            parts = (
-                f"#full token: {used}, full token usage: {self._token_usage():.2f}, "
-                f"mamba num: {len(self.running)}, mamba usage: {self._mamba_usage():.2f}, "
-            )
+            parts = f"#full token: {used}, full token usage: {self._token_usage():.2f}, mamba num: {len(self.running)}, mamba usage: {self._mamba_usage():.2f}, "
         else:
             parts = f"#token: {used}, token usage: {self._token_usage():.2f}, "
         spec = None

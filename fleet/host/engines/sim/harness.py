@@ -110,6 +110,9 @@ def start_sim(
     with open(log_path, "wb") as log:
         process = subprocess.Popen(
             [sys.executable, "-m", "fleet.host.engines.sim", *args, "--port", str(port)],
-            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=child_env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=child_env,
         )
     return SimProcess(process, log_path, port)

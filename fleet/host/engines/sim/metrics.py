@@ -72,11 +72,13 @@ def render(snapshot: MetricsSnapshot) -> str:
         lines.extend((f"# HELP sglang:{name} {help_text}", f"# TYPE sglang:{name} gauge", f"sglang:{name}{{{labels}}} {_fmt(value)}"))
 
     def counter(name: str, help_text: str, value: float, labels: str = tokenizer) -> None:
-        lines.extend((
-            f"# HELP sglang:{name}_total {help_text}",
-            f"# TYPE sglang:{name}_total counter",
-            f"sglang:{name}_total{{{labels}}} {_fmt(value)}",
-        ))
+        lines.extend(
+            (
+                f"# HELP sglang:{name}_total {help_text}",
+                f"# TYPE sglang:{name}_total counter",
+                f"sglang:{name}_total{{{labels}}} {_fmt(value)}",
+            )
+        )
 
     def histogram(name: str, help_text: str, values: Histogram) -> None:
         lines.extend((f"# HELP sglang:{name} {help_text}", f"# TYPE sglang:{name} histogram"))

@@ -59,8 +59,7 @@ WARMUP_ATTEMPTS = 120  # _execute_server_warmup polls /model_info once a second,
 def graph_batch_sizes(max_bs: int, speculative: bool, max_running_requests: int) -> list[int]:
     """ServerArgs._generate_cuda_graph_batch_sizes, then the runner's cap at the request pool size."""
     if speculative:
-        sizes = (list(range(1, 9)) + list(range(10, 33, 2)) + list(range(40, 65, 4)) + list(range(72, 257, 8))
-                 + list(range(272, max_bs + 1, 16)))
+        sizes = list(range(1, 9)) + list(range(10, 33, 2)) + list(range(40, 65, 4)) + list(range(72, 257, 8)) + list(range(272, max_bs + 1, 16))
     else:
         sizes = [1, 2, 4, 8, 12] + list(range(16, 257, 8)) + list(range(272, 512, 16)) + list(range(512, max_bs + 1, 32))
     sizes = [size for size in sizes if size <= max_bs]
@@ -133,8 +132,7 @@ class Launch:
 
 
 class SimServer:
-    def __init__(self, launch: Launch, resolved: ResolvedArgs, target: ModelCard, draft: ModelCard | None,
-                 host: gpumod.GpuHost, plan: MemoryPlan, console: Console) -> None:
+    def __init__(self, launch: Launch, resolved: ResolvedArgs, target: ModelCard, draft: ModelCard | None, host: gpumod.GpuHost, plan: MemoryPlan, console: Console) -> None:
         self.launch = launch
         self.resolved = resolved
         self.values = resolved.values
@@ -259,10 +257,17 @@ class SimServer:
         if has_draft and not draft_first:
             avail = self.draft_pools(await self.load_draft(avail))
         self.graph_gb = graph_gb
-        console.rank(0, text.scheduler_ready(
-            plan.kv_tokens, plan.chunked_prefill_size, values["max_prefill_tokens"], plan.max_running_requests,
-            plan.context_len, avail,
-        ))
+        console.rank(
+            0,
+            text.scheduler_ready(
+                plan.kv_tokens,
+                plan.chunked_prefill_size,
+                values["max_prefill_tokens"],
+                plan.max_running_requests,
+                plan.context_len,
+                avail,
+            ),
+        )
         self.register(avail)
 
     def memory_baseline(self, mem_usage_gb: float) -> None:
@@ -282,12 +287,9 @@ class SimServer:
         backend = self.values["attention_backend"]
         major = self.host.compute_cap[0]
         if backend == "fa3" and major not in (8, 9):
-            self.fail_scheduler("attention_backend", "AssertionError",
-                                "FlashAttention v3 Backend requires SM>=80 and SM<=90. Please use `--attention-backend flashinfer`.")
+            self.fail_scheduler("attention_backend", "AssertionError", "FlashAttention v3 Backend requires SM>=80 and SM<=90. Please use `--attention-backend flashinfer`.")
         if backend == "trtllm_mha" and major != 10 and self.values["prefill_attention_backend"] in (None, "trtllm_mha"):
-            self.fail_scheduler("attention_backend", "ValueError",
-                                "TRTLLM MHA backend for prefill is only supported on Blackwell GPUs (SM100). "
-                                "Please use a different prefill backend.")
+            self.fail_scheduler("attention_backend", "ValueError", "TRTLLM MHA backend for prefill is only supported on Blackwell GPUs (SM100). Please use a different prefill backend.")
 
     async def capture_graphs(self, avail: float) -> tuple[float, float]:
         console, plan, text = self.console, self.plan, self.text
@@ -397,12 +399,10 @@ class SimServer:
         algorithm = self.resolved.algorithm
         reserved = 0
         if algorithm in EAGLE_FAMILY:
-            reserved = max((values["speculative_eagle_topk"] or 1) * (values["speculative_num_steps"] or 1),
-                           values["speculative_num_draft_tokens"] or 0)
+            reserved = max((values["speculative_eagle_topk"] or 1) * (values["speculative_num_steps"] or 1), values["speculative_num_draft_tokens"] or 0)
         return ServerState(
             server_args=reported,
-            scheduler_info={"status": "ready", "max_total_num_tokens": plan.kv_tokens,
-                            "max_req_input_len": min(plan.context_len - 1, plan.kv_tokens - 1) - 5},
+            scheduler_info={"status": "ready", "max_total_num_tokens": plan.kv_tokens, "max_req_input_len": min(plan.context_len - 1, plan.kv_tokens - 1) - 5},
             context_len=plan.context_len,
             served_model_name=values["served_model_name"],
             model_type="qwen3_5" if self.target.architecture.startswith("Qwen3_5") else self.target.architecture.lower(),
@@ -483,10 +483,10 @@ class SimServer:
                 path = "/v1/chat/completions"
                 body: dict[str, Any] = {
                     "model": self.values["served_model_name"],
-                    "messages": [{"role": "user", "content": [
-                        {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}},
-                        {"type": "text", "text": "Describe the image."}]}],
-                    "max_tokens": 8, "stream": False, "temperature": 0.0,
+                    "messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}, {"type": "text", "text": "Describe the image."}]}],
+                    "max_tokens": 8,
+                    "stream": False,
+                    "temperature": 0.0,
                 }
             else:
                 path = "/generate"
@@ -499,12 +499,11 @@ class SimServer:
         self.engine.ready = True
         self.console.main(self.text.fired_up())
 
-
     def warmup_failed(self, detail: str) -> NoReturn:
         """_execute_server_warmup's failure: the error log, then kill_process_tree(os.getpid())."""
         lines = sgltext.format_traceback(
-            ((f"{sgltext.SGLANG}/srt/entrypoints/http_server.py", 2019, "_execute_server_warmup",
-              'assert res.status_code == 200, f"{res.text}"'),), f"AssertionError: {detail}")
+            ((f"{sgltext.SGLANG}/srt/entrypoints/http_server.py", 2019, "_execute_server_warmup", 'assert res.status_code == 200, f"{res.text}"'),), f"AssertionError: {detail}"
+        )
         self.console.main("Initialization failed. warmup error: " + "\n".join(lines), ERROR)
         self.die()
 
@@ -600,8 +599,7 @@ def prepare(argv: Sequence[str], env: Mapping[str, str], err: TextIO | None = No
         console.raw(sgltext.format_traceback(sgltext.LAUNCH_FRAMES, f"ValueError: {exc}"))
         return 1
     shown = dict(resolved.values)
-    shown.update(mem_fraction_static=plan.mem_fraction_static, chunked_prefill_size=plan.chunked_prefill_size,
-                 cuda_graph_max_bs=plan.cuda_graph_max_bs)
+    shown.update(mem_fraction_static=plan.mem_fraction_static, chunked_prefill_size=plan.chunked_prefill_size, cuda_graph_max_bs=plan.cuda_graph_max_bs)
     console.main(text.server_args(shown, render_server_args(shown)))
     return SimServer(launch, resolved, target, draft, host, plan, console)
 

@@ -67,8 +67,7 @@ class ReleaseText:
     def launch_server_deprecation(self) -> list[str]:
         """sglang/launch_server.py warns through `warnings.warn(..., stacklevel=1)`."""
         return [
-            f"{SGLANG}/launch_server.py:{self.formats.launch_warning_line}: UserWarning: 'python -m sglang.launch_server' "
-            "is still supported, but 'sglang serve' is the recommended entrypoint.",
+            f"{SGLANG}/launch_server.py:{self.formats.launch_warning_line}: UserWarning: 'python -m sglang.launch_server' is still supported, but 'sglang serve' is the recommended entrypoint.",
             "  Example: sglang serve --model-path <model> [options]",
             "  warnings.warn(",
         ]
@@ -114,8 +113,7 @@ class ReleaseText:
         return self.formats.memory_pool_end.format(avail=avail_gb)
 
     def capture_begin(self, avail_gb: float, capture_name: str, backend: str, tokens_per_req: int) -> str:
-        return self.formats.capture_begin.format(
-            avail=avail_gb, capture_name=capture_name, backend=backend, num_tokens_per_req=tokens_per_req)
+        return self.formats.capture_begin.format(avail=avail_gb, capture_name=capture_name, backend=backend, num_tokens_per_req=tokens_per_req)
 
     def capture_bs(self, batch_sizes: Sequence[int]) -> str | None:
         """The batch sizes on a line of their own (0.5.12, rank 0); 0.5.23 puts them in the end line."""
@@ -123,15 +121,11 @@ class ReleaseText:
         return None if line is None else line.format(bs=list(batch_sizes))
 
     def capture_end(self, elapsed_s: float, usage_gb: float, avail_gb: float, capture_name: str, batch_sizes: Sequence[int]) -> str:
-        return self.formats.capture_end.format(
-            elapsed=elapsed_s, usage=usage_gb, avail=avail_gb, capture_name=capture_name, bs=list(batch_sizes))
+        return self.formats.capture_end.format(elapsed=elapsed_s, usage=usage_gb, avail=avail_gb, capture_name=capture_name, bs=list(batch_sizes))
 
-    def scheduler_ready(self, max_total_tokens: int, chunked: int, max_prefill: int, max_running: int, context_len: int,
-                        avail_gb: float) -> str:
+    def scheduler_ready(self, max_total_tokens: int, chunked: int, max_prefill: int, max_running: int, context_len: int, avail_gb: float) -> str:
         """managers/scheduler.py, TP0 only."""
-        return self.formats.scheduler_ready.format(
-            max_total=max_total_tokens, chunked=chunked, max_prefill=max_prefill, max_running=max_running,
-            context_len=context_len, avail=avail_gb)
+        return self.formats.scheduler_ready.format(max_total=max_total_tokens, chunked=chunked, max_prefill=max_prefill, max_running=max_running, context_len=context_len, avail=avail_gb)
 
     def fired_up(self) -> str:
         return self.formats.ready.format()
@@ -144,8 +138,7 @@ FLASHINFER_SM12_WARNING = "Failed to get device capability: SM 12.x requires CUD
 def dflash_runner_lines(backend: str, block_size: int) -> list[str]:
     """speculative/dflash_worker.py, TP0."""
     return [
-        f"Initialized DFLASH draft runner. attention_backend={backend}, model=DFlashDraftModel, "
-        f"block_size={block_size}, draft_window_size=None, compact_cache=False",
+        f"Initialized DFLASH draft runner. attention_backend={backend}, model=DFlashDraftModel, block_size={block_size}, draft_window_size=None, compact_cache=False",
         "DFLASH draft runner ready. mask_token=<|MASK|>, mask_token_id=248319, mask_token_id_override=None",
     ]
 
@@ -182,9 +175,17 @@ def access_line(client: str, method: str, target: str, status: int, reason: str)
 
 # --- serving lines (managers/scheduler_components/metrics_reporter.py) ---------------------------
 
+
 def prefill_batch(
-    new_seq: int, new_token: int, cached: int, usage_parts: str, running: int, queued: int, pending: int,
-    cuda_graph: bool, input_throughput: float,
+    new_seq: int,
+    new_token: int,
+    cached: int,
+    usage_parts: str,
+    running: int,
+    queued: int,
+    pending: int,
+    cuda_graph: bool,
+    input_throughput: float,
 ) -> str:
     return (
         f"Prefill batch, #new-seq: {new_seq}, #new-token: {new_token}, #cached-token: {cached}, {usage_parts}"
@@ -193,9 +194,7 @@ def prefill_batch(
     )
 
 
-def decode_batch(
-    running: int, usage_parts: str, spec: tuple[float, float] | None, cuda_graph: bool, gen_throughput: float, queued: int
-) -> str:
+def decode_batch(running: int, usage_parts: str, spec: tuple[float, float] | None, cuda_graph: bool, gen_throughput: float, queued: int) -> str:
     text = f"Decode batch, #running-req: {running}, {usage_parts}"
     if spec is not None:
         text += f"accept len: {spec[0]:.2f}, accept rate: {spec[1]:.2f}, "
@@ -204,10 +203,7 @@ def decode_batch(
 
 def ddtree_metrics(bs: int, budget: int, nodes: float, accepted: float, commit: float, depth: float) -> str:
     """The DDTree fork's line, as the seed campaign's logs show it (no public source has it)."""
-    return (
-        f"DDTREE metrics: bs={bs} budget={budget} avg_actual_nodes={nodes:.2f} avg_accepted_drafts={accepted:.2f} "
-        f"avg_commit_len={commit:.2f} avg_accepted_depth={depth:.2f}"
-    )
+    return f"DDTREE metrics: bs={bs} budget={budget} avg_actual_nodes={nodes:.2f} avg_accepted_drafts={accepted:.2f} avg_commit_len={commit:.2f} avg_accepted_depth={depth:.2f}"
 
 
 def health_check_failed(timeout_s: int, tic: float, last: float) -> str:
@@ -224,10 +220,7 @@ def http_error(message: str) -> str:
 
 def input_too_long(input_len: int, max_len: int) -> str:
     """scheduler.py: a prompt longer than the KV pool allows (sample 007)."""
-    return (
-        f"Input length ({input_len} tokens) exceeds the maximum allowed length ({max_len} tokens). "
-        "Use a shorter input or enable --allow-auto-truncate."
-    )
+    return f"Input length ({input_len} tokens) exceeds the maximum allowed length ({max_len} tokens). Use a shorter input or enable --allow-auto-truncate."
 
 
 def context_exceeded(context_len: int, total: int, input_len: int, new_tokens: int) -> str:
@@ -344,11 +337,9 @@ _CONFIG_FRAMES: tuple[Frame, ...] = (
     (_srt("configs/model_config.py"), 201, "__init__", "self.hf_config = get_config("),
     (_srt("utils/hf_transformers/config.py"), 250, "get_config", "config = parser.parse("),
     (_srt("utils/hf_transformers/config.py"), 63, "parse", "config = AutoConfig.from_pretrained("),
-    (f"{SITE}/transformers/models/auto/configuration_auto.py", 1332, "from_pretrained",
-     "config_dict, unused_kwargs = PretrainedConfig.get_config_dict(pretrained_model_name_or_path, **kwargs)"),
+    (f"{SITE}/transformers/models/auto/configuration_auto.py", 1332, "from_pretrained", "config_dict, unused_kwargs = PretrainedConfig.get_config_dict(pretrained_model_name_or_path, **kwargs)"),
 )
-_GET_CONFIG_DICT_FRAME: Frame = (f"{SITE}/transformers/configuration_utils.py", 662, "get_config_dict",
-                                 "config_dict, kwargs = cls._get_config_dict(pretrained_model_name_or_path, **kwargs)")
+_GET_CONFIG_DICT_FRAME: Frame = (f"{SITE}/transformers/configuration_utils.py", 662, "get_config_dict", "config_dict, kwargs = cls._get_config_dict(pretrained_model_name_or_path, **kwargs)")
 _CACHED_FILE_FRAMES: tuple[Frame, ...] = (
     (f"{SITE}/transformers/configuration_utils.py", 721, "_get_config_dict", "resolved_config_file = cached_file("),
     (f"{SITE}/transformers/utils/hub.py", 322, "cached_file", "file = cached_files(path_or_repo_id=path_or_repo_id, filenames=[filename], **kwargs)"),
@@ -363,31 +354,36 @@ def missing_model_traceback(path: str, is_directory: bool) -> list[str]:
     repo id (an absolute path, e.g. in a /dev/shm wiped by a reboot), or a repo id on a host that
     cannot reach the Hub."""
     if is_directory:
-        return format_traceback(LAUNCH_FRAMES + _CONFIG_FRAMES + (
-            (f"{SITE}/transformers/models/auto/configuration_auto.py", 1380, "from_pretrained", "raise ValueError("),
-        ), f"ValueError: Unrecognized model in {path}. Should have a `model_type` key in its config.json, or contain "
-           f"one of the following strings in its name: {_KNOWN_MODEL_TYPES}")
+        return format_traceback(
+            LAUNCH_FRAMES + _CONFIG_FRAMES + ((f"{SITE}/transformers/models/auto/configuration_auto.py", 1380, "from_pretrained", "raise ValueError("),),
+            f"ValueError: Unrecognized model in {path}. Should have a `model_type` key in its config.json, or contain one of the following strings in its name: {_KNOWN_MODEL_TYPES}",
+        )
     frames = LAUNCH_FRAMES + _CONFIG_FRAMES + (_GET_CONFIG_DICT_FRAME,)
     if path.count("/") > 1:
         # HFValidationError is no OSError: _get_config_dict re-raises it as its generic OSError.
-        cause = format_traceback(_CACHED_FILE_FRAMES + (
-            (f"{SITE}/transformers/utils/hub.py", 553, "cached_files", "raise e"),
-            (f"{SITE}/transformers/utils/hub.py", 478, "cached_files", "hf_hub_download("),
-            (f"{SITE}/huggingface_hub/utils/_validators.py", 106, "_inner_fn", "validate_repo_id(arg_value)"),
-            (f"{SITE}/huggingface_hub/utils/_validators.py", 154, "validate_repo_id", "raise HFValidationError("),
-        ), "huggingface_hub.errors.HFValidationError: Repo id must be in the form 'repo_name' or "
-           f"'namespace/repo_name': '{path}'. Use `repo_type` argument if needed.")
-        effect = format_traceback(frames + (
-            (f"{SITE}/transformers/configuration_utils.py", 744, "_get_config_dict", "raise OSError("),
-        ), f"OSError: Can't load the configuration of '{path}'. If you were trying to load it from "
-           "'https://huggingface.co/models', make sure you don't have a local directory with the same name. "
-           f"Otherwise, make sure '{path}' is the correct path to a directory containing a config.json file")
+        cause = format_traceback(
+            _CACHED_FILE_FRAMES
+            + (
+                (f"{SITE}/transformers/utils/hub.py", 553, "cached_files", "raise e"),
+                (f"{SITE}/transformers/utils/hub.py", 478, "cached_files", "hf_hub_download("),
+                (f"{SITE}/huggingface_hub/utils/_validators.py", 106, "_inner_fn", "validate_repo_id(arg_value)"),
+                (f"{SITE}/huggingface_hub/utils/_validators.py", 154, "validate_repo_id", "raise HFValidationError("),
+            ),
+            f"huggingface_hub.errors.HFValidationError: Repo id must be in the form 'repo_name' or 'namespace/repo_name': '{path}'. Use `repo_type` argument if needed.",
+        )
+        effect = format_traceback(
+            frames + ((f"{SITE}/transformers/configuration_utils.py", 744, "_get_config_dict", "raise OSError("),),
+            f"OSError: Can't load the configuration of '{path}'. If you were trying to load it from "
+            "'https://huggingface.co/models', make sure you don't have a local directory with the same name. "
+            f"Otherwise, make sure '{path}' is the correct path to a directory containing a config.json file",
+        )
         return cause + ["", "During handling of the above exception, another exception occurred:", ""] + effect
-    return format_traceback(frames + _CACHED_FILE_FRAMES + (
-        (f"{SITE}/transformers/utils/hub.py", 554, "cached_files", "raise OSError("),
-    ), "OSError: We couldn't connect to 'https://huggingface.co' to load the files, and couldn't find them in the "
-       "cached files.\nCheck your internet connection or see how to run the library in offline mode at "
-       "'https://huggingface.co/docs/transformers/installation#offline-mode'.")
+    return format_traceback(
+        frames + _CACHED_FILE_FRAMES + ((f"{SITE}/transformers/utils/hub.py", 554, "cached_files", "raise OSError("),),
+        "OSError: We couldn't connect to 'https://huggingface.co' to load the files, and couldn't find them in the "
+        "cached files.\nCheck your internet connection or see how to run the library in offline mode at "
+        "'https://huggingface.co/docs/transformers/installation#offline-mode'.",
+    )
 
 
 def args_failure_traceback(site: str, exception: str, message: str) -> list[str]:
@@ -406,20 +402,23 @@ MODEL_RUNNER_FRAMES: tuple[Frame, ...] = (
     (_srt("model_executor/model_runner.py"), 420, "__init__", "self.initialize(pre_model_load_memory)"),
 )
 INIT_FAILURE_FRAMES: dict[str, tuple[Frame, ...]] = {
-    "load_weights": MODEL_RUNNER_FRAMES + (
+    "load_weights": MODEL_RUNNER_FRAMES
+    + (
         (_srt("model_executor/model_runner.py"), 510, "initialize", "self.load_model()"),
         (_srt("model_executor/model_runner.py"), 1335, "load_model", "self.model = self.loader.load_model("),
         (_srt("model_loader/loader.py"), 671, "load_model", "model = _initialize_model("),
         (f"{TORCH}/nn/modules/module.py", 1355, "to", "return self._apply(convert)"),
     ),
-    "mamba_cache": MODEL_RUNNER_FRAMES + (
+    "mamba_cache": MODEL_RUNNER_FRAMES
+    + (
         (_srt("model_executor/model_runner.py"), 602, "initialize", "self.init_memory_pool(pre_model_load_memory)"),
         (_srt("model_executor/model_runner_kv_cache_mixin.py"), 972, "init_memory_pool", "self.memory_pool_config = self._resolve_memory_pool_config("),
         (_srt("model_executor/model_runner_kv_cache_mixin.py"), 938, "_resolve_memory_pool_config", "available_bytes = self._profile_available_bytes(pre_model_load_memory)"),
         (_srt("model_executor/model_runner_kv_cache_mixin.py"), 212, "_profile_available_bytes", "rest_memory = self.handle_max_mamba_cache(rest_memory)"),
         (_srt("model_executor/model_runner_kv_cache_mixin.py"), 286, "handle_max_mamba_cache", "raise RuntimeError("),
     ),
-    "kv_cache": MODEL_RUNNER_FRAMES + (
+    "kv_cache": MODEL_RUNNER_FRAMES
+    + (
         (_srt("model_executor/model_runner.py"), 602, "initialize", "self.init_memory_pool(pre_model_load_memory)"),
         (_srt("model_executor/model_runner_kv_cache_mixin.py"), 972, "init_memory_pool", "self.memory_pool_config = self._resolve_memory_pool_config("),
         (_srt("model_executor/model_runner_kv_cache_mixin.py"), 944, "_resolve_memory_pool_config", "config = configurator.calculate_pool_sizes(available_bytes, page_size)"),
@@ -427,21 +426,22 @@ INIT_FAILURE_FRAMES: dict[str, tuple[Frame, ...]] = {
         ("<string>", 12, "__init__", ""),
         (_srt("model_executor/pool_configurator.py"), 58, "__post_init__", "raise RuntimeError("),
     ),
-    "scheduler_init": (
-        (_srt("managers/tp_worker.py"), 299, "__init__", 'assert self.max_running_requests > 0, "max_running_request is zero"'),
-    ),
-    "attention_backend": MODEL_RUNNER_FRAMES + (
+    "scheduler_init": ((_srt("managers/tp_worker.py"), 299, "__init__", 'assert self.max_running_requests > 0, "max_running_request is zero"'),),
+    "attention_backend": MODEL_RUNNER_FRAMES
+    + (
         (_srt("model_executor/model_runner.py"), 640, "initialize", "self.init_attention_backend()"),
         (_srt("model_executor/model_runner.py"), 2012, "init_attention_backend", "self.attn_backend = self._get_attention_backend()"),
         (_srt("model_executor/model_runner.py"), 2077, "_get_attention_backend", "return self._get_attention_backend_from_str(self.server_args.attention_backend)"),
         (_srt("layers/attention/attention_registry.py"), 186, "create_flashattention_v3_backend", "assert (major == 8 and not runner.use_mla_backend) or major == 9, ("),
     ),
-    "cuda_graph": MODEL_RUNNER_FRAMES + (
+    "cuda_graph": MODEL_RUNNER_FRAMES
+    + (
         (_srt("model_executor/model_runner.py"), 655, "initialize", "self.init_device_graphs()"),
         (_srt("model_executor/model_runner.py"), 2251, "init_device_graphs", "self.graph_runner = graph_runners[self.device](self)"),
         (_srt("model_executor/cuda_graph_runner.py"), 628, "__init__", "raise Exception("),
     ),
-    "device": MODEL_RUNNER_FRAMES + (
+    "device": MODEL_RUNNER_FRAMES
+    + (
         (_srt("model_executor/model_runner.py"), 1094, "init_torch_distributed", "torch.get_device_module(self.device).set_device(self.gpu_id)"),
         (f"{TORCH}/cuda/__init__.py", 567, "set_device", "torch._C._cuda_setDevice(device)"),
     ),
@@ -464,8 +464,7 @@ INIT_FAILURE_FRAMES_BY_RELEASE: dict[str, dict[str, tuple[Frame, ...]]] = {
             (_srt("managers/scheduler.py"), 1137, "init_model_worker", "self.init_memory_pools()"),
             (_srt("managers/scheduler.py"), 1100, "init_memory_pools", "self.init_target_memory_pool()"),
             (_srt("managers/scheduler.py"), 1090, "init_target_memory_pool", "self.tp_worker.alloc_memory_pool("),
-            (_srt("managers/tp_worker.py"), 420, "alloc_memory_pool",
-             'assert self.model_runner.max_running_requests > 0, "max_running_request is zero"'),
+            (_srt("managers/tp_worker.py"), 420, "alloc_memory_pool", 'assert self.model_runner.max_running_requests > 0, "max_running_request is zero"'),
         ),
     },
 }

@@ -66,9 +66,7 @@ def parse_kv_cache_line(line: str) -> KvCacheLine | None:
     match = KV_CACHE_LINE.search(line)
     if not match:
         return None
-    return KvCacheLine(
-        match["pools"], int(match["tokens"].replace(",", "")), int(match["max_model_len"].replace(",", "")), float(match["concurrency"])
-    )
+    return KvCacheLine(match["pools"], int(match["tokens"].replace(",", "")), int(match["max_model_len"].replace(",", "")), float(match["concurrency"]))
 
 
 class VLLM:

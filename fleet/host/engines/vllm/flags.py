@@ -95,9 +95,7 @@ def load_table(release: str) -> FlagTable:
     data = json.loads(path.read_text())
     if data.get("release") != release or not isinstance(data.get("actions"), list):
         raise FlagTableError(f"{path}: expected the flag table of release {release} (release, actions)")
-    return FlagTable(
-        release, data["source"], data["prog"], data["top_prog"], data["usage"], bool(data["allow_abbrev"]), tuple(data["actions"])
-    )
+    return FlagTable(release, data["source"], data["prog"], data["top_prog"], data["usage"], bool(data["allow_abbrev"]), tuple(data["actions"]))
 
 
 def flag_for(release: str, dest: str) -> str:
@@ -121,13 +119,7 @@ def negative_flag_for(release: str, dest: str) -> str:
 @lru_cache(maxsize=None)
 def every_spelling(dest: str) -> frozenset[str]:
     """Every option string that sets `dest` in any known release (the hidden `--no-` ones too)."""
-    return frozenset(
-        option
-        for release in KNOWN_RELEASES
-        for action in load_table(release).actions
-        if action["dest"] == dest
-        for option in load_table(release).registered(action)
-    )
+    return frozenset(option for release in KNOWN_RELEASES for action in load_table(release).actions if action["dest"] == dest for option in load_table(release).registered(action))
 
 
 @lru_cache(maxsize=None)
@@ -152,11 +144,7 @@ def human_readable_int(value: str) -> int:
         try:
             return int(number) * binary_multiplier[suffix]
         except ValueError as e:
-            raise argparse.ArgumentTypeError(
-                "Decimals are not allowed "
-                f"with binary suffixes like {suffix}. Did you mean to use "
-                f"{number}{suffix.lower()} instead?"
-            ) from e
+            raise argparse.ArgumentTypeError(f"Decimals are not allowed with binary suffixes like {suffix}. Did you mean to use {number}{suffix.lower()} instead?") from e
     return int(value)
 
 
@@ -284,12 +272,7 @@ class EnableDisableAction(argparse.BooleanOptionalAction):
 
     def __init__(self, option_strings: Sequence[str], dest: str, *args: Any, **kwargs: Any) -> None:
         super().__init__(option_strings, dest, *args, **kwargs)
-        inverses = [
-            inverse + opt.removeprefix(prefix)
-            for opt in option_strings
-            for prefix, inverse in self._inverse_prefixes.items()
-            if opt.startswith(prefix)
-        ]
+        inverses = [inverse + opt.removeprefix(prefix) for opt in option_strings for prefix, inverse in self._inverse_prefixes.items() if opt.startswith(prefix)]
         negated = {opt for opt in self.option_strings if opt not in option_strings}
         self.negative_option_strings = negated | set(inverses)
         self.visible_option_strings = [*option_strings, *inverses] if inverses else list(self.option_strings)
@@ -384,11 +367,7 @@ class _Parser(argparse.ArgumentParser):
         self.register("action", argparse.BooleanOptionalAction, EnableDisableAction)
 
     def error(self, message: str) -> NoReturn:
-        if (
-            (self.prog.endswith(" serve") or _Parser.show_serve_task_hint)
-            and message.startswith("unrecognized arguments:")
-            and re.search(r"(^|\s)--task(=|\s|$)", message)
-        ):
+        if (self.prog.endswith(" serve") or _Parser.show_serve_task_hint) and message.startswith("unrecognized arguments:") and re.search(r"(^|\s)--task(=|\s|$)", message):
             message += (
                 "\n\nHint: --task is not a vllm serve option. "
                 "For embedding, reranking, or reward models, use "
@@ -488,16 +467,10 @@ def _model_first(args: list[str], warnings: list[str]) -> list[str]:
             model_tag = args[model_idx].removeprefix("--model=")
             rest_start_idx = model_idx + 1
         args = [SUBCOMMAND, model_tag, *args[1:model_idx], *args[rest_start_idx:]]
-    if (
-        len(args) > 1
-        and args[1].startswith("-")
-        and not any(re.match(r"^--config(=.+|$)", arg) for arg in args)
-        and any(re.match(r"^--served[-_]model[-_]name(=.+|$)", arg) for arg in args)
-    ):
+    if len(args) > 1 and args[1].startswith("-") and not any(re.match(r"^--config(=.+|$)", arg) for arg in args) and any(re.match(r"^--served[-_]model[-_]name(=.+|$)", arg) for arg in args):
         raise ServeArgsError(
             "ValueError",
-            "`model` should be provided as the first positional argument when "
-            "using `vllm serve`. i.e. `vllm serve <model> --<arg> <value>`.",
+            "`model` should be provided as the first positional argument when using `vllm serve`. i.e. `vllm serve <model> --<arg> <value>`.",
         )
     return args
 
@@ -608,16 +581,16 @@ def _pull_args_from_config(parser: argparse.ArgumentParser, args: list[str]) -> 
         raise ServeArgsError("ValueError", "No config file specified! Please check your command-line arguments.")
     config_args = load_config_file(parser, args[index + 1])
     if args[0].startswith("-"):
-        return config_args + args[0:index] + args[index + 2:]
+        return config_args + args[0:index] + args[index + 2 :]
     if args[0] == SUBCOMMAND:
         model_in_cli = len(args) > 1 and not args[1].startswith("-")
         model_in_config = any(arg == "--model" for arg in config_args)
         if not model_in_cli and not model_in_config:
             raise ServeArgsError("ValueError", "No model specified! Please specify model either as a positional argument or in a config file.")
         if model_in_cli:
-            return args[:2] + config_args + args[2:index] + args[index + 2:]
-        return args[:1] + config_args + args[1:index] + args[index + 2:]
-    return [args[0]] + config_args + args[1:index] + args[index + 2:]
+            return args[:2] + config_args + args[2:index] + args[index + 2 :]
+        return args[:1] + config_args + args[1:index] + args[index + 2 :]
+    return [args[0]] + config_args + args[1:index] + args[index + 2 :]
 
 
 def load_config_file(parser: argparse.ArgumentParser, file_path: str) -> list[str]:

@@ -87,10 +87,25 @@ UNSUPPORTED_SETTINGS: Mapping[str, str] = {
 # Parser dests fleet renders from typed settings: a playbook's free-form `flags` must not set them
 # under any spelling (aliases such as -tp, --device-memory-utilization, -sc, --spec-method).
 _RENDERED_DESTS = (
-    "model", "model_tag", "served_model_name", "host", "port", "tensor_parallel_size", "max_model_len",
-    "gpu_memory_utilization", "max_num_seqs", "block_size", "max_cudagraph_capture_size", "attention_backend",
-    "kv_cache_dtype", "trust_remote_code", "enable_prefix_caching", "speculative_config", "spec_method",
-    "spec_model", "spec_tokens",
+    "model",
+    "model_tag",
+    "served_model_name",
+    "host",
+    "port",
+    "tensor_parallel_size",
+    "max_model_len",
+    "gpu_memory_utilization",
+    "max_num_seqs",
+    "block_size",
+    "max_cudagraph_capture_size",
+    "attention_backend",
+    "kv_cache_dtype",
+    "trust_remote_code",
+    "enable_prefix_caching",
+    "speculative_config",
+    "spec_method",
+    "spec_model",
+    "spec_tokens",
 )
 _FLAG_KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
@@ -159,16 +174,12 @@ def speculative_config(server: ServerShape, where: str, draft_path: str | None, 
         given = [n for n in ("num_draft_tokens", "num_steps", "eagle_topk", "ddtree_budget") if getattr(server, n) is not None]
         if given or server.draft is not None:
             raise EngineConfigError(
-                f"{where}: method {server.method!r} sets {', '.join(given) or 'a draft'} without an `algorithm`; "
-                "name the speculative algorithm (DFLASH, EAGLE3, ...) or remove them"
+                f"{where}: method {server.method!r} sets {', '.join(given) or 'a draft'} without an `algorithm`; name the speculative algorithm (DFLASH, EAGLE3, ...) or remove them"
             )
         return None
     method = SPECULATIVE_METHODS.get(algorithm)
     if method is None:
-        raise EngineConfigError(
-            f"{where}: method {server.method!r}: vLLM has no speculative algorithm {algorithm} "
-            f"(vLLM's: {', '.join(sorted(SPECULATIVE_METHODS))})"
-        )
+        raise EngineConfigError(f"{where}: method {server.method!r}: vLLM has no speculative algorithm {algorithm} (vLLM's: {', '.join(sorted(SPECULATIVE_METHODS))})")
     if server.draft is not None and draft_path is None:
         raise EngineConfigError(f"{where}: method {server.method!r} uses draft {server.draft.label}, but no draft path on the host was given")
     if server.draft is None and draft_path is not None:
@@ -186,10 +197,7 @@ def speculative_config(server: ServerShape, where: str, draft_path: str | None, 
         if server.num_draft_tokens < 2:
             raise EngineConfigError(f"{where}: num_draft_tokens {server.num_draft_tokens}: vLLM needs at least one speculative token (2 in SGLang's count)")
         config["num_speculative_tokens"] = server.num_draft_tokens - 1
-        notes.append(
-            f"num_speculative_tokens {server.num_draft_tokens - 1}: num_draft_tokens {server.num_draft_tokens} "
-            "counts the verified token, which vLLM's num_speculative_tokens does not"
-        )
+        notes.append(f"num_speculative_tokens {server.num_draft_tokens - 1}: num_draft_tokens {server.num_draft_tokens} counts the verified token, which vLLM's num_speculative_tokens does not")
     if draft_path is not None and server.settings.draft_attention_backend:
         config["attention_backend"] = _attention_backend(server.settings.draft_attention_backend, notes)
     return config
