@@ -5,10 +5,13 @@ tests/fixtures/sample-logs), diagnoses every log it names and prints, per true l
 were classified, then the misses with their evidence line. A log labelled `healthy` is right when
 the diagnosis finds no failure; `server_start_timeout` is judged with the run record's word that
 the start timed out (the label itself says so: that is what such a record carries), so the log
-alone must not show a fatal line.
+alone must not show a fatal line. With `--bare` no log gets that word: each is judged from its text
+alone, as `fleet diagnose` reads a log a user hands it (a stalled start must then show its stall).
+Manifests may also carry `engine` ("sglang" / "vllm"): `--by-engine` prints a table per engine.
 
     python benchmarks/diagnose_confusion.py ../shared/sample-logs/manifest.jsonl
     python benchmarks/diagnose_confusion.py tests/fixtures/sample-logs/manifest.jsonl --misses
+    python benchmarks/diagnose_confusion.py tests/fixtures/logs/batch3-tune/manifest.jsonl --bare --by-engine
 """
 
 from __future__ import annotations
@@ -26,8 +29,8 @@ from fleet.host.diagnose.classify import DiagnosisHint, diagnose_file  # noqa: E
 HEALTHY = "healthy"
 
 
-def read_manifest(path: Path) -> list[tuple[Path, str]]:
-    entries: list[tuple[Path, str]] = []
+def read_manifest(path: Path) -> list[tuple[Path, str, str]]:
+    entries: list[tuple[Path, str, str]] = []
     for number, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
         if not raw.strip():
             continue
@@ -37,7 +40,7 @@ def read_manifest(path: Path) -> list[tuple[Path, str]]:
             raise SystemExit(f"{path}:{number}: not JSON ({error.msg})") from error
         if not isinstance(record, dict) or not isinstance(record.get("file"), str) or not isinstance(record.get("label"), str):
             raise SystemExit(f"{path}:{number}: expected an object with string fields 'file' and 'label'")
-        entries.append((path.parent / record["file"], record["label"]))
+        entries.append((path.parent / record["file"], record["label"], str(record.get("engine") or "")))
     return entries
 
 
@@ -45,19 +48,36 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("manifest", type=Path)
     parser.add_argument("--misses", action="store_true", help="also print each miss with its first evidence line")
+    parser.add_argument("--bare", action="store_true", help="judge every log from its text alone, without the run record's start-timeout word")
+    parser.add_argument("--by-engine", action="store_true", help="one table per engine named in the manifest, then all together")
     args = parser.parse_args(argv)
 
-    table: dict[str, Counter[str]] = {}
-    misses: list[str] = []
-    for log, label in read_manifest(args.manifest):
-        hint = DiagnosisHint(server_start_timed_out=True) if label == "server_start_timeout" else None
+    results: list[tuple[str, str, str, str]] = []  # engine, label, diagnosed, miss line
+    for log, label, engine in read_manifest(args.manifest):
+        hint = DiagnosisHint(server_start_timed_out=True) if label == "server_start_timeout" and not args.bare else None
         diagnosis = diagnose_file(log, hint)
         got = diagnosis.failure_class or HEALTHY
-        table.setdefault(label, Counter())[got] += 1
-        if got != label:
-            first = diagnosis.evidence[0].text if diagnosis.evidence else "(no evidence)"
-            misses.append(f"  {log.name}: {label} -> {got}: {first[:160]}")
+        first = diagnosis.evidence[0].text if diagnosis.evidence else "(no evidence)"
+        results.append((engine, label, got, f"  {log.name}: {label} -> {got}: {first[:160]}" if got != label else ""))
+    groups = sorted({engine for engine, _, _, _ in results}) if args.by_engine else []
+    for engine in groups:
+        print(f"engine {engine or '(not named)'}:")
+        _table([item for item in results if item[0] == engine])
+        print()
+    if groups:
+        print("all engines:")
+    _table(results)
+    misses = [miss for _, _, _, miss in results if miss]
+    if args.misses and misses:
+        print("misses:")
+        print("\n".join(misses))
+    return 0
 
+
+def _table(results: list[tuple[str, str, str, str]]) -> None:
+    table: dict[str, Counter[str]] = {}
+    for _, label, got, _ in results:
+        table.setdefault(label, Counter())[got] += 1
     columns = sorted({got for row in table.values() for got in row} | set(table))
     width = max(len(name) for name in columns) + 1
     print("true \\ diagnosed".ljust(width) + " " + " ".join(f"{name[:8]:>8}" for name in columns) + "   right")
@@ -73,10 +93,6 @@ def main(argv: list[str] | None = None) -> int:
         cells = " ".join(f"{row[name] or '.':>8}" for name in columns)
         print(f"{label.ljust(width)} {cells}   {row[label]}/{count}")
     print(f"overall {right}/{total} right; failures {failures_right}/{failures}")
-    if args.misses and misses:
-        print("misses:")
-        print("\n".join(misses))
-    return 0
 
 
 if __name__ == "__main__":

@@ -434,6 +434,6 @@ def test_the_constructed_fixtures_manifest_is_right() -> None:
     spec.loader.exec_module(confusion)
     entries = confusion.read_manifest(LOGS / "manifest.jsonl")
     assert len(entries) >= 25
-    for path, label in entries:
+    for path, label, _engine in entries:
         hint = DiagnosisHint(server_start_timed_out=True) if label == "server_start_timeout" else None
         assert (diagnose_file(path, hint).failure_class or "healthy") == label, path.name

@@ -169,6 +169,16 @@ SIGNATURES: tuple[Signature, ...] = (
             T("No such file or directory", r"No such file or directory: '(?P<path>[^']*(?:config\.json|\.safetensors|\.bin|tokenizer[^']*))'"),
             # torch/nn/modules/module.py load_state_dict: "Error(s) in loading state_dict for X:\n\tsize mismatch for ...".
             T("Error(s) in loading state_dict for"),
+            # A model whose config needs its repo's own code: transformers' dynamic_module_utils.py:743-749
+            # ("The repository X contains custom code which must be executed to correctly load the model"),
+            # its ValueError "Loading X requires you to execute the configuration file in that repo" (which
+            # vLLM's transformers_utils/config.py:452-463 turns into "Failed to load the model config. ...
+            # consider setting `trust_remote_code=True`"); a model type this transformers does not know
+            # (models/auto/configuration_auto.py:431: "... but Transformers does not recognize this architecture").
+            T("requires you to execute the configuration file"),
+            T("contains custom code which must be executed"),
+            T("Failed to load the model config"),
+            T("does not recognize this architecture", r"(?:has model type `(?P<model_type>[\w.-]+)`)?"),
         ),
         "Model {repo} is gated: accept its license on huggingface.co with the account whose token the host "
         "uses, and provide HF_TOKEN through the environment file (never a command line); or stage a local "
@@ -279,6 +289,11 @@ SIGNATURES: tuple[Signature, ...] = (
             T("CUDA error: out of memory"),
             T("Cuda failure 'out of memory'"),
             T("cudaErrorMemoryAllocation"),
+            # vLLM refuses to start when the GPU's free memory is below --gpu-memory-utilization's share
+            # (v1/worker/utils.py:742, :763): "Free memory on device cuda:0 (3.22/4.0 GiB) on startup is
+            # less than desired GPU memory utilization (0.9, 3.6 GiB)". Memory another process holds: the
+            # OOM's fix (a lower fraction, or free the GPU).
+            T("on startup is less than", r"Free memory on device \S+ \((?P<free_gib>[\d.]+)/(?P<total_gib>[\d.]+) GiB\)"),
         ),
         "CUDA ran out of memory during {capture_step} (mem_fraction_static={mem_fraction_static}): "
         "lower --mem-fraction-static by 0.03-0.05 to leave the graphs room, or lower --cuda-graph-max-bs "
@@ -387,11 +402,12 @@ SIGNATURES: tuple[Signature, ...] = (
                 r"The input \((?P<input_tokens>\d+) tokens\) is longer than the model" + _APOS + r"s context length "
                 r"\((?P<context_len>\d+) tokens\)(?!.*Truncating)",
             ),
-            # vLLM's input processor: "The decoder prompt (length 5000) is longer than the maximum model
-            # length of 4096" (and "The prompt (total length ...)" in later releases).
+            # vLLM's input processor: "The {prompt_type} prompt (length N) is longer than the maximum model
+            # length of M" (0.33: v1/engine/input_processor.py:589), "The prompt (total length N) ..." and
+            # "Prompt length of N is longer than the maximum model length of M" in other releases.
             T(
                 "is longer than the maximum model length",
-                r"\(?(?:total )?length (?P<input_tokens>\d+)\) is longer than the maximum model length of (?P<context_len>\d+)",
+                r"length(?: of)? (?P<input_tokens>\d+)\)? is longer than the maximum model length of (?P<context_len>\d+)",
             ),
             # vLLM's config: "User-specified max_model_len (40000) is greater than the derived max_model_len
             # (max_position_embeddings=32768 ...)", a startup refusal like SGLang's below.
@@ -475,8 +491,11 @@ SIGNATURES: tuple[Signature, ...] = (
             T("nccl", r"\bnccl(?:Unhandled|System|Internal|Invalid|Remote)\w*Error\b"),
             T("Watchdog caught collective operation timeout"),
             T("DistBackendError"),
-            # c10d's heartbeat monitor: "ProcessGroupNCCL's watchdog got stuck for 600 seconds".
+            # c10d's heartbeat monitor: "ProcessGroupNCCL's watchdog got stuck for 600 seconds"; its flight
+            # recorder on a timeout (ProcessGroupNCCL.cpp): "Received a dump signal due to a collective
+            # timeout from this local rank ..." / "... from rank N".
             T("ProcessGroupNCCL's watchdog got stuck"),
+            T("due to a collective timeout"),
             # The CPU process group (gloo) that SGLang and vLLM use beside NCCL: a peer that died or hangs
             # shows as "[.../gloo/transport/tcp/pair.cc:534] Connection closed by peer" or "Timed out
             # waiting 1800000ms for send operation to complete".
@@ -508,6 +527,19 @@ SIGNATURES: tuple[Signature, ...] = (
         "between nodes, a JIT build, a slow disk). Look at the last step each rank logged; raise "
         "--watchdog-timeout only if the step is merely slow.",
         "The engine's watchdog stopped the server: a rank made no progress. Look at the last step each rank logged; raise --watchdog-timeout only if the step is merely slow.",
+    ),
+    # vLLM's front end gave up waiting for its engine core to start (v1/engine/core_client.py:764-770:
+    # "Timed out waiting for engine core processes to start. This is often caused by slow weight loading
+    # for large models. Waited {VLLM_ENGINE_READY_TIMEOUT_S}s (configured by VLLM_ENGINE_READY_TIMEOUT_S)").
+    _fatal(
+        "engine_start_timeout",
+        C.SERVER_START_TIMEOUT,
+        96,
+        (T("Timed out waiting for", r"Timed out waiting for (?:new )?engine core processes to start.*?Waited (?P<ready_timeout_s>[\d.]+)s"),),
+        "vLLM's engine core was not ready within {ready_timeout_s} s; it was last {last_phase}. If loading "
+        "weights: stage the model on local NVMe or /dev/shm, or raise VLLM_ENGINE_READY_TIMEOUT_S; if "
+        "capturing CUDA graphs or compiling: lower --max-num-seqs / capture sizes or use --enforce-eager.",
+        "vLLM's engine core was not ready in time: stage the model on local disk, raise VLLM_ENGINE_READY_TIMEOUT_S, or use --enforce-eager to skip graph capture.",
     ),
     # --- a crash whose traceback runs through the model's weight loader ------------------------
     # SGLang's loaders call `model.load_weights(...)` (model_loader/loader.py); a model whose
@@ -557,9 +589,16 @@ SIGNATURES: tuple[Signature, ...] = (
         (
             T("Error", _EXC + r"[A-Z]\w*Error\b(?::|$)"),
             T("Exception", _EXC + r"[A-Z]\w*Exception\b(?::|$)"),
-            T("Traceback (most recent call last)"),
         ),
         "An error no signature explains: read the final exception of the traceback in the evidence.",
+    ),
+    # A traceback's header alone (its exception line cut off, or a process killed mid-print): it proves
+    # that something raised, not what. Beside a start-up step still under way the stall is the story.
+    _generic(
+        "traceback_only",
+        995,
+        (T("Traceback (most recent call last)"),),
+        "A traceback without its exception line: read the lines after it in the full log for the exception.",
     ),
     # --- findings: true and useful, but not a failure ---------------------------------------
     _finding(

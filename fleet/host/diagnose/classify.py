@@ -48,6 +48,7 @@ from fleet.host.engines.sglang.logparse import (
     parse_line,
     strip_prefix,
 )
+from fleet.host.engines.vllm import logparse as vllm_log
 
 CHUNK_BYTES = 8 << 20
 BLOCK_BYTES = 64 << 10
@@ -82,12 +83,11 @@ _PHASE_ACTIVITY = {
 }
 # Start-up lines that say what a start was doing last, with whether the step was still under way
 # (a step that began and has no end line yet) or had finished. The log parser's phases cover the
-# 0.5.x formats; these cover the steps it has no phase for and the wordings of other releases and
-# of vLLM. flashinfer/jit/core.py logs "Loading JIT ops: <name>" before it builds or loads a kernel;
-# NCCL's debug.c prefixes its INFO lines with "NCCL INFO"; the weight loaders print tqdm bars;
-# SGLang 0.2-0.5 "Init torch distributed begin/ends", "Load weight begin/end", "Capture cuda graph
-# begin/end", "Memory pool end"; vLLM "Starting to load model", "Loading weights took", "Capturing
-# CUDA graph(s)", "Graph capturing finished", "torch.compile takes", "init engine ... took".
+# 0.5.x formats; these cover the steps it has no phase for and the wordings of other releases.
+# flashinfer/jit/core.py logs "Loading JIT ops: <name>" before it builds or loads a kernel; NCCL's
+# debug.c prefixes its INFO lines with "NCCL INFO"; the weight loaders print tqdm bars; SGLang 0.2-0.5
+# "Init torch distributed begin/ends", "Load weight begin/end", "Capture cuda graph begin/end",
+# "Memory pool end". vLLM's own steps are the vLLM log module's (a bare log names no engine).
 _STALL_MARKERS: tuple[tuple[bytes, str, bool], ...] = (
     (b"Loading JIT ops", "loading or compiling FlashInfer JIT kernels", True),
     (b"NCCL INFO", "setting up NCCL communicators", True),
@@ -101,27 +101,18 @@ _STALL_MARKERS: tuple[tuple[bytes, str, bool], ...] = (
     (b"Capture cuda graph begin", "capturing CUDA graphs", True),
     (b"Capture draft cuda graph begin", "capturing the draft model's CUDA graphs", True),
     (b"Capture cuda graph end", "finishing startup after CUDA graph capture", False),
-    (b"Starting to load model", "loading weights", True),
-    (b"Loading weights took", "done loading weights", False),
-    (b"Model loading took", "done loading weights", False),
-    (b"Capturing CUDA graph", "capturing CUDA graphs", True),
-    (b"Capturing cudagraph", "capturing CUDA graphs", True),
-    (b"Graph capturing finished", "finishing startup after CUDA graph capture", False),
-    (b"Compiling a graph for", "compiling the model with torch.compile", True),
-    (b"torch.compile takes", "done compiling the model", False),
+    *vllm_log.STARTUP_STEPS,
 )
 # A tqdm bar at 100 % is a finished step.
 _DONE_BAR = b"100%"
 # The HTTP server is up: SGLang's uvicorn starts before its warm-up request and the "fired up" line,
-# vLLM's "Application startup complete" is its ready line. A log that ends here is not a failure.
-# vLLM's engine core logs "init engine (profile, create kv cache, warmup model) took" as the last
-# step of its start and the API server then lists its routes: past either, the start is done.
+# uvicorn's "Application startup complete" follows it. A log that ends here is not a failure. vLLM's
+# ready lines (its engine core's last start-up step, its API server's route list) are the vLLM log
+# module's.
 _LISTENING = (
     b"Uvicorn running on",
     b"Application startup complete",
-    b"init engine (profile, create kv cache, warmup model) took",
-    b"Available routes are",
-    b"] Route: /",
+    *vllm_log.READY_MARKERS,
 )
 # Start-up phases of the log parser that begin a step (no end line yet means it was under way).
 _PHASES_UNDER_WAY = {"init_distributed_begin", "load_weight_begin", *_CAPTURE_PHASES}
@@ -229,6 +220,7 @@ class _Scanner:
         self._latest: dict[bytes, tuple[int, bytes]] = {}  # serving marker -> its latest line, unparsed
         self.stall: tuple[int, str, bool] | None = None  # the latest startup step: line, activity, under way
         self.listening_start: int | None = None  # the start whose HTTP server came up (uvicorn)
+        self.vllm_kv: dict[str, object] = {}  # vLLM's KV cache figures of the latest start (kv_tokens, max_model_len)
 
     # -- reading ------------------------------------------------------------------------------
     def scan(self, stream: ReadInto) -> None:
@@ -348,6 +340,12 @@ class _Scanner:
                     break
             if any(marker in raw for marker in _LISTENING):
                 self.listening_start = self.summary.starts
+            if any(marker in raw for marker in vllm_log.KV_CACHE_MARKERS):
+                kv = vllm_log.kv_cache_figures(raw.decode("utf-8", "replace"))
+                if kv is not None:
+                    for name, value in (("kv_tokens", kv.tokens), ("max_model_len", kv.max_model_len)):
+                        if value is not None:
+                            self.vllm_kv[name] = value
         if _is_nccl_info(raw):
             return
         text, message, matched, warning = _match(raw, text)
@@ -365,16 +363,13 @@ class _Scanner:
 
 
 # Prefixes other launchers and engines put before a message, after those strip_prefix removes:
-# `docker logs -t`'s nanosecond stamp, vLLM's process tags "(EngineCore_DP0 pid=1707016)" and
-# "(VllmWorker rank=0 pid=2)", Ray's "(RayWorkerVllm pid=62111)", torchrun's "[rank0]:", vLLM's
-# "ERROR 05-21 20:51:38 [core.py:489]" (older: "INFO 06-28 23:40:03 api_server.py:206]"), the logging
-# module's "2025-03-07 23:50:27,531 - __main__ - INFO - " of a wrapper that relays SGLang's output,
-# and SGLang's own "[time rank]" prefix again inside such a wrapper.
+# vLLM's logger prefix and process tags (the vLLM log module's), `docker logs -t`'s nanosecond stamp,
+# torchrun's "[rank0]:", the logging module's "2025-03-07 23:50:27,531 - __main__ - INFO - " of a
+# wrapper that relays SGLang's output, and SGLang's own "[time rank]" prefix again inside such a wrapper.
 _MORE_PREFIX = re.compile(
     r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?Z?\s+"
-    r"|\([\w.-]+(?: [\w.-]+=[\w.-]+)*\)\s*"
     r"|\[rank\d+\]:\s*"
-    r"|(?P<level>INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL)\s+\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d+)?\s+(?:\[[^\]]*\]|[\w.]+:\d+\])\s*"
+    r"|(?P<level>WARN)\s+\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d+)?\s+(?:\[[^\]]*\]|[\w.]+:\d+\])\s*"
     r"|\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:,\d+)? - [\w.]+ - (?P<level2>[A-Z]+) - "
     r"|\[\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?: [A-Z][A-Z_]*\d+)*\] "
 )
@@ -394,8 +389,14 @@ def _is_nccl_info(raw: bytes) -> bool:
 def _unwrap(message: str) -> tuple[str, bool]:
     """The message without launcher and engine prefixes, and whether it was logged as a warning."""
     warning = False
-    while found := _MORE_PREFIX.match(message):
-        if not found.end():
+    while True:
+        unwrapped, vllm_warning = vllm_log.strip_prefix(message)
+        if unwrapped is not message and len(unwrapped) < len(message):
+            warning = warning or vllm_warning
+            message = unwrapped
+            continue
+        found = _MORE_PREFIX.match(message)
+        if not found or not found.end():
             break
         warning = warning or (found.group("level") or found.group("level2") or "") in _WARNING_LEVELS
         message = message[found.end() :]
@@ -449,6 +450,8 @@ def _figures(scan: _Scanner, start: int, hint: DiagnosisHint | None) -> dict[str
     figures: dict[str, object] = {}
     if summary.kv_cache is not None:
         figures["kv_tokens"] = summary.kv_cache.tokens
+    for name, value in scan.vllm_kv.items():
+        figures.setdefault(name, value)
     if summary.mamba_cache is not None:
         figures["max_mamba_cache_size"] = summary.mamba_cache.max_mamba_cache_size
     if summary.scheduler is not None:
@@ -515,6 +518,10 @@ def _classify(scan: _Scanner, path: str, hint: DiagnosisHint | None) -> Diagnosi
             recovered.append(hits)
             continue
         fatal.append((signature, hits))
+    if fatal and all(signature.name == "traceback_only" for signature, _ in fatal) and not _came_up(scan, start) and _startup_seen(scan) is not None:
+        # A traceback's header with no exception names no cause; the start's last step (or the run
+        # record's timeout) says more: weights still loading when the launcher gave up and printed it.
+        fatal = []
     fatal.sort(key=_root_first)
     fatal = _causes_before_wrappers(fatal)
     # A failure named only on warning lines counts when nothing else failed and the server never

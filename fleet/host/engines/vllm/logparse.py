@@ -1,0 +1,124 @@
+"""What fleet knows of vLLM's server log: its line prefix, its start-up steps and ready lines, and
+the KV cache figures it prints. `fleet diagnose` reads a bare log that does not name its engine, so
+the classifier (`fleet/host/diagnose/classify.py`) asks this module and SGLang's `logparse` both.
+
+Every text here is vLLM's own, cited from the 0.33.0 wheel (paths under `vllm/`):
+
+- the logger's format, vllm/logger.py:28-33:
+  `f"{envs.VLLM_LOGGING_PREFIX}(%(vllm_process_name)s pid=%(process)d) %(levelname)s %(asctime)s [%(fileinfo)s:%(lineno)d] %(message)s"`
+  with `_DATE_FORMAT = "%m-%d %H:%M:%S"`; `fileinfo` is the file name (a shortened path at DEBUG,
+  logging_utils/formatter.py:65-78); a multi-line message repeats the prefix after "\\r\\n"
+  (formatter.py:82-85). Releases before the process name was part of the format printed
+  `LEVEL MM-DD HH:MM:SS file.py:123] message` (0.6 and older) or `LEVEL MM-DD HH:MM:SS [file.py:123] message`,
+  with the process tag `(VllmWorkerProcess pid=N)`, `(VllmWorker rank=0 pid=N)` or Ray's
+  `(RayWorkerWrapper pid=N, ip=...)` put before it.
+- start-up steps: "Starting to load model %s..." (v1/worker/gpu_model_runner.py:4979), weight_utils'
+  tqdm "Loading safetensors checkpoint shards" (model_executor/model_loader/weight_utils.py:1130),
+  "Model loading took %s GiB memory and %.6f seconds" (gpu_model_runner.py:5089), "Capturing CUDA
+  graphs (...)" (gpu_model_runner.py:6592), "Graph capturing finished in %.0f secs, took %.2f GiB"
+  (gpu_model_runner.py:6517), "init engine (profile, create kv cache, warmup model) took %.2f s"
+  (v1/engine/core.py:413, the engine core's last start-up step).
+- ready: "Starting vLLM server on %s" (entrypoints/launchers/api_server/entry.py:139), "Available
+  routes are:" and "Route: %s, Methods: %s" (entrypoints/launchers/launcher.py:188, :197), uvicorn's
+  "Application startup complete".
+- KV cache: "Available KV cache memory: %s GiB" (v1/worker/gpu_worker.py:773), "%s KV cache size: %s
+  tokens, Maximum concurrency for %s tokens per request: %.2fx" (v1/core/kv_cache_utils.py:1149; older
+  releases print the two halves as two lines).
+
+Standard library only: shipped to hosts with the agent.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+# vLLM's level/time/file head, both spellings: "[core.py:123] " (0.7 on) and "core.py:123] " (older).
+_HEAD = r"(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL)\s+(?P<stamp>\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d+)?)\s+(?:\[(?P<file>[^\]:]+):(?P<line>\d+)\]|(?P<file_old>[\w.]+):(?P<line_old>\d+)\])\s?"
+# The process tag before it: "(EngineCore_DP0 pid=1707016) ", "(APIServer pid=1) ", "(VllmWorker rank=0 pid=2) ",
+# "(RayWorkerWrapper pid=62111, ip=10.0.0.1) ", "(Worker_TP0 pid=9260) ".
+_PROCESS = r"\((?P<process>[\w.-]+)(?: [\w.-]+=[\w.-]+)*(?:, ip=[\w.:-]+)?\)\s*"
+PROCESS_TAG = re.compile(_PROCESS)
+LINE_PREFIX = re.compile(rf"(?:{_PROCESS})?{_HEAD}")
+_KV_SIZE = re.compile(r"KV cache size: (?P<tokens>[\d,]+) tokens")
+_KV_CONCURRENCY = re.compile(r"Maximum concurrency for (?P<max_model_len>[\d,]+) tokens per request: (?P<concurrency>[\d.]+)x")
+_KV_MEMORY = re.compile(r"Available KV cache memory: (?P<gib>[\d.]+) GiB")
+
+
+@dataclass(frozen=True)
+class VllmPrefix:
+    process: str | None  # "EngineCore_DP0", "APIServer", "VllmWorker"; None when the tag is absent
+    level: str
+    stamp: str  # "05-12 10:11:12": vLLM prints no year
+    source: str  # "core.py:708"
+    message: str
+
+
+def parse_prefix(text: str) -> VllmPrefix | None:
+    """vLLM's logger prefix of one line, or None when the line does not start with one."""
+    found = LINE_PREFIX.match(text)
+    if found is None:
+        return None
+    file, line = (found.group("file"), found.group("line")) if found.group("file") else (found.group("file_old"), found.group("line_old"))
+    return VllmPrefix(found.group("process"), found.group("level"), found.group("stamp"), f"{file}:{line}", text[found.end() :])
+
+
+def strip_prefix(text: str) -> tuple[str, bool]:
+    """The message of a vLLM line without its prefix (a bare process tag too, as on a traceback
+    line a worker prints through its decorated stdout), and whether it was logged as a warning."""
+    found = LINE_PREFIX.match(text)
+    if found is not None:
+        return text[found.end() :], found.group("level") == "WARNING"
+    tag = PROCESS_TAG.match(text)
+    return (text[tag.end() :], False) if tag is not None else (text, False)
+
+
+# Start-up steps, in vLLM's words: (literal, what the server was doing, whether the step is under way
+# until a later line says it ended). The classifier's stall detection reads these beside SGLang's.
+STARTUP_STEPS: tuple[tuple[bytes, str, bool], ...] = (
+    (b"Starting to load model", "loading weights", True),
+    (b"Loading model from scratch", "loading weights", True),
+    (b"Loading safetensors checkpoint shards", "loading weights", True),
+    (b"Loading weights took", "done loading weights", False),
+    (b"Model loading took", "done loading weights", False),
+    (b"Available KV cache memory", "done profiling memory for the KV cache", False),
+    (b"Capturing CUDA graph", "capturing CUDA graphs", True),
+    (b"Capturing cudagraph", "capturing CUDA graphs", True),
+    (b"Graph capturing finished", "finishing startup after CUDA graph capture", False),
+    (b"Compiling a graph for", "compiling the model with torch.compile", True),
+    (b"torch.compile takes", "done compiling the model", False),
+)
+
+# Past any of these the start is done: the engine core finished its last step or the API server is up.
+READY_MARKERS: tuple[bytes, ...] = (
+    b"init engine (profile, create kv cache, warmup model) took",
+    b"Starting vLLM server on",
+    b"Starting vLLM API server",
+    b"Available routes are",
+    b"] Route: /",
+)
+
+
+@dataclass(frozen=True)
+class KVCacheFigures:
+    tokens: int | None = None
+    max_model_len: int | None = None
+    available_gib: float | None = None
+
+
+def kv_cache_figures(message: str) -> KVCacheFigures | None:
+    """The KV cache figures of one vLLM line ("GPU KV cache size: 188,640 tokens", "Maximum
+    concurrency for 131,072 tokens per request: 5.23x", "Available KV cache memory: 17.36 GiB")."""
+    size = _KV_SIZE.search(message)
+    concurrency = _KV_CONCURRENCY.search(message)
+    memory = _KV_MEMORY.search(message)
+    if size is None and concurrency is None and memory is None:
+        return None
+    return KVCacheFigures(
+        int(size.group("tokens").replace(",", "")) if size else None,
+        int(concurrency.group("max_model_len").replace(",", "")) if concurrency else None,
+        float(memory.group("gib")) if memory else None,
+    )
+
+
+KV_CACHE_MARKERS: tuple[bytes, ...] = (b"KV cache size:", b"Maximum concurrency for", b"Available KV cache memory")
