@@ -231,7 +231,20 @@ def _stalled_in_weights() -> list[Line | str]:
     ]
 
 
+def _fatal_while_serving(exception: str) -> list[Line | str]:
+    """core.py:1586's logger.exception for a failure after the start, with the exception it carries."""
+    body = "\n".join(["Traceback (most recent call last):", '  File "/opt/vllm/v1/engine/core.py", line 1412, in run_busy_loop', exception])
+    return [
+        *_start(),
+        *_kv_lines("17.36", "188,640", "131,072", "5.23"),
+        *_ready(),
+        Line(ENGINE, ERROR, "core.py:1586", from_wheel("v1/engine/core.py:1586", "EngineCore encountered a fatal error.") + "\n" + body),
+    ]
+
+
 CASES = {
+    "an illegal memory access while serving": (lambda: _fatal_while_serving("torch.AcceleratorError: CUDA error: an illegal memory access was encountered"), "cuda_illegal_memory_access"),
+    "an unexplained fatal error while serving": (lambda: _fatal_while_serving("AssertionError: num_tokens=0"), "unknown"),
     "kv cache too small for max_model_len": (_kv_too_small, "kv_pool_too_small"),
     "no memory left for cache blocks": (_no_cache_blocks, "kv_pool_too_small"),
     "free memory below the utilization share": (_free_memory_below_share, "cuda_oom"),

@@ -576,6 +576,8 @@ SIGNATURES: tuple[Signature, ...] = (
             # "MQLLMEngine is already dead, terminating server process", EngineDeadError.
             T("Engine core initialization failed"),
             T("EngineCore failed to start"),
+            # 0.33: v1/engine/core.py:1584 "EngineCore failed to start.", :1586 "EngineCore encountered a fatal error."
+            T("EngineCore encountered a fatal error"),
             T("Engine process", r"Engine process \(pid \d+\) died"),
             T("is already dead, terminating server process"),
             T("EngineDeadError"),
