@@ -1,22 +1,27 @@
 """vLLM behind the engine seam (`fleet.host.engines.base.Engine`): its release table, the `vllm serve`
-parser rebuilt from the release's flag table, launch rendering and the KV-cache line of its log.
+parser rebuilt from the release's flag table, launch rendering, the memory planner (`memory.py`:
+`predict_start` checks the command line with the release's parser, then plans vLLM's start-up
+memory) and the KV-cache lines of its log.
 
-Not yet: vLLM's memory planning (`predict_start` checks the command line with the release's parser,
-then says `vLLM memory is not planned yet`), fixes, and a simulator that plays vLLM.
+Not yet: a simulator that plays vLLM. The planner says "not checked" for what it does not model
+(hybrid mamba models, MLA cards, speculative decoding's draft layers, pipeline parallelism).
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from fleet.host.engines.base import Engine, Feasibility, FlagValue, LaunchSpec, ReleaseChoice, ServerShape, ServingLimits, unchecked
+from fleet.host.engines.base import Adjustment, Engine, Feasibility, FlagValue, LaunchSpec, ReleaseChoice, ServerShape, ServingLimits, describe_adjustments, unchecked
 from fleet.host.errors import ArgvError, ConfigFileError
 from fleet.host.engines.vllm import release as release_table
 from fleet.host.engines.vllm.flags import ServeArgsError, flag_for, load_table, parse_serve
 from fleet.host.engines.vllm.launch import SPECULATIVE_METHODS, VLLM_MODULE, VLLM_VERSION_TESTED, build_launch
+from fleet.host.engines.vllm.memory import (
+    ModelShape, NotModelled, ObservedStart, VllmMemoryInputs, VllmMemoryPlan, corrected_inputs, format_gib, model_shape, observe_start, plan_memory,
+    smallest_fix,
+)  # fmt: skip
+from fleet.host.engines.vllm.memory import parse_kv_cache_line as parse_kv_cache_line  # the KV-cache line's reader, where callers found it
 
 if TYPE_CHECKING:
     from fleet.host.modelcard import ModelCard
@@ -40,33 +45,6 @@ SETTING_DESTS: Mapping[str, str] = {
     "kv_cache_dtype": "kv_cache_dtype",
     "trust_remote_code": "trust_remote_code",
 }
-
-# vllm/v1/core/kv_cache_utils.py:1147 (0.33.0), `update_kv_cache_capacity`:
-#   logger.info_once("%s KV cache size: %s tokens, Maximum concurrency for %s tokens per request: %.2fx",
-#                    pools, f"{num_tokens:,}", f"{max_model_len:,}", max_concurrency)
-# pools is "GPU" on CUDA (`_kv_cache_device_name`, :1131), with " + host" under HiSparse.
-KV_CACHE_LINE = re.compile(
-    r"(?P<pools>[A-Z]+(?: \+ host)?) KV cache size: (?P<tokens>[\d,]+) tokens, "
-    r"Maximum concurrency for (?P<max_model_len>[\d,]+) tokens per request: (?P<concurrency>\d+\.\d\d)x"
-)
-
-
-@dataclass(frozen=True)
-class KvCacheLine:
-    """What vLLM's KV-cache line states: the cache's size in tokens, and how many requests of
-    max_model_len tokens it holds at once (vLLM's own division, :1120 get_kv_cache_capacity)."""
-
-    pools: str
-    tokens: int
-    max_model_len: int
-    max_concurrency: float
-
-
-def parse_kv_cache_line(line: str) -> KvCacheLine | None:
-    match = KV_CACHE_LINE.search(line)
-    if not match:
-        return None
-    return KvCacheLine(match["pools"], int(match["tokens"].replace(",", "")), int(match["max_model_len"].replace(",", "")), float(match["concurrency"]))
 
 
 class VLLM:
@@ -132,18 +110,43 @@ class VLLM:
         gpu_memory_mib: int,
         release: str,
         fork: str | None,
+        observed: Sequence[ObservedStart] = (),
     ) -> Feasibility:
-        """The command line through the release's parser (a refusal is a verdict); memory is not
-        planned yet: `unchecked`, so no configuration is skipped for the planner's sake."""
+        """The command line through the release's parser (a refusal is a verdict), then vLLM's
+        start-up memory (`memory.plan_memory`): "fits", "does not fit" (with vLLM's error, its phase
+        and exception, and the smallest fix) or "uncertain" where the verdict turns on what vLLM
+        measures at start-up (the activation peak, CUDA graphs, non-torch memory).
+
+        `observed`: what earlier starts measured (`observe_start`); the last one of the same
+        configuration replaces the assumed overhead range. Not part of the `Engine` protocol yet:
+        callers through the seam plan with the assumed range."""
         try:
-            parse_serve(release, [a for a in flags if a != "serve"], env)
+            parsed = parse_serve(release, [a for a in flags if a != "serve"], env)
         except ArgvError as exc:
             return Feasibility(False, None, None, None, f"vLLM {release} refuses the command line: {exc.message}")
         except ServeArgsError as exc:
             return Feasibility(False, None, None, None, f"vLLM {release} refuses the command line: {exc.exception}: {exc.message}")
         except ConfigFileError as exc:
             return unchecked(f"not checked: the planner cannot read the --config file ({exc})")
-        return unchecked("vLLM memory is not planned yet")
+        try:
+            model, inputs = memory_inputs(parsed.values, target, gpu_memory_mib=gpu_memory_mib, release=release)
+        except NotModelled as exc:
+            return unchecked(f"not checked: {exc}")
+        inputs = corrected_inputs(model, inputs, observed)
+        plan = plan_memory(model, inputs)
+        suggestion = smallest_fix(model, inputs, plan)
+        return Feasibility(plan.failure is None, plan, plan.failure, suggestion, _verdict(plan, suggestion), inputs)
+
+    def observe_start(self, flags: Sequence[str], env: Mapping[str, str], target: ModelCard, *, gpu_memory_mib: int, release: str, log_lines: Iterable[str]) -> ObservedStart | None:
+        """What the start of this launch (its flags, on a GPU of `gpu_memory_mib`) measured, read
+        from its log's "Available KV cache memory" / "KV cache size" lines; pass it to a later
+        `predict_start(observed=...)`. None when the log lacks the lines or the launch is not planned."""
+        try:
+            parsed = parse_serve(release, [a for a in flags if a != "serve"], env)
+            model, inputs = memory_inputs(parsed.values, target, gpu_memory_mib=gpu_memory_mib, release=release)
+        except (ArgvError, ServeArgsError, ConfigFileError, NotModelled):
+            return None
+        return observe_start(model, inputs, log_lines)
 
     def flag_for(self, release: str, name: str) -> str:
         return flag_for(release, SETTING_DESTS.get(name, name))
@@ -158,6 +161,82 @@ class VLLM:
         which `ServingLimits.max_running_requests` is; the agent would drive concurrency levels a
         max_num_seqs below them cannot run. See the engine package's notes."""
         return None
+
+
+def memory_inputs(values: Mapping[str, object], target: ModelCard, *, gpu_memory_mib: int, release: str) -> tuple[ModelShape, VllmMemoryInputs]:
+    """`vllm serve`'s parsed values (flags.parse_serve) -> what the planner reads. Raises
+    NotModelled for what it does not plan."""
+    if values.get("speculative_config"):
+        raise NotModelled("speculative decoding: the draft's KV cache layers and weights are not modelled for vLLM")
+    for dest, name in (("pipeline_parallel_size", "pipeline parallelism"), ("decode_context_parallel_size", "decode context parallelism")):
+        if int(values.get(dest) or 1) > 1:  # type: ignore[call-overload]
+            raise NotModelled(f"{name} is not modelled")
+    if values.get("kv_transfer_config") or values.get("kv_cache_dtype_skip_layers"):
+        raise NotModelled("a KV connector or per-layer KV cache dtypes are not modelled")
+    tp = int(values.get("tensor_parallel_size") or 1)  # type: ignore[call-overload]
+    kv_dtype = str(values.get("kv_cache_dtype") or "auto")
+    block_size = values.get("block_size")
+    model = model_shape(target, tp_size=tp, kv_cache_dtype=kv_dtype, block_size=int(block_size) if block_size else None)  # type: ignore[call-overload]
+    max_model_len = values.get("max_model_len")
+    hybrid_manager = values.get("disable_hybrid_kv_cache_manager")
+    inputs = VllmMemoryInputs(
+        gpu_memory_mib=gpu_memory_mib,
+        tp_size=tp,
+        gpu_memory_utilization=float(values.get("gpu_memory_utilization") or DEFAULT_GPU_MEMORY_UTILIZATION),  # type: ignore[arg-type]
+        max_model_len=int(max_model_len) if max_model_len is not None else None,  # type: ignore[call-overload]
+        block_size=int(block_size) if block_size else None,  # type: ignore[call-overload]
+        kv_cache_dtype=kv_dtype,
+        max_num_seqs=_optional_int(values.get("max_num_seqs")),
+        max_num_batched_tokens=_optional_int(values.get("max_num_batched_tokens")),
+        enforce_eager=bool(values.get("enforce_eager")),
+        kv_cache_memory_bytes=_optional_int(values.get("kv_cache_memory_bytes")),
+        num_gpu_blocks_override=_optional_int(values.get("num_gpu_blocks_override")),
+        async_scheduling=None if values.get("async_scheduling") is None else bool(values.get("async_scheduling")),
+        disable_hybrid_kv_cache_manager=bool(hybrid_manager),
+        release=release,
+    )
+    return model, inputs
+
+
+def _optional_int(value: object) -> int | None:
+    return None if value is None else int(value)  # type: ignore[call-overload]
+
+
+def _gib(value: int) -> str:
+    return f"{format_gib(value)} GiB"
+
+
+def _verdict(plan: VllmMemoryPlan, suggestion: list[Adjustment] | None) -> str:
+    where = f"vllm {plan.release}"
+    overhead = plan.overhead
+    assumed = f"start-up overhead {overhead.source} {format_gib(overhead.low)}-{format_gib(overhead.high)} GiB"
+    if plan.failure is not None:
+        failure = plan.failure
+        text = f"{where} would stop at {failure.phase}: {failure.exception}: {failure.message}"
+        if failure.phase == "kv_cache":
+            text += f" ({assumed}; figures at its low end)"
+    elif plan.verdict == "uncertain":
+        risk = plan.uncertain_failure
+        if risk is not None and risk.phase in ("init_device", "load_weights"):
+            asks, what = (plan.requested_bytes, "gpu_memory_utilization asks") if risk.phase == "init_device" else (plan.weights_bytes_per_gpu, "the weights take")
+            text = f"{where} uncertain: fits unless the CUDA context takes more than {_gib(plan.cuda_total_bytes - asks)} of the GPU ({what} {_gib(asks)}); then {risk.exception}: {risk.message}"
+        else:
+            limit = _gib(plan.max_overhead_that_fits) if plan.max_overhead_that_fits is not None else "?"
+            text = (
+                f"{where} uncertain: fits unless the start-up overhead (activation peak, CUDA graphs, non-torch memory; {overhead.source} "
+                f"{format_gib(overhead.low)}-{format_gib(overhead.high)} GiB) exceeds {limit}; KV cache up to {plan.kv_tokens_high:,} tokens"
+                + (f"; then {risk.exception}: {risk.message}" if risk is not None else "")
+            )
+    else:
+        text = (
+            f"{where} fits: KV cache {plan.kv_tokens:,}-{plan.kv_tokens_high:,} tokens, {plan.max_concurrency_low:.2f}-{plan.max_concurrency_high:.2f}x requests "
+            f"of {plan.context_len:,} tokens ({plan.kv_bytes_per_token} KV bytes per token, {assumed})"
+        )
+    if suggestion:
+        text += f"; smallest fix: {describe_adjustments(suggestion)}"
+    elif suggestion is None and plan.failure is not None:
+        text += "; no single change of mem_fraction_static or context_length fixes it"
+    return text
 
 
 ENGINE: Engine = VLLM()
