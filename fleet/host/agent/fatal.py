@@ -19,8 +19,9 @@ from dataclasses import dataclass
 from fleet.host.diagnose.catalogue import Kind
 from fleet.host.diagnose.classify import signatures_in
 
-# The catalogue's catch-all for an exception line or a traceback head: suspect, not decisive.
-SUSPECT_SIGNATURES = frozenset({"exception"})
+# The catalogue's catch-alls for an exception line and for a traceback head: suspect, not decisive
+# (a server logs tracebacks it survives).
+SUSPECT_SIGNATURES = frozenset({"exception", "traceback_only"})
 
 
 @dataclass(frozen=True)
