@@ -18,9 +18,13 @@ page size, the number of KV cache groups, the pool's bytes per block, the blocks
 request of max_model_len needs, the block count, the KV cache size line's tokens and concurrency,
 and the ValueError (or none) with its exact text.
 
-What is not compared: the per-model choice of each layer's window and head geometry (vLLM's model
-classes need einops and a model registry this CPU install lacks; fleet's reading of config.json is
-stated in layers_from_config), and what vLLM measures on a GPU (fleet assumes a range for it).
+The weights: vLLM's own LlamaForCausalLM / Qwen3ForCausalLM built on the meta device from the
+configs (ModelConfig -> VllmConfig -> initialize_model, TP 1 and, patched, one rank of TP 2, 4, 16):
+the bytes of their parameters against `dense_weights_bytes_per_rank` (this part also needs einops).
+
+What is not compared: the per-model choice of each layer's window and head geometry (fleet's reading
+of config.json is stated in layers_from_config), and what vLLM measures on a GPU (fleet assumes a
+range for it).
 
 vLLM's functions get a stand-in VllmConfig (a namespace with the fields they read: max_model_len,
 max_in_flight_tokens, the hybrid-allocator switch, num_gpu_blocks_override, the KV cache layout, no
@@ -183,8 +187,67 @@ def test_the_older_check_agrees_where_the_model_has_one_group(vllm_results: tupl
     assert checked > 0
 
 
+WEIGHT_CASES = [("llama-3.1-8b", 1), ("llama-3.1-8b", 2), ("llama-3.1-8b", 16), ("qwen3-8b", 1), ("qwen3-8b", 4)]
+
+
+def test_dense_weights_per_rank_are_the_parameters_vllm_creates() -> None:
+    """vLLM's own model classes (LlamaForCausalLM, Qwen3ForCausalLM) built on the meta device from the
+    fixture configs through ModelConfig / VllmConfig / initialize_model (no weights, no GPU), at TP 1
+    and, with the TP world size patched into vLLM's layers, at 2, 4 and 16 (one rank's shard): the bytes
+    of their parameters against `dense_weights_bytes_per_rank`. Needs einops besides the parser's
+    requirements (vLLM's model registry imports it; tests/requirements-vllm.txt does not list it)."""
+    if importlib.util.find_spec("vllm") is None:
+        pytest.skip(f"vLLM {RELEASE} is not installed ({INSTALL})")
+    if importlib.util.find_spec("einops") is None:
+        pytest.skip("einops is not installed: vLLM's model registry imports it (pip install einops==0.8.1)")
+    from fleet.host.engines.vllm.memory import dense_weights_bytes_per_rank
+
+    request = [{"model": model, "tp": tp, "config": json.loads(CONFIGS[model].read_text())} for model, tp in WEIGHT_CASES]
+    env = {**os.environ, "VLLM_TARGET_DEVICE": "cpu", "HF_HUB_OFFLINE": "1", "VLLM_LOGGING_LEVEL": "ERROR"}
+    proc = subprocess.run([sys.executable, __file__, "--child-weights"], input=json.dumps(request), capture_output=True, text=True, env=env, timeout=900)
+    if proc.returncode != 0:
+        pytest.fail(f"the vLLM child failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
+    real = json.loads(proc.stdout[proc.stdout.rindex("\n@@RESULTS@@\n") + len("\n@@RESULTS@@\n") :])
+    ours = [dense_weights_bytes_per_rank(case["config"], tp_size=case["tp"]) for case in request]
+    assert ours == real, [f"{m} tp{t}: fleet {a} vLLM {b}" for (m, t), a, b in zip(WEIGHT_CASES, ours, real) if a != b]
+
+
 # ---------------------------------------------------------------------------------------------
-# The child: vLLM's own code, on the layers the parent sends.
+# The children: vLLM's own code, on what the parent sends.
+
+
+def _child_weights() -> None:  # pragma: no cover - runs in the child interpreter
+    import tempfile
+
+    import torch
+    from vllm.config import CacheConfig, LoadConfig, ModelConfig, VllmConfig, set_current_vllm_config
+    from vllm.distributed.parallel_state import init_distributed_environment, initialize_model_parallel
+    from vllm.model_executor.model_loader.utils import initialize_model
+    from vllm.utils.torch_utils import set_default_torch_dtype
+
+    results, started = [], False
+    for case in json.loads(sys.stdin.read()):
+        with tempfile.TemporaryDirectory() as directory:
+            Path(directory, "config.json").write_text(json.dumps(case["config"]))
+            model_config = ModelConfig(model=directory, skip_tokenizer_init=True, max_model_len=4096)
+            vllm_config = VllmConfig(model_config=model_config, cache_config=CacheConfig(), load_config=LoadConfig(load_format="dummy"))
+            with set_current_vllm_config(vllm_config):
+                if not started:  # a one-process gloo world; the TP size each layer reads is patched below
+                    init_distributed_environment(world_size=1, rank=0, distributed_init_method="tcp://127.0.0.1:29517", local_rank=0, backend="gloo")
+                    initialize_model_parallel(1, 1)
+                    started = True
+                # Rank 0 of a TP group of case["tp"]: every vLLM module that imported the accessors sees it.
+                for name, module in list(sys.modules.items()):
+                    if name.startswith("vllm") and module is not None:
+                        if hasattr(module, "get_tensor_model_parallel_world_size"):
+                            module.get_tensor_model_parallel_world_size = lambda tp=case["tp"]: tp
+                        if hasattr(module, "get_tensor_model_parallel_rank"):
+                            module.get_tensor_model_parallel_rank = lambda: 0
+                vllm_config.parallel_config.tensor_parallel_size = case["tp"]
+                with set_default_torch_dtype(model_config.dtype), torch.device("meta"):
+                    model = initialize_model(vllm_config=vllm_config)
+            results.append(sum(p.numel() * p.element_size() for p in model.parameters()))
+    sys.stdout.write("\n@@RESULTS@@\n" + json.dumps(results))
 
 
 def _child() -> None:  # pragma: no cover - runs in the child interpreter
@@ -277,3 +340,5 @@ def _child() -> None:  # pragma: no cover - runs in the child interpreter
 
 if __name__ == "__main__" and sys.argv[1:] == ["--child"]:
     _child()
+elif __name__ == "__main__" and sys.argv[1:] == ["--child-weights"]:
+    _child_weights()

@@ -321,3 +321,25 @@ def test_predict_start_takes_an_earlier_starts_measurement() -> None:
     assert observed is not None
     verdict = ENGINE.predict_start(flags, {}, card, None, algorithm=None, gpu_memory_mib=H200_MIB, release=RELEASE, fork=None, observed=[observed])  # type: ignore[call-arg]
     assert isinstance(verdict.plan, m.VllmMemoryPlan) and verdict.plan.overhead.source == "measured" and "start-up overhead measured 7.0-7.0 GiB" in verdict.reason
+
+
+# --- the weights on one rank --------------------------------------------------------------------
+
+
+def test_dense_weights_from_the_config_equal_the_checkpoint_and_split_as_vllm_shards() -> None:
+    config = _config("llama")
+    card = load_model_card("llama-3.1-8b-instruct")  # weights_bytes: the checkpoint's safetensors index total_size
+    assert m.dense_weights_bytes_per_rank(config, tp_size=1) == card.weights_bytes == 16060522496
+    # TP 2: every matrix split, the 4096-wide norms replicated (65 x 4096 x 2 bytes stay whole on each rank).
+    norms = (2 * 32 + 1) * 4096 * 2
+    assert m.dense_weights_bytes_per_rank(config, tp_size=2) == (card.weights_bytes - norms) // 2 + norms
+    # TP 16: 8 KV heads, so each rank keeps one replicated KV head (k and v: 2 x 4096 x 128 per layer, not / 16).
+    tp16 = m.dense_weights_bytes_per_rank(config, tp_size=16)
+    assert tp16 > (card.weights_bytes - norms) // 16 + norms
+    kv_whole = 32 * 2 * 4096 * 128 * 2
+    kv_split = 32 * 2 * 4096 * 1024 * 2 // 16
+    assert tp16 - ((card.weights_bytes - norms) // 16 + norms) == kv_whole - kv_split
+    with pytest.raises(m.NotModelled):
+        m.dense_weights_bytes_per_rank(_config("gpt-oss-20b"), tp_size=1)  # MoE
+    shape = m.model_from_config("llama", config, tp_size=16, weights_bytes=card.weights_bytes)
+    assert m.plan_memory(shape, m.VllmMemoryInputs(gpu_memory_mib=H200_MIB, tp_size=16)).weights_bytes_per_gpu == tp16

@@ -13,14 +13,16 @@ installed wheel (paths relative to `vllm/`, release 0.33.0; `kci.py` = v1/kv_cac
 2. The layers' grouping into KV cache groups (kcp.py:1113-1200 get_kv_cache_groups: one group when
    every layer has the same spec, else the hybrid allocator's equal-size groups, kcp.py:416-556), the
    bytes one block takes across a group (kcp.py:574-605), the blocks one request of max_model_len
-   takes (kcp.py:1253-1285), the null block held back (kcp.py:1544-1552) and the check that raises
-   vLLM's ValueError (kcp.py:50-87), the block count (kcp.py:1567-1580) and the capacity line
+   takes (kcp.py:1253-1285), the null block held back (kcp.py:1533-1542) and the check that raises
+   vLLM's ValueError (kcp.py:50-87, called at :1549-1559), the block count (kcp.py:1560-1578) and the capacity line
    (kcu.py:1061-1154).
+3. The weights on one TP rank: a dense Llama-family checkpoint's parameters as vLLM shards them
+   (`dense_weights_bytes_per_rank`, from config.json); otherwise the card's checkpoint size / TP.
 
 What vLLM *measures* at start-up cannot be computed before it runs: the memory the profiling run
-takes beyond the weights (the transient activation peak, v1/worker/gpu_worker.py:681-740 and
+takes beyond the weights (the transient activation peak, v1/worker/gpu_worker.py:682-700 and
 utils/mem_utils.py:312-321), what the instance allocates outside torch (NCCL, attention workspaces),
-and the CUDA-graph pool estimate (gpu_worker.py:700-718). Together they are `overhead` here: every
+and the CUDA-graph pool estimate (gpu_worker.py:707-724). Together they are `overhead` here: every
 byte of vLLM's non-KV budget other than the weights. fleet assumes a range for it
 (`assumed_overhead`, reasoning there) and says where the verdict depends on it; an earlier start's
 log lines replace the range with what that start measured (`measured_overhead`).
@@ -86,7 +88,7 @@ MLA_ARCHITECTURES = frozenset(
 # a bare CUDA context took 526.8 MiB of it. Other GPUs were not measured: the same gap is assumed.
 NVIDIA_SMI_TOTAL_GAP_BYTES = 645_398_528  # 143771 MiB - 150109880320 B
 CUDA_CONTEXT_BYTES_LOW = 552_402_944  # the bare context measured above
-# + cuBLAS handles and workspace (gpu_worker.py:519-528 creates them before the snapshot) and NCCL
+# + cuBLAS handles and workspace (gpu_worker.py:515-529 creates them before the snapshot, :541) and NCCL
 # communicators with TP > 1: not measured; a margin of 1 GiB is assumed.
 CUDA_CONTEXT_BYTES_HIGH = CUDA_CONTEXT_BYTES_LOW + GIB
 # Fixes never propose more than this gpu_memory_utilization: above it the memory vLLM does not budget
@@ -112,9 +114,9 @@ def cdiv(a: int, b: int) -> int:
 class KvLayer:
     """One attention layer's KV cache spec on one TP rank, as the layer builds it (its
     `get_kv_cache_spec`). `kind`: "full" (FullAttentionSpec, model_executor/layers/attention/
-    attention.py:674-681), "sliding_window" (SlidingWindowSpec, :618-672) or "mla" (MLAAttentionSpec,
-    layers/attention/mla_attention.py:1371-1398: one latent vector per token, num_kv_heads=1,
-    head_size = kv_lora_rank + qk_rope_head_dim (:480), no V, kci.py:741)."""
+    attention.py:675-682), "sliding_window" (SlidingWindowSpec, :624-673) or "mla" (MLAAttentionSpec,
+    layers/attention/mla_attention.py:1371-1401: one latent vector per token, num_kv_heads=1,
+    head_size = kv_lora_rank + qk_rope_head_dim (:480), no V, kci.py:743)."""
 
     kind: Literal["full", "sliding_window", "mla"]
     num_kv_heads: int
@@ -127,7 +129,7 @@ class KvLayer:
     @property
     def page_size_bytes(self) -> int:
         # kci.py:586-601: num_heads * num_states * state_content_size_bytes, where num_states =
-        # block_size // tokens_per_state (1 here, kci.py:269-275) and the state content is
+        # block_size // tokens_per_state (1 here, kci.py:268-275) and the state content is
         # (head_size + head_size_v) * dtype size (kci.py:590).
         return self.num_kv_heads * self.block_size * (self.head_size + self.head_size_v) * self.dtype_bytes
 
@@ -150,7 +152,7 @@ class KvLayer:
         return cdiv(max_model_len, self.block_size) * self.page_size_bytes
 
     def blocks_per_request(self, max_model_len: int, max_in_flight_tokens: int) -> int:
-        # kcp.py:1276-1283 cdiv(spec.max_memory_usage_bytes, spec.page_size_bytes).
+        # kcp.py:1274-1283 cdiv(spec.max_memory_usage_bytes, spec.page_size_bytes).
         return cdiv(self.max_memory_usage_bytes(max_model_len, max_in_flight_tokens), self.page_size_bytes)
 
     def as_full(self) -> KvLayer:
@@ -172,8 +174,8 @@ class KvGroup:
         return sum(layer.page_size_bytes for layer in self.layers)
 
     def blocks_per_request(self, max_model_len: int, max_in_flight_tokens: int) -> int:
-        # kcp.py:1276-1283: a UniformTypeKVCacheSpecs group takes its widest layer's pages
-        # (kci.py:1397-1401); a group of identical specs, that spec's.
+        # kcp.py:1274-1283: a UniformTypeKVCacheSpecs group takes its widest layer's pages
+        # (kci.py:1381-1385); a group of identical specs, that spec's.
         return max(layer.blocks_per_request(max_model_len, max_in_flight_tokens) for layer in self.layers)
 
 
@@ -182,16 +184,16 @@ def kv_cache_groups(layers: Sequence[KvLayer], *, disable_hybrid_kv_cache_manage
     if not layers:
         return ()
     if disable_hybrid_kv_cache_manager:
-        # kcp.py:1126-1127 -> :853-876 unify_hybrid_kv_cache_specs: when full and sliding-window
+        # kcp.py:1127-1128 -> :853-876 unify_hybrid_kv_cache_specs: when full and sliding-window
         # layers mix, the sliding-window ones are promoted to full attention.
         kinds = {layer.kind for layer in layers}
         if "sliding_window" in kinds and kinds & {"full", "mla"}:
             layers = [layer.as_full() for layer in layers]
     if len(set(layers)) == 1:
-        # kcp.py:1139-1143: one spec for every layer, one group (kcp.py:314-327).
+        # kcp.py:1138-1142: one spec for every layer, one group (kcp.py:314-327).
         return (KvGroup(tuple(layers)),)
     if _uniform_type(layers):
-        # kcp.py:1144-1148 UniformTypeKVCacheSpecs.from_specs: every layer needs the same token
+        # kcp.py:1143-1147 UniformTypeKVCacheSpecs.from_specs: every layer needs the same token
         # slots (all full attention, kci.py FullAttentionSpec.is_uniform_with_collection; or all
         # sliding window of one size, kci.py:957-965): one group.
         return (KvGroup(tuple(layers)),)
@@ -213,7 +215,7 @@ def _hybrid_groups(layers: Sequence[KvLayer]) -> tuple[KvGroup, ...]:
     if len({layer.page_size_bytes for layer in layers}) != 1:
         raise NotModelled("vLLM's hybrid KV cache grouping of layers with different page sizes is not modelled")
     buckets: list[list[KvLayer]] = []
-    for layer in layers:  # kcp.py:500-527: identical specs share a bucket, in first-seen order
+    for layer in layers:  # kcp.py:484-510: identical specs share a bucket, in first-seen order
         for bucket in buckets:
             if bucket[0] == layer:
                 bucket.append(layer)
@@ -222,11 +224,11 @@ def _hybrid_groups(layers: Sequence[KvLayer]) -> tuple[KvGroup, ...]:
             buckets.append([layer])
     smallest = min(len(b) for b in buckets)
     largest = max(len(b) for b in buckets)
-    # kcp.py:540-550: the group size is the smallest bucket, or the largest when it is under 1.5x.
+    # kcp.py:521-533: the group size is the smallest bucket, or the largest when it is under 1.5x.
     group_size = largest if largest < smallest * 1.5 else smallest
     groups: list[KvGroup] = []
     for bucket in buckets:
-        count = cdiv(len(bucket), group_size)  # kcp.py:560-581: layers[i::num_groups]
+        count = cdiv(len(bucket), group_size)  # kcp.py:535-555: layers[i::num_groups]
         groups.extend(KvGroup(tuple(bucket[i::count])) for i in range(count))
     return tuple(groups)
 
@@ -272,7 +274,7 @@ class KvCacheCheckError(ValueError):
 
 
 def check_enough_kv_cache_memory(groups: Sequence[KvGroup], max_model_len: int, max_in_flight_tokens: int, check_memory: int) -> None:
-    """kcp.py:50-87 _check_enough_kv_cache_memory, as get_kv_cache_configs calls it (kcp.py:1551-1559):
+    """kcp.py:50-87 _check_enough_kv_cache_memory, as get_kv_cache_configs calls it (kcp.py:1549-1559):
     `check_memory` is the available memory less the null block."""
     if check_memory <= 0:
         raise KvCacheCheckError(NO_CACHE_BLOCKS_MESSAGE)
@@ -299,7 +301,7 @@ AUTO_FIT_MESSAGE = "Cannot auto-fit max_model_len: not enough GPU memory availab
 
 
 def num_blocks(groups: Sequence[KvGroup], available: int, override: int | None = None) -> int:
-    """kcp.py:1567-1580: available // bytes per block (the full memory: the null block is one of
+    """kcp.py:1560-1578: available // bytes per block (the full memory: the null block is one of
     them); kcp.py:242-248 num_gpu_blocks_override replaces it."""
     return override if override is not None else available // pool_bytes_per_block(groups)
 
@@ -354,8 +356,8 @@ def layers_from_geometry(
 
 
 def mla_layers(*, num_layers: int, kv_lora_rank: int, qk_rope_head_dim: int, dtype_bytes: int, block_size: int) -> tuple[KvLayer, ...]:
-    """mla_attention.py:1371-1398: num_kv_heads=1 (max_tp_shards=1: every TP rank holds the whole
-    latent), head_size = kv_lora_rank + qk_rope_head_dim (:480), no V (kci.py:741)."""
+    """mla_attention.py:1371-1401: num_kv_heads=1 (max_tp_shards=1: every TP rank holds the whole
+    latent), head_size = kv_lora_rank + qk_rope_head_dim (:480), no V (kci.py:743)."""
     return tuple(KvLayer("mla", 1, kv_lora_rank + qk_rope_head_dim, 0, dtype_bytes, block_size) for _ in range(num_layers))
 
 
@@ -404,6 +406,59 @@ def layers_from_config(config: Mapping[str, Any], *, tp_size: int, kv_cache_dtyp
 
 
 # ---------------------------------------------------------------------------------------------
+# The weights on one TP rank, from config.json (dense Llama-family checkpoints).
+
+# model_executor/layers/vocab_parallel_embedding.py:36 DEFAULT_VOCAB_PADDING_SIZE.
+VOCAB_PADDING = 64
+DENSE_MODEL_TYPES = frozenset({"llama", "mistral", "qwen2", "qwen3"})
+
+
+def dense_weights_bytes_per_rank(config: Mapping[str, Any], *, tp_size: int) -> int:
+    """Bytes of the parameters vLLM creates on one TP rank for a dense Llama-family checkpoint
+    (model_executor/models/llama.py, qwen2.py, qwen3.py), in the checkpoint's dtype:
+
+    - embed_tokens and lm_head: VocabParallelEmbedding pads the vocabulary to a multiple of 64
+      (vocab_parallel_embedding.py:95-97, :289-306) and each rank holds padded / tp rows; a tied
+      lm_head shares the embedding (llama.py:509-510);
+    - qkv_proj: QKVParallelLinear keeps heads / tp query heads and kv_heads / tp KV heads, or one
+      replicated KV head when tp >= kv_heads (layers/linear.py:1065-1071); o_proj: RowParallelLinear
+      splits its input; gate_up_proj / down_proj split the intermediate size;
+    - biases: qkv with `attention_bias` (Llama) or always (Qwen2); o_proj with `attention_bias`
+      (Llama), a RowParallelLinear bias is whole on every rank; Qwen3's q_norm / k_norm
+      (qwen3.py:153-154) and every RMSNorm are replicated.
+
+    Quantized and MoE checkpoints are not modelled (the card's checkpoint size / TP stands in)."""
+    text = config.get("text_config", config)
+    model_type = str(text.get("model_type") or config.get("model_type") or "")
+    if model_type not in DENSE_MODEL_TYPES or config.get("quantization_config") or any(k in text for k in ("num_local_experts", "n_routed_experts", "num_experts")):
+        raise NotModelled(f"weights of a {model_type or 'unknown'} checkpoint per TP rank are not modelled from its config")
+    dtype = str(text.get("torch_dtype") or text.get("dtype") or "bfloat16")
+    if dtype not in KV_DTYPE_BYTES:
+        raise NotModelled(f"checkpoint dtype {dtype}")
+    hidden = int(text["hidden_size"])
+    heads = int(text["num_attention_heads"])
+    kv_heads = int(text.get("num_key_value_heads") or heads)
+    head_dim = int(text.get("head_dim") or hidden // heads)
+    intermediate = int(text["intermediate_size"])
+    layers = int(text["num_hidden_layers"])
+    vocab = cdiv(int(text["vocab_size"]), VOCAB_PADDING) * VOCAB_PADDING
+    q_heads = heads // tp_size
+    kv_per_rank = 1 if tp_size >= kv_heads else kv_heads // tp_size
+    qkv_out = (q_heads + 2 * kv_per_rank) * head_dim
+    attention_bias = bool(text.get("attention_bias"))
+    qkv_bias = model_type == "qwen2" or attention_bias
+    o_bias = attention_bias and model_type in ("llama", "mistral", "qwen3")
+    mlp_bias = bool(text.get("mlp_bias"))
+    per_layer = hidden * qkv_out + (qkv_out if qkv_bias else 0)
+    per_layer += q_heads * head_dim * hidden + (hidden if o_bias else 0)
+    per_layer += hidden * 2 * (intermediate // tp_size) + (2 * (intermediate // tp_size) if mlp_bias else 0)
+    per_layer += (intermediate // tp_size) * hidden + (hidden if mlp_bias else 0)
+    per_layer += 2 * hidden + (2 * head_dim if model_type == "qwen3" else 0)
+    embeddings = vocab // tp_size * hidden * (1 if text.get("tie_word_embeddings", config.get("tie_word_embeddings")) else 2)
+    return (embeddings + layers * per_layer + hidden) * KV_DTYPE_BYTES[dtype]
+
+
+# ---------------------------------------------------------------------------------------------
 # The start-up overhead: what vLLM measures.
 
 
@@ -424,11 +479,11 @@ class Overhead:
 def assumed_overhead(*, vocab_size: int, hidden_size: int, tp_size: int, max_num_seqs: int, max_num_batched_tokens: int, enforce_eager: bool) -> Overhead:
     """The start-up overhead fleet assumes before a start of the configuration has been seen.
 
-    vLLM's KV budget is requested - non_kv (gpu_worker.py:730-734) where requested =
+    vLLM's KV budget is requested - non_kv (gpu_worker.py:753-757) where requested =
     ceil(total * gpu_memory_utilization) (v1/worker/utils.py:724) and non_kv = what the instance
     consumed since its init snapshot (weights, persistent buffers, non-torch allocations) + the
     profiling run's transient torch peak (mem_utils.py:312-321) + the CUDA-graph pool estimate
-    (gpu_worker.py:700-718, on unless --enforce-eager or VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0).
+    (gpu_worker.py:707-724, on unless --enforce-eager or VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0).
     None of it can be read from a config; fleet bounds it from what the profiling run does:
 
     - the dummy sampler run (v1/worker/gpu_model_runner.py:5866-5881) computes float32 logits for
@@ -488,6 +543,7 @@ class ModelShape:
     hidden_size: int
     max_position_embeddings: int
     layers: tuple[KvLayer, ...]
+    weights_bytes_per_rank: int | None = None  # exact where the config says (dense_weights_bytes_per_rank), else weights_bytes / TP
 
 
 @dataclass(frozen=True)
@@ -557,7 +613,7 @@ def plan_memory(model: ModelShape, inputs: VllmMemoryInputs) -> VllmMemoryPlan:
     model_len = model.max_position_embeddings if inputs.max_model_len in (None, -1) else int(inputs.max_model_len or 0)
     # v1/worker/utils.py:724 requested_memory = ceil(total_memory * gpu_memory_utilization).
     requested = math.ceil(total * inputs.gpu_memory_utilization)
-    weights = model.weights_bytes // inputs.tp_size
+    weights = model.weights_bytes_per_rank if model.weights_bytes_per_rank is not None else model.weights_bytes // inputs.tp_size
     graph_bs = 0 if inputs.enforce_eager else min(max_num_seqs * 2, DEFAULT_MAX_CUDAGRAPH_CAPTURE_SIZE, batched_tokens)
     bpb = pool_bytes_per_block(groups)
 
@@ -569,11 +625,11 @@ def plan_memory(model: ModelShape, inputs: VllmMemoryInputs) -> VllmMemoryPlan:
         if weights > free:
             return _weights_oom(weights, free, total), 0, 0, model_len
         if inputs.kv_cache_memory_bytes is not None:
-            available = inputs.kv_cache_memory_bytes  # gpu_worker.py:658-686: taken as given
+            available = inputs.kv_cache_memory_bytes  # gpu_worker.py:656-681: taken as given
         else:
-            available = requested - weights - overhead_bytes  # gpu_worker.py:730-734
+            available = requested - weights - overhead_bytes  # gpu_worker.py:753-757
         blocks = num_blocks(groups, available, inputs.num_gpu_blocks_override) if available > 0 else 0
-        # kcp.py:1522-1552: the override's capacity replaces the profiled memory, less the null block.
+        # kcp.py:1511-1542: the override's capacity replaces the profiled memory, less the null block.
         budget = blocks * bpb if inputs.num_gpu_blocks_override is not None else available
         check = budget - bpb
         length = model_len
@@ -793,7 +849,7 @@ def available_kv_range(start: StartLines, plan: VllmMemoryPlan) -> tuple[int, in
     - "Available KV cache memory: X GiB" is format_gib (round to 0.01 GiB): X +- 0.005 GiB;
     - "KV cache size: N tokens" at M tokens per request is int(blocks / R * M) with R the blocks one
       request takes (kcu.py:1120-1128), so blocks is one of the b with floor(b * M / R) == N, and the
-      memory lies in [b_low * bytes_per_block, (b_high + 1) * bytes_per_block) (kcp.py:1567-1580).
+      memory lies in [b_low * bytes_per_block, (b_high + 1) * bytes_per_block) (kcp.py:1560-1578).
 
     None when the lines say nothing usable (or contradict each other)."""
     low, high = 0, None
@@ -816,7 +872,7 @@ def available_kv_range(start: StartLines, plan: VllmMemoryPlan) -> tuple[int, in
 
 def measured_overhead(start: StartLines, plan: VllmMemoryPlan) -> Overhead | None:
     """The overhead an earlier start of the same configuration measured: requested - weights -
-    available (gpu_worker.py:730-734 solved for non_kv), `plan` being fleet's plan of that start (its
+    available (gpu_worker.py:753-757 solved for non_kv), `plan` being fleet's plan of that start (its
     command line and GPU). It replaces `assumed_overhead` in the next plan of a configuration whose
     profiling run is the same: same model, TP size, GPU, release, max_num_seqs,
     max_num_batched_tokens, CUDA graphs on or off (gpu_memory_utilization and max_model_len may
@@ -877,3 +933,19 @@ def model_shape(card: ModelCard, *, tp_size: int, kv_cache_dtype: str = "auto", 
         dtype_bytes=kv_dtype_bytes(kv_cache_dtype, card.kv_dtype), block_size=block_size or DEFAULT_BLOCK_SIZE,
     )  # fmt: skip
     return ModelShape(card.name, card.weights_bytes, card.vocab_size, card.num_attention_heads * card.head_dim, card.max_position_embeddings, layers)
+
+
+def model_from_config(name: str, config: Mapping[str, Any], *, tp_size: int, weights_bytes: int, kv_cache_dtype: str = "auto", block_size: int | None = None) -> ModelShape:
+    """A checkpoint's config.json as the plan reads it: its layers (windows, MLA) and, for a dense
+    Llama-family checkpoint, its exact weights per rank; `weights_bytes` (the checkpoint's size)
+    stands in for the rest."""
+    text = config.get("text_config", config)
+    try:
+        per_rank: int | None = dense_weights_bytes_per_rank(config, tp_size=tp_size)
+    except NotModelled:
+        per_rank = None
+    heads = int(text["num_attention_heads"])
+    return ModelShape(
+        name, weights_bytes, int(text["vocab_size"]), int(text.get("hidden_size") or heads * int(text["head_dim"])), int(text["max_position_embeddings"]),
+        layers_from_config(config, tp_size=tp_size, kv_cache_dtype=kv_cache_dtype, block_size=block_size), per_rank,
+    )  # fmt: skip
