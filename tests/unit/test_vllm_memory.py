@@ -203,6 +203,7 @@ def test_a_utilization_above_what_the_context_leaves_is_uncertain_or_refused_at_
     near = m.plan_memory(_llama(), m.VllmMemoryInputs(gpu_memory_mib=H200_MIB, gpu_memory_utilization=0.995))
     assert near.verdict == "uncertain" and near.failure is None and near.uncertain_failure is not None
     assert near.uncertain_failure.phase == "init_device"
+    assert near.kv_tokens > near.context_len  # if it starts, its KV cache is ample
     assert near.uncertain_failure.message.startswith("Free memory on device cuda:0 (") and "is less than desired GPU memory utilization (0.995, " in near.uncertain_failure.message
     inputs = m.VllmMemoryInputs(gpu_memory_mib=H200_MIB, gpu_memory_utilization=1.0)
     full = m.plan_memory(_llama(), inputs)
@@ -223,7 +224,8 @@ def test_an_overhead_between_the_ends_makes_the_verdict_uncertain_with_its_thres
     assert at_limit.verdict == "fits" and past.verdict == "does_not_fit"
     straddling = m.plan_memory(model, replace(base, overhead=m.Overhead(limit - GIB, limit + GIB, "assumed")))
     assert straddling.verdict == "uncertain" and straddling.uncertain_failure is not None and straddling.uncertain_failure.phase == "kv_cache"
-    assert straddling.kv_tokens == 0 < straddling.kv_tokens_high
+    # What plans read as its pool is the least it starts with: the KV cache at the threshold (one request and the null block).
+    assert straddling.kv_tokens == at_limit.kv_tokens and straddling.context_len <= straddling.kv_tokens < straddling.kv_tokens_high
 
 
 def test_the_assumed_overhead_grows_with_what_the_profiling_run_allocates() -> None:

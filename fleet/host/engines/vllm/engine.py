@@ -219,13 +219,13 @@ def _verdict(plan: VllmMemoryPlan, suggestion: list[Adjustment] | None) -> str:
         risk = plan.uncertain_failure
         if risk is not None and risk.phase in ("init_device", "load_weights"):
             asks, what = (plan.requested_bytes, "gpu_memory_utilization asks") if risk.phase == "init_device" else (plan.weights_bytes_per_gpu, "the weights take")
-            text = f"{where} uncertain: fits unless the CUDA context takes more than {_gib(plan.cuda_total_bytes - asks)} of the GPU ({what} {_gib(asks)}); then {risk.exception}: {risk.message}"
+            text = f"{where} uncertain: fits unless the CUDA context takes more than {_gib(plan.cuda_total_bytes - asks)} of the GPU ({what} {_gib(asks)}); past it: {risk.exception}: {risk.message}"
         else:
             limit = _gib(plan.max_overhead_that_fits) if plan.max_overhead_that_fits is not None else "?"
             text = (
                 f"{where} uncertain: fits unless the start-up overhead (activation peak, CUDA graphs, non-torch memory; {overhead.source} "
-                f"{format_gib(overhead.low)}-{format_gib(overhead.high)} GiB) exceeds {limit}; KV cache up to {plan.kv_tokens_high:,} tokens"
-                + (f"; then {risk.exception}: {risk.message}" if risk is not None else "")
+                f"{format_gib(overhead.low)}-{format_gib(overhead.high)} GiB) exceeds {limit}; if it starts, KV cache {plan.kv_tokens:,}-{plan.kv_tokens_high:,} tokens"
+                + (f"; past it: {risk.exception}: {risk.message}" if risk is not None else "")
             )
     else:
         text = (

@@ -564,11 +564,11 @@ class VllmMemoryPlan:
     kv_bytes_per_token: int
     blocks_per_request: int
     needed_bytes: int  # KV bytes one request of context_len needs
-    available_kv_bytes_low: int  # at the high overhead
+    available_kv_bytes_low: int  # at the high overhead (uncertain: at the largest overhead it survives)
     available_kv_bytes_high: int  # at the low overhead
     num_blocks_low: int
     num_blocks_high: int
-    kv_tokens: int  # at the high overhead (the least), 0 when it may not start
+    kv_tokens: int  # at the high overhead (the least; uncertain: the least with which it starts), 0 when it does not start
     kv_tokens_high: int
     max_concurrency_low: float
     max_concurrency_high: float
@@ -653,7 +653,14 @@ def plan_memory(model: ModelShape, inputs: VllmMemoryInputs) -> VllmMemoryPlan:
     else:
         verdict = "fits"
     context_len = worst[3] if worst[0] is None else best[3]
-    tokens_low, conc_low = kv_capacity(groups, worst[2], context_len, in_flight) if worst[0] is None else (0, 0.0)
+    limit = _max_overhead_that_fits(groups, requested, weights, context_len, in_flight, inputs, bpb) if best[0] is None or best[0].phase == "kv_cache" else None
+    least = worst
+    if verdict == "uncertain":
+        # If it starts, it starts with at least the KV cache of the largest overhead (and CUDA
+        # context) it survives: what plans read as its pool (kv_tokens), never 0 for a start.
+        least = outcome(min(overhead.high, limit) if limit is not None else overhead.high, CUDA_CONTEXT_BYTES_LOW)
+        context_len = least[3] if least[0] is None else context_len
+    tokens_low, conc_low = kv_capacity(groups, least[2], context_len, in_flight) if least[0] is None else (0, 0.0)
     tokens_high, conc_high = kv_capacity(groups, best[2], context_len, in_flight) if best[0] is None else (0, 0.0)
     return VllmMemoryPlan(
         release=inputs.release,
@@ -663,15 +670,15 @@ def plan_memory(model: ModelShape, inputs: VllmMemoryInputs) -> VllmMemoryPlan:
         requested_bytes=requested,
         weights_bytes_per_gpu=weights,
         overhead=overhead,
-        max_overhead_that_fits=_max_overhead_that_fits(groups, requested, weights, context_len, in_flight, inputs, bpb) if best[0] is None or best[0].phase == "kv_cache" else None,
+        max_overhead_that_fits=limit,
         block_size=layers[0].block_size if layers else 0,
         bytes_per_block=bpb,
         kv_bytes_per_token=sum(layer.bytes_per_token for layer in layers),
         blocks_per_request=blocks_per_request(groups, context_len, in_flight),
         needed_bytes=needed_bytes(groups, context_len, in_flight),
-        available_kv_bytes_low=worst[1],
+        available_kv_bytes_low=least[1],
         available_kv_bytes_high=best[1],
-        num_blocks_low=worst[2],
+        num_blocks_low=least[2],
         num_blocks_high=best[2],
         kv_tokens=tokens_low,
         kv_tokens_high=tokens_high,
