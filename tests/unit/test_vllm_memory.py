@@ -301,6 +301,11 @@ def test_predict_start_plans_vllm_memory_and_keeps_the_parsers_refusals() -> Non
     assert short.reason.startswith("vllm 0.33.0 would stop at kv_cache: ValueError: To serve at least one request") and "; smallest fix: mem_fraction_static 0.2 -> " in short.reason
     tp2 = ENGINE.predict_start(["/m", "-tp", "2", "--max-model-len", "8192", "--block-size", "32"], {}, card, None, algorithm=None, gpu_memory_mib=H200_MIB, release=RELEASE, fork=None)
     assert isinstance(tp2.plan, m.VllmMemoryPlan) and (tp2.plan.context_len, tp2.plan.block_size, tp2.plan.kv_bytes_per_token) == (8192, 32, 65536)
+    graphs = ENGINE.predict_start(["/m", "--max-cudagraph-capture-size", "64"], {}, card, None, algorithm=None, gpu_memory_mib=H200_MIB, release=RELEASE, fork=None)
+    eager = ENGINE.predict_start(["/m", "--enforce-eager"], {}, card, None, algorithm=None, gpu_memory_mib=H200_MIB, release=RELEASE, fork=None)
+    assert isinstance(graphs.plan, m.VllmMemoryPlan) and isinstance(eager.plan, m.VllmMemoryPlan) and isinstance(ok.plan, m.VllmMemoryPlan)
+    assert (ok.plan.cuda_graph_max_bs, graphs.plan.cuda_graph_max_bs, eager.plan.cuda_graph_max_bs) == (512, 64, 0)
+    assert eager.plan.overhead.high < ok.plan.overhead.high  # no CUDA-graph pool in the range
 
 
 def test_what_the_planner_does_not_model_is_not_checked_never_refused() -> None:

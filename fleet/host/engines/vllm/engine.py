@@ -189,6 +189,7 @@ def memory_inputs(values: Mapping[str, object], target: ModelCard, *, gpu_memory
         max_num_seqs=_optional_int(values.get("max_num_seqs")),
         max_num_batched_tokens=_optional_int(values.get("max_num_batched_tokens")),
         enforce_eager=bool(values.get("enforce_eager")),
+        max_cudagraph_capture_size=_optional_int(values.get("max_cudagraph_capture_size")),
         kv_cache_memory_bytes=_optional_int(values.get("kv_cache_memory_bytes")),
         num_gpu_blocks_override=_optional_int(values.get("num_gpu_blocks_override")),
         async_scheduling=None if values.get("async_scheduling") is None else bool(values.get("async_scheduling")),

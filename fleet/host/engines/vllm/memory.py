@@ -525,6 +525,7 @@ class VllmMemoryInputs:
     max_num_seqs: int | None = None
     max_num_batched_tokens: int | None = None
     enforce_eager: bool = False
+    max_cudagraph_capture_size: int | None = None  # --max-cudagraph-capture-size; None: vLLM's default
     kv_cache_memory_bytes: int | None = None  # --kv-cache-memory: no profiling decides the KV budget
     num_gpu_blocks_override: int | None = None
     async_scheduling: bool | None = None  # None: on (config/vllm.py:1685-1719)
@@ -614,7 +615,8 @@ def plan_memory(model: ModelShape, inputs: VllmMemoryInputs) -> VllmMemoryPlan:
     # v1/worker/utils.py:724 requested_memory = ceil(total_memory * gpu_memory_utilization).
     requested = math.ceil(total * inputs.gpu_memory_utilization)
     weights = model.weights_bytes_per_rank if model.weights_bytes_per_rank is not None else model.weights_bytes // inputs.tp_size
-    graph_bs = 0 if inputs.enforce_eager else min(max_num_seqs * 2, DEFAULT_MAX_CUDAGRAPH_CAPTURE_SIZE, batched_tokens)
+    default_graph_bs = min(max_num_seqs * 2, DEFAULT_MAX_CUDAGRAPH_CAPTURE_SIZE, batched_tokens)  # config/vllm.py:2460-2470, :2552
+    graph_bs = 0 if inputs.enforce_eager else (inputs.max_cudagraph_capture_size if inputs.max_cudagraph_capture_size is not None else default_graph_bs)
     bpb = pool_bytes_per_block(groups)
 
     def outcome(overhead_bytes: int, context_bytes: int) -> tuple[MemoryFailure | None, int, int, int]:
