@@ -19,6 +19,7 @@ from fleet.config import (
     read_input_file, validate_model,
 )  # fmt: skip
 from fleet.errors import ConfigError, HostSelectionError
+from fleet.host.engines import DEFAULT_ENGINE
 from fleet.host.engines import engine as engine_named
 
 NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]*$"
@@ -90,6 +91,27 @@ def fork_of(kind: str, fork: str | None = ENGINE_DEFAULT_FORK) -> str | None:
     return None if fork == UPSTREAM else fork
 
 
+# The engines a sim host plays: the simulator speaks SGLang's command line, log and HTTP surface;
+# vLLM's is not written yet, so a vLLM configuration is refused for a sim host at plan time.
+SIM_PLAYS: tuple[str, ...] = (DEFAULT_ENGINE,)
+
+
+class VllmInstall(StrictModel):
+    """vLLM on a host beside its SGLang: the configurations of a playbook's `engine: [.., vllm]` go
+    to hosts that have it."""
+
+    python: Command | None = Field(default=None, description="interpreter with vllm installed (default: engine.python)")
+    release: str | None = Field(default=None, description="the vLLM release the host runs, pinned (one fleet knows); facts' vllm_version must agree")
+
+    @field_validator("release")
+    @classmethod
+    def _known_release(cls, value: str | None) -> str | None:
+        served = engine_named("vllm")
+        if value is not None and value not in served.releases:
+            raise ValueError(f"one of the {served.title} releases fleet knows ({', '.join(served.releases)}), not {value!r}")
+        return value
+
+
 class EngineSpec(StrictModel):
     kind: EngineKind = EngineKind.sglang
     python: Command = Field(default="python3", description="interpreter that runs the engine")
@@ -107,6 +129,7 @@ class EngineSpec(StrictModel):
     )
     # YAML reads a bare `on`/`off` as true/false: both spellings mean the same.
     sim_noise: Literal["on", "off"] | bool = Field(default="off", description="sim engine only: run-to-run variation as hardware shows it (on), or the exact figures (off)")
+    vllm: VllmInstall | None = Field(default=None, description="sglang hosts: vLLM is installed too (where, and its release); without it the host serves SGLang alone")
 
     @field_validator("release")
     @classmethod
@@ -133,6 +156,34 @@ class EngineSpec(StrictModel):
     def engine_fork(self) -> str | None:
         """The fork whose flags the engine takes, None for a released SGLang (see fork_of)."""
         return fork_of(self.kind.value, self.fork)
+
+    def serves(self, engine: str) -> bool:
+        """Whether the host can serve `engine` (an ENGINE_NAMES name)."""
+        if self.kind is EngineKind.sim:
+            return engine in SIM_PLAYS
+        return engine == DEFAULT_ENGINE or (engine == "vllm" and self.vllm is not None)
+
+    def python_for(self, engine: str) -> str:
+        """The interpreter that runs `engine` on the host."""
+        if engine == "vllm" and self.vllm is not None and self.vllm.python:
+            return self.vllm.python
+        return self.python
+
+    def release_for(self, engine: str) -> str | None:
+        """The release the host file pins for `engine`, if any."""
+        if engine == DEFAULT_ENGINE:
+            return self.release
+        return self.vllm.release if engine == "vllm" and self.vllm is not None else None
+
+    def fork_for(self, engine: str) -> str | None:
+        """The fork of `engine` the host runs: only SGLang has forks fleet knows."""
+        return self.engine_fork if engine == DEFAULT_ENGINE else None
+
+    def missing(self, engine: str) -> str:
+        """Why the host cannot serve `engine`, in words naming what to set (see `serves`)."""
+        if self.kind is EngineKind.sim:
+            return f"a sim host plays {', '.join(SIM_PLAYS)} only (the simulator does not play {engine_named(engine).title} yet)"
+        return f"no {engine_named(engine).title} on the host: set engine.{engine}.python (where it is installed) in its host file"
 
 
 # Partition, account, QOS and GRES names as Slurm spells them; a constraint joins features with `&`.

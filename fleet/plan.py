@@ -15,6 +15,7 @@ from fleet.errors import ConfigError
 from fleet.facts import HostFacts
 from fleet.fixes.feasibility import apply_adjustments, check_server, hopeless
 from fleet.fixes.quarantine import QuarantineEntry, QuarantineKey, QuarantineStore, gpu_arch
+from fleet.host.engines import DEFAULT_ENGINE, ENGINE_NAMES
 from fleet.host.engines import engine as engine_named
 from fleet.host.engines.base import Feasibility, LaunchSpec, describe_adjustments, render_flag
 from fleet.host.errors import ArgvError, ReleaseError
@@ -31,30 +32,41 @@ from fleet.workloads import comparability_warnings
 
 @dataclass(frozen=True)
 class Hardware:
-    """What planning needs to know of a host: per-GPU memory, architecture, engine release."""
+    """What planning needs to know of a host: per-GPU memory, architecture, engine releases."""
 
     gpu_memory_mib: int | None = None
     arch: str | None = None  # "sm_120"
-    engine_version: str | None = None  # the version the host runs (facts, pin; for sim the release it plays); None: unknown
+    engine_version: str | None = None  # the version of SGLang the host runs (facts, pin; for sim the release it plays); None: unknown
+    other_versions: Mapping[str, str | None] = field(default_factory=dict)  # the same of each other engine the host serves, by name
+
+    def version_of(self, engine: str = DEFAULT_ENGINE) -> str | None:
+        return self.engine_version if engine == DEFAULT_ENGINE else self.other_versions.get(engine)
+
+    def release_of(self, engine: str = DEFAULT_ENGINE) -> str:
+        """The known release predictions are made for (the nearest one to the host's version)."""
+        served = engine_named(engine)
+        return served.choose_release(self.version_of(engine) or served.version_tested).release
+
+    def release_note_of(self, engine: str = DEFAULT_ENGINE) -> str | None:
+        """Set when the host's version is not a release fleet knows (planned with the nearest one)."""
+        version = self.version_of(engine)
+        return engine_named(engine).choose_release(version).note if version else None
 
     @property
     def engine_release(self) -> str:
-        """The known release predictions are made for (the nearest one to engine_version)."""
-        served = engine_named()
-        return served.choose_release(self.engine_version or served.version_tested).release
+        return self.release_of(DEFAULT_ENGINE)
 
     @property
     def release_note(self) -> str | None:
-        """Set when the host's version is not a release fleet knows (planned with the nearest one)."""
-        return engine_named().choose_release(self.engine_version).note if self.engine_version else None
+        return self.release_note_of(DEFAULT_ENGINE)
 
 
-def engine_version_of(host: Target, facts: HostFacts | None = None) -> str | None:
-    """The engine version a host runs: its facts' version of the engine's package, which its `engine.release` pins
+def engine_version_of(host: Target, facts: HostFacts | None = None, engine: str = DEFAULT_ENGINE) -> str | None:
+    """The version of `engine` a host runs: its facts' version of the engine's package, which its host file pins
     (or, for a sim host, the release the simulator plays). Raises ConfigError, naming the host file
-    and `engine.release`, when the facts disagree with the pin (a different known release)."""
-    pinned = host.engine.release
-    served = engine_named()
+    and the pin's field, when the facts disagree with the pin (a different known release)."""
+    pinned = host.engine.release_for(engine)
+    served = engine_named(engine)
     if host.engine.kind is EngineKind.sim:
         return pinned or served.sim_release
     reported = facts.engine.package_version(served.name) if facts is not None and facts.engine else None
@@ -67,7 +79,7 @@ def engine_version_of(host: Target, facts: HostFacts | None = None) -> str | Non
     if release != pinned:
         raise ConfigError(
             host.source_file,
-            "engine.release",
+            "engine.release" if engine == DEFAULT_ENGINE else f"engine.{engine}.release",
             f"the {served.title} release the host runs (its facts report {served.name} {reported}, planned as {release})",
             pinned,
         )
@@ -76,13 +88,14 @@ def engine_version_of(host: Target, facts: HostFacts | None = None) -> str | Non
 
 def hardware_of(host: Target, facts: HostFacts | None = None) -> Hardware:
     version = engine_version_of(host, facts)
+    others = {name: engine_version_of(host, facts, name) for name in ENGINE_NAMES if name != DEFAULT_ENGINE and host.engine.serves(name)}
     # Facts of the real host win -- but a sim host on a machine without its declared GPUs plays those.
     plays = host.engine.kind is EngineKind.sim and plays_declared(host.gpus.model, [g.name for g in facts.gpus] if facts else [])
     if facts is not None and facts.gpus and not plays:
         gpu = facts.gpus[0]
-        return Hardware(gpu.memory_total_mib, gpu_arch(gpu.compute_capability), version)
+        return Hardware(gpu.memory_total_mib, gpu_arch(gpu.compute_capability), version, others)
     known = KNOWN_GPUS.get(host.gpus.model or "")
-    return Hardware(known[0], gpu_arch(known[1]), version) if known else Hardware(engine_version=version)
+    return Hardware(known[0], gpu_arch(known[1]), version, others) if known else Hardware(engine_version=version, other_versions=others)
 
 
 @dataclass(frozen=True)
@@ -107,7 +120,7 @@ class PlannedServer:
     skip_reason: str | None = None  # not launched: quarantined, or replaced by a fixed variant
     prediction: str | None = None  # what the memory planner says of it
     provenance: Mapping[str, Any] | None = None  # for a variant fleet made: what it fixes
-    engine_release: str | None = None  # the known SGLang release its launch and prediction are for
+    engine_release: str | None = None  # the known release of its engine that its launch and prediction are for
     engine_release_note: str | None = None  # when the host's version is not one fleet knows
 
 
@@ -200,15 +213,16 @@ def launch_on(host: Target, config: ServerConfig, port: int, hardware: Hardware 
     """The exact command that starts `config` on `host`: its engine (release and fork: flag names
     changed in SGLang 0.5.14), its Python, its model copies."""
     hardware = hardware or hardware_of(host)
+    engine = config.engine_name
     return launch_spec(
         host.engine.kind,
         config,
-        python=host.engine.python,
+        python=host.engine.python_for(engine),
         model_path=model_serve_dir(config.model, host),
         draft_path=model_serve_dir(config.draft, host) if config.draft else None,
         port=port,
-        engine_version=hardware.engine_version,
-        fork=host.engine.engine_fork,
+        engine_version=hardware.version_of(engine),
+        fork=host.engine.fork_for(engine),
         declared_gpus=(host.gpus.count, host.gpus.model),
         sim_noise=host.engine.noise,
     )
@@ -230,14 +244,15 @@ def _decide(
     """Quarantine and memory feasibility, before anything launches. Returns the server, or the
     server marked skipped plus the fixed variant that replaces it (its own id, same GPUs)."""
     config = planned.config
+    engine = config.engine_name
     if quarantined and hardware.arch:
-        key = QuarantineKey.for_config(config, arch=hardware.arch, engine=host.engine.kind.value, engine_version=hardware.engine_version)
+        key = QuarantineKey.for_config(config, arch=hardware.arch, engine=quarantine_engine(host, engine), engine_version=hardware.version_of(engine))
         entry = quarantined.get(key)
         if entry is not None:
             return [replace(planned, skip_reason=f"quarantined ({entry.key}): {entry.reason}")]
     if not options.memory_check or hardware.gpu_memory_mib is None:
         return [planned]
-    verdict: Feasibility = check_server(config, planned.launch, gpu_memory_mib=hardware.gpu_memory_mib, engine_version=hardware.engine_version, fork=host.engine.engine_fork)
+    verdict: Feasibility = check_server(config, planned.launch, gpu_memory_mib=hardware.gpu_memory_mib, engine_version=hardware.version_of(engine), fork=host.engine.fork_for(engine))
     fits = verdict.plan is not None and verdict.plan.failure is None
     warnings = comparability_warnings(planned.runs, verdict.plan.context_len, verdict.plan.kv_tokens) if fits and verdict.plan else []
     planned = replace(planned, prediction="; ".join([verdict.reason, *warnings]))
@@ -266,53 +281,72 @@ def _decide(
     return [skipped, fixed]
 
 
+def quarantine_engine(host: Target, engine: str) -> str:
+    """A quarantine key's engine: the host's kind for SGLang (`sglang` or `sim`, as keys always
+    said), the engine's name for the others."""
+    return host.engine.kind.value if engine == DEFAULT_ENGINE else engine
+
+
 def time_scale_of(host: Target) -> float:
     """Wall seconds per second of engine time: a sim host's sim_speed, 1 on real hardware."""
     return host.engine.sim_speed if host.engine.kind is EngineKind.sim else 1.0
 
 
-def _flag_fields(playbook: Playbook) -> list[tuple[str, Mapping[str, FlagValue]]]:
-    """Every place a playbook sets engine flags, by its field name in the file."""
+def _flag_fields(playbook: Playbook, engine: str) -> list[tuple[str, Mapping[str, FlagValue]]]:
+    """Every place a playbook sets engine flags that reach `engine`'s command line, by its field name in the file."""
     fields: list[tuple[str, Mapping[str, FlagValue]]] = [("server.flags", playbook.server.flags)]
-    fields += [(f"methods.{name}.flags", method.flags) for name, method in playbook.methods.items()]
-    fields += [(f"overrides[{i}].server.flags", o.server.flags) for i, o in enumerate(playbook.overrides)]
+    fields += [(f"methods.{name}.flags", method.flags) for name, method in playbook.methods.items() if engine in playbook.engines_of(name)]
+    fields += [(f"overrides[{i}].server.flags", o.server.flags) for i, o in enumerate(playbook.overrides) if o.engine in (None, engine)]
     return fields
 
 
 def check_engine_flags(playbook: Playbook, hosts: Sequence[Target], hardware: Mapping[str, Hardware] | None = None) -> None:
-    """Every speculative algorithm the playbook names must be one each host's SGLang release and
-    fork knows (a misspelt `DFLAHS` started servers that failed), and every engine flag it sets one
-    the parser of that release (and fork) accepts, with a value it accepts: checked at plan time, so a typo fails with a
-    ConfigError naming the playbook field before any host is contacted, not as the server's
-    `unrecognized arguments` after a launch. A host whose version is not known yet (no pin, no
-    facts) accepts a flag any known release accepts."""
-    served = engine_named()
+    """Every host serves every engine the playbook names; every speculative algorithm it names is one
+    each host's release (and fork) of the method's engines knows (a misspelt `DFLAHS` started servers
+    that failed); every engine flag it sets is one the parser of that release accepts, with a value
+    it accepts. Checked at plan time, so a mistake fails with a ConfigError naming the playbook
+    field (or the host file's) before any host is contacted, not as the server's `unrecognized
+    arguments` after a launch. A host whose version is not known yet (no pin, no facts) accepts a
+    flag any known release accepts. A flag under the wrong engine (an SGLang flag in `server.flags`
+    of a playbook that also runs vLLM) is refused by the other engine's parser: `overrides` with
+    an `engine` carry one engine's own flags."""
+    engines = playbook.engine or [DEFAULT_ENGINE]
     for host in hosts:
         known = (hardware or {}).get(host.name) or hardware_of(host)
-        releases = [known.engine_release] if known.engine_version else list(served.releases)
-        fork = host.engine.engine_fork
-        engine = f"{served.title} {' or '.join(releases)}" + (f" ({fork} fork)" if fork else "")
-        algorithms = served.algorithms(fork)
-        for name, method in playbook.methods.items():
-            if method.algorithm is not None and method.algorithm not in algorithms:
+        for engine_name in engines:
+            if not host.engine.serves(engine_name):
+                raise ConfigError(host.source_file, "engine", f"a host that serves {engine_name} (playbook {playbook.source_file} runs it): {host.engine.missing(engine_name)}", host.engine.kind.value)
+            _check_engine_flags(playbook, host, known, engine_name)
+
+
+def _check_engine_flags(playbook: Playbook, host: Target, known: Hardware, engine_name: str) -> None:
+    served = engine_named(engine_name)
+    releases = [known.release_of(engine_name)] if known.version_of(engine_name) else list(served.releases)
+    fork = host.engine.fork_for(engine_name)
+    engine = f"{served.title} {' or '.join(releases)}" + (f" ({fork} fork)" if fork else "")
+    algorithms = served.algorithms(fork)
+    for name, method in playbook.methods.items():
+        if engine_name in playbook.engines_of(name) and method.algorithm is not None and method.algorithm not in algorithms:
+            raise ConfigError(
+                playbook.source_file, f"methods.{name}.algorithm",
+                f"a speculative algorithm {engine} knows (host {host.name}: {', '.join(algorithms)})", method.algorithm,
+            )  # fmt: skip
+    for field_name, flags in _flag_fields(playbook, engine_name):
+        for key, value in flags.items():
+            problems = []
+            for release in releases:
+                try:
+                    served.check_argv(release, render_flag(f"--{key}", value), fork=fork)
+                    break
+                except ArgvError as exc:
+                    problems.append(exc.message)
+            else:
+                # Where the playbook runs several engines, the flag may be another engine's own.
+                where = "; one engine's own flags go in `overrides` with its `engine`" if len(playbook.engine or []) > 1 else ""
                 raise ConfigError(
-                    playbook.source_file, f"methods.{name}.algorithm",
-                    f"a speculative algorithm {engine} knows (host {host.name}: {', '.join(algorithms)})", method.algorithm,
+                    playbook.source_file, f"{field_name}.{key}",
+                    f"a flag and value {engine} accepts (host {host.name}: {problems[0]}){where}", value,
                 )  # fmt: skip
-        for field_name, flags in _flag_fields(playbook):
-            for key, value in flags.items():
-                problems = []
-                for release in releases:
-                    try:
-                        served.check_argv(release, render_flag(f"--{key}", value), fork=fork)
-                        break
-                    except ArgvError as exc:
-                        problems.append(exc.message)
-                else:
-                    raise ConfigError(
-                        playbook.source_file, f"{field_name}.{key}",
-                        f"a flag and value {engine} accepts (host {host.name}: {problems[0]})", value,
-                    )  # fmt: skip
 
 
 def _time_scale(hosts: Sequence[Target]) -> float:
@@ -373,7 +407,6 @@ def make_plan(playbook: Playbook, hosts: Sequence[Target], options: PlanOptions 
     timetable = schedule(jobs, slots, exclusive=playbook.isolation.value == "exclusive")
     hosts_by_name = {h.name: h for h in hosts}
     hardware_by_host = {h.name: options.hardware.get(h.name) or hardware_of(h) for h in hosts}
-    releases = {name: (hardware.engine_release, hardware.release_note) for name, hardware in hardware_by_host.items()}
     quarantined = _quarantined(options.quarantine)
     servers: list[PlannedServer] = []
     on_host: dict[str, int] = defaultdict(int)
@@ -395,8 +428,8 @@ def make_plan(playbook: Playbook, hosts: Sequence[Target], options: PlanOptions 
             launch=launch,
             start_s=placement.start_s,
             end_s=placement.end_s,
-            engine_release=releases[host.name][0],
-            engine_release_note=releases[host.name][1],
+            engine_release=hardware.release_of(config.engine_name),
+            engine_release_note=hardware.release_note_of(config.engine_name),
         )
         servers += _decide(planned, host, hardware, playbook, options, quarantined)
     servers.sort(key=lambda s: (s.host, s.start_s, s.gpus))

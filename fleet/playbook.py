@@ -21,6 +21,8 @@ from typing import Annotated, Any, Union
 from pydantic import Field, PrivateAttr, ValidationInfo, field_validator, model_validator
 
 from fleet.config import EnvName, FlagName, HfRepoId, HostPath, Int, Revision, StrictModel, Token, checked, checked_host_path, load_model_file
+from fleet.host.engines import DEFAULT_ENGINE, ENGINE_NAMES
+from fleet.host.engines import engine as engine_named
 from fleet.host.modelcard import shipped_card_names
 from fleet.inventory import Name
 from fleet.workloads.kinds import MAX_CONTEXT, MAX_TIMEOUT_S, Workload, WorkloadModel
@@ -56,8 +58,13 @@ def _mirror(value: str) -> str | None:
     return None
 
 
+def _engine_name(value: str) -> str | None:
+    return None if value in ENGINE_NAMES else f"one of the engines fleet knows ({', '.join(ENGINE_NAMES)})"
+
+
 CardName = Annotated[str, checked(_card)]
 MirrorSource = Annotated[str, checked(_mirror)]
+EngineName = Annotated[str, checked(_engine_name)]
 
 
 class ModelRef(StrictModel):
@@ -90,6 +97,7 @@ class MethodSpec(StrictModel):
     num_steps: Int | None = Field(default=None, ge=1, le=256)
     eagle_topk: Int | None = Field(default=None, ge=1, le=256)
     budgets: list[Annotated[Int, Field(ge=1, le=4096)]] | None = Field(default=None, description="DDTree node budgets: one variant each")
+    engines: list[EngineName] | None = Field(default=None, description="the engines of the playbook's `engine` this method runs under (default: all of them)")
     flags: Flags = Field(default_factory=dict, description="extra engine flags, without the leading --")
     env: Env = Field(default_factory=dict)
 
@@ -143,6 +151,7 @@ class Override(StrictModel):
 
     tp: Int | None = None
     method: Name | None = None
+    engine: EngineName | None = Field(default=None, description="only under this engine (its own flags, say)")
     server: ServerSettings
 
 
@@ -174,6 +183,7 @@ class Playbook(StrictModel):
     drafts: dict[Name, ModelRef] = Field(default_factory=dict)
     methods: dict[Name, MethodSpec] = Field(min_length=1)
     tp: list[Annotated[Int, Field(ge=1, le=64)]] = Field(min_length=1)
+    engine: list[EngineName] | None = Field(default=None, min_length=1, description="serving engines, an axis of the matrix like `tp` (default: " + DEFAULT_ENGINE + " alone, named in no run)")
     server: ServerSettings = ServerSettings()
     overrides: list[Override] = Field(default_factory=list)
     workloads: dict[Name, Workload] = Field(min_length=1)
@@ -215,20 +225,58 @@ class Playbook(StrictModel):
                 raise ValueError(f"overrides[{i}].tp {override.tp} to be one of `tp` {sizes}")
         return overrides
 
+    @field_validator("engine")
+    @classmethod
+    def _distinct_engines(cls, engines: list[str] | None) -> list[str] | None:
+        if engines is not None and len(set(engines)) != len(engines):
+            raise ValueError(f"distinct engines, not {engines}")
+        return engines
+
+    @model_validator(mode="after")
+    def _engines_named(self) -> Playbook:
+        """Every engine a method or an override names is one of the playbook's, and a method's
+        algorithm that one engine has is one each of its engines has (vLLM has no DDTREE): refused
+        here, before any host is contacted, naming the field. A name no engine knows (a typo) is
+        left to the plan, which names the algorithms of each host's release."""
+        engines = self.engine or [DEFAULT_ENGINE]
+        known = {a for name in ENGINE_NAMES for a in engine_named(name).algorithms(None)}
+        for i, override in enumerate(self.overrides):
+            if override.engine is not None and override.engine not in engines:
+                raise ValueError(f"overrides[{i}].engine {override.engine!r} to be one of the playbook's `engine` {engines}")
+        for name, method in self.methods.items():
+            for engine in method.engines or []:
+                if engine not in engines:
+                    raise ValueError(f"methods.{name}.engines: {engine!r} to be one of the playbook's `engine` {engines}")
+            for engine in self.engines_of(name):
+                served = engine_named(engine)
+                algorithms = served.algorithms(None)
+                if method.algorithm in known and method.algorithm not in algorithms:
+                    raise ValueError(
+                        f"methods.{name}.algorithm {method.algorithm} to be a speculative method {served.title} has ({', '.join(algorithms)}); "
+                        f"run it under the engines that have it with `methods.{name}.engines`"
+                    )
+        return self
+
+    def engines_of(self, method: str) -> list[str]:
+        """The engines `method` runs under: its `engines`, else the playbook's (SGLang alone by default)."""
+        return self.methods[method].engines or self.engine or [DEFAULT_ENGINE]
+
     @model_validator(mode="after")
     def _answers_fit_the_context(self) -> Playbook:
         """A workload asking for more new tokens than a server's context holds can never run."""
         for tp in self.tp:
-            for method in self.methods:
-                context = _settings_for(self, tp, method).context_length
+            for method, engine in ((m, e) for m in self.methods for e in self.engines_of(m)):
+                context = _settings_for(self, tp, method, engine).context_length
                 if context is None:
                     continue  # the model's own context: known from its card at plan time
                 for name, workload in self.workloads.items():
                     if workload.max_new_tokens >= context:
-                        raise ValueError(f"workloads.{name}.max_new_tokens ({workload.max_new_tokens}) below the context length {context} of tp {tp}, method {method}")
+                        raise ValueError(f"workloads.{name}.max_new_tokens ({workload.max_new_tokens}) below the context length {context} of tp {tp}, method {method}{_under(engine)}")
                     prompt = workload.fixed_input_tokens()
                     if prompt is not None and prompt + workload.max_new_tokens > context:
-                        raise ValueError(f"workloads.{name}.input_tokens + max_new_tokens ({prompt} + {workload.max_new_tokens}) within the context length {context} of tp {tp}, method {method}")
+                        raise ValueError(
+                            f"workloads.{name}.input_tokens + max_new_tokens ({prompt} + {workload.max_new_tokens}) within the context length {context} of tp {tp}, method {method}{_under(engine)}"
+                        )
         return self
 
 
@@ -267,11 +315,21 @@ class ServerConfig:
     # Set only by a port_in_use fix: the port is placement, not definition, except when another
     # process took the planned one and the fixed variant must differ from the failed original.
     port: int | None = None
+    # The engine a playbook's `engine` axis names; None where it names none (SGLang, as before).
+    engine: str | None = None
+
+    @property
+    def engine_name(self) -> str:
+        """The engine that serves it."""
+        return self.engine or DEFAULT_ENGINE
 
     def defining(self) -> dict[str, Any]:
         pinned = {"port": self.port} if self.port is not None else {}  # ids of unpinned configs stay as they were
+        # SGLang, named or not, is what every configuration ran before engines were an axis: its ids stay.
+        served = {"engine": self.engine} if self.engine not in (None, DEFAULT_ENGINE) else {}
         return {
             **pinned,
+            **served,
             "model": self.model.model_dump(exclude={"mirror"}),
             "draft": self.draft.model_dump(exclude={"mirror"}) if self.draft else None,
             "tp": self.tp,
@@ -292,7 +350,7 @@ class ServerConfig:
 
     @property
     def label(self) -> str:
-        return f"tp{self.tp}-{self.variant}"
+        return f"tp{self.tp}-{self.variant}" if self.engine is None else f"{self.engine}-tp{self.tp}-{self.variant}"
 
 
 @dataclass(frozen=True)
@@ -323,36 +381,47 @@ def _variants(name: str, method: MethodSpec) -> list[tuple[str, int | None]]:
     return [(name, None)]
 
 
-def _settings_for(playbook: Playbook, tp: int, method: str) -> ServerSettings:
+def _under(engine: str) -> str:
+    return "" if engine == DEFAULT_ENGINE else f" under {engine}"
+
+
+def _settings_for(playbook: Playbook, tp: int, method: str, engine: str) -> ServerSettings:
     settings = playbook.server
     for override in playbook.overrides:
-        if override.tp in (None, tp) and override.method in (None, method):
+        if override.tp in (None, tp) and override.method in (None, method) and override.engine in (None, engine):
             settings = settings.merged(override.server)
     return settings
 
 
 def server_configs(playbook: Playbook) -> list[ServerConfig]:
+    """Engine x TP x method variant, in the playbook's order. A playbook that names no `engine`
+    makes configurations that name none (SGLang's, with the ids they always had)."""
     configs = []
-    for tp in playbook.tp:
-        for name, method in playbook.methods.items():
-            for variant, budget in _variants(name, method):
-                configs.append(
-                    ServerConfig(
-                        model=playbook.model,
-                        draft=playbook.drafts[method.draft] if method.draft else None,
-                        tp=tp,
-                        method=name,
-                        variant=variant,
-                        algorithm=method.algorithm,
-                        num_draft_tokens=method.num_draft_tokens,
-                        num_steps=method.num_steps,
-                        eagle_topk=method.eagle_topk,
-                        ddtree_budget=budget,
-                        settings=_settings_for(playbook, tp, name),
-                        method_flags=method.flags,
-                        method_env=method.env,
+    engines: list[str | None] = list(playbook.engine) if playbook.engine else [None]
+    for engine in engines:
+        for tp in playbook.tp:
+            for name, method in playbook.methods.items():
+                if engine is not None and engine not in playbook.engines_of(name):
+                    continue
+                for variant, budget in _variants(name, method):
+                    configs.append(
+                        ServerConfig(
+                            model=playbook.model,
+                            draft=playbook.drafts[method.draft] if method.draft else None,
+                            tp=tp,
+                            method=name,
+                            variant=variant,
+                            algorithm=method.algorithm,
+                            num_draft_tokens=method.num_draft_tokens,
+                            num_steps=method.num_steps,
+                            eagle_topk=method.eagle_topk,
+                            ddtree_budget=budget,
+                            settings=_settings_for(playbook, tp, name, engine or DEFAULT_ENGINE),
+                            method_flags=method.flags,
+                            method_env=method.env,
+                            engine=engine,
+                        )
                     )
-                )
     return configs
 
 

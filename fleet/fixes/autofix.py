@@ -309,11 +309,11 @@ def _memory_fix(config: ServerConfig, numbers: _Numbers, memory: _Memory) -> _Pr
     settings = config.settings
     requests = settings.max_running_requests or numbers.integer("requested_max_running_requests")
     if requests is None and config.algorithm is not None:
-        requests = engine_named().speculative_default_max_running_requests  # the engine's default with speculative decoding
+        requests = engine_named(config.engine_name).speculative_default_max_running_requests  # the engine's default with speculative decoding
     if requests is not None and requests > 1:
         return _step("max_running_requests", requests, requests // 2, "fewer concurrent requests need fewer KV tokens and state slots")
     fraction = settings.mem_fraction_static or numbers.number("mem_fraction_static")
-    ceiling = engine_named().safe_max_mem_fraction_static
+    ceiling = engine_named(config.engine_name).safe_max_mem_fraction_static
     if fraction is not None and fraction < ceiling:
         raised = min(ceiling, round(fraction + MEM_FRACTION_STEP, 2))
         return _step("mem_fraction_static", fraction, raised, f"more memory for the caches (bounded at {ceiling})")
@@ -343,7 +343,7 @@ def _graph_error_fix(config: ServerConfig, numbers: _Numbers, memory: _Memory, e
     """A capture that failed for a reason other than memory: fewer captured batch sizes first (a
     shape or kernel that fails only at large batches), then no decode graphs at all (slow, but it
     serves, and it shows whether capture is at fault)."""
-    served = engine_named()
+    served = engine_named(config.engine_name)
     release = served.choose_release(engine_version).release if engine_version else served.sim_release
     cause = numbers.text("capture_error")
     why = f"CUDA graph capture failed ({cause})" if cause else "CUDA graph capture failed"

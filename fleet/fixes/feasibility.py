@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
+from fleet.host.engines import DEFAULT_ENGINE
 from fleet.host.engines import engine as engine_named
 from fleet.host.engines.base import Adjustment, Feasibility, LaunchSpec, unchecked
 from fleet.host.modelcard import load_model_card
@@ -39,9 +40,9 @@ def check_server(config: ServerConfig, launch: LaunchSpec, *, gpu_memory_mib: in
     draft_card = config.draft.card if config.draft is not None else None
     draft = load_model_card(draft_card) if draft_card else None
     flags, module = _server_flags(launch.argv)
-    return engine_named().predict_start(
+    return engine_named(config.engine_name).predict_start(
         flags, launch.env, target, draft, algorithm=config.algorithm, gpu_memory_mib=gpu_memory_mib,
-        release=engine_release(module, launch, engine_version), fork=_engine_fork(module, launch, fork),
+        release=engine_release(module, launch, engine_version, config.engine_name), fork=_engine_fork(module, launch, fork),
     )  # fmt: skip
 
 
@@ -101,13 +102,13 @@ def _server_flags(argv: Sequence[str]) -> tuple[list[str], str]:
     return list(argv[3:]), argv[2]
 
 
-def engine_release(module: str, launch: LaunchSpec, engine_version: str | None) -> str:
-    """The known release a launch is planned for (see check_server)."""
+def engine_release(module: str, launch: LaunchSpec, engine_version: str | None, engine: str = DEFAULT_ENGINE) -> str:
+    """The known release of `engine` a launch is planned for (see check_server)."""
+    served = engine_named(engine)
     if engine_version is None:
         sim = module == SIM_MODULE
-        served = engine_named()
         engine_version = (launch.env.get(SIM_RELEASE_ENV) or served.sim_release) if sim else served.version_tested
-    return engine_named().choose_release(engine_version).release
+    return served.choose_release(engine_version).release
 
 
 def _engine_fork(module: str, launch: LaunchSpec, fork: str | None) -> str | None:

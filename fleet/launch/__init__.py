@@ -1,7 +1,9 @@
-"""How a server configuration is launched on a host, per engine kind: the engine renders it
-(`fleet.host.engines.engine(...).build_launch`), and the kind says what runs it.
+"""How a server configuration is launched on a host, per engine kind: the configuration's engine
+renders it (`fleet.host.engines.engine(config.engine_name).build_launch`), and the kind says what
+runs it.
 
-`sglang` runs the engine's own server module (`python -m sglang.launch_server`); `sim` runs fleet's
+`sglang` (a real host) runs the engine's own server module (`python -m sglang.launch_server`, or
+vLLM's `python -m vllm.entrypoints.cli.main serve` for a vLLM configuration); `sim` runs fleet's
 simulator under `python -m fleet.host.engines.sim`, with the same flags: it plays the host's
 release, which the launch tells it in FLEET_SIM_SGLANG_VERSION (and whether it plays the DDTree
 fork in FLEET_SIM_SGLANG_FORK).
@@ -12,7 +14,9 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from fleet.host.engines import DEFAULT_ENGINE
 from fleet.host.engines import engine as engine_named
+from fleet.host.errors import EngineConfigError
 from fleet.host.engines.base import LaunchSpec
 from fleet.host.modelcard import load_model_card
 from fleet.host.nvidia_smi import DECLARED_GPU_ENV, KNOWN_GPUS
@@ -52,8 +56,10 @@ def launch_spec(
     which a sim server plays where the machine has none of that model. `sim_noise`: the host
     file's `engine.sim_noise` (`on`: a sim server varies from run to run as hardware does)."""
     card = load_model_card(server.model.card) if hybrid is None and server.model.card else None
-    served = engine_named()  # what sglang and sim hosts serve (a sim host plays it)
+    served = engine_named(server.engine_name)
     sim = engine == "sim"  # EngineKind is a str enum; comparing by value keeps fleet.inventory unimported
+    if sim and served.name != DEFAULT_ENGINE:  # the plan refuses it first, naming the host (EngineSpec.serves)
+        raise EngineConfigError(f"{server.label}: the simulator does not play {served.title} yet")
     played = served.choose_release(engine_version or served.sim_release).release if sim else None
     spec = served.build_launch(
         server,

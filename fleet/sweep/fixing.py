@@ -27,7 +27,7 @@ from fleet.host.contract.shard import Shard
 from fleet.host.diagnose.classify import diagnose_text
 from fleet.host.failures import ROOT_CAUSES, FailureClass
 from fleet.inventory import Target
-from fleet.plan import Hardware, PlannedServer, launch_on
+from fleet.plan import Hardware, PlannedServer, launch_on, quarantine_engine
 from fleet.playbook import AutoFix, Playbook, Run
 from fleet.sweep.shards import server_spec
 
@@ -115,10 +115,12 @@ class SweepFixer:
             figures,
             attempt,
             gpu_memory_mib=hardware.gpu_memory_mib or 0,
-            engine_version=hardware.engine_version,
+            engine_version=hardware.version_of(server.config.engine_name),
             limits=self.playbook.limits,
-            engine=self.hosts[host].engine.kind.value,
-            engine_fork=self.hosts[host].engine.engine_fork,
+            # The host's kind for SGLang (sim or a real one), the engine's name for the others: a
+            # quarantine key's engine, and what launches the variant (a sim host plays SGLang alone).
+            engine=quarantine_engine(self.hosts[host], server.config.engine_name),
+            engine_fork=self.hosts[host].engine.fork_for(server.config.engine_name),
             gpu_arch=hardware.arch,
             original_config_id=(server.provenance or {}).get("original_config_id"),
             trust_planner=self.memory_check,
@@ -155,7 +157,8 @@ class SweepFixer:
             for server in self.planned.values():
                 if server.host != name or server.skip_reason:
                     continue
-                key = QuarantineKey.for_config(server.config, arch=hardware.arch or "?", engine=other.engine.kind.value, engine_version=hardware.engine_version)
+                engine = server.config.engine_name
+                key = QuarantineKey.for_config(server.config, arch=hardware.arch or "?", engine=quarantine_engine(other, engine), engine_version=hardware.version_of(engine))
                 if key == fix.quarantine and server.config.id not in self._quarantined.setdefault(name, {}):
                     self._quarantined[name][server.config.id] = f"quarantined ({key}) after {label} failed with {failure_class}"
                     changed = True

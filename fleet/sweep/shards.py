@@ -55,6 +55,7 @@ def server_spec(planned: PlannedServer, host: Target, sweep_id: str) -> ServerSp
         runs=[RunSpec(run.id, run.label, resolve_workload(run, time_scale(host)), run.repeats, provenance) for run in planned.runs],
         cwd=sweep_dir(host, sweep_id),
         skip_reason=planned.skip_reason,
+        engine=planned.config.engine_name,
         engine_release=planned.engine_release,
         # The plan's slot is as long as its estimate of the server's start-up and runs.
         estimate_s=round(planned.end_s - planned.start_s, 3),

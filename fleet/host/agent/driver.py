@@ -18,6 +18,7 @@ from fleet.host.agent.outcome import Sent, WorkloadOutcome
 from fleet.host.agent.stats import min_samples
 from fleet.host.contract import Failure
 from fleet.host.contract.shard import AgentLimits, RunSpec
+from fleet.host.engines import DEFAULT_ENGINE
 from fleet.host.engines import engine as engine_named
 from fleet.host.errors import ReleaseError
 
@@ -41,7 +42,8 @@ class ServerFacts:
     sources: dict[str, str] = field(default_factory=dict)
     # The longest prompt the scheduler takes: below context_len when the KV pool is smaller.
     max_req_input_len: int | None = None
-    engine_version: str | None = None  # /server_info `version`: the SGLang version serving (or the one the sim plays)
+    engine_version: str | None = None  # /server_info `version`: the engine's version serving (or the one the sim plays)
+    engine: str = DEFAULT_ENGINE  # the engine serving (ENGINE_NAMES)
 
     @property
     def engine_release(self) -> str | None:
@@ -49,7 +51,7 @@ class ServerFacts:
         if self.engine_version is None:
             return None
         try:
-            return engine_named().choose_release(self.engine_version).release
+            return engine_named(self.engine).choose_release(self.engine_version).release
         except ReleaseError:
             return None
 

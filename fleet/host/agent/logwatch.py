@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from fleet.host.agent.fatal import fatal_marker
+from fleet.host.engines import DEFAULT_ENGINE
 from fleet.host.engines import engine as engine_named
 from fleet.host.engines.base import ServingLimits
 
@@ -41,10 +42,10 @@ class LogScan:
     """`fatal_*`: the first decisive fatal line (the server is dying); `suspect_line`: the first
     traceback-like line, which only counts together with an exit or a failed health probe."""
 
-    def __init__(self) -> None:
+    def __init__(self, engine: str = DEFAULT_ENGINE) -> None:
         self.lines_seen = 0
         self.scheduler: ServingLimits | None = None
-        self._engine = engine_named()
+        self._engine = engine_named(engine)  # whose log line states the serving limits
         self._fatal: _Capture | None = None
         self.fatal_marker: str | None = None
         self._suspect: _Capture | None = None
@@ -88,10 +89,10 @@ class LogWatcher:
 
     POLL_S = 0.1
 
-    def __init__(self, path: Path, start_offset: int) -> None:
+    def __init__(self, path: Path, start_offset: int, engine: str = DEFAULT_ENGINE) -> None:
         self.path = Path(path)
         self._offset = start_offset
-        self._scan = LogScan()
+        self._scan = LogScan(engine)
         self._lock = threading.Lock()
         self._read_lock = threading.Lock()
         self._stop = threading.Event()

@@ -48,6 +48,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Mapping, Sequence
 
+from fleet.host.engines import DEFAULT_ENGINE
 from fleet.host.agent.client import NO_TOKEN_TIMEOUT, TIMEOUT, RequestOutcome
 from fleet.host.agent.kinds import KINDS
 from fleet.host.agent.outcome import AGENT_PAUSED, CLIENT_BEHIND, OUTPUT_CAPPED, REQUESTS_DROPPED, Measured, Sent, WorkloadOutcome
@@ -266,6 +267,7 @@ class RunIdentity:
     provenance: dict[str, Any] | None
     engine_release: str | None
     sim_speed: float | None = None  # the simulator's time scale; None on real hardware
+    engine: str = DEFAULT_ENGINE  # the engine that served it (ENGINE_NAMES)
 
 
 def sim_speed_of(env: Mapping[str, str]) -> float | None:

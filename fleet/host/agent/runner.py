@@ -624,7 +624,7 @@ class ServerSession:
         self.log_path = agent.logs_dir / spec.log_name
         self.watcher: LogWatcher | None = None
         self.client: Client | None = None
-        self.facts = ServerFacts()
+        self.facts = ServerFacts(engine=spec.engine)
         self._aborted = threading.Event()
         # The machine's GPUs this server uses: none for a sim server that plays its host file's
         # GPUs on a machine of others (fleet.host.nvidia_smi.plays_declared) -- whatever holds the
@@ -721,7 +721,7 @@ class ServerSession:
             services.start(ServiceSpec(spec.unit_name, spec.argv, {**spec.env, "CUDA_VISIBLE_DEVICES": visible}, str(self.log_path), spec.cwd))
         except ServiceError as exc:
             return Failure(SERVICE_ERROR, str(exc), log_path=str(self.log_path))
-        self.watcher = LogWatcher(self.log_path, offset)
+        self.watcher = LogWatcher(self.log_path, offset, self.spec.engine)
         failure = self._wait_ready(began)
         if failure is None:
             log.info("server %s: ready in %.1f s", spec.label, time.monotonic() - began)
@@ -814,7 +814,7 @@ class ServerSession:
             context_len, sources["context_len"] = int(info["context_length"]), "/server_info context_length"
         max_input = int(info["max_req_input_len"]) if info.get("max_req_input_len") else None
         version = str(info["version"]) if info.get("version") else None
-        return ServerFacts(context_len, max_running, served, sources, max_input, version)
+        return ServerFacts(context_len, max_running, served, sources, max_input, version, self.spec.engine)
 
     def _new_client(self) -> Client:
         self.client = Client(self.endpoint, api=self.spec.api, model=self.facts.served_model, pauses=self.agent.pauses)
@@ -946,6 +946,7 @@ class ServerSession:
             log_path=str(self.log_path),
             host_facts=self.agent.host_facts,
             provenance=dict(run.provenance) if run.provenance else None,
+            engine=self.spec.engine,
             engine_release=self.spec.engine_release or self.facts.engine_release,
             sim_speed=sim_speed_of(self.spec.env),
         )

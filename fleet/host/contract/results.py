@@ -19,6 +19,7 @@ from typing import Any
 from fleet.host.contract.reader import Reader, parse_json, read_text, untrusted
 from fleet.host.errors import ContractError
 from fleet.host.failures import VALUES as FAILURE_CLASSES
+from fleet.host.engines import DEFAULT_ENGINE, ENGINE_NAMES
 
 RESULT_SCHEMA = "fleet.run_result/2"
 
@@ -117,7 +118,7 @@ class Failure:
 # (`levels` of a concurrency sweep, `calibration` of a long-context run, `turns` of an agentic one).
 _RESULT_FIELDS = frozenset(
     "schema run_id label server_id server_label sweep_id host boot_id attempt agent_pid gpus server log_path "
-    "host_facts provenance engine_release sim_speed workload status failure deviations figures requests started_at ended_at".split()
+    "host_facts provenance engine engine_release sim_speed workload status failure deviations figures requests started_at ended_at".split()
 )
 
 
@@ -145,7 +146,10 @@ class RunResult:
     log_path: str | None = None
     host_facts: dict[str, Any] | None = None
     provenance: dict[str, Any] | None = None  # a fixed variant: what it fixes and why
-    engine_release: str | None = None  # the SGLang release the server ran (or the sim played)
+    # The engine that served it and its release (or the one the sim played). A result that names no
+    # engine is SGLang's: every result written before engines were an axis.
+    engine: str = DEFAULT_ENGINE
+    engine_release: str | None = None
     # The simulator's time scale (wall seconds per simulated second); None on real hardware. A
     # simulated run's durations and rates are in simulated time already.
     sim_speed: float | None = None
@@ -174,6 +178,7 @@ class RunResult:
             "log_path": self.log_path,
             "host_facts": self.host_facts,
             "provenance": self.provenance,
+            "engine": self.engine,
             "engine_release": self.engine_release,
             "sim_speed": self.sim_speed,
             "workload": self.workload,
@@ -225,6 +230,7 @@ class RunResult:
             log_path=r.optional("log_path", str),
             host_facts=r.optional("host_facts", dict),
             provenance=r.optional("provenance", dict),
+            engine=r.choice("engine", ENGINE_NAMES, DEFAULT_ENGINE),
             engine_release=r.optional("engine_release", str),
             sim_speed=sim_speed,
             deviations=tuple(Deviation.from_json(d, source, f"deviations[{i}]") for i, d in enumerate(deviations)),

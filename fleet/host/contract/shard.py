@@ -34,6 +34,7 @@ from typing import Any, Literal
 from fleet.host.contract.layout import SweepDir
 from fleet.host.contract.reader import Reader, parse_json
 from fleet.host.errors import ContractError
+from fleet.host.engines import DEFAULT_ENGINE, ENGINE_NAMES
 
 SHARD_FORMAT = 2
 SERVICE_MANAGERS = ("systemd", "process")
@@ -73,7 +74,9 @@ class ServerSpec:
     # Set by the controller for a configuration it will not launch (quarantined, predicted to fail):
     # the agent writes a `skipped` result with this reason for each of its runs.
     skip_reason: str | None = None
-    # The SGLang release the server runs (or the sim plays), as planned; copied into its results.
+    # The engine that serves it (fleet.host.engines.ENGINE_NAMES) and its release as planned (or the
+    # one the sim plays); copied into its results. A shard that names no engine is SGLang's.
+    engine: str = DEFAULT_ENGINE
     engine_release: str | None = None
     # The controller's estimate of the server's whole work (start-up and runs), wall seconds; None: none.
     estimate_s: float | None = None
@@ -178,6 +181,7 @@ def _server(reader: Reader) -> ServerSpec:
         api=reader.choice("api", API_KINDS, "generate"),  # type: ignore[arg-type]
         cwd=reader.get("cwd", (str, type(None)), "a directory or null", None),
         skip_reason=reader.get("skip_reason", (str, type(None)), "a reason or null", None),
+        engine=reader.choice("engine", ENGINE_NAMES, DEFAULT_ENGINE),
         engine_release=reader.get("engine_release", (str, type(None)), "a release such as 0.5.23, or null", None),
         estimate_s=float(estimate) if estimate is not None else None,
     )
