@@ -27,6 +27,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, NoReturn
 
+from fleet.host.engines import yaml11
 from fleet.host.errors import ArgvError, ConfigFileError
 from fleet.host.engines.sglang.release import KNOWN_RELEASES
 from fleet.host.errors import FlagTableError
@@ -185,11 +186,49 @@ def nullable_str(val: str) -> str | None:
     return val
 
 
+def _orjson_int(text: str) -> int | float:
+    """orjson reads an integer outside i64..u64 as a float (checked against orjson 3.12)."""
+    value = int(text)
+    return value if -(2**63) <= value < 2**64 else float(value)
+
+
+def _orjson_float(text: str) -> float:
+    value = float(text)
+    if value in (float("inf"), float("-inf")):  # orjson: "number is infinity when parsed as double"
+        raise ValueError("number is infinity when parsed as double")
+    return value
+
+
+def _orjson_constant(name: str) -> Any:  # NaN, Infinity: orjson refuses the literals json.loads takes
+    raise ValueError(f"unexpected character {name}")
+
+
+def _has_lone_surrogate(value: Any) -> bool:
+    if isinstance(value, str):
+        return any(0xD800 <= ord(c) <= 0xDFFF for c in value)
+    if isinstance(value, list):
+        return any(_has_lone_surrogate(v) for v in value)
+    if isinstance(value, dict):
+        return any(_has_lone_surrogate(k) or _has_lone_surrogate(v) for k, v in value.items())
+    return False
+
+
+def orjson_loads(value: str) -> Any:
+    """orjson.loads as far as it differs from json.loads on text: no NaN/Infinity literals, no
+    infinite floats, no lone surrogates, no BOM; integers past u64/i64 become floats."""
+    if value.startswith("\ufeff"):
+        raise ValueError("UTF-8 byte order mark (BOM) is not supported")
+    parsed = json.loads(value, parse_int=_orjson_int, parse_float=_orjson_float, parse_constant=_orjson_constant)
+    if _has_lone_surrogate(parsed):
+        raise ValueError("no low surrogate in string")
+    return parsed
+
+
 def json_list_type(value: str) -> Any:
-    """utils/common.py json_list_type (orjson.loads there; the same values for valid JSON)."""
+    """0.5.23 utils/common.py:4818 json_list_type: orjson.loads, whose JSONDecodeError is argparse's error."""
     try:
-        return json.loads(value)
-    except json.JSONDecodeError:
+        return orjson_loads(value)
+    except ValueError:
         raise argparse.ArgumentTypeError(f"Invalid JSON list: {value}. Please provide a valid JSON list.") from None
 
 
@@ -207,13 +246,13 @@ def parse_cuda_graph_backend_arg(raw: str) -> str:
 
 _CUDA_GRAPH_PHASE_KEYS = {  # 0.5.23 cuda_graph_config.py:75 ALLOWED_KEYS_PER_PHASE
     "decode": ("backend", "max_bs", "bs"),
-    "prefill": ("backend", "max_bs", "bs", "max_context_size", "full_prefill_max_req", "full_prefill_prefix_chunk_tokens"),
+    "prefill": ("backend", "max_bs", "bs", "max_context_size", "full_prefill_max_req", "full_prefill_prefix_chunk_tokens", "max_seq_len"),
 }
 
 
 def parse_cuda_graph_config_arg(raw: str) -> dict[str, dict[str, Any]]:
-    """0.5.23 cuda_graph_config.py:246, the checks that decide accept/reject (JSON object of known
-    phases, each an object; a retired backend). Keys outside a phase's allowed ones are dropped there."""
+    """0.5.23 cuda_graph_config.py:246-285: a JSON object of known phases, each an object of that
+    phase's allowed keys (:75 ALLOWED_KEYS_PER_PHASE; any other key is refused), a retired backend refused."""
     try:
         parsed = json.loads(raw)
     except json.JSONDecodeError as e:
@@ -229,7 +268,11 @@ def parse_cuda_graph_config_arg(raw: str) -> dict[str, dict[str, Any]]:
             raise argparse.ArgumentTypeError(f"--cuda-graph-config['{phase}'] must be a JSON object, got {type(settings).__name__}")
         if "backend" in settings:
             parse_cuda_graph_backend_arg(settings["backend"])
-        result[phase] = {k: v for k, v in settings.items() if k in _CUDA_GRAPH_PHASE_KEYS[phase]}
+        allowed = _CUDA_GRAPH_PHASE_KEYS[phase]
+        for key in settings:
+            if key not in allowed:
+                raise argparse.ArgumentTypeError(f"--cuda-graph-config['{phase}']: unknown key '{key}', expected one of {allowed}")
+        result[phase] = dict(settings)
     return result
 
 
@@ -408,7 +451,7 @@ def parse_argv(release: str, argv: Sequence[str], *, fork: str | None = None) ->
     return ParsedArgv(release, fork, values, tuple(getattr(parsed, _WARNINGS)))
 
 
-# --- --config (sglang/srt/utils/server_args_config_parser.py, 0.5.12 sglang/srt/server_args_config_parser.py) ---
+# --- --config (0.5.23 sglang/srt/utils/server_args_config_parser.py, 0.5.12 sglang/srt/server_args_config_parser.py) ---
 
 
 def _config_keys(action: argparse.Action) -> set[str]:
@@ -416,8 +459,8 @@ def _config_keys(action: argparse.Action) -> set[str]:
 
 
 def merge_config(parser: argparse.ArgumentParser, argv: list[str]) -> list[str]:
-    """ConfigArgumentMerger.merge_config_with_args: the YAML file's keys become flags placed before
-    the command line's (CLI > config > defaults). The file is read with `read_flat_yaml`."""
+    """ConfigArgumentMerger.merge_config_with_args (server_args_config_parser.py:74-104): the YAML
+    file's keys become flags placed before the command line's (CLI > config > defaults)."""
     indices = [i for i, arg in enumerate(argv) if arg == "--config"]
     if len(indices) > 1:
         raise ConfigFileError("Multiple config files specified! Only one allowed.")
@@ -425,82 +468,68 @@ def merge_config(parser: argparse.ArgumentParser, argv: list[str]) -> list[str]:
     if index == len(argv) - 1:
         raise ConfigFileError("No config file specified after --config flag!")
     path = Path(argv[index + 1])
-    if path.suffix.lower() not in (".yaml", ".yml"):
-        raise ConfigFileError(f"Config file must be YAML format, got: {path.suffix}")
-    if not path.exists():
-        raise ConfigFileError(f"Config file not found: {path}")
-    config = read_flat_yaml(path)
+    config = read_config_yaml(path)
+    # :42-67: store_true keys, and the keys of actions that take more than one value (refused).
     store_true = {key for a in parser._actions if isinstance(a, argparse._StoreTrueAction) for key in _config_keys(a)}
     supported = [a for a in parser._actions if isinstance(a, (argparse._StoreTrueAction, argparse._StoreAction)) or a.nargs is None]
     supported_keys = {key for a in supported for key in _config_keys(a)}
     unsupported = {
         key: a for a in parser._actions if a.option_strings and a not in supported and not {"--config", "--help", "-h"} & set(a.option_strings) for key in _config_keys(a) if key not in supported_keys
     }
+    return config_args(config, store_true, unsupported) + argv[:index] + argv[index + 2 :]
+
+
+def config_args(config: dict[Any, Any], store_true: set[str], unsupported: Mapping[str, argparse.Action]) -> list[str]:
+    """_convert_config_to_args (server_args_config_parser.py:167-185) on the object PyYAML built: the
+    same Python values, so the same str() and json.dumps texts (None -> "None", 1e+3 floats -> "1000.0",
+    dates -> "2024-01-02", nested mappings -> JSON, empty lists skipped, list items str()'d)."""
     merged: list[str] = []
     for key, value in config.items():
+        if not isinstance(key, str):  # :169 key.replace(...) on an int/bool/None key: SGLang dies with AttributeError
+            raise ConfigFileError(f"AttributeError: {type(key).__name__!r} object has no attribute 'replace'")
         norm = key.replace("-", "_")
         if norm in unsupported:
-            raise ConfigFileError(f"Unsupported config option '{norm}' with action '{type(unsupported[norm]).__name__}'")
-        if isinstance(value, bool):
+            raise ConfigFileError(f"Unsupported config option '{norm}' with action '{_sglang_action_name(unsupported[norm])}'")
+        if isinstance(value, bool):  # :188-203 _add_boolean_arg
             if norm in store_true:
                 merged += [f"--{key}"] if value else []
             else:
                 merged += [f"--{key}", str(value).lower()]
-        elif isinstance(value, list):
+        elif isinstance(value, list):  # :205-209 _add_list_arg: an empty list adds nothing
             merged += [f"--{key}", *(str(item) for item in value)] if value else []
+        elif isinstance(value, dict):  # :180 json.dumps(value)
+            try:
+                merged += [f"--{key}", json.dumps(value)]
+            except (TypeError, ValueError) as exc:  # e.g. a date inside: SGLang dies with json's TypeError
+                raise ConfigFileError(f"{type(exc).__name__}: {exc}") from None
         else:
             merged += [f"--{key}", str(value)]
-    return merged + argv[:index] + argv[index + 2 :]
+    return merged
 
 
-_YAML_SCALARS: Mapping[str, Any] = {"true": True, "false": False, "null": None, "~": None, "True": True, "False": False}
+def _sglang_action_name(action: argparse.Action) -> str:
+    """The class name SGLang's message prints (:171): its own action classes' names, not fleet's stand-ins'."""
+    for name, cls in _ACTIONS.items():
+        if isinstance(cls, type) and type(action) is cls and cls.__module__ == __name__:
+            return name
+    return type(action).__name__
 
 
-def read_flat_yaml(path: Path) -> dict[str, Any]:
-    """The YAML SGLang config files use: one mapping of `key: scalar`, `key: [a, b]` or a block list.
-    Standard library only, so anything richer is refused with the line (SGLang itself reads YAML
-    with PyYAML; a host's config beyond this subset is a fleet limitation, said plainly)."""
-    result: dict[str, Any] = {}
-    current_list: list[Any] | None = None
-    for number, line in enumerate(path.read_text().splitlines(), 1):
-        text = line.split(" #", 1)[0].rstrip() if not line.lstrip().startswith("#") else ""
-        if not text.strip():
-            continue
-        if text.lstrip().startswith("- ") and current_list is not None:
-            current_list.append(_yaml_scalar(text.lstrip()[2:].strip()))
-            continue
-        match = re.fullmatch(r"([A-Za-z0-9_.-]+)\s*:\s*(.*)", text)
-        if not match or text[0].isspace():
-            raise ConfigFileError(f"{path}:{number}: expected `key: value` (fleet reads flat YAML config files only), got {line!r}")
-        key, raw = match[1], match[2].strip()
-        if raw == "":
-            current_list = []
-            result[key] = current_list
-            continue
-        current_list = None
-        if raw.startswith("[") and raw.endswith("]"):
-            result[key] = [_yaml_scalar(item.strip()) for item in raw[1:-1].split(",") if item.strip()]
-        elif raw.startswith("{"):
-            try:
-                result[key] = json.loads(raw)
-            except json.JSONDecodeError:
-                raise ConfigFileError(f"{path}:{number}: a mapping value fleet can read must be JSON, got {raw!r}") from None
-        else:
-            result[key] = _yaml_scalar(raw)
-    for key, value in result.items():
-        if value == []:
-            result[key] = None  # `key:` with nothing under it is null in YAML
-    return result
+def read_config_yaml(path: Path) -> dict[Any, Any]:
+    """_parse_yaml_config (server_args_config_parser.py:121-151): the suffix and existence checks,
+    `yaml.safe_load` (fleet.host.engines.yaml11, PyYAML's rules with the standard library), an empty
+    file as {}, and a root that is not a mapping refused."""
+    if path.suffix.lower() not in (".yaml", ".yml"):
+        raise ConfigFileError(f"Config file must be YAML format, got: {path.suffix}")
+    if not path.exists():
+        raise ConfigFileError(f"Config file not found: {path}")
+    data = yaml11.safe_load(path)
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigFileError("Config file must contain a dictionary at root level")
+    return data
 
 
-def _yaml_scalar(raw: str) -> Any:
-    if raw in _YAML_SCALARS:
-        return _YAML_SCALARS[raw]
-    if len(raw) >= 2 and raw[0] == raw[-1] and raw[0] in "'\"":
-        return raw[1:-1]
-    for convert in (int, float):
-        try:
-            return convert(raw)
-        except ValueError:
-            pass
-    return raw
+# The former name (tests/unit/test_sglang_flags.py imports it).
+read_flat_yaml = read_config_yaml
