@@ -21,7 +21,7 @@ from fleet.host.engines.vllm.memory import (
     ModelShape, NotModelled, ObservedStart, VllmMemoryInputs, VllmMemoryPlan, corrected_inputs, format_gib, model_shape, observe_start, plan_memory,
     smallest_fix,
 )  # fmt: skip
-from fleet.host.engines.vllm.memory import parse_kv_cache_line as parse_kv_cache_line  # the KV-cache line's reader, where callers found it
+from fleet.host.engines.vllm.logparse import parse_kv_cache_line as parse_kv_cache_line  # the KV-cache line's reader, where callers found it
 
 if TYPE_CHECKING:
     from fleet.host.modelcard import ModelCard

@@ -31,6 +31,7 @@ Standard library only: shipped to hosts with the agent.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 # vLLM's level/time/file head, both spellings: "[core.py:123] " (0.7 on) and "core.py:123] " (older).
@@ -40,9 +41,16 @@ _HEAD = r"(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL)\s+(?P<stamp>\d{2}-\d{2} \
 _PROCESS = r"\((?P<process>[\w.-]+)(?: [\w.-]+=[\w.-]+)*(?:, ip=[\w.:-]+)?\)\s*"
 PROCESS_TAG = re.compile(_PROCESS)
 LINE_PREFIX = re.compile(rf"(?:{_PROCESS})?{_HEAD}")
-_KV_SIZE = re.compile(r"KV cache size: (?P<tokens>[\d,]+) tokens")
-_KV_CONCURRENCY = re.compile(r"Maximum concurrency for (?P<max_model_len>[\d,]+) tokens per request: (?P<concurrency>[\d.]+)x")
-_KV_MEMORY = re.compile(r"Available KV cache memory: (?P<gib>[\d.]+) GiB")
+# The KV cache line's halves (one line from 0.7 on, v1/core/kv_cache_utils.py:1147-1154:
+#   logger.info_once("%s KV cache size: %s tokens, Maximum concurrency for %s tokens per request: %.2fx",
+#                    pools, f"{num_tokens:,}", f"{max_model_len:,}", max_concurrency)
+# with pools "GPU" on CUDA, `_kv_cache_device_name` :1131-1133, " + host" under HiSparse; two lines before).
+_KV_SIZE = re.compile(r"(?:(?P<pools>[A-Z]+(?: \+ host)?) )?KV cache size: (?P<tokens>[\d,]+) tokens")
+_KV_CONCURRENCY = re.compile(r"Maximum concurrency for (?P<max_model_len>[\d,]+) tokens per request: (?P<concurrency>\d+(?:\.\d+)?)x")
+KV_CACHE_LINE = re.compile(_KV_SIZE.pattern + ", " + _KV_CONCURRENCY.pattern)
+# v1/worker/gpu_worker.py:772-775: logger.info_once("Available KV cache memory: %s GiB", format_gib(...));
+# a negative budget prints negative (the check then raises NO_CACHE_BLOCKS_MESSAGE).
+_KV_MEMORY = re.compile(r"Available KV cache memory: (?P<gib>-?\d+(?:\.\d+)?) GiB")
 
 
 @dataclass(frozen=True)
@@ -122,3 +130,49 @@ def kv_cache_figures(message: str) -> KVCacheFigures | None:
 
 
 KV_CACHE_MARKERS: tuple[bytes, ...] = (b"KV cache size:", b"Maximum concurrency for", b"Available KV cache memory")
+
+
+@dataclass(frozen=True)
+class KvCacheLine:
+    """The whole KV-cache line of a 0.7+ start: the cache's size in tokens, and how many requests of
+    max_model_len tokens it holds at once (vLLM's own division, kv_cache_utils.py:1120-1128)."""
+
+    pools: str
+    tokens: int
+    max_model_len: int
+    max_concurrency: float
+
+
+def parse_kv_cache_line(line: str) -> KvCacheLine | None:
+    match = KV_CACHE_LINE.search(line)
+    if not match:
+        return None
+    return KvCacheLine(match["pools"] or "GPU", int(match["tokens"].replace(",", "")), int(match["max_model_len"].replace(",", "")), float(match["concurrency"]))
+
+
+@dataclass(frozen=True)
+class StartLines:
+    """What a start's log states of its KV cache: "Available KV cache memory: X GiB" and the whole
+    KV-cache line. Either may be missing (a log cut short)."""
+
+    available_gib: float | None = None
+    kv_tokens: int | None = None
+    max_model_len: int | None = None
+    max_concurrency: float | None = None
+
+
+def read_start_lines(lines: Iterable[str]) -> StartLines:
+    """The last "Available KV cache memory" and KV-cache lines of a log (a restarted server logs
+    them again; the last start is the one that served)."""
+    available: float | None = None
+    size: KvCacheLine | None = None
+    for line in lines:
+        match = _KV_MEMORY.search(line)
+        if match:
+            available = float(match["gib"])
+        parsed = parse_kv_cache_line(line)
+        if parsed is not None:
+            size = parsed
+    if size is None:
+        return StartLines(available_gib=available)
+    return StartLines(available, size.tokens, size.max_model_len, size.max_concurrency)

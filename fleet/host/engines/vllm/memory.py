@@ -36,12 +36,12 @@ indexer, HiSparse, KV connectors.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from fleet.host.engines.base import Adjustment, MemoryFailure
+from fleet.host.engines.vllm.logparse import StartLines, read_start_lines
 from fleet.host.engines.vllm.release import KNOWN_RELEASES
 
 if TYPE_CHECKING:
@@ -789,66 +789,6 @@ def _longest_fitting_len(model: ModelShape, inputs: VllmMemoryInputs, context_le
 
 # ---------------------------------------------------------------------------------------------
 # The correction: what an earlier start measured.
-
-
-@dataclass(frozen=True)
-class StartLines:
-    """What a start's log states of its KV cache: "Available KV cache memory: X GiB"
-    (gpu_worker.py:772-775) and "GPU KV cache size: N tokens, Maximum concurrency for M tokens per
-    request: C.CCx" (kcu.py:1147-1154). Either may be missing (a log cut short)."""
-
-    available_gib: float | None = None
-    kv_tokens: int | None = None
-    max_model_len: int | None = None
-    max_concurrency: float | None = None
-
-
-# kcu.py:1147-1154 (0.33.0), `update_kv_cache_capacity`:
-#   logger.info_once("%s KV cache size: %s tokens, Maximum concurrency for %s tokens per request: %.2fx",
-#                    pools, f"{num_tokens:,}", f"{max_model_len:,}", max_concurrency)
-# pools is "GPU" on CUDA (`_kv_cache_device_name`, kcu.py:1131-1133), with " + host" under HiSparse.
-KV_CACHE_LINE = re.compile(
-    r"(?P<pools>[A-Z]+(?: \+ host)?) KV cache size: (?P<tokens>[\d,]+) tokens, "
-    r"Maximum concurrency for (?P<max_model_len>[\d,]+) tokens per request: (?P<concurrency>\d+\.\d\d)x"
-)
-# gpu_worker.py:772-775: logger.info_once("Available KV cache memory: %s GiB", format_gib(...)); a
-# negative budget prints negative (the check then raises NO_CACHE_BLOCKS_MESSAGE).
-AVAILABLE_KV_LINE = re.compile(r"Available KV cache memory: (?P<gib>-?\d+(?:\.\d+)?) GiB")
-
-
-@dataclass(frozen=True)
-class KvCacheLine:
-    """What vLLM's KV-cache line states: the cache's size in tokens, and how many requests of
-    max_model_len tokens it holds at once (vLLM's own division, kcu.py:1120-1128 get_kv_cache_capacity)."""
-
-    pools: str
-    tokens: int
-    max_model_len: int
-    max_concurrency: float
-
-
-def parse_kv_cache_line(line: str) -> KvCacheLine | None:
-    match = KV_CACHE_LINE.search(line)
-    if not match:
-        return None
-    return KvCacheLine(match["pools"], int(match["tokens"].replace(",", "")), int(match["max_model_len"].replace(",", "")), float(match["concurrency"]))
-
-
-def read_start_lines(lines: Iterable[str]) -> StartLines:
-    """The last "Available KV cache memory" and "KV cache size" lines of a log (a restarted server
-    logs them again; the last start is the one that served)."""
-    available: float | None = None
-    size: KvCacheLine | None = None
-    for line in lines:
-        match = AVAILABLE_KV_LINE.search(line)
-        if match:
-            available = float(match["gib"])
-        parsed = parse_kv_cache_line(line)
-        if parsed is not None:
-            size = parsed
-    if size is None:
-        return StartLines(available_gib=available)
-    return StartLines(available, size.tokens, size.max_model_len, size.max_concurrency)
 
 
 def available_kv_range(start: StartLines, plan: VllmMemoryPlan) -> tuple[int, int] | None:
