@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 import pytest
+import yaml
 from pydantic import ValidationError
 
 from fleet.errors import DatasetFormatError
@@ -21,6 +22,7 @@ from fleet.host.agent.kinds.listed import dataset_requests, sample_sha256
 from fleet.host.tokens import count_tokens
 from fleet.workloads.datasets import LOADERS, load_samples
 from fleet.workloads.kinds import DatasetWorkload
+from tests.unit.test_bad_input import HOST, PLAYBOOK, Workspace, fleet, ws  # noqa: F401 - ws is a fixture
 
 
 def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> Path:
@@ -287,3 +289,31 @@ def test_load_samples_reads_a_changed_file_again(tmp_path: Path) -> None:
     write_jsonl(path, SPEC_BENCH[:1])
     second = workload(path, "spec_bench")
     assert first.sha256 != second.sha256 and len(load_samples(str(path), "spec_bench", second.sha256)) == 1
+
+
+# --- through the command line: `fleet plan` and `fleet sweep` refuse with exit 2, no host contacted ---
+
+CLI_CASES = [
+    ("speed-bench-vllm-without-messages", "qualitative.jsonl", '{"category": "coding", "text": "x"}\n', "speed_bench", None, ["qualitative.jsonl line 1", "`messages` or `turns`"]),
+    ("sharegpt-item-without-conversations", "sg.json", '[\n{"id": "a"}\n]', "sharegpt", None, ["sg.json line 2 (item [0])", "`conversations`"]),
+    ("speed-bench-category-unknown", "throughput_1k.jsonl", "".join(json.dumps(r) + "\n" for r in SPEED_BENCH_SGLANG), "speed_bench", ["very_high_entropy"],
+     ["`categories`", "high_entropy, low_entropy, mixed", "not very_high_entropy"]),
+    ("mbpp-sanitized-empty", "sanitized-mbpp.json", "[]", "mbpp", None, ["sanitized-mbpp.json", "at least one mbpp sample"]),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("command", ["plan", "sweep"])
+@pytest.mark.parametrize("case", [pytest.param(c, id=c[0]) for c in CLI_CASES])
+def test_the_command_line_refuses_a_bad_dataset_before_any_host_is_contacted(ws: Workspace, tmp_path: Path, case: Any, command: str) -> None:  # noqa: F811
+    _, name, content, format, categories, words = case
+    path = tmp_path / name
+    path.write_text(content)
+    spec: dict[str, Any] = {"kind": "dataset", "file": str(path), "format": format, **({"categories": categories} if categories else {})}
+    (ws.hosts_dir / "ct200.yaml").write_text(yaml.safe_dump(HOST))
+    ws.playbook.write_text(yaml.safe_dump({**PLAYBOOK, "workloads": {"w": spec}}))
+    code, output = fleet(command, "-p", str(ws.playbook), "--hosts", "ct200")
+    flat = " ".join(output.split())
+    assert code == 2 and ws.contacted == [] and "Traceback" not in output, output
+    assert str(ws.playbook) in output and "workloads.w.dataset" in flat, output
+    for word in words:
+        assert word in flat, output
