@@ -173,12 +173,21 @@ def test_predict_start_checks_the_command_line_and_says_what_of_a_hybrid_model_i
     assert not bad.ok and bad.reason == "vLLM 0.33.0 refuses the command line: argument --max-num-seqs: invalid int value: 'many'"
 
 
-def test_the_kv_cache_line_is_read_and_serving_limits_stay_unknown() -> None:
+def test_the_kv_cache_line_gives_the_serving_limits_it_states_and_no_cap() -> None:
     line = "(EngineCore pid=4242) INFO 11-02 10:00:01 [kv_cache_utils.py:1147] GPU KV cache size: 1,234,567 tokens, Maximum concurrency for 32,768 tokens per request: 37.68x"
     parsed = parse_kv_cache_line(line)
     assert parsed is not None and (parsed.pools, parsed.tokens, parsed.max_model_len, parsed.max_concurrency) == ("GPU", 1234567, 32768, 37.68)
     assert parse_kv_cache_line("INFO Loading weights took 3.2 seconds") is None
-    assert ENGINE.serving_limits(line) is None
+    limits = ENGINE.serving_limits(line)
+    # max_num_seqs is not on the line: the cap stays unknown rather than guessed.
+    assert limits is not None and (limits.max_total_num_tokens, limits.context_len, limits.max_running_requests) == (1234567, 32768, None)
+    # The agent's log watch of a vLLM server reads it; an SGLang server's watch does not.
+    from fleet.host.agent.logwatch import LogScan
+
+    for engine, expected in (("vllm", limits), ("sglang", None)):
+        scan = LogScan(engine)
+        scan.feed(line)
+        assert scan.scheduler == expected, engine
 
 
 def test_flag_names_come_from_the_table() -> None:

@@ -156,11 +156,14 @@ class VLLM:
         return flag_for(release, "enforce_eager")[2:], True
 
     def serving_limits(self, line: str) -> ServingLimits | None:
-        """None, always, for now: vLLM's KV-cache line (`parse_kv_cache_line`) states the cache's
-        tokens and its concurrency at max_model_len, but not the scheduler's cap (max_num_seqs),
-        which `ServingLimits.max_running_requests` is; the agent would drive concurrency levels a
-        max_num_seqs below them cannot run. See the engine package's notes."""
-        return None
+        """The KV-cache line's figures (`parse_kv_cache_line`): the cache's tokens and max_model_len.
+        It does not state the scheduler's cap (max_num_seqs), so `max_running_requests` stays None:
+        the agent takes that from the server, never from a guess (a cap below a playbook's
+        concurrency levels would make them queue unseen)."""
+        line_figures = parse_kv_cache_line(line)
+        if line_figures is None:
+            return None
+        return ServingLimits(max_total_num_tokens=line_figures.tokens, max_running_requests=None, context_len=line_figures.max_model_len)
 
 
 def memory_inputs(values: Mapping[str, object], target: ModelCard, *, gpu_memory_mib: int, release: str) -> tuple[ModelShape, VllmMemoryInputs]:
