@@ -57,6 +57,7 @@ from pathlib import Path
 from collections.abc import Sequence
 from typing import Any, Callable, Protocol
 
+from fleet.host.agent.kinds.listed import Planned, sample_sha256
 from fleet.host.agent.stats import summary
 from fleet.host.tokens import count_tokens
 from fleet.errors import DatasetFormatError
@@ -360,7 +361,6 @@ def sample_requests(workload: DatasetSpec) -> list[Sample]:
 
 def describe(workload: DatasetSpec, samples: list[Sample]) -> dict[str, Any]:
     """What a result records of the dataset: its file, hash, the sample's hash and lengths, categories."""
-    canonical = json.dumps([[s.prompt, s.output_tokens, s.category] for s in samples], ensure_ascii=True, separators=(",", ":"))
     categories: dict[str, int] = {}
     for s in samples:
         if s.category is not None:
@@ -372,7 +372,9 @@ def describe(workload: DatasetSpec, samples: list[Sample]) -> dict[str, Any]:
         # local file has none of (null: nothing behind it, ARCHITECTURE.md's habits).
         "revision": None,
         "sha256": workload.sha256,
-        "sample_sha256": hashlib.sha256(canonical.encode()).hexdigest(),
+        # The agent's own hash of what it asked (fleet.host.agent.kinds.listed.sample_sha256), over one
+        # repeat: a one-repeat run's result carries the same value in extras["sample_sha256"].
+        "sample_sha256": sample_sha256([Planned(s.prompt, s.output_tokens or workload.max_new_tokens, {"category": s.category}) for s in samples]),
         "seed": workload.seed,
         "requests": len(samples),
         "categories": dict(sorted(categories.items())) or None,
