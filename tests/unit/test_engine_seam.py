@@ -3,27 +3,24 @@ through `fleet.host.engines` (`engine(name)`, the `Engine` interface and its neu
 `fleet.host.engines.base`), never an engine package by name. So adding an engine is adding its
 package and its name in ENGINE_NAMES, and no caller changes.
 
-Scanned as test_sim_imports.py scans for the simulator: import statements anywhere (TYPE_CHECKING
+Scanned by tests/unit/import_scan.py, as test_sim_imports.py scans for the simulator: import statements anywhere (TYPE_CHECKING
 blocks and function bodies included), `from fleet.host.engines import <package>`, and importlib /
 runpy calls with a package's name as a literal."""
 
 from __future__ import annotations
 
-import ast
 from pathlib import Path
 
 import pytest
 
-import fleet
 from fleet.host.engines import ENGINE_NAMES, engine
 from fleet.host.errors import UnknownEngineError
 from fleet.host.engines.base import Engine
+from tests.unit.import_scan import FLEET_DIR, imports_of, modules_outside
 
-FLEET_DIR = Path(fleet.__file__).resolve().parent
 ENGINES_DIR = FLEET_DIR / "host" / "engines"
 # Every package under fleet/host/engines/: the engines and the simulator that plays them.
 ENGINE_PACKAGES = sorted(p.name for p in ENGINES_DIR.iterdir() if (p / "__init__.py").is_file())
-_DYNAMIC_IMPORTS = {"import_module", "__import__", "run_module", "find_spec"}
 
 
 def _names_a_package(name: str) -> bool:
@@ -31,26 +28,11 @@ def _names_a_package(name: str) -> bool:
 
 
 def engine_package_imports(path: Path) -> list[str]:
-    found: list[str] = []
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
-        if isinstance(node, ast.Import):
-            found += [f"{node.lineno}: import {a.name}" for a in node.names if _names_a_package(a.name)]
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            if _names_a_package(node.module):
-                found.append(f"{node.lineno}: from {node.module} import ...")
-            else:
-                found += [f"{node.lineno}: from {node.module} import {a.name}" for a in node.names if _names_a_package(f"{node.module}.{a.name}")]
-        elif isinstance(node, ast.Call):
-            func = node.func
-            name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
-            literal = node.args[0].value if node.args and isinstance(node.args[0], ast.Constant) else None
-            if name in _DYNAMIC_IMPORTS and isinstance(literal, str) and _names_a_package(literal):
-                found.append(f"{node.lineno}: {name}({literal!r})")
-    return found
+    return imports_of(path, _names_a_package)
 
 
 def modules_outside_the_engines() -> list[Path]:
-    return sorted(p for p in FLEET_DIR.rglob("*.py") if "__pycache__" not in p.parts and ENGINES_DIR not in p.parents)
+    return modules_outside(ENGINES_DIR)
 
 
 # Crossings not yet moved behind the seam, each with why; the test fails on any other, and when one

@@ -7,15 +7,12 @@ Scanned: every module of the `fleet` package outside `fleet/host/engines/sim/`. 
 
 from __future__ import annotations
 
-import ast
 from pathlib import Path
 
-import fleet
+from tests.unit.import_scan import FLEET_DIR, imports_of, modules_outside
 
 SIM_PACKAGE = "fleet.host.engines.sim"
-FLEET_DIR = Path(fleet.__file__).resolve().parent
 SIM_DIR = FLEET_DIR / "host" / "engines" / "sim"
-_DYNAMIC_IMPORTS = {"import_module", "__import__", "run_module", "find_spec"}
 
 
 def _is_sim(name: str) -> bool:
@@ -23,29 +20,11 @@ def _is_sim(name: str) -> bool:
 
 
 def sim_imports(path: Path) -> list[str]:
-    """`line: what` for every import of the simulator in `path`: import statements (TYPE_CHECKING
-    blocks and function bodies included), `from fleet.host.engines import sim`, and importlib /
-    runpy calls with the simulator's name as a literal."""
-    found: list[str] = []
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
-        if isinstance(node, ast.Import):
-            found += [f"{node.lineno}: import {a.name}" for a in node.names if _is_sim(a.name)]
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            if _is_sim(node.module):
-                found.append(f"{node.lineno}: from {node.module} import ...")
-            else:
-                found += [f"{node.lineno}: from {node.module} import {a.name}" for a in node.names if _is_sim(f"{node.module}.{a.name}")]
-        elif isinstance(node, ast.Call):
-            func = node.func
-            name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
-            literal = node.args[0].value if node.args and isinstance(node.args[0], ast.Constant) else None
-            if name in _DYNAMIC_IMPORTS and isinstance(literal, str) and _is_sim(literal):
-                found.append(f"{node.lineno}: {name}({literal!r})")
-    return found
+    return imports_of(path, _is_sim)
 
 
 def controller_modules() -> list[Path]:
-    return sorted(p for p in FLEET_DIR.rglob("*.py") if "__pycache__" not in p.parts and SIM_DIR not in p.parents)
+    return modules_outside(SIM_DIR)
 
 
 def test_no_module_outside_the_simulator_imports_it() -> None:
