@@ -202,7 +202,7 @@ class DatasetWorkload(WorkloadKind):
 
     kind: Literal["dataset"]
     file: str = Field(min_length=1, max_length=4096, description="a dataset file on this machine, shipped with the sweep")
-    format: Literal["sharegpt", "spec_bench", "mt_bench", "speed_bench", "gsm8k", "humaneval", "mbpp", "jsonl"] = Field(description="the file's format, as its publisher's loader reads it")
+    format: Literal["sharegpt", "spec_bench", "mt_bench", "speed_bench", "gsm8k", "humaneval", "mbpp", "jsonl"]
     # Filled from the file when not given (a before-validator): the run id then changes with the
     # file's contents, and a pinned value is checked against it.
     sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
