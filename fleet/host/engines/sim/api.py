@@ -1,5 +1,6 @@
 """SGLang's HTTP API on top of the simulated engine: the routes, request validation and the exact
-JSON and SSE shapes of `entrypoints/http_server.py` and `entrypoints/openai/serving_*.py` (v0.5.13).
+JSON and SSE shapes of `entrypoints/http_server.py` and `entrypoints/openai/serving_*.py` (0.5.23;
+tests/integration/test_sim_conformance.py checks them against that wheel's protocol models).
 """
 
 from __future__ import annotations
@@ -9,7 +10,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from fleet.host.engines.sglang.release import DEFAULT_SIM_RELEASE
+from fleet.host.engines.sglang.flags import FORK_FLAGS, fleet_field, load_table
+from fleet.host.engines.sglang.release import DEFAULT_SIM_RELEASE, KNOWN_RELEASES, parse_version
 from fleet.host import tokens
 from fleet.host.engines.sim import metrics, sgltext
 from fleet.host.engines.sim.console import ERROR, WARNING, Console
@@ -41,6 +43,18 @@ class ServerState:
     status: str = "Starting"  # Starting | Up | UnHealthy (ServerStatus)
     version: str = DEFAULT_SIM_RELEASE  # /get_server_info's `version`: the release the sim plays
     created: int = field(default_factory=lambda: int(time.time()))
+    launch_command: str | None = None  # /server_info's launch_command (0.5.23)
+
+    @property
+    def since_0523(self) -> bool:
+        """Whether the release played answers with 0.5.23's shapes (older ones keep the sim's earlier ones)."""
+        return parse_version(self.version) >= (0, 5, 23)
+
+    def startup_time(self) -> dict[str, Any]:
+        """TokenizerManager.startup_time (0.5.23 observability/startup_time.py:11 build_scheduler_startup_time,
+        plus tokenizer_e2e): seconds per start-up phase."""
+        total = (self.ready_at or time.time()) - self.started_at
+        return {"load_weight": self.load_weights_s, "kv_cache_allocation": 0.0, "scheduler_e2e": total, "cuda_graph": {}, "tokenizer_e2e": total}
 
 
 def openai_error(message: str, error_type: str = "BadRequestError", code: int = 400) -> dict[str, Any]:
@@ -63,9 +77,11 @@ class Api:
         self.speed = speed
         self.enable_metrics = enable_metrics
         self.enable_cache_report = enable_cache_report
+        self.streamed = metrics.StreamTally()  # the streamed requests' share of the engine's counters
         self.routes: dict[tuple[str, str], Callable[[HttpRequest, Connection], Any]] = {
             ("GET", "/health"): self.health,
             ("GET", "/health_generate"): self.health,
+            ("GET", "/ready"): self.ready,
             ("GET", "/model_info"): self.model_info,
             ("GET", "/get_model_info"): self.deprecated_info,
             ("GET", "/server_info"): self.server_info,
@@ -122,8 +138,30 @@ class Api:
         self.state.status = "UnHealthy"
         connection.send(503, b"")
 
+    async def ready(self, request: HttpRequest, connection: Connection) -> None:
+        """0.5.23 http_server.py:714: 200 once the server is Up (TokenizerManager.is_ready), else 503, no body."""
+        connection.send(200 if self.state.status == "Up" else 503, b"")
+
     def _model_info(self) -> dict[str, Any]:
         args = self.state.server_args
+        if self.state.since_0523:
+            # 0.5.23 http_server.py:812-843, key for key.
+            return {
+                "model_path": args["model_path"],
+                "served_model_name": self.state.served_model_name,
+                "tokenizer_path": args["tokenizer_path"],
+                "is_generation": True,
+                "preferred_sampling_params": args.get("preferred_sampling_params"),
+                "weight_version": args.get("weight_version", "default"),
+                "load_format": args.get("load_format", "auto"),
+                "reasoning_parser": args.get("reasoning_parser"),
+                "tool_call_parser": args.get("tool_call_parser"),
+                "disaggregation_mode": args.get("disaggregation_mode", "null"),
+                "has_image_understanding": self.state.has_image_understanding,
+                "has_audio_understanding": False,
+                "model_type": self.state.model_type,
+                "architectures": self.state.architectures,
+            }
         return {
             "model_path": args["model_path"],
             "tokenizer_path": args["tokenizer_path"],
@@ -156,6 +194,20 @@ class Api:
         internal["effective_max_running_requests_per_dp"] = self.state.max_running_requests
         if stats.avg_spec_accept_length is not None:
             internal["avg_spec_accept_length"] = stats.avg_spec_accept_length
+        if self.state.since_0523:
+            # 0.5.23 http_server.py:863-892 over utils/common.py:3584 build_server_info: the resolved
+            # fields, launch_command, the scheduler's info (with its startup_time), kv_events, then
+            # the tokenizer's startup_time, internal_states, version and frontend.
+            return {
+                **self._release_fields(),
+                "launch_command": self.state.launch_command,
+                **self.state.scheduler_info,
+                "startup_time": self.state.startup_time(),
+                "kv_events": None,
+                "internal_states": [internal],
+                "version": self.state.version,
+                "frontend": "python",
+            }
         return {
             **self.state.server_args,
             **self.state.scheduler_info,
@@ -163,6 +215,26 @@ class Api:
             "version": self.state.version,
             "kv_events": None,
         }
+
+    def _release_fields(self) -> dict[str, Any]:
+        """The resolved settings under the played release's ServerArgs field names (0.5.23 server_args.py:316
+        resolved_dict): fleet's 0.5.12 names renamed (flags.RELEASE_FLAGS), settings that are no field of
+        the release (a fork's when unset, fleet's own) left out."""
+        args = self.state.server_args
+        release = self.state.version
+        if release not in KNOWN_RELEASES:
+            return dict(args)
+        fork_dests = {flag["dest"] for flags in FORK_FLAGS.values() for flag in flags}
+        dests = {action["dest"] for action in load_table(release).actions} | fork_dests
+        fields: dict[str, Any] = {}
+        for key, value in args.items():
+            name = fleet_field(release, key)
+            if name != key:
+                if name not in args:
+                    fields[name] = value
+            elif key in dests and not (key in fork_dests and value is None):
+                fields[key] = value
+        return fields
 
     async def server_info(self, request: HttpRequest, connection: Connection) -> None:
         connection.send(200, self._server_info())
@@ -223,6 +295,8 @@ class Api:
             ttft=stats.ttft,
             itl=stats.itl,
             e2e=stats.e2e,
+            since_0523=self.state.since_0523,
+            streamed=self.streamed,
         )
         connection.send(200, metrics.render(snapshot).encode(), "text/plain; version=0.0.4; charset=utf-8")
 
@@ -258,6 +332,12 @@ class Api:
                 meta["spec_num_correct_drafts"] = request.correct_drafts
                 meta["spec_num_proposed_drafts"] = proposed
                 meta["spec_verify_ct"] = request.verify_ct
+                if self.state.since_0523:
+                    # 0.5.23 tokenizer_manager.py:3138-3200 _calculate_spec_decoding_metrics: no older
+                    # aliases; the histogram only when it has entries.
+                    if len(request.histogram):
+                        meta["spec_correct_drafts_histogram"] = list(request.histogram)
+                    return meta
                 meta["spec_accepted_drafts"] = request.correct_drafts
                 meta["spec_proposed_drafts"] = proposed
                 meta["spec_correct_drafts_histogram"] = list(request.histogram)
@@ -351,9 +431,14 @@ class Api:
             return connection.send(400, openai_error(str(exc)))
         model = body.get("model") or self.state.served_model_name
         stream = bool(body.get("stream"))
-        include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+        # 0.5.23 entrypoints/openai/utils.py:250 should_include_usage (the server's default include_usage,
+        # --stream-response-default-include-usage, when the request has no stream_options).
+        options = body.get("stream_options")
+        default_usage = bool(self.state.server_args.get("stream_response_default_include_usage"))
+        include_usage = bool(options.get("include_usage")) or default_usage if isinstance(options, dict) and options else default_usage
+        continuous_usage = bool(options.get("continuous_usage_stats")) if isinstance(options, dict) and options else False
         spec_details = bool(body.get("return_spec_tokens_details"))
-        sink: _Sink = _OpenAIStream(connection, self, model, chat, include_usage, spec_details) if stream else _Collect()
+        sink: _Sink = _OpenAIStream(connection, self, model, chat, include_usage, spec_details, continuous_usage) if stream else _Collect()
         sim_request = self.engine.new_request(text, prompt_tokens, max_tokens, sink, prompt_ids=prompt_ids, stop_at_eos=not body.get("ignore_eos", False))
         if stream:
             connection.start_stream()
@@ -365,10 +450,17 @@ class Api:
         if reason.get("type") == "abort" and reason.get("status_code"):
             return connection.send(400, openai_error(reason["message"]))
         usage = self._usage(sim_request)
+        # The response-level sglext (0.5.23 serving_completions.py:548-572, serving_chat.py:2891): only
+        # what was asked for and exists, so no key at all without speculative decoding.
+        details = spec_tokens_details(self._meta_info(sim_request)) if spec_details else None
         if chat:
+            # ChatMessage (protocol.py:1293) drops tool_calls when None; 0.5.12's sim answer kept it.
+            message = {"role": "assistant", "content": sim_request.text, "reasoning_content": None}
+            if not self.state.since_0523:
+                message["tool_calls"] = None
             choice = {
                 "index": 0,
-                "message": {"role": "assistant", "content": sim_request.text, "reasoning_content": None, "tool_calls": None},
+                "message": message,
                 "logprobs": None,
                 "finish_reason": finish_type(sim_request),
                 "matched_stop": matched_stop(sim_request),
@@ -377,17 +469,26 @@ class Api:
         else:
             choice = {"index": 0, "text": sim_request.text, "logprobs": None, "finish_reason": finish_type(sim_request), "matched_stop": matched_stop(sim_request)}
             kind = "text_completion"
-        connection.send(200, {"id": sim_request.rid, "object": kind, "created": int(time.time()), "model": model, "choices": [choice], "usage": usage, "metadata": {"weight_version": "default"}})
+        response = {"id": sim_request.rid, "object": kind, "created": int(time.time()), "model": model, "choices": [choice], "usage": usage, "metadata": {"weight_version": "default"}}
+        if details is not None and self.state.since_0523:
+            response["sglext"] = {"spec_tokens_details": details}
+        connection.send(200, response)
 
-    def _usage(self, request: SimRequest) -> dict[str, Any]:
-        details = {"cached_tokens": request.cached_tokens} if self.enable_cache_report else None
-        return {
+    def _usage(self, request: SimRequest, cache_report: bool | None = None) -> dict[str, Any]:
+        """UsageProcessor.calculate_token_usage (0.5.23 usage_processor.py:96-131) as UsageInfo dumps it
+        (protocol.py:221): completion_tokens_details only when there are reasoning tokens (never here)."""
+        report = self.enable_cache_report if cache_report is None else cache_report
+        details = {"cached_tokens": request.cached_tokens} if report else None
+        usage: dict[str, Any] = {
             "prompt_tokens": request.prompt_tokens,
             "total_tokens": request.prompt_tokens + request.completion_tokens,
             "completion_tokens": request.completion_tokens,
             "prompt_tokens_details": details,
             "reasoning_tokens": 0,
         }
+        if self.state.since_0523:
+            usage["completion_tokens_details"] = None
+        return usage
 
 
 def _is_batch(body: dict[str, Any]) -> bool:
@@ -438,6 +539,20 @@ class _StreamSink(_Sink):
         super().__init__()
         self.connection = connection
         self.api = api
+        self._counted_tokens = 0
+        self._first_seen = False
+        api.streamed.num_requests += 1  # counted at submission, as the engine counts every request
+
+    def tally(self, request: SimRequest) -> None:
+        """The streamed share of the tokenizer counters split by is_streaming (0.5.23 metrics_collector.py:1856-1963):
+        prompt tokens and TTFT at the first output (when the engine counts them), generated tokens as they come."""
+        tally = self.api.streamed
+        if not self._first_seen and request.first_token_at is not None:
+            self._first_seen = True
+            tally.prompt_tokens += request.prompt_tokens
+            tally.ttft.observe(request.first_token_at - request.created)
+        tally.generation_tokens += request.completion_tokens - self._counted_tokens
+        self._counted_tokens = request.completion_tokens
 
     def _send(self, request: SimRequest, payload: bytes) -> None:
         if not self.connection.write_chunk(payload):
@@ -447,6 +562,8 @@ class _StreamSink(_Sink):
 
     def on_finish(self, request: SimRequest) -> None:
         if not self.done.done():
+            if request.finished_at is not None:
+                self.api.streamed.e2e.observe(request.e2e_latency)
             self.connection.write_chunk(b"data: [DONE]\n\n")
             self.connection.end_stream()
         super().on_finish(request)
@@ -478,6 +595,7 @@ class _GenerateStream(_StreamSink):
         self._ids = ""  # the cumulative output_ids, comma-separated
 
     def on_tokens(self, request: SimRequest, pieces: list[str]) -> None:
+        self.tally(request)
         # Non-incremental streaming (SGLang's default): cumulative text and output_ids every chunk.
         if pieces:
             self._text += json_escaped(pieces)
@@ -520,30 +638,63 @@ def spec_tokens_details(meta: dict[str, Any]) -> dict[str, Any] | None:
 
 
 class _OpenAIStream(_StreamSink):
-    def __init__(self, connection: Connection, api: Api, model: str, chat: bool, include_usage: bool, spec_details: bool = False) -> None:
+    """The SSE chunks of /v1/completions and /v1/chat/completions.
+
+    0.5.23 shapes (checked by tests/integration/test_sim_conformance.py):
+    - completions: every chunk is CompletionStreamResponse.model_dump_json() (serving_completions.py:387-403),
+      `usage` null, or the running usage with stream_options.continuous_usage_stats (:395-401); the final
+      usage chunk is dumped with exclude_none=True (:495).
+    - chat: content chunks come from sse_utils.build_sse_content (msgspec, omit_defaults): the delta always
+      has reasoning_content, role and content only when set, and the chunk has `usage` only with
+      continuous_usage_stats (serving_chat.py:985-1000); the role chunk (:2586) and the finish chunk (:2655)
+      never carry usage. The sglext and usage chunks are ChatCompletionStreamResponse.model_dump_json().
+    Releases before 0.5.23 keep the sim's earlier shapes (every key, `tool_calls` null).
+    """
+
+    def __init__(self, connection: Connection, api: Api, model: str, chat: bool, include_usage: bool, spec_details: bool = False, continuous_usage: bool = False) -> None:
         super().__init__(connection, api)
         self.model = model
         self.chat = chat
         self.include_usage = include_usage
         self.spec_details = spec_details
+        self.continuous_usage = continuous_usage
+        self.new_shapes = api.state.since_0523
         self.first = True
         self.created = int(time.time())
-        kind = "chat.completion.chunk" if chat else "text_completion"
-        body = '"delta":{"role":null,"content":"%s","reasoning_content":null,"tool_calls":null}' if chat else '"text":"%s"'
-        # The content chunk as a %-template of (rid, escaped content): the dict-built chunk, pre-serialized.
-        self._content_template = (
-            'data: {"id":"%s","object":"'
-            + kind
-            + '","created":'
-            + str(self.created)
-            + ',"model":'
-            + dumps(model).decode().replace("%", "%%")
-            + ',"choices":[{"index":0,'
-            + body
-            + ',"logprobs":null,"finish_reason":null,"matched_stop":null}],"usage":null}\n\n'
-        )
+        self.kind = "chat.completion.chunk" if chat else "text_completion"
+        head = 'data: {"id":"%s","object":"' + self.kind + '","created":' + str(self.created) + ',"model":' + dumps(model).decode().replace("%", "%%") + ',"choices":[{"index":0,'
+        if chat and self.new_shapes:
+            body = '"delta":{"reasoning_content":null,"content":"%s"}'
+        elif chat:
+            body = '"delta":{"role":null,"content":"%s","reasoning_content":null,"tool_calls":null}'
+        else:
+            body = '"text":"%s"'
+        # The content chunk as a %-template of (rid, escaped content[, usage JSON]): the dict-built chunk, pre-serialized.
+        tail = ',"logprobs":null,"finish_reason":null,"matched_stop":null}]'
+        if continuous_usage and self.new_shapes:
+            tail += ',"usage":%s}\n\n'
+        elif chat and self.new_shapes:
+            tail += "}\n\n"
+        else:
+            tail += ',"usage":null}\n\n'
+        self._content_template = head + body + tail
+
+    def _running_usage(self, request: SimRequest) -> dict[str, Any]:
+        # Completions: calculate_token_usage without cached details (serving_completions.py:397);
+        # chat: with them under --enable-cache-report (serving_chat.py:834 _continuous_usage_cached_details).
+        return self.api._usage(request, cache_report=self.api.enable_cache_report if self.chat else False)
 
     def _chunk(self, request: SimRequest, content: str | None, finish: str | None, role: str | None = None) -> bytes:
+        chunk: dict[str, Any]
+        if self.chat and self.new_shapes:
+            delta: dict[str, Any] = {"reasoning_content": None}
+            if role is not None:
+                delta["role"] = role
+            if content is not None:
+                delta["content"] = content
+            choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish, "matched_stop": matched_stop(request) if finish else None}
+            chunk = {"id": request.rid, "object": self.kind, "created": self.created, "model": self.model, "choices": [choice]}
+            return b"data: " + dumps(chunk) + b"\n\n"
         if self.chat:
             choice = {
                 "index": 0,
@@ -552,18 +703,22 @@ class _OpenAIStream(_StreamSink):
                 "finish_reason": finish,
                 "matched_stop": matched_stop(request) if finish else None,
             }
-            kind = "chat.completion.chunk"
         else:
             choice = {"index": 0, "text": content or "", "logprobs": None, "finish_reason": finish, "matched_stop": matched_stop(request) if finish else None}
-            kind = "text_completion"
-        chunk = {"id": request.rid, "object": kind, "created": self.created, "model": self.model, "choices": [choice], "usage": None}
+        usage = self._running_usage(request) if self.continuous_usage and self.new_shapes and not self.chat else None
+        chunk = {"id": request.rid, "object": self.kind, "created": self.created, "model": self.model, "choices": [choice], "usage": usage}
         return b"data: " + dumps(chunk) + b"\n\n"
 
     def on_tokens(self, request: SimRequest, pieces: list[str]) -> None:
+        self.tally(request)
         if self.first and self.chat:
             self.first = False
             self._send(request, self._chunk(request, "", None, role="assistant"))
-        self._send(request, (self._content_template % (request.rid, json_escaped(pieces))).encode())
+        if self.continuous_usage and self.new_shapes:
+            payload = self._content_template % (request.rid, json_escaped(pieces), dumps(self._running_usage(request)).decode())
+        else:
+            payload = self._content_template % (request.rid, json_escaped(pieces))
+        self._send(request, payload.encode())
 
     def on_finish(self, request: SimRequest) -> None:
         if not self.done.done():
@@ -576,25 +731,14 @@ class _OpenAIStream(_StreamSink):
                 details = spec_tokens_details(self.api._meta_info(request)) if self.spec_details else None
                 if details is not None:
                     # After the finish chunk, before usage, with no choices: sglang 0.5.23
-                    # serving_completions.py:444-476 (serving_chat.py:2703 for chat).
-                    sglext: dict[str, Any] = {
-                        "id": request.rid,
-                        "object": "chat.completion.chunk" if self.chat else "text_completion",
-                        "created": self.created,
-                        "model": self.model,
-                        "choices": [],
-                        "usage": None,
-                        "sglext": {"routed_experts": None, "cached_tokens_details": None, "spec_tokens_details": details},
-                    }
+                    # serving_completions.py:444-476 (serving_chat.py:2703 for chat); SglExt drops None fields
+                    # (protocol.py:470-503).
+                    sglext_body: dict[str, Any] = {"spec_tokens_details": details} if self.new_shapes else {"routed_experts": None, "cached_tokens_details": None, "spec_tokens_details": details}
+                    sglext: dict[str, Any] = {"id": request.rid, "object": self.kind, "created": self.created, "model": self.model, "choices": [], "usage": None, "sglext": sglext_body}
                     self.connection.write_chunk(b"data: " + dumps(sglext) + b"\n\n")
                 if self.include_usage:
-                    usage: dict[str, Any] = {
-                        "id": request.rid,
-                        "object": "chat.completion.chunk" if self.chat else "text_completion",
-                        "created": self.created,
-                        "model": self.model,
-                        "choices": [],
-                        "usage": self.api._usage(request),
-                    }
+                    usage: dict[str, Any] = {"id": request.rid, "object": self.kind, "created": self.created, "model": self.model, "choices": [], "usage": self.api._usage(request)}
+                    if self.new_shapes and not self.chat:  # serving_completions.py:495 model_dump_json(exclude_none=True)
+                        usage["usage"] = {k: v for k, v in usage["usage"].items() if v is not None}
                     self.connection.write_chunk(b"data: " + dumps(usage) + b"\n\n")
         super().on_finish(request)

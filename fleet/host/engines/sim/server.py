@@ -124,6 +124,7 @@ class Launch:
     release: str
     parsed: ParsedArgv | None = None  # the release's own ServerArgs fields as given (its field names)
     fork: str | None = None  # "ddtree" when playing the DDTree fork
+    argv: tuple[str, ...] = ()  # the command line as given (/server_info's launch_command)
 
     @property
     def sglang_version(self) -> str:
@@ -420,6 +421,8 @@ class SimServer:
             started_at=self.started,
             version=self.launch.release,
             load_weights_s=self.load_weights_s,
+            # 0.5.23 server_args.py:717 `_launch_command`: the argv joined by spaces (watermark keys redacted).
+            launch_command=" ".join(self.launch.argv),
         )
 
     async def run(self) -> int:
@@ -561,7 +564,7 @@ def prepare(argv: Sequence[str], env: Mapping[str, str], err: TextIO | None = No
     except FaultProfileError as exc:
         console.raw([f"fleet sim: {exc}"])
         return 2
-    launch = Launch(raw, settings, faults, env, line.release, line.parsed, line.fork)
+    launch = Launch(raw, settings, faults, env, line.release, line.parsed, line.fork, tuple(argv))
 
     try:
         target = resolve_model(raw["model_path"], faults)
