@@ -1,6 +1,6 @@
 """YAML as PyYAML's `yaml.safe_load` reads it, for engine `--config` files, with the standard library only.
 
-SGLang 0.5.23 reads `--config` with `yaml.safe_load` (sglang/srt/utils/server_args_config_parser.py:139)
+SGLang 0.5.23 reads `--config` with `yaml.safe_load` (sglang/srt/utils/server_args_config_parser.py:141)
 and vLLM does the same; a host ships without PyYAML (tests/unit/test_host_package.py), so this module
 rebuilds the part of PyYAML 6.0 such files use: block mappings and sequences nested by indentation,
 flow `[...]` and `{...}` collections, plain, single- and double-quoted scalars, comments, anchors,
@@ -295,7 +295,7 @@ class _Reader:
                 pairs.append((key, value))
         if i < len(self.lines) and self.lines[i].indent > indent:
             raise self.bad(self.lines[i].number, "mapping values are not allowed here (bad indentation)")
-        # yaml/constructor.py:168 flatten_mapping: merged pairs go first, the mapping's own override them;
+        # yaml/constructor.py:180 flatten_mapping: merged pairs go first, the mapping's own override them;
         # of a list of merged mappings, earlier ones win.
         merged: list[tuple[Any, Any]] = []
         for value, number in merges:
@@ -306,10 +306,7 @@ class _Reader:
                 merged.extend(source.items())
         result: dict[Any, Any] = {}
         for key, value in merged + pairs:
-            try:
-                result[key] = value
-            except TypeError:
-                raise self.bad(indent, "found unhashable key") from None
+            result[key] = value  # block keys come from key(): scalars, always hashable
         return result, i
 
     def key(self, text: str, number: int) -> Any:
@@ -428,8 +425,11 @@ def _mapping_key(text: str) -> tuple[str, str] | None:
         return None
     if text[0] in "[{":
         return None
-    for match in re.finditer(r":(?: |$)", text):
-        return text[: match.start()].rstrip(), text[match.end() :].strip()
+    for match in re.finditer(r":(?:[ \t]|$)", text):
+        rest = text[match.start() + 1 :]
+        if rest.lstrip(" ").startswith("\t"):  # PyYAML skips only spaces before a token (yaml/scanner.py scan_to_next_token)
+            raise YamlError("found character '\\t' that cannot start any token")
+        return text[: match.start()].rstrip(), rest.strip()
     return None
 
 

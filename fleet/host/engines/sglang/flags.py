@@ -459,7 +459,7 @@ def _config_keys(action: argparse.Action) -> set[str]:
 
 
 def merge_config(parser: argparse.ArgumentParser, argv: list[str]) -> list[str]:
-    """ConfigArgumentMerger.merge_config_with_args (server_args_config_parser.py:74-104): the YAML
+    """ConfigArgumentMerger.merge_config_with_args (server_args_config_parser.py:75-106): the YAML
     file's keys become flags placed before the command line's (CLI > config > defaults)."""
     indices = [i for i, arg in enumerate(argv) if arg == "--config"]
     if len(indices) > 1:
@@ -469,7 +469,7 @@ def merge_config(parser: argparse.ArgumentParser, argv: list[str]) -> list[str]:
         raise ConfigFileError("No config file specified after --config flag!")
     path = Path(argv[index + 1])
     config = read_config_yaml(path)
-    # :42-67: store_true keys, and the keys of actions that take more than one value (refused).
+    # :42-69 (__init__): store_true keys, and the keys of actions that take more than one value (refused).
     store_true = {key for a in parser._actions if isinstance(a, argparse._StoreTrueAction) for key in _config_keys(a)}
     supported = [a for a in parser._actions if isinstance(a, (argparse._StoreTrueAction, argparse._StoreAction)) or a.nargs is None]
     supported_keys = {key for a in supported for key in _config_keys(a)}
@@ -480,7 +480,7 @@ def merge_config(parser: argparse.ArgumentParser, argv: list[str]) -> list[str]:
 
 
 def config_args(config: dict[Any, Any], store_true: set[str], unsupported: Mapping[str, argparse.Action]) -> list[str]:
-    """_convert_config_to_args (server_args_config_parser.py:167-185) on the object PyYAML built: the
+    """_convert_config_to_args (server_args_config_parser.py:164-183) on the object PyYAML built: the
     same Python values, so the same str() and json.dumps texts (None -> "None", 1e+3 floats -> "1000.0",
     dates -> "2024-01-02", nested mappings -> JSON, empty lists skipped, list items str()'d)."""
     merged: list[str] = []
@@ -490,14 +490,14 @@ def config_args(config: dict[Any, Any], store_true: set[str], unsupported: Mappi
         norm = key.replace("-", "_")
         if norm in unsupported:
             raise ConfigFileError(f"Unsupported config option '{norm}' with action '{_sglang_action_name(unsupported[norm])}'")
-        if isinstance(value, bool):  # :188-203 _add_boolean_arg
+        if isinstance(value, bool):  # :185-200 _add_boolean_arg
             if norm in store_true:
                 merged += [f"--{key}"] if value else []
             else:
                 merged += [f"--{key}", str(value).lower()]
-        elif isinstance(value, list):  # :205-209 _add_list_arg: an empty list adds nothing
+        elif isinstance(value, list):  # :202-206 _add_list_arg: an empty list adds nothing
             merged += [f"--{key}", *(str(item) for item in value)] if value else []
-        elif isinstance(value, dict):  # :180 json.dumps(value)
+        elif isinstance(value, dict):  # :179 json.dumps(value)
             try:
                 merged += [f"--{key}", json.dumps(value)]
             except (TypeError, ValueError) as exc:  # e.g. a date inside: SGLang dies with json's TypeError
@@ -508,7 +508,7 @@ def config_args(config: dict[Any, Any], store_true: set[str], unsupported: Mappi
 
 
 def _sglang_action_name(action: argparse.Action) -> str:
-    """The class name SGLang's message prints (:171): its own action classes' names, not fleet's stand-ins'."""
+    """The class name SGLang's message prints (:172): its own action classes' names, not fleet's stand-ins'."""
     for name, cls in _ACTIONS.items():
         if isinstance(cls, type) and type(action) is cls and cls.__module__ == __name__:
             return name
@@ -516,7 +516,7 @@ def _sglang_action_name(action: argparse.Action) -> str:
 
 
 def read_config_yaml(path: Path) -> dict[Any, Any]:
-    """_parse_yaml_config (server_args_config_parser.py:121-151): the suffix and existence checks,
+    """_parse_yaml_config (server_args_config_parser.py:124-153, :155-162): the suffix and existence checks,
     `yaml.safe_load` (fleet.host.engines.yaml11, PyYAML's rules with the standard library), an empty
     file as {}, and a root that is not a mapping refused."""
     if path.suffix.lower() not in (".yaml", ".yml"):
