@@ -164,21 +164,24 @@ def _quarantine_store():
 
 def _plan_options(hosts, memory_check: bool):
     """What planning knows of each host: its cached facts (`fleet facts`, `fleet provision`) or the
-    inventory; and the durations measured by earlier sweeps (results/durations.json), for the ETA."""
+    inventory; the durations measured by earlier sweeps (results/durations.json), for the ETA; and
+    what earlier starts logged of their memory (results/starts.json), for the predictions."""
     from fleet.connect import facts_cache_dir
     from fleet.facts import FactsCache
     from fleet.host.errors import ContractError
     from fleet.plan import PlanOptions, hardware_of
     from fleet.layout import ResultsRoot
     from fleet.planning.estimate import DurationHistory
+    from fleet.planning.starts import StartHistory
 
     cache = FactsCache(facts_cache_dir())
     hardware = {h.name: hardware_of(h, cache.load(h.name)) for h in hosts}
     try:
         durations = DurationHistory.load(ResultsRoot(_results_root()).durations)
+        starts = StartHistory.load(ResultsRoot(_results_root()).starts)
     except ContractError as exc:
         _fail(str(exc))
-    return PlanOptions(memory_check=memory_check, quarantine=_quarantine_store(), hardware=hardware, durations=durations)
+    return PlanOptions(memory_check=memory_check, quarantine=_quarantine_store(), hardware=hardware, durations=durations, starts=starts)
 
 
 def _show(text: str) -> None:

@@ -8,7 +8,7 @@ On a host (model files):
     <staging>/<repo-slug>--<revision>/        fast copy (tmpfs), re-staged after a reboot
 On the controller (under results/; `ResultsRoot` and `SweepFolder` name every file, for both
 sweep backends, the report and the estimator):
-    LATEST, durations.json, quarantine.json  the last sweep started; measured durations; quarantine
+    LATEST, durations.json, starts.json, quarantine.json  the last sweep started; measured durations; what starts logged of memory; quarantine
     <sweep-id>/sweep.json                    the start record (every backend's; a backend may add its own)
     <sweep-id>/playbook.yaml, plan.json, summary.json, hosts/<host>.json and .facts.json
     <sweep-id>/<host>/                       what came back
@@ -36,6 +36,7 @@ BASE_PORT = 30000
 # The controller's results folder (results/): the names every reader and writer uses.
 LATEST = "LATEST"
 DURATIONS = "durations.json"
+STARTS = "starts.json"
 QUARANTINE = "quarantine.json"
 SWEEP_RECORD = "sweep.json"
 PLAN = "plan.json"
@@ -88,11 +89,15 @@ class ResultsRoot:
         return self.path / DURATIONS
 
     @property
+    def starts(self) -> Path:
+        return self.path / STARTS
+
+    @property
     def quarantine(self) -> Path:
         return self.path / QUARANTINE
 
     def own_files(self) -> tuple[str, ...]:
-        return (LATEST, DURATIONS, QUARANTINE)
+        return (LATEST, DURATIONS, STARTS, QUARANTINE)
 
     def sweep(self, sweep_id: str) -> SweepFolder:
         return SweepFolder(self.path / sweep_id)

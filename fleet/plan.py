@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, TextIO
 
@@ -26,6 +26,7 @@ from fleet.layout import model_serve_dir, server_port
 from fleet.planning.estimate import DurationHistory, Estimate, calibrate, estimate_run, estimate_server_start
 from fleet.planning.ids import IdCache
 from fleet.planning.schedule import HostSlots, Job, Schedule, schedule
+from fleet.planning.starts import StartedServer, StartHistory
 from fleet.playbook import AutoFix, FlagValue, Playbook, Run, ServerConfig, expand_runs
 from fleet.workloads import comparability_warnings
 
@@ -105,6 +106,9 @@ class PlanOptions:
     hardware: Mapping[str, Hardware] = field(default_factory=dict)  # host name -> what facts say
     # Measured durations of earlier sweeps (results/durations.json): the ETA prefers them to priors.
     durations: DurationHistory | None = None
+    # What earlier starts logged of their memory (results/starts.json): an engine that measures at
+    # start-up what its planner must otherwise assume (vLLM) predicts the same launch from it.
+    starts: StartHistory | None = None
 
 
 @dataclass(frozen=True)
@@ -252,7 +256,10 @@ def _decide(
             return [replace(planned, skip_reason=f"quarantined ({entry.key}): {entry.reason}")]
     if not options.memory_check or hardware.gpu_memory_mib is None:
         return [planned]
-    verdict: Feasibility = check_server(config, planned.launch, gpu_memory_mib=hardware.gpu_memory_mib, engine_version=hardware.version_of(engine), fork=host.engine.fork_for(engine))
+    observed = options.starts.for_engine(engine) if options.starts else []
+    verdict: Feasibility = check_server(
+        config, planned.launch, gpu_memory_mib=hardware.gpu_memory_mib, engine_version=hardware.version_of(engine), fork=host.engine.fork_for(engine), observed=observed
+    )
     fits = verdict.plan is not None and verdict.plan.failure is None
     warnings = comparability_warnings(planned.runs, verdict.plan.context_len, verdict.plan.kv_tokens) if fits and verdict.plan else []
     planned = replace(planned, prediction="; ".join([verdict.reason, *warnings]))
@@ -285,6 +292,18 @@ def quarantine_engine(host: Target, engine: str) -> str:
     """A quarantine key's engine: the host's kind for SGLang (`sglang` or `sim`, as keys always
     said), the engine's name for the others."""
     return host.engine.kind.value if engine == DEFAULT_ENGINE else engine
+
+
+def started_servers(servers: Iterable[PlannedServer], hardware: Mapping[str, Hardware]) -> dict[str, StartedServer]:
+    """What the controller knows of each launched server of a sweep, by server id: its launch, its
+    engine's release and its host's GPU (for `fleet.planning.starts`)."""
+    found: dict[str, StartedServer] = {}
+    for server in servers:
+        if server.skip_reason is not None:
+            continue
+        gpu = hardware.get(server.host, Hardware()).gpu_memory_mib
+        found[server.config.id] = StartedServer(server.config.engine_name, tuple(server.launch.argv), dict(server.launch.env), server.engine_release, gpu)
+    return found
 
 
 def time_scale_of(host: Target) -> float:

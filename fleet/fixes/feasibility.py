@@ -15,7 +15,7 @@ from dataclasses import replace
 
 from fleet.host.engines import DEFAULT_ENGINE
 from fleet.host.engines import engine as engine_named
-from fleet.host.engines.base import Adjustment, Feasibility, LaunchSpec, unchecked
+from fleet.host.engines.base import Adjustment, Feasibility, LaunchSpec, StartRecord, unchecked
 from fleet.host.modelcard import load_model_card
 from fleet.launch import SIM_FORK_ENV, SIM_MODULE, SIM_RELEASE_ENV, SIM_UPSTREAM, launch_spec
 from fleet.playbook import ServerConfig, ServerSettings
@@ -26,14 +26,15 @@ _ADJUSTABLE = frozenset(name for name in ServerSettings.model_fields if name not
 _PLANNING_PYTHON, _PLANNING_MODEL, _PLANNING_DRAFT, _PLANNING_PORT = "python3", "model", "draft", 30000
 
 
-def check_server(config: ServerConfig, launch: LaunchSpec, *, gpu_memory_mib: int, engine_version: str | None, fork: str | None = None) -> Feasibility:
+def check_server(config: ServerConfig, launch: LaunchSpec, *, gpu_memory_mib: int, engine_version: str | None, fork: str | None = None, observed: Sequence[StartRecord] = ()) -> Feasibility:
     """The engine's verdict on `launch` (the launch of `config`) on a GPU of `gpu_memory_mib`.
 
     `engine_version`: the host's engine version (planned with the nearest known release). None: for
     a sim launch the release the simulator plays (its FLEET_SIM_SGLANG_VERSION, else the engine's
     sim_release), otherwise the engine's version_tested (what hosts run now). The release matters: the seed's
     max_running_requests=8 launch fails under 0.5.12's formula and starts under later ones.
-    `fork`: the engine's fork ("ddtree"); for a sim launch its FLEET_SIM_SGLANG_FORK decides."""
+    `fork`: the engine's fork ("ddtree"); for a sim launch its FLEET_SIM_SGLANG_FORK decides.
+    `observed`: what earlier starts logged of their memory (fleet.planning.starts)."""
     if config.model.card is None:
         return unchecked("no model card: not checked")
     target = load_model_card(config.model.card)
@@ -42,7 +43,7 @@ def check_server(config: ServerConfig, launch: LaunchSpec, *, gpu_memory_mib: in
     flags, module = _server_flags(launch.argv)
     return engine_named(config.engine_name).predict_start(
         flags, launch.env, target, draft, algorithm=config.algorithm, gpu_memory_mib=gpu_memory_mib,
-        release=engine_release(module, launch, engine_version, config.engine_name), fork=_engine_fork(module, launch, fork),
+        release=engine_release(module, launch, engine_version, config.engine_name), fork=_engine_fork(module, launch, fork), observed=observed,
     )  # fmt: skip
 
 

@@ -53,7 +53,8 @@ from fleet.host.contract.quarantine import HostQuarantine
 from fleet.host.contract.shard import AgentLimits, Shard
 from fleet.inventory import EngineKind, EngineSpec, GpuSpec, Host, HostPaths, ServiceManager, Target
 from fleet.layout import BASE_PORT, PORT_STRIDE, ResultsRoot, SweepFolder
-from fleet.plan import Plan, PlannedServer, PlanOptions, hardware_of, launch_on, make_plan, time_scale_of
+from fleet.plan import Plan, PlannedServer, PlanOptions, hardware_of, launch_on, make_plan, started_servers, time_scale_of
+from fleet.planning.starts import record_sweep_starts, starts_for_plan
 from fleet.planning.estimate import DurationHistory
 from fleet.playbook import Playbook, load_playbook
 from fleet.provision.models import ensure_cached, read_state
@@ -248,7 +249,9 @@ def _durations(results_root: Path) -> DurationHistory | None:
 def _plan(playbook: Playbook, node: Target, store: QuarantineStore, memory_check: bool, results_root: Path) -> Plan:
     """The plan for one node of the cluster: what a start makes and a resume makes again (same
     playbook copy, node and options: the same server ids, which the fixer needs)."""
-    options = PlanOptions(memory_check=memory_check, quarantine=store, hardware={node.name: hardware_of(node)}, durations=_durations(results_root))
+    options = PlanOptions(
+        memory_check=memory_check, quarantine=store, hardware={node.name: hardware_of(node)}, durations=_durations(results_root), starts=starts_for_plan(ResultsRoot(results_root).starts)
+    )
     return make_plan(playbook, [node], options)
 
 
@@ -579,6 +582,7 @@ class SlurmWatch:
                 record_durations(self.directory.parent, record.sweep_id, results, self.progress.server_samples, {record.cluster: time_scale_of(self.node)})
             except (ContractError, OSError) as exc:
                 log.error("measured durations not recorded: %s", exc)
+            record_sweep_starts(ResultsRoot(self.directory.parent).starts, results, started_servers(self.fixer.planned.values(), self.fixer.hardware))
         # The summary event of an SSH sweep (what summary.json holds), and Slurm's problems and jobs.
         self.progress.stream.emit("summary", None, 0.0 if record.state == "finished" else None, **summary)
         return SlurmSweepOutcome(record.sweep_id, self.directory, record, len(results), by_status, summary["problems"], interrupted, fixes)

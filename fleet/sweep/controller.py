@@ -28,7 +28,8 @@ from fleet.host.atomic import write_json_atomic
 from fleet.host.contract import ContractError, RunStatus, Shard, SweepDir
 from fleet.inventory import Host
 from fleet.layout import ResultsRoot, SweepFolder, sweep_dir
-from fleet.plan import Plan, PlannedServer, PlanOptions, check_placeable, hardware_of, make_plan, time_scale_of
+from fleet.plan import Plan, PlannedServer, PlanOptions, check_placeable, hardware_of, make_plan, started_servers, time_scale_of
+from fleet.planning.starts import record_sweep_starts, starts_for_plan
 from fleet.planning.estimate import DurationHistory
 from fleet.playbook import Playbook, expand_runs, load_playbook
 from fleet.provision.lease import release_lease, sweep_claim
@@ -221,7 +222,8 @@ def _provision_plan_drive(
 
     # Hosts that failed are left out of the plan: their share goes to the others.
     hardware = {r.host: hardware_of(h, r.facts) for h in usable for r in reports if r.host == h.name}
-    plan = make_plan(playbook, usable, PlanOptions(memory_check=record.memory_check, quarantine=store, hardware=hardware, durations=durations))
+    starts = starts_for_plan(ResultsRoot(results_root).starts)
+    plan = make_plan(playbook, usable, PlanOptions(memory_check=record.memory_check, quarantine=store, hardware=hardware, durations=durations, starts=starts))
     unplaced = {config.id: reason for config, reason in plan.unplaceable}
     record.not_run.update({run.id: f"unplaceable: {unplaced[run.server.id]}" for run in expand_runs(playbook) if run.server.id in unplaced})
     with _writing(results_root):
@@ -315,7 +317,9 @@ def resume_sweep(
         options = provision_options(mirror_root, os.environ if environ is None else environ, lease=sweep_claim(sweep.record.sweep_id))
         store = quarantine or QuarantineStore(ResultsRoot(results_root).quarantine)
         hardware = {name: hardware_of(host, _recorded_facts(sweep.directory, name)) for name, host in sweep.hosts.items()}
-        plan_options = PlanOptions(memory_check=sweep.record.memory_check, quarantine=store, hardware=hardware, durations=_durations(results_root))
+        plan_options = PlanOptions(
+            memory_check=sweep.record.memory_check, quarantine=store, hardware=hardware, durations=_durations(results_root), starts=starts_for_plan(ResultsRoot(results_root).starts)
+        )
         plan = make_plan(sweep.playbook, list(sweep.hosts.values()), plan_options)
         fixer = SweepFixer(sweep.playbook, sweep.hosts, hardware, store, sweep.record.sweep_id, {s.config.id: s for s in plan.servers}, sweep.record.memory_check)
         fixer.already_fixed(sweep.shards.values())
@@ -518,6 +522,8 @@ def _finish(
         record_durations(ctx.directory.parent, ctx.sweep_id, results, progress.server_samples, scales)
     except (ContractError, OSError) as exc:
         log.error("measured durations not recorded: %s", exc)  # the results stand; only the next ETA learns less
+    if ctx.fixer is not None:  # it knows every launch of the sweep (its variants too) and each host's GPU
+        record_sweep_starts(ResultsRoot(ctx.directory.parent).starts, results, started_servers(ctx.fixer.planned.values(), ctx.fixer.hardware))
     interrupted = interrupted or ctx.stop.is_set()
     stream.emit("summary", eta_s=0.0 if record.state == "finished" else None, state=record.state, directory=str(ctx.directory), interrupted=interrupted, **summary)
     failed_runs = sum(1 for r in results if r.status in (RunStatus.failed, RunStatus.partial))

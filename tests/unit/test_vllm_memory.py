@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from fleet.host.engines.vllm import memory as m
+from fleet.host.engines.base import StartRecord
 from fleet.host.engines.vllm.engine import ENGINE, parse_kv_cache_line
 from fleet.host.modelcard import load_model_card
 
@@ -324,9 +325,11 @@ def test_predict_start_takes_an_earlier_starts_measurement() -> None:
     card = load_model_card("llama-3.1-8b-instruct")
     flags = ["/m", "--max-model-len", "32768", "--gpu-memory-utilization", "0.9"]
     model, inputs = m.model_shape(card, tp_size=1), m.VllmMemoryInputs(gpu_memory_mib=H200_MIB, gpu_memory_utilization=0.9, max_model_len=32768)
-    observed = ENGINE.observe_start(flags, {}, card, gpu_memory_mib=H200_MIB, release=RELEASE, log_lines=_start_log(model, inputs, 7 * GIB))  # type: ignore[attr-defined]
-    assert observed is not None
-    verdict = ENGINE.predict_start(flags, {}, card, None, algorithm=None, gpu_memory_mib=H200_MIB, release=RELEASE, fork=None, observed=[observed])  # type: ignore[call-arg]
+    lines = _start_log(model, inputs, 7 * GIB)
+    assert ENGINE.observe_start(flags, {}, card, gpu_memory_mib=H200_MIB, release=RELEASE, log_lines=lines) is not None  # type: ignore[attr-defined]
+    assert all(ENGINE.start_line(line) for line in lines)  # the lines the agent keeps
+    record = StartRecord("vllm", tuple(flags), (), H200_MIB, RELEASE, tuple(lines))
+    verdict = ENGINE.predict_start(flags, {}, card, None, algorithm=None, gpu_memory_mib=H200_MIB, release=RELEASE, fork=None, observed=[record])
     assert isinstance(verdict.plan, m.VllmMemoryPlan) and verdict.plan.overhead.source == "measured" and "start-up overhead measured 7.0-7.0 GiB" in verdict.reason
 
 

@@ -44,6 +44,8 @@ class ServerFacts:
     max_req_input_len: int | None = None
     engine_version: str | None = None  # /server_info `version`: the engine's version serving (or the one the sim plays)
     engine: str = DEFAULT_ENGINE  # the engine serving (ENGINE_NAMES)
+    # The log's lines that state what the start measured of memory (Engine.start_line).
+    start_lines: tuple[str, ...] = ()
 
     @property
     def engine_release(self) -> str | None:
@@ -69,6 +71,7 @@ class ServerFacts:
             "served_model": self.served_model,
             "engine_version": self.engine_version,
             "sources": dict(self.sources),
+            **({"start_lines": list(self.start_lines)} if self.start_lines else {}),
         }
 
 

@@ -22,6 +22,8 @@ from fleet.host.engines.base import ServingLimits
 LINES_BEFORE = 40  # enough for the traceback that leads to a decisive line
 LINES_AFTER = 120
 TAIL_LINES = 40
+START_LINES = 8  # a start's memory lines (vLLM logs two)
+START_LINE_CHARS = 1000
 
 
 class _Capture:
@@ -46,6 +48,9 @@ class LogScan:
         self.lines_seen = 0
         self.scheduler: ServingLimits | None = None
         self._engine = engine_named(engine)  # whose log line states the serving limits
+        # The lines that state what the start measured of memory (Engine.start_line), the last few,
+        # cut to a line's usual length: they go into the results for the next prediction.
+        self.start_lines: deque[str] = deque(maxlen=START_LINES)
         self._fatal: _Capture | None = None
         self.fatal_marker: str | None = None
         self._suspect: _Capture | None = None
@@ -77,6 +82,8 @@ class LogScan:
         limits = self._engine.serving_limits(line)
         if limits is not None:
             self.scheduler = limits
+        if self._engine.start_line(line):
+            self.start_lines.append(line[:START_LINE_CHARS])
 
     def evidence(self) -> list[str]:
         """Around the first decisive fatal line, else the first suspect one, else the last lines."""
@@ -146,6 +153,10 @@ class LogWatcher:
     fatal_marker: str | None = property(lambda self: self._read_scan("fatal_marker"))  # type: ignore[assignment]
     fatal_line: str | None = property(lambda self: self._read_scan("fatal_line"))  # type: ignore[assignment]
     suspect_line: str | None = property(lambda self: self._read_scan("suspect_line"))  # type: ignore[assignment]
+
+    def start_lines(self) -> tuple[str, ...]:
+        with self._lock:
+            return tuple(self._scan.start_lines)
 
     def evidence(self) -> list[str]:
         with self._lock:

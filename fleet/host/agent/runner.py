@@ -814,7 +814,7 @@ class ServerSession:
             context_len, sources["context_len"] = int(info["context_length"]), "/server_info context_length"
         max_input = int(info["max_req_input_len"]) if info.get("max_req_input_len") else None
         version = str(info["version"]) if info.get("version") else None
-        return ServerFacts(context_len, max_running, served, sources, max_input, version, self.spec.engine)
+        return ServerFacts(context_len, max_running, served, sources, max_input, version, self.spec.engine, self.watcher.start_lines())
 
     def _new_client(self) -> Client:
         self.client = Client(self.endpoint, api=self.spec.api, model=self.facts.served_model, pauses=self.agent.pauses)

@@ -221,6 +221,21 @@ class ServingLimits:
     context_len: int
 
 
+@dataclass(frozen=True)
+class StartRecord:
+    """What an earlier start of a launch logged of its memory (the lines its engine's `start_line`
+    keeps), with the launch and the GPU it started on: a later prediction of the same configuration
+    reads it (`Engine.predict_start(observed=...)`) in place of what it would have to assume about
+    what the engine measures at start-up."""
+
+    engine: str
+    flags: tuple[str, ...]  # the launch's flags, after `python -m MODULE`
+    env: tuple[tuple[str, str], ...]  # the launch's environment, sorted
+    gpu_memory_mib: int
+    release: str
+    lines: tuple[str, ...]
+
+
 class Engine(Protocol):
     """A serving engine, as the rest of fleet sees it. Releases are the engine's known ones (oldest
     first): every table of an engine package is keyed by one, and a version fleet does not know is
@@ -290,8 +305,15 @@ class Engine(Protocol):
         gpu_memory_mib: int,
         release: str,
         fork: str | None,
+        observed: Sequence[StartRecord] = (),
     ) -> Feasibility:
-        """The engine's verdict on a launch's flags and environment on a GPU of `gpu_memory_mib`."""
+        """The engine's verdict on a launch's flags and environment on a GPU of `gpu_memory_mib`;
+        `observed`: what earlier starts logged (the engine uses those of the same configuration)."""
+        ...
+
+    def start_line(self, line: str) -> bool:
+        """Whether a server's log line states what its start measured of memory (kept with its
+        results for the next prediction, `StartRecord`)."""
         ...
 
     def flag_for(self, release: str, name: str) -> str:

@@ -8,8 +8,8 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from fleet.host.engines.base import (
-    Adjustment, Feasibility, FlagValue, LaunchSpec, ReleaseChoice, ServerShape, ServingLimits, describe_adjustments,
-    unchecked,
+    Adjustment, Feasibility, FlagValue, LaunchSpec, ReleaseChoice, ServerShape, ServingLimits, StartRecord,
+    describe_adjustments, unchecked,
 )  # fmt: skip
 from fleet.host.engines.base import Engine
 from fleet.host.errors import ArgvError, ConfigFileError
@@ -83,12 +83,15 @@ class SGLang:
         gpu_memory_mib: int,
         release: str,
         fork: str | None,
+        observed: Sequence[StartRecord] = (),
     ) -> Feasibility:
         """The launch's own flags through the release's parser (built from its flag table), its
         argument resolution (defaults, the speculative and mamba hooks) and the one flags ->
         `MemoryInputs` mapping: the same code the simulator runs when it starts. So what fleet
         predicts is what the release does with that command line, including what fleet adds to a
-        launch on its own (a `--disable-radix-cache` for a hybrid model up to 0.5.13, the DFLASH env)."""
+        launch on its own (a `--disable-radix-cache` for a hybrid model up to 0.5.13, the DFLASH env).
+        `observed` is not read: SGLang's pools follow from the model and the flags (the simulator
+        checks them against the release's own code), with nothing measured at start-up to assume."""
         if algorithm in DFLASH_FAMILY and draft is None:
             return unchecked(f"no model card for the {algorithm} draft: not checked")
         try:
@@ -109,6 +112,9 @@ class SGLang:
         except ValueError as exc:  # something the planner does not model (a KV dtype, a version before DFLASH)
             return unchecked(f"not checked: {exc}")
         return Feasibility(plan.failure is None, plan, plan.failure, suggestion, _verdict(plan, suggestion, release), inputs)
+
+    def start_line(self, line: str) -> bool:
+        return False  # nothing for the planner to learn: see predict_start
 
     def flag_for(self, release: str, name: str) -> str:
         return flag_for(release, name)

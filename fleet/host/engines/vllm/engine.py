@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from fleet.host.engines.base import Adjustment, Engine, Feasibility, FlagValue, LaunchSpec, ReleaseChoice, ServerShape, ServingLimits, describe_adjustments, unchecked
+from fleet.host.engines.base import Adjustment, Engine, Feasibility, FlagValue, LaunchSpec, ReleaseChoice, ServerShape, ServingLimits, StartRecord, describe_adjustments, unchecked
 from fleet.host.errors import ArgvError, ConfigFileError
 from fleet.host.engines.vllm import release as release_table
 from fleet.host.engines.vllm.flags import ServeArgsError, flag_for, load_table, parse_serve
@@ -22,6 +22,7 @@ from fleet.host.engines.vllm.memory import (
     smallest_fix,
 )  # fmt: skip
 from fleet.host.engines.vllm.logparse import parse_kv_cache_line as parse_kv_cache_line  # the KV-cache line's reader, where callers found it
+from fleet.host.engines.vllm.logparse import START_MARKERS
 
 if TYPE_CHECKING:
     from fleet.host.modelcard import ModelCard
@@ -110,16 +111,15 @@ class VLLM:
         gpu_memory_mib: int,
         release: str,
         fork: str | None,
-        observed: Sequence[ObservedStart] = (),
+        observed: Sequence[StartRecord] = (),
     ) -> Feasibility:
         """The command line through the release's parser (a refusal is a verdict), then vLLM's
         start-up memory (`memory.plan_memory`): "fits", "does not fit" (with vLLM's error, its phase
         and exception, and the smallest fix) or "uncertain" where the verdict turns on what vLLM
         measures at start-up (the activation peak, CUDA graphs, non-torch memory).
 
-        `observed`: what earlier starts measured (`observe_start`); the last one of the same
-        configuration replaces the assumed overhead range. Not part of the `Engine` protocol yet:
-        callers through the seam plan with the assumed range."""
+        `observed`: what earlier starts logged (`StartRecord`s, read by `observe_start`); the last
+        one of the same configuration replaces the assumed overhead range."""
         try:
             parsed = parse_serve(release, [a for a in flags if a != "serve"], env)
         except ArgvError as exc:
@@ -132,7 +132,7 @@ class VLLM:
             model, inputs = memory_inputs(parsed.values, target, gpu_memory_mib=gpu_memory_mib, release=release)
         except NotModelled as exc:
             return unchecked(f"not checked: {exc}")
-        inputs = corrected_inputs(model, inputs, observed)
+        inputs = corrected_inputs(model, inputs, self._observations(observed, target))
         plan = plan_memory(model, inputs)
         suggestion = smallest_fix(model, inputs, plan)
         return Feasibility(plan.failure is None, plan, plan.failure, suggestion, _verdict(plan, suggestion), inputs)
@@ -147,6 +147,20 @@ class VLLM:
         except (ArgvError, ServeArgsError, ConfigFileError, NotModelled):
             return None
         return observe_start(model, inputs, log_lines)
+
+    def _observations(self, records: Sequence[StartRecord], target: ModelCard) -> list[ObservedStart]:
+        found = []
+        for record in records:
+            if record.engine != self.name:
+                continue
+            seen = self.observe_start(record.flags, dict(record.env), target, gpu_memory_mib=record.gpu_memory_mib, release=record.release, log_lines=record.lines)
+            if seen is not None:
+                found.append(seen)
+        return found
+
+    def start_line(self, line: str) -> bool:
+        """vLLM's "Available KV cache memory" and KV-cache lines: what its profiling run left for the cache."""
+        return any(marker in line for marker in START_MARKERS)
 
     def flag_for(self, release: str, name: str) -> str:
         return flag_for(release, SETTING_DESTS.get(name, name))

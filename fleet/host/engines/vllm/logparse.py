@@ -130,6 +130,8 @@ def kv_cache_figures(message: str) -> KVCacheFigures | None:
 
 
 KV_CACHE_MARKERS: tuple[bytes, ...] = (b"KV cache size:", b"Maximum concurrency for", b"Available KV cache memory")
+# The same, as text: the lines of a start that `read_start_lines` reads (the memory correction's input).
+START_MARKERS: tuple[str, ...] = tuple(marker.decode() for marker in KV_CACHE_MARKERS)
 
 
 @dataclass(frozen=True)
