@@ -13,6 +13,8 @@ themselves, or turn into the program's own exit (never a controller's message as
 
     ValueError                    (pydantic validators and parsers take these as bad values)
     +-- ReleaseError, ConfigFileError, UnknownEngineError, FlagTableError   (fleet.host.engines)
+    |   ConfigFileError
+    |   +-- YamlError, YamlUnsupported   PyYAML's refusal; YAML fleet's reader cannot read (yaml11)
     +-- NvidiaSmiError            nvidia-smi output that cannot be read
     +-- FaultProfileError, NoiseModelError                                  (the simulator's settings)
     Exception
@@ -142,6 +144,15 @@ class ArgvError(Exception):
 # raised by fleet.host.engines.base
 class ConfigFileError(ValueError):
     """An engine `--config` file the engine itself would refuse (it raises ValueError at start-up)."""
+
+
+# raised by fleet.host.engines.yaml11
+class YamlError(ConfigFileError):
+    """Text that PyYAML's safe_load refuses."""
+
+
+class YamlUnsupported(ConfigFileError):
+    """Valid YAML that fleet's reader does not read (a fleet limitation)."""
 
 
 # raised by fleet.host.engines.base

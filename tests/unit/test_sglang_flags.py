@@ -123,8 +123,12 @@ def test_config_file_errors_are_the_mergers(tmp_path: Path, files: dict[str, str
     assert str(caught.value) == message.replace("{d}", str(tmp_path))
 
 
-def test_yaml_fleet_cannot_read_is_refused_with_its_line(tmp_path: Path) -> None:
+def test_nested_yaml_reads_as_pyyaml_reads_it_and_what_fleet_cannot_read_is_refused_with_its_line(tmp_path: Path) -> None:
+    # SGLang 0.5.23 reads --config with yaml.safe_load (utils/server_args_config_parser.py:141): a
+    # nested mapping is one value (it becomes a JSON flag value); the corpus test checks the rest.
     path = tmp_path / "nested.yaml"
     path.write_text("tp-size: 2\nspeculative:\n  algorithm: DFLASH\n")
-    with pytest.raises(ConfigFileError, match=r"nested.yaml:3: expected `key: value`"):
+    assert read_flat_yaml(path) == {"tp-size": 2, "speculative": {"algorithm": "DFLASH"}}
+    path.write_text("tp-size: 2\nchat-template: |\n  hello\n")
+    with pytest.raises(ConfigFileError, match=r"nested.yaml:2: fleet cannot read this YAML \(a block scalar\)"):
         read_flat_yaml(path)

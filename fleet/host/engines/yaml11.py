@@ -23,15 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fleet.host.errors import ConfigFileError
+from fleet.host.errors import YamlError, YamlUnsupported
 
-
-class YamlError(ConfigFileError):
-    """Text that PyYAML's safe_load refuses."""
-
-
-class YamlUnsupported(ConfigFileError):
-    """Valid YAML this reader does not read (a fleet limitation)."""
+__all__ = ["YamlError", "YamlUnsupported", "safe_load"]
 
 
 # yaml/resolver.py:170-215, in registration order (the first that matches wins).
