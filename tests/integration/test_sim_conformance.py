@@ -328,7 +328,10 @@ def checked(answers: dict[str, Any]) -> dict[str, Any]:
         for n, chunk in enumerate(events(answers[f"chat-stream:{label}"][2])):
             model = "ChatCompletionStreamResponse" if not chunk["choices"] else "build_sse_content"
             items.append({"name": f"chat-stream:{label}:{n}", "model": model, "body": chunk})
-    done = subprocess.run([sys.executable, "-W", "ignore", __file__], input=json.dumps(items), capture_output=True, text=True, timeout=300, cwd=ROOT)
+    # The child runs this file as a script: its own folder leads sys.path, so the checkout's root
+    # goes on it for `tests.` (CI's checkout has no PYTHONPATH set).
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    done = subprocess.run([sys.executable, "-W", "ignore", __file__], input=json.dumps(items), capture_output=True, text=True, timeout=300, cwd=ROOT, env=env)
     assert done.returncode == 0, done.stderr[-4000:]
     answer = json.loads(done.stdout)
     return {"items": items, "results": answer["results"], "server_args_fields": answer["server_args_fields"]}
