@@ -120,21 +120,8 @@ def render(snapshot: MetricsSnapshot) -> str:
         _render_0523(snapshot, lines, gauge, counter, histogram, tokenizer)
         return "\n".join(lines) + "\n"
 
-    gauge("num_running_reqs", "The number of running requests.", snapshot.num_running_reqs)
-    gauge("num_used_tokens", "The number of used tokens.", snapshot.num_used_tokens)
-    gauge("token_usage", "The token usage.", snapshot.token_usage)
-    gauge("full_token_usage", "The token usage for full attention layers.", snapshot.token_usage)
-    gauge("mamba_usage", "The token usage for Mamba layers.", snapshot.mamba_usage)
-    gauge("gen_throughput", "The generation throughput (token/s).", snapshot.gen_throughput)
-    gauge("num_queue_reqs", "The number of requests in the waiting queue.", snapshot.num_queue_reqs)
-    gauge("cache_hit_rate", "The prefix cache hit rate.", snapshot.cache_hit_rate)
-    gauge("max_total_num_tokens", "Maximum total number of tokens in the KV cache pool.", snapshot.max_total_num_tokens)
-    gauge("context_len", "The context length of the model.", snapshot.context_len)
-    gauge("is_cuda_graph", "Whether the batch is using CUDA graph.", float(snapshot.is_cuda_graph))
+    _scheduler_gauges(snapshot, gauge)
     if snapshot.spec_num_draft_tokens is not None:
-        gauge("spec_accept_length", "The average acceptance length of speculative decoding.", snapshot.spec_accept_length or 0.0)
-        gauge("spec_accept_rate", "The average acceptance rate of speculative decoding (`accepted tokens / total draft tokens` in batch).", snapshot.spec_accept_rate or 0.0)
-        gauge("spec_num_draft_tokens", "The number of draft tokens per speculative step.", snapshot.spec_num_draft_tokens)
         counter("spec_verify_calls", "Total number of speculative verify forward calls.", snapshot.spec_verify_calls, scheduler)
     gauge("engine_startup_time", "The time taken for the engine to start up.", snapshot.engine_startup_time)
     gauge("engine_load_weights_time", "The time taken for the engine to load weights.", snapshot.engine_load_weights_time)
@@ -148,9 +135,8 @@ def render(snapshot: MetricsSnapshot) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _render_0523(snapshot: MetricsSnapshot, lines: list[str], gauge: Any, counter: Any, histogram: Any, tokenizer: str) -> None:
-    """0.5.23's families (metrics_collector.py: SchedulerMetricsCollector :334, TokenizerMetricsCollector :1822)."""
-    streamed = snapshot.streamed or StreamTally()
+def _scheduler_gauges(snapshot: MetricsSnapshot, gauge: Any) -> None:
+    """The scheduler's gauges, the same in every release the sim plays (speculative ones with a draft)."""
     gauge("num_running_reqs", "The number of running requests.", snapshot.num_running_reqs)
     gauge("num_used_tokens", "The number of used tokens.", snapshot.num_used_tokens)
     gauge("token_usage", "The token usage.", snapshot.token_usage)
@@ -166,6 +152,13 @@ def _render_0523(snapshot: MetricsSnapshot, lines: list[str], gauge: Any, counte
         gauge("spec_accept_length", "The average acceptance length of speculative decoding.", snapshot.spec_accept_length or 0.0)
         gauge("spec_accept_rate", "The average acceptance rate of speculative decoding (`accepted tokens / total draft tokens` in batch).", snapshot.spec_accept_rate or 0.0)
         gauge("spec_num_draft_tokens", "The number of draft tokens per speculative step.", snapshot.spec_num_draft_tokens)
+
+
+def _render_0523(snapshot: MetricsSnapshot, lines: list[str], gauge: Any, counter: Any, histogram: Any, tokenizer: str) -> None:
+    """0.5.23's families (metrics_collector.py: SchedulerMetricsCollector :334, TokenizerMetricsCollector :1822)."""
+    streamed = snapshot.streamed or StreamTally()
+    _scheduler_gauges(snapshot, gauge)
+    if snapshot.spec_num_draft_tokens is not None:
         counter("spec_verify_calls", "Number of speculative decoding verification calls.", snapshot.spec_verify_calls)  # tokenizer labels (:1866)
     # :1842 startup_time_seconds{phase}: replaces the older engine_startup_time / engine_load_weights_time.
     lines.extend(("# HELP sglang:startup_time_seconds Engine startup duration by phase in seconds.", "# TYPE sglang:startup_time_seconds gauge"))
