@@ -18,10 +18,11 @@ from abc import abstractmethod
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union, get_args
 
-from pydantic import AfterValidator, BeforeValidator, Field, model_validator
+from pydantic import AfterValidator, BeforeValidator, Field, SerializerFunctionWrapHandler, model_serializer, model_validator
 
 from fleet.config import Int, StrictModel
 from fleet.host.agent.kinds.long_context import calibration_tolerance
+from fleet.host.agent.kinds.saturation import probes_needed
 from fleet.host.agent.stats import min_samples
 from fleet.inventory import NAME_PATTERN
 from fleet.workloads.datasets import check_dataset, describe, file_sha256, sample_requests
@@ -170,16 +171,61 @@ class Slo(StrictModel):
         return self
 
 
+Rate = Annotated[float, Field(gt=0, le=1e6, allow_inf_nan=False)]
+
+
+class Search(StrictModel):
+    """A saturation search: within one server start, short open-loop probes at rates chosen by
+    bisection (fleet.host.agent.kinds.saturation) find the highest rate at which `target` of a
+    probe's requests meet every SLO, as `vllm bench sweep` and GuideLLM's sweep search for it."""
+
+    target: float = Field(default=0.9, gt=0, le=1, allow_inf_nan=False, description="share of a probe's requests that must meet every SLO (vllm's goodput counts them)")
+    rates: tuple[Rate, Rate] = Field(description="the range searched, [lowest, highest] requests per second")
+    tolerance: float = Field(default=0.05, gt=0, lt=1, allow_inf_nan=False, description="the search stops once the highest passing and lowest failing rates are this close (relative)")
+    max_probes: Int = Field(default=8, ge=2, le=16, description="probes at most; each sends the workload's requests once")
+
+    @model_validator(mode="after")
+    def _reachable(self) -> Search:
+        low, high = self.rates
+        if not low < high:
+            raise ValueError(f"`rates` as [lowest, highest] with lowest below highest, not [{low:g}, {high:g}]")
+        needed = probes_needed(low, high, self.tolerance)
+        if needed > self.max_probes:
+            raise ValueError(f"`max_probes` of at least {needed}: a search of [{low:g}, {high:g}] to a tolerance of {self.tolerance:g} may take {needed} (or a narrower range, a wider tolerance)")
+        return self
+
+
 class Load(StrictModel):
     """Open-loop arrivals: requests sent at `rate` per second whether or not earlier ones have
     finished, with gamma-distributed gaps (shape `burstiness`; 1 is a Poisson process), as
     vllm bench serve's --request-rate and --burstiness define them."""
 
-    rate: float = Field(gt=0, le=1e6, description="requests per second (finite, above 0)")
+    rate: Rate = Field(description="requests per second (finite, above 0); with a `search`, its first probe's rate")
     burstiness: float = Field(default=1.0, gt=0, le=1e3, description="gamma shape of the gaps: 1 Poisson, < 1 burstier, > 1 steadier")
     max_in_flight: Int | None = Field(default=None, ge=1, le=1 << 16, description="a cap on requests in flight; none by default")
     warmup_requests: Int = Field(default=0, ge=0, le=10_000, description="sent one at a time first, and left out of every figure")
     seed: Int = Field(default=0, ge=0, le=2**32 - 1)
+    search: Search | None = Field(default=None, description="find the highest rate within the workload's `slo` instead of running at `rate` only")
+
+    @model_serializer(mode="wrap")
+    def _without_unset_search(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # A load without a search dumps as it did before there were searches: a run's id hashes it.
+        data: dict[str, Any] = handler(self)
+        if data.get("search", ...) is None:
+            del data["search"]
+        return data
+
+    @model_validator(mode="after")
+    def _rate_in_range(self) -> Load:
+        if self.search is not None and not self.search.rates[0] <= self.rate <= self.search.rates[1]:
+            raise ValueError(f"`rate` (the search's first probe) within `search.rates` [{self.search.rates[0]:g}, {self.search.rates[1]:g}], not {self.rate:g}")
+        return self
+
+
+def _search_has_slo(load: Load | None, slo: Slo | None) -> None:
+    """A search looks for the highest rate within the SLO: without one it has nothing to meet."""
+    if load is not None and load.search is not None and slo is None:
+        raise ValueError("an `slo` beside `load.search` (the targets the search keeps within)")
 
 
 def _arrivals(load: Load | None, time_scale: float) -> dict[str, Any] | None:
@@ -207,7 +253,7 @@ class DatasetWorkload(WorkloadKind):
     # file's contents, and a pinned value is checked against it.
     sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
     categories: list[Annotated[str, Field(min_length=1, max_length=200)]] | None = Field(default=None, min_length=1, description="only these categories (the dataset must have them)")
-    requests: Int | None = Field(default=None, ge=1, le=1_000_000, description="requests sampled per repeat; default: every sample once")
+    requests: Int | None = Field(default=None, ge=1, le=1_000_000, description="requests sampled per repeat (sent once per probe of a `load.search`); default: every sample once")
     seed: Int = Field(default=0, ge=0, le=2**32 - 1)
     max_new_tokens: Int = Field(default=256, ge=1, le=MAX_CONTEXT, description="output length; a sample's own (ShareGPT reply, output_len) is capped by it")
     load: Load | None = Field(default=None, description="open-loop arrivals; without it requests go one at a time")
@@ -224,6 +270,7 @@ class DatasetWorkload(WorkloadKind):
 
     @model_validator(mode="after")
     def _readable(self) -> DatasetWorkload:
+        _search_has_slo(self.load, self.slo)
         check_dataset(self)
         return self
 
@@ -244,7 +291,7 @@ class RandomWorkload(WorkloadKind):
     kind: Literal["random"]
     input_tokens: Int = Field(ge=1, le=MAX_CONTEXT)
     max_new_tokens: Int = Field(ge=1, le=MAX_CONTEXT)
-    requests: Int = Field(default=min_samples(90), ge=1, le=1_000_000, description="requests per repeat; the default is enough for a p90")
+    requests: Int = Field(default=min_samples(90), ge=1, le=1_000_000, description="requests per repeat (per probe of a `load.search`); the default is enough for a p90")
     seed: Int = Field(default=0, ge=0, le=2**32 - 1)
     load: Load | None = Field(default=None, description="open-loop arrivals; without it requests go one at a time")
     slo: Slo | None = None
@@ -257,6 +304,11 @@ class RandomWorkload(WorkloadKind):
             "load": _arrivals(self.load, time_scale),
             "slo": _slo(self.slo),
         }
+
+    @model_validator(mode="after")
+    def _searchable(self) -> RandomWorkload:
+        _search_has_slo(self.load, self.slo)
+        return self
 
     def fixed_input_tokens(self) -> int | None:
         return self.input_tokens

@@ -66,7 +66,7 @@ def _toy_extras(measured: Measured) -> dict[str, Any]:
 def test_drive_and_build_result_ask_the_registry_for_a_kind(monkeypatch: pytest.MonkeyPatch) -> None:
     """One entry is all a kind needs on the host: drive() runs its driver, build_result adds its
     extras and, where it says so, leaves the run-wide rates out."""
-    monkeypatch.setitem(KINDS, "toy", Kind(_toy_drive, _toy_extras, run_wide_rates=False))
+    monkeypatch.setitem(KINDS, "toy", Kind(_toy_drive, _toy_extras, run_wide_rates=lambda workload: False))
     workload = {"name": "t", "kind": "toy", "max_new_tokens": 8}
     gate = Gate(lambda: None, threading.Event())
     driver = Driver(client=None, limits=None, facts=ServerFacts(), gate=gate, run=SimpleNamespace(workload=workload))  # type: ignore[arg-type]

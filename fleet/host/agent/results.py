@@ -53,6 +53,7 @@ from fleet.host.agent.client import NO_TOKEN_TIMEOUT, TIMEOUT, RequestOutcome
 from fleet.host.agent.kinds import KINDS
 from fleet.host.agent.outcome import AGENT_PAUSED, CLIENT_BEHIND, OUTPUT_CAPPED, REQUESTS_DROPPED, Measured, Sent, WorkloadOutcome
 from fleet.host.agent.pause import Gap
+from fleet.host.agent.slo import goodput
 from fleet.host.agent.stats import histogram, ratio, summary
 from fleet.host.contract import Failure, RunResult, RunStatus
 from fleet.host.contract.results import Deviation
@@ -119,30 +120,6 @@ def request_figures(outcomes: Sequence[RequestOutcome], wall_s: float) -> dict[s
         "acceptance_length_n": len(spec) if spec else None,
         "spec_verify_ct": verify_steps if spec else None,
         "schedule_delay_s": summary([o.schedule_delay_s for o in outcomes if o.schedule_delay_s is not None]),
-    }
-
-
-def goodput(outcomes: Sequence[RequestOutcome], slo_s: Mapping[str, float], wall_s: float) -> dict[str, Any]:
-    """Requests that met every SLO (seconds, under vllm's names ttft, tpot, e2el), per second of
-    `wall_s` (see the module's docstring for the definition and its sources)."""
-    met = dict.fromkeys(slo_s, 0)
-    good = 0
-    for outcome in outcomes:
-        if not outcome.ok or outcome.ttft_s is None or outcome.e2e_s is None:
-            continue
-        observed = {"ttft": outcome.ttft_s, "tpot": outcome.tpot_s or 0.0, "e2el": outcome.e2e_s}
-        passed = [name for name, limit in slo_s.items() if observed[name] <= limit]
-        for name in passed:
-            met[name] += 1
-        if len(passed) == len(slo_s):
-            good += 1
-    sent = len(outcomes)
-    return {
-        "slo_s": dict(slo_s),
-        "good_requests": good,
-        "request_goodput": good / wall_s if wall_s > 0 else None,
-        "slo_attainment": good / sent if sent else None,
-        "attainment_by_metric": {name: count / sent for name, count in met.items()} if sent else None,
     }
 
 
@@ -300,11 +277,12 @@ def build_result(
 
     kind = KINDS[workload["kind"]]
     figures = figures_of(sent, outcome.wall_s)
-    if not kind.run_wide_rates:
+    run_wide = kind.run_wide_rates(workload)
+    if not run_wide:
         for key in _RATE_AND_LATENCY:
             figures[key] = None
     extras = {**outcome.extras, **kind.result_extras(Measured(workload, sent, outcome.sections, figures_of))}
-    if workload.get("slo"):
+    if workload.get("slo") and run_wide:
         figures["goodput"] = goodput([s.outcome for s in sent], workload["slo"], outcome.wall_s / speed if speed else outcome.wall_s)
     if (categories := category_figures(sent)) is not None:
         extras["categories"] = categories

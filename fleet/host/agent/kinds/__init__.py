@@ -14,7 +14,7 @@ checks that the three agree.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from fleet.host.agent.driver import Driver
 from fleet.host.agent.kinds import agentic, concurrency, listed, long_context, short
@@ -30,16 +30,17 @@ class Kind:
     drive: Callable[[Driver, WorkloadOutcome], None]
     # What its result adds to its `extras`, after the outcome's own.
     result_extras: Callable[[Measured], dict[str, Any]] = repeat_extras
-    # False: the run's top-level figures count requests and tokens but carry no throughput or
-    # latency, which would blend sections that load the server differently (concurrency levels).
-    run_wide_rates: bool = True
+    # False for a workload (the shard's resolved one): the run's top-level figures count requests
+    # and tokens but carry no throughput, latency or goodput, which would blend sections that load
+    # the server differently (concurrency levels, a saturation search's probes).
+    run_wide_rates: Callable[[Mapping[str, Any]], bool] = lambda workload: True
 
 
 KINDS: dict[str, Kind] = {
     "short": Kind(short.drive),
     "long_context": Kind(long_context.drive),
-    "concurrency": Kind(concurrency.drive, concurrency.result_extras, run_wide_rates=False),
+    "concurrency": Kind(concurrency.drive, concurrency.result_extras, run_wide_rates=lambda workload: False),
     "agentic": Kind(agentic.drive, agentic.result_extras),
-    "dataset": Kind(listed.drive_dataset),
-    "random": Kind(listed.drive_random),
+    "dataset": Kind(listed.drive_dataset, listed.result_extras, listed.run_wide_rates),
+    "random": Kind(listed.drive_random, listed.result_extras, listed.run_wide_rates),
 }

@@ -2,7 +2,10 @@
 random token ids of exact lengths), sent one at a time or open-loop (`load`): on a seeded schedule
 of gamma-distributed gaps whether or not earlier ones have finished, each request's lateness
 against its schedule recorded (fleet.host.agent.results turns a median above its bound into a
-`client_behind` deviation), warm-up requests first and in no figure. Standard library only.
+`client_behind` deviation), warm-up requests first and in no figure. With a `load.search`, each
+repeat is a saturation search instead: the requests sent once per probe, at the rates
+fleet.host.agent.kinds.saturation chooses from the probes before, all against the one server; the
+result's `saturation` holds every probe and the capacity found. Standard library only.
 """
 
 from __future__ import annotations
@@ -13,11 +16,13 @@ import random
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from fleet.host.agent.client import Prompt
 from fleet.host.agent.driver import Driver
-from fleet.host.agent.outcome import Sent, WorkloadOutcome
+from fleet.host.agent.kinds.saturation import Probe, SearchSpec, conclusion, next_rate
+from fleet.host.agent.outcome import Measured, Sent, WorkloadOutcome, repeat_extras
+from fleet.host.agent.slo import goodput
 
 # Token ids of `random` prompts: ordinary tokens of every current vocabulary (Qwen 151k, Llama
 # 128k, Mistral 32k), below the special tokens at their ends. sglang's bench_serving draws from the
@@ -145,6 +150,12 @@ def drive_listed(driver: Driver, out: WorkloadOutcome, requests_of: Callable[[di
         plans = repeats[0]
         outcomes = [driver.send(plans[i % len(plans)].prompt, plans[i % len(plans)].max_new_tokens) for i in range(warmup) if driver.gate.open]
         out.extras["warmup"] = {"requests": len(outcomes), "ok": sum(1 for o in outcomes if o.ok)}
+    if load and load.get("search"):
+        # Each probe's requests are planned when the search chooses it; the hash covers them all.
+        out.planned_requests = 0
+        asked = [plan for repeat in range(driver.run.repeats) for plan in search(driver, out, requests_of, repeat)]
+        out.extras["sample_sha256"] = sample_sha256(asked)
+        return
     for repeat, plans in enumerate(repeats):
         driver.gate.checkpoint()
         if not driver.gate.open:
@@ -158,3 +169,61 @@ def drive_listed(driver: Driver, out: WorkloadOutcome, requests_of: Callable[[di
         sent, wall = open_loop(driver, plans, load, random.Random(int(load.get("seed") or 0) + repeat))
         out.sent.extend(sent)
         out.measured({"repeat": repeat}, wall)
+
+
+def search(driver: Driver, out: WorkloadOutcome, requests_of: Callable[[dict[str, Any], int], list[Planned]], repeat: int) -> list[Planned]:
+    """One saturation search: probes at the rates the search chooses until it has its answer, each
+    a section of its own (`repeat`, `probe`, `rate`); returns every request it planned. A probe is
+    judged as the result will judge it (fleet.host.agent.slo.goodput)."""
+    workload = driver.run.workload
+    load = workload["load"]
+    spec = SearchSpec.from_load(load)
+    scale = float(load.get("time_scale") or 1.0)
+    probes: list[Probe] = []
+    asked: list[Planned] = []
+    while (rate := next_rate(spec, probes)) is not None:
+        driver.gate.checkpoint()
+        if not driver.gate.open:
+            break
+        index = len(probes)
+        # Each probe its own requests (a random workload's ids differ; a dataset's sample repeats)
+        # and its own arrivals: requests_of and the seed take the probe's place among all probes.
+        place = repeat * spec.max_probes + index
+        plans = [Planned(p.prompt, p.max_new_tokens, {**p.tags, "repeat": repeat, "probe": index, "rate": rate}) for p in requests_of(workload, place)]
+        out.planned_requests += len(plans)
+        asked.extend(plans)
+        sent, wall = open_loop(driver, plans, {**load, "rate": rate}, random.Random(int(load.get("seed") or 0) + place))
+        out.sent.extend(sent)
+        out.measured({"repeat": repeat, "probe": index, "rate": rate}, wall)
+        # The SLOs in wall seconds, as the outcomes are: the same verdict as in the result's time.
+        attainment = goodput([s.outcome for s in sent], {name: limit * scale for name, limit in workload["slo"].items()}, wall)["slo_attainment"]
+        probes.append(Probe(rate, attainment))
+    return asked
+
+
+def run_wide_rates(workload: Mapping[str, Any]) -> bool:
+    """A search's probes load the server at different rates: no figure blends them."""
+    return not (workload.get("load") or {}).get("search")
+
+
+def result_extras(measured: Measured) -> dict[str, Any]:
+    """A search's `saturation`: one entry per repeat, every probe's figures (its goodput and SLO
+    attainment, TTFT and TPOT among them) and what they establish; otherwise each repeat's figures."""
+    load = measured.workload.get("load") or {}
+    if not load.get("search"):
+        return repeat_extras(measured)
+    spec = SearchSpec.from_load(load)
+    slo = measured.workload["slo"]
+    searches: dict[int, list[dict[str, Any]]] = {}
+    for section in measured.sections:
+        members = [s for s in measured.sent if section.holds(s)]
+        figures = measured.figures_of(members, section.wall_s)
+        good = goodput([s.outcome for s in members], slo, figures["wall_s"] or 0.0)
+        searches.setdefault(section.key["repeat"], []).append({**section.key, **figures, "goodput": good})
+    entries = []
+    for repeat, probes in sorted(searches.items()):
+        found = conclusion(spec, [Probe(p["rate"], p["goodput"]["slo_attainment"]) for p in probes])
+        for probe in probes:
+            probe["passed"] = Probe(probe["rate"], probe["goodput"]["slo_attainment"]).passed(spec.target)
+        entries.append({"repeat": repeat, "verdict": found.verdict, "capacity_rate": found.capacity, "bracket": [found.low, found.high], "probes": probes})
+    return {"saturation": {"target": spec.target, "rates": [spec.low, spec.high], "tolerance": spec.tolerance, "max_probes": spec.max_probes, "slo_s": dict(slo), "searches": entries}}

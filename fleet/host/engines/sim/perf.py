@@ -151,3 +151,29 @@ def build_perf_model(
         prefill_s_per_token=flops_per_token / flops_per_s / 0.9,
         prefill_fixed_s=0.012,
     )
+
+
+def tpot_capacity(model: PerfModel, *, tpot_s: float, prompt_tokens: int, output_tokens: int) -> float:
+    """The highest open-loop request rate at which an autoregressive server of `model` keeps the
+    mean time per output token at `tpot_s`, for requests of `prompt_tokens` (none cached) and
+    exactly `output_tokens`: the sim's capacity under a TPOT SLO, from its own model, for a test
+    to hold a measured search against. Pure.
+
+    In steady state at rate r each request is prefilled alone (`prefill_s`, during which no
+    sequence decodes) and then decodes `output_tokens - 1` steps, while the prefills of the
+    requests arriving meanwhile interrupt it: its decode time D = (n - 1) * step + r * D * prefill,
+    so TPOT = step / (1 - r * prefill). Little's law gives the batch a step decodes, b = r * D, each
+    sequence holding its prompt and half its output on average. Holds while b stays below the
+    server's max_running_requests and arrivals are steady enough that prefills do not batch."""
+    prefill = model.prefill_s(prompt_tokens)
+    context = prompt_tokens + output_tokens / 2
+
+    def within(rate: float) -> bool:
+        batch = rate * (output_tokens - 1) * tpot_s
+        return model.decode_step_s(batch, 1, batch * context) <= tpot_s * (1 - rate * prefill)  # type: ignore[arg-type]
+
+    low, high = 0.0, 1.0 / prefill
+    for _ in range(100):
+        middle = (low + high) / 2
+        low, high = (middle, high) if within(middle) else (low, middle)
+    return low
