@@ -120,7 +120,7 @@ def test_seed_context_overflow_http_400() -> None:
         ("no-kernel-image-sm120.log", "unsupported_gpu_arch", "SM120"),
         ("import-error-undefined-symbol.log", "import_error", "_ZN3c104cuda9SetDeviceEa"),
         ("missing-model-path.log", "model_load_error", "/dev/shm/Qwen3.6-27B"),
-        ("nccl-carries-illegal-memory-access.log", "cuda_illegal_memory_access", "--disable-cuda-graph"),
+        ("nccl-carries-illegal-memory-access.log", "cuda_illegal_memory_access", "--cuda-graph-backend-decode=disabled"),  # no server_args line: the newest release spells it
         ("weight-name-keyerror.log", "model_load_error", "load_weights"),
         # New signatures, each a variant built from the text its source prints (catalogue.py cites it).
         ("cuda-graph-capture-stream-0523.log", "cuda_graph_error", "operation not permitted when stream is capturing"),

@@ -19,10 +19,12 @@ Texts come from SGLang v0.5.13 (`tp_worker.py`, `pool_configurator.py`,
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
 from string import Formatter
 
+from fleet.host.engines import engine
 from fleet.host.failures import FailureClass
 
 
@@ -86,7 +88,7 @@ _EXC = r"^(?:[\w.]+\.)?"  # an exception line, possibly module-qualified: "torch
 _APOS = r"(?:\\*'|\u2019|\\u2019|&#39;|&#x27;)"
 
 _MEMORY_KNOBS = (
-    "raise --mem-fraction-static a little, or give the pool more room: a shorter --context-length, a smaller --cuda-graph-max-bs, fewer --speculative-num-draft-tokens, or a larger --tp-size"
+    "raise --mem-fraction-static a little, or give the pool more room: a shorter --context-length, a smaller {flag_cuda_graph_max_bs}, fewer --speculative-num-draft-tokens, or a larger --tp-size"
 )
 
 SIGNATURES: tuple[Signature, ...] = (
@@ -260,10 +262,10 @@ SIGNATURES: tuple[Signature, ...] = (
         (T("an illegal instruction was encountered"), T("cudaErrorIllegalInstruction")),
         "A GPU kernel hit an illegal instruction while DDTree ran with budget={ddtree_budget} (last "
         "avg_accepted_drafts={ddtree_accepted}). In the seed campaign budgets 8 and 12 crashed this way on "
-        "SM120 while 15 and 16 ran: skip this budget in the sweep, or re-try once with --disable-cuda-graph "
+        "SM120 while 15 and 16 ran: skip this budget in the sweep, or re-try once with {flag_disable_cuda_graph} "
         "to tell a capture bug from a kernel bug.",
         "A GPU kernel hit an illegal instruction (a kernel bug or code built for another architecture). "
-        "Re-try with --disable-cuda-graph and with another --attention-backend (flashinfer <-> triton) to "
+        "Re-try with {flag_disable_cuda_graph} and with another --attention-backend (flashinfer <-> triton) to "
         "isolate the kernel; with CUDA_LAUNCH_BLOCKING=1 the traceback names it. Skip this configuration "
         "if it persists.",
     ),
@@ -273,9 +275,9 @@ SIGNATURES: tuple[Signature, ...] = (
         55,
         (T("illegal memory access"), T("cudaErrorIllegalAddress"), T("CUDA error: misaligned address")),
         "A kernel read or wrote outside its memory during {capture_step}: re-try with "
-        "--disable-cuda-graph (slow, but shows whether capture is at fault), drop --enable-torch-compile, "
+        "{flag_disable_cuda_graph} (slow, but shows whether capture is at fault), drop --enable-torch-compile, "
         "or try another --attention-backend; CUDA_LAUNCH_BLOCKING=1 names the kernel.",
-        "A kernel read or wrote outside its memory: re-try with --disable-cuda-graph and with another "
+        "A kernel read or wrote outside its memory: re-try with {flag_disable_cuda_graph} and with another "
         "--attention-backend to isolate it, and with CUDA_LAUNCH_BLOCKING=1 to name the kernel. Often a "
         "version regression: compare with the previous sglang / flashinfer release.",
     ),
@@ -296,14 +298,14 @@ SIGNATURES: tuple[Signature, ...] = (
             T("on startup is less than", r"Free memory on device \S+ \((?P<free_gib>[\d.]+)/(?P<total_gib>[\d.]+) GiB\)"),
         ),
         "CUDA ran out of memory during {capture_step} (mem_fraction_static={mem_fraction_static}): "
-        "lower --mem-fraction-static by 0.03-0.05 to leave the graphs room, or lower --cuda-graph-max-bs "
+        "lower --mem-fraction-static by 0.03-0.05 to leave the graphs room, or lower {flag_cuda_graph_max_bs} "
         "(e.g. 16).",
-        "CUDA ran out of memory during {capture_step}: lower --mem-fraction-static by 0.03-0.05, or lower --cuda-graph-max-bs (e.g. 16).",
+        "CUDA ran out of memory during {capture_step}: lower --mem-fraction-static by 0.03-0.05, or lower {flag_cuda_graph_max_bs} (e.g. 16).",
         "CUDA ran out of memory (tried to allocate {tried}, mem_fraction_static={mem_fraction_static}): lower "
         "--mem-fraction-static by 0.03-0.05 to leave activation headroom, or lower --max-running-requests / "
         "--chunked-prefill-size.",
         "CUDA ran out of memory: lower --mem-fraction-static by 0.03-0.05 to leave activation headroom, "
-        "or lower --max-running-requests / --chunked-prefill-size / --cuda-graph-max-bs; check with "
+        "or lower --max-running-requests / --chunked-prefill-size / {flag_cuda_graph_max_bs}; check with "
         "nvidia-smi that no other process holds GPU memory.",
     ),
     # --- SGLang's memory sizing refused to start ---------------------------------------------
@@ -329,7 +331,7 @@ SIGNATURES: tuple[Signature, ...] = (
         "--mamba-full-memory-ratio / --mem-fraction-static.",
         "SGLang computed max_running_requests=0: the KV pool has {kv_tokens} tokens for "
         "context_len={context_len}. Set --max-running-requests explicitly, lower --context-length to at "
-        "most {kv_tokens}, or raise --mem-fraction-static.",
+        "most {context_that_fits}, or raise --mem-fraction-static.",
         "SGLang computed max_running_requests=0 (no memory left for even one request): set "
         "--max-running-requests explicitly and small, for hybrid models add --disable-radix-cache or "
         "raise --mamba-full-memory-ratio, or raise --mem-fraction-static.",
@@ -380,7 +382,7 @@ SIGNATURES: tuple[Signature, ...] = (
         "state needs {per_req_mb} MB (times the draft tokens under speculative decoding): " + _MEMORY_KNOBS + "; or set a small --max-running-requests.",
         "The KV cache holds {kv_tokens} tokens, fewer than one request of the model's length "
         "({max_model_len}): lower the context length (vLLM --max-model-len, SGLang --context-length) to at "
-        "most {kv_tokens}, or raise the memory fraction (vLLM --gpu-memory-utilization, SGLang "
+        "most {context_that_fits}, or raise the memory fraction (vLLM --gpu-memory-utilization, SGLang "
         "--mem-fraction-static) or the tensor-parallel size.",
         "The KV cache pool is too small (mem_fraction_static={mem_fraction_static}): " + _MEMORY_KNOBS + ".",
         "The KV cache pool is too small for this configuration: " + _MEMORY_KNOBS + ".",
@@ -521,7 +523,7 @@ SIGNATURES: tuple[Signature, ...] = (
         (T("atchdog timeout (self.watchdog_timeout", r"watchdog_timeout=(?P<watchdog_s>[\d.]+)"),),
         "The engine's watchdog stopped the server after {watchdog_s} s without progress; it was last "
         "{last_phase}. If loading weights: stage the model on local NVMe or /dev/shm; if capturing CUDA "
-        "graphs or compiling kernels: lower --cuda-graph-max-bs or warm the JIT cache; on several nodes "
+        "graphs or compiling kernels: lower {flag_cuda_graph_max_bs} or warm the JIT cache; on several nodes "
         "check that every node reached the same step (NCCL_DEBUG=INFO); or raise --watchdog-timeout.",
         "The engine's watchdog stopped the server after {watchdog_s} s without progress: a rank hung (NCCL "
         "between nodes, a JIT build, a slow disk). Look at the last step each rank logged; raise "
@@ -676,10 +678,10 @@ SIGNATURES: tuple[Signature, ...] = (
 SERVER_START_TIMEOUT_FIXES: tuple[str, ...] = (
     "The server was not ready within {timeout_s:.0f} s and logged no error; it was last {last_phase}. "
     "If loading weights: stage the model on local NVMe or /dev/shm; if capturing CUDA graphs: lower "
-    "--cuda-graph-max-bs; otherwise raise the start timeout.",
-    "The server was not ready within {timeout_s:.0f} s and logged no error: stage the model on local disk, lower --cuda-graph-max-bs, or raise the start timeout.",
-    "The server was not ready in time and logged no error; it was last {last_phase}: stage the model on local disk, lower --cuda-graph-max-bs, or raise the start timeout.",
-    "The server was not ready in time and logged no error: stage the model on local disk, lower --cuda-graph-max-bs, or raise the start timeout.",
+    "{flag_cuda_graph_max_bs}; otherwise raise the start timeout.",
+    "The server was not ready within {timeout_s:.0f} s and logged no error: stage the model on local disk, lower {flag_cuda_graph_max_bs}, or raise the start timeout.",
+    "The server was not ready in time and logged no error; it was last {last_phase}: stage the model on local disk, lower {flag_cuda_graph_max_bs}, or raise the start timeout.",
+    "The server was not ready in time and logged no error: stage the model on local disk, lower {flag_cuda_graph_max_bs}, or raise the start timeout.",
 )
 
 # Chosen from the log alone: it ends inside a start-up step that began and never finished (weights
@@ -687,14 +689,14 @@ SERVER_START_TIMEOUT_FIXES: tuple[str, ...] = (
 STALLED_START_FIXES: tuple[str, ...] = (
     "The start stalled while {last_phase} ({stall_detail}) and logged no error. If loading weights: "
     "stage the model on local NVMe or /dev/shm; if capturing CUDA graphs or compiling kernels: lower "
-    "--cuda-graph-max-bs or warm the JIT cache; if forming NCCL communicators (several nodes): check that "
+    "{flag_cuda_graph_max_bs} or warm the JIT cache; if forming NCCL communicators (several nodes): check that "
     "every node reached this step and can reach the others (NCCL_DEBUG=INFO, NCCL_SOCKET_IFNAME); "
     "otherwise raise the start timeout.",
     "The start stalled while {last_phase} and logged no error. If loading weights: stage the model on "
-    "local NVMe or /dev/shm; if capturing CUDA graphs or compiling kernels: lower --cuda-graph-max-bs or "
+    "local NVMe or /dev/shm; if capturing CUDA graphs or compiling kernels: lower {flag_cuda_graph_max_bs} or "
     "warm the JIT cache; if forming NCCL communicators (several nodes): check that every node reached this "
     "step and can reach the others (NCCL_DEBUG=INFO, NCCL_SOCKET_IFNAME); otherwise raise the start timeout.",
-    "The start stalled and logged no error: stage the model on local disk, lower --cuda-graph-max-bs, or raise the start timeout.",
+    "The start stalled and logged no error: stage the model on local disk, lower {flag_cuda_graph_max_bs}, or raise the start timeout.",
 )
 
 # Chosen when the log ends during startup with no fatal line and no word that the start timed out.
@@ -706,12 +708,26 @@ STARTUP_INCOMPLETE_FIXES: tuple[str, ...] = (
 SIGNATURE_BY_NAME: dict[str, Signature] = {signature.name: signature for signature in SIGNATURES}
 
 
-def fill_fix(templates: tuple[str, ...], figures: dict[str, object]) -> str:
-    """The first template whose fields are all known, filled in."""
+def advice_spellings(release: str) -> dict[str, str]:
+    """The flags the fix templates name whose spelling differs between SGLang releases, as `release`
+    spells them, keyed by the template field that stands for each: 0.5.23 takes `--cuda-graph-max-bs`
+    as an ambiguous prefix (of -decode and -prefill) and `--disable-cuda-graph` only as a deprecated alias."""
+    sglang = engine("sglang")
+    name, value = sglang.disable_cuda_graph(release)
+    return {
+        "flag_cuda_graph_max_bs": sglang.flag_for(release, "cuda_graph_max_bs"),
+        "flag_disable_cuda_graph": f"--{name}" if value is True else f"--{name}={value}",
+    }
+
+
+def fill_fix(templates: tuple[str, ...], figures: Mapping[str, object], release: str | None = None) -> str:
+    """The first template whose fields are all known, filled in; a `{flag_...}` field is the flag as
+    the SGLang `release` spells it (default: the newest fleet knows), so that the advice parses there."""
+    known = {**advice_spellings(release or engine("sglang").releases[-1]), **figures}
     for template in templates:
         fields = {name for _, name, _, _ in Formatter().parse(template) if name}
-        if all(figures.get(name) is not None for name in fields):
-            return template.format(**figures)
+        if all(known.get(name) is not None for name in fields):
+            return template.format(**known)
     raise ValueError(f"no fix template applies and none is field-free: {templates[-1]!r}")
 
 

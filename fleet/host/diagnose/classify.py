@@ -48,6 +48,8 @@ from fleet.host.engines.sglang.logparse import (
     parse_line,
     strip_prefix,
 )
+from fleet.host.engines.sglang.flags import release_of_fields
+from fleet.host.engines.sglang.release import KNOWN_RELEASES, choose_release
 from fleet.host.engines.vllm import logparse as vllm_log
 
 CHUNK_BYTES = 8 << 20
@@ -158,10 +160,13 @@ class Finding:
 
 @dataclass(frozen=True)
 class DiagnosisHint:
-    """What the caller knows beyond the log: the server was killed for not becoming ready in time."""
+    """What the caller knows beyond the log: the server was killed for not becoming ready in time,
+    and the SGLang version it ran (the advice spells flags as that release does; unknown: the release
+    whose ServerArgs the log's `server_args` line shows, else the newest fleet knows)."""
 
     server_start_timed_out: bool = False
     start_timeout_s: float | None = None
+    sglang_version: str | None = None
 
 
 @dataclass(frozen=True)
@@ -487,15 +492,39 @@ def _derive(figures: dict[str, object]) -> dict[str, object]:
     """Figures computed from others, for fix texts."""
     if figures.get("context_len") is not None and figures.get("max_new_tokens") is not None:
         figures["max_prompt_tokens"] = int(str(figures["context_len"])) - int(str(figures["max_new_tokens"]))
+    # A context length to suggest: the KV pool's tokens, when there are some and fewer than the
+    # context asked (a pool of 0 tokens makes "--context-length 0" no advice at all).
+    kv_tokens, context = _integer(figures.get("kv_tokens")), _integer(figures.get("max_model_len", figures.get("context_len")))
+    if kv_tokens is not None and kv_tokens > 0 and (context is None or kv_tokens < context):
+        figures["context_that_fits"] = kv_tokens
     return figures
 
 
-def _first_groups(hits: _SignatureHits) -> dict[str, str]:
+def _integer(value: object) -> int | None:
+    try:
+        return int(str(value)) if value is not None else None
+    except ValueError:
+        return None
+
+
+def _line_groups(hits: _SignatureHits) -> dict[str, str]:
+    """The figures of one line of the root cause (the first with the most): figures of two lines
+    (two requests that exceeded the context differently) would make one request of numbers that
+    belong to two."""
     groups: dict[str, str] = {}
     for _, _, found in hits.examples:
-        for key, value in found.items():
-            groups.setdefault(key, value)
+        if len(found) > len(groups):
+            groups = dict(found)
     return groups
+
+
+def _release(scan: _Scanner, hint: DiagnosisHint | None) -> str:
+    """The SGLang release whose flags the advice names."""
+    if hint is not None and hint.sglang_version is not None:
+        return choose_release(hint.sglang_version).release
+    if scan.summary.server_args is not None:
+        return release_of_fields(scan.summary.server_args.args)
+    return KNOWN_RELEASES[-1]
 
 
 def _classify(scan: _Scanner, path: str, hint: DiagnosisHint | None) -> Diagnosis:
@@ -532,6 +561,7 @@ def _classify(scan: _Scanner, path: str, hint: DiagnosisHint | None) -> Diagnosi
         fatal[generic_at:generic_at] = [item for item in warned if item[0].kind is Kind.FATAL]
 
     figures = _figures(scan, start, hint)
+    release = _release(scan, hint)
     failure_class: str | None = None
     evidence: tuple[Evidence, ...] = ()
     fix: str | None = None
@@ -554,13 +584,13 @@ def _classify(scan: _Scanner, path: str, hint: DiagnosisHint | None) -> Diagnosi
             after = [item for item in _generic_evidence([h for s, h in fatal if s.kind is Kind.GENERIC]) if item.line > evidence[0].line]
             shown = {item.line for item in evidence}
             evidence += tuple([item for item in after if item.line not in shown][:EVIDENCE_PER_SIGNATURE])
-        figures = _derive({**figures, **_first_groups(root_hits)})
+        figures = _derive({**figures, **_line_groups(root_hits)})
         if root.failure_class is FailureClass.SERVER_START_TIMEOUT:
             stalled = _stalled_at(scan)
             figures.setdefault("last_phase", stalled.text if stalled else None)
             if stalled is not None and stalled.line < evidence[0].line:
                 evidence = (Evidence(stalled.line, f"last startup step: {stalled.text}"), *evidence)
-        fix = fill_fix(root.fixes, figures)
+        fix = fill_fix(root.fixes, figures, release)
         consequences = tuple(dict.fromkeys(signature.failure_class.value for signature, _ in fatal[1:] if signature.failure_class not in (None, root.failure_class, FailureClass.UNKNOWN)))
     elif not _came_up(scan, start) and _startup_seen(scan) is not None:
         # The log ends during startup without a fatal line. With the run record's word that the start
@@ -573,18 +603,18 @@ def _classify(scan: _Scanner, path: str, hint: DiagnosisHint | None) -> Diagnosi
             evidence = (Evidence(stalled.line, f"last startup step: {stalled.text}"),)
         if hint is not None and hint.server_start_timed_out:
             failure_class = FailureClass.SERVER_START_TIMEOUT.value
-            fix = fill_fix(SERVER_START_TIMEOUT_FIXES, figures)
+            fix = fill_fix(SERVER_START_TIMEOUT_FIXES, figures, release)
         elif stalled is not None and _under_way(scan, stalled):
             failure_class = FailureClass.SERVER_START_TIMEOUT.value
             tail = scan.lines - stalled.line
             figures["stall_detail"] = f"stalled at line {stalled.line}" + (f", {tail} more lines and no step after it" if tail else ", the last line of the log")
             evidence = (Evidence(stalled.line, f"stalled at: {stalled.text}"),)
-            fix = fill_fix(STALLED_START_FIXES, figures)
+            fix = fill_fix(STALLED_START_FIXES, figures, release)
         else:
             failure_class = FailureClass.UNKNOWN.value
-            fix = fill_fix(STARTUP_INCOMPLETE_FIXES, figures)
+            fix = fill_fix(STARTUP_INCOMPLETE_FIXES, figures, release)
 
-    findings = _findings(scan, start, figures, recovered, failure_class)
+    findings = _findings(scan, start, figures, recovered, failure_class, release)
     return Diagnosis(path, failure_class, evidence, findings, fix, consequences, scan.summary, figures)
 
 
@@ -650,7 +680,7 @@ def _generic_evidence(generic: list[_SignatureHits]) -> tuple[Evidence, ...]:
     return tuple(Evidence(line, text) for line, text in lines[: 2 * EVIDENCE_PER_SIGNATURE])
 
 
-def _findings(scan: _Scanner, start: int, figures: dict[str, object], recovered: list[_SignatureHits], failure_class: str | None) -> tuple[Finding, ...]:
+def _findings(scan: _Scanner, start: int, figures: dict[str, object], recovered: list[_SignatureHits], failure_class: str | None, release: str) -> tuple[Finding, ...]:
     findings: dict[str, Finding] = {}
 
     def add(name: str, line: int, text: str, count: int, extra: dict[str, str]) -> None:
@@ -658,7 +688,7 @@ def _findings(scan: _Scanner, start: int, figures: dict[str, object], recovered:
             previous = findings[name]
             findings[name] = Finding(name, previous.line, previous.text, previous.advice, previous.count + count)
             return
-        advice = fill_fix(SIGNATURE_BY_NAME[name].fixes, {**figures, **extra})
+        advice = fill_fix(SIGNATURE_BY_NAME[name].fixes, {**figures, **extra}, release)
         findings[name] = Finding(name, line, text, advice, count)
 
     for (hit_start, name), hits in sorted(scan.hits.items(), key=lambda item: item[1].examples[0][0]):

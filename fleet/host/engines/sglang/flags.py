@@ -20,7 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from functools import lru_cache
@@ -139,6 +139,16 @@ def flag_for(release: str, name: str) -> str:
     if option is None:
         raise FlagTableError(f"SGLang {release} has no flag for {name!r} (flagdata/{release}.json)")
     return option
+
+
+def release_of_fields(fields: Collection[str]) -> str:
+    """The known release whose ServerArgs a logged `server_args` is (`fields`: its field names): the
+    newest whose own names of fleet's renamed settings are all there, else the oldest."""
+    for release in reversed(KNOWN_RELEASES):
+        renamed = RELEASE_FLAGS[release].renamed
+        if renamed and all(field_name in fields for field_name in renamed.values()):
+            return release
+    return KNOWN_RELEASES[0]
 
 
 @lru_cache(maxsize=None)
