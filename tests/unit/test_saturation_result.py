@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import threading
-from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
