@@ -91,9 +91,9 @@ def fork_of(kind: str, fork: str | None = ENGINE_DEFAULT_FORK) -> str | None:
     return None if fork == UPSTREAM else fork
 
 
-# The engines a sim host plays: the simulator speaks SGLang's command line, log and HTTP surface;
-# vLLM's is not written yet, so a vLLM configuration is refused for a sim host at plan time.
-SIM_PLAYS: tuple[str, ...] = (DEFAULT_ENGINE,)
+# The engines a sim host plays: the simulator speaks SGLang's and vLLM's command lines, logs and HTTP
+# surfaces (fleet/host/engines/sim/server.py and vllmserver.py).
+SIM_PLAYS: tuple[str, ...] = (DEFAULT_ENGINE, "vllm")
 
 
 class VllmInstall(StrictModel):
@@ -101,7 +101,7 @@ class VllmInstall(StrictModel):
     to hosts that have it."""
 
     python: Command | None = Field(default=None, description="interpreter with vllm installed (default: engine.python)")
-    release: str | None = Field(default=None, description="the vLLM release the host runs, pinned (one fleet knows); facts' vllm_version must agree")
+    release: str | None = Field(default=None, description="the vLLM release the host runs, pinned (one fleet knows); facts' vllm_version must agree; sim hosts: the release the simulator plays")
 
     @field_validator("release")
     @classmethod

@@ -307,6 +307,12 @@ def _memory_fix(config: ServerConfig, numbers: _Numbers, memory: _Memory) -> _Pr
         if planned is not None:
             return planned
     settings = config.settings
+    # One request of the configured context does not fit the KV cache (vLLM's check at start,
+    # kv_cache_planning.py:64-84, states the length that fits): fewer requests cannot help, the
+    # context that fits does.
+    fits, context = numbers.integer("context_that_fits"), settings.context_length or numbers.integer("max_model_len")
+    if fits is not None and context is not None and MIN_CONTEXT_LENGTH <= fits < context:
+        return _step("context_length", context, fits, "one request of the context did not fit in the KV cache; this length is what fits")
     requests = settings.max_running_requests or numbers.integer("requested_max_running_requests")
     if requests is None and config.algorithm is not None:
         requests = engine_named(config.engine_name).speculative_default_max_running_requests  # the engine's default with speculative decoding

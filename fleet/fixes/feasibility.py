@@ -17,7 +17,7 @@ from fleet.host.engines import DEFAULT_ENGINE
 from fleet.host.engines import engine as engine_named
 from fleet.host.engines.base import Adjustment, Feasibility, LaunchSpec, StartRecord, unchecked
 from fleet.host.modelcard import load_model_card
-from fleet.launch import SIM_FORK_ENV, SIM_MODULE, SIM_RELEASE_ENV, SIM_UPSTREAM, launch_spec
+from fleet.launch import SIM_FORK_ENV, SIM_MODULE, SIM_UPSTREAM, launch_spec, sim_release_of
 from fleet.playbook import ServerConfig, ServerSettings
 
 # ServerSettings fields an adjustment may set: the typed scalar settings, not the free-form flags/env.
@@ -108,7 +108,7 @@ def engine_release(module: str, launch: LaunchSpec, engine_version: str | None, 
     served = engine_named(engine)
     if engine_version is None:
         sim = module == SIM_MODULE
-        engine_version = (launch.env.get(SIM_RELEASE_ENV) or served.sim_release) if sim else served.version_tested
+        engine_version = (sim_release_of(launch, engine) or served.sim_release) if sim else served.version_tested
     return served.choose_release(engine_version).release
 
 

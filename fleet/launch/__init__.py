@@ -4,9 +4,10 @@ runs it.
 
 `sglang` (a real host) runs the engine's own server module (`python -m sglang.launch_server`, or
 vLLM's `python -m vllm.entrypoints.cli.main serve` for a vLLM configuration); `sim` runs fleet's
-simulator under `python -m fleet.host.engines.sim`, with the same flags: it plays the host's
-release, which the launch tells it in FLEET_SIM_SGLANG_VERSION (and whether it plays the DDTree
-fork in FLEET_SIM_SGLANG_FORK).
+simulator under `python -m fleet.host.engines.sim`, with the same flags: it plays the
+configuration's engine (FLEET_SIM_ENGINE) and the host's release of it, which the launch tells it
+in FLEET_SIM_SGLANG_VERSION or FLEET_SIM_VLLM_VERSION (and whether it plays SGLang's DDTree fork in
+FLEET_SIM_SGLANG_FORK).
 """
 
 from __future__ import annotations
@@ -26,8 +27,10 @@ if TYPE_CHECKING:
     from fleet.playbook import ServerConfig
 
 SIM_MODULE = "fleet.host.engines.sim"
-# Read by fleet/host/engines/sim/cli.py.
+# Read by fleet/host/engines/sim/cli.py (SGLang) and vllmserver.py (ENGINE_ENV, RELEASE_ENV).
+SIM_ENGINE_ENV = "FLEET_SIM_ENGINE"
 SIM_RELEASE_ENV = "FLEET_SIM_SGLANG_VERSION"
+SIM_RELEASE_ENVS = {DEFAULT_ENGINE: SIM_RELEASE_ENV, "vllm": "FLEET_SIM_VLLM_VERSION"}
 SIM_FORK_ENV = "FLEET_SIM_SGLANG_FORK"
 SIM_NOISE_ENV = "FLEET_SIM_NOISE"  # fleet/host/engines/sim/noise.py NOISE_ENV
 SIM_UPSTREAM = "upstream"
@@ -58,7 +61,7 @@ def launch_spec(
     card = load_model_card(server.model.card) if hybrid is None and server.model.card else None
     served = engine_named(server.engine_name)
     sim = engine == "sim"  # EngineKind is a str enum; comparing by value keeps fleet.inventory unimported
-    if sim and served.name != DEFAULT_ENGINE:  # the plan refuses it first, naming the host (EngineSpec.serves)
+    if sim and served.name not in SIM_RELEASE_ENVS:  # the plan refuses it first, naming the host (EngineSpec.serves)
         raise EngineConfigError(f"{server.label}: the simulator does not play {served.title} yet")
     played = served.choose_release(engine_version or served.sim_release).release if sim else None
     spec = served.build_launch(
@@ -77,10 +80,20 @@ def launch_spec(
     if played is None:
         return spec
     # The release the simulator plays: the known one fleet rendered the flags for.
-    sim_env = {SIM_RELEASE_ENV: played, SIM_FORK_ENV: fork or SIM_UPSTREAM, **_declared_gpu_env(declared_gpus)}
+    if served.name == DEFAULT_ENGINE:
+        sim_env = {SIM_RELEASE_ENV: played, SIM_FORK_ENV: fork or SIM_UPSTREAM}
+    else:
+        sim_env = {SIM_ENGINE_ENV: served.name, SIM_RELEASE_ENVS[served.name]: played}
+    sim_env.update(_declared_gpu_env(declared_gpus))
     if sim_noise != "off":
         sim_env[SIM_NOISE_ENV] = sim_noise
     return replace(spec, env=dict(sorted({**sim_env, **spec.env}.items())))
+
+
+def sim_release_of(env: dict[str, str] | LaunchSpec, engine: str) -> str | None:
+    """The release a sim launch of `engine` plays, as its environment tells the simulator."""
+    variables = env.env if isinstance(env, LaunchSpec) else env
+    return variables.get(SIM_RELEASE_ENVS.get(engine, SIM_RELEASE_ENV))
 
 
 def _declared_gpu_env(declared: tuple[int, str | None] | None) -> dict[str, str]:

@@ -530,10 +530,10 @@ def _identity(sweep: SweepData, result: RunResult) -> dict[str, Any]:
     return {"tp": tp, "method": variant.split("-b")[0], "variant": variant, "argv": None}
 
 
-def _speculative(entry: dict[str, Any]) -> bool:
+def _speculative(entry: dict[str, Any], engine: str) -> bool:
     argv = entry.get("argv")
     if isinstance(argv, list):
-        return "--speculative-algorithm" in argv
+        return any(flag in argv for flag in engine_named(engine).speculative_flags)
     return entry.get("method") != AUTOREGRESSIVE
 
 
@@ -563,7 +563,7 @@ def rows_of(sweep: SweepData, loaded: Loaded) -> list[Row]:
     base = dict(
         sweep_id=result.sweep_id, host=result.host, group=group, run_id=result.run_id, label=result.label,
         method=str(entry.get("method") or ""), variant=str(entry.get("variant") or result.server_label),
-        speculative=_speculative(entry), workload=str(result.workload.get("name") or entry.get("workload") or ""),
+        speculative=_speculative(entry, result.engine), workload=str(result.workload.get("name") or entry.get("workload") or ""),
         workload_kind=str(result.workload.get("kind") or entry.get("workload_kind") or ""), status=result.status.value,
         reason=_reason(result), sim_speed=result.sim_speed, path=str(loaded.path),
         fix=str(result.provenance["fix"]) if result.provenance and result.provenance.get("fix") else None,

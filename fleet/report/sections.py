@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Union
 
 from fleet.report import text
+from fleet.report.engines import engine_pairs, pair_titles
 from fleet.report.model import Cell, Group, Headline, Report, curves
 
 
@@ -159,6 +160,23 @@ def sections(report: Report) -> list[Section]:
         out.append(Section("Simulated", notes=[text.SIM_NOTE]))
     for group in report.groups:
         out.append(Section(group.key.title, table=_group_table(group), group=group, curves=_curve_tables(group)))
+    pairs = engine_pairs(report.cells)
+    if pairs:
+        first, second = pair_titles()
+        out.append(
+            Section(
+                "Engines side by side",
+                notes=[f"The same method, workload and level on the same host type and TP under {first} and {second}: {second} ÷ {first} with its 95 % interval "
+                       f"(Fieller's for the two engines' independent servers); 'faster': that interval lies wholly above 1.0, {second} is faster; 'slower': wholly below, {first} is."],
+                table=Table(
+                    ["host type", "TP", "method", "workload", "level", f"{first} tok/s [95 %]", f"{second} tok/s [95 %]", f"{second} ÷ {first} [95 %]", "verdict",
+                     f"{first} accept len", f"{second} accept len"],
+                    [[p.host_type, str(p.tp), p.variant, p.workload, text.level(p.level), text.summary(p.first.tok_s), text.summary(p.second.tok_s), text.ratio(p.ratio),
+                      text.verdict(p.verdict), text.summary(p.first.acceptance_length, 2), text.summary(p.second.acceptance_length, 2)] for p in pairs],
+                    frozenset({1, 4, 5, 6, 7}),
+                ),
+            )
+        )  # fmt: skip
     if report.baseline:
         out.append(
             Section(

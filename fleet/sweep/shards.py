@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from fleet.host.contract.shard import AgentLimits, RunSpec, ServerSpec, Shard
+from fleet.host.engines import engine as engine_named
 from fleet.inventory import EngineKind, Host, ServiceManager, Target
 from fleet.layout import agent_dir, server_port, sweep_dir
 from fleet.plan import Hardware, Plan, PlannedServer, launch_on
@@ -56,6 +57,7 @@ def server_spec(planned: PlannedServer, host: Target, sweep_id: str) -> ServerSp
         cwd=sweep_dir(host, sweep_id),
         skip_reason=planned.skip_reason,
         engine=planned.config.engine_name,
+        api=engine_named(planned.config.engine_name).client_api,  # type: ignore[arg-type]
         engine_release=planned.engine_release,
         # The plan's slot is as long as its estimate of the server's start-up and runs.
         estimate_s=round(planned.end_s - planned.start_s, 3),

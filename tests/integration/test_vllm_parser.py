@@ -506,6 +506,46 @@ def test_fleet_accepts_and_refuses_exactly_what_vllm_serve_does(real: dict[str, 
     assert mismatches == []
 
 
+def sim_outcome(args: list[str], env: dict[str, str]) -> dict[str, Any]:
+    """The simulator playing `vllm serve` (FLEET_SIM_ENGINE=vllm): its command-line stage, as its
+    process runs it (fleet.host.engines.sim.vllmserver.read_command_line), in fleet_outcome's terms."""
+    from fleet.host.engines.sim.vllmserver import Refusal, read_command_line
+    from fleet.host.engines.vllm.flags import ReprDefault
+
+    try:
+        line = read_command_line(["serve", *args], env)
+    except Refusal as exc:
+        if exc.code == 2:
+            return {"outcome": "exit 2", "error": error_text(exc.text)}
+        last = exc.text.rstrip("\n").rsplit("\n", 1)[-1]
+        exception, _, message = last.partition(": ")
+        return {"outcome": exception, "error": message}
+    record = {k: "<default>" if isinstance(v, ReprDefault) else plain(v) for k, v in line.parsed.values.items()}
+    return {"outcome": "ok", "record": record}
+
+
+def test_the_sim_playing_vllm_accepts_and_refuses_exactly_what_vllm_serve_does(real: dict[str, Any]) -> None:
+    mismatches, loose = [], []
+    for argv in real["argvs"]:
+        problem = differences(real["results"][argv.name], sim_outcome(real["args"][argv.name], argv.env), loose)
+        if problem:
+            mismatches.append(f"{argv.name} {real['args'][argv.name]}: {problem}")
+    assert mismatches == []
+
+
+def test_the_sim_process_exits_as_vllm_serve_does(real: dict[str, Any], tmp_path: Path) -> None:
+    """A few argv through the simulator's real process: exit 2 with vLLM's usage error for a refusal."""
+    refused = [a for a in real["argvs"] if real["results"][a.name]["outcome"] == "exit 2"][:3]
+    assert refused
+    for argv in refused:
+        done = subprocess.run(
+            [sys.executable, "-m", "fleet.host.engines.sim", "serve", *real["args"][argv.name]], capture_output=True, text=True, timeout=120, cwd=tmp_path,
+            env={**os.environ, **argv.env, "FLEET_SIM_ENGINE": "vllm", "PYTHONPATH": str(ROOT)},
+        )  # fmt: skip
+        assert done.returncode == 2, (argv.name, done.stderr[-2000:])
+        assert _mask(error_text(done.stderr)) == _mask(real["results"][argv.name].get("error")), (argv.name, done.stderr[-2000:])
+
+
 def test_every_rendered_launch_parses_to_what_fleet_meant(real: dict[str, Any]) -> None:
     from fleet.host.engines.vllm.launch import speculative_config
 

@@ -67,7 +67,8 @@ def test_exit_codes_are_recorded(tmp_path: Path) -> None:
     services = ProcessServices(tmp_path / "state")
     services.start(spec(tmp_path, "three", ["sh", "-c", "exit 3"]))
     services.start(spec(tmp_path, "killed", ["sh", "-c", "kill -9 $$"]))
-    assert wait(lambda: services.status("three").state == "exited" and services.status("killed").state == "exited")
+    # Its wrapper records the exit a moment after the process is gone (the agent waits for it, as here).
+    assert wait(lambda: all(services.status(name).state == "exited" and services.status(name).exit_code is not None for name in ("three", "killed")))
     assert services.status("three").exit_code == 3
     # The shell reports 128 + SIGKILL (137); read back as systemd's managers say it: -9.
     assert services.status("killed").exit_code == -9

@@ -12,6 +12,7 @@ import yaml
 from fleet.fixes.autofix import Fix, FixKind, decide, propose_fix
 from fleet.fixes.feasibility import check_config
 from fleet.host.diagnose.catalogue import SIGNATURE_BY_NAME
+from fleet.host.diagnose import diagnose_text
 from fleet.host.diagnose.classify import diagnose_file
 from fleet.host.engines.sglang import logparse
 from fleet.host.engines.sglang.args import resolve_server_args
@@ -129,6 +130,27 @@ def test_the_ladder_raises_the_fraction_within_the_safe_bound_then_shortens_the_
 
     nothing_left = seed_run(card=False, max_running_requests=1, mem_fraction_static=0.9, context_length=2048)
     assert propose(nothing_left, "kv_pool_too_small") is None
+
+
+def test_when_one_request_of_the_context_does_not_fit_the_context_that_fits_is_the_fix() -> None:
+    """vLLM's start check names the length that fits (kv_cache_planning.py:64-84: "the estimated
+    maximum model length is N"): fewer running requests cannot help one request fit, so the fix
+    is that length, under either engine, whatever the ladder would have tried first."""
+    log = (
+        "(EngineCore_DP0 pid=354) ERROR 12-03 11:35:45 [core.py:1584] ValueError: To serve at least one request with the model's max seq len (262144), "
+        "(16.0 GiB KV cache is needed, which is larger than the available KV cache memory (14.29 GiB). Based on the available memory, the estimated "
+        "maximum model length is 234080. Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine."
+    )
+    diagnosis = diagnose_text([log])
+    assert diagnosis.failure_class == "kv_pool_too_small"
+    numbers = diagnosis.figures  # what the agent hands the fixer
+    run = seed_run(card=False, context_length=262144)  # 8 running requests: the ladder would halve them
+    fix = propose(run, "kv_pool_too_small", numbers)
+    assert fix is not None and fix.new_config is not None
+    assert fix.new_config.settings.context_length == 234080 and fix.new_config.settings.max_running_requests == 8
+    assert fix.provenance["fix"] == "context_length 262144 -> 234080"
+    # Without the figure the ladder is as before (requests first).
+    assert propose(run, "kv_pool_too_small").new_config.settings.max_running_requests == 4  # type: ignore[union-attr]
 
 
 def test_a_fraction_near_the_bound_is_raised_only_to_the_bound() -> None:

@@ -128,9 +128,20 @@ def test_a_host_without_the_engine_is_refused_naming_its_file_and_what_to_set(tm
     with pytest.raises(ConfigError) as caught:
         make_plan(book, [make_host("ct200", kind="sglang")])
     assert "engine.vllm.python" in str(caught.value) and "ct200" in str(caught.value)
-    with pytest.raises(ConfigError) as caught:
-        make_plan(book, [make_host("ct201", kind="sim")])
-    assert "does not play vLLM" in str(caught.value)
+
+
+def test_a_sim_host_plays_both_engines_each_launch_telling_the_simulator_which(tmp_path: Path) -> None:
+    plan = make_plan(load_playbook(write(tmp_path, both_engines())), [make_host("ct201", kind="sim")])
+    engines = {server.config.engine_name for server in plan.servers}
+    assert engines == {"sglang", "vllm"}
+    for server in plan.servers:
+        env = server.launch.env
+        assert server.launch.argv[2] == "fleet.host.engines.sim"
+        if server.config.engine_name == "vllm":
+            assert server.launch.argv[3] == "serve" and env["FLEET_SIM_ENGINE"] == "vllm" and env["FLEET_SIM_VLLM_VERSION"] == "0.33.0"
+            assert "FLEET_SIM_SGLANG_VERSION" not in env
+        else:
+            assert "FLEET_SIM_ENGINE" not in env and env["FLEET_SIM_SGLANG_VERSION"] == server.engine_release
 
 
 def test_a_vllm_release_the_host_file_pins_must_be_one_fleet_knows() -> None:

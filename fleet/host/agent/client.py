@@ -61,8 +61,12 @@ LIVENESS_SUSPECT = frozenset({TIMEOUT, NO_TOKEN_TIMEOUT, CONNECTION_REFUSED, CON
 _CONTEXT_ERROR = re.compile(
     r"longer than the model's context length|exceeds the model's maximum context length"
     r"|exceeds the maximum allowed length"
+    # vLLM 0.33: v1/engine/input_processor.py:589 and renderers/params.py:544.
+    r"|is longer than the maximum model length of|This model's maximum context length is"
 )
-_PROMPT_COUNT_IN_ERROR = re.compile(r"The input \((\d+) tokens\)|: (\d+) tokens from the input|Input length \((\d+) tokens\)")
+_PROMPT_COUNT_IN_ERROR = re.compile(
+    r"The input \((\d+) tokens\)|: (\d+) tokens from the input|Input length \((\d+) tokens\)|The decoder prompt \(length (\d+)\)|your prompt contains (\d+) input tokens"
+)
 
 
 @dataclass(frozen=True)
@@ -476,14 +480,26 @@ def _http_error(response: http.client.HTTPResponse) -> StreamError:
 
 def get_json(endpoint: Endpoint, path: str, timeout_s: float) -> Any:
     """GET a JSON document; raises OSError / http.client.HTTPException / ValueError on failure."""
+    return json.loads(get_body(endpoint, path, timeout_s))
+
+
+# A /metrics text of a server with many labels runs to a few hundred KiB; a body past this is no
+# server's answer to trust (a host's process on the port is untrusted input too).
+MAX_BODY_BYTES = 16 << 20
+
+
+def get_body(endpoint: Endpoint, path: str, timeout_s: float) -> bytes:
+    """GET a 200 body of at most MAX_BODY_BYTES; raises OSError / http.client.HTTPException / ValueError."""
     conn = http.client.HTTPConnection(endpoint.host, endpoint.port, timeout=timeout_s)
     try:
         conn.request("GET", path)
         response = conn.getresponse()
-        body = response.read()
+        body = response.read(MAX_BODY_BYTES + 1)
         if response.status != 200:
             raise ValueError(f"GET {path}: HTTP {response.status}: {body[:2000].decode('utf-8', errors='replace')}")
-        return json.loads(body)
+        if len(body) > MAX_BODY_BYTES:
+            raise ValueError(f"GET {path}: a body of more than {MAX_BODY_BYTES} bytes")
+        return body
     finally:
         conn.close()
 

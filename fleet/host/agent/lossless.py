@@ -4,7 +4,7 @@ autoregressive server of the same model returns. Standard library only (shipped 
 Every server the agent brings up -- autoregressive or speculative -- answers one fixed set of
 greedy prompts (`GREEDY_SET`: temperature 0, a fixed `sampling_seed`, `ignore_eos`, `MAX_NEW_TOKENS`
 each) after its warm-up and before its first run, on SGLang's native `/generate` (whatever API
-the workloads use: every SGLang server has it). Its outputs go into each of its runs' results
+the workloads use: every SGLang server has it), or on /v1/completions for an engine without it (vLLM). Its outputs go into each of its runs' results
 (`lossless`). An autoregressive server's outputs are the *reference* of its model and TP size on
 that host type; a speculative server's are compared with it:
 
@@ -84,6 +84,21 @@ def request_body(prompt: str) -> dict[str, Any]:
     }
 
 
+def completions_body(prompt: str, model: str | None) -> dict[str, Any]:
+    """The same greedy request on /v1/completions, for an engine without SGLang's /generate (vLLM):
+    `seed` is the OpenAI API's name of the sampling seed, `ignore_eos` the engines' extension."""
+    return {"model": model or "default", "prompt": prompt, "max_tokens": MAX_NEW_TOKENS, "temperature": 0.0, "ignore_eos": True, "seed": SAMPLING_SEED, "stream": False}
+
+
+def parse_completion(prompt: str, payload: Any) -> Output:
+    """One /v1/completions answer: its first choice's text (no token ids: compared on text)."""
+    choices = payload.get("choices") if isinstance(payload, Mapping) else None
+    first = choices[0] if isinstance(choices, list) and choices else None
+    if not isinstance(first, Mapping) or not isinstance(first.get("text"), str):
+        raise ValueError(f"expected a /v1/completions answer with a choice's text, got {str(payload)[:200]!r}")
+    return Output(prompt, None, first["text"])
+
+
 def parse_response(prompt: str, payload: Any) -> Output:
     """One /generate answer (a JSON object with `text`, and `output_ids` where the server sends them)."""
     if isinstance(payload, list) and len(payload) == 1:
@@ -96,18 +111,21 @@ def parse_response(prompt: str, payload: Any) -> Output:
     return Output(prompt, None, payload["text"])
 
 
-def send_greedy_set(host: str, port: int, timeout_s: float = REQUEST_TIMEOUT_S) -> list[Output]:
-    """Each prompt of GREEDY_SET, one after another. Raises OSError/ValueError/HTTPException."""
+def send_greedy_set(host: str, port: int, timeout_s: float = REQUEST_TIMEOUT_S, *, api: str = "generate", model: str | None = None) -> list[Output]:
+    """Each prompt of GREEDY_SET, one after another, on the engine's route (`api`: SGLang's
+    /generate, or /v1/completions). Raises OSError/ValueError/HTTPException."""
+    path = "/generate" if api == "generate" else "/v1/completions"
     outputs = []
     for name, prompt in GREEDY_SET:
         conn = http.client.HTTPConnection(host, port, timeout=timeout_s)
         try:
-            conn.request("POST", "/generate", body=json.dumps(request_body(prompt)).encode(), headers={"Content-Type": "application/json"})
+            body_json = request_body(prompt) if api == "generate" else completions_body(prompt, model)
+            conn.request("POST", path, body=json.dumps(body_json).encode(), headers={"Content-Type": "application/json"})
             response = conn.getresponse()
             body = response.read()
             if response.status != 200:
-                raise ValueError(f"/generate: HTTP {response.status}: {body[:300].decode('utf-8', errors='replace')}")
-            outputs.append(parse_response(name, json.loads(body)))
+                raise ValueError(f"{path}: HTTP {response.status}: {body[:300].decode('utf-8', errors='replace')}")
+            outputs.append(parse_response(name, json.loads(body)) if api == "generate" else parse_completion(name, json.loads(body)))
         finally:
             conn.close()
     return outputs

@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import functools
 import http.client
 import json
 import logging
@@ -57,7 +58,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from fleet.host.agent.client import Client, Endpoint, get_json, health_ok
+from fleet.host.agent.client import Client, Endpoint, get_body, get_json, health_ok
 from fleet.host.agent.dispatch import Placement, Running, Waiting, choose, stuck
 from fleet.host.agent.drive import drive
 from fleet.host.agent.driver import Driver, Gate, ServerFacts
@@ -80,6 +81,9 @@ from fleet.host.errors import LeaseHeld, LeaseLost
 from fleet.host.contract.progress import Halt
 from fleet.host.contract.shard import RunSpec, ServerSpec, Shard, grown_servers
 from fleet.host.diagnose.classify import DiagnosisHint, diagnose_file
+from fleet.host.engines import DEFAULT_ENGINE
+from fleet.host.engines import engine as engine_named
+from fleet.host.engines.base import LaunchFacts, SpecCounters
 from fleet.host.failures import FailureClass
 from fleet.host.nvidia_smi import DECLARED_GPU_ENV, plays_declared
 from fleet.host.errors import AgentBusy, HostLeased
@@ -120,15 +124,25 @@ def unwritable(exc: BaseException) -> bool:
     return isinstance(exc, OSError) and exc.errno in UNWRITABLE_ERRNOS
 
 
+def launch_facts(spec: ServerSpec) -> LaunchFacts:
+    """What the server's own flags say (its engine reads them: fleet.host.engines.base.LaunchFacts)."""
+    return _read_launch(spec.engine, tuple(spec.argv[3:]))
+
+
+@functools.lru_cache(maxsize=256)
+def _read_launch(engine: str, flags: tuple[str, ...]) -> LaunchFacts:
+    return engine_named(engine).read_launch(flags)  # vLLM's reading runs its release's parser: once a server
+
+
 def speculative(spec: ServerSpec) -> bool:
-    return "--speculative-algorithm" in spec.argv
+    return launch_facts(spec).speculative
 
 
 def lossless_key(spec: ServerSpec) -> str:
-    """The reference a server's greedy outputs are compared with (or are): its model and TP size."""
-    argv = spec.argv
-    model = next((argv[i + 1] for i, arg in enumerate(argv[:-1]) if arg in ("--model-path", "--model")), "?")
-    return reference_key(model, spec.gpu_count)
+    """The reference a server's greedy outputs are compared with (or are): its model and TP size,
+    and its engine when it is not SGLang (two engines' kernels need not agree on a near-tie)."""
+    key = reference_key(launch_facts(spec).model, spec.gpu_count)
+    return key if spec.engine == DEFAULT_ENGINE else f"{key}|{spec.engine}"
 
 
 class _Stopped(Exception):
@@ -793,15 +807,17 @@ class ServerSession:
         except (OSError, ValueError, KeyError, IndexError, TypeError) as exc:
             log.warning("server %s: /v1/models: %s", self.spec.label, exc)
         info: dict[str, Any] = {}
+        info_path = engine_named(self.spec.engine).info_path
         try:
-            info = get_json(self.endpoint, "/server_info", FACTS_TIMEOUT_S)
-            state = (info.get("internal_states") or [{}])[0]
-            per_dp = state.get("effective_max_running_requests_per_dp")
-            if per_dp:
-                max_running = int(per_dp) * int(info.get("dp_size") or 1)
-                sources["max_running_requests"] = "/server_info internal_states[0].effective_max_running_requests_per_dp"
+            if info_path is not None:
+                info = get_json(self.endpoint, info_path, FACTS_TIMEOUT_S)
+                state = (info.get("internal_states") or [{}])[0]
+                per_dp = state.get("effective_max_running_requests_per_dp")
+                if per_dp:
+                    max_running = int(per_dp) * int(info.get("dp_size") or 1)
+                    sources["max_running_requests"] = f"{info_path} internal_states[0].effective_max_running_requests_per_dp"
         except (OSError, ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
-            log.warning("server %s: /server_info: %s", self.spec.label, exc)
+            log.warning("server %s: %s: %s", self.spec.label, info_path, exc)
         scheduler = self.watcher.scheduler
         if scheduler is not None:
             if max_running is None and scheduler.max_running_requests is not None:
@@ -810,6 +826,10 @@ class ServerSession:
                 context_len, sources["context_len"] = scheduler.context_len, "log: scheduler line"
         if max_running is None and info.get("max_running_requests"):
             max_running, sources["max_running_requests"] = int(info["max_running_requests"]), "/server_info max_running_requests"
+        if max_running is None:
+            declared = launch_facts(self.spec).max_running_requests
+            if declared is not None:
+                max_running, sources["max_running_requests"] = declared, "launch flags (the engine does not report it)"
         if context_len is None and info.get("context_length"):
             context_len, sources["context_len"] = int(info["context_length"]), "/server_info context_length"
         max_input = int(info["max_req_input_len"]) if info.get("max_req_input_len") else None
@@ -852,7 +872,7 @@ class ServerSession:
         role = "reference" if is_reference else "candidate"
         self.progress.phase(self.spec.server_id, self.spec.label, ServerPhase.warmup, gpus=self.gpus)
         try:
-            outputs = send_greedy_set(self.endpoint.host, self.endpoint.port, min(self.limits.request_timeout_s, 120.0))
+            outputs = send_greedy_set(self.endpoint.host, self.endpoint.port, min(self.limits.request_timeout_s, 120.0), api=self.spec.api, model=self.facts.served_model)
         except (OSError, ValueError, http.client.HTTPException) as exc:
             if self._aborted.is_set():
                 raise _Stopped() from None
@@ -880,9 +900,28 @@ class ServerSession:
         where = ", ".join(f"{o.prompt} {'-' if p is None else p}" for o, p in zip(outputs, check.positions))
         return Failure(NOT_LOSSLESS, check.message, evidence=(f"first diverging {check.unit} per greedy prompt: {where}",))
 
-    def _annotated(self, result: RunResult, outcome: WorkloadOutcome | None = None) -> RunResult:
-        """The result with its server's lossless record and, for a run that ran, its energy."""
+    def _spec_counters(self) -> SpecCounters | None:
+        """The server's speculative-decoding totals now, for an engine that reports acceptance in
+        /metrics only (vLLM); None for others, or when /metrics does not answer."""
+        if not speculative(self.spec):
+            return None
+        served = engine_named(self.spec.engine)
+        if served.client_api == "generate":
+            return None  # SGLang: the client reads acceptance per request
+        try:
+            return served.spec_counters(get_body(self.endpoint, "/metrics", FACTS_TIMEOUT_S).decode("utf-8", errors="replace"))
+        except (OSError, ValueError, http.client.HTTPException) as exc:
+            log.warning("server %s: /metrics: %s", self.spec.label, exc)
+            return None
+
+    def _annotated(self, result: RunResult, outcome: WorkloadOutcome | None = None, counted: SpecCounters | None = None) -> RunResult:
+        """The result with its server's lossless record and, for a run that ran, its energy and,
+        where the engine states acceptance in /metrics only, its acceptance length over the run
+        (`counted`: the counters at its start)."""
         extras, figures = dict(result.extras), dict(result.figures)
+        if counted is not None and figures.get("acceptance_length") is None and (now := self._spec_counters()) is not None:
+            figures["acceptance_length"] = now.acceptance_length_since(counted)
+            figures["spec_verify_ct"] = int(now.drafts - counted.drafts)
         if self.lossless is not None:
             extras["lossless"] = self.lossless
         if self.power is not None and outcome is not None:
@@ -973,6 +1012,7 @@ class ServerSession:
                 gate.checkpoint()
                 if self.power is not None:
                     self.power.sample()  # a reading of the run's own at its start (and at its end)
+                counted = self._spec_counters() if gate.open else None
                 outcome = drive(Driver(client, self.limits, self.facts, gate, run)) if gate.open else WorkloadOutcome(failure=gate.failure)
                 if self.power is not None:
                     self.power.sample()
@@ -982,7 +1022,7 @@ class ServerSession:
                 if gaps:
                     outcome.deviations.append(paused_deviation(gaps))
                 result = build_result(identity=self._identity(run, attempt), workload=run.workload, outcome=outcome, started_at=started, ended_at=time.time())
-                result = self._annotated(result, outcome)
+                result = self._annotated(result, outcome, counted)
                 if redone:
                     result = replace(result, extras={**result.extras, "redone": redone})
                 if not gaps or redone:

@@ -236,6 +236,33 @@ class StartRecord:
     lines: tuple[str, ...]
 
 
+@dataclass(frozen=True)
+class LaunchFacts:
+    """What a launch's own flags say, read by the agent: the model as launched (the key of the
+    lossless check's reference), whether it decodes speculatively, and the cap on running requests
+    where the server does not report it (vLLM's --max-num-seqs; None where it does or they do not say)."""
+
+    model: str
+    speculative: bool
+    max_running_requests: int | None = None
+
+
+@dataclass(frozen=True)
+class SpecCounters:
+    """An engine's running totals of speculative decoding, as its /metrics states them: drafts (one
+    per verify step of a request) and the draft tokens accepted (the bonus token not counted)."""
+
+    drafts: float
+    accepted: float
+
+    def acceptance_length_since(self, before: SpecCounters) -> float | None:
+        """vLLM's mean acceptance length over the window between two readings: 1 + accepted /
+        drafts (vllm/v1/spec_decode/metrics.py:112, "conventionally ... includes the bonus token");
+        None when no draft was verified in it."""
+        drafts = self.drafts - before.drafts
+        return 1.0 + (self.accepted - before.accepted) / drafts if drafts > 0 else None
+
+
 class Engine(Protocol):
     """A serving engine, as the rest of fleet sees it. Releases are the engine's known ones (oldest
     first): every table of an engine package is keyed by one, and a version fleet does not know is
@@ -326,6 +353,27 @@ class Engine(Protocol):
 
     def serving_limits(self, line: str) -> ServingLimits | None:
         """The figures of a log line that states them, else None."""
+        ...
+
+    # -- the server's HTTP surface, as fleet's client and agent use it ---------------------------
+
+    @property
+    def client_api(self) -> str:  # the generation route a client drives: "generate" (SGLang's) or "completions" (/v1/completions)
+        ...
+    @property
+    def speculative_flags(self) -> tuple[str, ...]:  # the flags fleet renders a speculative method with (any one of them: speculative)
+        ...
+    @property
+    def info_path(self) -> str | None:  # the route that states the server's limits ("/server_info"); None: the engine has none
+        ...
+
+    def read_launch(self, flags: Sequence[str]) -> LaunchFacts:
+        """What the agent needs to know of a launch from its flags (after `python -m MODULE`)."""
+        ...
+
+    def spec_counters(self, metrics_text: str) -> SpecCounters | None:
+        """The engine's speculative-decoding totals in a /metrics text, for an engine that reports
+        acceptance there and not per request; None otherwise."""
         ...
 
 

@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from fleet.host.engines.base import (
-    Adjustment, Feasibility, FlagValue, LaunchSpec, ReleaseChoice, ServerShape, ServingLimits, StartRecord,
+    Adjustment, Feasibility, FlagValue, LaunchSpec, ReleaseChoice, LaunchFacts, ServerShape, ServingLimits, SpecCounters, StartRecord,
     describe_adjustments, unchecked,
 )  # fmt: skip
 from fleet.host.engines.base import Engine
@@ -122,6 +122,20 @@ class SGLang:
     def disable_cuda_graph(self, release: str) -> tuple[str, FlagValue]:
         name, value = RELEASE_FLAGS[release].disable_cuda_graph
         return name, value
+
+    client_api = "generate"
+    info_path = "/server_info"
+    speculative_flags = ("--speculative-algorithm",)
+
+    def read_launch(self, flags: Sequence[str]) -> LaunchFacts:
+        """The model after --model-path (or --model), speculative when an algorithm is named; the
+        cap is not read here: SGLang states its effective one in /server_info and its scheduler line."""
+        model = next((flags[i + 1] for i, arg in enumerate(flags[:-1]) if arg in ("--model-path", "--model")), "?")
+        return LaunchFacts(model, any(flag in flags for flag in self.speculative_flags))
+
+    def spec_counters(self, metrics_text: str) -> SpecCounters | None:
+        """None: SGLang reports acceptance per request (meta_info, sglext), which the client reads."""
+        return None
 
     def serving_limits(self, line: str) -> ServingLimits | None:
         event = parse_line(line)

@@ -121,6 +121,18 @@ def read_command_line(argv: Sequence[str], env: Mapping[str, str]) -> SimCommand
     fork = sim_fork(env)
     rest, sim = _split_sim_flags(argv)
     parsed = parse_argv(release, rest, fork=fork)
+    return SimCommandLine(release, requested, note, fork, parsed, fleet_values(parsed), sim_settings(sim, env))
+
+
+def split_command_line(argv: Sequence[str], env: Mapping[str, str]) -> tuple[list[str], SimSettings]:
+    """(the engine's own arguments, the simulator's settings): the --sim-* flags taken out by their
+    full names, the rest left for the played engine's parser. Raises SimUsageError."""
+    rest, sim = _split_sim_flags(argv)
+    return rest, sim_settings(sim, env)
+
+
+def sim_settings(sim: Mapping[str, Any], env: Mapping[str, str]) -> SimSettings:
+    """The simulator's settings from its --sim-* flags, else its FLEET_SIM_* environment."""
 
     def pick(name: str, env_name: str, default: Any, convert: Callable[[str], Any]) -> Any:
         if sim.get(name) is not None:
@@ -150,14 +162,13 @@ def read_command_line(argv: Sequence[str], env: Mapping[str, str]) -> SimCommand
         noise = parse_noise(noise_text, noise_source)
     except NoiseModelError as exc:
         raise SimUsageError(str(exc)) from None
-    settings = SimSettings(
+    return SimSettings(
         speed=speed,
         seed=pick("sim_seed", "FLEET_SIM_SEED", 0, int),
         faults_path=sim.get("sim_faults") or fault_profile_path(env),
         gpu=gpu,
         noise=noise,
     )
-    return SimCommandLine(release, requested, note, fork, parsed, fleet_values(parsed), settings)
 
 
 def parse_command_line(argv: Sequence[str], env: Mapping[str, str]) -> tuple[dict[str, Any], SimSettings]:

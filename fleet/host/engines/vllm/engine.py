@@ -12,7 +12,21 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from fleet.host.engines.base import Adjustment, Engine, Feasibility, FlagValue, LaunchSpec, ReleaseChoice, ServerShape, ServingLimits, StartRecord, describe_adjustments, unchecked
+from fleet.host.engines.base import (
+    Adjustment,
+    Engine,
+    Feasibility,
+    FlagValue,
+    LaunchFacts,
+    LaunchSpec,
+    ReleaseChoice,
+    ServerShape,
+    ServingLimits,
+    SpecCounters,
+    StartRecord,
+    describe_adjustments,
+    unchecked,
+)
 from fleet.host.errors import ArgvError, ConfigFileError
 from fleet.host.engines.vllm import release as release_table
 from fleet.host.engines.vllm.flags import ServeArgsError, flag_for, load_table, parse_serve
@@ -23,6 +37,7 @@ from fleet.host.engines.vllm.memory import (
 )  # fmt: skip
 from fleet.host.engines.vllm.logparse import parse_kv_cache_line as parse_kv_cache_line  # the KV-cache line's reader, where callers found it
 from fleet.host.engines.vllm.logparse import START_MARKERS
+from fleet.host.engines.vllm.metrics import spec_counters
 
 if TYPE_CHECKING:
     from fleet.host.modelcard import ModelCard
@@ -168,6 +183,27 @@ class VLLM:
     def disable_cuda_graph(self, release: str) -> tuple[str, FlagValue]:
         """`--enforce-eager` (ModelConfig.enforce_eager: eager mode, no CUDA graphs)."""
         return flag_for(release, "enforce_eager")[2:], True
+
+    client_api = "completions"  # `vllm serve` has no /generate of SGLang's shape
+    info_path = None  # no /server_info (it exists only under VLLM_SERVER_DEV_MODE)
+    speculative_flags = ("--speculative-config",)  # launch.build_launch renders the method as this flag
+
+    def read_launch(self, flags: Sequence[str]) -> LaunchFacts:
+        """The flags through the newest release's parser (fleet rendered them, so it takes them):
+        the model tag, a speculative config, and --max-num-seqs (None when not set: vLLM's default
+        then depends on the GPU's memory, arg_utils.py:2973-3006, which the agent does not guess)."""
+        args = [a for a in flags if a != "serve"]
+        try:
+            values = parse_serve(self.releases[-1], args).values
+        except (ArgvError, ServeArgsError, ConfigFileError):
+            return LaunchFacts(args[0] if args else "?", any(flag in args for flag in self.speculative_flags))
+        seqs = values.get("max_num_seqs")
+        return LaunchFacts(str(values.get("model_tag") or values.get("model") or "?"), bool(values.get("speculative_config")), seqs if isinstance(seqs, int) else None)
+
+    def spec_counters(self, metrics_text: str) -> SpecCounters | None:
+        """vllm:spec_decode_num_drafts_total and vllm:spec_decode_num_accepted_tokens_total, summed
+        over engines (vllm/v1/spec_decode/metrics.py:226-241); None without speculative decoding."""
+        return spec_counters(metrics_text)
 
     def serving_limits(self, line: str) -> ServingLimits | None:
         """The KV-cache line's figures (`parse_kv_cache_line`): the cache's tokens and max_model_len.

@@ -623,7 +623,7 @@ def plan_memory(model: ModelShape, inputs: VllmMemoryInputs) -> VllmMemoryPlan:
         """(failure, available KV bytes, blocks, max_model_len) with this overhead and CUDA context."""
         free = total - context_bytes
         if free < requested:
-            return _free_memory_failure(free, total, requested, inputs.gpu_memory_utilization), 0, 0, model_len
+            return free_memory_failure(free, total, requested, inputs.gpu_memory_utilization), 0, 0, model_len
         if weights > free:
             return _weights_oom(weights, free, total), 0, 0, model_len
         if inputs.kv_cache_memory_bytes is not None:
@@ -705,7 +705,7 @@ def _max_overhead_that_fits(groups: Sequence[KvGroup], requested: int, weights: 
     return limit if limit >= 0 else None
 
 
-def _free_memory_failure(free: int, total: int, requested: int, utilization: float) -> MemoryFailure:
+def free_memory_failure(free: int, total: int, requested: int, utilization: float) -> MemoryFailure:
     # v1/worker/utils.py:762-771. The free figure is fleet's assumption of what the CUDA context
     # leaves (CUDA_CONTEXT_BYTES_*): the real line prints what the GPU had.
     message = (
