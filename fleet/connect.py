@@ -80,7 +80,9 @@ def host_paths(host: Host) -> dict[str, str]:
 def collect_facts(transport: Transport, host: Host, *, refresh: bool = False) -> HostFacts:
     from fleet.facts import FactsCache
 
-    return FactsCache(facts_cache_dir()).facts(host.name, transport, host_paths(host), host.engine.python, refresh=refresh)
+    vllm = host.engine.vllm
+    vllm_python = vllm.python if vllm is not None and vllm.python not in (None, host.engine.python) else None
+    return FactsCache(facts_cache_dir()).facts(host.name, transport, host_paths(host), host.engine.python, refresh=refresh, vllm_python=vllm_python)
 
 
 def facts_of(hosts: Sequence[Host], *, refresh: bool = False, deadline_s: float = 240.0) -> FanoutResult[HostFacts]:

@@ -134,12 +134,12 @@ SYSTEMD: Fact[Systemd] = Fact(
 BOOT_ID: Fact[str] = file_fact("boot_id", BOOT_ID_PATH, parse_boot_id)
 
 
-def engine_fact(engine_python: str, refresh: bool = False) -> Fact[EnginePython]:
+def engine_fact(engine_python: str, refresh: bool = False, name: str = "engine") -> Fact[EnginePython]:
     """The engine probe, answered from its cache on the host while boot and packages are the
     same (engine_probe.py); `refresh` probes afresh."""
     # from / so that a stray `torch/` in the login directory cannot shadow the real package
     argv = [engine_python, "-c", ENGINE_PROBE_SOURCE, *(["--refresh"] if refresh else [])]
-    return Fact("engine", "cd / && exec " + limited(shlex.join(argv), ENGINE_PROBE_TIMEOUT_S), parse_engine_probe, timeout_s=ENGINE_PROBE_TIMEOUT_S)
+    return Fact(name, "cd / && exec " + limited(shlex.join(argv), ENGINE_PROBE_TIMEOUT_S), parse_engine_probe, timeout_s=ENGINE_PROBE_TIMEOUT_S)
 
 
 def disk_space_fact(paths: Mapping[str, str]) -> Fact[dict[str, DiskSpace]]:

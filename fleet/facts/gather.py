@@ -29,6 +29,7 @@ from fleet.transport.base import Transport
 
 STAGING_PATH_KEY = "staging"
 DEFAULT_TIMEOUT_S = 180.0
+VLLM_ENGINE = "vllm_engine"  # the section of the vLLM interpreter's probe, where it is not engine.python
 
 
 def _volatile_facts(request: FactsRequest) -> list[Fact[Any]]:
@@ -41,7 +42,7 @@ def _volatile_facts(request: FactsRequest) -> list[Fact[Any]]:
 
 
 def _stable_facts(request: FactsRequest, refresh: bool = False) -> list[Fact[Any]]:
-    return [
+    facts: list[Fact[Any]] = [
         commands.DRIVER,
         commands.KERNEL_MODULE,
         commands.TOOLKIT,
@@ -50,13 +51,16 @@ def _stable_facts(request: FactsRequest, refresh: bool = False) -> list[Fact[Any
         commands.KERNEL,
         commands.SYSTEMD,
     ]
+    if request.vllm_python is not None and request.vllm_python != request.engine_python:
+        facts.append(commands.engine_fact(request.vllm_python, refresh=refresh, name=VLLM_ENGINE))
+    return facts
 
 
 def gather_script(request: FactsRequest, *, engine: bool = True) -> str:
     """The composite script of a cold gather, for a host fleet cannot run it on itself (a Slurm
     node, reached only inside an allocation); `engine=False` leaves out the engine probe."""
     facts = _volatile_facts(request) + _stable_facts(request)
-    return composite_script([f for f in facts if engine or f.name != "engine"])
+    return composite_script([f for f in facts if engine or f.name not in ("engine", VLLM_ENGINE)])
 
 
 def _run_facts(transport: Transport, facts: Sequence[Fact[Any]], timeout: float) -> tuple[dict[str, Any], dict[str, str]]:
@@ -108,19 +112,21 @@ def gather_facts(
     engine_python: str,
     timeout: float = DEFAULT_TIMEOUT_S,
     refresh: bool = False,
+    vllm_python: str | None = None,
 ) -> HostFacts:
     """Every fact of a host in one round trip. Unreadable facts are left empty and explained in `problems`.
 
     The engine probe answers from the host's own cache while the boot and the engine's packages
     are unchanged (fleet/facts/engine_probe.py); `refresh` probes it afresh too.
     """
-    request = FactsRequest(paths=dict(host_config_paths), engine_python=engine_python)
+    request = FactsRequest(paths=dict(host_config_paths), engine_python=engine_python, vllm_python=vllm_python)
     values, problems = _run_facts(transport, _volatile_facts(request) + _stable_facts(request, refresh), timeout)
     return HostFacts(
         request=request,
         driver=_driver(values),
         toolkit=values.get("toolkit"),
         engine=values.get("engine"),
+        vllm_engine=values.get(VLLM_ENGINE),
         os=values.get("os"),
         kernel=values.get("kernel"),
         systemd=values.get("systemd"),
@@ -176,14 +182,15 @@ class FactsCache:
         engine_python: str,
         timeout: float = DEFAULT_TIMEOUT_S,
         refresh: bool = False,
+        vllm_python: str | None = None,
     ) -> HostFacts:
         """Cached stable facts + fresh volatile ones while the boot id holds; a full gather otherwise."""
-        request = FactsRequest(paths=dict(host_config_paths), engine_python=engine_python)
+        request = FactsRequest(paths=dict(host_config_paths), engine_python=engine_python, vllm_python=vllm_python)
         cached = None if refresh else self.load(host)
         current = None
         if cached is not None and cached.request == request:
             current = refresh_volatile(transport, cached, timeout)
         if current is None:
-            current = gather_facts(transport, host_config_paths, engine_python, timeout, refresh=refresh)
+            current = gather_facts(transport, host_config_paths, engine_python, timeout, refresh=refresh, vllm_python=vllm_python)
         self.store(host, current)
         return current

@@ -127,6 +127,7 @@ class FactsRequest(FactModel):
 
     paths: dict[str, str]
     engine_python: str
+    vllm_python: str | None = None  # the host file's engine.vllm.python where it is another interpreter
 
 
 class HostFacts(FactModel):
@@ -138,6 +139,7 @@ class HostFacts(FactModel):
     driver: Driver | None = None
     toolkit: CudaToolkit | None = Field(default=None, description="None: no nvcc found")
     engine: EnginePython | None = None
+    vllm_engine: EnginePython | None = Field(default=None, description="request.vllm_python's probe (vLLM in an interpreter of its own); None: none asked")
     disks: dict[str, DiskSpace] = Field(default_factory=dict, description="keyed like request.paths")
     staging_dir_bytes: int | None = Field(default=None, description="bytes in the staging dir; None if it does not exist")
     memory: Memory | None = None

@@ -18,7 +18,8 @@ from pydantic import BaseModel, ConfigDict
 from rich.table import Table
 from rich.text import Text
 
-from fleet.facts.models import Gpu, HostFacts, Version, version_tuple
+from fleet.facts.gather import VLLM_ENGINE
+from fleet.facts.models import EnginePython, Gpu, HostFacts, Version, version_tuple
 from fleet.host.engines import engine as engine_named
 from fleet.host.nvidia_smi import plays_declared
 from fleet.inventory import EngineKind, Host, ServiceManager
@@ -162,6 +163,7 @@ class PreflightRequirements:
     own_gpu_pids: frozenset[int] = field(default_factory=frozenset)  # fleet's own servers
     host_file: str = "the host's inventory file"  # named in fix hints
     allow_volatile_work_dir: bool = False  # the host file's paths.allow_volatile_work_dir
+    vllm: bool = False  # the host serves vLLM too (its host file's engine.vllm): its interpreter is checked as SGLang's is
 
     def __post_init__(self) -> None:
         # accept the plain strings of a YAML file or a test as well as the enums
@@ -191,6 +193,7 @@ class PreflightRequirements:
             own_gpu_pids=frozenset(own_gpu_pids),
             host_file=f"hosts/{host.name}.yaml",
             allow_volatile_work_dir=host.paths.allow_volatile_work_dir,
+            vllm=host.engine.kind is EngineKind.sglang and host.engine.vllm is not None,
         )
 
 
@@ -392,21 +395,38 @@ def _engine_uses_torch(needs: PreflightRequirements) -> bool:
 def check_engine_installed(facts: HostFacts, needs: PreflightRequirements) -> Finding:
     if not _engine_uses_torch(needs):
         return Finding(Verdict.skip, f"engine {needs.engine_kind.value} needs no Python packages")
-    engine = facts.engine
-    package = engine_named().name
+    return _installed(facts.engine, facts.request.engine_python, facts.problems.get("engine"), engine_named().name, "engine.python", needs)
+
+
+def _vllm_interpreter(facts: HostFacts) -> tuple[EnginePython | None, str, str | None]:
+    """The probe of the interpreter vLLM runs in, that interpreter and why it is missing: its own
+    (engine.vllm.python) where the host file names another one, else the engine's."""
+    if facts.request.vllm_python not in (None, facts.request.engine_python):
+        return facts.vllm_engine, str(facts.request.vllm_python), facts.problems.get(VLLM_ENGINE)
+    return facts.engine, facts.request.engine_python, facts.problems.get("engine")
+
+
+def check_vllm_installed(facts: HostFacts, needs: PreflightRequirements) -> Finding:
+    if not needs.vllm:
+        return Finding(Verdict.skip, "the host file names no vLLM (engine.vllm)")
+    engine, python, problem = _vllm_interpreter(facts)
+    return _installed(engine, python, problem, "vllm", "engine.vllm.python", needs)
+
+
+def _installed(engine: EnginePython | None, python: str, problem: str | None, package: str, setting: str, needs: PreflightRequirements) -> Finding:
+    """Whether the interpreter `setting` names has `package`, with its version (and flashinfer's)."""
     if engine is None:
-        problem = facts.problems.get("engine", "the engine's Python was not probed")
         return Finding(
             Verdict.fail,
-            f"{facts.request.engine_python}: {problem}",
-            f"set engine.python in {needs.host_file} to the interpreter that has {package} installed",
+            f"{python}: {problem or 'the interpreter was not probed'}",
+            f"set {setting} in {needs.host_file} to the interpreter that has {package} installed",
         )
     version = engine.package_version(package)
     if version is None:
         return Finding(
             Verdict.fail,
             f"{engine.executable} (Python {engine.python_version}) has no {package}",
-            f"install {package} into it, or set engine.python in {needs.host_file} to the interpreter that has it",
+            f"install {package} into it, or set {setting} in {needs.host_file} to the interpreter that has it",
         )
     extras = f", flashinfer {engine.flashinfer_version}" if engine.flashinfer_version else ", no flashinfer"
     return Finding(Verdict.ok, f"{package} {version}{extras} in {engine.executable} (Python {engine.python_version})")
@@ -415,7 +435,17 @@ def check_engine_installed(facts: HostFacts, needs: PreflightRequirements) -> Fi
 def check_engine_cuda_supports_gpu(facts: HostFacts, needs: PreflightRequirements) -> Finding:
     if not _engine_uses_torch(needs):
         return Finding(Verdict.skip, f"engine {needs.engine_kind.value} does not use torch")
-    engine = facts.engine
+    return _torch_supports_gpus(facts.engine, facts)
+
+
+def check_vllm_cuda_supports_gpu(facts: HostFacts, needs: PreflightRequirements) -> Finding:
+    if not needs.vllm:
+        return Finding(Verdict.skip, "the host file names no vLLM (engine.vllm)")
+    return _torch_supports_gpus(_vllm_interpreter(facts)[0], facts)
+
+
+def _torch_supports_gpus(engine: EnginePython | None, facts: HostFacts) -> Finding:
+    """Whether the interpreter's torch is a CUDA build with kernels for every GPU of the host."""
     if engine is None:
         return Finding(Verdict.skip, "the engine's Python was not probed (see engine-installed)")
     if engine.torch_version is None:
@@ -588,6 +618,8 @@ RULES: tuple[Rule, ...] = (
     Rule("driver-supports-toolkit", "the driver is new enough for the CUDA toolkit", check_driver_supports_toolkit),
     Rule("engine-installed", "the engine's Python has the engine", check_engine_installed),
     Rule("engine-cuda-supports-gpu", "the engine's torch is a CUDA build that supports the GPU", check_engine_cuda_supports_gpu),
+    Rule("vllm-installed", "vLLM's Python has vLLM (a host file with engine.vllm)", check_vllm_installed),
+    Rule("vllm-cuda-supports-gpu", "vLLM's torch is a CUDA build that supports the GPU", check_vllm_cuda_supports_gpu),
     Rule("driver-runs-engine-cuda", "the driver can run the engine's torch CUDA", check_driver_runs_engine_cuda),
     Rule("model-cache-space", "enough disk in the model cache for the download", check_model_cache_space),
     Rule("staging-space", "enough tmpfs (and RAM) to stage the model", check_staging_space),
@@ -639,7 +671,7 @@ class PreflightReport(BaseModel):
 
 # The rules about the machine's GPUs and the CUDA stack that drives them: none of it is used by a
 # sim host that plays the GPUs its host file declares on a machine that has others.
-GPU_RULES = frozenset({"gpu-count", "gpu-model", "gpus-idle", "toolkit-supports-gpu", "driver-supports-toolkit", "engine-cuda-supports-gpu", "driver-runs-engine-cuda"})
+GPU_RULES = frozenset({"gpu-count", "gpu-model", "gpus-idle", "toolkit-supports-gpu", "driver-supports-toolkit", "engine-cuda-supports-gpu", "vllm-cuda-supports-gpu", "driver-runs-engine-cuda"})
 
 
 def played_gpus(facts: HostFacts, needs: PreflightRequirements) -> str | None:

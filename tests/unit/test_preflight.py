@@ -387,3 +387,50 @@ def test_report_renders_as_a_table_and_as_json():
     assert "preflight ct201: 1 failed" in text
     assert "toolkit-supports-gpu" in text and "fail" in text and "FLASHINFER_CUDA_ARCH_LIST" in text
     assert type(report).model_validate_json(report.model_dump_json()) == report
+
+
+# --- vLLM beside SGLang (a host file's engine.vllm) -----------------------------------------------
+
+
+def vllm_facts(vllm_engine: EnginePython | None, *, own_python: bool = True, problems: dict[str, str] | None = None) -> HostFacts:
+    """The RTX host with SGLang in /opt/sglang and vLLM probed in its own interpreter (or the same one)."""
+    facts = rtx_facts(engine=torch_engine(arch_list=["sm_90", "sm_100", "sm_120"]), problems=problems)
+    request = FactsRequest(paths=PATHS, engine_python="/opt/sglang/bin/python", vllm_python="/opt/vllm/bin/python" if own_python else None)
+    return facts.model_copy(update={"request": request, "vllm_engine": vllm_engine})
+
+
+def test_vllm_is_checked_in_its_own_interpreter_as_sglang_is_in_its():
+    needs = blackwell_needs(engine_kind="sglang", vllm=True)
+    vllm = torch_engine(arch_list=["sm_90", "sm_100", "sm_120"]).model_copy(update={"executable": "/opt/vllm/bin/python", "sglang_version": None, "vllm_version": "0.33.0"})
+    report = run_preflight(vllm_facts(vllm), needs, host="ct200")
+    assert verdicts(report)["vllm-installed"] is Verdict.ok and "vllm 0.33.0" in check(report, "vllm-installed").message
+    assert verdicts(report)["vllm-cuda-supports-gpu"] is Verdict.ok
+
+    cpu_only = vllm.model_copy(update={"torch_cuda": None})
+    report = run_preflight(vllm_facts(cpu_only), needs, host="ct200")
+    assert verdicts(report)["vllm-cuda-supports-gpu"] is Verdict.fail and "CPU-only" in check(report, "vllm-cuda-supports-gpu").message
+
+    without = vllm.model_copy(update={"vllm_version": None})
+    failed = check(run_preflight(vllm_facts(without), needs, host="ct200"), "vllm-installed")
+    assert failed.verdict is Verdict.fail and "/opt/vllm/bin/python" in failed.message and "engine.vllm.python" in failed.hint
+
+    unreachable = check(run_preflight(vllm_facts(None, problems={"vllm_engine": "exit 127: not found"}), needs, host="ct200"), "vllm-installed")
+    assert unreachable.verdict is Verdict.fail and "/opt/vllm/bin/python: exit 127: not found" == unreachable.message
+
+
+def test_vllm_in_the_engines_interpreter_and_a_host_without_vllm():
+    # No engine.vllm.python of its own: the SGLang interpreter's probe says whether vllm is there.
+    report = run_preflight(vllm_facts(None, own_python=False), blackwell_needs(engine_kind="sglang", vllm=True), host="ct200")
+    assert verdicts(report)["vllm-installed"] is Verdict.fail and "has no vllm" in check(report, "vllm-installed").message
+    report = run_preflight(vllm_facts(None, own_python=False), blackwell_needs(engine_kind="sglang"), host="ct200")
+    assert verdicts(report)["vllm-installed"] is Verdict.skip and verdicts(report)["vllm-cuda-supports-gpu"] is Verdict.skip
+
+
+def test_the_facts_script_probes_vllms_interpreter_when_it_is_another():
+    from fleet.facts.gather import gather_script
+
+    both = gather_script(FactsRequest(paths=PATHS, engine_python="/opt/sglang/bin/python", vllm_python="/opt/vllm/bin/python"))
+    assert "/opt/vllm/bin/python" in both and "vllm_engine" in both
+    same = gather_script(FactsRequest(paths=PATHS, engine_python="/opt/sglang/bin/python", vllm_python="/opt/sglang/bin/python"))
+    assert "vllm_engine" not in same
+    assert "/opt/vllm/bin/python" not in gather_script(FactsRequest(paths=PATHS, engine_python="/opt/sglang/bin/python", vllm_python="/opt/vllm/bin/python"), engine=False)
