@@ -44,20 +44,32 @@ def pair_titles() -> tuple[str, str]:
     return engine_named(first).title, engine_named(second).title
 
 
-def engine_pairs(cells: Iterable[Cell]) -> list[EnginePair]:
+def fixed(cell: Cell) -> str | None:
+    """What a fix changed in the configuration a cell measured (a variant fleet made after a
+    failure, `Row.fix`), None for the playbook's own configuration."""
+    return next((row.fix for row in cell.measured if row.fix), None)
+
+
+def engine_pairs(cells: Iterable[Cell]) -> tuple[list[EnginePair], list[str]]:
     """Every cell measured under both of the first two engines fleet knows (SGLang and vLLM), by
-    host type, TP, method, workload and level."""
+    host type, TP, method, workload and level, where both ran the playbook's configuration; and,
+    for each pair left out because a fix changed one side's settings, why (the engines are
+    compared only where everything else is equal)."""
     by_place: dict[tuple[str, bool, int, str, str, int], dict[str, Cell]] = {}
     for cell in cells:
         if not cell.passes:
             continue
         group = cell.key.group
         by_place.setdefault((group.gpu, group.simulated, group.tp, cell.key.variant, cell.key.workload, cell.key.level), {})[group.engine] = cell
-    pairs = []
+    pairs, left_out = [], []
     for (gpu, simulated, tp, variant, workload, level), engines in sorted(by_place.items()):
         if not all(name in engines for name in ENGINE_NAMES[:2]):
             continue
         first, second = (engines[name] for name in ENGINE_NAMES[:2])
         host_type = f"{gpu} (simulated)" if simulated else gpu
+        changed = [f"{engine_named(name).title}: {fix}" for name, cell in zip(ENGINE_NAMES, (first, second)) if (fix := fixed(cell))]
+        if changed:
+            left_out.append(f"TP{tp} {variant} {workload}" + (f" level {level}" if level else "") + f" ({'; '.join(changed)})")
+            continue
         pairs.append(EnginePair(host_type, tp, variant, workload, level, first, second, ratio_of(second.passes, first.passes)))
-    return pairs
+    return pairs, left_out

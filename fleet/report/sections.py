@@ -160,14 +160,15 @@ def sections(report: Report) -> list[Section]:
         out.append(Section("Simulated", notes=[text.SIM_NOTE]))
     for group in report.groups:
         out.append(Section(group.key.title, table=_group_table(group), group=group, curves=_curve_tables(group)))
-    pairs = engine_pairs(report.cells)
-    if pairs:
+    pairs, left_out = engine_pairs(report.cells)
+    if pairs or left_out:
         first, second = pair_titles()
         out.append(
             Section(
                 "Engines side by side",
                 notes=[f"The same method, workload and level on the same host type and TP under {first} and {second}: {second} ÷ {first} with its 95 % interval "
-                       f"(Fieller's for the two engines' independent servers); 'faster': that interval lies wholly above 1.0, {second} is faster; 'slower': wholly below, {first} is."],
+                       f"(Fieller's for the two engines' independent servers); 'faster': that interval lies wholly above 1.0, {second} is faster; 'slower': wholly below, {first} is."]
+                + ([f"Not compared, a fix changed one side's settings: {', '.join(left_out)}."] if left_out else []),
                 table=Table(
                     ["host type", "TP", "method", "workload", "level", f"{first} tok/s [95 %]", f"{second} tok/s [95 %]", f"{second} ÷ {first} [95 %]", "verdict",
                      f"{first} accept len", f"{second} accept len"],

@@ -97,3 +97,5 @@ def test_the_seed_matrix_under_both_engines(test_fleet_factory, tmp_path: Path) 
     # Every method both engines ran, at every workload and level both measured (TP4: 2 methods x (short + 3 levels)).
     assert any("| 4 | dflash | short |" in row for row in rows) and any("| 4 | autoregressive | concurrency | 4 |" in row for row in rows), side_by_side
     assert "vLLM ÷ SGLang" in side_by_side
+    # Only where everything else is equal: vLLM's TP1 DFlash ran with the fixed context, SGLang's did not.
+    assert not any("| 1 | dflash |" in row for row in rows) and "TP1 dflash short (vLLM: context_length 262144 -> " in side_by_side, side_by_side
