@@ -9,21 +9,25 @@ from __future__ import annotations
 import csv
 import io
 import json
+from collections.abc import Iterator
 
 from fleet.report.model import Cell, CellKey, Report
 
 
 def flat_rows(report: Report) -> list[dict[str, object]]:
+    return list(each_flat_row(report))
+
+
+def each_flat_row(report: Report) -> Iterator[dict[str, object]]:
+    """The flat rows one at a time: a writer that needs one at a time holds one, not 50,000 (issue 28)."""
     cells = {cell.key: cell for cell in report.cells}
     blank = dict.fromkeys(Cell(next(iter(cells)), []).flat()) if cells else {}
     figures: dict[CellKey, dict[str, object]] = {}  # a cell's figures once, however many rows it has
-    out = []
     for row in report.rows:
         cell = cells.get(row.cell)
         if cell is not None and row.comparable and cell.key not in figures:
             figures[cell.key] = cell.flat()
-        out.append({**row.flat(), **(figures[cell.key] if cell is not None and row.comparable else blank)})
-    return out
+        yield {**row.flat(), **(figures[cell.key] if cell is not None and row.comparable else blank)}
 
 
 def render_csv(report: Report) -> str:
@@ -39,4 +43,4 @@ def render_csv(report: Report) -> str:
 
 
 def render_jsonl(report: Report) -> str:
-    return "".join(json.dumps(row, sort_keys=False) + "\n" for row in flat_rows(report))
+    return "".join(json.dumps(row, sort_keys=False) + "\n" for row in each_flat_row(report))

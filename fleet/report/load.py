@@ -11,10 +11,13 @@ reason (another schema, a truncated file) and named in the report.
 
 from __future__ import annotations
 
+import gc
 import json
-from dataclasses import dataclass, field
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
+from collections.abc import Iterable, Iterator, Mapping
 
 import yaml
 
@@ -36,10 +39,18 @@ class HostRecord:
 
 @dataclass(frozen=True)
 class Loaded:
-    """One result and the file it came from."""
+    """One result (`reported`: the part the report reads, its requests left out), its successful
+    requests' TTFTs by their tags, and the folder of the file it came from (one Path a host's
+    folder, not one a result: a Path is ~1 KiB, a fifth of what the report keeps of a result)."""
 
-    path: Path
+    runs: Path
     result: RunResult
+    ttft_s: TTFTs = field(default_factory=dict)
+
+    @property
+    def path(self) -> Path:
+        """The result's file (the ledger reads only files named after their run id)."""
+        return self.runs / f"{self.result.run_id}.json"
 
 
 @dataclass
@@ -126,10 +137,78 @@ def load_sweep(directory: Path | str) -> SweepData:
     )
     # Through the sweep's one reader of pulled results: bounded, checked, never a crash (a bad
     # file is listed with why, as unreadable).
-    swept = read_sweep_results(directory, sweep_id=sweep.sweep_id)
-    sweep.results = [Loaded(directory / r.host / SweepDir.RUNS / f"{r.run_id}.json", r) for r in swept.results]
+    with _collector_paused():
+        swept = read_sweep_results(directory, sweep_id=sweep.sweep_id, keep=reported)
+    runs = {host: directory / host / SweepDir.RUNS for host in {r.host for r in swept.results}}
+    # Each result's requests become one tuple of TTFTs per (level, repeat): 30 requests' dicts
+    # are 5.5 KiB, their TTFTs 1 KiB.
+    sweep.results = [Loaded(runs[r.host], replace(r, requests=()), ttfts(r.requests)) for r in swept.results]
     sweep.unreadable = [(directory / relative, why) for relative, why in sorted(swept.rejected.items())]
     return sweep
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Python's cyclic collector off while a sweep's results are read (as it was, after). Tens of
+    thousands of results are millions of containers that the collector would walk again at every
+    full collection their growth sets off (a fifth of a 10,000-result report's CPU, issue 28);
+    they hold no cycles, and reference counting frees what the reading drops, as ever."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+# What the report reads of a result (fleet.report.model: rows_of, _with_figures, the lossless
+# checks); `reported` keeps only these. tests/unit/test_report_scale.py checks that every fixture's
+# report is the same from whole results.
+REQUEST_FIELDS = ("ok", "ttft_s", "repeat", "level")  # a pass's TTFTs, selected by its tags (`ttfts`)
+FIGURE_FIELDS = ("requests", "output_tok_s", "output_tok_s_per_request", "request_throughput", "acceptance_length", "ttft_s", "itl_s", "energy", "level", "repeat")
+SECTIONS = ("levels", "repeats")  # extras of figures, one per level or repeat (FIGURE_FIELDS of each); other extras kept whole
+SERVER_FIELDS = ("max_running_requests",)
+WORKLOAD_FIELDS = ("name", "kind")
+
+
+def reported(result: RunResult) -> RunResult:
+    """The part of a result the report reads, as a RunResult: its requests with `REQUEST_FIELDS`,
+    its figures and their sections with `FIGURE_FIELDS`, server and workload with theirs, no host
+    facts (the report takes a host's from the sweep's hosts/ files); other extras whole. A result
+    of the scale benchmark (19 KB of JSON) is 49 KiB loaded whole, 14 KiB so, and 10 KiB once
+    load_sweep has made its requests `ttfts` (issue 28: 50,000 results within 1 GiB)."""
+    extras = {key: value for key, value in result.extras.items() if key not in SECTIONS}
+    for key in SECTIONS:
+        if isinstance(sections := result.extras.get(key), list):
+            extras[key] = [_figures(section) for section in sections]  # every item kept: a repeat's number defaults to its index
+    requests = tuple({key: request[key] for key in REQUEST_FIELDS if key in request} for request in result.requests)
+    server = _only(result.server, SERVER_FIELDS) if result.server is not None else None
+    return replace(result, host_facts=None, requests=requests, figures=_figures(result.figures), extras=extras, server=server,
+                   workload=_only(result.workload, WORKLOAD_FIELDS))  # fmt: skip
+
+
+# The TTFTs of a result's successful requests by their tags (level, repeat): None where absent.
+TTFTs = dict[tuple[Any, Any], tuple[float, ...]]
+
+
+def ttfts(requests: Iterable[Mapping[str, Any]]) -> TTFTs:
+    """The TTFTs of the requests that succeeded and have one, by (level, repeat), each in the
+    requests' order: what a pass of the report takes of its requests (fleet.report.model)."""
+    grouped: dict[tuple[Any, Any], list[float]] = {}
+    for request in requests:
+        ttft = request.get("ttft_s")
+        if request.get("ok") and isinstance(ttft, (int, float)):
+            grouped.setdefault((request.get("level"), request.get("repeat")), []).append(float(ttft))
+    return {tags: tuple(values) for tags, values in grouped.items()}
+
+
+def _figures(section: Any) -> Any:
+    return _only(section, FIGURE_FIELDS) if isinstance(section, dict) else section
+
+
+def _only(mapping: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
+    return {key: mapping[key] for key in keys if key in mapping}
 
 
 def _description(path: Path) -> str:

@@ -62,7 +62,7 @@ from fleet.measure.stats import (
     verdict,
 )
 from fleet.measure.energy import dollars_per_million_tokens
-from fleet.report.load import HostRecord, Loaded, SweepData
+from fleet.report.load import HostRecord, Loaded, SweepData, TTFTs
 
 AUTOREGRESSIVE = "autoregressive"
 
@@ -577,15 +577,16 @@ def rows_of(sweep: SweepData, loaded: Loaded) -> list[Row]:
         rows = []
         for lv in levels:
             row = Row(**base, level=int(lv["level"]), repeat=int(lv.get("repeat", 0)))  # type: ignore[arg-type]
-            rows.append(_with_figures(row, lv, [(lv, {"level": row.level, "repeat": row.repeat})], result))
+            rows.append(_with_figures(row, lv, [(lv, {"level": row.level, "repeat": row.repeat})], result, loaded.ttft_s))
         return rows
     repeats = result.extras.get("repeats")
     sections = [(r, {"repeat": int(r.get("repeat", i))}) for i, r in enumerate(repeats) if isinstance(r, dict)] if isinstance(repeats, list) else []
-    return [_with_figures(Row(**base, level=None, repeat=None), result.figures, sections or [(result.figures, {})], result)]  # type: ignore[arg-type]
+    return [_with_figures(Row(**base, level=None, repeat=None), result.figures, sections or [(result.figures, {})], result, loaded.ttft_s)]  # type: ignore[arg-type]
 
 
-def _with_figures(row: Row, figures: dict[str, Any], sections: list[tuple[dict[str, Any], dict[str, Any]]], result: RunResult) -> Row:
-    """`sections`: the passes' own figures, each with the request tags that select its requests."""
+def _with_figures(row: Row, figures: dict[str, Any], sections: list[tuple[dict[str, Any], dict[str, Any]]], result: RunResult, ttft_s: TTFTs) -> Row:
+    """`sections`: the passes' own figures, each with the request tags that select its requests;
+    `ttft_s`: the result's TTFTs by those tags (fleet.report.load.ttfts)."""
     requests = figures.get("requests") or {}
     row.requests_sent, row.requests_ok, row.requests_failed = (int(requests.get(k) or 0) for k in ("sent", "ok", "failed"))
     if not result.status.comparable:
@@ -605,9 +606,10 @@ def _with_figures(row: Row, figures: dict[str, Any], sections: list[tuple[dict[s
         tok_s = section.get("output_tok_s")
         if not isinstance(tok_s, (int, float)) or tok_s <= 0:
             continue  # nothing measured: no pass (a ratio needs a positive figure)
+        # Its successful requests' TTFTs: of the requests that carry its tags (all where it has none).
         ttft = tuple(
-            float(q["ttft_s"]) for q in result.requests
-            if q.get("ok") and isinstance(q.get("ttft_s"), (int, float)) and all(q.get(k) == v for k, v in tags.items())
+            value for (level, repeat), values in ttft_s.items()
+            if tags.get("level", level) == level and tags.get("repeat", repeat) == repeat for value in values
         )  # fmt: skip
         per_request, accept = section.get("output_tok_s_per_request"), section.get("acceptance_length")
         row.passes.append(

@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 import stat
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,9 +35,13 @@ _Stamp = tuple[int, int, int, int]
 class ResultLedger:
     """The results pulled into one host's `runs/` folder, each file read once. Thread-safe."""
 
-    def __init__(self, runs_dir: Path, sweep_id: str, host: str, expected: Iterable[str] | None = None) -> None:
+    def __init__(self, runs_dir: Path, sweep_id: str, host: str, expected: Iterable[str] | None = None, keep: Callable[[RunResult], RunResult] | None = None) -> None:
         """`expected`: the runs this host may have results for (more with `expect`); None: any
-        run (a folder read without its shard), checked by name, sweep and host only."""
+        run (a folder read without its shard), checked by name, sweep and host only. `keep`: what
+        of each accepted result this ledger holds (a reader that reads only part of a result, as
+        `fleet report` does, holds only that part, not thousands of whole results); the whole one
+        where None."""
+        self._keep = keep
         self.runs_dir = runs_dir
         self.sweep_id = sweep_id
         self.host = host
@@ -108,6 +112,8 @@ class ResultLedger:
             self._reject(name, why)
             return
         self._rejected.pop(name, None)
+        if self._keep is not None:
+            result = self._keep(result)
         if run_id not in self._announced:  # a run is news once, whatever its file does later
             self._announced.add(run_id)
             self._accepted.append(result)
@@ -189,11 +195,12 @@ def host_ledger(directory: Path, host: str, expected: Iterable[str] | None = Non
     return ResultLedger(directory / host / SweepDir.RUNS, directory.name, host, expected)
 
 
-def read_sweep_results(directory: Path, ledgers: Mapping[str, ResultLedger] | None = None, sweep_id: str | None = None) -> SweepResults:
+def read_sweep_results(directory: Path, ledgers: Mapping[str, ResultLedger] | None = None, sweep_id: str | None = None, keep: Callable[[RunResult], RunResult] | None = None) -> SweepResults:
     """Every host folder's results (`<host>/runs/*.json`), through the given ledgers where a live
     sweep has them (refreshed, not read again) and otherwise a ledger per folder that checks a
     result's run against the host's saved shard where there is one. `sweep_id`: sweep.json's,
-    where the folder may have been renamed (default: the folder's name)."""
+    where the folder may have been renamed (default: the folder's name). `keep`: what of each
+    result the folders' own ledgers hold (ResultLedger's)."""
     results: list[RunResult] = []
     rejected: dict[str, str] = {}
     try:
@@ -207,7 +214,7 @@ def read_sweep_results(directory: Path, ledgers: Mapping[str, ResultLedger] | No
             runs = directory / name / SweepDir.RUNS
             if not os.path.lexists(runs):
                 continue
-            ledger = ResultLedger(runs, sweep_id or directory.name, name, _saved_shard_runs(directory / name))
+            ledger = ResultLedger(runs, sweep_id or directory.name, name, _saved_shard_runs(directory / name), keep)
         ledger.refresh()
         results.extend(ledger.results.values())
         rejected.update({f"{name}/{SweepDir.RUNS}/{file}": why for file, why in ledger.rejected.items()})

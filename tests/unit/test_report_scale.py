@@ -7,16 +7,20 @@ grow with the sweep. bench_scale.py's report row measures the seconds."""
 
 from __future__ import annotations
 
-import sys
 from dataclasses import replace
 from pathlib import Path
-from types import FrameType
-from typing import Any
 
-from fleet.report import load_sweep, render
+import pytest
+
+from fleet.host.contract import SweepDir
+from fleet.report import build_report, load_sweep, render
+from fleet.report.load import Loaded, ttfts
 from fleet.report.model import Report, Row, make_cells, rows_of
+from fleet.sweep.ledger import read_sweep_results
+from tests.unit.line_count import lines_executed
 
-NOISY = Path(__file__).resolve().parents[1] / "fixtures" / "report" / "noisy"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "report"
+NOISY = FIXTURES / "noisy"
 METHODS = 10  # autoregressive and DDTree b1..b9 per workload, as in bench_scale's report row
 
 
@@ -35,23 +39,14 @@ def _rows(workloads: int, templates: dict[str, Row]) -> list[Row]:
 
 def _lines(rows: list[Row]) -> int:
     """Python lines executed to make the cells and render the report as Markdown and JSON lines."""
-    count = 0
-
-    def tracer(frame: FrameType, event: str, arg: Any) -> Any:
-        nonlocal count
-        if event == "line":
-            count += 1
-        return tracer
-
     fresh = [replace(row, passes=list(row.passes)) for row in rows]
-    sys.settrace(tracer)
-    try:
+
+    def work() -> None:
         report = Report(sweeps=[], hosts=[], rows=fresh, groups=make_cells(fresh), failures=[], not_run=[])
         render(report, "md")
         render(report, "json")
-    finally:
-        sys.settrace(None)
-    return count
+
+    return lines_executed(work)
 
 
 def test_report_work_per_cell_does_not_grow_with_the_number_of_cells() -> None:
@@ -64,3 +59,20 @@ def test_report_work_per_cell_does_not_grow_with_the_number_of_cells() -> None:
     per_cell_small = _lines(_rows(small, templates)) / (small * METHODS)
     per_cell_large = _lines(_rows(large, templates)) / (large * METHODS)
     assert per_cell_large <= 1.05 * per_cell_small, (per_cell_small, per_cell_large)
+
+
+@pytest.mark.parametrize("fixture", ["noisy", "sweep", "baseline"])
+def test_the_report_of_the_part_load_keeps_is_the_report_of_whole_results(fixture: str) -> None:
+    """load_sweep keeps of each result only what the report reads (fleet.report.load.reported:
+    ~1/4 of its memory); the report of those is the report of the whole results, every line of it
+    in Markdown and JSON lines. A field the model reads that `reported` drops shows here."""
+    kept = load_sweep(FIXTURES / fixture)
+    whole = replace(kept, results=[Loaded(FIXTURES / fixture / r.host / SweepDir.RUNS, r, ttfts(r.requests))
+                                   for r in read_sweep_results(FIXTURES / fixture, sweep_id=kept.sweep_id).results])  # fmt: skip
+    assert [loaded.result.host_facts for loaded in whole.results] != [None] * len(whole.results)  # whole: the host's facts and all
+    for fmt in ("md", "json"):
+        assert _body(render(build_report([kept]), fmt)) == _body(render(build_report([whole]), fmt))
+
+
+def _body(text: str) -> list[str]:
+    return [line for line in text.splitlines() if not line.startswith("Generated ")]  # the clock's line

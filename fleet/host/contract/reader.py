@@ -15,6 +15,7 @@ import math
 import os
 import re
 import stat
+import sys
 from collections.abc import Mapping
 from enum import Enum
 from pathlib import Path
@@ -67,20 +68,25 @@ def _no_constant(name: str) -> float:
     raise ValueError(f"{name} is not a number a measurement can have")
 
 
-def _depth_exceeds(data: object, limit: int) -> bool:
-    """Whether `data` nests deeper than `limit` (iterative: no recursion to exhaust)."""
-    stack: list[tuple[object, int]] = [(data, 0)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, dict):
-            children: Any = item.values()
-        elif isinstance(item, list):
-            children = item
-        else:
-            continue
+def _out_of_bounds(data: object, limit: int, magnitude: float = math.inf) -> bool:
+    """Whether `data` nests deeper than `limit` or holds a number beyond `magnitude` (inf and -inf
+    included unless `magnitude` is inf): one level of containers at a time, no recursion, each
+    value looked at once (the one walk of `parse_untrusted`)."""
+    level, depth = ([data] if type(data) is dict or type(data) is list else []), 0
+    low = -magnitude
+    while level:
         if depth >= limit:
             return True
-        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+        below: list[Any] = []
+        for item in level:
+            for value in item.values() if type(item) is dict else item:
+                kind = type(value)  # exact types: json makes no subclasses, and a bool is no number here
+                if kind is float or kind is int:
+                    if not low <= value <= magnitude:
+                        return True
+                elif kind is dict or kind is list:
+                    below.append(value)
+        level, depth = below, depth + 1
     return False
 
 
@@ -97,8 +103,64 @@ def parse_json(text_or_data: str | bytes | Mapping[str, Any], source: str, max_d
         raise ContractError(source, "", "UTF-8 text", f"invalid byte at offset {exc.start}") from None
     except ValueError as exc:
         raise ContractError(source, "", "a whole JSON document (truncated or not JSON)", str(exc)[:200]) from None
-    if _depth_exceeds(data, max_depth):
+    if _out_of_bounds(data, max_depth):
         raise ContractError(source, "", f"JSON nested at most {max_depth} levels deep", "deeper")
+    return data
+
+
+def bounded(value: object, source: str, where: str, magnitude: float) -> None:
+    """Every number of `value` within `magnitude` (a forged 1e308 printed as a mean), else a
+    `ContractError` naming the first field that is not."""
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return
+    if isinstance(value, (int, float)):
+        if abs(value) > magnitude:
+            raise ContractError(source, where, f"a number of magnitude at most {magnitude:g}", f"{value:.3g}")
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            bounded(item, source, f"{where}[{i}]", magnitude)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            bounded(item, source, f"{where}.{key}" if where else str(key), magnitude)
+
+
+# What `parse_untrusted`'s one pass cannot see past: a string of the parsed document can hold a
+# control character only if the text has one raw (JSON refuses C0 controls raw inside a string, so
+# only DEL and C1) or escaped (\b, \f, \r, or \u00XX in 00-1f, 7x, 8x, 9x: a superset of the
+# controls, so that tab, newline and a few letters escaped take the exact path too, harmlessly).
+_ESCAPED_CONTROL = re.compile(r"\\[bfr]|\\u00[01789]")
+_RAW_CONTROL = re.compile("[\x7f-\x9f]")
+
+
+def _may_hold_controls(text: str) -> bool:
+    """Whether a string parsed from `text` can hold a character `printable` replaces."""
+    if "\\" in text and _ESCAPED_CONTROL.search(text) is not None:
+        return True
+    if text.isascii():  # str.isascii is one C pass; DEL is the one control it lets through
+        return "\x7f" in text
+    return _RAW_CONTROL.search(text) is not None
+
+
+def parse_untrusted(text_or_data: str | bytes | Mapping[str, Any], source: str, magnitude: float | None = None, max_depth: int = MAX_DEPTH) -> Any:
+    """What a host sent back, parsed and checked: `untrusted(parse_json(...))`, and every number
+    within `magnitude` where one is given (`bounded`). In one pass where it can: the strings'
+    controls ruled out on the text at once (`_may_hold_controls`), then json's C parser, then one
+    walk for depth and numbers (`_out_of_bounds`). Whatever that pass does not accept (a suspect
+    text, a parse error, too deep, a number out of bounds, bytes or parsed data) takes the exact
+    path, which returns the same document or raises the error naming file and field: the one pass
+    accepts only what the exact path accepts, as the same values."""
+    if isinstance(text_or_data, str) and not _may_hold_controls(text_or_data):
+        try:
+            data = json.loads(text_or_data, parse_constant=_no_constant)
+        except (ValueError, RecursionError):
+            pass  # said by the exact path
+        else:
+            # The largest finite float where no bound is given: inf (1e999 parses as inf) is out.
+            if not _out_of_bounds(data, max_depth, sys.float_info.max if magnitude is None else magnitude):
+                return data
+    data = untrusted(parse_json(text_or_data, source, max_depth))
+    if magnitude is not None:
+        bounded(data, source, "", magnitude)
     return data
 
 
@@ -175,10 +237,9 @@ class Reader:
     def get(self, key: str, kinds: type | tuple[type, ...], expected: str | None = None, default: Any = _MISSING) -> Any:
         """The value at `key`, of one of `kinds`; `default` where the key is absent (else an error)."""
         kinds = kinds if isinstance(kinds, tuple) else (kinds,)
-        wanted = expected or " or ".join(_KIND_NAMES.get(k, "null" if k is type(None) else k.__name__) for k in kinds)
         if key not in self.data:
             if default is _MISSING:
-                raise self.fail(key, f"{wanted} (the field is missing)")
+                raise self.fail(key, f"{self._wanted(kinds, expected)} (the field is missing)")
             return default
         value = self.data[key]
         # JSON has one number type: an int is a fine float. A bool is never a number: a port or a
@@ -186,8 +247,13 @@ class Reader:
         if float in kinds and isinstance(value, int) and not isinstance(value, bool):
             return float(value)
         if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
-            raise self.fail(key, wanted, value)
+            raise self.fail(key, self._wanted(kinds, expected), value)
         return value
+
+    @staticmethod
+    def _wanted(kinds: tuple[type, ...], expected: str | None) -> str:
+        """What a field should have been, for its error (made only then: a result has dozens of fields)."""
+        return expected or " or ".join(_KIND_NAMES.get(k, "null" if k is type(None) else k.__name__) for k in kinds)
 
     def optional(self, key: str, kinds: type | tuple[type, ...], expected: str | None = None) -> Any:
         """The value at `key`, or None where it is absent or null."""
