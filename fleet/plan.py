@@ -290,8 +290,11 @@ def _decide(
 
 def quarantine_engine(host: Target, engine: str) -> str:
     """A quarantine key's engine: the host's kind for SGLang (`sglang` or `sim`, as keys always
-    said), the engine's name for the others."""
-    return host.engine.kind.value if engine == DEFAULT_ENGINE else engine
+    said), the engine's name for the others, `sim-<name>` where the simulator plays it (what a
+    simulated failure quarantines must not skip a real vLLM host's configuration)."""
+    if engine == DEFAULT_ENGINE:
+        return host.engine.kind.value
+    return f"sim-{engine}" if host.engine.kind.value == "sim" else engine
 
 
 def started_servers(servers: Iterable[PlannedServer], hardware: Mapping[str, Hardware]) -> dict[str, StartedServer]:

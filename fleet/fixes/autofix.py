@@ -56,7 +56,15 @@ DEFAULT_MARGIN_TOKENS: int = LongContextWorkload.model_fields["margin_tokens"].d
 MEM_FRACTION_STEP = 0.05
 MIN_CONTEXT_LENGTH = 2048  # smallest_fix does not halve the context below this either
 _MEMORY_CLASSES = frozenset({FailureClass.MAX_RUNNING_REQUESTS_ZERO.value, FailureClass.KV_POOL_TOO_SMALL.value})
-_QUARANTINED_CLASSES = frozenset({FailureClass.CUDA_ILLEGAL_INSTRUCTION.value, FailureClass.NOT_LOSSLESS.value})
+# Why each quarantined class is skipped rather than retried: what happened, in the fix's words.
+_QUARANTINE_WHY = {
+    FailureClass.CUDA_ILLEGAL_INSTRUCTION.value: "a GPU kernel hit an illegal instruction",
+    FailureClass.NOT_LOSSLESS.value: "its tokens at temperature 0 diverged early from the autoregressive server's (not lossless)",
+    # The engine's build (or a kernel it needs) has no code for the GPU: "no kernel image is
+    # available", "sm_120 is not compatible with the current PyTorch installation" (vLLM and SGLang alike).
+    FailureClass.UNSUPPORTED_GPU_ARCH.value: "the engine's build has no kernels for this GPU architecture",
+}
+_QUARANTINED_CLASSES = frozenset(_QUARANTINE_WHY)
 
 
 class FixKind(str, Enum):
@@ -256,9 +264,7 @@ def _quarantine(config: ServerConfig, gpu_arch: str | None, engine: str, engine_
     if gpu_arch is None:
         return None  # without the architecture the quarantine would hit GPUs that run it fine
     key = QuarantineKey.for_config(config, arch=gpu_arch, engine=engine, engine_version=engine_version)
-    what = (
-        "its tokens at temperature 0 diverged early from the autoregressive server's (not lossless)" if failure_class == FailureClass.NOT_LOSSLESS.value else "a GPU kernel hit an illegal instruction"
-    )
+    what = _QUARANTINE_WHY.get(failure_class, _QUARANTINE_WHY[FailureClass.CUDA_ILLEGAL_INSTRUCTION.value])
     return _Proposal(
         FixKind.QUARANTINE,
         f"{what}: {key} is skipped on {gpu_arch} hosts until lifted (`fleet quarantine lift {key}`); retrying the same kernel does not help",
@@ -270,7 +276,7 @@ def _quarantine(config: ServerConfig, gpu_arch: str | None, engine: str, engine_
 def _context_fix(config: ServerConfig, run: Run, numbers: _Numbers) -> _Proposal | None:
     requested, derived = numbers.integer("requested_context"), numbers.integer("derived_context")
     if requested is not None and derived is not None and derived < requested:
-        why = f"SGLang refuses --context-length {requested} above the model's derived {derived}"
+        why = f"{engine_named(config.engine_name).title} refuses a context length of {requested} above the model's derived {derived}"
         return _step("context_length", config.settings.context_length, derived, why, FixKind.CONTEXT_LENGTH)
 
     workload = run.workload

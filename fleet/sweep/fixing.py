@@ -117,8 +117,8 @@ class SweepFixer:
             gpu_memory_mib=hardware.gpu_memory_mib or 0,
             engine_version=hardware.version_of(server.config.engine_name),
             limits=self.playbook.limits,
-            # The host's kind for SGLang (sim or a real one), the engine's name for the others: a
-            # quarantine key's engine, and what launches the variant (a sim host plays SGLang alone).
+            # The host's kind for SGLang (sim or a real one), the engine's name for the others
+            # (sim-<name> on a sim host): a quarantine key's engine (fleet.plan.quarantine_engine).
             engine=quarantine_engine(self.hosts[host], server.config.engine_name),
             engine_fork=self.hosts[host].engine.fork_for(server.config.engine_name),
             gpu_arch=hardware.arch,
