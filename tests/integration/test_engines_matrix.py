@@ -85,6 +85,10 @@ def test_the_seed_matrix_under_both_engines(test_fleet_factory, tmp_path: Path) 
         if "concurrency" in result["label"]:
             # max_running_requests 4 reaches vLLM as --max-num-seqs 4; `auto` levels go up to it.
             assert result["server"]["max_running_requests"] == 4 and [level["level"] for level in result["levels"]] == [1, 2, 4], result["label"]
+            if "dflash" in result["label"]:
+                # Each level's own acceptance, from the counters around it; none run-wide (it would blend levels).
+                assert all(level["acceptance_length"] and level["acceptance_length"] > 1.0 for level in result["levels"]), result["levels"]
+                assert result["figures"].get("acceptance_length") is None
 
     report = subprocess.run(
         [sys.executable, "-m", "fleet", "report", str(outcome.directory), "--format", "md"], cwd=REPO, capture_output=True, text=True, timeout=300,

@@ -20,6 +20,7 @@ from fleet.host.contract import Failure
 from fleet.host.contract.shard import AgentLimits, RunSpec
 from fleet.host.engines import DEFAULT_ENGINE
 from fleet.host.engines import engine as engine_named
+from fleet.host.engines.base import SpecCounters
 from fleet.host.errors import ReleaseError
 
 # A concurrency level's default sample: enough requests for its p90.
@@ -102,6 +103,17 @@ class Driver:
     facts: ServerFacts
     gate: Gate
     run: RunSpec
+    # The server's speculative-decoding totals now, where its engine states acceptance only there
+    # (vLLM's /metrics; fleet.host.engines.base.SpecCounters); None for other engines.
+    spec_counters: Callable[[], SpecCounters | None] = field(default=lambda: None)
+
+    def acceptance_since(self, before: SpecCounters | None) -> dict[str, Any]:
+        """The server-stated acceptance figures of a stretch that began at `before` (empty where
+        the engine reports acceptance per request, or nothing was drafted)."""
+        if before is None or (now := self.spec_counters()) is None:
+            return {}
+        length = now.acceptance_length_since(before)
+        return {"acceptance_length": length, "spec_verify_ct": int(now.drafts - before.drafts)} if length is not None else {}
 
     def send(self, prompt: Prompt, max_new_tokens: int) -> RequestOutcome:
         outcome = self.client.generate(

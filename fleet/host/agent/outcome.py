@@ -37,6 +37,9 @@ class Section:
 
     key: dict[str, Any]
     wall_s: float = 0.0
+    # Figures the server itself stated for this stretch, where its requests do not carry them
+    # (vLLM's acceptance length from its /metrics counters): used only where the requests' own are None.
+    server: dict[str, Any] = field(default_factory=dict)
 
     def holds(self, sent: Sent) -> bool:
         return all(sent.tags.get(name) == value for name, value in self.key.items())
@@ -59,13 +62,14 @@ class WorkloadOutcome:
     def wall_s(self) -> float:
         return sum(section.wall_s for section in self.sections)
 
-    def measured(self, key: Mapping[str, Any], wall_s: float) -> None:
-        """Add `wall_s` to the section of `key` (made on first use)."""
+    def measured(self, key: Mapping[str, Any], wall_s: float, server: Mapping[str, Any] | None = None) -> None:
+        """Add `wall_s` to the section of `key` (made on first use), with what the server stated of it."""
         for section in self.sections:
             if section.key == dict(key):
                 section.wall_s += wall_s
+                section.server.update(server or {})
                 return
-        self.sections.append(Section(dict(key), wall_s))
+        self.sections.append(Section(dict(key), wall_s, dict(server or {})))
 
 
 # The figures of some requests over some wall seconds (fleet.host.agent.results.request_figures,
@@ -85,7 +89,12 @@ class Measured:
 
     def section_figures(self) -> list[dict[str, Any]]:
         """Each section's key and the figures of its own requests over its own wall time."""
-        return [{**section.key, **self.figures_of([s for s in self.sent if section.holds(s)], section.wall_s)} for section in self.sections]
+        out = []
+        for section in self.sections:
+            figures = self.figures_of([s for s in self.sent if section.holds(s)], section.wall_s)
+            stated = {name: value for name, value in section.server.items() if figures.get(name) is None}
+            out.append({**section.key, **figures, **stated})
+        return out
 
 
 def repeat_extras(measured: Measured) -> dict[str, Any]:

@@ -919,7 +919,8 @@ class ServerSession:
         where the engine states acceptance in /metrics only, its acceptance length over the run
         (`counted`: the counters at its start)."""
         extras, figures = dict(result.extras), dict(result.figures)
-        if counted is not None and figures.get("acceptance_length") is None and (now := self._spec_counters()) is not None:
+        # Not over a run measured in levels: its figures are per level only (each level's acceptance is its own section's).
+        if counted is not None and "levels" not in extras and figures.get("acceptance_length") is None and (now := self._spec_counters()) is not None:
             figures["acceptance_length"] = now.acceptance_length_since(counted)
             figures["spec_verify_ct"] = int(now.drafts - counted.drafts)
         if self.lossless is not None:
@@ -1013,7 +1014,7 @@ class ServerSession:
                 if self.power is not None:
                     self.power.sample()  # a reading of the run's own at its start (and at its end)
                 counted = self._spec_counters() if gate.open else None
-                outcome = drive(Driver(client, self.limits, self.facts, gate, run)) if gate.open else WorkloadOutcome(failure=gate.failure)
+                outcome = drive(Driver(client, self.limits, self.facts, gate, run, self._spec_counters)) if gate.open else WorkloadOutcome(failure=gate.failure)
                 if self.power is not None:
                     self.power.sample()
                 if self._interrupted():

@@ -76,9 +76,10 @@ def drive(driver: Driver, out: WorkloadOutcome) -> None:
                 return
             count = requests_at_level(level, workload["requests_per_level"])
             key = {"repeat": repeat, "level": level}
+            counted = driver.spec_counters()
             sent, wall = parallel(driver, workload["prompt"]["text"], workload["max_new_tokens"], count, level, key)
             out.sent.extend(sent)
-            out.measured(key, wall)
+            out.measured(key, wall, driver.acceptance_since(counted))
 
 
 def result_extras(measured: Measured) -> dict[str, Any]:
