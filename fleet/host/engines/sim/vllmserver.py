@@ -59,6 +59,7 @@ PLAYS = "vllm"
 SPAWN_S = 6.0  # the API server, the engine core process, NCCL and the worker processes
 PROFILE_S = 3.0  # the profiling run and the KV cache's allocation
 GRAPH_CAPTURE_S = 4.0
+GRAPH_POOL_GIB = 1.5  # the CUDA-graph share of the start-up overhead the planner assumes (memory.assumed_overhead)
 # vLLM's method (SpeculativeConfig.method) -> the simulated engine's algorithm (fleet's names).
 _ALGORITHMS = {method: algorithm for algorithm, method in SPECULATIVE_METHODS.items() if algorithm != "MTP"}
 
@@ -201,7 +202,7 @@ class VllmSim:
         self.core(vllmtext.KV_SIZE, "GPU", f"{plan.kv_tokens:,}", f"{plan.context_len:,}", plan.max_concurrency_low)
         if not values.get("enforce_eager"):
             await self.pause(GRAPH_CAPTURE_S)
-            self.core(vllmtext.GRAPHS_CAPTURED, GRAPH_CAPTURE_S, plan.overhead.low / (1 << 30) / 4)
+            self.core(vllmtext.GRAPHS_CAPTURED, GRAPH_CAPTURE_S, GRAPH_POOL_GIB)
         self.register(plan.requested_bytes)
         self.core(vllmtext.ENGINE_READY, time.time() - self.started)
 
