@@ -3,7 +3,7 @@ fails as vLLM 0.33 does, on the simulated engine and GPUs the SGLang play uses.
 
     FLEET_SIM_ENGINE=vllm python -m fleet.host.engines.sim serve MODEL [vllm serve flags] [--sim-* flags]
 
-Order of events, as in vLLM: the command line through the release's own parser (`vllm.flags.parse_serve`,
+Order of events, as in vLLM: the command line through the release's own parser (`fleet.host.engines.vllm.flags.parse_serve`,
 rebuilt from the release's flag table: a refusal is argparse's usage and error, exit 2), the API
 server's version and non-default-args lines, the engine core's config line, the model load, the
 profiling run and the KV cache lines ("Available KV cache memory", "GPU KV cache size"), CUDA graph
