@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import os
+import random
+import time
 import threading
 from pathlib import Path
 from typing import Any, Iterator
@@ -152,3 +154,33 @@ def test_goodput_is_vllms_definition_and_a_late_client_is_not_comparable() -> No
     assert good["attainment_by_metric"] == {"ttft": 0.75, "tpot": 0.75}
     assert result.status is RunStatus.not_comparable
     assert [d.kind for d in result.deviations] == [CLIENT_BEHIND] and "median 20.0 ms" in result.deviations[0].message
+
+
+class _SlowServer:
+    """A driver stand-in whose requests take `busy_s` each (a server slower than the schedule)."""
+
+    def __init__(self, busy_s: float) -> None:
+        self.busy_s = busy_s
+        self.gate = Gate(lambda: None, threading.Event())
+
+    def send(self, prompt: Any, max_new_tokens: int) -> RequestOutcome:
+        time.sleep(self.busy_s)
+        return RequestOutcome(started_at=time.time(), ok=True)
+
+
+def test_requests_the_cap_held_back_are_not_counted_late_behind_an_earlier_held_one() -> None:
+    """A rate far above what `max_in_flight` admits: while the loop waits for a slot, the requests
+    due meanwhile wait for the cap too. Their lateness is the client's own (thread start-up), and the
+    time the cap held them is recorded apart (held_by_cap_s). Before the fix every request behind a
+    held one counted the whole wait as lateness (a median of hundreds of ms here)."""
+    from fleet.host.agent.kinds.listed import Planned, open_loop
+
+    plans = [Planned("p", 4, {"request": i}) for i in range(24)]
+    busy_s = 0.2
+    sent, _ = open_loop(_SlowServer(busy_s), plans, {"rate": 1000.0, "burstiness": 1.0, "max_in_flight": 2}, random.Random(1))  # type: ignore[arg-type]
+    assert len(sent) == 24
+    # Two slots free together every busy_s: the request taking the second one was due long before.
+    late = [s.outcome.schedule_delay_s for s in sent if (s.outcome.schedule_delay_s or 0.0) > busy_s * 0.8]
+    assert late == [], sorted(s.outcome.schedule_delay_s or 0.0 for s in sent)
+    held = [s.tags.get("held_by_cap_s", 0.0) for s in sent]
+    assert sum(1 for h in held if h > busy_s * 0.8) >= 20, held  # all but the first two waited for a slot

@@ -109,6 +109,9 @@ def open_loop(driver: Driver, plans: list[Planned], load: dict[str, Any], rng: r
 
     threads: list[threading.Thread] = []
     began = time.monotonic()
+    # When the sending loop last got a slot it had to wait for: every request due before then was
+    # held by the cap too (the loop could not reach it while it waited), not sent late by the client.
+    slot_freed = began
     for plan, offset in zip(plans, offsets):
         due = began + offset * scale
         pause = due - time.monotonic()
@@ -117,10 +120,12 @@ def open_loop(driver: Driver, plans: list[Planned], load: dict[str, Any], rng: r
         if not driver.gate.open:
             break
         held = 0.0
-        if cap is not None and not cap.acquire(blocking=False):
-            cap.acquire()
-            now = time.monotonic()
-            held, due = max(now - due, 0.0), max(now, due)
+        if cap is not None:
+            if not cap.acquire(blocking=False):
+                cap.acquire()
+                slot_freed = time.monotonic()
+            if slot_freed > due:
+                held, due = slot_freed - due, slot_freed
         thread = threading.Thread(target=one, args=(plan, due, held), name=f"open-loop-{plan.tags['request']}", daemon=True)
         thread.start()
         threads.append(thread)
