@@ -137,12 +137,18 @@ def load_sweep(directory: Path | str) -> SweepData:
     )
     # Through the sweep's one reader of pulled results: bounded, checked, never a crash (a bad
     # file is listed with why, as unreadable).
+    # Each result's requests become one tuple of TTFTs per (level, repeat) as it is read (30
+    # requests' dicts are 5.5 KiB, their TTFTs 1 KiB): never all the requests at once.
+    ttft_s: dict[tuple[str, str], TTFTs] = {}
+
+    def keep(result: RunResult) -> RunResult:
+        ttft_s[result.host, result.run_id] = ttfts(result.requests)
+        return reported(result)
+
     with _collector_paused():
-        swept = read_sweep_results(directory, sweep_id=sweep.sweep_id, keep=reported)
+        swept = read_sweep_results(directory, sweep_id=sweep.sweep_id, keep=keep)
     runs = {host: directory / host / SweepDir.RUNS for host in {r.host for r in swept.results}}
-    # Each result's requests become one tuple of TTFTs per (level, repeat): 30 requests' dicts
-    # are 5.5 KiB, their TTFTs 1 KiB.
-    sweep.results = [Loaded(runs[r.host], replace(r, requests=()), ttfts(r.requests)) for r in swept.results]
+    sweep.results = [Loaded(runs[r.host], r, ttft_s[r.host, r.run_id]) for r in swept.results]
     sweep.unreadable = [(directory / relative, why) for relative, why in sorted(swept.rejected.items())]
     return sweep
 
@@ -165,7 +171,6 @@ def _collector_paused() -> Iterator[None]:
 # What the report reads of a result (fleet.report.model: rows_of, _with_figures, the lossless
 # checks); `reported` keeps only these. tests/unit/test_report_scale.py checks that every fixture's
 # report is the same from whole results.
-REQUEST_FIELDS = ("ok", "ttft_s", "repeat", "level")  # a pass's TTFTs, selected by its tags (`ttfts`)
 FIGURE_FIELDS = ("requests", "output_tok_s", "output_tok_s_per_request", "request_throughput", "acceptance_length", "ttft_s", "itl_s", "energy", "level", "repeat")
 SECTIONS = ("levels", "repeats")  # extras of figures, one per level or repeat (FIGURE_FIELDS of each); other extras kept whole
 SERVER_FIELDS = ("max_running_requests",)
@@ -173,18 +178,17 @@ WORKLOAD_FIELDS = ("name", "kind")
 
 
 def reported(result: RunResult) -> RunResult:
-    """The part of a result the report reads, as a RunResult: its requests with `REQUEST_FIELDS`,
-    its figures and their sections with `FIGURE_FIELDS`, server and workload with theirs, no host
-    facts (the report takes a host's from the sweep's hosts/ files); other extras whole. A result
-    of the scale benchmark (19 KB of JSON) is 49 KiB loaded whole, 14 KiB so, and 10 KiB once
-    load_sweep has made its requests `ttfts` (issue 28: 50,000 results within 1 GiB)."""
+    """The part of a result the report reads, as a RunResult: no requests (the report reads their
+    `ttfts`), its figures and their sections with `FIGURE_FIELDS`, server and workload with theirs,
+    no host facts (the report takes a host's from the sweep's hosts/ files); other extras whole. A
+    result of the scale benchmark (19 KB of JSON) is 49 KiB loaded whole, 9 KiB so with its TTFTs
+    (issue 28: 50,000 results within 1 GiB)."""
     extras = {key: value for key, value in result.extras.items() if key not in SECTIONS}
     for key in SECTIONS:
         if isinstance(sections := result.extras.get(key), list):
             extras[key] = [_figures(section) for section in sections]  # every item kept: a repeat's number defaults to its index
-    requests = tuple({key: request[key] for key in REQUEST_FIELDS if key in request} for request in result.requests)
     server = _only(result.server, SERVER_FIELDS) if result.server is not None else None
-    return replace(result, host_facts=None, requests=requests, figures=_figures(result.figures), extras=extras, server=server,
+    return replace(result, host_facts=None, requests=(), figures=_figures(result.figures), extras=extras, server=server,
                    workload=_only(result.workload, WORKLOAD_FIELDS))  # fmt: skip
 
 

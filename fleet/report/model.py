@@ -100,7 +100,7 @@ class CellKey:
     variant: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Pass:
     """One measurement of a cell: a repeat of a run (at one level), with its own figures."""
 
@@ -112,7 +112,7 @@ class Pass:
     itl_s: dict[str, Any] | None  # the pass's ITL summary (per-token times are not kept in results)
 
 
-@dataclass
+@dataclass(slots=True)  # one a result and level: 50,000 of them without a dict each (issue 28)
 class Row:
     """One run at one concurrency level (and repeat): the flat results, for CSV/JSONL and cells."""
 
