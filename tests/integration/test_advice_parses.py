@@ -19,14 +19,10 @@ the setting can take (positive; a memory fraction below 1). A fix's figures come
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import os
 import re
-import subprocess
 import sys
 from collections.abc import Callable, Mapping
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -37,11 +33,11 @@ from fleet.host.engines.sglang.release import KNOWN_RELEASES
 from fleet.host.engines.vllm import flags as vllm_flags
 from fleet.host.errors import ArgvError, ConfigFileError
 from tests.integration.advice_corpus import MIXED_REQUEST_LINES, Advice, Fragment, diagnoses, every_advice, every_fragment
-from tests.integration.test_sglang_parser import INSTALL, RELEASE, _parse_all
+from tests.integration import sglang_wheel
+from tests.integration.test_sglang_parser import RELEASE, _parse_all
 
 pytestmark = pytest.mark.sglang_parser
 
-ROOT = Path(__file__).resolve().parents[2]
 MODEL = ["--model-path", "/models/target"]
 Outcome = dict[str, Any]  # {"error": the parser's error line or None}
 
@@ -115,14 +111,8 @@ def _sglang(corpus: list[Fragment], release: str, fork: str | None) -> list[Frag
 @pytest.fixture(scope="module")
 def real(corpus: list[Fragment]) -> dict[str, Any]:
     """0.5.23's own parser on every distinct 0.5.23 fragment, in a child interpreter."""
-    if importlib.util.find_spec("sglang") is None:
-        pytest.skip(f"sglang is not installed; CI installs it with: {INSTALL}")
     argvs = sorted({fragment.argv for fragment in _sglang(corpus, RELEASE, None)})
-    request = [{"name": json.dumps(argv), "args": _args(argv)} for argv in argvs]
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}  # the child imports this checkout's tests package
-    done = subprocess.run([sys.executable, "-W", "ignore", __file__], input=json.dumps(request), capture_output=True, text=True, timeout=300, cwd=ROOT, env=env)
-    assert done.returncode == 0, f"the sglang parser child failed:\n{done.stderr[-4000:]}"
-    answer = json.loads(done.stdout)
+    answer = sglang_wheel.run_child(__file__, [{"name": json.dumps(argv), "args": _args(argv)} for argv in argvs], "sglang parser")
     return {"version": answer["version"], "options": answer["options"], "results": {tuple(json.loads(name)): result for name, result in answer["results"].items()}}
 
 

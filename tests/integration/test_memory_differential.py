@@ -33,10 +33,9 @@ checks target, then target + draft, against the pre-load free memory, in schedul
 
 from __future__ import annotations
 
-import importlib.util
+import functools
 import itertools
 import json
-import subprocess
 import sys
 from dataclasses import asdict
 from pathlib import Path
@@ -46,12 +45,11 @@ import pytest
 
 from fleet.host.engines.sglang.memory import DEFAULT_GPU_RESERVED_MIB, DEFAULT_POST_LOAD_OVERHEAD_MIB, MemoryInputs, MemoryPlan, plan_memory
 from fleet.host.modelcard import ModelCard, load_model_card
+from tests.integration import sglang_wheel
 
 pytestmark = pytest.mark.sglang_parser
 
-ROOT = Path(__file__).resolve().parents[2]
 RELEASE = "0.5.23"
-INSTALL = f"pip install -r tests/requirements-sglang.txt && pip install --no-deps sglang=={RELEASE}"
 
 # nvidia-smi memory.total of the two GPUs fleet's hosts have (tests/fixtures/real-tool-output, and the
 # seed campaign's RTX PRO 6000), and of a 48 GB-class card (L40S), on which the weights may not load.
@@ -144,8 +142,6 @@ def card_fields(card: ModelCard) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def upstream() -> dict[str, Any]:
-    if importlib.util.find_spec("sglang") is None:
-        pytest.skip(f"sglang is not installed; CI installs it with: {INSTALL}")
     cases = grid()
     request = {
         "cards": {card.name: card_fields(card) for card in (HYBRID, DENSE, DRAFT)},
@@ -154,16 +150,7 @@ def upstream() -> dict[str, Any]:
         "post_load_overhead_mib": DEFAULT_POST_LOAD_OVERHEAD_MIB,
         "cases": [{**case, "argv": argv(case)} for case in cases],
     }
-    done = subprocess.run(
-        [sys.executable, "-W", "ignore", __file__],
-        input=json.dumps(request),
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=ROOT,
-    )
-    assert done.returncode == 0, f"the upstream sizing child failed:\n{done.stderr[-6000:]}"
-    answer = json.loads(done.stdout)
+    answer = sglang_wheel.run_child(__file__, request, "upstream sizing")
     return {"version": answer["version"], "cases": cases, "results": answer["results"]}
 
 
@@ -235,7 +222,6 @@ def _compare(ours: MemoryPlan, theirs: dict[str, Any]) -> str | None:
 
 def _child(request: dict[str, Any]) -> dict[str, Any]:
     import argparse
-    import ast
     import dataclasses
     import enum
     import gc
@@ -254,9 +240,7 @@ def _child(request: dict[str, Any]) -> dict[str, Any]:
 
     # `sglang.srt.configs/__init__.py` imports every HF config class (transformers); its submodule
     # mamba_utils.py needs only torch and numpy. An empty package object lets that file load as is.
-    configs_pkg = types.ModuleType("sglang.srt.configs")
-    configs_pkg.__path__ = [str(srt / "configs")]
-    sys.modules["sglang.srt.configs"] = configs_pkg
+    sglang_wheel.empty_package("sglang.srt.configs", srt / "configs")
     from sglang.srt.configs import mamba_utils  # type: ignore[import-untyped]
     from sglang.srt.environ import envs  # type: ignore[import-untyped]
     from sglang.srt.mem_cache.allocation_sizing import get_mamba_tracking_slots  # type: ignore[import-untyped]
@@ -264,34 +248,7 @@ def _child(request: dict[str, Any]) -> dict[str, Any]:
     from sglang.srt.speculative.spec_info import SpeculativeAlgorithm  # type: ignore[import-untyped]
     from sglang.srt.utils.common import ceil_div, is_float4_e2m1fn_x2  # type: ignore[import-untyped]
 
-    def compile_from_wheel(relpath: str, names: set[str], given: dict[str, Any], *, as_module: str | None = None, members: dict[str, set[str]] | None = None) -> dict[str, Any]:
-        """Run the top-level definitions `names` of srt/`relpath` (for a class in `members`, only those
-        methods, on a base-less class) in a module whose globals start as `given`, keeping the wheel's
-        file and line numbers. The module is registered as `as_module` (an sglang name whose real
-        import fails here) or under a private name (dataclasses look their module up)."""
-        path = srt / relpath
-        tree = ast.parse(path.read_text(), filename=str(path))
-        picked, found = [], set()
-        for node in tree.body:
-            name = getattr(node, "name", None)
-            if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name):
-                name = node.targets[0].id
-            if name not in names:
-                continue
-            found.add(name)
-            if members and name in members and isinstance(node, ast.ClassDef):
-                node.body = [item for item in node.body if getattr(item, "name", None) in members[name]]
-                missing_members = members[name] - {getattr(item, "name", None) for item in node.body}
-                assert not missing_members, f"{relpath}: {name} has no {sorted(missing_members)}"
-                node.bases, node.keywords = [], []
-            picked.append(node)
-        assert found == names, f"{relpath}: not found in the wheel: {sorted(names - found)}"
-        mod = types.ModuleType(as_module or "_wheel." + relpath.removesuffix(".py").replace("/", "."))
-        mod.__dict__.update(given)
-        mod.__file__ = str(path)
-        sys.modules[mod.__name__] = mod
-        exec(compile(ast.Module(body=picked, type_ignores=[]), str(path), "exec"), mod.__dict__)
-        return mod.__dict__
+    compile_from_wheel = functools.partial(sglang_wheel.compile_from_wheel, srt)
 
     def module(name: str, namespace: dict[str, Any]) -> None:
         mod = types.ModuleType(name)

@@ -28,8 +28,8 @@ from fleet.host.engines.sglang.flags import FORK_ALGORITHMS, ParsedArgv, fleet_f
 from fleet.host.engines.sglang.memory import DEFAULT_GPU_RESERVED_MIB, MemoryInputs
 from fleet.host.engines.sglang.release import KNOWN_RELEASES
 from fleet.host.engines.sglang.speculative import (
-    DFLASH_DEFAULT_BLOCK_SIZE, DFLASH_FAMILY, EAGLE_FAMILY, NGRAM_DEFAULT_NUM_DRAFT_TOKENS, SPECULATIVE_DEFAULT_MAX_RUNNING_REQUESTS,
-    UPSTREAM_ALGORITHMS,
+    DFLASH_DEFAULT_BLOCK_SIZE, DFLASH_FAMILY, EAGLE_FAMILY, MIXED_CHUNK_ALGORITHMS, NGRAM_DEFAULT_NUM_DRAFT_TOKENS, PAGE_TREE_SPEC_BACKENDS,
+    SPECULATIVE_DEFAULT_MAX_RUNNING_REQUESTS, UPSTREAM_ALGORITHMS, auto_speculative_params,
 )  # fmt: skip
 from fleet.host.modelcard import ModelCard
 
@@ -85,6 +85,9 @@ FLEET_FIELDS: tuple[tuple[str, Any], ...] = (
     ("reasoning_parser", None),
     ("tool_call_parser", None),
     ("dp_size", 1),
+    ("attn_dp_size", 1),  # 0.5.23's attention-DP width (0.5.12: --dp-size with --enable-dp-attention)
+    ("attn_cp_size", 1),
+    ("enable_dp_lm_head", False),
     ("dist_init_addr", None),
     ("nnodes", 1),
     ("node_rank", 0),
@@ -103,6 +106,7 @@ FLEET_FIELDS: tuple[tuple[str, Any], ...] = (
     ("speculative_attention_mode", "prefill"),
     ("speculative_draft_attention_backend", None),
     ("speculative_draft_window_size", None),
+    ("speculative_ngram_max_bfs_breadth", 10),
     ("ep_size", 1),
     ("max_mamba_cache_size", None),
     ("mamba_ssm_dtype", None),
@@ -167,6 +171,8 @@ class ResolvedArgs:
 
 
 MambaHook = Callable[[dict[str, Any], ModelCard, "str | None", "list[ArgsWarning]"], "ArgsFailure | None"]
+# The EAGLE family's and NGRAM's hook: (values, algorithm, target, warnings, the release's behaviour).
+SpeculativeHook = Callable[[dict[str, Any], str, ModelCard, "list[ArgsWarning]", "ReleaseResolution"], "ArgsFailure | None"]
 
 
 @dataclass(frozen=True)
@@ -174,7 +180,10 @@ class ReleaseResolution:
     """How a release resolves what fleet renders, where releases differ."""
 
     dflash_disables_overlap: bool
-    dflash_logger: str  # the logger of the module that holds _handle_dflash
+    dflash_logger: str  # the logger of the module that holds the speculative hooks
+    # DFLASH with attention DP: refused outright (False), or with --enable-dp-lm-head and no context parallel.
+    dflash_takes_dp_attention: bool
+    eagle_and_ngram: SpeculativeHook
     mamba_radix_cache: MambaHook
     # What a hybrid (linear + full attention) model with speculative decoding needs, read by the launch
     # renderer so that what it adds follows the release:
@@ -192,8 +201,13 @@ def _handle_dflash(values: dict[str, Any], draft: ModelCard | None, warnings: li
     """0.5.12 server_args.py:3620-3712, 0.5.23 arg_groups/speculative_hook.py:287 _handle_dflash;
     the DDTree fork (sglang PR #29907) runs DFLASH's hook too."""
     hook = behaviour.dflash_logger
-    if values["dp_size"] > 1 and values["enable_dp_attention"]:
-        return ArgsFailure("ValueError", "Currently DFLASH speculative decoding does not support dp attention.", "speculative_hook")
+    if _attention_dp(values):
+        if not behaviour.dflash_takes_dp_attention:
+            return ArgsFailure("ValueError", "Currently DFLASH speculative decoding does not support dp attention.", "speculative_hook")
+        if not values["enable_dp_lm_head"]:  # both the greedy projection and the selector borrow the target head
+            return ArgsFailure("ValueError", "DFLASH with dp attention requires --enable-dp-lm-head.", "speculative_hook")
+        if values["attn_cp_size"] != 1:
+            return ArgsFailure("ValueError", "DFLASH with dp attention does not support context parallel.", "speculative_hook")
     if values["pp_size"] != 1:
         return ArgsFailure("ValueError", "Currently DFLASH speculative decoding only supports pp_size == 1.", "speculative_hook")
     if values["speculative_draft_model_path"] is None:
@@ -236,6 +250,110 @@ def _handle_dflash(values: dict[str, Any], draft: ModelCard | None, warnings: li
         values["disable_overlap_schedule"] = True
         warnings.append(ArgsWarning(behaviour.dflash_logger, "Overlap scheduler is disabled when using DFLASH speculative decoding (spec v2 is not supported yet)."))
     return None
+
+
+def _attention_dp(values: dict[str, Any]) -> bool:
+    """Whether attention runs data parallel: 0.5.23 parallel_hook.py:39 turns the deprecated
+    `--dp-size N --enable-dp-attention` into attn_dp_size N, and runtime_context.py:191 asks
+    attn_dp_size > 1; 0.5.12 (no --attn-dp-size) asks dp_size > 1 with --enable-dp-attention."""
+    size = values["attn_dp_size"]
+    if size == 1 and values["enable_dp_attention"]:
+        size = values["dp_size"]
+    return bool(size > 1)
+
+
+def _eagle_and_ngram_0512(values: dict[str, Any], algorithm: str, target: ModelCard, warnings: list[ArgsWarning], behaviour: ReleaseResolution) -> ArgsFailure | None:
+    """0.5.12 server_args.py:3620-3712 as fleet has modelled it; no 0.5.12 wheel is installed to
+    check it against (0.5.23's is: _eagle_family_0523, _ngram_0523)."""
+    if algorithm in EAGLE_FAMILY:
+        # auto_choose_speculative_params for non-Llama targets: 3 steps, topk 1, 4 draft tokens.
+        values["speculative_num_steps"] = values["speculative_num_steps"] or 3
+        values["speculative_eagle_topk"] = values["speculative_eagle_topk"] or 1
+        if values["speculative_eagle_topk"] == 1:
+            values["speculative_num_draft_tokens"] = values["speculative_num_steps"] + 1
+        values["speculative_num_draft_tokens"] = values["speculative_num_draft_tokens"] or values["speculative_num_steps"] + 1
+        _default_max_running(values, warnings, behaviour)
+        return None
+    values["speculative_num_draft_tokens"] = values["speculative_num_draft_tokens"] or NGRAM_DEFAULT_NUM_DRAFT_TOKENS["0.5.12"]
+    _default_max_running(values, warnings, behaviour)
+    values["disable_overlap_schedule"] = True
+    return None
+
+
+_NONE_ABOVE_ONE = "'>' not supported between instances of 'NoneType' and 'int'"  # Python's TypeError for `None > 1`
+
+
+def _eagle_family_0523(values: dict[str, Any], algorithm: str, target: ModelCard, warnings: list[ArgsWarning], behaviour: ReleaseResolution) -> ArgsFailure | None:
+    """0.5.23 arg_groups/speculative_hook.py:1072 _handle_eagle_family (CUDA, no rejection sampling,
+    no adaptive steps), for EAGLE, EAGLE3 and STANDALONE."""
+    hook = behaviour.dflash_logger
+    if algorithm == "STANDALONE" and _attention_dp(values):
+        return ArgsFailure("ValueError", "Currently standalone speculative decoding does not support dp attention.", "speculative_hook")
+    _default_max_running(values, warnings, behaviour)
+    if values["enable_mixed_chunk"] and algorithm not in MIXED_CHUNK_ALGORITHMS:  # :1104, spec_info.py:147
+        values["enable_mixed_chunk"] = False
+        warnings.append(ArgsWarning(hook, f"Mixed chunked prefill is disabled: {algorithm} speculative decoding does not support it."))
+    if values["speculative_num_steps"] is None:  # :1158: all three chosen together, or none
+        if values["speculative_eagle_topk"] is not None or values["speculative_num_draft_tokens"] is not None:
+            return ArgsFailure("AssertionError", "", "speculative_hook")  # a bare assert
+        steps, topk, draft_tokens = auto_speculative_params(algorithm, target.architecture)
+        values.update(speculative_num_steps=steps, speculative_eagle_topk=topk, speculative_num_draft_tokens=draft_tokens)
+    topk = values["speculative_eagle_topk"]
+    backends = (values["prefill_attention_backend"] or values["attention_backend"], values["decode_attention_backend"] or values["attention_backend"])
+    if "trtllm_mha" in backends:  # :1174
+        if topk is None:
+            return ArgsFailure("TypeError", _NONE_ABOVE_ONE, "speculative_hook")
+        if topk > 1:
+            return ArgsFailure("ValueError", "trtllm_mha backend only supports topk = 1 for speculative decoding.", "speculative_hook")
+    if topk == 1 and values["speculative_num_draft_tokens"] != values["speculative_num_steps"] + 1:  # :1250
+        warnings.append(ArgsWarning(hook, "speculative_num_draft_tokens is adjusted to speculative_num_steps + 1 when speculative_eagle_topk == 1"))
+        values["speculative_num_draft_tokens"] = values["speculative_num_steps"] + 1
+    if topk is None:  # :1265 compares the topk a launch left unset (steps given alone) with 1
+        return ArgsFailure("TypeError", _NONE_ABOVE_ONE, "speculative_hook")
+    if topk > 1 and values["page_size"] > 1 and values["attention_backend"] not in PAGE_TREE_SPEC_BACKENDS:
+        return ArgsFailure(
+            "ValueError",
+            f"speculative_eagle_topk > 1 with page_size > 1 is only supported on {PAGE_TREE_SPEC_BACKENDS}; got attention_backend="
+            f"{values['attention_backend']!r}. Use page_size == 1 or one of those backends.",
+            "speculative_hook",
+        )
+    return None
+
+
+def _ngram_0523(values: dict[str, Any], algorithm: str, target: ModelCard, warnings: list[ArgsWarning], behaviour: ReleaseResolution) -> ArgsFailure | None:
+    """0.5.23 arg_groups/speculative_hook.py:1285 _handle_ngram (CUDA, no external corpus): the overlap
+    schedule stays on; the tree is --speculative-ngram-max-bfs-breadth wide."""
+    hook = behaviour.dflash_logger
+    _default_max_running(values, warnings, behaviour)
+    values["enable_mixed_chunk"] = False
+    values["speculative_eagle_topk"] = topk = values["speculative_ngram_max_bfs_breadth"]
+    if values["speculative_num_draft_tokens"] is None:
+        values["speculative_num_draft_tokens"] = NGRAM_DEFAULT_NUM_DRAFT_TOKENS["0.5.23"]
+        warnings.append(
+            ArgsWarning(
+                hook,
+                f"speculative_num_draft_tokens is set to {NGRAM_DEFAULT_NUM_DRAFT_TOKENS['0.5.23']} by default for ngram speculative decoding. "
+                "You can override this by explicitly setting --speculative-num-draft-tokens.",
+            )
+        )
+    if values["speculative_num_steps"] is None:
+        values["speculative_num_steps"] = values["speculative_num_draft_tokens"] // topk
+    warnings.append(ArgsWarning(hook, "The mixed chunked prefill are disabled because of using ngram speculative decoding."))
+    if topk > 1 and values["page_size"] > 1 and values["attention_backend"] != "flashinfer":
+        return ArgsFailure(
+            "ValueError",
+            f"speculative_eagle_topk({topk}) > 1 with page_size({values['page_size']}) > 1 is unstable and produces incorrect results for paged "
+            "attention backends. This combination is only supported for the 'flashinfer' backend.",
+            "speculative_hook",
+        )
+    if _attention_dp(values):
+        return ArgsFailure("ValueError", "Currently ngram speculative decoding does not support dp attention.", "speculative_hook")
+    return None
+
+
+def _eagle_and_ngram_0523(values: dict[str, Any], algorithm: str, target: ModelCard, warnings: list[ArgsWarning], behaviour: ReleaseResolution) -> ArgsFailure | None:
+    hook = _eagle_family_0523 if algorithm in EAGLE_FAMILY else _ngram_0523
+    return hook(values, algorithm, target, warnings, behaviour)
 
 
 def _mamba_radix_cache_0512(values: dict[str, Any], target: ModelCard, algorithm: str | None, warnings: list[ArgsWarning]) -> ArgsFailure | None:
@@ -349,6 +467,8 @@ RESOLUTION: Mapping[str, ReleaseResolution] = {
     "0.5.12": ReleaseResolution(
         dflash_disables_overlap=True,
         dflash_logger="sglang.srt.server_args",
+        dflash_takes_dp_attention=False,
+        eagle_and_ngram=_eagle_and_ngram_0512,
         mamba_radix_cache=_mamba_radix_cache_0512,
         no_buffer_refuses_speculation=True,
         extra_buffer_needs_spec_v2=True,
@@ -360,6 +480,8 @@ RESOLUTION: Mapping[str, ReleaseResolution] = {
     "0.5.23": ReleaseResolution(
         dflash_disables_overlap=False,
         dflash_logger="sglang.srt.arg_groups.speculative_hook",
+        dflash_takes_dp_attention=True,
+        eagle_and_ngram=_eagle_and_ngram_0523,
         mamba_radix_cache=_mamba_radix_cache_0523,
         no_buffer_refuses_speculation=False,
         extra_buffer_needs_spec_v2=False,
@@ -447,20 +569,11 @@ def resolve_server_args(
         if failure is not None:
             return done(failure)
         num_draft_tokens = values["speculative_num_draft_tokens"]
-    elif algorithm in EAGLE_FAMILY:
-        # auto_choose_speculative_params for non-Llama targets: 3 steps, topk 1, 4 draft tokens.
-        values["speculative_num_steps"] = values["speculative_num_steps"] or 3
-        values["speculative_eagle_topk"] = values["speculative_eagle_topk"] or 1
-        if values["speculative_eagle_topk"] == 1:
-            values["speculative_num_draft_tokens"] = values["speculative_num_steps"] + 1
-        num_draft_tokens = values["speculative_num_draft_tokens"] or values["speculative_num_steps"] + 1
-        values["speculative_num_draft_tokens"] = num_draft_tokens
-        _default_max_running(values, warnings, behaviour)
-    elif algorithm == "NGRAM":
-        num_draft_tokens = values["speculative_num_draft_tokens"] or NGRAM_DEFAULT_NUM_DRAFT_TOKENS
-        values["speculative_num_draft_tokens"] = num_draft_tokens
-        _default_max_running(values, warnings, behaviour)
-        values["disable_overlap_schedule"] = True
+    elif algorithm is not None:
+        failure = behaviour.eagle_and_ngram(values, algorithm, target, warnings, behaviour)
+        if failure is not None:
+            return done(failure)
+        num_draft_tokens = values["speculative_num_draft_tokens"]
 
     if target.is_hybrid:
         failure = behaviour.mamba_radix_cache(values, target, algorithm, warnings)
