@@ -116,6 +116,14 @@ SIGNATURES: tuple[Signature, ...] = (
         20,
         (
             T("ModuleNotFoundError", _EXC + r"ModuleNotFoundError: No module named '(?P<module>[\w.]+)'"),
+            # The same missing module named inside another message: runpy's "Error while finding module
+            # specification for 'vllm.entrypoints.openai.api_server' (ModuleNotFoundError: No module named
+            # 'vllm')" (CPython Lib/runpy.py, _get_module_details: "{}: {}".format(type(ex).__name__, ex)),
+            # or a launcher's print(f"Error: {e}"). CPython's text is importlib._bootstrap's
+            # _ERR_MSG_PREFIX "No module named ". An exception's repr (vLLM's 'Failed to import from vllm._C
+            # with ModuleNotFoundError("No module named ...")' warning) and SGLang's "Ignore import error
+            # when loading <model>: No module named ..." (models/registry.py, str(e) only) name no "Error: ".
+            T("No module named", r"\b\w*Error: No module named '(?P<module>[\w.]+)'"),
             T("ImportError", _EXC + r"ImportError: (?:cannot import name '(?P<name>\w+)' from '(?P<module>[\w.]+)')?"),
             T("cannot open shared object file", r"(?P<library>[\w.+-]+\.so[\w.]*): cannot open shared object file"),
             T("undefined symbol", r"undefined symbol: (?P<symbol>\S+)"),

@@ -371,12 +371,15 @@ class _Scanner:
 # vLLM's logger prefix and process tags (the vLLM log module's), `docker logs -t`'s nanosecond stamp,
 # torchrun's "[rank0]:", the logging module's "2025-03-07 23:50:27,531 - __main__ - INFO - " of a
 # wrapper that relays SGLang's output, and SGLang's own "[time rank]" prefix again inside such a wrapper.
+# Last, a bare "2025-02-06 07:14:10 " stamp (Docker Desktop's log view, `ts`-style tools): after the
+# logging module's form, which starts the same way and must keep its level.
 _MORE_PREFIX = re.compile(
     r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?Z?\s+"
     r"|\[rank\d+\]:\s*"
     r"|(?P<level>WARN)\s+\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d+)?\s+(?:\[[^\]]*\]|[\w.]+:\d+\])\s*"
     r"|\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:,\d+)? - [\w.]+ - (?P<level2>[A-Z]+) - "
     r"|\[\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?: [A-Z][A-Z_]*\d+)*\] "
+    r"|\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:[.,]\d+)?\s+"
 )
 # A message at warning level: Python's warnings ("/path/x.py:13: UserWarning: ..."), a logger's
 # "WARNING ..." / "Warning: ...", c10's "[W502 ...]" / "[W ...]" and glog's "W0224 ...".
@@ -551,6 +554,12 @@ def _classify(scan: _Scanner, path: str, hint: DiagnosisHint | None) -> Diagnosi
         # A traceback's header with no exception names no cause; the start's last step (or the run
         # record's timeout) says more: weights still loading when the launcher gave up and printed it.
         fatal = []
+    arch_warning = scan.hits.get((start, "torch_lacks_gpu_arch"))
+    if arch_warning is not None and not _came_up(scan, start) and not any(signature.kind is Kind.FATAL for signature, _ in fatal):
+        # PyTorch warned that it has no kernels for this GPU (torch/cuda/__init__.py, _check_capability's
+        # incompatible_device_warn) and this start never came up with no other failure named: every CUDA
+        # kernel it launches fails for that reason, whether or not the log shows the next line.
+        fatal.append((SIGNATURE_BY_NAME["unsupported_gpu_arch"], arch_warning))
     fatal.sort(key=_root_first)
     fatal = _causes_before_wrappers(fatal)
     # A failure named only on warning lines counts when nothing else failed and the server never
