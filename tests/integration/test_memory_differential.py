@@ -37,7 +37,7 @@ import functools
 import itertools
 import json
 import sys
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -59,10 +59,22 @@ DENSE = load_model_card("llama-3.1-8b-instruct")
 # The Qwen3.6 DFLASH drafter. With the dense target it is a sizing exercise (its KV geometry and
 # weights), not a served pairing: the KV arithmetic is the same for any DFLASH draft.
 DRAFT = load_model_card("qwen3.6-27b-dflash")
-NUM_DRAFT_TOKENS = 16
+# EAGLE-family drafts: 0.5.23 sizes their KV from the target's per-layer bytes and the draft's layer
+# count (pool_configurator.py:290-314), so a draft is its layers and its weights: a one-layer EAGLE
+# head, a four-layer EAGLE3 head, and a sixteen-layer STANDALONE model (Llama-3.2-1B's size).
+DRAFTS = {
+    "DFLASH": DRAFT,
+    "EAGLE": replace(DENSE, name="eagle-draft-1-layer", num_hidden_layers=1, weights_bytes=1_000_000_000),
+    "EAGLE3": replace(DENSE, name="eagle3-draft-4-layers", num_hidden_layers=4, weights_bytes=1_900_000_000),
+    "STANDALONE": replace(DENSE, name="standalone-draft-16-layers", num_hidden_layers=16, weights_bytes=2_471_645_608),
+}
+# DFLASH's block, and the EAGLE family's chain of 3 steps (topk 1: steps + 1 draft tokens).
+SPECULATIVE_FLAGS = {"DFLASH": ["--speculative-num-draft-tokens", "16"]} | {
+    algorithm: ["--speculative-num-steps", "3", "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4"] for algorithm in ("EAGLE", "EAGLE3", "STANDALONE")
+}
 
 TPS = (1, 4, 8)
-ALGORITHMS = (None, "DFLASH")
+ALGORITHMS = (None, "DFLASH", "EAGLE", "EAGLE3", "STANDALONE")
 REQUESTS = (1, 2, 4, 8, 16)
 FRACTIONS = (0.6, 0.7, 0.8, 0.9)
 CONTEXTS = (8192, 32768, 131072)
@@ -112,7 +124,7 @@ def argv(case: dict[str, Any]) -> list[str]:
         str(case["context_length"]),
     ]
     if case["algorithm"]:
-        args += ["--speculative-algorithm", case["algorithm"], "--speculative-draft-model-path", "/models/draft", "--speculative-num-draft-tokens", str(NUM_DRAFT_TOKENS)]
+        args += ["--speculative-algorithm", case["algorithm"], "--speculative-draft-model-path", "/models/draft", *SPECULATIVE_FLAGS[case["algorithm"]]]
     if case["disable_radix_cache"]:
         args.append("--disable-radix-cache")
     return args
@@ -127,11 +139,11 @@ def planned(case: dict[str, Any]) -> MemoryPlan:
         context_length=case["context_length"],
         max_running_requests=case["max_running_requests"],
         speculative_algorithm=case["algorithm"],
-        num_draft_tokens=NUM_DRAFT_TOKENS if case["algorithm"] else None,
+        num_draft_tokens=int(SPECULATIVE_FLAGS[case["algorithm"]][-1]) if case["algorithm"] else None,
         disable_radix_cache=case["disable_radix_cache"],
         release=RELEASE,
     )
-    return plan_memory(card, inputs, DRAFT if case["algorithm"] else None)
+    return plan_memory(card, inputs, DRAFTS[case["algorithm"]] if case["algorithm"] else None)
 
 
 def card_fields(card: ModelCard) -> dict[str, Any]:
@@ -144,8 +156,8 @@ def card_fields(card: ModelCard) -> dict[str, Any]:
 def upstream() -> dict[str, Any]:
     cases = grid()
     request = {
-        "cards": {card.name: card_fields(card) for card in (HYBRID, DENSE, DRAFT)},
-        "draft": DRAFT.name,
+        "cards": {card.name: card_fields(card) for card in (HYBRID, DENSE, *DRAFTS.values())},
+        "drafts": {algorithm: card.name for algorithm, card in DRAFTS.items()},
         "gpu_reserved_mib": DEFAULT_GPU_RESERVED_MIB,
         "post_load_overhead_mib": DEFAULT_POST_LOAD_OVERHEAD_MIB,
         "cases": [{**case, "argv": argv(case)} for case in cases],
@@ -184,7 +196,7 @@ def test_the_grid_has_both_verdicts_and_every_upstream_failure(upstream: dict[st
 def test_the_dflash_draft_cell_comes_from_the_draft_geometry(upstream: dict[str, Any]) -> None:
     # resolve_dflash_draft_cell_size returns None (and pool.py falls back to layer scaling) when it
     # cannot resolve; the child must have run the resolved path, as a GPU host does.
-    cells = [upstream["results"][case["name"]]["dflash_draft_cell"] for case in upstream["cases"] if case["algorithm"] and upstream["results"][case["name"]]["cell_size"] is not None]
+    cells = [upstream["results"][case["name"]]["dflash_draft_cell"] for case in upstream["cases"] if case["algorithm"] == "DFLASH" and upstream["results"][case["name"]]["cell_size"] is not None]
     assert cells and None not in cells
 
 
@@ -443,7 +455,7 @@ def _child(request: dict[str, Any]) -> dict[str, Any]:
     for case in request["cases"]:
         args = parser.parse_args(case["argv"])  # the fields ServerArgs.from_cli_args would copy
         card = cards[case["card"]]
-        draft = cards[request["draft"]] if args.speculative_algorithm else None
+        draft = cards[request["drafts"][args.speculative_algorithm]] if args.speculative_algorithm else None
         tp = args.tp_size
         context_len = args.context_length or card["max_position_embeddings"]
         hybrid = bool(card["linear_attention_layer_ids"])
@@ -527,7 +539,12 @@ def _child(request: dict[str, Any]) -> dict[str, Any]:
             is_draft_worker=False,
             # kv_pool_runtime.py:34-49: post-capture sizing needs SGLANG_ENABLE_POST_CAPTURE_KV_SIZING (off, environ.py:640).
             post_capture_kv_active=False,
-            spec_aux_config=Bag(draft_model_config=draft_config, dflash_draft_num_layers=draft["num_hidden_layers"] if draft else None, eagle_draft_num_layers=None),
+            # model_runner_components/spec_aux_hidden_state.py:146-176: a draft path's layer count for the EAGLE family.
+            spec_aux_config=Bag(
+                draft_model_config=draft_config,
+                dflash_draft_num_layers=draft["num_hidden_layers"] if algorithm.is_dflash_family() else None,
+                eagle_draft_num_layers=draft["num_hidden_layers"] if algorithm.is_eagle() or algorithm.is_standalone() else None,
+            ),
             is_hybrid_swa=False,
             is_hybrid_swa_compress=False,
             use_mla_backend=False,

@@ -19,9 +19,9 @@ from fleet.host.engines.sglang.flags import FORK_ALGORITHMS, FORKS, RELEASE_FLAG
 from fleet.host.engines.sglang.launch import SGLANG_MODULE, SGLANG_VERSION_TESTED, build_launch
 from fleet.host.engines.sglang.logparse import SchedulerReady, parse_line
 from fleet.host.engines.sglang.memory import (
-    SAFE_MAX_MEM_FRACTION_STATIC, MemoryPlan, plan_memory, smallest_fix,
+    SAFE_MAX_MEM_FRACTION_STATIC, MemoryPlan, plan_memory, sizes_draft, smallest_fix,
 )  # fmt: skip
-from fleet.host.engines.sglang.speculative import DFLASH_FAMILY, SPECULATIVE_DEFAULT_MAX_RUNNING_REQUESTS, UPSTREAM_ALGORITHMS
+from fleet.host.engines.sglang.speculative import SPECULATIVE_DEFAULT_MAX_RUNNING_REQUESTS, UPSTREAM_ALGORITHMS
 
 if TYPE_CHECKING:
     from fleet.host.modelcard import ModelCard
@@ -92,7 +92,7 @@ class SGLang:
         launch on its own (a `--disable-radix-cache` for a hybrid model up to 0.5.13, the DFLASH env).
         `observed` is not read: SGLang's pools follow from the model and the flags (the simulator
         checks them against the release's own code), with nothing measured at start-up to assume."""
-        if algorithm in DFLASH_FAMILY and draft is None:
+        if sizes_draft(algorithm, release) and draft is None:
             return unchecked(f"no model card for the {algorithm} draft: not checked")
         try:
             parsed = parse_argv(release, list(flags), fork=fork)
@@ -105,7 +105,7 @@ class SGLang:
             refused = resolved.failure
             return Feasibility(False, None, None, None, f"SGLang {release} refuses the flags: {refused.exception}: {refused.message}")
         inputs = memory_inputs(resolved, gpu_memory_mib=gpu_memory_mib, release=release)
-        planned_draft = draft if resolved.algorithm in DFLASH_FAMILY else None
+        planned_draft = draft if sizes_draft(resolved.algorithm, release) else None
         try:
             plan = plan_memory(target, inputs, planned_draft)
             suggestion = smallest_fix(target, inputs, planned_draft)

@@ -108,6 +108,12 @@ class ReleaseRules:
     # 0.5.23 (pool.py:318-338, mem_cache/draft_kv_budget.py:14-55): target cell + the draft's own
     # per-token KV bytes (speculative/dflash_utils.py:121-134), from the draft's geometry.
     dflash_draft_cell_from_draft_geometry: bool
+    # EAGLE / EAGLE3 / STANDALONE drafts sized: 0.5.23 model_executor/pool_configurator.py:259-314 adds the
+    # draft's layers to the target cell (the target's per-layer bytes x draft layers / target KV layers,
+    # truncated), the draft's layer count being its config's (model_runner_components/
+    # spec_aux_hidden_state.py:146-176), and its weights load before the KV profile like any draft's.
+    # 0.5.12: fleet has no model of it (no 0.5.12 wheel to check against); the draft is not planned.
+    eagle_draft_sized: bool
     # tp_worker asserts max_req_len > 0; 0.5.12 also needed 5 tokens of margin.
     max_req_len_margin: int
     # Default mem_fraction_static (server_args._handle_gpu_memory_settings; 0.5.23:
@@ -130,6 +136,7 @@ RULES: Mapping[str, ReleaseRules] = {
         auto_strategy_follows_overlap=False,
         requested_requests_capped_by="estimate",
         dflash_draft_cell_from_draft_geometry=False,
+        eagle_draft_sized=False,
         max_req_len_margin=5,
         speculative_fraction_reserve_mib=(4096.0, 6144.0),
         mid_gpu_defaults=(2048, 24, 80),
@@ -143,6 +150,7 @@ RULES: Mapping[str, ReleaseRules] = {
         auto_strategy_follows_overlap=True,
         requested_requests_capped_by="half_tokens",
         dflash_draft_cell_from_draft_geometry=True,
+        eagle_draft_sized=True,
         max_req_len_margin=0,
         speculative_fraction_reserve_mib=(0.0, 0.0),
         mid_gpu_defaults=(4096, 48, 160),
@@ -222,12 +230,22 @@ class MemoryPlan:
         return self.conv_state_gb + self.ssm_state_gb + self.intermediate_ssm_gb + self.intermediate_conv_gb
 
 
+def sizes_draft(algorithm: str | None, release: str) -> bool:
+    """Whether `release`'s KV sizing counts the draft model of `algorithm` (its weights and KV cells),
+    so that a plan needs the draft's model card."""
+    algorithm = _normalize_algorithm(algorithm)
+    return algorithm in DFLASH_FAMILY or (algorithm in EAGLE_FAMILY and RULES[release].eagle_draft_sized)
+
+
 def plan_memory(model: ModelCard, inputs: MemoryInputs, draft: ModelCard | None = None) -> MemoryPlan:
-    """What SGLang `inputs.release` would allocate for `model` under `inputs`, and how it would fail if it does."""
+    """What SGLang `inputs.release` would allocate for `model` under `inputs`, and how it would fail if it does.
+    `draft`: the draft model's card where the release sizes it (`sizes_draft`), else not read."""
     _validate(inputs)
     rules = RULES[inputs.release]
     algorithm = _normalize_algorithm(inputs.speculative_algorithm)
-    if algorithm in DFLASH_FAMILY and draft is None:
+    if not sizes_draft(algorithm, inputs.release):
+        draft = None
+    elif draft is None:
         raise ValueError(f"--speculative-algorithm {algorithm} needs the draft model card to size the KV pool")
     num_draft_tokens = _resolve_num_draft_tokens(model, inputs, algorithm, draft)
     requested_reqs = inputs.max_running_requests
@@ -645,6 +663,8 @@ def _kv_cell_bytes(model: ModelCard, inputs: MemoryInputs, tp: int, algorithm: s
         # dflash_utils.scale_kv_cell_size_per_token_for_dflash: scaled by the layer counts.
         total_layers = layers + draft.num_hidden_layers
         cell = (cell * total_layers + layers - 1) // layers
+    if algorithm in EAGLE_FAMILY and draft is not None:  # pool_configurator.py:290-314 (plan_memory: only where sized)
+        cell += int(cell * draft.num_hidden_layers / layers)
     return cell
 
 
