@@ -87,6 +87,9 @@ _EXC = r"^(?:[\w.]+\.)?"  # an exception line, possibly module-qualified: "torch
 # or HTML-escaped inside an HTTP 400 body a client printed.
 _APOS = r"(?:\\*'|\u2019|\\u2019|&#39;|&#x27;)"
 
+# A checkpoint tensor's name as a KeyError's str() prints it: the whole message, quoted, dotted.
+_BARE_WEIGHT_KEY = r"^'(?P<weight_name>[A-Za-z_]\w*(?:\.\w+)*\.(?:\w*weight\w*|\w*bias|\w*scales?|g_idx|qzeros|absmax))'$"
+
 _MEMORY_KNOBS = (
     "raise --mem-fraction-static a little, or give the pool more room: a shorter --context-length, a smaller {flag_cuda_graph_max_bs}, fewer --speculative-num-draft-tokens, or a larger --tp-size"
 )
@@ -559,7 +562,14 @@ SIGNATURES: tuple[Signature, ...] = (
         "weight_loading_failed",
         C.MODEL_LOAD_ERROR,
         880,
-        (T("in load_weights", r'File "[^"]+", line \d+, in load_weights\b'),),
+        (
+            T("in load_weights", r'File "[^"]+", line \d+, in load_weights\b'),
+            # A KeyError on a checkpoint tensor's name logged as the bare key: vLLM 0.6's run_mp_engine
+            # (vllm/engine/multiprocessing/engine.py) does logger.exception(e), whose message is str(e),
+            # and a KeyError's str is repr(key): "ERROR ... engine.py:366] 'layers.0.mlp.down_proj.weight.absmax'".
+            # The whole message is one quoted dotted name ending in a tensor's suffix.
+            *(T(suffix, _BARE_WEIGHT_KEY) for suffix in ("weight", "bias", "scale", "g_idx", "qzeros", "absmax")),
+        ),
         "The checkpoint does not match the model SGLang built (its weight names or shapes, read in "
         "load_weights): check that --model-path is the model its config names (architecture, revision), "
         "that a draft model belongs to this target, and that sglang supports this checkpoint format.",
