@@ -26,6 +26,8 @@ from fleet.host.contract.saturation import FOUND, Saturation
 from fleet.host.engines.sim import perf
 from fleet.host.engines.sim.server import SimServer, prepare
 from fleet.inventory import load_inventory
+from fleet.report import render, report_of
+from fleet.report.saturation import TITLE
 from fleet.sweep.controller import start_sweep
 from tests.testfleet.gpu_tools import local_gpu_env
 
@@ -87,3 +89,6 @@ def test_the_search_finds_the_sims_capacity_within_5_percent_in_8_probes(test_fl
     for probe in found.probes:
         assert probe.slo_attainment is not None and probe.percentile("tpot_s", "p90") is not None and probe.percentile("ttft_s", "p50") is not None
         assert probe.passed == (probe.slo_attainment >= search.target)
+    # The report reads it back (through the ledger) into its SLO frontier.
+    markdown = render(report_of([outcome.directory]), "md")
+    assert f"## {TITLE}" in markdown and f"{found.capacity_rate:,.2f} [" in markdown, markdown
