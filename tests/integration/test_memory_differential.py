@@ -43,7 +43,9 @@ from typing import Any
 
 import pytest
 
-from fleet.host.engines.sglang.memory import DEFAULT_GPU_RESERVED_MIB, DEFAULT_POST_LOAD_OVERHEAD_MIB, MemoryInputs, MemoryPlan, plan_memory
+from fleet.host.engines.sglang.args import fleet_values, memory_inputs, resolve_server_args
+from fleet.host.engines.sglang.flags import parse_argv
+from fleet.host.engines.sglang.memory import DEFAULT_GPU_RESERVED_MIB, DEFAULT_POST_LOAD_OVERHEAD_MIB, MemoryPlan, plan_memory
 from fleet.host.modelcard import ModelCard, load_model_card
 from tests.integration import sglang_wheel
 
@@ -53,7 +55,7 @@ RELEASE = "0.5.23"
 
 # nvidia-smi memory.total of the two GPUs fleet's hosts have (tests/fixtures/real-tool-output, and the
 # seed campaign's RTX PRO 6000), and of a 48 GB-class card (L40S), on which the weights may not load.
-GPUS = {"H200": 143771, "RTX PRO 6000": 97887, "L40S": 46068}
+GPUS = {"H200": 143771, "RTX PRO 6000": 97887, "L40S": 46068, "A100-40GB": 40960}
 HYBRID = load_model_card("qwen3.6-27b")
 DENSE = load_model_card("llama-3.1-8b-instruct")
 # The Qwen3.6 DFLASH drafter. With the dense target it is a sizing exercise (its KV geometry and
@@ -75,6 +77,15 @@ SPECULATIVE_FLAGS = {"DFLASH": ["--speculative-num-draft-tokens", "16"]} | {
 
 TPS = (1, 4, 8)
 ALGORITHMS = (None, "DFLASH", "EAGLE", "EAGLE3", "STANDALONE")
+# A DFLASH draft's KV dtype (mem_cache/kv_cache_dtype.py:45-48: its own flag, else the target's) and an
+# fa4 draft backend (:94-108: its compute dtype under a quantized target KV).
+DFLASH_KV_VARIANTS = (
+    ["--kv-cache-dtype", "fp8_e4m3"],
+    ["--kv-cache-dtype", "fp8_e4m3", "--speculative-draft-kv-cache-dtype", "bf16"],
+    ["--kv-cache-dtype", "fp8_e4m3", "--speculative-draft-attention-backend", "fa4"],
+    ["--speculative-draft-kv-cache-dtype", "fp8_e4m3"],
+    ["--speculative-draft-kv-cache-dtype", "auto", "--kv-cache-dtype", "fp8_e4m3"],
+)
 REQUESTS = (1, 2, 4, 8, 16)
 FRACTIONS = (0.6, 0.7, 0.8, 0.9)
 CONTEXTS = (8192, 32768, 131072)
@@ -107,6 +118,22 @@ def grid() -> list[dict[str, Any]]:
                     "disable_radix_cache": not radix,
                 }
             )
+    for (gpu, total), card, tp, extra in itertools.product(GPUS.items(), (HYBRID, DENSE), (1, 4), DFLASH_KV_VARIANTS):
+        for requests, fraction in ((4, 0.6), (16, 0.8), (8, 0.9)):
+            cases.append(
+                {
+                    "name": f"{card.name}/{gpu}/tp{tp}/DFLASH {' '.join(extra)}/req{requests}/mfs{fraction}/ctx32768/radix-off",
+                    "card": card.name,
+                    "gpu_memory_mib": total,
+                    "tp": tp,
+                    "algorithm": "DFLASH",
+                    "max_running_requests": requests,
+                    "mem_fraction_static": fraction,
+                    "context_length": 32768,
+                    "disable_radix_cache": True,
+                    "extra": extra,
+                }
+            )
     return cases
 
 
@@ -127,23 +154,17 @@ def argv(case: dict[str, Any]) -> list[str]:
         args += ["--speculative-algorithm", case["algorithm"], "--speculative-draft-model-path", "/models/draft", *SPECULATIVE_FLAGS[case["algorithm"]]]
     if case["disable_radix_cache"]:
         args.append("--disable-radix-cache")
-    return args
+    return args + case.get("extra", [])
 
 
 def planned(case: dict[str, Any]) -> MemoryPlan:
+    """fleet's prediction for the case's command line, as Engine.predict_start makes it: the release's
+    parser, its argument resolution, the one flags -> MemoryInputs mapping, the planner."""
     card = HYBRID if case["card"] == HYBRID.name else DENSE
-    inputs = MemoryInputs(
-        gpu_memory_mib=case["gpu_memory_mib"],
-        tp_size=case["tp"],
-        mem_fraction_static=case["mem_fraction_static"],
-        context_length=case["context_length"],
-        max_running_requests=case["max_running_requests"],
-        speculative_algorithm=case["algorithm"],
-        num_draft_tokens=int(SPECULATIVE_FLAGS[case["algorithm"]][-1]) if case["algorithm"] else None,
-        disable_radix_cache=case["disable_radix_cache"],
-        release=RELEASE,
-    )
-    return plan_memory(card, inputs, DRAFTS[case["algorithm"]] if case["algorithm"] else None)
+    draft = DRAFTS[case["algorithm"]] if case["algorithm"] else None
+    resolved = resolve_server_args(fleet_values(parse_argv(RELEASE, argv(case))), card, draft, {}, 0, release=RELEASE)
+    assert resolved.failure is None, f"{case['name']}: fleet refuses the flags: {resolved.failure}"
+    return plan_memory(card, memory_inputs(resolved, gpu_memory_mib=case["gpu_memory_mib"], release=RELEASE), draft)
 
 
 def card_fields(card: ModelCard) -> dict[str, Any]:
@@ -498,7 +519,8 @@ def _child(request: dict[str, Any]) -> dict[str, Any]:
                 speculative_algorithm=args.speculative_algorithm,
                 speculative_num_draft_tokens=args.speculative_num_draft_tokens,
                 speculative_draft_kv_cache_dtype=args.speculative_draft_kv_cache_dtype,
-                speculative_draft_attention_backend=args.speculative_draft_attention_backend,
+                # speculative_hook.py:930-934: the draft's backend, else the target's prefill backend, else flashinfer.
+                speculative_draft_attention_backend=args.speculative_draft_attention_backend or args.prefill_attention_backend or args.attention_backend or "flashinfer",
             ),
             model=Bag(kv_cache_dtype=args.kv_cache_dtype, qsa_indexer_dtype=None),
             disagg=Bag(disaggregation_mode="null", enable_pd_role_switch=False),

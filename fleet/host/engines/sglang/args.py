@@ -107,6 +107,7 @@ FLEET_FIELDS: tuple[tuple[str, Any], ...] = (
     ("speculative_draft_attention_backend", None),
     ("speculative_draft_window_size", None),
     ("speculative_ngram_max_bfs_breadth", 10),
+    ("speculative_draft_kv_cache_dtype", None),  # 0.5.23 only
     ("ep_size", 1),
     ("max_mamba_cache_size", None),
     ("mamba_ssm_dtype", None),
@@ -512,6 +513,10 @@ def memory_inputs(resolved: ResolvedArgs, *, gpu_memory_mib: int, release: str, 
         chunked_prefill_size=values["chunked_prefill_size"],
         cuda_graph_max_bs=values["cuda_graph_max_bs"],
         kv_cache_dtype=values["kv_cache_dtype"],
+        draft_kv_cache_dtype=values["speculative_draft_kv_cache_dtype"],
+        # 0.5.23 speculative_hook.py:930-934: the draft's own backend, else the target's prefill backend
+        # (unset: flashinfer, which keeps the target's KV dtype as any backend but fa4 does).
+        draft_attention_backend=values["speculative_draft_attention_backend"] or values["prefill_attention_backend"] or values["attention_backend"],
         page_size=values["page_size"],
         max_total_tokens=values["max_total_tokens"],
         mamba_ssm_dtype=values["mamba_ssm_dtype"],

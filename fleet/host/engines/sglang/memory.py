@@ -176,6 +176,8 @@ class MemoryInputs:
     chunked_prefill_size: int | None = None
     cuda_graph_max_bs: int | None = None
     kv_cache_dtype: str = "auto"
+    draft_kv_cache_dtype: str | None = None  # --speculative-draft-kv-cache-dtype (0.5.23); None: the target's
+    draft_attention_backend: str | None = None  # the DFLASH draft's attention backend, as resolved
     page_size: int = 1
     gpu_reserved_mib: float = DEFAULT_GPU_RESERVED_MIB
     post_load_overhead_mib: float = DEFAULT_POST_LOAD_OVERHEAD_MIB
@@ -630,14 +632,25 @@ def _mamba_ratio(model: ModelCard, inputs: MemoryInputs, strategy: str, overlap:
     return MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO + extra
 
 
-def _kv_dtype_bytes(model: ModelCard, inputs: MemoryInputs) -> int:
+def _kv_dtype_bytes(model: ModelCard, inputs: MemoryInputs, kv_cache_dtype: str | None = None) -> int:
     # mem_cache/kv_cache_dtype.py:49-75: auto -> the model's dtype.
-    if inputs.kv_cache_dtype == "auto":
+    given = inputs.kv_cache_dtype if kv_cache_dtype is None else kv_cache_dtype
+    if given == "auto":
         return DTYPE_BYTES[model.kv_dtype]
-    name = {"bf16": "bfloat16", "fp16": "float16", "fp8_e4m3fn": "fp8_e4m3"}.get(inputs.kv_cache_dtype, inputs.kv_cache_dtype)
+    name = {"bf16": "bfloat16", "fp16": "float16", "fp8_e4m3fn": "fp8_e4m3"}.get(given, given)
     if name not in DTYPE_BYTES:
-        raise ValueError(f"unsupported --kv-cache-dtype {inputs.kv_cache_dtype!r}")
+        raise ValueError(f"unsupported --kv-cache-dtype {given!r}")
     return DTYPE_BYTES[name]
+
+
+def _draft_kv_dtype_bytes(draft: ModelCard, inputs: MemoryInputs) -> int:
+    """A DFLASH draft's KV bytes per element (0.5.23 mem_cache/kv_cache_dtype.py:45-48, :94-108):
+    --speculative-draft-kv-cache-dtype where given, else the target's --kv-cache-dtype; an fa4 draft
+    cannot read a quantized KV and keeps its own compute dtype."""
+    elements = _kv_dtype_bytes(draft, inputs, inputs.draft_kv_cache_dtype)
+    if inputs.draft_attention_backend == "fa4":
+        return DTYPE_BYTES[draft.kv_dtype]
+    return elements
 
 
 def _kv_heads_per_rank(model: ModelCard, tp: int) -> int:
@@ -658,7 +671,7 @@ def _kv_cell_bytes(model: ModelCard, inputs: MemoryInputs, tp: int, algorithm: s
         if rules.dflash_draft_cell_from_draft_geometry:
             # dflash_utils.py:121-134 + :157-166: the draft's own bytes per token are added (its attention
             # TP is the target's, speculative/draft_parallel.py:71-76).
-            draft_cell = _kv_heads_per_rank(draft, tp) * 2 * draft.head_dim * draft.num_hidden_layers * _kv_dtype_bytes(draft, inputs)
+            draft_cell = _kv_heads_per_rank(draft, tp) * 2 * draft.head_dim * draft.num_hidden_layers * _draft_kv_dtype_bytes(draft, inputs)
             return cell + draft_cell
         # dflash_utils.scale_kv_cell_size_per_token_for_dflash: scaled by the layer counts.
         total_layers = layers + draft.num_hidden_layers
