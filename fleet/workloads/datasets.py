@@ -75,11 +75,26 @@ class Sample:
     source_id: str | None = None
 
 
+class HubFile(Protocol):
+    """What these functions read of a hub dataset file (fleet.workloads.kinds.HubDataset)."""
+
+    @property
+    def repo(self) -> str: ...
+    @property
+    def revision(self) -> str: ...
+    @property
+    def path(self) -> str: ...
+
+
 class DatasetSpec(Protocol):
     """What these functions read of a dataset workload (fleet.workloads.kinds.DatasetWorkload)."""
 
     @property
-    def file(self) -> str: ...
+    def source(self) -> Path: ...  # the file read: a local one, or a hub file in the controller's cache
+    @property
+    def file(self) -> str | None: ...  # as the playbook gave it (None for a hub file)
+    @property
+    def hub(self) -> HubFile | None: ...
     @property
     def format(self) -> str: ...
     @property
@@ -331,26 +346,27 @@ def load_samples(file: str, format: str, sha256: str | None) -> tuple[Sample, ..
 def check_dataset(workload: DatasetSpec) -> None:
     """Raise ValueError (a playbook error: exit 2) for a file that is unreadable, in another
     format, empty, pinned to another sha256, or without a category the workload names."""
-    digest = file_sha256(Path(workload.file))
+    field, shown = ("file", workload.file) if workload.hub is None else ("hub.path", f"{workload.hub.repo}@{workload.hub.revision[:12]}:{workload.hub.path}")
+    digest = file_sha256(workload.source)
     if digest is None:
-        raise ValueError(f"`file` {workload.file}: a dataset file that exists and can be read")
+        raise ValueError(f"`{field}` {shown}: a dataset file that exists and can be read")
     if workload.sha256 != digest:
-        raise ValueError(f"`sha256` {workload.sha256} of {workload.file} (the file's is {digest})")
+        raise ValueError(f"`sha256` {workload.sha256} of {shown} (the file's is {digest})")
     try:
-        samples = load_samples(workload.file, workload.format, digest)
+        samples = load_samples(str(workload.source), workload.format, digest)
     except DatasetFormatError as exc:
-        raise ValueError(f"`file` in format {workload.format}: {exc}") from None
+        raise ValueError(f"`{field}` in format {workload.format}: {exc}") from None
     if workload.categories:
         known = sorted({s.category for s in samples if s.category is not None})
         missing = [c for c in workload.categories if c not in known]
         if missing:
-            raise ValueError(f"`categories` of {workload.file} ({', '.join(known) or 'it has none'}); not {', '.join(missing)}")
+            raise ValueError(f"`categories` of {shown} ({', '.join(known) or 'it has none'}); not {', '.join(missing)}")
 
 
 def sample_requests(workload: DatasetSpec) -> list[Sample]:
     """The requests of one repeat: seeded, without replacement while the samples last (then
     another seeded pass), each with its output length (the sample's own, capped at max_new_tokens)."""
-    population = [s for s in load_samples(workload.file, workload.format, workload.sha256) if not workload.categories or s.category in workload.categories]
+    population = [s for s in load_samples(str(workload.source), workload.format, workload.sha256) if not workload.categories or s.category in workload.categories]
     rng = random.Random(workload.seed)
     wanted = workload.requests or len(population)
     chosen: list[Sample] = []
@@ -366,11 +382,12 @@ def describe(workload: DatasetSpec, samples: list[Sample]) -> dict[str, Any]:
         if s.category is not None:
             categories[s.category] = categories.get(s.category, 0) + 1
     return {
-        "file": Path(workload.file).name,
+        "file": workload.source.name,
         "format": workload.format,
-        # The file is pinned by its content (`sha256`); `revision` is a hub repo's commit, which a
-        # local file has none of (null: nothing behind it, ARCHITECTURE.md's habits).
-        "revision": None,
+        # The file is pinned by its content (`sha256`); a hub file also by its repo and commit, which
+        # a local file has none of (null: nothing behind it, ARCHITECTURE.md's habits).
+        "repo": workload.hub.repo if workload.hub else None,
+        "revision": workload.hub.revision if workload.hub else None,
         "sha256": workload.sha256,
         # The agent's own hash of what it asked (fleet.host.agent.kinds.listed.sample_sha256), over one
         # repeat: a one-repeat run's result carries the same value in extras["sample_sha256"].

@@ -20,12 +20,13 @@ from typing import Annotated, Any, Literal, Union, get_args
 
 from pydantic import AfterValidator, BeforeValidator, Field, SerializerFunctionWrapHandler, model_serializer, model_validator
 
-from fleet.config import Int, StrictModel
+from fleet.config import HfRepoId, Int, StrictModel
 from fleet.host.agent.kinds.long_context import calibration_tolerance
 from fleet.host.agent.kinds.saturation import probes_needed
 from fleet.host.agent.stats import min_samples
 from fleet.inventory import NAME_PATTERN
 from fleet.workloads.datasets import check_dataset, describe, file_sha256, sample_requests
+from fleet.workloads.hub import cached_path, fetch_dataset_file
 from fleet.workloads.library import corpus_slice, library_prompt, load_data, prompt_names
 
 # Bounds far above any real setting: a value past them is a typo (1e15), not a configuration.
@@ -243,11 +244,38 @@ def _slo(slo: Slo | None) -> dict[str, float] | None:
     return {name: value for name, value in (("ttft", slo.ttft), ("tpot", slo.tpot), ("e2el", slo.e2e)) if value is not None}
 
 
+_COMMIT = re.compile(r"^[0-9a-f]{40}$")
+
+
+def _commit(value: str) -> str:
+    if not _COMMIT.match(value):
+        raise ValueError(f"a commit id (40 hex digits), not {value!r}: a branch or tag moves, and a run's id must mean one sample (the hub shows a file's commit in its history)")
+    return value
+
+
+def _path_in_repo(value: str) -> str:
+    parts = value.split("/")
+    if value.startswith("/") or any(part in ("", ".", "..") for part in parts):
+        raise ValueError(f"a file's path inside the repo (`data/question.jsonl`), not {value!r}")
+    return value
+
+
+class HubDataset(StrictModel):
+    """A dataset file from a Hugging Face hub dataset repo at one commit (fleet.workloads.hub)."""
+
+    repo: HfRepoId = Field(description="the dataset repo's id, e.g. nvidia/SPEED-Bench")
+    revision: Annotated[str, AfterValidator(_commit)] = Field(description="the commit (40 hex digits) the file is taken at")
+    path: Annotated[str, Field(min_length=1, max_length=1024), AfterValidator(_path_in_repo)] = Field(description="the file inside the repo, e.g. qualitative.jsonl")
+
+
 class DatasetWorkload(WorkloadKind):
-    """Prompts sampled from a local dataset file in its publisher's format (fleet.workloads.datasets)."""
+    """Prompts sampled from a dataset file in its publisher's format (fleet.workloads.datasets): a
+    file on this machine, or one of a hub dataset repo at a commit, fetched once into the
+    controller's cache (fleet.workloads.hub); either way the sample is shipped with the sweep."""
 
     kind: Literal["dataset"]
-    file: str = Field(min_length=1, max_length=4096, description="a dataset file on this machine, shipped with the sweep")
+    file: str | None = Field(default=None, min_length=1, max_length=4096, description="a dataset file on this machine, shipped with the sweep (or `hub`)")
+    hub: HubDataset | None = Field(default=None, description="a file of a Hugging Face hub dataset repo at a commit (or `file`); HF_TOKEN in the environment for a gated one")
     format: Literal["sharegpt", "spec_bench", "mt_bench", "speed_bench", "gsm8k", "humaneval", "mbpp", "jsonl"]
     # Filled from the file when not given (a before-validator): the run id then changes with the
     # file's contents, and a pinned value is checked against it.
@@ -262,7 +290,7 @@ class DatasetWorkload(WorkloadKind):
     @model_validator(mode="before")
     @classmethod
     def _hash_the_file(cls, data: Any) -> Any:
-        if isinstance(data, dict) and isinstance(data.get("file"), str) and data.get("sha256") is None:
+        if isinstance(data, dict) and data.get("sha256") is None and isinstance(data.get("file"), str):
             digest = file_sha256(Path(data["file"]))
             if digest is not None:
                 return {**data, "sha256": digest}
@@ -270,9 +298,26 @@ class DatasetWorkload(WorkloadKind):
 
     @model_validator(mode="after")
     def _readable(self) -> DatasetWorkload:
+        if (self.file is None) == (self.hub is None):
+            raise ValueError("one of `file` (a dataset file on this machine) or `hub` (a hub dataset repo's file at a commit)")
         _search_has_slo(self.load, self.slo)
+        if self.hub is not None:
+            try:
+                path = fetch_dataset_file(self.hub.repo, self.hub.revision, self.hub.path)
+            except ValueError as exc:
+                raise ValueError(f"`hub`: {exc}") from None
+            # The file's hash, as for a local one: a pinned `sha256` is checked against it.
+            object.__setattr__(self, "sha256", self.sha256 or file_sha256(path))
         check_dataset(self)
         return self
+
+    @property
+    def source(self) -> Path:
+        """The file the samples are read from: `file`, or the hub file in the controller's cache."""
+        if self.hub is not None:
+            return cached_path(self.hub.repo, self.hub.revision, self.hub.path)
+        assert self.file is not None  # one of the two: _readable
+        return Path(self.file)
 
     def resolved(self, name: str, time_scale: float) -> dict[str, Any]:
         samples = sample_requests(self)
