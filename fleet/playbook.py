@@ -25,7 +25,7 @@ from fleet.host.engines import DEFAULT_ENGINE, ENGINE_NAMES
 from fleet.host.engines import engine as engine_named
 from fleet.host.modelcard import shipped_card_names
 from fleet.inventory import Name
-from fleet.workloads.kinds import MAX_CONTEXT, MAX_TIMEOUT_S, Workload, WorkloadModel
+from fleet.workloads.kinds import MAX_CONTEXT, MAX_TIMEOUT_S, PLAYBOOK_DIR, Workload, WorkloadModel
 
 FlagValue = Union[str, int, float, bool, None, list[Union[str, int, float]]]
 # Flags and environment reach the engine's argv and its unit file: names are words (a key like
@@ -281,7 +281,8 @@ class Playbook(StrictModel):
 
 
 def load_playbook(path: Path) -> Playbook:
-    playbook = load_model_file(path, Playbook)
+    # A dataset file named relative to the playbook is found beside it (fleet.workloads.kinds.dataset_path).
+    playbook = load_model_file(path, Playbook, context={PLAYBOOK_DIR: path.resolve().parent})
     playbook._source = path
     return playbook
 

@@ -21,7 +21,7 @@ NOTE = (
     "met the target share of requests within every SLO, with the bracket it lies in: [highest passing, lowest failing). "
     "'≥': even the search's highest rate passed; '<': even its lowest failed; 'not converged': the probes ran out first. "
     "TPOT and TTFT p90 are the capacity's probe's. 'vs autoregressive': the capacity over the autoregressive one of the same "
-    "host type, TP, workload and repeat; below 1, speculative decoding does not pay within the SLO."
+    "host type, TP, workload and repeat ('≤' where the autoregressive capacity is only a lower bound, '≥' where this one is); below 1, speculative decoding does not pay within the SLO."
 )
 HEADER = ["host type and TP", "method", "workload", "SLO", "target", "capacity req/s [bracket]", "probes", "TPOT p90 ms", "TTFT p90 ms", "vs autoregressive"]
 NUMERIC = frozenset({4, 6, 7, 8, 9})
@@ -42,6 +42,7 @@ class Frontier:
     rates: tuple[float, float]  # the range searched
     search: SaturationSearch
     versus_autoregressive: float | None = None
+    baseline: SaturationSearch | None = None  # the autoregressive search it is compared with
 
     @property
     def at_capacity(self) -> SaturationProbe | None:
@@ -60,15 +61,31 @@ def frontiers(sweeps: Sequence[SweepData], rows: Sequence[Row]) -> list[Frontier
                 continue
             for search in saturation.searches:
                 found.append(Frontier(row.group, row.variant, row.speculative, row.workload, search.repeat, len(saturation.searches), saturation.slo_s, saturation.target, saturation.rates, search))
-    baselines = {(f.group, f.workload, f.repeat): f.search.capacity_rate for f in found if not f.speculative}
+    baselines = {(f.group, f.workload, f.repeat): f.search for f in found if not f.speculative}
     return sorted(
-        (Frontier(**{**vars(f), "versus_autoregressive": _ratio(f.search.capacity_rate, baselines.get((f.group, f.workload, f.repeat)))}) if f.speculative else f for f in found),
+        (
+            Frontier(**{**vars(f), "versus_autoregressive": _ratio(f.search.capacity_rate, baselines.get((f.group, f.workload, f.repeat))), "baseline": baselines.get((f.group, f.workload, f.repeat))})
+            if f.speculative
+            else f
+            for f in found
+        ),
         key=lambda f: (f.group.title, f.workload, f.repeat, f.speculative, f.variant),
     )
 
 
-def _ratio(capacity: float | None, baseline: float | None) -> float | None:
-    return capacity / baseline if capacity is not None and baseline else None
+def _ratio(capacity: float | None, baseline: SaturationSearch | None) -> float | None:
+    return capacity / baseline.capacity_rate if capacity is not None and baseline is not None and baseline.capacity_rate else None
+
+
+def versus(f: Frontier) -> str:
+    """The ratio to autoregressive, with the side a bound lies on: a capacity above its search's
+    range is only a lower bound (the ratio then an upper one, or a lower one for the numerator)."""
+    if f.versus_autoregressive is None:
+        return text.DASH
+    mine_above = f.search.verdict == ABOVE_RANGE
+    base_above = f.baseline is not None and f.baseline.verdict == ABOVE_RANGE
+    bound = "≥ " if mine_above and not base_above else "≤ " if base_above and not mine_above else "~ " if mine_above and base_above else ""
+    return bound + (text.number(f.versus_autoregressive, 2) or text.DASH)
 
 
 def capacity(search: SaturationSearch, rates: tuple[float, float]) -> str:
@@ -94,6 +111,6 @@ def table_rows(found: Sequence[Frontier]) -> list[list[str]]:
         rows.append([
             f.group.title, f.variant, workload, slo(f.slo_s), f"{f.target:g}", capacity(f.search, f.rates), str(len(f.search.probes)),
             text.number(tpot * 1000 if tpot is not None else None), text.number(ttft * 1000 if ttft is not None else None),
-            text.number(f.versus_autoregressive, 2) if f.speculative else text.DASH,
+            versus(f) if f.speculative else text.DASH,
         ])  # fmt: skip
     return rows

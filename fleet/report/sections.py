@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Union
 
-from fleet.report import saturation, text
+from fleet.report import categories, saturation, text
 from fleet.report.engines import engine_pairs, pair_titles
 from fleet.report.model import Cell, Group, Headline, Report, curves
 
@@ -160,6 +160,8 @@ def sections(report: Report) -> list[Section]:
         out.append(Section("Simulated", notes=[text.SIM_NOTE]))
     for group in report.groups:
         out.append(Section(group.key.title, table=_group_table(group), group=group, curves=_curve_tables(group)))
+    if by_category := categories.category_cells(report.sweeps, report.rows):
+        out.append(Section(categories.TITLE, notes=[categories.NOTE], table=Table(categories.HEADER, [list[Value](row) for row in categories.table_rows(by_category)], categories.NUMERIC)))
     if found := saturation.frontiers(report.sweeps, report.rows):
         out.append(Section(saturation.TITLE, notes=[saturation.NOTE], table=Table(saturation.HEADER, [list[Value](row) for row in saturation.table_rows(found)], saturation.NUMERIC)))
     pairs, left_out = engine_pairs(report.cells)

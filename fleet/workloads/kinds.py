@@ -18,7 +18,7 @@ from abc import abstractmethod
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union, get_args
 
-from pydantic import AfterValidator, BeforeValidator, Field, SerializerFunctionWrapHandler, model_serializer, model_validator
+from pydantic import AfterValidator, BeforeValidator, Field, PrivateAttr, SerializerFunctionWrapHandler, ValidationInfo, model_serializer, model_validator
 
 from fleet.config import HfRepoId, Int, StrictModel
 from fleet.host.agent.kinds.long_context import calibration_tolerance
@@ -260,6 +260,21 @@ def _path_in_repo(value: str) -> str:
     return value
 
 
+# In a validation's context (fleet.playbook.load_playbook): the playbook file's folder.
+PLAYBOOK_DIR = "playbook_dir"
+
+
+def dataset_path(file: str, context: Any) -> Path:
+    """Where a dataset `file` is: a relative one beside the playbook that names it when it is there
+    (as a user reads the playbook), else from the current folder (where it was always looked for);
+    `file` itself stays as written, so a run's id does not depend on where fleet runs."""
+    path = Path(file).expanduser()
+    base = context.get(PLAYBOOK_DIR) if isinstance(context, dict) else None
+    if not path.is_absolute() and base is not None and (Path(base) / path).is_file():
+        return Path(base) / path
+    return path
+
+
 class HubDataset(StrictModel):
     """A dataset file from a Hugging Face hub dataset repo at one commit (fleet.workloads.hub)."""
 
@@ -287,17 +302,21 @@ class DatasetWorkload(WorkloadKind):
     load: Load | None = Field(default=None, description="open-loop arrivals; without it requests go one at a time")
     slo: Slo | None = None
 
+    _file_path: Path | None = PrivateAttr(default=None)  # `file` as found (see dataset_path)
+
     @model_validator(mode="before")
     @classmethod
-    def _hash_the_file(cls, data: Any) -> Any:
+    def _hash_the_file(cls, data: Any, info: ValidationInfo) -> Any:
         if isinstance(data, dict) and data.get("sha256") is None and isinstance(data.get("file"), str):
-            digest = file_sha256(Path(data["file"]))
+            digest = file_sha256(dataset_path(data["file"], info.context))
             if digest is not None:
                 return {**data, "sha256": digest}
         return data
 
     @model_validator(mode="after")
-    def _readable(self) -> DatasetWorkload:
+    def _readable(self, info: ValidationInfo) -> DatasetWorkload:
+        if self.file is not None:
+            self._file_path = dataset_path(self.file, info.context)
         if (self.file is None) == (self.hub is None):
             raise ValueError("one of `file` (a dataset file on this machine) or `hub` (a hub dataset repo's file at a commit)")
         _search_has_slo(self.load, self.slo)
@@ -316,8 +335,8 @@ class DatasetWorkload(WorkloadKind):
         """The file the samples are read from: `file`, or the hub file in the controller's cache."""
         if self.hub is not None:
             return cached_path(self.hub.repo, self.hub.revision, self.hub.path)
-        assert self.file is not None  # one of the two: _readable
-        return Path(self.file)
+        assert self._file_path is not None  # one of the two: _readable
+        return self._file_path
 
     def resolved(self, name: str, time_scale: float) -> dict[str, Any]:
         samples = sample_requests(self)

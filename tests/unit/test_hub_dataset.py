@@ -105,3 +105,18 @@ def test_one_of_file_or_hub(hub: HubServer, tmp_path: Path) -> None:
     local.write_text(QUESTIONS)
     with pytest.raises(ConfigError, match="one of `file`"):
         load_playbook(playbook(tmp_path, {"repo": "org/spec-bench", "revision": sha, "path": "question.jsonl"}, file=str(local)))
+
+
+def test_a_relative_file_is_found_beside_the_playbook_and_its_run_id_keeps_the_name_as_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = tmp_path / "campaign"
+    (folder / "data").mkdir(parents=True)
+    (folder / "data" / "question.jsonl").write_text(QUESTIONS)
+    data = {"name": "rel", "model": {"repo": "m/x", "card": "llama-3.1-8b-instruct"}, "methods": {"ar": {}}, "tp": [1],
+            "workloads": {"spec": {"kind": "dataset", "format": "spec_bench", "file": "data/question.jsonl", "requests": 2}}}  # fmt: skip
+    (folder / "book.yaml").write_text(yaml.safe_dump(data))
+    monkeypatch.chdir(tmp_path)  # not the playbook's folder: the file is found beside the playbook
+    [run] = expand_runs(load_playbook(folder / "book.yaml"))
+    assert resolve_workload(run)["dataset"]["file"] == "question.jsonl"
+    monkeypatch.chdir(folder)  # from beside it, as before: the same run
+    [again] = expand_runs(load_playbook(Path("book.yaml")))
+    assert again.id == run.id

@@ -50,3 +50,14 @@ def test_the_frontier_shows_each_capacity_and_where_speculative_decoding_stops_p
 
 def test_a_sweep_without_a_search_has_no_frontier() -> None:
     assert TITLE not in render(report_of([SWEEP]), "md")
+
+
+def test_a_ratio_against_an_autoregressive_capacity_above_the_range_is_an_upper_bound(tmp_path: Path) -> None:
+    folder = tmp_path / "sweep"
+    shutil.copytree(SWEEP, folder)
+    with_search(folder, AUTOREGRESSIVE, section([probe(16.0, 1.0, 0.040)], "above_range", 16.0, None))
+    with_search(folder, DFLASH, section([probe(4.0, 1.0, 0.030), probe(4.4, 0.3, 0.055)], "found", 4.2, 4.4))
+    rows = {line.split(" | ")[1]: line for line in render(report_of([folder]), "md").splitlines() if line.startswith("| ") and "tpot ≤ 50 ms" in line}
+    assert rows["autoregressive"].count("≥ 16.00") == 1
+    # 4.2 over at least 16: at most 0.26, said so.
+    assert rows["dflash"].endswith("| ≤ 0.26 |"), rows["dflash"]
