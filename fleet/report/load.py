@@ -145,7 +145,7 @@ def load_sweep(directory: Path | str) -> SweepData:
         ttft_s[result.host, result.run_id] = ttfts(result.requests)
         return reported(result)
 
-    with _collector_paused():
+    with collector_paused():
         swept = read_sweep_results(directory, sweep_id=sweep.sweep_id, keep=keep)
     runs = {host: directory / host / SweepDir.RUNS for host in {r.host for r in swept.results}}
     sweep.results = [Loaded(runs[r.host], r, ttft_s[r.host, r.run_id]) for r in swept.results]
@@ -154,11 +154,12 @@ def load_sweep(directory: Path | str) -> SweepData:
 
 
 @contextmanager
-def _collector_paused() -> Iterator[None]:
-    """Python's cyclic collector off while a sweep's results are read (as it was, after). Tens of
-    thousands of results are millions of containers that the collector would walk again at every
-    full collection their growth sets off (a fifth of a 10,000-result report's CPU, issue 28);
-    they hold no cycles, and reference counting frees what the reading drops, as ever."""
+def collector_paused() -> Iterator[None]:
+    """Python's cyclic collector off while a report reads a sweep's results and builds their rows
+    and cells (as it was, after). Tens of thousands of results are millions of containers that the
+    collector would walk again at every full collection their growth sets off (a fifth of a
+    10,000-result report's CPU, issue 28); they hold no cycles, and reference counting frees what
+    the work drops, as ever."""
     enabled = gc.isenabled()
     gc.disable()
     try:

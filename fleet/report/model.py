@@ -62,7 +62,7 @@ from fleet.measure.stats import (
     verdict,
 )
 from fleet.measure.energy import dollars_per_million_tokens
-from fleet.report.load import HostRecord, Loaded, SweepData, TTFTs
+from fleet.report.load import HostRecord, Loaded, SweepData, TTFTs, collector_paused
 
 AUTOREGRESSIVE = "autoregressive"
 
@@ -936,13 +936,14 @@ def _lossless_verdicts(rows: list[Row], checks: dict[str, tuple[Check, Loaded]])
 
 
 def build_report(sweeps: Sequence[SweepData], baseline: Sequence[SweepData] = ()) -> Report:
-    rows = [row for sweep in sweeps for loaded in sweep.results for row in rows_of(sweep, loaded)]
-    unlossless = _lossless_verdicts(rows, lossless_checks(sweeps))
-    groups = make_cells(rows)
-    comparisons: list[Comparison] = []
-    if baseline:
-        base_rows = [row for sweep in baseline for loaded in sweep.results for row in rows_of(sweep, loaded)]
-        comparisons = compare(groups, make_cells(base_rows))
+    with collector_paused():  # rows and cells of every result: as the load, no cycles (issue 28)
+        rows = [row for sweep in sweeps for loaded in sweep.results for row in rows_of(sweep, loaded)]
+        unlossless = _lossless_verdicts(rows, lossless_checks(sweeps))
+        groups = make_cells(rows)
+        comparisons: list[Comparison] = []
+        if baseline:
+            base_rows = [row for sweep in baseline for loaded in sweep.results for row in rows_of(sweep, loaded)]
+            comparisons = compare(groups, make_cells(base_rows))
     return Report(
         sweeps=list(sweeps), hosts=host_lines(sweeps), rows=rows, groups=groups,
         failures=sorted([*failures_of(sweeps), *unlossless], key=lambda f: (f.sweep_id, f.host, f.label)),
