@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from fleet.host.agent.driver import requests_at_level
+from fleet.host.agent.kinds.saturation import probes_needed
 from fleet.host.atomic import write_json_atomic
 from fleet.host.contract.reader import Reader, read_text
 from fleet.planning.ids import IdCache
@@ -98,7 +99,17 @@ def run_seconds(run: Run) -> float:
         load = workload.load
         # One at a time without a load; open-loop, the arrivals set the pace (the last request's
         # own time after the last arrival), warm-up requests one at a time first.
-        body = requests * per if load is None else load.warmup_requests * per + requests / load.rate + per
+        if load is None:
+            body = requests * per
+        elif load.search is None:
+            body = load.warmup_requests * per + requests / load.rate + per
+        else:
+            # A saturation search: up to probes_needed probes, each the requests once at its own
+            # rate; where in the range they fall is not known before, so each at the range's
+            # geometric middle (the bisection's first step in log space).
+            low, high = load.search.rates
+            probes = min(probes_needed(low, high, load.search.tolerance), load.search.max_probes)
+            body = load.warmup_requests * per + probes * (requests / math.sqrt(low * high) + per)
     else:  # pragma: no cover - the union is closed
         raise TypeError(type(workload))
     return warmup + body * run.repeats

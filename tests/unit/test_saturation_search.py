@@ -92,3 +92,23 @@ def test_probes_needed_bounds_every_search(low: float, high: float, tolerance: f
         for start in (low, (low * high) ** 0.5, high):
             found, probes = run_search(SearchSpec(**{**vars(spec), "start": start}), smooth(capacity * 1.0001, 0.5, 0.01))
             assert found.verdict != NOT_CONVERGED and len(probes) <= needed, (capacity, start, probes)
+
+
+def test_the_plan_estimates_a_search_as_its_probes_not_as_one_run() -> None:
+    """fleet plan's prior for a search: up to probes_needed probes of the requests each; before, a
+    search was estimated as one run at its first rate (8 times too short here)."""
+    from fleet.planning.estimate import run_seconds
+    from fleet.playbook import Playbook, expand_runs
+
+    def seconds(load: dict) -> float:
+        workload = {"kind": "random", "input_tokens": 256, "max_new_tokens": 16, "requests": 40, "load": load, "slo": {"tpot": "50ms"}}
+        book = Playbook.model_validate({"name": "e", "model": {"repo": "m/x", "card": "llama-3.1-8b-instruct"}, "methods": {"ar": {}}, "tp": [1], "workloads": {"w": workload}})
+        return run_seconds(expand_runs(book)[0])
+
+    one = seconds({"rate": 4, "burstiness": 100})
+    searched = seconds({"rate": 4, "burstiness": 100, "search": {"target": 0.9, "rates": [1, 16], "tolerance": 0.05, "max_probes": 8}})
+    probes = probes_needed(1, 16, 0.05)
+    assert probes == 8
+    # 8 probes of 40 requests at the range's geometric middle (4 req/s, the one run's rate): about
+    # 8 times it, less the server warm-up both count once.
+    assert probes - 1.5 < searched / one <= probes, (one, searched)
