@@ -118,7 +118,8 @@ FLEET_FIELDS: tuple[tuple[str, Any], ...] = (
     ("disable_radix_cache", False),
     ("cuda_graph_max_bs", None),
     ("cuda_graph_bs", None),
-    ("disable_cuda_graph", False),
+    ("disable_cuda_graph", False),  # the decode graphs
+    ("disable_prefill_cuda_graph", False),  # fleet's name: 0.5.23's prefill graph backend "disabled"
     ("disable_overlap_schedule", False),
     ("enable_mixed_chunk", False),
     ("enable_dp_attention", False),
@@ -138,6 +139,9 @@ def fleet_values(parsed: ParsedArgv) -> dict[str, Any]:
         values[name] = default if value is None else value
     if parsed.values.get("cuda_graph_backend_decode") == "disabled":
         values["disable_cuda_graph"] = True  # 0.5.23's spelling of --disable-cuda-graph
+    # 0.5.23 cuda_graph_hook.py:52-66: --disable-cuda-graph turns both phases off, the prefill backend flag one.
+    if parsed.release != "0.5.12" and (parsed.values.get("disable_cuda_graph") or parsed.values.get("cuda_graph_backend_prefill") == "disabled"):
+        values["disable_prefill_cuda_graph"] = True
     return values
 
 
@@ -165,6 +169,9 @@ class ResolvedArgs:
     warnings: tuple[ArgsWarning, ...]
     failure: ArgsFailure | None
     release: str = KNOWN_RELEASES[-1]  # whose resolution this is
+    # --max-running-requests as given: the memory settings are decided before the speculative default
+    # of 48 is set (0.5.23 arg_groups/pipeline.py:199 before :306); the planner applies that default itself.
+    given_max_running_requests: int | None = None
 
     @property
     def context_length(self) -> int | None:
@@ -502,7 +509,7 @@ def memory_inputs(resolved: ResolvedArgs, *, gpu_memory_mib: int, release: str, 
         tp_size=values["tp_size"],
         mem_fraction_static=values["mem_fraction_static"],
         context_length=values["context_length"],
-        max_running_requests=values["max_running_requests"],
+        max_running_requests=resolved.given_max_running_requests,
         speculative_algorithm=resolved.algorithm,
         num_draft_tokens=values["speculative_num_draft_tokens"] if resolved.algorithm else None,
         ddtree_budget=resolved.ddtree_budget,
@@ -512,6 +519,8 @@ def memory_inputs(resolved: ResolvedArgs, *, gpu_memory_mib: int, release: str, 
         mamba_full_memory_ratio=values["mamba_full_memory_ratio"],
         chunked_prefill_size=values["chunked_prefill_size"],
         cuda_graph_max_bs=values["cuda_graph_max_bs"],
+        decode_cuda_graph=not values["disable_cuda_graph"],
+        prefill_cuda_graph=not values["disable_prefill_cuda_graph"],
         kv_cache_dtype=values["kv_cache_dtype"],
         draft_kv_cache_dtype=values["speculative_draft_kv_cache_dtype"],
         # 0.5.23 speculative_hook.py:930-934: the draft's own backend, else the target's prefill backend
@@ -551,7 +560,7 @@ def resolve_server_args(
     num_draft_tokens: int | None = None
 
     def done(failure: ArgsFailure | None = None) -> ResolvedArgs:
-        return ResolvedArgs(values, algorithm, num_draft_tokens, values.get("speculative_ddtree_budget"), tuple(warnings), failure, release)
+        return ResolvedArgs(values, algorithm, num_draft_tokens, values.get("speculative_ddtree_budget"), tuple(warnings), failure, release, raw["max_running_requests"])
 
     values["tokenizer_path"] = values["tokenizer_path"] or values["model_path"]
     values["served_model_name"] = values["served_model_name"] or values["model_path"]

@@ -125,6 +125,8 @@ class ReleaseRules:
     mid_gpu_defaults: tuple[int, int, int]
     # 0.5.23 (memory_hook.py:169-175): a default decode graph max bs is capped at max_running_requests.
     graph_bs_capped_by_requests: bool
+    # 0.5.23 (memory_hook.py:357-399): the graph reserve counts only the phases that capture graphs.
+    graph_reserve_follows_backends: bool
 
 
 RULES: Mapping[str, ReleaseRules] = {
@@ -141,6 +143,7 @@ RULES: Mapping[str, ReleaseRules] = {
         speculative_fraction_reserve_mib=(4096.0, 6144.0),
         mid_gpu_defaults=(2048, 24, 80),
         graph_bs_capped_by_requests=False,
+        graph_reserve_follows_backends=False,
     ),
     "0.5.23": ReleaseRules(
         draft_loads_before_kv_profile=True,
@@ -155,6 +158,7 @@ RULES: Mapping[str, ReleaseRules] = {
         speculative_fraction_reserve_mib=(0.0, 0.0),
         mid_gpu_defaults=(4096, 48, 160),
         graph_bs_capped_by_requests=True,
+        graph_reserve_follows_backends=True,
     ),
 }
 
@@ -175,6 +179,8 @@ class MemoryInputs:
     mamba_full_memory_ratio: float = 0.9
     chunked_prefill_size: int | None = None
     cuda_graph_max_bs: int | None = None
+    decode_cuda_graph: bool = True  # False: --cuda-graph-backend-decode disabled / --disable-cuda-graph
+    prefill_cuda_graph: bool = True  # False: --cuda-graph-backend-prefill disabled / --disable-cuda-graph (0.5.23)
     kv_cache_dtype: str = "auto"
     draft_kv_cache_dtype: str | None = None  # --speculative-draft-kv-cache-dtype (0.5.23); None: the target's
     draft_attention_backend: str | None = None  # the DFLASH draft's attention backend, as resolved
@@ -733,19 +739,24 @@ def _gpu_memory_settings(model: ModelCard, inputs: MemoryInputs, algorithm: str 
     chunked = inputs.chunked_prefill_size if inputs.chunked_prefill_size is not None else chunked
     if inputs.cuda_graph_max_bs is not None:
         graph_bs = inputs.cuda_graph_max_bs
-    elif rules.graph_bs_capped_by_requests and requested_reqs is not None:
-        graph_bs = min(graph_bs, requested_reqs)
+    elif rules.graph_bs_capped_by_requests and inputs.max_running_requests is not None:
+        # The --max-running-requests given: the speculative default of 48 comes later (the memory hook
+        # runs at arg_groups/pipeline.py:199, the speculative hook at :306).
+        graph_bs = min(graph_bs, inputs.max_running_requests)
     if inputs.mem_fraction_static is not None:
         return chunked, graph_bs, inputs.mem_fraction_static
 
     # 0.5.23 memory_hook.py:304-315 (the same terms in 0.5.12).
     reserved = 512.0
     reserved += max(chunked, 2048) * 1.5 if chunked > 0 else 16384 * 1.5  # max_prefill_tokens default 16384
-    reserved += graph_bs * 2
+    # memory_hook.py:357-399 reserve_for_graph_mb: 2 MiB per decode batch size and 8 MiB per prefill
+    # capture size, each only while that phase captures graphs (0.5.12: whatever the flags).
+    if inputs.decode_cuda_graph or not rules.graph_reserve_follows_backends:
+        reserved += graph_bs * 2
     reserved += tp / 8 * 1024
-    # Prefill CUDA graphs, 8 MiB per captured size (memory_hook.py:380-386); off for multimodal
-    # checkpoints as in 0.5.12 (_handle_piecewise_cuda_graph) -- not re-read for 0.5.23.
-    if not model.is_multimodal:
+    # Prefill graphs are off for multimodal checkpoints as in 0.5.12 (_handle_piecewise_cuda_graph) --
+    # not re-read for 0.5.23.
+    if not model.is_multimodal and (inputs.prefill_cuda_graph or not rules.graph_reserve_follows_backends):
         reserved += len(_prefill_capture_sizes(chunked)) * 8
     if gpu_mem > 60 * 1024:
         reserved = max(reserved, 10 * 1024)
