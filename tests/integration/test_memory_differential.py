@@ -71,12 +71,14 @@ DRAFTS = {
     "STANDALONE": replace(DENSE, name="standalone-draft-16-layers", num_hidden_layers=16, weights_bytes=2_471_645_608),
 }
 # DFLASH's block, and the EAGLE family's chain of 3 steps (topk 1: steps + 1 draft tokens).
-SPECULATIVE_FLAGS = {"DFLASH": ["--speculative-num-draft-tokens", "16"]} | {
-    algorithm: ["--speculative-num-steps", "3", "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4"] for algorithm in ("EAGLE", "EAGLE3", "STANDALONE")
-}
+SPECULATIVE_FLAGS = (
+    {"DFLASH": ["--speculative-num-draft-tokens", "16"]}
+    | {algorithm: ["--speculative-num-steps", "3", "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4"] for algorithm in ("EAGLE", "EAGLE3", "STANDALONE")}
+    | {"NGRAM": ["--speculative-num-draft-tokens", "8"]}
+)  # NGRAM drafts from the prompt: no draft model
 
 TPS = (1, 4, 8)
-ALGORITHMS = (None, "DFLASH", "EAGLE", "EAGLE3", "STANDALONE")
+ALGORITHMS = (None, "DFLASH", "EAGLE", "EAGLE3", "STANDALONE", "NGRAM")
 # A DFLASH draft's KV dtype (mem_cache/kv_cache_dtype.py:45-48: its own flag, else the target's) and an
 # fa4 draft backend (:94-108: its compute dtype under a quantized target KV).
 DFLASH_KV_VARIANTS = (
@@ -151,7 +153,7 @@ def argv(case: dict[str, Any]) -> list[str]:
         str(case["context_length"]),
     ]
     if case["algorithm"]:
-        args += ["--speculative-algorithm", case["algorithm"], "--speculative-draft-model-path", "/models/draft", *SPECULATIVE_FLAGS[case["algorithm"]]]
+        args += ["--speculative-algorithm", case["algorithm"], *(["--speculative-draft-model-path", "/models/draft"] if case["algorithm"] in DRAFTS else []), *SPECULATIVE_FLAGS[case["algorithm"]]]
     if case["disable_radix_cache"]:
         args.append("--disable-radix-cache")
     return args + case.get("extra", [])
@@ -161,7 +163,7 @@ def planned(case: dict[str, Any]) -> MemoryPlan:
     """fleet's prediction for the case's command line, as Engine.predict_start makes it: the release's
     parser, its argument resolution, the one flags -> MemoryInputs mapping, the planner."""
     card = HYBRID if case["card"] == HYBRID.name else DENSE
-    draft = DRAFTS[case["algorithm"]] if case["algorithm"] else None
+    draft = DRAFTS.get(case["algorithm"])
     resolved = resolve_server_args(fleet_values(parse_argv(RELEASE, argv(case))), card, draft, {}, 0, release=RELEASE)
     assert resolved.failure is None, f"{case['name']}: fleet refuses the flags: {resolved.failure}"
     return plan_memory(card, memory_inputs(resolved, gpu_memory_mib=case["gpu_memory_mib"], release=RELEASE), draft)
@@ -476,7 +478,7 @@ def _child(request: dict[str, Any]) -> dict[str, Any]:
     for case in request["cases"]:
         args = parser.parse_args(case["argv"])  # the fields ServerArgs.from_cli_args would copy
         card = cards[case["card"]]
-        draft = cards[request["drafts"][args.speculative_algorithm]] if args.speculative_algorithm else None
+        draft = cards[request["drafts"][args.speculative_algorithm]] if args.speculative_algorithm in request["drafts"] else None
         tp = args.tp_size
         context_len = args.context_length or card["max_position_embeddings"]
         hybrid = bool(card["linear_attention_layer_ids"])
