@@ -45,7 +45,7 @@ import pytest
 
 from fleet.host.engines.sglang.args import fleet_values, memory_inputs, resolve_server_args
 from fleet.host.engines.sglang.flags import parse_argv
-from fleet.host.engines.sglang.memory import DEFAULT_GPU_RESERVED_MIB, DEFAULT_POST_LOAD_OVERHEAD_MIB, MemoryPlan, plan_memory
+from fleet.host.engines.sglang.memory import DEFAULT_GPU_RESERVED_MIB, DEFAULT_POST_LOAD_OVERHEAD_MIB, MemoryInputs, MemoryPlan, plan_memory
 from fleet.host.modelcard import ModelCard, load_model_card
 from tests.integration import sglang_wheel
 
@@ -139,6 +139,27 @@ def grid() -> list[dict[str, Any]]:
     return cases
 
 
+def edge_cases() -> list[dict[str, Any]]:
+    """Every configuration at the memory fraction where fleet's verdict turns from a failure to a start
+    (a scan in steps of 0.01, then 0.001), one and two steps below it and one above: there every sizing
+    term counts, and a term off by a little flips a verdict."""
+    cases = []
+    for (gpu, total), card, tp, algorithm in itertools.product(GPUS.items(), (HYBRID, DENSE), (1, 4), ALGORITHMS):
+        base = {"card": card.name, "gpu_memory_mib": total, "tp": tp, "algorithm": algorithm, "max_running_requests": 8, "context_length": 32768, "disable_radix_cache": card.is_hybrid}
+        card_, draft, inputs = _planner_inputs({**base, "name": "edge", "mem_fraction_static": 0.5})
+
+        def starts(fraction: float) -> bool:
+            return plan_memory(card_, replace(inputs, mem_fraction_static=fraction), draft).failure is None
+
+        coarse = next((f / 100 for f in range(5, 100) if starts(f / 100)), None)
+        if coarse is None or coarse == 0.05:
+            continue  # starts at no fraction, or at every one: no edge in range
+        edge = next(round(coarse - step / 1000, 3) for step in range(9, -1, -1) if starts(round(coarse - step / 1000, 3)))
+        for fraction in (round(edge - 0.002, 3), round(edge - 0.001, 3), edge, round(edge + 0.001, 3)):
+            cases.append({**base, "name": f"edge:{card.name}/{gpu}/tp{tp}/{algorithm or 'ar'}/req8/mfs{fraction}/ctx32768", "mem_fraction_static": fraction})
+    return cases
+
+
 def argv(case: dict[str, Any]) -> list[str]:
     args = [
         "--model-path",
@@ -159,14 +180,19 @@ def argv(case: dict[str, Any]) -> list[str]:
     return args + case.get("extra", [])
 
 
-def planned(case: dict[str, Any]) -> MemoryPlan:
-    """fleet's prediction for the case's command line, as Engine.predict_start makes it: the release's
-    parser, its argument resolution, the one flags -> MemoryInputs mapping, the planner."""
+def _planner_inputs(case: dict[str, Any]) -> tuple[ModelCard, ModelCard | None, MemoryInputs]:
+    """The case's command line as Engine.predict_start reads it: the release's parser, its argument
+    resolution, the one flags -> MemoryInputs mapping."""
     card = HYBRID if case["card"] == HYBRID.name else DENSE
     draft = DRAFTS.get(case["algorithm"])
     resolved = resolve_server_args(fleet_values(parse_argv(RELEASE, argv(case))), card, draft, {}, 0, release=RELEASE)
     assert resolved.failure is None, f"{case['name']}: fleet refuses the flags: {resolved.failure}"
-    return plan_memory(card, memory_inputs(resolved, gpu_memory_mib=case["gpu_memory_mib"], release=RELEASE), draft)
+    return card, draft, memory_inputs(resolved, gpu_memory_mib=case["gpu_memory_mib"], release=RELEASE)
+
+
+def planned(case: dict[str, Any]) -> MemoryPlan:
+    card, draft, inputs = _planner_inputs(case)
+    return plan_memory(card, inputs, draft)
 
 
 def card_fields(card: ModelCard) -> dict[str, Any]:
@@ -177,7 +203,7 @@ def card_fields(card: ModelCard) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def upstream() -> dict[str, Any]:
-    cases = grid()
+    cases = grid() + edge_cases()
     request = {
         "cards": {card.name: card_fields(card) for card in (HYBRID, DENSE, *DRAFTS.values())},
         "drafts": {algorithm: card.name for algorithm, card in DRAFTS.items()},
@@ -214,6 +240,16 @@ def test_the_grid_has_both_verdicts_and_every_upstream_failure(upstream: dict[st
         ("RuntimeError", "Not enough GPU memory for hybrid (mamba/linear-attention) state cache"),
         ("RuntimeError", "Hybrid (mamba/linear-attention) state cache is too small to serve any requests"),
     } <= seen, sorted(seen)
+
+
+def test_the_edge_sweep_brackets_each_upstream_boundary(upstream: dict[str, Any]) -> None:
+    # At each configuration's edge upstream itself must fail below and start at it, or the sweep
+    # brackets nothing.
+    edges = [case for case in upstream["cases"] if case["name"].startswith("edge:")]
+    assert len(edges) >= 200
+    for below, _, at, _ in zip(*[iter(edges)] * 4):
+        assert upstream["results"][below["name"]]["error"] is not None, below["name"]
+        assert upstream["results"][at["name"]]["error"] is None, at["name"]
 
 
 def test_the_dflash_draft_cell_comes_from_the_draft_geometry(upstream: dict[str, Any]) -> None:
