@@ -43,6 +43,7 @@ class ResultLedger:
         where None."""
         self._keep = keep
         self.runs_dir = runs_dir
+        self._dir = os.fspath(runs_dir)  # its files' paths joined as text: a Path join is ~5 us, 50,000 of them
         self.sweep_id = sweep_id
         self.host = host
         self._lock = threading.Lock()
@@ -99,7 +100,7 @@ class ResultLedger:
 
     def _stamp(self, name: str) -> _Stamp | None:
         try:
-            info = os.lstat(self.runs_dir / name)
+            info = os.lstat(os.path.join(self._dir, name))
         except OSError:
             return None
         return (info.st_mtime_ns, info.st_ino, info.st_size, stat.S_IFMT(info.st_mode))
@@ -136,7 +137,7 @@ class ResultLedger:
             return self._rejections[since:], len(self._rejections)
 
     def _read(self, name: str) -> tuple[RunResult | None, str]:
-        path = self.runs_dir / name
+        path = os.path.join(self._dir, name)
         try:
             result = load_result(path)  # bounded, regular file only, never through a symlink
         except ContractError as exc:

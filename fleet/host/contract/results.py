@@ -9,6 +9,7 @@ prefill token (fleet.host.agent.results). A reader of schema 1 would misread all
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -256,7 +257,7 @@ def load_result(path: Path | str) -> RunResult:
     """A result file, checked: `ContractError` for a truncated or oversized file, one that is not
     a regular file or not UTF-8, another schema, a bad field, or a run id other than its name's."""
     result = RunResult.from_json(read_text(path, RESULT_MAX_BYTES), str(path))
-    name = Path(path).name
+    name = os.path.basename(path)
     if name != f"{result.run_id}.json":
         raise ContractError(str(path), "run_id", f"the run id the file is named after ({name.removesuffix('.json')})", result.run_id)
     return result
