@@ -81,3 +81,41 @@ def run_child(script: str, request: object, what: str) -> Any:
     )
     assert done.returncode == 0, f"the {what} child failed:\n{done.stderr[-6000:]}"
     return json.loads(done.stdout)
+
+
+_memory_hook_gpu: dict[str, int] = {}
+
+
+def memory_settings(argv: list[str], gpu_memory_mib: int) -> dict[str, Any]:
+    """0.5.23's memory settings for a dense text model's launch on a GPU of `gpu_memory_mib`: the real
+    cuda_graph_hook.parse_cuda_graph_config and memory_hook.handle_gpu_memory_settings, in the
+    pipeline's order (arg_groups/pipeline.py:172, :199). Stood in for, as a GPU host gives them: the
+    device (cuda) and utils.is_cuda (cuda_graph_config.py:119-123: prefill graphs default to breakable
+    on CUDA), get_device_memory_capacity, a text-only non-MLA model config, and qwen3_vl's multimodal
+    graph expansion (a no-op for a text model). In a child interpreter only: it imports sglang."""
+    import logging
+
+    import sglang.srt.utils  # type: ignore[import-untyped]
+
+    if not _memory_hook_gpu:
+        sglang.srt.utils.is_cuda = lambda: True
+        qwen3_vl = types.ModuleType("sglang.srt.arg_groups.model_overrides.qwen3_vl")
+        qwen3_vl.expand_multimodal_decode_graph_to_running_limit = lambda *args: None  # type: ignore[attr-defined]
+        sys.modules[qwen3_vl.__name__] = qwen3_vl
+    from sglang.srt.arg_groups import cuda_graph_hook, memory_hook, overrides  # type: ignore[import-untyped]
+    from sglang.srt.arg_groups.model_override_base import resolved_view  # type: ignore[import-untyped]
+    from sglang.srt.server_args import prepare_server_args  # type: ignore[import-untyped]
+
+    if not _memory_hook_gpu:
+        text_model = types.SimpleNamespace(is_multimodal=False)
+        memory_hook.get_device_memory_capacity = lambda device=None: _memory_hook_gpu["mib"]
+        memory_hook.model_config_of = lambda server_args: text_model
+        memory_hook.use_mla_backend = overrides.use_mla_backend = lambda server_args: False
+    _memory_hook_gpu["mib"] = gpu_memory_mib
+    server_args = prepare_server_args(argv)
+    logging.disable(logging.CRITICAL)  # prepare_server_args configures logging; the hooks' warnings are not results
+    overrides.declare_resolution(server_args, "differential.platform", device="cuda")
+    cuda_graph_hook.parse_cuda_graph_config(server_args)
+    memory_hook.handle_gpu_memory_settings(server_args)
+    view = resolved_view(server_args)
+    return {"mem_fraction_static": view.mem_fraction_static, "chunked_prefill_size": view.chunked_prefill_size, "cuda_graph_max_bs": view.cuda_graph_config.decode.max_bs}

@@ -136,6 +136,22 @@ def grid() -> list[dict[str, Any]]:
                     "extra": extra,
                 }
             )
+    # No --mem-fraction-static: the default 0.5.23's memory hook computes (a dense target: a hybrid
+    # model's prefill-graph default needs the compatibility rules, which import transformers).
+    for (gpu, total), tp, algorithm, requests in itertools.product(GPUS.items(), TPS, ALGORITHMS, (None, 8, 64)):
+        cases.append(
+            {
+                "name": f"{DENSE.name}/{gpu}/tp{tp}/{algorithm or 'ar'}/req{requests or 'default'}/default-fraction/ctx32768",
+                "card": DENSE.name,
+                "gpu_memory_mib": total,
+                "tp": tp,
+                "algorithm": algorithm,
+                "max_running_requests": requests,
+                "mem_fraction_static": None,
+                "context_length": 32768,
+                "disable_radix_cache": False,
+            }
+        )
     return cases
 
 
@@ -166,10 +182,8 @@ def argv(case: dict[str, Any]) -> list[str]:
         f"/models/{case['card']}",
         "--tp-size",
         str(case["tp"]),
-        "--mem-fraction-static",
-        str(case["mem_fraction_static"]),
-        "--max-running-requests",
-        str(case["max_running_requests"]),
+        *(["--mem-fraction-static", str(case["mem_fraction_static"])] if case["mem_fraction_static"] is not None else []),
+        *(["--max-running-requests", str(case["max_running_requests"])] if case["max_running_requests"] is not None else []),
         "--context-length",
         str(case["context_length"]),
     ]
@@ -513,6 +527,9 @@ def _child(request: dict[str, Any]) -> dict[str, Any]:
     results = {}
     for case in request["cases"]:
         args = parser.parse_args(case["argv"])  # the fields ServerArgs.from_cli_args would copy
+        if args.mem_fraction_static is None:  # memory_hook.py:47-343, run from the wheel
+            settings = sglang_wheel.memory_settings(case["argv"], case["gpu_memory_mib"])
+            args.mem_fraction_static, args.chunked_prefill_size = settings["mem_fraction_static"], settings["chunked_prefill_size"]
         card = cards[case["card"]]
         draft = cards[request["drafts"][args.speculative_algorithm]] if args.speculative_algorithm in request["drafts"] else None
         tp = args.tp_size

@@ -22,7 +22,6 @@ import dataclasses
 import itertools
 import json
 import sys
-import types
 from typing import Any
 
 import pytest
@@ -105,41 +104,9 @@ def test_the_grid_spans_every_gpu_bucket(upstream: dict[str, Any]) -> None:
 
 
 def _child(cases: list[dict[str, Any]]) -> dict[str, Any]:
-    import logging
     from importlib.metadata import version
 
-    import sglang.srt.utils  # type: ignore[import-untyped]
-
-    sglang.srt.utils.is_cuda = lambda: True  # cuda_graph_config.py:119-123 reads it at each call
-    qwen3_vl = types.ModuleType("sglang.srt.arg_groups.model_overrides.qwen3_vl")
-    qwen3_vl.expand_multimodal_decode_graph_to_running_limit = lambda *args: None  # type: ignore[attr-defined]
-    sys.modules[qwen3_vl.__name__] = qwen3_vl
-
-    from sglang.srt.arg_groups import cuda_graph_hook, memory_hook, overrides  # type: ignore[import-untyped]
-    from sglang.srt.arg_groups.model_override_base import resolved_view  # type: ignore[import-untyped]
-    from sglang.srt.server_args import prepare_server_args  # type: ignore[import-untyped]
-
-    gpu: dict[str, int] = {}
-    text_model = types.SimpleNamespace(is_multimodal=False)
-    memory_hook.get_device_memory_capacity = lambda device=None: gpu["mib"]
-    memory_hook.model_config_of = lambda server_args: text_model
-    memory_hook.use_mla_backend = overrides.use_mla_backend = lambda server_args: False
-
-    results = {}
-    for case in cases:
-        gpu["mib"] = case["gpu_memory_mib"]
-        server_args = prepare_server_args(case["argv"])
-        logging.disable(logging.CRITICAL)
-        overrides.declare_resolution(server_args, "differential.platform", device="cuda")
-        cuda_graph_hook.parse_cuda_graph_config(server_args)
-        memory_hook.handle_gpu_memory_settings(server_args)
-        view = resolved_view(server_args)
-        results[case["name"]] = {
-            "mem_fraction_static": view.mem_fraction_static,
-            "chunked_prefill_size": view.chunked_prefill_size,
-            "cuda_graph_max_bs": view.cuda_graph_config.decode.max_bs,
-        }
-    return {"version": version("sglang"), "results": results}
+    return {"version": version("sglang"), "results": {case["name"]: sglang_wheel.memory_settings(case["argv"], case["gpu_memory_mib"]) for case in cases}}
 
 
 if __name__ == "__main__":
