@@ -83,7 +83,10 @@ def main() -> int:
     parser.add_argument("--streams", default="64,512")
     parser.add_argument("--requests-per-stream", type=int, default=4)
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--switch-interval", type=float, help="sys.setswitchinterval for the client (Python's default 0.005 s)")
     args = parser.parse_args()
+    if args.switch_interval:
+        sys.setswitchinterval(args.switch_interval)
     rows = []
     with tempfile.TemporaryDirectory() as base:
         env = local_gpu_env(Path(base) / "gpu", os.environ, H200)
