@@ -254,3 +254,22 @@ def test_each_server_draws_its_own_noise_and_the_same_server_the_same() -> None:
         assert engine.config.seed == 0  # the outputs' seed, shared by every server of the model
     assert seeds["ar"] == seeds["ar again"]
     assert len({seeds["ar"], seeds["other port"], seeds["capped"]}) == 3
+
+
+def test_an_eagle_start_is_sized_with_its_draft_as_the_planner_sizes_it() -> None:
+    """0.5.23 counts an EAGLE-family draft's KV cells and weights (pool_configurator.py:290-314);
+    the sim plans a start with the draft's card where the release does (memory.sizes_draft), so its
+    KV pool is the planner's. (Before, it passed a draft for DFLASH only: more tokens than predicted.)"""
+    from fleet.host.engines import engine as engine_named
+    from fleet.host.modelcard import load_model_card
+
+    args = ["--model-path", "llama-3.1-8b-instruct", "--context-length", "8192", "--mem-fraction-static", "0.8", "--speculative-algorithm", "EAGLE3",
+            "--speculative-draft-model-path", "llama-3.1-8b-instruct", "--speculative-num-steps", "3", "--speculative-eagle-topk", "1",
+            "--speculative-num-draft-tokens", "4", "--max-running-requests", "8"]  # fmt: skip
+    server, _, _ = start(args, "0.5.23")
+    assert isinstance(server, SimServer)
+    card = load_model_card("llama-3.1-8b-instruct")
+    predicted = engine_named("sglang").predict_start(args, {}, card, card, algorithm="EAGLE3", gpu_memory_mib=97887, release="0.5.23", fork=None)
+    assert predicted.plan is not None and server.plan.kv_tokens == predicted.plan.kv_tokens
+    undrafted = engine_named("sglang").predict_start(args, {}, card, None, algorithm="EAGLE3", gpu_memory_mib=97887, release="0.5.23", fork=None)
+    assert undrafted.plan is None or undrafted.plan.kv_tokens != server.plan.kv_tokens  # the draft is what makes the difference

@@ -29,7 +29,7 @@ from fleet.host.engines.sglang.speculative import DFLASH_FAMILY, EAGLE_FAMILY
 from fleet.host.errors import ArgvError, ConfigFileError
 from fleet.host.engines.sglang.flags import ParsedArgv
 from fleet.host.engines.sglang.logformats import log_formats
-from fleet.host.engines.sglang.memory import DEFAULT_GPU_RESERVED_MIB, MemoryInputs, MemoryPlan, plan_memory
+from fleet.host.engines.sglang.memory import DEFAULT_GPU_RESERVED_MIB, MemoryInputs, MemoryPlan, plan_memory, sizes_draft
 from fleet.host.engines.sglang.release import choose_release
 from fleet.host.engines.sim import gpu as gpumod
 from fleet.host.engines.sim import perf, sgltext
@@ -597,7 +597,8 @@ def prepare(argv: Sequence[str], env: Mapping[str, str], err: TextIO | None = No
         console.raw(sgltext.format_traceback(sgltext.LAUNCH_FRAMES, f"RuntimeError: No CUDA GPUs are available ({exc})"))
         return 1
     try:
-        plan = plan_memory(target, memory_inputs(resolved, host, launch), draft if resolved.algorithm in DFLASH_FAMILY else None)
+        # The draft's card where the release sizes the draft (DFLASH's; EAGLE's from 0.5.23): as the planner does.
+        plan = plan_memory(target, memory_inputs(resolved, host, launch), draft if sizes_draft(resolved.algorithm, launch.release) else None)
     except ValueError as exc:
         console.raw(sgltext.format_traceback(sgltext.LAUNCH_FRAMES, f"ValueError: {exc}"))
         return 1
