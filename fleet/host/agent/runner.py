@@ -786,7 +786,11 @@ class ServerSession:
         return Failure(error_class, "; ".join(parts), tuple(evidence), str(self.log_path), status.exit_code, self._diagnosis())
 
     def _diagnosis(self, hint: DiagnosisHint | None = None) -> dict[str, Any] | None:
-        """The root cause from the whole server log (not a truncated tail), for the result and auto-fix."""
+        """The root cause from the whole server log (not a truncated tail), for the result and
+        auto-fix; its advice spells flags as the SGLang release the server runs does."""
+        hint = hint or DiagnosisHint()
+        if self.spec.engine == DEFAULT_ENGINE and self.spec.engine_release and hint.sglang_version is None:
+            hint = replace(hint, sglang_version=self.spec.engine_release)
         try:
             diagnosis = diagnose_file(self.log_path, hint)
             return {**diagnosis.to_json(), "figures": diagnosis.figures}
