@@ -437,3 +437,17 @@ def test_the_constructed_fixtures_manifest_is_right() -> None:
     for path, label, _engine in entries:
         hint = DiagnosisHint(server_start_timed_out=True) if label == "server_start_timeout" else None
         assert (diagnose_file(path, hint).failure_class or "healthy") == label, path.name
+
+
+def test_a_cuda_oom_states_the_size_it_tried_to_allocate() -> None:
+    """PyTorch's OOM text (c10/cuda/CUDACachingAllocator.cpp: "CUDA out of memory. Tried to allocate
+    %s"): the size is a figure and, with the launch's memory fraction, in the advice. (The pattern's
+    optional group once matched empty at the line's start, and the size was never read.)"""
+    from fleet.host.diagnose import diagnose_text
+
+    line = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.19 GiB of which 1.02 GiB is free."
+    assert diagnose_text([line]).figures.get("tried") == "2.00 GiB"
+    args = "[2026-05-23 09:10:42] server_args=ServerArgs(model_path='/m', mem_fraction_static=0.88, tp_size=1)"
+    diagnosis = diagnose_text([args, line])
+    assert diagnosis.failure_class == "cuda_oom" and "tried to allocate 2.00 GiB, mem_fraction_static=0.88" in (diagnosis.fix or ""), diagnosis.fix
+    assert "tried" not in diagnose_text(["RuntimeError: CUDA out of memory."]).figures

@@ -297,8 +297,10 @@ SIGNATURES: tuple[Signature, ...] = (
         C.CUDA_OOM,
         60,
         (
-            T("OutOfMemoryError", r"(?:Tried to allocate (?P<tried>[\d.]+ [GMK]iB))?"),
-            T("CUDA out of memory", r"(?:Tried to allocate (?P<tried>[\d.]+ [GMK]iB))?"),
+            # The size where the line states it: anchored, so that the optional group is tried before
+            # the empty match at the line's start (unanchored, `search` took the empty match first).
+            T("OutOfMemoryError", r"^(?:.*?Tried to allocate (?P<tried>[\d.]+ [GMK]iB))?"),
+            T("CUDA out of memory", r"^(?:.*?Tried to allocate (?P<tried>[\d.]+ [GMK]iB))?"),
             T("CUDA error: out of memory"),
             T("Cuda failure 'out of memory'"),
             T("cudaErrorMemoryAllocation"),
