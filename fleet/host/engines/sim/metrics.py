@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 TTFT_BUCKETS = (0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 2.0, 4.0, 6.0, 8.0, 10.0, 20.0, 40.0, 60.0, 80.0, 100.0, 200.0, 400.0)
 ITL_BUCKETS = (0.002, 0.004, 0.006, 0.008, 0.01, 0.015, 0.02, 0.025, 0.03, 0.035, 0.04, 0.06, 0.08, 0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 2.0, 4.0, 6.0, 8.0)
@@ -42,6 +42,19 @@ class StreamTally:
     num_requests: int = 0
     ttft: Histogram = field(default_factory=lambda: Histogram(TTFT_BUCKETS))
     e2e: Histogram = field(default_factory=lambda: Histogram(E2E_BUCKETS))
+
+
+def histogram_series(name: str, labels: str, histogram: Histogram, number: Callable[[float], str]) -> list[str]:
+    """One labelled series of a histogram in Prometheus text: cumulative buckets, +Inf, count and
+    sum (the exposition format; `number` writes a value as the engine's client library does)."""
+    lines, cumulative = [], 0
+    for bound, count in zip(histogram.buckets, histogram.counts):
+        cumulative += count
+        lines.append(f'{name}_bucket{{{labels},le="{bound}"}} {number(cumulative)}')
+    lines.append(f'{name}_bucket{{{labels},le="+Inf"}} {number(histogram.count)}')
+    lines.append(f"{name}_count{{{labels}}} {number(histogram.count)}")
+    lines.append(f"{name}_sum{{{labels}}} {number(histogram.total)}")
+    return lines
 
 
 def _minus(total: Histogram, part: Histogram) -> Histogram:
@@ -108,13 +121,7 @@ def render(snapshot: MetricsSnapshot) -> str:
         lines.extend((f"# HELP sglang:{name} {help_text}", f"# TYPE sglang:{name} histogram"))
         series = [(tokenizer, values)] if split is None else [(f'{tokenizer},is_streaming="false"', _minus(values, split)), (f'{tokenizer},is_streaming="true"', split)]
         for labels, part in series:
-            cumulative = 0
-            for bound, count in zip(part.buckets, part.counts):
-                cumulative += count
-                lines.append(f'sglang:{name}_bucket{{{labels},le="{bound}"}} {_fmt(cumulative)}')
-            lines.append(f'sglang:{name}_bucket{{{labels},le="+Inf"}} {_fmt(part.count)}')
-            lines.append(f"sglang:{name}_count{{{labels}}} {_fmt(part.count)}")
-            lines.append(f"sglang:{name}_sum{{{labels}}} {_fmt(part.total)}")
+            lines.extend(histogram_series(f"sglang:{name}", labels, part, _fmt))
 
     if snapshot.since_0523:
         _render_0523(snapshot, lines, gauge, counter, histogram, tokenizer)

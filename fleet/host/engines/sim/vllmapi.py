@@ -123,13 +123,6 @@ class VllmApi(Api):
 
 
 def _histogram(name: str, histogram: metrics.Histogram, labels: str, doc: str) -> list[str]:
-    lines = [f"# HELP {name} {doc}", f"# TYPE {name} histogram"]
-    running = 0
-    for bound, count in zip(histogram.buckets, histogram.counts):
-        running += count
-        lines.append(f'{name}_bucket{{{labels},le="{bound}"}} {float(running)}')
-    lines.append(f'{name}_bucket{{{labels},le="+Inf"}} {float(histogram.count)}')
-    lines.append(f"{name}_count{{{labels}}} {float(histogram.count)}")
-    lines.append(f"{name}_sum{{{labels}}} {histogram.total}")
+    lines = [f"# HELP {name} {doc}", f"# TYPE {name} histogram", *metrics.histogram_series(name, labels, histogram, lambda value: str(float(value)))]
     lines.append(f"{name}_created{{{labels}}} {time.time()}")
     return lines
