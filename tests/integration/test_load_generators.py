@@ -1,0 +1,325 @@
+"""The field's own load generators beside fleet's client (issue 22): the real `sglang.bench_serving`
+(the 0.5.23 wheel), AIPerf and GuideLLM (from PyPI, tests/requirements-loadgen.txt) run against the
+sim on a test host with the load fleet's client ran there, and their output tok/s and TTFT p50,
+read from each tool's own output file, agree with fleet's within 5 % and 10 %.
+
+The load is one fleet workload, `random` with a closed-loop cap: every request exactly PROMPT tokens
+in, exactly OUTPUT tokens out (ignore_eos), CONCURRENCY in flight, REQUESTS in all. What each tool
+sends is checked on the server's side, not the tool's: the sim's own counters (`/metrics`
+sglang:prompt_tokens_total, generation_tokens_total, num_requests_total) must grow by exactly
+REQUESTS x PROMPT, REQUESTS x OUTPUT and REQUESTS over each tool's run.
+
+The tools size text prompts with a Hugging Face tokenizer. The sim's tokenizer is fleet's stand-in
+(fleet.host.tokens), so the tools get that tokenizer as a `tokenizer.json` built here: the same
+pieces (a pre-tokenizer regex that splits as fleet.host.tokens does), a vocabulary of the pieces of
+the tools' own corpora, and an unknown token `§` that counts as one token in both (a piece the
+vocabulary lacks decodes to it, so a prompt a tool decodes from token ids keeps its length in the
+sim's count; `<unk>` would be three tokens there).
+
+The tools run on the test host itself (nsenter), against the server at 127.0.0.1 as fleet's agent
+ran, from a virtual environment the README's test command makes (`build/loadgen`, with the suite's
+site packages for the sglang wheel); without it the tests skip and say how to make it. The server
+they measure is the sweep's own server configuration started again (the shard's argv and env): the
+sim runs without noise, so a server start measures what another one does.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import pytest
+import yaml
+
+from fleet.host import tokens
+from fleet.host.contract import load_result
+from fleet.inventory import load_inventory
+from fleet.sweep.controller import start_sweep
+from tests.testfleet import TestFleet, start_test_fleet, unavailable_reason
+
+pytestmark = [pytest.mark.testfleet, pytest.mark.timeout(300)]
+
+ROOT = Path(__file__).resolve().parents[2]
+VENV = ROOT / "build" / "loadgen"
+MAKE_VENV = "python -m venv --system-site-packages build/loadgen && build/loadgen/bin/pip install -r tests/requirements-loadgen.txt"
+
+PROMPT, OUTPUT, REQUESTS, CONCURRENCY = 1024, 128, 48, 8
+# Real time: at the sim's own speed a decode step of this batch takes about 13 ms, far above what
+# a client's own work per chunk costs; at 0.02 the clients' overheads would be what is compared.
+SIM_SPEED = 1.0
+PORT = 30100  # the sweep's server had 30000
+TOK_S_BOUND, TTFT_BOUND = 0.05, 0.10
+SERVED = "meta-llama/Llama-3.1-8B-Instruct"
+PLAYBOOK = {
+    "name": "loadgen",
+    "model": {"repo": SERVED, "card": "llama-3.1-8b-instruct"},
+    "methods": {"autoregressive": {}},
+    "tp": [1],
+    # No prefix cache: the tools' text prompts share words, fleet's random ids share nothing, and a
+    # cache hit would shorten one side's prefill. Metrics on: the server's counters check the load.
+    "server": {"context_length": 8192, "mem_fraction_static": 0.75, "disable_radix_cache": True, "enable_metrics": True},
+    "workloads": {
+        # A closed loop as the tools run it: everything due at once, CONCURRENCY in flight.
+        "fixed": {"kind": "random", "input_tokens": PROMPT, "max_new_tokens": OUTPUT, "requests": REQUESTS, "seed": 1, "load": {"rate": 1e6, "max_in_flight": CONCURRENCY}},
+    },
+    "limits": {"server_start_timeout_s": 300, "request_timeout_s": 120, "no_token_timeout_s": 60},
+}  # fmt: skip
+
+# fleet.host.tokens' pieces as one Oniguruma regex (what `tokenizers` runs): a word of up to 6
+# letters with its optional leading space; a longer word in 4-letter pieces, the first with the
+# space; a digit with its space; any other visible character with its space; a newline; a run of
+# other whitespace. Alternatives in that order, as tokens._PIECE and tokens.tokenize split.
+PIECE_REGEX = r" ?(?<!\p{L})\p{L}{1,6}(?!\p{L})| ?(?<!\p{L})\p{L}{4}|\p{L}{1,4}| ?\p{Nd}| ?[^\s]|\n|[^\S\n]+"
+UNKNOWN = "\u00a7"  # §: one token in fleet.host.tokens wherever it stands
+
+# The loadgen interpreter names the corpora the tools draw prompts from: AIPerf's Shakespeare
+# (aiperf/dataset/generator/prompt.py reads assets/shakespeare.txt) and Faker's en_US lorem words
+# (guidellm/data/deserializers/synthetic.py:465 `faker.text(...)`).
+CORPORA = """
+import json, pathlib, aiperf
+from faker.providers.lorem.en_US import Provider
+print(json.dumps({"shakespeare": str(pathlib.Path(aiperf.__file__).parent / "dataset/generator/assets/shakespeare.txt"), "words": list(Provider.word_list)}))
+"""
+
+# `python -m sglang.bench_serving` from the wheel, with one name stood in: sglang/benchmark/serving.py:57
+# imports FAKE_BOOTSTRAP_HOST from sglang.srt.disaggregation.utils, a module whose own imports need
+# CUDA-side packages (tvm_ffi, torchvision). The constant is read from that module's source text.
+BENCH_SERVING = """
+import ast, sys, types
+from importlib.util import find_spec
+from pathlib import Path
+source = Path(find_spec("sglang").submodule_search_locations[0]) / "srt" / "disaggregation" / "utils.py"
+[value] = [ast.literal_eval(node.value) for node in ast.parse(source.read_text()).body if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", None) == "FAKE_BOOTSTRAP_HOST"]
+stand_in = types.ModuleType("sglang.srt.disaggregation.utils")
+stand_in.FAKE_BOOTSTRAP_HOST = value
+sys.modules[stand_in.__name__] = stand_in
+from sglang.benchmark.serving import cli_main
+sys.argv[0] = "sglang.bench_serving"
+cli_main()
+"""
+
+
+def build_tokenizer(directory: Path, corpus: str) -> Path:
+    """A Hugging Face tokenizer directory that counts as fleet.host.tokens does (see the module's docstring)."""
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
+
+    vocab = {UNKNOWN: 0}
+    for piece in tokens.tokenize(corpus):
+        vocab.setdefault(piece, len(vocab))
+    tokenizer = Tokenizer(models.WordLevel(vocab, unk_token=UNKNOWN))
+    tokenizer.pre_tokenizer = pre_tokenizers.Split(Regex(PIECE_REGEX), behavior="isolated")
+    tokenizer.decoder = decoders.Fuse()  # pieces carry their own spaces: decoding joins them as they are
+    directory.mkdir(parents=True, exist_ok=True)
+    tokenizer.save(str(directory / "tokenizer.json"))
+    (directory / "tokenizer_config.json").write_text(json.dumps({"tokenizer_class": "PreTrainedTokenizerFast", "model_max_length": 131072}))
+    return directory
+
+
+def corpus_text(words: list[str], shakespeare: str) -> str:
+    """Every piece the tools' prompts are cut from: Faker's words as `faker.text` writes them (capitalised
+    at a sentence's start, after a space or a newline), and AIPerf's Shakespeare as it is and with its
+    punctuation dropped (its prompt generator tokenizes the corpus it has cleaned)."""
+    faker = " ".join(f"{w} {w.capitalize()}\n{w}\n{w.capitalize()}." for w in words)
+    return "\n".join((faker, shakespeare, re.sub(r"[^\w\s]", "", shakespeare), " ".join(chr(c) for c in range(33, 127))))
+
+
+@dataclass(frozen=True)
+class Bench:
+    fleet: TestFleet
+    host: str
+    work: str  # a folder of the host's (its /root), where the tools' inputs and outputs live
+    tokenizer: str
+    fleet_figures: dict[str, Any]
+
+    def on_host(self, path: str) -> Path:
+        return self.fleet[self.host].persistent_path(path)
+
+    def run(self, command: str, timeout: float) -> subprocess.CompletedProcess:
+        """`command` in bash on the host. Every tokenizer is a local folder, so nothing asks the hub;
+        HF_HUB_OFFLINE is not set because AIPerf 0.13.0 then loads every tokenizer as a hub snapshot,
+        a local folder too (aiperf/common/tokenizer.py:559-567 -> _resolve_local_snapshot :667-690)."""
+        return self.fleet.exec(self.host, ["bash", "-c", "export HF_DATASETS_OFFLINE=1 NO_COLOR=1 COLUMNS=200; " + command], timeout=timeout)
+
+    def counters(self) -> dict[str, float]:
+        """The server's own totals over its streamed requests: requests, prompt and generated tokens."""
+        done = self.run(f"python3 -c 'import urllib.request; print(urllib.request.urlopen(\"http://127.0.0.1:{PORT}/metrics\").read().decode())'", 30)
+        assert done.returncode == 0, done.stderr
+        found = {}
+        for name in ("num_requests_total", "prompt_tokens_total", "generation_tokens_total"):
+            match = re.search(rf'^sglang:{name}\{{[^}}]*is_streaming="true"[^}}]*\}} (\S+)$', done.stdout, re.M)
+            found[name] = float(match.group(1)) if match else 0.0
+        return found
+
+
+@pytest.fixture(scope="module")
+def bench(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bench]:
+    """fleet's client on the load (a sweep on test host ct200), then the same server started again
+    for the tools, and the tokenizer they take."""
+    reason = unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+    if not (VENV / "bin" / "python").exists():
+        pytest.skip(f"no load generators: {VENV} is missing (the README's test command makes it: {MAKE_VENV})")
+    tmp = tmp_path_factory.mktemp("loadgen")
+    with start_test_fleet(["ct200"]) as fleet:
+        hosts = list(load_inventory(fleet.write_inventory(tmp / "hosts", engine={"sim_speed": SIM_SPEED})))
+        book = tmp / "loadgen.yaml"
+        book.write_text(yaml.safe_dump(PLAYBOOK, sort_keys=False))
+        outcome = start_sweep(book, hosts, tmp / "results", poll_interval_s=0.5)
+        [path] = list(outcome.directory.glob("ct200/runs/*.json"))
+        result = load_result(path)
+        assert result.status.value == "ok", (result.failure, result.deviations)
+        assert result.figures["prompt_tokens"] == REQUESTS * PROMPT and result.figures["output_tokens"] == REQUESTS * OUTPUT, result.figures
+
+        bench = Bench(fleet, "ct200", "/root/loadgen", "/root/loadgen/tokenizer", result.figures)
+        # The sweep's server once more, from the shard the controller wrote: argv, env and folder.
+        [server] = json.loads((outcome.directory / "ct200" / "shard.json").read_text())["servers"]
+        argv = list(server["argv"])
+        argv[argv.index("--port") + 1] = str(PORT)
+        env = " ".join(f"{k}={shlex.quote(v)}" for k, v in server["env"].items())
+        started = bench.run(f"mkdir -p {bench.work} && cd {shlex.quote(server['cwd'])} && (setsid env {env} {shlex.join(argv)} > {bench.work}/server.log 2>&1 < /dev/null &)", 30)
+        assert started.returncode == 0, started.stderr
+        ready = bench.run(
+            f"for i in $(seq 1500); do python3 -c 'import urllib.request; urllib.request.urlopen(\"http://127.0.0.1:{PORT}/health_generate\")' 2>/dev/null && exit 0; sleep 0.2; done; cat {bench.work}/server.log; exit 1",
+            400,
+        )
+        assert ready.returncode == 0, ready.stdout[-3000:]
+
+        corpora = subprocess.run([str(VENV / "bin" / "python"), "-c", CORPORA], capture_output=True, text=True, check=True)
+        named = json.loads(corpora.stdout)
+        build_tokenizer(bench.on_host(bench.tokenizer), corpus_text(named["words"], Path(named["shakespeare"]).read_text()))
+        yield bench
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    command: Callable[[Bench], str]  # its command line on the host (writes under bench.work/<name>)
+    figures: Callable[[Path], tuple[float, float]]  # (output tok/s, TTFT p50 in seconds) from its own output folder
+
+
+def bench_serving_command(bench: Bench) -> str:
+    out = f"{bench.work}/bench_serving"
+    args = [
+        "--backend", "sglang", "--host", "127.0.0.1", "--port", str(PORT), "--model", SERVED, "--tokenizer", bench.tokenizer,
+        # Token ids of exact length sent as input_ids, as fleet's `random` sends them (datasets/random.py:145-158).
+        "--dataset-name", "random-ids", "--tokenize-prompt", "--random-input-len", str(PROMPT), "--random-output-len", str(OUTPUT), "--random-range-ratio", "1",
+        "--num-prompts", str(REQUESTS), "--request-rate", "inf", "--max-concurrency", str(CONCURRENCY), "--warmup-requests", "0", "--seed", "1",
+        "--disable-tqdm", "--output-file", f"{out}/result.jsonl",
+    ]  # fmt: skip
+    return f"mkdir -p {out} && {VENV}/bin/python -c {shlex.quote(BENCH_SERVING)} {shlex.join(args)}"
+
+
+def bench_serving_figures(out: Path) -> tuple[float, float]:
+    """serving.py:1961-1966 appends one JSON line per run; `output_throughput` (:1878) is
+    sum(output_len) / benchmark_duration (:1665, perf_counter from before the first request to after
+    the last), `median_ttft_ms` (:1887) the median of every successful request's TTFT."""
+    [line] = (out / "result.jsonl").read_text().splitlines()
+    row = json.loads(line)
+    assert row["completed"] == REQUESTS, row
+    return float(row["output_throughput"]), float(row["median_ttft_ms"]) / 1000
+
+
+def aiperf_command(bench: Bench) -> str:
+    out = f"{bench.work}/aiperf"
+    args = [
+        "profile", "--model", SERVED, "--url", f"http://127.0.0.1:{PORT}", "--endpoint-type", "completions", "--streaming", "--tokenizer", bench.tokenizer,
+        "--synthetic-input-tokens-mean", str(PROMPT), "--synthetic-input-tokens-stddev", "0", "--output-tokens-mean", str(OUTPUT), "--output-tokens-stddev", "0",
+        "--extra-inputs", "ignore_eos:true", "--concurrency", str(CONCURRENCY), "--request-count", str(REQUESTS), "--random-seed", "1",
+        "--artifact-dir", out, "--ui-type", "none", "--no-server-metrics", "--no-gpu-telemetry",
+    ]  # fmt: skip
+    return f"{VENV}/bin/aiperf {shlex.join(args)}"
+
+
+def aiperf_figures(out: Path) -> tuple[float, float]:
+    """profile_export_aiperf.json (aiperf/config/artifacts.py:51): per metric tag a dict of its unit
+    and statistics; `output_token_throughput` is total output tokens / benchmark duration,
+    `time_to_first_token` in ms with its `p50`."""
+    data = json.loads((out / "profile_export_aiperf.json").read_text())
+    assert data["request_count"]["avg"] == REQUESTS, data["request_count"]
+    assert data["time_to_first_token"]["unit"] == "ms" and data["output_token_throughput"]["unit"] == "tokens/sec", data
+    return float(data["output_token_throughput"]["avg"]), float(data["time_to_first_token"]["p50"]) / 1000
+
+
+def guidellm_command(bench: Bench) -> str:
+    out = f"{bench.work}/guidellm"
+    scenario = {
+        "spec": {
+            "backend": {"kind": "openai_http", "target": f"http://127.0.0.1:{PORT}", "model": SERVED, "request_format": "/v1/completions", "stream": True},
+            "profile": {"kind": "concurrent", "streams": CONCURRENCY},
+            "tokenizer": {"kind": "hf_auto", "model": bench.tokenizer},
+            # output_tokens: max_tokens with ignore_eos (guidellm/backends/openai/request_handlers.py:621-624).
+            "data": [{"kind": "synthetic_text", "prompt_tokens": PROMPT, "output_tokens": OUTPUT}],
+            "constraints": [{"kind": "max_requests", "count": REQUESTS}],
+            "outputs": [{"kind": "json", "path": f"{out}/benchmarks.json"}],
+        }
+    }
+    return f"mkdir -p {out} && echo {shlex.quote(json.dumps(scenario))} > {out}/scenario.json && {VENV}/bin/guidellm run -c {out}/scenario.json --disable-progress"
+
+
+def guidellm_figures(out: Path) -> tuple[float, float]:
+    """benchmarks.json: one benchmark, its `metrics` a distribution per metric over successful requests;
+    `output_tokens_per_second.successful.mean` is total output tokens / the benchmark's duration,
+    `time_to_first_token_ms.successful.median` the median TTFT."""
+    [benchmark] = json.loads((out / "benchmarks.json").read_text())["benchmarks"]
+    metrics = benchmark["metrics"]
+    assert metrics["request_totals"]["successful"] == REQUESTS, metrics["request_totals"]
+    return float(metrics["output_tokens_per_second"]["successful"]["mean"]), float(metrics["time_to_first_token_ms"]["successful"]["median"]) / 1000
+
+
+TOOLS = [
+    Tool("bench_serving", bench_serving_command, bench_serving_figures),
+    Tool("aiperf", aiperf_command, aiperf_figures),
+    Tool("guidellm", guidellm_command, guidellm_figures),
+]
+
+
+@pytest.mark.parametrize("tool", TOOLS, ids=[t.name for t in TOOLS])
+def test_the_tool_agrees_with_fleets_client_on_the_same_load(bench: Bench, tool: Tool) -> None:
+    before = bench.counters()
+    done = bench.run(tool.command(bench), 280)
+    assert done.returncode == 0, f"{tool.name} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    after = bench.counters()
+    # The same load, as the server counted it: every request PROMPT tokens in and OUTPUT out.
+    sent = {name: after[name] - before[name] for name in after}
+    assert sent == {"num_requests_total": REQUESTS, "prompt_tokens_total": REQUESTS * PROMPT, "generation_tokens_total": REQUESTS * OUTPUT}, (tool.name, sent)
+
+    tok_s, ttft = tool.figures(bench.on_host(f"{bench.work}/{tool.name}"))
+    # The tools measure wall time; fleet's figures of a simulated run are in the sim's time (wall / sim_speed).
+    tok_s, ttft = tok_s * SIM_SPEED, ttft / SIM_SPEED
+    ours_tok_s, ours_ttft = bench.fleet_figures["output_tok_s"], bench.fleet_figures["ttft_s"]["p50"]
+    row = f"| {tool.name} | {tok_s:.1f} | {ttft * 1000:.1f} | {ours_tok_s:.1f} | {ours_ttft * 1000:.1f} | {tok_s / ours_tok_s:.3f} | {ttft / ours_ttft:.3f} |"
+    print(f"\n| tool | output tok/s | TTFT p50 ms | fleet tok/s | fleet TTFT p50 ms | tok/s ratio | TTFT ratio |\n{row}")
+    assert abs(tok_s / ours_tok_s - 1) <= TOK_S_BOUND, row
+    assert abs(ttft / ours_ttft - 1) <= TTFT_BOUND, row
+
+
+def test_the_tools_tokenizer_counts_as_the_sims(tmp_path: Path) -> None:
+    """The tokenizer the tools get counts every text as fleet.host.tokens does: the sim's own output,
+    prose, code, long words, digits, whitespace runs and text none of its vocabulary holds."""
+    pytest.importorskip("tokenizers")
+    from tokenizers import Tokenizer
+
+    corpus = "It was the best of times, it was the worst of times; extraordinarily so."
+    built = Tokenizer.from_file(str(build_tokenizer(tmp_path / "tok", corpus) / "tokenizer.json"))
+    texts = [
+        corpus,
+        "def f(x_1):\n\treturn 3.14159 * x_1  # comment\n\n\n    indented   spaces",
+        "Unbelievably long wordsmithery: internationalization, a b c, naïve café, 12345 ² ½",
+        "  leading spaces and trailing  ",
+        " §unknown§ pieces§",
+        *("".join(vocabulary) * 3 for vocabulary in tokens.GENERATION_VOCABULARY.values()),  # what the sim generates
+    ]
+    # A piece the vocabulary lacks decodes to one token of the sim's (`<unk>` would be three).
+    assert tokens.count_tokens(built.decode(built.encode(" wordsmithery", add_special_tokens=False).ids)) == 3
+    for text in texts:
+        encoded = built.encode(text, add_special_tokens=False)
+        assert len(encoded.ids) == tokens.count_tokens(text), (text, encoded.tokens, tokens.tokenize(text))
+        # Text of the vocabulary decodes back to itself: a prompt decoded from ids re-counts to as many.
+        if UNKNOWN not in encoded.tokens:
+            assert built.decode(encoded.ids) == text, text
