@@ -142,6 +142,9 @@ def fleet_values(parsed: ParsedArgv) -> dict[str, Any]:
     # 0.5.23 cuda_graph_hook.py:52-66: --disable-cuda-graph turns both phases off, the prefill backend flag one.
     if parsed.release != "0.5.12" and (parsed.values.get("disable_cuda_graph") or parsed.values.get("cuda_graph_backend_prefill") == "disabled"):
         values["disable_prefill_cuda_graph"] = True
+    # 0.5.23 cuda_graph_hook.py:143-144: a prefill backend given by flag is not turned off by the model's
+    # compatibility rules (the memory planner's multimodal rule, memory.py _gpu_memory_settings).
+    values["prefill_cuda_graph_backend_given"] = parsed.values.get("cuda_graph_backend_prefill") is not None
     return values
 
 
@@ -521,6 +524,7 @@ def memory_inputs(resolved: ResolvedArgs, *, gpu_memory_mib: int, release: str, 
         cuda_graph_max_bs=values["cuda_graph_max_bs"],
         decode_cuda_graph=not values["disable_cuda_graph"],
         prefill_cuda_graph=not values["disable_prefill_cuda_graph"],
+        prefill_cuda_graph_backend_given=values["prefill_cuda_graph_backend_given"],
         kv_cache_dtype=values["kv_cache_dtype"],
         draft_kv_cache_dtype=values["speculative_draft_kv_cache_dtype"],
         # 0.5.23 speculative_hook.py:930-934: the draft's own backend, else the target's prefill backend

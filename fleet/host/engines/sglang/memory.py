@@ -127,6 +127,11 @@ class ReleaseRules:
     graph_bs_capped_by_requests: bool
     # 0.5.23 (memory_hook.py:357-399): the graph reserve counts only the phases that capture graphs.
     graph_reserve_follows_backends: bool
+    # Multimodal architectures that keep the prefill CUDA graph (and its reserve); any other multimodal
+    # checkpoint runs prefill eagerly. 0.5.12: none (_handle_piecewise_cuda_graph turns it off for every
+    # multimodal model). 0.5.23: the breakable-graph allowlist, configs/model_config.py:2501-2516, read by
+    # the "multimodal model" rule of cuda_graph_hook.py:230-236 (disable_breakable_cudagraph_if_incompatible).
+    multimodal_prefill_graph_archs: frozenset[str]
 
 
 RULES: Mapping[str, ReleaseRules] = {
@@ -144,6 +149,7 @@ RULES: Mapping[str, ReleaseRules] = {
         mid_gpu_defaults=(2048, 24, 80),
         graph_bs_capped_by_requests=False,
         graph_reserve_follows_backends=False,
+        multimodal_prefill_graph_archs=frozenset(),
     ),
     "0.5.23": ReleaseRules(
         draft_loads_before_kv_profile=True,
@@ -159,6 +165,23 @@ RULES: Mapping[str, ReleaseRules] = {
         mid_gpu_defaults=(4096, 48, 160),
         graph_bs_capped_by_requests=True,
         graph_reserve_follows_backends=True,
+        multimodal_prefill_graph_archs=frozenset(
+            {
+                "MiniMaxM3SparseForConditionalGeneration",
+                "Cohere2VisionForConditionalGeneration",
+                "Glm5NextForConditionalGeneration",
+                "InternS2MobiusForConditionalGeneration",
+                "PaddleOCRVLForConditionalGeneration",
+                "Qwen3_5ForConditionalGeneration",
+                "Qwen3_5MoeForConditionalGeneration",
+                "Qwen4ExpForConditionalGeneration",
+                "MuseGlimmerForConditionalGeneration",
+                "MuseSparkForConditionalGeneration",
+                "KimiK3ForConditionalGeneration",
+                "KimiK25ForConditionalGeneration",
+                "MiniMaxM3SparseForCausalLM",
+            }
+        ),
     ),
 }
 
@@ -181,6 +204,7 @@ class MemoryInputs:
     cuda_graph_max_bs: int | None = None
     decode_cuda_graph: bool = True  # False: --cuda-graph-backend-decode disabled / --disable-cuda-graph
     prefill_cuda_graph: bool = True  # False: --cuda-graph-backend-prefill disabled / --disable-cuda-graph (0.5.23)
+    prefill_cuda_graph_backend_given: bool = False  # --cuda-graph-backend-prefill set (0.5.23): kept whatever the model
     kv_cache_dtype: str = "auto"
     draft_kv_cache_dtype: str | None = None  # --speculative-draft-kv-cache-dtype (0.5.23); None: the target's
     draft_attention_backend: str | None = None  # the DFLASH draft's attention backend, as resolved
@@ -754,9 +778,10 @@ def _gpu_memory_settings(model: ModelCard, inputs: MemoryInputs, algorithm: str 
     if inputs.decode_cuda_graph or not rules.graph_reserve_follows_backends:
         reserved += graph_bs * 2
     reserved += tp / 8 * 1024
-    # Prefill graphs are off for multimodal checkpoints as in 0.5.12 (_handle_piecewise_cuda_graph) --
-    # not re-read for 0.5.23.
-    if not model.is_multimodal and (inputs.prefill_cuda_graph or not rules.graph_reserve_follows_backends):
+    # A multimodal checkpoint captures prefill graphs only if its architecture is allowed to, or its
+    # backend was chosen by flag (0.5.23 skips the compatibility rules then, cuda_graph_hook.py:143-144).
+    prefill_graph_allowed = not model.is_multimodal or model.architecture in rules.multimodal_prefill_graph_archs or inputs.prefill_cuda_graph_backend_given
+    if prefill_graph_allowed and (inputs.prefill_cuda_graph or not rules.graph_reserve_follows_backends):
         reserved += len(_prefill_capture_sizes(chunked)) * 8
     if gpu_mem > 60 * 1024:
         reserved = max(reserved, 10 * 1024)
