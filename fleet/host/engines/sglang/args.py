@@ -145,6 +145,8 @@ def fleet_values(parsed: ParsedArgv) -> dict[str, Any]:
     # 0.5.23 cuda_graph_hook.py:143-144: a prefill backend given by flag is not turned off by the model's
     # compatibility rules (the memory planner's multimodal rule, memory.py _gpu_memory_settings).
     values["prefill_cuda_graph_backend_given"] = parsed.values.get("cuda_graph_backend_prefill") is not None
+    # 0.5.23's --language-model-only (no 0.5.12 flag): a multimodal checkpoint served as text (memory.py plan_memory).
+    values["language_model_only"] = bool(parsed.values.get("language_model_only"))
     return values
 
 
@@ -525,6 +527,7 @@ def memory_inputs(resolved: ResolvedArgs, *, gpu_memory_mib: int, release: str, 
         decode_cuda_graph=not values["disable_cuda_graph"],
         prefill_cuda_graph=not values["disable_prefill_cuda_graph"],
         prefill_cuda_graph_backend_given=values["prefill_cuda_graph_backend_given"],
+        language_model_only=values["language_model_only"],
         kv_cache_dtype=values["kv_cache_dtype"],
         draft_kv_cache_dtype=values["speculative_draft_kv_cache_dtype"],
         # 0.5.23 speculative_hook.py:930-934: the draft's own backend, else the target's prefill backend

@@ -205,6 +205,7 @@ class MemoryInputs:
     decode_cuda_graph: bool = True  # False: --cuda-graph-backend-decode disabled / --disable-cuda-graph
     prefill_cuda_graph: bool = True  # False: --cuda-graph-backend-prefill disabled / --disable-cuda-graph (0.5.23)
     prefill_cuda_graph_backend_given: bool = False  # --cuda-graph-backend-prefill set (0.5.23): kept whatever the model
+    language_model_only: bool = False  # --language-model-only (0.5.23)
     kv_cache_dtype: str = "auto"
     draft_kv_cache_dtype: str | None = None  # --speculative-draft-kv-cache-dtype (0.5.23); None: the target's
     draft_attention_backend: str | None = None  # the DFLASH draft's attention backend, as resolved
@@ -274,6 +275,10 @@ def plan_memory(model: ModelCard, inputs: MemoryInputs, draft: ModelCard | None 
     `draft`: the draft model's card where the release sizes it (`sizes_draft`), else not read."""
     _validate(inputs)
     rules = RULES[inputs.release]
+    if inputs.language_model_only:
+        # The checkpoint's language model alone: ModelConfig.is_multimodal is False (configs/model_config.py:
+        # 674-675, :820-827), so no VLM fraction, multimodal prefill-graph rule or multimodal KV reserve applies.
+        model = replace(model, is_multimodal=False)
     algorithm = _normalize_algorithm(inputs.speculative_algorithm)
     if not sizes_draft(algorithm, inputs.release):
         draft = None
