@@ -152,7 +152,8 @@ class Bench:
         found = {}
         for name in ("num_requests_total", "prompt_tokens_total", "generation_tokens_total"):
             match = re.search(rf'^sglang:{name}\{{[^}}]*is_streaming="true"[^}}]*\}} (\S+)$', done.stdout, re.M)
-            found[name] = float(match.group(1)) if match else 0.0
+            assert match, f"the server's /metrics has no sglang:{name} for streamed requests:\n{done.stdout[:3000]}"
+            found[name] = float(match.group(1))
         return found
 
 
