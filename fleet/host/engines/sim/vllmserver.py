@@ -47,7 +47,7 @@ from fleet.host.engines.vllm import release as vllm_release
 from fleet.host.engines.vllm.engine import memory_inputs
 from fleet.host.engines.vllm.flags import ParsedServe, ServeArgsError, parse_serve
 from fleet.host.engines.vllm.launch import SPECULATIVE_METHODS
-from fleet.host.engines.vllm.memory import NotModelled, Overhead, VllmMemoryPlan, free_memory_failure, assumed_overhead, batch_defaults, cuda_total_bytes, plan_memory
+from fleet.host.engines.vllm.memory import NotModelled, Overhead, VllmMemoryPlan, free_memory_failure, plan_memory, planned_overhead
 from fleet.host.errors import ArgvError, ConfigError, ConfigFileError, FaultProfileError, ReleaseError, SimUsageError
 from fleet.host.modelcard import ModelCard
 
@@ -106,10 +106,7 @@ def sim_memory(launch: VllmLaunch, target: ModelCard, draft: ModelCard | None, g
         model, inputs = memory_inputs(values, plain, gpu_memory_mib=gpu_memory_mib, release=launch.release)
     if draft is not None:
         model = replace(model, weights_bytes=model.weights_bytes + draft.weights_bytes, weights_bytes_per_rank=None)
-    batched, max_num_seqs = batch_defaults(inputs, cuda_total_bytes(gpu_memory_mib))
-    assumed = assumed_overhead(
-        vocab_size=model.vocab_size, hidden_size=model.hidden_size, tp_size=inputs.tp_size, max_num_seqs=max_num_seqs, max_num_batched_tokens=batched, enforce_eager=inputs.enforce_eager
-    )
+    assumed = planned_overhead(model, inputs)
     middle = (assumed.low + assumed.high) // 2
     return plan_memory(model, replace(inputs, overhead=Overhead(middle, middle, "measured")))
 

@@ -598,14 +598,23 @@ def cuda_total_bytes(gpu_memory_mib: int) -> int:
     return gpu_memory_mib * MIB - NVIDIA_SMI_TOTAL_GAP_BYTES
 
 
+def planned_overhead(model: ModelShape, inputs: VllmMemoryInputs) -> Overhead:
+    """The start-up overhead a plan of `model` under `inputs` uses: the given one (measured), else
+    the range fleet assumes for the batch vLLM will profile (`assumed_overhead`)."""
+    if inputs.overhead is not None:
+        return inputs.overhead
+    batched_tokens, max_num_seqs = batch_defaults(inputs, cuda_total_bytes(inputs.gpu_memory_mib))
+    return assumed_overhead(
+        vocab_size=model.vocab_size, hidden_size=model.hidden_size, tp_size=inputs.tp_size, max_num_seqs=max_num_seqs, max_num_batched_tokens=batched_tokens, enforce_eager=inputs.enforce_eager
+    )
+
+
 def plan_memory(model: ModelShape, inputs: VllmMemoryInputs) -> VllmMemoryPlan:
     """vLLM `inputs.release` starting `model` under `inputs`: its verdict at both ends of the overhead range."""
     _validate(inputs)
     total = cuda_total_bytes(inputs.gpu_memory_mib)
     batched_tokens, max_num_seqs = batch_defaults(inputs, total)
-    overhead = inputs.overhead or assumed_overhead(
-        vocab_size=model.vocab_size, hidden_size=model.hidden_size, tp_size=inputs.tp_size, max_num_seqs=max_num_seqs, max_num_batched_tokens=batched_tokens, enforce_eager=inputs.enforce_eager
-    )
+    overhead = planned_overhead(model, inputs)
     layers = tuple(layer.with_block_size(inputs.block_size) for layer in model.layers) if inputs.block_size else model.layers
     groups = kv_cache_groups(layers, disable_hybrid_kv_cache_manager=inputs.disable_hybrid_kv_cache_manager)
     # config/vllm.py:588-609: async scheduling keeps two batches in flight (one without it).
