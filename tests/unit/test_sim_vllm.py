@@ -12,9 +12,6 @@ import json
 import os
 import re
 import signal
-import socket
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -26,6 +23,7 @@ from fleet.host.diagnose import diagnose_text
 from fleet.host.engines import engine as engine_named
 from fleet.host.engines.base import SpecCounters
 from fleet.host.engines.sim import vllmtext
+from fleet.host.engines.sim.harness import start_sim
 from fleet.host.engines.sim.vllmserver import VllmSim, prepare
 from fleet.host.engines.vllm import logparse
 from fleet.host.engines.vllm.metrics import spec_counters
@@ -126,12 +124,6 @@ def test_the_speculative_counters_and_vllms_acceptance_length() -> None:
     assert spec_counters(text.replace("70.0", "NaN")) is None  # a host's garbage is no figure
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _wait(predicate, timeout_s: float = 120.0) -> bool:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -143,20 +135,15 @@ def _wait(predicate, timeout_s: float = 120.0) -> bool:
 
 @pytest.fixture
 def served(tmp_path: Path):
-    port = _free_port()
-    args = [sys.executable, "-m", "fleet.host.engines.sim", *SEED, *DFLASH, "--host", "127.0.0.1", "--port", str(port), "--sim-speed", "0.01"]
-    log = tmp_path / "server.log"
-    with log.open("w") as sink:
-        process = subprocess.Popen(args, env={"PATH": str(tmp_path), "PYTHONPATH": str(ROOT), "FLEET_SIM_ENGINE": "vllm"}, stdout=sink, stderr=subprocess.STDOUT, cwd=tmp_path)
-    endpoint = Endpoint("127.0.0.1", port)
+    args = [*SEED, *DFLASH, "--host", "127.0.0.1"]
+    sim = start_sim(args, tmp_path / "server.log", env={"PATH": str(tmp_path), "FLEET_SIM_ENGINE": "vllm"}, speed=0.01)
+    endpoint = Endpoint("127.0.0.1", sim.port)
     try:
-        assert _wait(lambda: process.poll() is not None or health_ok(endpoint, 2.0)), log.read_text()
-        assert process.poll() is None, log.read_text()
-        yield endpoint, process, log
+        assert _wait(lambda: sim.process.poll() is not None or health_ok(endpoint, 2.0)), sim.log()
+        assert sim.process.poll() is None, sim.log()
+        yield endpoint, sim.process, sim.log_path
     finally:
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            process.wait(timeout=60)
+        sim.stop(timeout_s=60)
 
 
 def test_the_http_surface_serves_fleets_client_and_reports_vllms_acceptance(served) -> None:
