@@ -428,7 +428,7 @@ class Api:
             self._validate_length(prompt_tokens, max_tokens)
         except RequestError as exc:
             # Streaming requests are validated before the 200 goes out: same 400 JSON.
-            return connection.send(400, openai_error(str(exc)))
+            return connection.send(400, self._request_error(str(exc)))
         model = body.get("model") or self.state.served_model_name
         stream = bool(body.get("stream"))
         # 0.5.23 entrypoints/openai/utils.py:250 should_include_usage (the server's default include_usage,
@@ -473,6 +473,10 @@ class Api:
         if details is not None and self.state.since_0523:
             response["sglext"] = {"spec_tokens_details": details}
         connection.send(200, response)
+
+    def _request_error(self, message: str) -> dict[str, Any]:
+        """The body of a 400 for a request refused before it runs (SGLang's ErrorResponse)."""
+        return openai_error(message)
 
     def _usage(self, request: SimRequest, cache_report: bool | None = None) -> dict[str, Any]:
         """UsageProcessor.calculate_token_usage (0.5.23 usage_processor.py:96-131) as UsageInfo dumps it

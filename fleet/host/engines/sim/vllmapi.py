@@ -71,15 +71,13 @@ class VllmApi(Api):
                 "Make sure that `max_model_len` is no smaller than the number of text tokens (prompt + requested output tokens)."
             )
 
+    def _request_error(self, message: str) -> dict[str, Any]:
+        """ErrorResponse(error=ErrorInfo(message, type, param, code)): entrypoints/serve/engine/protocol.py:70-87."""
+        return {"error": {"message": message, "type": "BadRequestError", "param": None, "code": 400}}
+
     async def _openai(self, body: dict, connection: Connection, text: str | None, prompt_tokens: int, max_tokens: int | None, chat: bool, prompt_ids: list[int] | None = None) -> None:
-        try:
-            self._validate_length(prompt_tokens, max_tokens)
-        except RequestError as exc:
-            # ErrorResponse(error=ErrorInfo(message, type, param, code)): entrypoints/serve/engine/protocol.py:70-87.
-            return connection.send(400, {"error": {"message": str(exc), "type": "BadRequestError", "param": None, "code": 400}})
         # vLLM's V1 engine cuts max_tokens to what the context leaves (its default is all of it).
         room = self.state.context_len - prompt_tokens
-        body = {**body, "return_spec_tokens_details": False}
         await super()._openai(body, connection, text, prompt_tokens, room if max_tokens is None else min(max_tokens, room), chat, prompt_ids)
 
     async def metrics(self, request: HttpRequest, connection: Connection) -> None:
