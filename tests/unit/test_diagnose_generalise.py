@@ -438,8 +438,9 @@ def _threads(entries: list[dict[str, str]]) -> set[str]:
 
 
 def test_batch5_heldout_keeps_its_measured_accuracy() -> None:
-    """31 held-out logs (22 vLLM, 9 SGLang), never tuned on: 22/31 right (failures 19/27) from the bare log,
-    measured untouched. A floor: a later rule may raise it, but batch5 is then no longer held out."""
+    """31 real logs (22 vLLM, 9 SGLang): 22/31 right (failures 19/27) from the bare log, measured untouched;
+    30/31 (27/27) after the rules of its miss kinds (test_batch5_kinds_from_their_sources). It has been
+    tuned on since: batch6-heldout is the held-out set now. A floor, not a file-by-file check."""
     entries = _manifest(BATCH5_HELDOUT)
     assert len(entries) == 31 and all(entry["source"].startswith("https://github.com/") and entry["engine"] in ("sglang", "vllm") for entry in entries)
     # New threads only: none is a source of any other manifest of real logs.
@@ -447,4 +448,94 @@ def test_batch5_heldout_keeps_its_measured_accuracy() -> None:
     earlier = _threads([entry for path in others if path.exists() for entry in _manifest(path.parent)])
     assert len(_threads(entries)) == 31 and not _threads(entries) & earlier
     right = sum((diagnose_file(BATCH5_HELDOUT / entry["file"]).failure_class or "healthy") == entry["label"] for entry in entries)
-    assert right >= 22
+    assert right >= 30
+
+
+# -- batch5's miss kinds as class rules, each from the source that prints the text (issue 27) -----------
+# Each rule: the real line batch5 holds, then variants built from the source's format string (other
+# figures, other releases' wording, other launcher prefixes), and the same words where they prove nothing.
+@pytest.mark.parametrize(
+    ("lines", "failure_class", "figure"),
+    [
+        # vLLM transformers_utils/config.py get_config, 0.7.x: f"No supported config format found in {model}"
+        (["ValueError: No supported config format found in Benasd/Qwen2.5-VL-72B-Instruct-Pointer-AWQ"], "model_load_error", "Benasd/Qwen2.5-VL-72B-Instruct-Pointer-AWQ"),
+        (["(APIServer pid=7) ValueError: No supported config format found in /models/llama-3-8b."], "model_load_error", "/models/llama-3-8b"),
+        # 0.8+: "Could not detect config format for no config file found. With config_format 'auto', ..."
+        (
+            [
+                "(APIServer pid=48263) ValueError: Could not detect config format for no config file found. With config_format 'auto', ensure your model has either config.json (HF format) or params.json (Mistral format). Otherwise please specify your_custom_config_format in engine args for customized config parser."
+            ],
+            "model_load_error",
+            None,
+        ),
+        (
+            [
+                "ERROR 03-02 10:00:00 [config.py:480] ValueError('Could not detect config format for no config file found. Ensure your model has either config.json (HF format) or params.json (Mistral format).')"
+            ],
+            "model_load_error",
+            None,
+        ),
+        # requests' raise_for_status through huggingface_hub: f"{status} Client Error: {reason} for url: {url}"
+        (
+            ["requests.exceptions.HTTPError: 404 Client Error: Not Found for url: https://huggingface.co/HuggingFaceH4/gemma-2-2b-gkd/resolve/main/config.json"],
+            "model_load_error",
+            "HuggingFaceH4/gemma-2-2b-gkd",
+        ),
+        (["HTTPError: 404 Client Error: Not Found for url: https://huggingface.co/org/model-v2/resolve/refs%2Fpr%2F3/tokenizer.json"], "model_load_error", "org/model-v2"),
+        # SGLang 0.1-0.2 get_model_cls_by_arch_name: f"Unsupported architectures: {arch}. Supported list: {list(...)}"
+        (["ValueError: Unsupported architectures: ChatGLMForConditionalGeneration. Supported list: ['ChatGLMForCausalLM', 'ChatGLMModel']"], "model_load_error", "ChatGLMForConditionalGeneration"),
+        (["[rank0]: ValueError: Unsupported architectures: MiniCPMVForCausalLM. Supported list: ['LlamaForCausalLM']"], "model_load_error", "MiniCPMVForCausalLM"),
+        # vLLM's profiled block count before "No available memory for the cache blocks" (0.2 llm_engine.py,
+        # 0.6+ executor_base.py "# %s blocks: %d, # CPU blocks: %d")
+        (["INFO 04-27 10:13:05 llm_engine.py:275] # GPU blocks: 0, # CPU blocks: 256", "2024-04-27 10:13:05 | ERROR | stderr | Traceback (most recent call last):"], "kv_pool_too_small", None),
+        (["INFO 11-02 09:00:00 executor_base.py:113] # cuda blocks: 0, # CPU blocks: 4096"], "kv_pool_too_small", None),
+        (["(VllmWorkerProcess pid=9) INFO 11-02 09:00:00 llm_engine.py:300] # GPU blocks: 0"], "kv_pool_too_small", None),
+        # vLLM's scheduler: logger.warning("Input prompt (%d tokens) is too long and exceeds limit of %d", ...)
+        (["scheduler.py:648] Input prompt (36893 tokens) is too long and exceeds limit of 1000"], "context_length_exceeded", "36893"),
+        (["WARNING 07-28 03:23:18 scheduler.py:196] Input prompt (2716 tokens) is too long and exceeds limit of 4096"], "context_length_exceeded", "2716"),
+        (["(EngineCore_DP0 pid=3) WARNING 02-20 17:08:38 [scheduler.py:949] Input prompt (100005 tokens) is too long and exceeds limit of 2048"], "context_length_exceeded", "2048"),
+        # NCCL's CUDA-call checks: WARN("Cuda failure %d '%s'", ...) (cudawrap.h), WARN("Cuda failure '%s'", ...) (checks.h)
+        (
+            [
+                "kmaker-54-033138205093:44712:44746 [2] transport/nvls.cc:246 NCCL WARN Cuda failure 3 'initialization error'",
+                "kmaker-54-033138205093:44712:44746 [2] NCCL INFO init.cc:1010 -> 1",
+            ],
+            "nccl_error",
+            "initialization error",
+        ),
+        (["node1:301:355 [0] enqueue.cc:1302 NCCL WARN Cuda failure 'invalid device ordinal'", "node1:301:355 [0] NCCL INFO group.cc:64 -> 1 [Async thread]"], "nccl_error", "invalid device ordinal"),
+        (["node1:301:355 [0] proxy.cc:1190 NCCL WARN Cuda failure 2 'out of memory'"], "cuda_oom", None),
+    ],
+)
+def test_batch5_kinds_from_their_sources(lines: list[str], failure_class: str, figure: str | None) -> None:
+    diagnosis = diagnose_text(lines)
+    assert diagnosis.failure_class == failure_class
+    assert diagnosis.fix is not None and (figure is None or figure in diagnosis.fix)
+
+
+def test_vllms_prompt_over_limit_warning_counts_on_a_server_that_serves() -> None:
+    """The scheduler logs the dropped request at warning level on a running server: still the failure
+    (SGLang's 400 for the same request is too), unlike a warning from an optional extension."""
+    warning = "WARNING 11-19 08:01:02 scheduler.py:648] Input prompt (36893 tokens) is too long and exceeds limit of 1000"
+    ready = "INFO 11-19 08:00:00 launcher.py:37] Available routes are:"
+    assert diagnose_text([ready, warning]).failure_class == "context_length_exceeded"
+    assert [signature.name for signature in signatures_in(warning)] == ["context_length_exceeded"]
+    # the other triggers of the class still need an error line to count beside a running server
+    other = "WARNING 11-19 08:01:02 serving.py:10] The decoder prompt (length 5000) is longer than the maximum model length of 4096."
+    assert diagnose_text([ready, other]).failure_class is None
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # a healthy start's block counts, CPU blocks at 0 (no swap space), and another 404 than the hub's
+        "INFO 04-27 10:13:05 llm_engine.py:275] # GPU blocks: 7281, # CPU blocks: 0",
+        "INFO 11-02 09:00:00 executor_base.py:113] # cuda blocks: 10240, # CPU blocks: 2048",
+        "WARNING 11-02 09:00:00 [metrics.py:10] 404 Client Error: Not Found for url: http://localhost:9090/api/v1/push",
+        # NCCL's WARN lines that are not its CUDA-call checks, and its INFO error-return chains alone
+        "node1:301:355 [0] misc/nvmlwrap.cc:183 NCCL WARN nvmlDeviceGetHandleByPciBusId() failed: Not Found",
+        "node1:301:355 [0] NCCL INFO init.cc:1010 -> 1",
+    ],
+)
+def test_the_batch5_words_on_healthy_lines_stay_quiet(line: str) -> None:
+    assert diagnose_text([line, READY]).failure_class is None

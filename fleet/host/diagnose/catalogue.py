@@ -42,6 +42,9 @@ class Trigger:
 
     literal: str
     pattern: str | None = None
+    # Its source logs it at warning level although it is the failure (vLLM's scheduler drops a prompt
+    # over the limit with logger.warning): on a warning line it still proves its class.
+    proves_as_warning: bool = False
 
 
 @dataclass(frozen=True)
@@ -192,6 +195,19 @@ SIGNATURES: tuple[Signature, ...] = (
             T("contains custom code which must be executed"),
             T("Failed to load the model config"),
             T("does not recognize this architecture", r"(?:has model type `(?P<model_type>[\w.-]+)`)?"),
+            # vLLM transformers_utils/config.py get_config, when the model has neither config.json nor
+            # params.json: 0.7.x raise ValueError(f"No supported config format found in {model}"), 0.8+
+            # "Could not detect config format for no config file found. With config_format 'auto', ...".
+            T("No supported config format found in", r"No supported config format found in (?P<path>\S+?)\.?$"),
+            T("Could not detect config format"),
+            # requests' Response.raise_for_status (models.py): f"{status} Client Error: {reason} for url:
+            # {url}", raised through huggingface_hub's hf_raise_for_status (utils/_errors.py) when a file
+            # of the model is not in the repo at that revision.
+            T("404 Client Error", r"404 Client Error: Not Found for url: https://huggingface\.co/(?P<path>[\w.-]+/[\w.-]+)/resolve/"),
+            # SGLang 0.1-0.2 get_model_cls_by_arch_name (srt/model_executor/model_runner.py): raise
+            # ValueError(f"Unsupported architectures: {arch}. Supported list: {list(...)}"), the older
+            # form of the registry's "are not supported for now".
+            T("Unsupported architectures:", r"Unsupported architectures: (?P<architectures>[\w, '\[\]]+?)\. Supported list"),
         ),
         "Model {repo} is gated: accept its license on huggingface.co with the account whose token the host "
         "uses, and provide HF_TOKEN through the environment file (never a command line); or stage a local "
@@ -302,7 +318,9 @@ SIGNATURES: tuple[Signature, ...] = (
             T("OutOfMemoryError", r"^(?:.*?Tried to allocate (?P<tried>[\d.]+ [GMK]iB))?"),
             T("CUDA out of memory", r"^(?:.*?Tried to allocate (?P<tried>[\d.]+ [GMK]iB))?"),
             T("CUDA error: out of memory"),
-            T("Cuda failure 'out of memory'"),
+            # NCCL's CUDACHECK (src/include/checks.h) WARNs "Cuda failure '%s'" with cudaGetErrorString, its
+            # CUCHECK (src/include/cudawrap.h) "Cuda failure %d '%s'" with the driver's error number too.
+            T("Cuda failure", r"Cuda failure (?:\d+ )?'out of memory'"),
             T("cudaErrorMemoryAllocation"),
             # vLLM refuses to start when the GPU's free memory is below --gpu-memory-utilization's share
             # (v1/worker/utils.py:742, :763): "Free memory on device cuda:0 (3.22/4.0 GiB) on startup is
@@ -385,6 +403,11 @@ SIGNATURES: tuple[Signature, ...] = (
             T("KV cache is needed, which is larger than the available KV cache memory"),
             T("estimated maximum model length is", r"estimated maximum model length is (?P<kv_tokens>\d+)"),
             T("No available memory for the cache blocks"),
+            # vLLM logs the profiled block count just before that ValueError: 0.2-0.5 llm_engine.py
+            # _init_cache logger.info(f"# GPU blocks: {num_gpu_blocks}, # CPU blocks: {num_cpu_blocks}"),
+            # 0.6+ executor_base.py initialize_cache "# %s blocks: %d, # CPU blocks: %d" with the device
+            # name ("cuda", "GPU"). Zero device blocks is an empty pool whether or not the raise was logged.
+            T(" blocks: 0", r"^# (?!CPU\b)\w+ blocks: 0(?:,|$)"),
             T("Insufficient memory for KV cache"),
         ),
         "The KV pool was profiled at {profiled_tokens} tokens: the weights and the memory SGLang reserves "
@@ -442,6 +465,14 @@ SIGNATURES: tuple[Signature, ...] = (
                 r"\((?P<derived_context>\d+)\)",
             ),
             T("maximum context length is", r"maximum context length is (?P<context_len>\d+) tokens"),
+            # vLLM's scheduler (core/scheduler.py in v0, v1/core/sched/scheduler.py) drops a prompt over
+            # its limit with logger.warning("Input prompt (%d tokens) is too long and exceeds limit of
+            # %d", ...) and answers it with an empty completion: the request failed, at warning level.
+            T(
+                "is too long and exceeds limit of",
+                r"Input prompt \((?P<input_tokens>\d+) tokens\) is too long and exceeds limit of (?P<prompt_limit>\d+)",
+                proves_as_warning=True,
+            ),
             T("Please reduce the length of the messages or completion"),
         ),
         "--context-length {requested_context} is above the model's derived {derived_context}: lower it to "
@@ -457,6 +488,10 @@ SIGNATURES: tuple[Signature, ...] = (
         "A prompt of {input_tokens} tokens exceeds the {max_allowed} tokens this server accepts (the KV "
         "pool or the context length limits it): shorten the workload's prompts, or grow the pool with a "
         "higher --mem-fraction-static or a larger --tp-size.",
+        "vLLM ignored a prompt of {input_tokens} tokens (an empty completion): its limit is {prompt_limit}, "
+        "--max-model-len, or without chunked prefill the smaller of that and --max-num-batched-tokens. "
+        "Shorten the workload's prompts, or raise --max-model-len (and --max-num-batched-tokens) if the "
+        "model allows it.",
         "A prompt of {input_tokens} tokens does not fit the context of {context_len}: shorten the workload's prompts or raise --context-length if the model allows it.",
         "A request exceeded the context ({context_len} tokens): shorten the workload's prompts or its max_new_tokens, or raise --context-length if the model allows it.",
         "A request exceeded the server's context length: keep prompt + max_new_tokens below the context length with a margin, or pass --allow-auto-truncate.",
@@ -506,6 +541,11 @@ SIGNATURES: tuple[Signature, ...] = (
             T("nccl", r"\bnccl(?:Unhandled|System|Internal|Invalid|Remote)\w*Error\b"),
             T("Watchdog caught collective operation timeout"),
             T("DistBackendError"),
+            # NCCL has no error level: its CUDA-call checks WARN and return ncclUnhandledCudaError
+            # (src/include/cudawrap.h CUCHECK: WARN("Cuda failure %d '%s'", err, errStr); checks.h
+            # CUDACHECK: WARN("Cuda failure '%s'", ...)), printed "host:pid:tid [dev] file:line NCCL WARN
+            # ..." (debug.c). Communicator set-up failed; the OOM form is cuda_oom's, ranked first.
+            T("NCCL WARN Cuda failure", r"NCCL WARN Cuda failure (?:\d+ )?'(?P<nccl_detail>[^']+)'"),
             # c10d's heartbeat monitor: "ProcessGroupNCCL's watchdog got stuck for 600 seconds"; its flight
             # recorder on a timeout (ProcessGroupNCCL.cpp): "Received a dump signal due to a collective
             # timeout from this local rank ..." / "... from rank N".

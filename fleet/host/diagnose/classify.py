@@ -202,12 +202,14 @@ class _SignatureHits:
     serving_at_last: int = 0
 
 
-def _compile_index() -> tuple[tuple[bytes, tuple[tuple[Signature, re.Pattern[str] | None], ...]], ...]:
-    by_literal: dict[bytes, list[tuple[Signature, re.Pattern[str] | None]]] = {}
+def _compile_index() -> tuple[tuple[bytes, tuple[tuple[Signature, re.Pattern[str] | None, bool], ...]], ...]:
+    """Per literal: each signature with a trigger on it, the trigger's compiled pattern and whether
+    it proves its class on a warning line."""
+    by_literal: dict[bytes, list[tuple[Signature, re.Pattern[str] | None, bool]]] = {}
     for signature in SIGNATURES:
         for trigger in signature.triggers:
             pattern = re.compile(trigger.pattern) if trigger.pattern else None
-            by_literal.setdefault(trigger.literal.encode(), []).append((signature, pattern))
+            by_literal.setdefault(trigger.literal.encode(), []).append((signature, pattern, trigger.proves_as_warning))
     return tuple((literal, tuple(entries)) for literal, entries in by_literal.items())
 
 
@@ -354,8 +356,8 @@ class _Scanner:
         if _is_nccl_info(raw):
             return
         text, message, matched, warning = _match(raw, text)
-        for signature, groups in matched.items():
-            self._record(signature, line_no, text, message, groups, warning)
+        for signature, (groups, as_warning) in matched.items():
+            self._record(signature, line_no, text, message, groups, warning and not as_warning)
 
     def _record(self, signature: Signature, line_no: int, text: str, message: str, groups: dict[str, str], warning: bool = False) -> None:
         hits = self.hits.setdefault((self.summary.starts, signature.name), _SignatureHits())
@@ -411,12 +413,12 @@ def _unwrap(message: str) -> tuple[str, bool]:
     return message, warning or bool(_WARNING_MESSAGE.match(message))
 
 
-def _match(raw: bytes, text: str | None) -> tuple[str, str, dict[Signature, dict[str, str]], bool]:
-    """The catalogue signatures one line proves, with the named groups their triggers read, the
-    line decoded (only when a literal is in it: most lines cost one `in` per literal), its
-    message (its log prefixes removed) and whether it is a warning. A traceback frame quoting
-    source is no event."""
-    matched: dict[Signature, dict[str, str]] = {}  # groups of all of a signature's triggers
+def _match(raw: bytes, text: str | None) -> tuple[str, str, dict[Signature, tuple[dict[str, str], bool]], bool]:
+    """The catalogue signatures one line proves, each with the named groups its triggers read and
+    whether a trigger that proves its class at warning level matched; the line decoded (only when a
+    literal is in it: most lines cost one `in` per literal), its message (its log prefixes removed)
+    and whether it is a warning. A traceback frame quoting source is no event."""
+    matched: dict[Signature, tuple[dict[str, str], bool]] = {}  # groups of all of a signature's triggers
     message = ""
     warning = False
     for literal, entries in _INDEX:
@@ -429,11 +431,12 @@ def _match(raw: bytes, text: str | None) -> tuple[str, str, dict[Signature, dict
             if _SOURCE_LINE.match(message):
                 return text, message, {}, False
             message = message.strip()
-        for signature, pattern in entries:
+        for signature, pattern, as_warning in entries:
             found = pattern.search(message) if pattern is not None else None
             if pattern is not None and found is None:
                 continue
-            groups = matched.setdefault(signature, {})
+            groups, proven = matched.get(signature, ({}, False))
+            matched[signature] = (groups, proven or as_warning)
             if found is not None:
                 for key, value in found.groupdict().items():
                     if value is not None:
@@ -449,7 +452,7 @@ def signatures_in(line: str) -> tuple[Signature, ...]:
     if _is_nccl_info(raw):
         return ()
     _, _, matched, warning = _match(raw, line)
-    found = (signature for signature in matched if not warning or signature.kind is Kind.FINDING)
+    found = (signature for signature, (_, as_warning) in matched.items() if not warning or as_warning or signature.kind is Kind.FINDING)
     return tuple(sorted(found, key=lambda signature: signature.rank))
 
 
