@@ -12,6 +12,16 @@ from tests.testfleet import TestFleet, start_test_fleet, unavailable_reason
 from tests.testfleet.systemd_host import SystemdTestFleet, start_systemd_test_fleet, systemd_unavailable_reason
 
 
+@pytest.fixture(autouse=True, scope="session")
+def controller_state(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The controller's per-user state (the key and the cache of checked results,
+    fleet.sweep.resultcache) in the session's own folder, never the user's: the fleet commands the
+    tests run in child processes inherit it."""
+    with pytest.MonkeyPatch.context() as patched:
+        patched.setenv("FLEET_STATE_DIR", str(tmp_path_factory.mktemp("fleet-state")))
+        yield
+
+
 def _skip_without_test_fleet() -> None:
     reason = unavailable_reason()
     if reason:

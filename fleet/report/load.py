@@ -14,10 +14,10 @@ from __future__ import annotations
 import gc
 import json
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator
 
 import yaml
 
@@ -25,6 +25,7 @@ from fleet.host.contract import RunResult, SweepDir
 from fleet.host.contract.reader import Reader
 from fleet.layout import LATEST, SweepFolder
 from fleet.sweep.ledger import read_sweep_results
+from fleet.sweep.resultcache import TTFTs
 from fleet.errors import ReportError
 
 
@@ -39,9 +40,10 @@ class HostRecord:
 
 @dataclass(frozen=True)
 class Loaded:
-    """One result (`reported`: the part the report reads, its requests left out), its successful
-    requests' TTFTs by their tags, and the folder of the file it came from (one Path a host's
-    folder, not one a result: a Path is ~1 KiB, a fifth of what the report keeps of a result)."""
+    """One result (fleet.sweep.resultcache.reported: the part the report reads, its requests left
+    out), its successful requests' TTFTs by their tags, and the folder of the file it came from
+    (one Path a host's folder, not one a result: a Path is ~1 KiB, a fifth of what the report
+    keeps of a result)."""
 
     runs: Path
     result: RunResult
@@ -136,19 +138,13 @@ def load_sweep(directory: Path | str) -> SweepData:
         playbook_description=_description(folder.playbook),
     )
     # Through the sweep's one reader of pulled results: bounded, checked, never a crash (a bad
-    # file is listed with why, as unreadable).
-    # Each result's requests become one tuple of TTFTs per (level, repeat) as it is read (30
-    # requests' dicts are 5.5 KiB, their TTFTs 1 KiB): never all the requests at once.
-    ttft_s: dict[tuple[str, str], TTFTs] = {}
-
-    def keep(result: RunResult) -> RunResult:
-        ttft_s[result.host, result.run_id] = ttfts(result.requests)
-        return reported(result)
-
+    # file is listed with why, as unreadable). It holds of each result only what the report reads
+    # (fleet.sweep.resultcache.Digest: its requests as one tuple of TTFTs per (level, repeat), 1 KiB
+    # where their dicts are 5.5 KiB), from the user's cache of checked results where it has them.
     with collector_paused():
-        swept = read_sweep_results(directory, sweep_id=sweep.sweep_id, keep=keep)
+        swept = read_sweep_results(directory, sweep_id=sweep.sweep_id, digests=True)
     runs = {host: directory / host / SweepDir.RUNS for host in {r.host for r in swept.results}}
-    sweep.results = [Loaded(runs[r.host], r, ttft_s[r.host, r.run_id]) for r in swept.results]
+    sweep.results = [Loaded(runs[r.host], r, swept.ttft_s[r.host, r.run_id]) for r in swept.results]
     sweep.unreadable = [(directory / relative, why) for relative, why in sorted(swept.rejected.items())]
     return sweep
 
@@ -167,53 +163,6 @@ def collector_paused() -> Iterator[None]:
     finally:
         if enabled:
             gc.enable()
-
-
-# What the report reads of a result (fleet.report.model: rows_of, _with_figures, the lossless
-# checks); `reported` keeps only these. tests/unit/test_report_scale.py checks that every fixture's
-# report is the same from whole results.
-FIGURE_FIELDS = ("requests", "output_tok_s", "output_tok_s_per_request", "request_throughput", "acceptance_length", "ttft_s", "itl_s", "energy", "level", "repeat")
-SECTIONS = ("levels", "repeats")  # extras of figures, one per level or repeat (FIGURE_FIELDS of each); other extras kept whole
-SERVER_FIELDS = ("max_running_requests",)
-WORKLOAD_FIELDS = ("name", "kind")
-
-
-def reported(result: RunResult) -> RunResult:
-    """The part of a result the report reads, as a RunResult: no requests (the report reads their
-    `ttfts`), its figures and their sections with `FIGURE_FIELDS`, server and workload with theirs,
-    no host facts (the report takes a host's from the sweep's hosts/ files); other extras whole. A
-    result of the scale benchmark (19 KB of JSON) is 49 KiB loaded whole, 9 KiB so with its TTFTs
-    (issue 28: 50,000 results within 1 GiB)."""
-    extras = {key: value for key, value in result.extras.items() if key not in SECTIONS}
-    for key in SECTIONS:
-        if isinstance(sections := result.extras.get(key), list):
-            extras[key] = [_figures(section) for section in sections]  # every item kept: a repeat's number defaults to its index
-    server = _only(result.server, SERVER_FIELDS) if result.server is not None else None
-    return replace(result, host_facts=None, requests=(), figures=_figures(result.figures), extras=extras, server=server,
-                   workload=_only(result.workload, WORKLOAD_FIELDS))  # fmt: skip
-
-
-# The TTFTs of a result's successful requests by their tags (level, repeat): None where absent.
-TTFTs = dict[tuple[Any, Any], tuple[float, ...]]
-
-
-def ttfts(requests: Iterable[Mapping[str, Any]]) -> TTFTs:
-    """The TTFTs of the requests that succeeded and have one, by (level, repeat), each in the
-    requests' order: what a pass of the report takes of its requests (fleet.report.model)."""
-    grouped: dict[tuple[Any, Any], list[float]] = {}
-    for request in requests:
-        ttft = request.get("ttft_s")
-        if request.get("ok") and isinstance(ttft, (int, float)):
-            grouped.setdefault((request.get("level"), request.get("repeat")), []).append(float(ttft))
-    return {tags: tuple(values) for tags, values in grouped.items()}
-
-
-def _figures(section: Any) -> Any:
-    return _only(section, FIGURE_FIELDS) if isinstance(section, dict) else section
-
-
-def _only(mapping: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
-    return {key: mapping[key] for key in keys if key in mapping}
 
 
 def _description(path: Path) -> str:

@@ -13,6 +13,12 @@ diagnose` all read results here, so none of them counts a forged result or falls
 The ledger is also the index the sweep's bookkeeping works from (which runs have a result, which
 came in since the last look): incremental, so a poll costs one directory listing, not a parse of
 every result so far.
+
+And it keeps the user's cache of checked results (fleet.sweep.resultcache): a folder's ledger
+(`host_ledger`, `read_sweep_results`) writes what a report reads of each result it accepted, signed,
+when the sweep or the report reads the whole folder; a ledger that holds only that part (`fleet
+report`'s) takes it from there for every file whose stamp is the one it was checked at, and
+checks every other file as ever.
 """
 
 from __future__ import annotations
@@ -20,28 +26,36 @@ from __future__ import annotations
 import os
 import stat
 import threading
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from fleet.host.contract import ContractError, RunResult, Shard, SweepDir, load_result
 from fleet.host.contract.reader import read_text
+from fleet.sweep.resultcache import Digest, Entry, ResultCache, TTFTs, digest
 
 # The file's identity as rsync leaves it (mtime first: files sort as they came): a pulled file is
-# renamed into place, so a new copy is a new inode (and a rewrite a new size or time).
-_Stamp = tuple[int, int, int, int]
+# renamed into place, so a new copy is a new inode (and a rewrite a new size or time); its ctime,
+# last, is one no writer can set back (rsync and a host can set the mtime), which the cache's
+# entries, kept across processes, rest on.
+_Stamp = tuple[int, int, int, int, int]
 
 
 class ResultLedger:
     """The results pulled into one host's `runs/` folder, each file read once. Thread-safe."""
 
-    def __init__(self, runs_dir: Path, sweep_id: str, host: str, expected: Iterable[str] | None = None, keep: Callable[[RunResult], RunResult] | None = None) -> None:
+    def __init__(self, runs_dir: Path, sweep_id: str, host: str, expected: Iterable[str] | None = None, *, digests: bool = False, cache: ResultCache | None = None) -> None:
         """`expected`: the runs this host may have results for (more with `expect`); None: any
-        run (a folder read without its shard), checked by name, sweep and host only. `keep`: what
-        of each accepted result this ledger holds (a reader that reads only part of a result, as
-        `fleet report` does, holds only that part, not thousands of whole results); the whole one
-        where None."""
-        self._keep = keep
+        run (a folder read without its shard), checked by name, sweep and host only. `digests`:
+        hold of each accepted result only what a report reads (fleet.sweep.resultcache.Digest:
+        not thousands of whole results), taken from `cache` where it has the file's as stamped;
+        else whole results. `cache`: this folder's, written by `save`."""
+        self._digests = digests
+        self._cache = cache
+        self._cached: dict[str, Entry] | None = None  # the cache's entries, read at the first refresh (digests only)
+        self._entries: dict[str, Entry] = {}  # file name -> what the cache gets of it (digests only)
+        self._ttft_s: dict[str, TTFTs] = {}  # run id -> its TTFTs (digests only)
+        self._unsaved = False  # accepted or forgotten since the cache was read or written
         self.runs_dir = runs_dir
         self._dir = os.fspath(runs_dir)  # its files' paths joined as text: a Path join is ~5 us, 50,000 of them
         self.sweep_id = sweep_id
@@ -77,6 +91,8 @@ class ResultLedger:
         host that rewrites one later changes nothing here), so a poll of a folder of thousands
         costs one directory read, not thousands of stats."""
         with self._lock:
+            if self._digests and self._cached is None:
+                self._cached = self._cache.load() if self._cache is not None else {}
             try:
                 names = {name for name in os.listdir(self.runs_dir) if name.endswith(".json") and not name.startswith(".")}
             except FileNotFoundError:
@@ -96,29 +112,46 @@ class ResultLedger:
                 if self._stamps.get(name) == stamp:
                     continue  # a rejected file unchanged
                 self._stamps[name] = stamp
-                self._take(name)
+                self._take(name, stamp)
 
     def _stamp(self, name: str) -> _Stamp | None:
         try:
             info = os.lstat(os.path.join(self._dir, name))
         except OSError:
             return None
-        return (info.st_mtime_ns, info.st_ino, info.st_size, stat.S_IFMT(info.st_mode))
+        return (info.st_mtime_ns, info.st_ino, info.st_size, stat.S_IFMT(info.st_mode), info.st_ctime_ns)
 
-    def _take(self, name: str) -> None:
-        result, why = self._read(name)
+    def _take(self, name: str, stamp: _Stamp) -> None:
         run_id = name.removesuffix(".json")
-        if result is None:
+        held, why = self._held(name, stamp)
+        if held is None:
             self._results.pop(run_id, None)
+            self._ttft_s.pop(run_id, None)
+            self._entries.pop(name, None)
             self._reject(name, why)
             return
         self._rejected.pop(name, None)
-        if self._keep is not None:
-            result = self._keep(result)
+        if isinstance(held, Digest):
+            self._entries[name] = (stamp, held)
+            self._ttft_s[run_id] = held.ttft_s
+            held = held.result
         if run_id not in self._announced:  # a run is news once, whatever its file does later
             self._announced.add(run_id)
-            self._accepted.append(result)
-        self._results[run_id] = result
+            self._accepted.append(held)
+        self._results[run_id] = held
+
+    def _held(self, name: str, stamp: _Stamp) -> tuple[RunResult | Digest | None, str]:
+        """What this ledger holds of a file (or None, and why not): its digest from the cache
+        where the cache has it as stamped now (its content was checked at that stamp; where it
+        lies is checked again: this ledger's sweep, host and runs), else the file read and checked,
+        whole or its digest."""
+        cached = self._cached.get(name) if self._cached else None
+        if cached is not None and cached[0] == stamp:
+            problem = self.misplaced(cached[1].result)
+            return (None, f"{os.path.join(self._dir, name)}: {problem}") if problem else (cached[1], "")
+        self._unsaved = True
+        result, why = self._read(name)
+        return (digest(result), "") if result is not None and self._digests else (result, why)
 
     def _reject(self, name: str, why: str) -> None:
         if self._rejected.get(name) != why:
@@ -159,6 +192,25 @@ class ResultLedger:
         self._stamps.pop(name, None)
         self._rejected.pop(name, None)
         self._results.pop(name.removesuffix(".json"), None)
+        self._ttft_s.pop(name.removesuffix(".json"), None)
+        self._entries.pop(name, None)
+        self._unsaved = True
+
+    def save(self) -> None:
+        """This folder's cache made what this ledger accepted, where it read a file or lost one
+        since the cache was read or last written: the digests it holds, or of the whole results
+        it holds (a sweep's, at its summary). Each digest under the stamp its file was read at (an
+        accepted file is not read again: one that changed since is checked by the next reader)."""
+        with self._lock:
+            if self._cache is None or not self._unsaved:
+                return
+            self._unsaved = False
+            held = dict(self._entries) if self._digests else None
+            whole = [] if self._digests else [(f"{run_id}.json", result) for run_id, result in self._results.items()]
+            stamps = {name: self._stamps[name] for name, _ in whole}
+        # A sweep's whole results' digests are made outside the lock: the hosts' loops may still poll.
+        entries = held if held is not None else {name: (stamps[name], digest(result)) for name, result in whole}
+        self._cache.save(entries)
 
     # ------------------------------------------------------------------------------ the index
 
@@ -167,6 +219,13 @@ class ResultLedger:
         """Run id -> its result, for every result that passed (as of the last refresh)."""
         with self._lock:
             return dict(self._results)
+
+    @property
+    def ttft_s(self) -> dict[str, TTFTs]:
+        """Run id -> its requests' TTFTs (fleet.sweep.resultcache.ttfts), for every result that
+        passed, where this ledger holds digests; else {}."""
+        with self._lock:
+            return dict(self._ttft_s)
 
     @property
     def rejected(self) -> dict[str, str]:
@@ -185,25 +244,30 @@ class ResultLedger:
 @dataclass(frozen=True)
 class SweepResults:
     """Every result of a sweep folder that passed, and every file that did not (path relative to
-    the folder -> why)."""
+    the folder -> why); with `digests`, each result's TTFTs by (host, run id)."""
 
     results: list[RunResult]
     rejected: dict[str, str]
+    ttft_s: dict[tuple[str, str], TTFTs] = field(default_factory=dict)
 
 
 def host_ledger(directory: Path, host: str, expected: Iterable[str] | None = None) -> ResultLedger:
-    """The ledger of one host's folder of the sweep folder `directory` (named after its sweep id)."""
-    return ResultLedger(directory / host / SweepDir.RUNS, directory.name, host, expected)
+    """The ledger of one host's folder of the sweep folder `directory` (named after its sweep id),
+    which keeps the folder's cache of checked results (written by `read_sweep_results`)."""
+    runs = directory / host / SweepDir.RUNS
+    return ResultLedger(runs, directory.name, host, expected, cache=ResultCache.of(runs, directory.name, host))
 
 
-def read_sweep_results(directory: Path, ledgers: Mapping[str, ResultLedger] | None = None, sweep_id: str | None = None, keep: Callable[[RunResult], RunResult] | None = None) -> SweepResults:
+def read_sweep_results(directory: Path, ledgers: Mapping[str, ResultLedger] | None = None, sweep_id: str | None = None, *, digests: bool = False) -> SweepResults:
     """Every host folder's results (`<host>/runs/*.json`), through the given ledgers where a live
     sweep has them (refreshed, not read again) and otherwise a ledger per folder that checks a
     result's run against the host's saved shard where there is one. `sweep_id`: sweep.json's,
-    where the folder may have been renamed (default: the folder's name). `keep`: what of each
-    result the folders' own ledgers hold (ResultLedger's)."""
+    where the folder may have been renamed (default: the folder's name). `digests`: the folders'
+    own ledgers hold only what a report reads, from the user's cache where it has it
+    (ResultLedger's). Each ledger then writes its folder's cache (`ResultLedger.save`)."""
     results: list[RunResult] = []
     rejected: dict[str, str] = {}
+    ttft_s: dict[tuple[str, str], TTFTs] = {}
     try:
         folders = sorted(entry.name for entry in os.scandir(directory) if entry.is_dir(follow_symlinks=False))
     except OSError:
@@ -215,11 +279,14 @@ def read_sweep_results(directory: Path, ledgers: Mapping[str, ResultLedger] | No
             runs = directory / name / SweepDir.RUNS
             if not os.path.lexists(runs):
                 continue
-            ledger = ResultLedger(runs, sweep_id or directory.name, name, _saved_shard_runs(directory / name), keep)
+            cache = ResultCache.of(runs, sweep_id or directory.name, name)
+            ledger = ResultLedger(runs, sweep_id or directory.name, name, _saved_shard_runs(directory / name), digests=digests, cache=cache)
         ledger.refresh()
+        ledger.save()
         results.extend(ledger.results.values())
+        ttft_s.update(((ledger.host, run_id), ttfts) for run_id, ttfts in ledger.ttft_s.items())
         rejected.update({f"{name}/{SweepDir.RUNS}/{file}": why for file, why in ledger.rejected.items()})
-    return SweepResults(sorted(results, key=lambda r: (r.host, r.run_id)), rejected)
+    return SweepResults(sorted(results, key=lambda r: (r.host, r.run_id)), rejected, ttft_s)
 
 
 def _saved_shard_runs(host_dir: Path) -> set[str] | None:

@@ -14,7 +14,8 @@ import pytest
 
 from fleet.host.contract import SweepDir
 from fleet.report import build_report, load_sweep, render
-from fleet.report.load import Loaded, ttfts
+from fleet.report.load import Loaded
+from fleet.sweep.resultcache import ttfts
 from fleet.report.model import Report, Row, make_cells, rows_of
 from fleet.sweep.ledger import read_sweep_results
 from tests.unit.line_count import lines_executed
@@ -63,7 +64,7 @@ def test_report_work_per_cell_does_not_grow_with_the_number_of_cells() -> None:
 
 @pytest.mark.parametrize("fixture", ["noisy", "sweep", "baseline"])
 def test_the_report_of_the_part_load_keeps_is_the_report_of_whole_results(fixture: str) -> None:
-    """load_sweep keeps of each result only what the report reads (fleet.report.load.reported:
+    """load_sweep keeps of each result only what the report reads (fleet.sweep.resultcache.reported:
     ~1/4 of its memory); the report of those is the report of the whole results, every line of it
     in Markdown and JSON lines. A field the model reads that `reported` drops shows here."""
     kept = load_sweep(FIXTURES / fixture)

@@ -1,0 +1,249 @@
+"""The controller's cache of results already checked: a result file is parsed and checked once
+(fleet.sweep.ledger, through the contract's bounded reader), and what a report reads of it (its
+`Digest`) is kept in the user's state folder under the file's stamp, so that the next `fleet
+report` of the folder reads 50,000 results in one load instead of 50,000 parses (issue 28).
+
+Trust. A result is a host's word and the cache stands in for the checks, so nothing but fleet
+itself may have written it: every cache file is signed (HMAC-SHA256) with a key of the user's,
+made on first use in the state folder (`$FLEET_STATE_DIR`, else `$XDG_STATE_HOME/fleet`, else
+`~/.local/state/fleet`; the key 0600 in a 0700 folder) and never under a sweep folder, where a
+host's rsync writes (`<host>/`) and which a report never writes into. The signature also covers
+the folder's real path, the sweep and host the ledger reads for, and a fingerprint of the code
+that checks and cuts a result: a cache of another folder, another user (another key), another
+fleet (other checks) or one torn or edited does not verify and is not unpickled; every result is
+then checked again, as with no cache. A verified entry is used only while the file's stamp
+(fleet.sweep.ledger: mtime, inode, size, type, ctime, which no writer can set back) is the one it
+was checked at.
+
+Two processes writing one folder's cache (a sweep's summary, a report beside it) each rename a
+whole file into place (fleet.host.atomic): the last one wins, neither tears the other's.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import os
+import pickle
+import secrets
+import stat
+import tempfile
+from collections.abc import Iterable, Mapping
+from dataclasses import fields, replace
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from fleet.host.atomic import atomic_file
+from fleet.host.contract import RunResult
+from fleet.host.contract import reader as contract_reader
+from fleet.host.contract import results as contract_results
+
+# ------------------------------------------------------------------------------ what is kept
+
+# What the report reads of a result (fleet.report.model: rows_of, _with_figures, the lossless
+# checks); `reported` keeps only these. tests/unit/test_report_scale.py checks that every fixture's
+# report is the same from whole results.
+FIGURE_FIELDS = ("requests", "output_tok_s", "output_tok_s_per_request", "request_throughput", "acceptance_length", "ttft_s", "itl_s", "energy", "level", "repeat")
+SECTIONS = ("levels", "repeats")  # extras of figures, one per level or repeat (FIGURE_FIELDS of each); other extras kept whole
+SERVER_FIELDS = ("max_running_requests",)
+WORKLOAD_FIELDS = ("name", "kind")
+
+# The TTFTs of a result's successful requests by their tags (level, repeat): None where absent.
+TTFTs = dict[tuple[Any, Any], tuple[float, ...]]
+
+
+class Digest(NamedTuple):
+    """What a report holds of one result: its `reported` part and its requests' `ttfts`."""
+
+    result: RunResult
+    ttft_s: TTFTs
+
+
+def digest(result: RunResult) -> Digest:
+    return Digest(reported(result), ttfts(result.requests))
+
+
+def reported(result: RunResult) -> RunResult:
+    """The part of a result the report reads, as a RunResult: no requests (the report reads their
+    `ttfts`), its figures and their sections with `FIGURE_FIELDS`, server and workload with theirs,
+    no host facts (the report takes a host's from the sweep's hosts/ files); other extras whole. A
+    result of the scale benchmark (19 KB of JSON) is 49 KiB loaded whole, 9 KiB so with its TTFTs
+    (issue 28: 50,000 results within 1 GiB)."""
+    extras = {key: value for key, value in result.extras.items() if key not in SECTIONS}
+    for key in SECTIONS:
+        if isinstance(sections := result.extras.get(key), list):
+            extras[key] = [_figures(section) for section in sections]  # every item kept: a repeat's number defaults to its index
+    server = _only(result.server, SERVER_FIELDS) if result.server is not None else None
+    return replace(result, host_facts=None, requests=(), figures=_figures(result.figures), extras=extras, server=server,
+                   workload=_only(result.workload, WORKLOAD_FIELDS))  # fmt: skip
+
+
+def ttfts(requests: Iterable[Mapping[str, Any]]) -> TTFTs:
+    """The TTFTs of the requests that succeeded and have one, by (level, repeat), each in the
+    requests' order: what a pass of the report takes of its requests (fleet.report.model)."""
+    grouped: dict[tuple[Any, Any], list[float]] = {}
+    for request in requests:
+        ttft = request.get("ttft_s")
+        if request.get("ok") and isinstance(ttft, (int, float)):
+            grouped.setdefault((request.get("level"), request.get("repeat")), []).append(float(ttft))
+    return {tags: tuple(values) for tags, values in grouped.items()}
+
+
+def _figures(section: Any) -> Any:
+    return _only(section, FIGURE_FIELDS) if isinstance(section, dict) else section
+
+
+def _only(mapping: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
+    return {key: mapping[key] for key in keys if key in mapping}
+
+
+# ------------------------------------------------------------------------------ where, and the key
+
+STATE_DIR_ENV = "FLEET_STATE_DIR"
+KEY_FILE = "results-cache.key"
+CACHE_FOLDER = "results-cache"
+_KEY_BYTES = 32
+
+# A file's identity as the ledger stamps it (fleet.sweep.ledger._stamp), and a cache's entry.
+Stamp = tuple[int, ...]
+Entry = tuple[Stamp, Digest]
+
+_MAGIC = b"fleet.result-cache/1\n"
+_MAC_BYTES = hashlib.sha256().digest_size
+
+
+def state_dir(environ: Mapping[str, str] = os.environ) -> Path:
+    """The controller's per-user state folder (an empty setting counts as unset: it would be the
+    current folder)."""
+    if override := environ.get(STATE_DIR_ENV, "").strip():
+        return Path(override)
+    return Path(environ.get("XDG_STATE_HOME", "").strip() or os.path.expanduser("~/.local/state")) / "fleet"
+
+
+def user_key(directory: Path) -> bytes | None:
+    """The user's key in `directory`, made there on first use; None where there is none to be had
+    (a read-only home, a key file others could read or that is not ours): no cache then, every
+    result is checked, as before the cache."""
+    path = directory / KEY_FILE
+    if (key := _read_key(path)) is not None or os.path.lexists(path):
+        return key
+    try:
+        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        descriptor, temporary = tempfile.mkstemp(prefix=".key-", dir=directory)  # mkstemp: 0600
+        try:
+            os.write(descriptor, secrets.token_bytes(_KEY_BYTES))
+            os.fsync(descriptor)
+        finally:
+            os.close(descriptor)
+        try:
+            os.link(temporary, path)  # never over another process's key: the first one made is everyone's
+        except FileExistsError:
+            pass
+        finally:
+            os.unlink(temporary)
+    except OSError:
+        return None
+    return _read_key(path)
+
+
+def _read_key(path: Path) -> bytes | None:
+    try:
+        descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return None
+    try:
+        info = os.fstat(descriptor)
+        if not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid() or info.st_mode & 0o077 or info.st_size != _KEY_BYTES:
+            return None
+        key = os.read(descriptor, _KEY_BYTES + 1)
+    except OSError:
+        return None
+    finally:
+        os.close(descriptor)
+    return key if len(key) == _KEY_BYTES else None
+
+
+def _code_fingerprint() -> bytes:
+    """The code a cached digest stands for: the contract's checks (results.py, reader.py) and the
+    cut (this module). Another fleet's cache, whose checks or cut may differ, never verifies."""
+    hashed = hashlib.sha256(_MAGIC)
+    hashed.update(json.dumps([f.name for f in fields(RunResult)]).encode())
+    for module in (contract_results, contract_reader):
+        hashed.update(Path(module.__file__ or "").read_bytes())
+    hashed.update(Path(__file__).read_bytes())
+    return hashed.digest()
+
+
+# ------------------------------------------------------------------------------ one folder's cache
+
+
+class ResultCache:
+    """The signed cache of one `runs/` folder's checked results, as one ledger reads them."""
+
+    def __init__(self, path: Path, key: bytes, scope: bytes) -> None:
+        self.path = path
+        self._key = key
+        self._scope = scope  # signed with every file, never stored: what the file must be of
+
+    @classmethod
+    def of(cls, runs_dir: Path, sweep_id: str, host: str, environ: Mapping[str, str] = os.environ) -> ResultCache | None:
+        """The cache of `runs_dir`'s results read for `sweep_id` and `host`; None without a key."""
+        directory = state_dir(environ)
+        key = user_key(directory)
+        if key is None:
+            return None
+        try:
+            fingerprint = _code_fingerprint()
+        except OSError:  # fleet's source not readable as files (a zip): nothing to tell its checks by
+            return None
+        scope = json.dumps([os.path.realpath(runs_dir), sweep_id, host]).encode() + fingerprint
+        return cls(directory / CACHE_FOLDER / f"{hashlib.sha256(scope).hexdigest()[:40]}.bin", key, scope)
+
+    def _mac(self, payload: memoryview | bytes) -> bytes:
+        signer = hmac.new(self._key, _MAGIC + self._scope, hashlib.sha256)
+        signer.update(payload)
+        return signer.digest()
+
+    def load(self) -> dict[str, Entry]:
+        """File name -> (its stamp, its digest) as signed; {} where there is no cache, or one that
+        does not verify (edited, torn, another key, folder or fleet) or does not load."""
+        try:
+            descriptor = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW)
+        except OSError:
+            return {}
+        try:
+            if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+                return {}
+            with os.fdopen(os.dup(descriptor), "rb") as handle:
+                data = handle.read()
+        except OSError:
+            return {}
+        finally:
+            os.close(descriptor)
+        head = len(_MAGIC) + _MAC_BYTES
+        if len(data) < head or not data.startswith(_MAGIC):
+            return {}
+        payload = memoryview(data)[head:]
+        if not hmac.compare_digest(data[len(_MAGIC) : head], self._mac(payload)):
+            return {}
+        try:
+            # Signed by this user's fleet with these checks, for this folder: unpickling it runs
+            # nothing but what that fleet pickled (a dict of stamps and digests).
+            entries = pickle.loads(payload)
+        except Exception:  # signed yet unloadable (a class moved by an upgrade): read as no cache
+            return {}
+        return entries if isinstance(entries, dict) else {}
+
+    def save(self, entries: Mapping[str, Entry]) -> None:
+        """`entries` as the folder's whole cache, signed, renamed into place. A cache that cannot
+        be written (full, read-only) costs the next reader the checks, nothing else."""
+        payload = pickle.dumps(dict(entries), protocol=pickle.HIGHEST_PROTOCOL)
+        try:
+            self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            with atomic_file(self.path, 0o600) as handle:
+                handle.write(_MAGIC)
+                handle.write(self._mac(payload))
+                handle.write(payload)
+        except OSError:
+            pass
