@@ -56,6 +56,9 @@ class FailureClass(str, Enum):
     # server's on most greedy prompts (fleet.host.agent.lossless): proved by the run record, fixed
     # by quarantine like an illegal instruction (a broken verify kernel does not mend on a retry).
     NOT_LOSSLESS = "not_lossless"
+    # A workload's client tool (fleet.host.agent.kinds.tool) could not start, exited with an error,
+    # outlived its time, or left an output fleet could not read: its output's tail is the evidence.
+    CLIENT_TOOL_FAILED = "client_tool_failed"
 
     # -- requests (fleet.host.agent.client); the over-context 400 is CONTEXT_LENGTH_EXCEEDED -----
     HTTP_400 = "http_400"

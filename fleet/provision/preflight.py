@@ -20,6 +20,7 @@ from rich.text import Text
 
 from fleet.facts.gather import VLLM_ENGINE
 from fleet.facts.models import EnginePython, Gpu, HostFacts, Version, version_tuple
+from fleet.host.agent.tools import TOOLS
 from fleet.host.engines import engine as engine_named
 from fleet.host.nvidia_smi import plays_declared
 from fleet.inventory import EngineKind, Host, ServiceManager
@@ -150,6 +151,18 @@ def torch_arch_support(arch_list: Sequence[str], capability: tuple[int, int]) ->
 
 
 @dataclass(frozen=True)
+class ClientToolProbe:
+    """Whether the interpreter a workload's client tool runs in can import it (fleet.host.agent.tools;
+    the probe is fleet.provision.provision.probe_client_tools)."""
+
+    workload: str
+    tool: str  # a key of fleet.host.agent.tools.TOOLS
+    python: str
+    found: bool | None  # None: the interpreter gave no answer (`problem` says what it printed)
+    problem: str | None = None
+
+
+@dataclass(frozen=True)
 class PreflightRequirements:
     expected_gpu_count: int
     expected_gpu_model: str | None = None
@@ -164,6 +177,7 @@ class PreflightRequirements:
     host_file: str = "the host's inventory file"  # named in fix hints
     allow_volatile_work_dir: bool = False  # the host file's paths.allow_volatile_work_dir
     vllm: bool = False  # the host serves vLLM too (its host file's engine.vllm): its interpreter is checked as SGLang's is
+    client_tools: tuple[ClientToolProbe, ...] = ()  # the playbook's workloads measured by a tool, probed on the host
 
     def __post_init__(self) -> None:
         # accept the plain strings of a YAML file or a test as well as the enums
@@ -180,6 +194,7 @@ class PreflightRequirements:
         cache_bytes_freed: int = 0,
         staging_bytes_freed: int = 0,
         own_gpu_pids: Iterable[int] = (),
+        client_tools: Iterable[ClientToolProbe] = (),
     ) -> PreflightRequirements:
         return cls(
             expected_gpu_count=host.gpus.count,
@@ -194,6 +209,7 @@ class PreflightRequirements:
             host_file=f"hosts/{host.name}.yaml",
             allow_volatile_work_dir=host.paths.allow_volatile_work_dir,
             vllm=host.engine.kind is EngineKind.sglang and host.engine.vllm is not None,
+            client_tools=tuple(client_tools),
         )
 
 
@@ -432,6 +448,24 @@ def _installed(engine: EnginePython | None, python: str, problem: str | None, pa
     return Finding(Verdict.ok, f"{package} {version}{extras} in {engine.executable} (Python {engine.python_version})")
 
 
+def check_client_tools_installed(facts: HostFacts, needs: PreflightRequirements) -> Finding:
+    """A workload's client tool runs in the interpreter it names (or the engine's): fleet installs
+    nothing there, so one that cannot import the tool would fail every run of the workload."""
+    if not needs.client_tools:
+        return Finding(Verdict.skip, "no workload names a client tool")
+    missing = [probe for probe in needs.client_tools if not probe.found]
+    if missing:
+        what = "; ".join(
+            f"workload {p.workload}: {p.python} " + (f"cannot import {TOOLS[p.tool].module} ({TOOLS[p.tool].title})" if p.found is False else f"did not answer ({p.problem})") for p in missing
+        )
+        return Finding(
+            Verdict.fail,
+            what,
+            f"install the tool into that interpreter on the host, or name one that has it in the workload's `client.python` (fleet installs nothing; {needs.host_file} names the engine's)",
+        )
+    return Finding(Verdict.ok, "; ".join(sorted({f"{TOOLS[p.tool].title} in {p.python}" for p in needs.client_tools})))
+
+
 def check_engine_cuda_supports_gpu(facts: HostFacts, needs: PreflightRequirements) -> Finding:
     if not _engine_uses_torch(needs):
         return Finding(Verdict.skip, f"engine {needs.engine_kind.value} does not use torch")
@@ -619,6 +653,7 @@ RULES: tuple[Rule, ...] = (
     Rule("engine-installed", "the engine's Python has the engine", check_engine_installed),
     Rule("engine-cuda-supports-gpu", "the engine's torch is a CUDA build that supports the GPU", check_engine_cuda_supports_gpu),
     Rule("vllm-installed", "vLLM's Python has vLLM (a host file with engine.vllm)", check_vllm_installed),
+    Rule("client-tools-installed", "the interpreter of each workload's client tool can import it", check_client_tools_installed),
     Rule("vllm-cuda-supports-gpu", "vLLM's torch is a CUDA build that supports the GPU", check_vllm_cuda_supports_gpu),
     Rule("driver-runs-engine-cuda", "the driver can run the engine's torch CUDA", check_driver_runs_engine_cuda),
     Rule("model-cache-space", "enough disk in the model cache for the download", check_model_cache_space),

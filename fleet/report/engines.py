@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from fleet.host.engines import ENGINE_NAMES
+from fleet.host.contract.results import FLEET_CLIENT
 from fleet.host.engines import engine as engine_named
 from fleet.measure.stats import Ratio, Verdict, verdict
 from fleet.report.model import Cell, ratio_of
@@ -24,7 +25,7 @@ from fleet.report.model import Cell, ratio_of
 class EnginePair:
     """One cell under two engines: `first` (SGLang) and `second` (vLLM), and second ÷ first."""
 
-    host_type: str  # the GPU, simulated or not (the engines differ, so not the group's title)
+    host_type: str  # the GPU, simulated or not, and a client other than fleet's (the engines differ, so not the group's title)
     tp: int
     variant: str
     workload: str
@@ -55,18 +56,18 @@ def engine_pairs(cells: Iterable[Cell]) -> tuple[list[EnginePair], list[str]]:
     host type, TP, method, workload and level, where both ran the playbook's configuration; and,
     for each pair left out because a fix changed one side's settings, why (the engines are
     compared only where everything else is equal)."""
-    by_place: dict[tuple[str, bool, int, str, str, int], dict[str, Cell]] = {}
+    by_place: dict[tuple[str, bool, int, str, str, str, int], dict[str, Cell]] = {}
     for cell in cells:
         if not cell.passes:
             continue
         group = cell.key.group
-        by_place.setdefault((group.gpu, group.simulated, group.tp, cell.key.variant, cell.key.workload, cell.key.level), {})[group.engine] = cell
+        by_place.setdefault((group.gpu, group.simulated, group.tp, group.client, cell.key.variant, cell.key.workload, cell.key.level), {})[group.engine] = cell
     pairs, left_out = [], []
-    for (gpu, simulated, tp, variant, workload, level), engines in sorted(by_place.items()):
+    for (gpu, simulated, tp, client, variant, workload, level), engines in sorted(by_place.items()):
         if not all(name in engines for name in ENGINE_NAMES[:2]):
             continue
         first, second = (engines[name] for name in ENGINE_NAMES[:2])
-        host_type = f"{gpu} (simulated)" if simulated else gpu
+        host_type = (f"{gpu} (simulated)" if simulated else gpu) + ("" if client == FLEET_CLIENT else f" · measured by {client}")
         changed = [f"{engine_named(name).title}: {fix}" for name, cell in zip(ENGINE_NAMES, (first, second)) if (fix := fixed(cell))]
         if changed:
             left_out.append(f"TP{tp} {variant} {workload}" + (f" level {level}" if level else "") + f" ({'; '.join(changed)})")

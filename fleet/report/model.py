@@ -47,6 +47,7 @@ from typing import Any, Iterable, Sequence
 from fleet.host.agent.lossless import PENDING, Check, Output, outputs_of
 from fleet.host.agent.lossless import compare as compare_outputs
 from fleet.host.contract import RunResult, RunStatus
+from fleet.host.contract.results import FLEET_CLIENT
 from fleet.host.engines import engine as engine_named
 from fleet.host.failures import FailureClass, root_cause
 from fleet.measure.stats import (
@@ -73,13 +74,16 @@ PassKey = tuple[str, int]
 
 @dataclass(frozen=True, order=True)
 class GroupKey:
-    """What must be equal for two figures to be compared: the host type (its engine included) and the TP size."""
+    """What must be equal for two figures to be compared: the host type (its engine included), the
+    TP size and the client that measured them (fleet's, or a tool a workload names: its figures are
+    its own group, so that no speed-up or ratio divides one client's figure by another's)."""
 
     gpu: str
     simulated: bool
     engine: str  # fleet.host.engines.ENGINE_NAMES
     engine_release: str
     tp: int
+    client: str = FLEET_CLIENT  # fleet.host.contract.results.CLIENTS
 
     @property
     def title(self) -> str:
@@ -87,9 +91,11 @@ class GroupKey:
 
     @property
     def host_type(self) -> str:
-        """The GPU model, simulated or not, and the engine and its release: the first screen's heading."""
+        """The GPU model, simulated or not, the engine and its release, and a client other than
+        fleet's: the first screen's heading (its tables never hold two clients' figures)."""
         sim = " (simulated)" if self.simulated else ""
-        return f"{self.gpu}{sim} · {engine_named(self.engine).title} {self.engine_release}"
+        measured = "" if self.client == FLEET_CLIENT else f" · measured by {self.client}"
+        return f"{self.gpu}{sim} · {engine_named(self.engine).title} {self.engine_release}{measured}"
 
 
 @dataclass(frozen=True, order=True)
@@ -168,7 +174,7 @@ class Row:
         """The row for CSV and JSONL: plain values, percentiles split out with their n."""
         out: dict[str, Any] = {
             "sweep_id": self.sweep_id, "host": self.host, "gpu": self.group.gpu, "simulated": self.group.simulated,
-            "sim_speed": self.sim_speed, "engine": self.group.engine, "engine_release": self.group.engine_release, "tp": self.group.tp,
+            "sim_speed": self.sim_speed, "engine": self.group.engine, "engine_release": self.group.engine_release, "tp": self.group.tp, "client": self.group.client,
             "method": self.method, "variant": self.variant, "workload": self.workload, "workload_kind": self.workload_kind,
             "level": self.level, "repeat": self.repeat, "run_id": self.run_id, "label": self.label, "status": self.status,
             "comparable": self.comparable, "reason": self.reason, "fix": self.fix,
@@ -554,7 +560,7 @@ def rows_of(sweep: SweepData, loaded: Loaded) -> list[Row]:
     entry = _identity(sweep, result)
     gpu, _ = gpu_of(sweep.hosts.get(result.host))
     simulated = result.sim_speed is not None or (sweep.hosts.get(result.host) and (sweep.hosts[result.host].inventory.get("engine") or {}).get("kind") == "sim")
-    group = GroupKey(gpu, bool(simulated), result.engine, result.engine_release or str(entry.get("engine_release") or "unknown"), int(entry.get("tp") or 0))
+    group = GroupKey(gpu, bool(simulated), result.engine, result.engine_release or str(entry.get("engine_release") or "unknown"), int(entry.get("tp") or 0), result.client)
     server = result.server or {}
     price = sweep.hosts[result.host].inventory.get("usd_per_gpu_hour") if result.host in sweep.hosts else None
     lossless = _mapping(result.extras.get("lossless"))

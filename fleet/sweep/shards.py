@@ -53,7 +53,7 @@ def server_spec(planned: PlannedServer, host: Target, sweep_id: str) -> ServerSp
         argv=list(planned.launch.argv),
         env=server_env(planned, host),
         unit_name=server_name(sweep_id, planned.config.id),
-        runs=[RunSpec(run.id, run.label, resolve_workload(run, time_scale(host)), run.repeats, provenance) for run in planned.runs],
+        runs=[RunSpec(run.id, run.label, resolve_workload(run, time_scale(host), host.engine.python_for(planned.config.engine_name)), run.repeats, provenance) for run in planned.runs],
         cwd=sweep_dir(host, sweep_id),
         skip_reason=planned.skip_reason,
         engine=planned.config.engine_name,

@@ -22,12 +22,15 @@ class PlaybookRun(Protocol):
     def workload(self) -> WorkloadModel: ...
 
 
-def resolve_workload(run: PlaybookRun, time_scale: float = 1.0) -> dict[str, Any]:
+def resolve_workload(run: PlaybookRun, time_scale: float = 1.0, engine_python: str = "python3") -> dict[str, Any]:
     """The run's workload as the shard carries it: plain JSON, everything the agent needs.
-    `time_scale`: the host's wall seconds per engine second (sim_speed; 1 on real hardware)."""
+    `time_scale`: the host's wall seconds per engine second (sim_speed; 1 on real hardware);
+    `engine_python`: the interpreter the host runs the engine with (a client tool's by default;
+    python3 is a host file's default, fleet.inventory.EngineSpec.python)."""
     workload = run.workload
     base: dict[str, Any] = {"name": run.workload_name, "kind": workload.kind, "max_new_tokens": workload.max_new_tokens}
-    return {**base, **workload.resolved(run.workload_name, time_scale)}
+    client = workload.resolved_client(engine_python)
+    return {**base, **workload.resolved(run.workload_name, time_scale), **({"client": client} if client is not None else {})}
 
 
 def comparability_warnings(runs: Sequence[PlaybookRun], context_len: int, kv_tokens: int) -> list[str]:

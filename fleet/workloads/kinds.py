@@ -22,6 +22,8 @@ from pydantic import AfterValidator, BeforeValidator, Field, PrivateAttr, Serial
 
 from fleet.config import HfRepoId, Int, StrictModel
 from fleet.host.agent.kinds.long_context import calibration_tolerance
+from fleet.host.agent.tools import TOOLS
+from fleet.host.contract.results import CLIENTS, FLEET_CLIENT
 from fleet.host.agent.kinds.saturation import probes_needed
 from fleet.host.agent.stats import min_samples
 from fleet.inventory import NAME_PATTERN
@@ -50,6 +52,12 @@ class WorkloadKind(StrictModel):
     def resolved(self, name: str, time_scale: float) -> dict[str, Any]:
         """The kind's fields of the run's workload as the shard carries it (plain JSON, after
         `name`, `kind` and `max_new_tokens`). `time_scale`: the host's wall seconds per engine second."""
+
+    def resolved_client(self, engine_python: str) -> dict[str, Any] | None:
+        """The tool that measures the workload instead of fleet's client, as the agent runs it
+        (fleet.host.agent.kinds.tool); None: fleet's client. `engine_python`: the interpreter the
+        host runs the server's engine with, the tool's where the workload names none."""
+        return None
 
     def fixed_input_tokens(self) -> int | None:
         """The prompt tokens of every request, where the kind fixes them (`input_tokens`): with
@@ -348,6 +356,37 @@ class DatasetWorkload(WorkloadKind):
         }
 
 
+def _tool_name(value: str) -> str:
+    if value not in TOOLS:
+        raise ValueError(f"a client of {', '.join(CLIENTS)}")
+    return value
+
+
+class ClientTool(StrictModel):
+    """One of the field's load generators as a workload's client (fleet.host.agent.tools): run on
+    the host by `python` with the workload's lengths, requests and arrivals; its own output file is
+    read into the run's result, which names it (`client`). fleet installs nothing: the preflight
+    fails on a host whose interpreter cannot import it."""
+
+    tool: Annotated[str, AfterValidator(_tool_name)] = Field(description=f"the tool: {', '.join(TOOLS)}")
+    python: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=4096,
+        description="the interpreter on the host that has the tool; default: the one the host runs the engine with (engine.python, or engine.vllm.python for vLLM)",
+    )
+    tokenizer: str | None = Field(
+        default=None, min_length=1, max_length=4096, description="a tokenizer folder on the host the tool sizes prompts with; default: the tool's own (the served model's name)"
+    )
+
+
+def _client(value: Any) -> Any:
+    """`client: bench_serving` is short for `client: {tool: bench_serving}`; `fleet` is fleet's own client."""
+    if value == FLEET_CLIENT:
+        return None
+    return {"tool": value} if isinstance(value, str) else value
+
+
 class RandomWorkload(WorkloadKind):
     """Random token ids of exactly `input_tokens` and outputs of exactly `max_new_tokens` (ignore_eos),
     as `sglang.bench_serving --dataset-name random --random-range-ratio 1` defines them."""
@@ -359,6 +398,22 @@ class RandomWorkload(WorkloadKind):
     seed: Int = Field(default=0, ge=0, le=2**32 - 1)
     load: Load | None = Field(default=None, description="open-loop arrivals; without it requests go one at a time")
     slo: Slo | None = None
+    client: Annotated[ClientTool | None, BeforeValidator(_client)] = Field(
+        default=None, description=f"who sends the requests and measures them: {', '.join(CLIENTS)} (default fleet), or {{tool, python, tokenizer}}"
+    )
+
+    @model_serializer(mode="wrap")
+    def _without_fleets_client(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # fleet's own client dumps as a workload did before there were others: a run's id hashes it.
+        data: dict[str, Any] = handler(self)
+        if data.get("client", ...) is None:
+            del data["client"]
+        return data
+
+    def resolved_client(self, engine_python: str) -> dict[str, Any] | None:
+        if self.client is None:
+            return None
+        return {"tool": self.client.tool, "python": self.client.python or engine_python, "tokenizer": self.client.tokenizer}
 
     def resolved(self, name: str, time_scale: float) -> dict[str, Any]:
         return {
@@ -372,6 +427,14 @@ class RandomWorkload(WorkloadKind):
     @model_validator(mode="after")
     def _searchable(self) -> RandomWorkload:
         _search_has_slo(self.load, self.slo)
+        tool = TOOLS[self.client.tool] if self.client is not None else None
+        if tool is not None and self.load is not None:
+            if self.load.search is not None:
+                raise ValueError(f"`load.search` with fleet's client only: a saturation search chooses each probe's rate from the probes before, which {tool.title} does not")
+            if self.load.burstiness != 1 and not tool.gamma_arrivals:
+                raise ValueError(f"`load.burstiness` of 1 with client {tool.name}: {tool.title} sends Poisson arrivals only, not gamma gaps of shape {self.load.burstiness:g}")
+            if self.load.warmup_requests and not tool.warmup:
+                raise ValueError(f"`load.warmup_requests` of 0 with client {tool.name}: {tool.title} has no warm-up by request count")
         return self
 
     def fixed_input_tokens(self) -> int | None:

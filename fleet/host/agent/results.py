@@ -56,7 +56,7 @@ from fleet.host.agent.pause import Gap
 from fleet.host.agent.slo import goodput
 from fleet.host.agent.stats import histogram, ratio, summary
 from fleet.host.contract import Failure, RunResult, RunStatus
-from fleet.host.contract.results import Deviation
+from fleet.host.contract.results import FLEET_CLIENT, Deviation
 from fleet.host.failures import FailureClass
 
 SKIPPED = FailureClass.SKIPPED.value  # the failure class of a run the controller chose not to launch (quarantine, infeasible)
@@ -293,6 +293,7 @@ def build_result(
     status, failure = run_status(figures, outcome.failure, deviations)
     return RunResult(
         **vars(identity),
+        client=str((workload.get("client") or {}).get("tool") or FLEET_CLIENT),
         workload=workload_summary(workload),
         status=status,
         failure=failure,

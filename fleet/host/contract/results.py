@@ -24,6 +24,12 @@ from fleet.host.engines import DEFAULT_ENGINE, ENGINE_NAMES
 
 RESULT_SCHEMA = "fleet.run_result/2"
 
+# Who sent a run's requests and measured them: fleet's own client, or a field's load generator the
+# workload named (fleet.host.agent.tools.TOOLS, one entry each). A result that names no client is
+# fleet's: every result written before there were others (an optional field: schema 2 still).
+FLEET_CLIENT = "fleet"
+CLIENTS = (FLEET_CLIENT, "bench_serving", "vllm_bench_serve", "aiperf", "guidellm")
+
 # A result is what a host sends back, so untrusted (fleet.host.contract.reader): these bounds keep
 # a forged or corrupt one from steering a path, a terminal or a mean.
 RESULT_MAX_BYTES = 32 << 20  # thousands of requests' records are a few MiB
@@ -119,7 +125,7 @@ class Failure:
 # (`levels` of a concurrency sweep, `calibration` of a long-context run, `turns` of an agentic one).
 _RESULT_FIELDS = frozenset(
     "schema run_id label server_id server_label sweep_id host boot_id attempt agent_pid gpus server log_path "
-    "host_facts provenance engine engine_release sim_speed workload status failure deviations figures requests started_at ended_at".split()
+    "host_facts provenance engine engine_release client sim_speed workload status failure deviations figures requests started_at ended_at".split()
 )
 
 
@@ -151,6 +157,7 @@ class RunResult:
     # engine is SGLang's: every result written before engines were an axis.
     engine: str = DEFAULT_ENGINE
     engine_release: str | None = None
+    client: str = FLEET_CLIENT  # who measured it (CLIENTS)
     # The simulator's time scale (wall seconds per simulated second); None on real hardware. A
     # simulated run's durations and rates are in simulated time already.
     sim_speed: float | None = None
@@ -181,6 +188,7 @@ class RunResult:
             "provenance": self.provenance,
             "engine": self.engine,
             "engine_release": self.engine_release,
+            "client": self.client,
             "sim_speed": self.sim_speed,
             "workload": self.workload,
             "status": self.status.value,
@@ -233,6 +241,7 @@ class RunResult:
             provenance=r.optional("provenance", dict),
             engine=r.choice("engine", ENGINE_NAMES, DEFAULT_ENGINE),
             engine_release=r.optional("engine_release", str),
+            client=r.choice("client", CLIENTS, FLEET_CLIENT),
             sim_speed=sim_speed,
             deviations=tuple(Deviation.from_json(d, source, f"deviations[{i}]") for i, d in enumerate(deviations)),
             # Each an object (Reader names the first that is not; made only then: thousands of requests).

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from fleet.host.agent.driver import Driver
-from fleet.host.agent.kinds import agentic, concurrency, listed, long_context, short
+from fleet.host.agent.kinds import agentic, concurrency, listed, long_context, short, tool
 from fleet.host.agent.outcome import Measured, WorkloadOutcome, repeat_extras
 
 
@@ -42,5 +42,6 @@ KINDS: dict[str, Kind] = {
     "concurrency": Kind(concurrency.drive, concurrency.result_extras, run_wide_rates=lambda workload: False),
     "agentic": Kind(agentic.drive, agentic.result_extras),
     "dataset": Kind(listed.drive_dataset, listed.result_extras, listed.run_wide_rates),
-    "random": Kind(listed.drive_random, listed.result_extras, listed.run_wide_rates),
+    # A random workload may name a client tool (fleet.host.agent.tools) to measure it instead of fleet's client.
+    "random": Kind(tool.or_fleet(listed.drive_random), listed.result_extras, listed.run_wide_rates),
 }

@@ -1,0 +1,373 @@
+"""The field's own load generators as a workload's client (issue 22): `sglang.bench_serving`,
+`vllm bench serve`, AIPerf and GuideLLM, run on the host by an interpreter that has them, with the
+load fleet's own client would send, and their own output files read into fleet's request outcomes.
+Standard library only: the agent runs the tools (fleet.host.agent.kinds.tool), the controller's
+preflight asks whether an interpreter can import them, and tests/integration/test_load_generators.py
+runs them beside fleet's client; all three take the command lines and readers from here.
+
+A reader turns the tool's per-request records into `RequestOutcome`s (durations in wall seconds,
+as fleet's client measures them), so that the result's figures are made by the same code and in
+the same units as any other run's (fleet.host.agent.results), and keeps the tool's own headline
+figures beside them (`ToolOutput.stated`), as the tool printed them. The fields read are those the
+tool's own source writes, cited with file and line of the versions tests/requirements-loadgen.txt
+pins (sglang 0.5.23, vllm 0.33.0, AIPerf 0.13.0, GuideLLM 0.8.1); the tests read real output files
+of these versions (tests/fixtures/loadgen).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from fleet.host.agent.client import RequestOutcome
+
+
+@dataclass(frozen=True)
+class ToolLoad:
+    """What a tool is asked to send: a `random` workload's requests and arrivals."""
+
+    input_tokens: int
+    output_tokens: int
+    requests: int
+    seed: int
+    # Requests per second in wall time; None: one at a time (a workload without `load`).
+    rate: float | None = None
+    burstiness: float = 1.0  # gamma shape of the gaps; 1 is a Poisson process
+    max_in_flight: int | None = None
+    warmup_requests: int = 0
+
+    @property
+    def concurrency(self) -> int | None:
+        """The cap on requests in flight: 1 for one at a time."""
+        return 1 if self.rate is None else self.max_in_flight
+
+
+@dataclass(frozen=True)
+class ToolTarget:
+    """The server the tool measures, as fleet's client reaches it."""
+
+    host: str
+    port: int
+    model: str  # the served model's name (/v1/models)
+    api: str  # fleet.host.engines.base.Engine.client_api: "generate" (SGLang's /generate) or "completions"
+    tokenizer: str | None = None  # a tokenizer folder on the host; None: the tool loads the model's own
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+
+@dataclass(frozen=True)
+class ToolOutput:
+    """A tool's run as fleet reads it: its requests, the wall seconds it measured them over (its own
+    benchmark duration, from before its first request to after its last), and its own headline
+    figures (output tok/s, TTFT p50 in seconds) as it stated them."""
+
+    requests: list[RequestOutcome]
+    wall_s: float
+    stated: dict[str, float]
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    title: str
+    module: str  # what the interpreter must import to run it (the preflight's check)
+    # Its argv after the interpreter: writes its output under `out` (a folder of its own).
+    argv: Callable[[ToolTarget, ToolLoad, str], list[str]]
+    read: Callable[[Path, float], ToolOutput]  # its output folder, the epoch second it was started
+    # Files it reads, written into its output folder before it starts: name -> text.
+    inputs: Callable[[ToolTarget, ToolLoad, str], dict[str, str]] = lambda target, load, out: {}
+    gamma_arrivals: bool = True  # can it draw gamma gaps (burstiness other than 1)?
+    warmup: bool = True  # can it send warm-up requests that no figure counts?
+
+
+def _bad(path: Path, field: str, expected: str, found: object) -> ValueError:
+    return ValueError(f"{path}: `{field}` should be {expected}, found {str(found)[:120]!r}")
+
+
+def _number(data: dict[str, Any], key: str, path: Path, where: str = "") -> float:
+    value = data.get(key)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        raise _bad(path, where + key, "a finite number >= 0", value)
+    return float(value)
+
+
+def _list(data: dict[str, Any], key: str, path: Path, length: int | None = None) -> list[Any]:
+    value = data.get(key)
+    if not isinstance(value, list) or (length is not None and len(value) != length):
+        raise _bad(path, key, f"a list of {length} entries" if length is not None else "a list", value)
+    return value
+
+
+def _rate_flag(load: ToolLoad) -> str:
+    return "inf" if load.rate is None else repr(load.rate)
+
+
+# --- sglang.bench_serving (sglang 0.5.23: sglang/benchmark/serving.py) -------------------------
+
+
+def bench_serving_argv(target: ToolTarget, load: ToolLoad, out: str) -> list[str]:
+    """`-m sglang.bench_serving` on the `random-ids` dataset: token ids of exactly `input_tokens`
+    sent as input_ids (--tokenize-prompt), as fleet's `random` sends them; --random-range-ratio 1
+    makes both lengths exact, and it asks for them with ignore_eos (serving.py:700-709 for /generate, :315-317 for /v1/completions). Its gaps are
+    exponential only (serving.py:1126-1127): it has no burstiness."""
+    args = [
+        "-m", "sglang.bench_serving", "--backend", "sglang" if target.api == "generate" else "vllm",
+        "--host", target.host, "--port", str(target.port), "--model", target.model,
+        "--dataset-name", "random-ids", "--tokenize-prompt", "--random-input-len", str(load.input_tokens),
+        "--random-output-len", str(load.output_tokens), "--random-range-ratio", "1", "--num-prompts", str(load.requests),
+        "--request-rate", _rate_flag(load), "--warmup-requests", str(load.warmup_requests),
+        "--seed", str(load.seed), "--disable-tqdm", "--output-file", f"{out}/result.jsonl", "--output-details",
+    ]  # fmt: skip
+    if load.concurrency is not None:
+        args += ["--max-concurrency", str(load.concurrency)]
+    return args + (["--tokenizer", target.tokenizer] if target.tokenizer else [])
+
+
+def bench_serving_read(out: Path, started_at: float) -> ToolOutput:
+    """result.jsonl: serving.py:1961-1966 appends one JSON line per run, its summary (:1855-1907) and,
+    with --output-details, its per-request lists (:1944-1951): `input_lens`, `output_lens`, `ttfts`
+    (seconds), `itls` (per token: a chunk of k tokens adds k entries of gap/k, :793-797, as fleet's
+    client spreads them), `errors` ("" for a success). It writes no request's start or latency: a
+    request's end is its TTFT plus its ITLs (the latency is taken at the stream's last chunk,
+    :799-804), its start the tool's. `duration` (:1869) is the benchmark's wall time (:1551-1665)."""
+    path = out / "result.jsonl"
+    lines = path.read_text(encoding="utf-8").splitlines()
+    if not lines:
+        raise _bad(path, "(lines)", "one JSON line per run", "an empty file")
+    row = json.loads(lines[-1])
+    return _serving_style(path, row, started_at, latencies=None)
+
+
+def _serving_style(path: Path, row: dict[str, Any], started_at: float, latencies: list[Any] | None, starts: list[Any] | None = None) -> ToolOutput:
+    """The per-request lists bench_serving and vllm bench serve both write (vllm's is the original)."""
+    if not isinstance(row, dict):
+        raise _bad(path, "(line)", "a JSON object", row)
+    errors = _list(row, "errors", path)
+    count = len(errors)
+    ttfts, itls, outputs, inputs = (_list(row, key, path, count) for key in ("ttfts", "itls", "output_lens", "input_lens"))
+    first = min((float(s) for s in starts), default=0.0) if starts else 0.0
+    requests = []
+    for i in range(count):
+        ok = not errors[i]
+        gaps = [float(g) for g in itls[i]] if ok else []
+        ttft = float(ttfts[i]) if ok else None
+        e2e = (float(latencies[i]) if latencies is not None else (ttft or 0.0) + sum(gaps)) if ok else None
+        requests.append(
+            RequestOutcome(
+                started_at=started_at + (float(starts[i]) - first if starts else 0.0), ok=ok, prompt_tokens=int(inputs[i]),
+                output_tokens=int(outputs[i]) if ok else 0, ttft_s=ttft, e2e_s=e2e, itl_s=gaps,
+                error_class=None if ok else "http_error", error_message=None if ok else str(errors[i])[:500],
+            )
+        )  # fmt: skip
+    stated = {"output_tok_s": _number(row, "output_throughput", path), "ttft_p50_s": _number(row, "median_ttft_ms", path) / 1000}
+    return ToolOutput(requests, _number(row, "duration", path), stated)
+
+
+# --- vllm bench serve (vllm 0.33.0: vllm/benchmarks/serve.py) ----------------------------------
+
+
+def vllm_bench_serve_argv(target: ToolTarget, load: ToolLoad, out: str) -> list[str]:
+    """`vllm bench serve` (its console script's module) on the `random` dataset: --random-range-ratio 0
+    makes both lengths exact (vllm/benchmarks/datasets/datasets.py:1900), --ignore-eos keeps the
+    output at its length; /v1/completions (backend `vllm`)."""
+    args = [
+        "-m", "vllm.entrypoints.cli.main", "bench", "serve", "--backend", "vllm", "--base-url", target.url, "--model", target.model,
+        "--dataset-name", "random", "--random-input-len", str(load.input_tokens), "--random-output-len", str(load.output_tokens),
+        "--random-range-ratio", "0", "--ignore-eos", "--num-prompts", str(load.requests), "--request-rate", _rate_flag(load),
+        "--burstiness", repr(load.burstiness), "--num-warmups", str(load.warmup_requests), "--seed", str(load.seed), "--disable-tqdm",
+        "--save-result", "--save-detailed", "--result-dir", out, "--result-filename", "result.json",
+    ]  # fmt: skip
+    if load.concurrency is not None:
+        args += ["--max-concurrency", str(load.concurrency)]
+    return args + (["--tokenizer", target.tokenizer] if target.tokenizer else [])
+
+
+def vllm_bench_serve_read(out: Path, started_at: float) -> ToolOutput:
+    """result.json: serve.py:1318-1338 with --save-detailed: the lists bench_serving writes (its fork)
+    and each request's `latencies` and `start_times` (perf_counter seconds, :1333-1334); `itls` one
+    entry per streamed chunk. `duration` (:1320) is the benchmark's wall time."""
+    path = out / "result.json"
+    row = json.loads(path.read_text(encoding="utf-8"))
+    if not isinstance(row, dict):
+        raise _bad(path, "(file)", "a JSON object", row)
+    count = len(_list(row, "errors", path))
+    return _serving_style(path, row, started_at, latencies=_list(row, "latencies", path, count), starts=_list(row, "start_times", path, count))
+
+
+# --- AIPerf 0.13.0 ----------------------------------------------------------------------------
+
+
+def aiperf_argv(target: ToolTarget, load: ToolLoad, out: str) -> list[str]:
+    """`-m aiperf profile`: synthetic prompts of exactly `input_tokens` (stddev 0) in the tokenizer's
+    count, outputs of exactly `output_tokens` with ignore_eos, streamed from /v1/completions; open
+    loop with --arrival-pattern poisson or gamma (--arrival-smoothness: vllm's burstiness)."""
+    args = [
+        "-m", "aiperf", "profile", "--model", target.model, "--url", target.url, "--endpoint-type", "completions", "--streaming",
+        "--synthetic-input-tokens-mean", str(load.input_tokens), "--synthetic-input-tokens-stddev", "0",
+        "--output-tokens-mean", str(load.output_tokens), "--output-tokens-stddev", "0", "--extra-inputs", "ignore_eos:true",
+        "--request-count", str(load.requests), "--random-seed", str(load.seed), "--artifact-dir", out,
+        "--ui-type", "none", "--no-server-metrics", "--no-gpu-telemetry",
+    ]  # fmt: skip
+    if load.rate is not None:
+        args += ["--request-rate", repr(load.rate)]
+        args += ["--arrival-pattern", "poisson"] if load.burstiness == 1 else ["--arrival-pattern", "gamma", "--arrival-smoothness", repr(load.burstiness)]
+    if load.concurrency is not None:
+        args += ["--concurrency", str(load.concurrency)]
+    if load.warmup_requests:
+        args += ["--warmup-request-count", str(load.warmup_requests), "--warmup-concurrency", "1"]
+    return args + (["--tokenizer", target.tokenizer] if target.tokenizer else [])
+
+
+def _metric(record: dict[str, Any], name: str, unit: str, path: Path, where: str) -> Any:
+    entry = record.get(name)
+    if not isinstance(entry, dict) or entry.get("unit") != unit:
+        raise _bad(path, f"{where}.{name}", f"an object with its value in {unit}", entry)
+    return entry.get("value")
+
+
+def aiperf_read(out: Path, started_at: float) -> ToolOutput:
+    """profile_export.jsonl (aiperf/config/artifacts.py): one JSON record per request, `metadata`
+    (`benchmark_phase`: warm-up records are left out; `request_start_ns` epoch nanoseconds) and
+    `metrics`, each a value with its unit: `time_to_first_token` and `request_latency` (ms),
+    `input_sequence_length` and `output_sequence_length` (tokens), `inter_chunk_latency` (ms, one
+    per chunk after the first); a failed request has an `error`. profile_export_aiperf.json
+    (artifacts.py:51): `benchmark_duration` (sec), `output_token_throughput` (tokens/sec, total
+    output tokens over that duration) and `time_to_first_token` (ms) with its `p50`."""
+    path = out / "profile_export.jsonl"
+    requests = []
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        record = json.loads(line)
+        meta, metrics = record.get("metadata") or {}, record.get("metrics") or {}
+        if meta.get("benchmark_phase") != "profiling":
+            continue
+        where = f"line {n}.metrics"
+        start = float(meta.get("request_start_ns") or 0) / 1e9 or started_at
+        if record.get("error"):
+            requests.append(RequestOutcome(started_at=start, error_class="http_error", error_message=json.dumps(record["error"])[:500]))
+            continue
+        chunks = _metric(metrics, "inter_chunk_latency", "ms", path, where) if "inter_chunk_latency" in metrics else []
+        requests.append(
+            RequestOutcome(
+                started_at=start, ok=True, prompt_tokens=int(_metric(metrics, "input_sequence_length", "tokens", path, where)),
+                output_tokens=int(_metric(metrics, "output_sequence_length", "tokens", path, where)),
+                ttft_s=float(_metric(metrics, "time_to_first_token", "ms", path, where)) / 1000,
+                e2e_s=float(_metric(metrics, "request_latency", "ms", path, where)) / 1000, itl_s=[float(c) / 1000 for c in chunks],
+            )
+        )  # fmt: skip
+    summary_path = out / "profile_export_aiperf.json"
+    summary = json.loads(summary_path.read_text(encoding="utf-8"))
+    duration = summary.get("benchmark_duration") or {}
+    throughput = summary.get("output_token_throughput") or {}
+    ttft = summary.get("time_to_first_token") or {}
+    if duration.get("unit") != "sec" or throughput.get("unit") != "tokens/sec" or ttft.get("unit") != "ms":
+        raise _bad(summary_path, "benchmark_duration/output_token_throughput/time_to_first_token", "units sec, tokens/sec and ms", (duration, throughput, ttft))
+    stated = {"output_tok_s": _number(throughput, "avg", summary_path, "output_token_throughput."), "ttft_p50_s": _number(ttft, "p50", summary_path, "time_to_first_token.") / 1000}
+    return ToolOutput(requests, _number(duration, "avg", summary_path, "benchmark_duration."), stated)
+
+
+# --- GuideLLM 0.8.1 ---------------------------------------------------------------------------
+
+
+def guidellm_scenario(target: ToolTarget, load: ToolLoad, out: str) -> dict[str, Any]:
+    """A `guidellm run -c` scenario: synthetic text prompts of `input_tokens` in the tokenizer's
+    count, `output_tokens` as max_tokens with ignore_eos (guidellm/backends/openai/request_handlers.py:621-624),
+    streamed from /v1/completions; one at a time (`synchronous`), a closed loop of `concurrent`
+    streams, or `poisson` arrivals (guidellm/benchmark/profiles/asynchronous.py:44-49) under an
+    optional `max_concurrency` (:88-95)."""
+    if load.rate is None:
+        profile: dict[str, Any] = {"kind": "synchronous"}
+    elif math.isinf(load.rate) and load.max_in_flight:
+        profile = {"kind": "concurrent", "streams": load.max_in_flight}
+    else:
+        profile = {"kind": "poisson", "rate": [load.rate], **({"max_concurrency": load.max_in_flight} if load.max_in_flight else {})}
+    return {
+        "spec": {
+            "backend": {"kind": "openai_http", "target": target.url, "model": target.model, "request_format": "/v1/completions", "stream": True},
+            "profile": profile,
+            **({"tokenizer": {"kind": "hf_auto", "model": target.tokenizer}} if target.tokenizer else {}),
+            "data": [{"kind": "synthetic_text", "prompt_tokens": load.input_tokens, "output_tokens": load.output_tokens}],
+            "constraints": [{"kind": "max_requests", "count": load.requests}],
+            "outputs": [{"kind": "json", "path": f"{out}/benchmarks.json"}],
+        }
+    }
+
+
+def guidellm_inputs(target: ToolTarget, load: ToolLoad, out: str) -> dict[str, str]:
+    return {"scenario.json": json.dumps(guidellm_scenario(target, load, out))}
+
+
+def guidellm_argv(target: ToolTarget, load: ToolLoad, out: str) -> list[str]:
+    """`-m guidellm run -c SCENARIO` (guidellm_inputs writes it into `out`)."""
+    return ["-m", "guidellm", "run", "-c", f"{out}/scenario.json", "--disable-progress"]
+
+
+def guidellm_read(out: Path, started_at: float) -> ToolOutput:
+    """benchmarks.json: `benchmarks`, one per profile strategy, each with `duration` (seconds) and its
+    `requests` split into `successful`, `errored` and `incomplete`; a request's
+    `request_start_time` (epoch s), `time_to_first_token_ms`, `request_latency` (s), `prompt_tokens`,
+    `output_tokens`. GuideLLM keeps no per-token times, only each request's mean ITL: fleet's ITL
+    figures of a GuideLLM run are therefore null, not made up. Its `metrics` hold the headline
+    `output_tokens_per_second.successful.mean` and `time_to_first_token_ms.successful.median`."""
+    path = out / "benchmarks.json"
+    data = json.loads(path.read_text(encoding="utf-8"))
+    benchmarks = data.get("benchmarks") if isinstance(data, dict) else None
+    if not isinstance(benchmarks, list) or len(benchmarks) != 1:
+        raise _bad(path, "benchmarks", "one benchmark (one profile strategy)", benchmarks)
+    [benchmark] = benchmarks
+    groups = benchmark.get("requests") or {}
+    requests = []
+    for n, stats in enumerate(groups.get("successful") or []):
+        where = f"requests.successful[{n}]."
+        requests.append(
+            RequestOutcome(
+                started_at=_number(stats, "request_start_time", path, where), ok=True, prompt_tokens=int(_number(stats, "prompt_tokens", path, where)),
+                output_tokens=int(_number(stats, "output_tokens", path, where)), ttft_s=_number(stats, "time_to_first_token_ms", path, where) / 1000,
+                e2e_s=_number(stats, "request_latency", path, where),
+            )
+        )  # fmt: skip
+    for group in ("errored", "incomplete"):
+        for stats in groups.get(group) or []:
+            error = (stats.get("info") or {}).get("error") or group
+            requests.append(RequestOutcome(started_at=float(stats.get("request_start_time") or started_at), error_class="http_error", error_message=str(error)[:500]))
+    metrics = benchmark.get("metrics") or {}
+    stated = {
+        "output_tok_s": _number((metrics.get("output_tokens_per_second") or {}).get("successful") or {}, "mean", path, "metrics.output_tokens_per_second.successful."),
+        "ttft_p50_s": _number((metrics.get("time_to_first_token_ms") or {}).get("successful") or {}, "median", path, "metrics.time_to_first_token_ms.successful.") / 1000,
+    }
+    return ToolOutput(requests, _number(benchmark, "duration", path), stated)
+
+
+TOOLS: dict[str, Tool] = {
+    tool.name: tool
+    for tool in (
+        Tool("bench_serving", "sglang.bench_serving", "sglang.bench_serving", bench_serving_argv, bench_serving_read, gamma_arrivals=False),
+        Tool("vllm_bench_serve", "vllm bench serve", "vllm.benchmarks.serve", vllm_bench_serve_argv, vllm_bench_serve_read),
+        Tool("aiperf", "AIPerf", "aiperf", aiperf_argv, aiperf_read),
+        Tool("guidellm", "GuideLLM", "guidellm", guidellm_argv, guidellm_read, guidellm_inputs, gamma_arrivals=False, warmup=False),
+    )
+}
+# Run by the interpreter a workload names, with the tools' modules as its arguments: prints which
+# of them it can find (without importing them: a tool's import may take seconds, and finding its
+# module is what `-m` needs first).
+PROBE = "import importlib.util, json, sys\nprint(json.dumps({m: importlib.util.find_spec(m) is not None for m in sys.argv[1:]}))"
+
+
+def probe_argv(python: str, modules: list[str]) -> list[str]:
+    return [python, "-c", PROBE, *modules]
+
+
+def read_probe(stdout: str, modules: list[str]) -> dict[str, bool] | None:
+    """The probe's answer, or None where it printed none (the interpreter did not run)."""
+    for line in reversed(stdout.splitlines()):
+        try:
+            found = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(found, dict) and all(isinstance(found.get(m), bool) for m in modules):
+            return {m: found[m] for m in modules}
+    return None

@@ -1,0 +1,228 @@
+"""The field's load generators as a workload's client (issue 22; fleet.host.agent.tools): their
+readers on the tools' real output files (tests/fixtures/loadgen, see its README), their command
+lines, the playbook's refusals, the preflight's probe of the interpreter, the result's `client`
+and the report keeping clients apart."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from fleet.config import ConfigError
+from fleet.facts.models import FactsRequest, HostFacts
+from fleet.host.agent.kinds.tool import tool_load
+from fleet.host.agent.results import request_figures
+from fleet.host.agent.tools import TOOLS, ToolLoad, ToolTarget, bench_serving_argv, guidellm_scenario
+from fleet.host.contract import RunResult, RunStatus
+from fleet.host.contract.results import CLIENTS, FLEET_CLIENT
+from fleet.host.errors import ContractError
+from fleet.playbook import expand_runs, load_playbook
+from fleet.provision.preflight import PreflightRequirements, Verdict, run_preflight
+from fleet.provision.provision import probe_client_tools
+from fleet.report.model import GroupKey
+from fleet.transport.local import LocalTransport
+from fleet.workloads import resolve_workload
+from tests.interpreters import bare_python
+from tests.unit.fake_hosts import make_host
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "loadgen"
+# The load every fixture was captured with (tests/fixtures/loadgen/README.md).
+REQUESTS, PROMPT, OUTPUT = 6, 64, 16
+
+
+def fixture_folder(tool: str, tmp_path: Path) -> Path:
+    """The tool's output folder as the tool left it (vllm bench serve's result file is stored under its tool's name)."""
+    if tool == "vllm_bench_serve":
+        (tmp_path / "out").mkdir()
+        shutil.copy(FIXTURES / "vllm_result.json", tmp_path / "out" / "result.json")
+        return tmp_path / "out"
+    return FIXTURES / tool
+
+
+@pytest.mark.parametrize("tool", list(TOOLS))
+def test_each_reader_turns_the_tools_real_output_into_its_requests(tool: str, tmp_path: Path) -> None:
+    output = TOOLS[tool].read(fixture_folder(tool, tmp_path), 1000.0)
+    assert len(output.requests) == REQUESTS
+    assert all(r.ok and r.prompt_tokens == PROMPT and r.output_tokens == OUTPUT for r in output.requests), output.requests
+    assert all(r.ttft_s is not None and r.e2e_s is not None and 0 < r.ttft_s < r.e2e_s < 1 for r in output.requests)
+    figures = request_figures(output.requests, output.wall_s)
+    assert figures["output_tokens"] == REQUESTS * OUTPUT
+    # fleet's output tok/s over the tool's duration (first request to last response, as fleet's own
+    # sections are timed) is the tool's own figure where the tool divides by that duration too;
+    # AIPerf divides by its profiling phase's window (aiperf/metrics/metric_dicts.py:231-233), which
+    # opens before the first request, and GuideLLM's is a mean of its own rate series: within 10 %.
+    bound = 0.10 if tool in ("aiperf", "guidellm") else 1e-9
+    assert figures["output_tok_s"] == pytest.approx(output.stated["output_tok_s"], rel=bound)
+    assert figures["output_tok_s"] == pytest.approx(REQUESTS * OUTPUT / output.wall_s)
+    # The TTFT p50 a tool states is numpy's median; fleet's p50 is one of the middle values or between them.
+    ttfts = sorted(r.ttft_s for r in output.requests if r.ttft_s is not None)
+    assert ttfts[REQUESTS // 2 - 1] <= figures["ttft_s"]["p50"] <= ttfts[REQUESTS // 2]
+    assert ttfts[REQUESTS // 2 - 1] <= output.stated["ttft_p50_s"] <= ttfts[REQUESTS // 2] or tool == "guidellm"
+
+
+def test_itls_are_the_tools_own_where_it_keeps_them_and_none_where_it_does_not(tmp_path: Path) -> None:
+    """bench_serving spreads a chunk's gap over its tokens as fleet's client does: one ITL per
+    token after the first; GuideLLM keeps only a mean per request, so fleet makes up none."""
+    bench = TOOLS["bench_serving"].read(FIXTURES / "bench_serving", 0.0)
+    assert all(len(r.itl_s) == OUTPUT - 1 for r in bench.requests)
+    # bench_serving writes no latency: a request's end is its TTFT and its ITLs.
+    assert bench.requests[0].e2e_s == pytest.approx(bench.requests[0].ttft_s + sum(bench.requests[0].itl_s))
+    guide = TOOLS["guidellm"].read(FIXTURES / "guidellm", 0.0)
+    assert all(r.itl_s == [] for r in guide.requests)
+    assert request_figures(guide.requests, guide.wall_s)["itl_s"] is None
+
+
+def test_a_broken_output_names_the_file_and_field(tmp_path: Path) -> None:
+    row = json.loads((FIXTURES / "bench_serving" / "result.jsonl").read_text().splitlines()[-1])
+    row["ttfts"] = row["ttfts"][:-1]
+    (tmp_path / "result.jsonl").write_text(json.dumps(row) + "\n")
+    with pytest.raises(ValueError, match=r"result.jsonl: `ttfts` should be a list of 6 entries"):
+        TOOLS["bench_serving"].read(tmp_path, 0.0)
+    summary = json.loads((FIXTURES / "aiperf" / "profile_export_aiperf.json").read_text())
+    summary["time_to_first_token"]["unit"] = "s"
+    shutil.copy(FIXTURES / "aiperf" / "profile_export.jsonl", tmp_path)
+    (tmp_path / "profile_export_aiperf.json").write_text(json.dumps(summary))
+    with pytest.raises(ValueError, match=r"profile_export_aiperf.json: `benchmark_duration/output_token_throughput/time_to_first_token` should be units sec"):
+        TOOLS["aiperf"].read(tmp_path, 0.0)
+
+
+def test_the_contracts_clients_are_fleets_and_every_tools() -> None:
+    assert set(CLIENTS) == {FLEET_CLIENT, *TOOLS}
+
+
+TARGET = ToolTarget("127.0.0.1", 30000, "served", "generate", "/root/tok")
+
+
+def flag(argv: list[str], name: str) -> str | None:
+    return argv[argv.index(name) + 1] if name in argv else None
+
+
+def test_bench_serving_gets_the_workloads_load() -> None:
+    one_at_a_time = bench_serving_argv(TARGET, ToolLoad(1024, 128, 32, 1), "/o")
+    assert (flag(one_at_a_time, "--request-rate"), flag(one_at_a_time, "--max-concurrency")) == ("inf", "1")
+    capped = bench_serving_argv(TARGET, ToolLoad(1024, 128, 32, 1, rate=2.5, max_in_flight=8, warmup_requests=3), "/o")
+    assert (flag(capped, "--request-rate"), flag(capped, "--max-concurrency"), flag(capped, "--warmup-requests")) == ("2.5", "8", "3")
+    assert (flag(capped, "--random-input-len"), flag(capped, "--random-output-len"), flag(capped, "--random-range-ratio"), flag(capped, "--num-prompts")) == ("1024", "128", "1", "32")
+    assert flag(capped, "--backend") == "sglang" and flag(bench_serving_argv(TARGET.__class__("h", 1, "m", "completions"), ToolLoad(1, 1, 1, 1), "/o"), "--backend") == "vllm"
+    uncapped = bench_serving_argv(TARGET, ToolLoad(1024, 128, 32, 1, rate=2.5), "/o")
+    assert "--max-concurrency" not in uncapped
+
+
+def test_guidellm_profile_follows_the_load() -> None:
+    assert guidellm_scenario(TARGET, ToolLoad(8, 8, 4, 0), "/o")["spec"]["profile"] == {"kind": "synchronous"}
+    assert guidellm_scenario(TARGET, ToolLoad(8, 8, 4, 0, rate=float("inf"), max_in_flight=8), "/o")["spec"]["profile"] == {"kind": "concurrent", "streams": 8}
+    assert guidellm_scenario(TARGET, ToolLoad(8, 8, 4, 0, rate=3.0, max_in_flight=2), "/o")["spec"]["profile"] == {"kind": "poisson", "rate": [3.0], "max_concurrency": 2}
+
+
+BOOK = {
+    "name": "tools",
+    "model": {"repo": "meta-llama/Llama-3.1-8B-Instruct", "card": "llama-3.1-8b-instruct"},
+    "methods": {"autoregressive": {}},
+    "tp": [1],
+    "workloads": {"fixed": {"kind": "random", "input_tokens": 64, "max_new_tokens": 16}},
+}
+
+
+def book(tmp_path: Path, **fixed: Any) -> Path:
+    data = json.loads(json.dumps(BOOK))
+    data["workloads"]["fixed"].update(fixed)
+    path = tmp_path / "book.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("fixed", "message"),
+    [
+        ({"client": "benchserving"}, r"workloads.fixed.random.client.tool: expected a client of fleet, bench_serving, vllm_bench_serve, aiperf, guidellm, got 'benchserving'"),
+        ({"client": {"tool": "aiperf", "pyhton": "/x"}}, r"workloads.fixed.random.client.pyhton"),
+        ({"client": "bench_serving", "load": {"rate": 2, "burstiness": 0.5}}, r"`load.burstiness` of 1 with client bench_serving: sglang.bench_serving sends Poisson arrivals only"),
+        ({"client": "guidellm", "load": {"rate": 2, "warmup_requests": 2}}, r"`load.warmup_requests` of 0 with client guidellm"),
+        (
+            {"client": "aiperf", "load": {"rate": 2, "search": {"rates": [1, 4]}}, "slo": {"ttft": "1s"}},
+            r"`load.search` with fleet's client only",
+        ),
+    ],
+)
+def test_a_client_the_workload_cannot_have_is_refused_naming_file_and_field(tmp_path: Path, fixed: dict[str, Any], message: str) -> None:
+    path = book(tmp_path, **fixed)
+    with pytest.raises(ConfigError, match=message) as caught:
+        load_playbook(path)
+    assert str(path) in str(caught.value)
+
+
+def test_fleets_own_client_keeps_the_run_ids_and_a_tool_resolves_to_the_engines_interpreter(tmp_path: Path) -> None:
+    plain = expand_runs(load_playbook(book(tmp_path)))
+    named = expand_runs(load_playbook(book(tmp_path, client="fleet")))
+    assert [r.id for r in plain] == [r.id for r in named]
+    assert "client" not in resolve_workload(plain[0], 1.0, "/opt/engine/bin/python")
+    tool = expand_runs(load_playbook(book(tmp_path, client="bench_serving", load={"rate": 4, "max_in_flight": 2})))[0]
+    assert tool.id != plain[0].id
+    resolved = resolve_workload(tool, 0.5, "/opt/engine/bin/python")
+    assert resolved["client"] == {"tool": "bench_serving", "python": "/opt/engine/bin/python", "tokenizer": None}
+    # The rate is in engine time: where an engine second takes half a wall second (time_scale 0.5),
+    # 4 a second in engine time is 8 a wall second, as fleet's own open loop sends them.
+    assert tool_load(resolved, 1) == ToolLoad(64, 16, 10, 1, rate=8.0, max_in_flight=2)
+
+
+def empty_facts() -> HostFacts:
+    return HostFacts(request=FactsRequest(paths={}, engine_python="python3"), gathered_at="2026-12-03T00:00:00Z")
+
+
+def test_the_preflight_probes_the_interpreter_each_tool_runs_in(tmp_path: Path) -> None:
+    """A real probe on this machine: this interpreter finds the sglang wheel's bench_serving (the
+    suite installs it), the same interpreter without site-packages finds nothing, and a path that is
+    no interpreter gives no answer; the failure names the host, the interpreter and the tool."""
+    host = make_host("ct200", kind="sim")
+    bare = bare_python(tmp_path)
+    workloads = {
+        "found": {"kind": "random", "input_tokens": 8, "max_new_tokens": 8, "client": {"tool": "bench_serving", "python": sys.executable}},
+        "bare": {"kind": "random", "input_tokens": 8, "max_new_tokens": 8, "client": {"tool": "aiperf", "python": bare}},
+        "absent": {"kind": "random", "input_tokens": 8, "max_new_tokens": 8, "client": {"tool": "guidellm", "python": str(tmp_path / "no-python")}},
+        "fleets": {"kind": "random", "input_tokens": 8, "max_new_tokens": 8},
+    }
+    path = tmp_path / "book.yaml"
+    path.write_text(yaml.safe_dump({**BOOK, "workloads": workloads}))
+    probes = {p.workload: p for p in probe_client_tools(LocalTransport(), host, load_playbook(path))}
+    assert set(probes) == {"found", "bare", "absent"}
+    pytest.importorskip("sglang")
+    assert probes["found"].found is True and probes["bare"].found is False and probes["absent"].found is None
+    report = run_preflight(empty_facts(), PreflightRequirements(expected_gpu_count=0, client_tools=tuple(probes.values())), host="ct200")
+    [check] = [c for c in report.checks if c.rule_id == "client-tools-installed"]
+    assert check.verdict is Verdict.fail
+    assert f"workload bare: {bare} cannot import aiperf (AIPerf)" in check.message
+    assert f"workload absent: {tmp_path / 'no-python'} did not answer" in check.message
+    assert "workload found" not in check.message
+    assert report.summary().startswith("ct200: preflight failed: ") and "client-tools-installed" in report.summary()
+    passing = run_preflight(empty_facts(), PreflightRequirements(expected_gpu_count=0, client_tools=(probes["found"],)))
+    assert [c.verdict for c in passing.checks if c.rule_id == "client-tools-installed"] == [Verdict.ok]
+    none = run_preflight(empty_facts(), PreflightRequirements(expected_gpu_count=0))
+    assert [c.verdict for c in none.checks if c.rule_id == "client-tools-installed"] == [Verdict.skip]
+
+
+def result_json(**changes: Any) -> dict[str, Any]:
+    base = RunResult(run_id="r1", label="l", server_id="s1", server_label="s", sweep_id="w1", host="ct200", status=RunStatus.ok, failure=None, figures={}, workload={}, started_at=1.0, ended_at=2.0)
+    return {**base.to_json(), **changes}
+
+
+def test_a_result_names_its_client_and_one_without_is_fleets() -> None:
+    assert RunResult.from_json(result_json(client="aiperf")).client == "aiperf"
+    old = result_json()
+    del old["client"]
+    assert RunResult.from_json(old).client == FLEET_CLIENT
+    with pytest.raises(ContractError, match="client"):
+        RunResult.from_json(result_json(client="wrk"))
+
+
+def test_the_reports_groups_keep_clients_apart() -> None:
+    fleets = GroupKey("H200", True, "sglang", "0.5.23", 1)
+    tools = GroupKey("H200", True, "sglang", "0.5.23", 1, "bench_serving")
+    assert fleets != tools
+    assert fleets.title == "H200 (simulated) · SGLang 0.5.23 · TP1"
+    assert tools.host_type == "H200 (simulated) · SGLang 0.5.23 · measured by bench_serving"
