@@ -125,18 +125,24 @@ def test_a_key_others_can_read_is_no_key_and_is_left_alone(state: Path, sweep: P
     assert (state / KEY_FILE).read_bytes() == b"k" * 32
 
 
-def forge(path: Path, edit: Callable[[dict[str, Any]], None], key: bytes | None = None, scope: bytes | None = None) -> None:
-    """The cache file with its entries edited: kept under its old signature, or signed anew with
-    `key` over `scope` (the forger's own key, or the user's where the test shows it matters)."""
-    data = path.read_bytes()
-    head = len(resultcache._MAGIC) + resultcache._MAC_BYTES
-    entries = pickle.loads(data[head:])
+def forge(cache: ResultCache, edit: Callable[[dict[str, Any]], None], signer: str) -> None:
+    """The folder's cache with its entries edited, then: its first chunk's bytes replaced under its
+    old signature ("stale signature"), or the whole signed anew with a forger's own key ("another
+    key") or with the user's ("the user's key": what only the user's fleet can do)."""
+    entries = cache.load()
     edit(entries)
-    payload = pickle.dumps(entries)
-    mac = data[len(resultcache._MAGIC) : head]
-    if key is not None and scope is not None:
-        mac = ResultCache(path, key, scope)._mac(payload)
-    path.write_bytes(resultcache._MAGIC + mac + payload)
+    if signer == "another key":
+        ResultCache(cache.path, b"x" * 32, cache._scope).save(entries)
+    elif signer == "the user's key":
+        cache.save(entries)
+    else:
+        data = cache.path.read_bytes()
+        at = len(resultcache._MAGIC)
+        length, mac = resultcache._RECORD.unpack_from(data, at)
+        first = pickle.loads(data[at + resultcache._RECORD.size : at + resultcache._RECORD.size + length])
+        payload = pickle.dumps({name: entries[name] for name in first})
+        rest = data[at + resultcache._RECORD.size + length :]
+        cache.path.write_bytes(data[:at] + resultcache._RECORD.pack(len(payload), mac) + payload + rest)
 
 
 def faster(entries: dict[str, Any]) -> None:
@@ -153,10 +159,9 @@ def throughputs(directory: Path) -> dict[str, Any]:
 @pytest.mark.parametrize("signer", ["stale signature", "another key"])
 def test_a_tampered_cache_is_not_trusted_and_the_results_are_read_again(state: Path, sweep: Path, signer: str) -> None:
     truth, _ = parsed(lambda: throughputs(sweep))
-    path = cache_file(sweep)
     cache = ResultCache.of(sweep / HOST / "runs", sweep.name, HOST)
     assert cache is not None
-    forge(path, faster, *((b"x" * 32, cache._scope) if signer == "another key" else ()))
+    forge(cache, faster, signer)
     got, parses = parsed(lambda: throughputs(sweep))
     assert got == truth and parses == results_count(sweep)
 
@@ -167,7 +172,7 @@ def test_a_forgery_signed_with_the_users_key_is_taken_which_is_why_the_key_is_ke
     truth = throughputs(sweep)
     cache = ResultCache.of(sweep / HOST / "runs", sweep.name, HOST)
     assert cache is not None
-    forge(cache.path, faster, cache._key, cache._scope)
+    forge(cache, faster, "the user's key")
     got, parses = parsed(lambda: throughputs(sweep))
     assert parses == 0 and got == {run: (tok_s or 0) + 1000 for run, tok_s in truth.items()}
 
@@ -279,3 +284,20 @@ def test_two_writers_at_once_leave_one_whole_cache(state: Path, sweep: Path) -> 
     assert all(names in ({*full}, {*halves[0]}, {*halves[1]}) for names in seen), {len(s) for s in seen}  # the first: before either wrote
     assert seen[-1] in ({*halves[0]}, {*halves[1]})
     assert not [p for p in cache.path.parent.iterdir() if p.name.startswith(".")]  # no temp file left
+
+
+def test_a_cache_of_many_chunks_reads_whole_and_each_chunk_is_signed_for_its_place(state: Path, sweep: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(resultcache, "_CHUNK", 5)  # 24 results: 5 chunks
+    truth = throughputs(sweep)
+    got, parses = parsed(lambda: throughputs(sweep))
+    assert got == truth and parses == 0
+    data = cache_file(sweep).read_bytes()
+    at, chunks = len(resultcache._MAGIC), []
+    while at < len(data):
+        length, _ = resultcache._RECORD.unpack_from(data, at)
+        chunks.append(data[at : at + resultcache._RECORD.size + length])
+        at += resultcache._RECORD.size + length
+    assert len(chunks) == 5
+    cache_file(sweep).write_bytes(data[: len(resultcache._MAGIC)] + chunks[1] + chunks[0] + b"".join(chunks[2:]))  # two swapped
+    got, parses = parsed(lambda: throughputs(sweep))
+    assert got == truth and parses == results_count(sweep)
