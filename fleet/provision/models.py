@@ -332,9 +332,12 @@ def fetch_hub_snapshot(
     return Marker(source, str(expected["sha"]), {k: int(v) for k, v in expected["files"].items()})
 
 
-# The first line a detached job's log gets once it holds its lock, and what a poll prints where
+# What a detached job's log says, line by line: its pid once it is queued for its lock (before it
+# takes it), that it started once it holds the lock, and how it ended; and what a poll prints where
 # the log is gone (a reboot wipes a fast dir's lock and log together).
+JOB_QUEUED = "fleet-queued"
 JOB_STARTED = "fleet-started"
+JOB_EXIT = "fleet-exit="
 JOB_NO_LOG = "fleet-no-log"
 # Starts of a job that vanished (a reboot, a kill) before it is given up on.
 JOB_RESTARTS = 3
@@ -344,7 +347,9 @@ JOB_RESTARTS = 3
 class DetachedJob:
     """A shell job that runs on the host under `flock`, detached from the SSH session that started it.
 
-    Its log ends with `fleet-exit=N`; a second start waits on the lock instead of racing the first.
+    Its log starts with its pid (`fleet-queued PID`, the process that waits for the lock and then
+    holds it until the job ends) and ends with `fleet-exit=N`; a second start waits on the lock
+    instead of racing the first.
     """
 
     name: str
@@ -354,36 +359,61 @@ class DetachedJob:
     log: str
 
     def start_command(self) -> str:
-        body = f"echo {JOB_STARTED}; ( {self.script} ); echo fleet-exit=$?"
-        locked = f'flock {shlex.quote(self.lock)} sh -c {shlex.quote(body)} {shlex.quote(self.name)} "$@"'
+        body = f"echo {JOB_STARTED}; ( {self.script} ); echo {JOB_EXIT}$?"
+        # `exec` keeps the pid written: flock waits for the lock as that process and lives until
+        # the job ends, so a poll can tell a job still queued from one killed before it took the
+        # lock (its log would otherwise say nothing, and look queued until the timeout).
+        queued = f'echo {JOB_QUEUED} $$; exec flock {shlex.quote(self.lock)} sh -c {shlex.quote(body)} {shlex.quote(self.name)} "$@"'
         return (
-            f"mkdir -p {shlex.quote(posixpath.dirname(self.lock))} && setsid -f sh -c {shlex.quote(locked)} {shlex.quote(self.name)} {shlex.join(self.args)} >{shlex.quote(self.log)} 2>&1 </dev/null"
+            f"mkdir -p {shlex.quote(posixpath.dirname(self.lock))} && setsid -f sh -c {shlex.quote(queued)} {shlex.quote(self.name)} {shlex.join(self.args)} >{shlex.quote(self.log)} 2>&1 </dev/null"
         )
 
     def poll_command(self) -> str:
-        return f"if flock -n {shlex.quote(self.lock)} true; then echo free; else echo busy; fi; cat {shlex.quote(self.log)} 2>/dev/null || echo {JOB_NO_LOG}"
+        """First line: the lock `free` or `busy`, then whether the queued pid is `alive`; then the log."""
+        log = shlex.quote(self.log)
+        return (
+            f"if flock -n {shlex.quote(self.lock)} true; then l=free; else l=busy; fi; "
+            f"p=$(sed -n 's/^{JOB_QUEUED} \\([0-9][0-9]*\\)$/\\1/p' {log} 2>/dev/null | head -n 1); "
+            # A zombie is gone too: an init that reaps late (a container's) would keep it listed.
+            f'if [ -n "$p" ] && kill -0 "$p" 2>/dev/null && ! grep -q "^State:[[:space:]]*Z" /proc/"$p"/status 2>/dev/null; then a=alive; else a=gone; fi; '
+            f'echo "$l $a"; cat {log} 2>/dev/null || echo {JOB_NO_LOG}'
+        )
 
 
-def parse_job_poll(stdout: str) -> tuple[bool, int | None, str]:
-    """(lock free, exit code if the job finished, log text)."""
-    first, _, log = stdout.partition("\n")
-    exit_code = None
-    for line in reversed(log.splitlines()):
-        if line.startswith("fleet-exit="):
-            exit_code = int(line.partition("=")[2])
-            break
-    return first == "free", exit_code, log
+@dataclass(frozen=True)
+class JobPoll:
+    """One poll of a detached job, parsed (DetachedJob.poll_command)."""
 
+    free: bool  # nothing holds the job's lock
+    alive: bool  # the process the log names as queued for the lock still runs
+    exit_code: int | None  # how the job ended, if its log says
+    log: str
 
-def job_vanished(free: bool, exit_code: int | None, log: str) -> bool:
-    """The job is gone without saying how it ended: its log is gone (the host rebooted: the log is
-    made before the job starts, and only a reboot or a hand wipes it), or its lock is free while
-    its log says it started (it was killed). A log saying neither is a job not yet under its lock."""
-    lines = log.splitlines()
-    if exit_code is not None or not lines:
-        return False
-    # A reboot wipes the fast dir: no log, and no lock file to take either (`flock -n` fails: "busy").
-    return lines[0] == JOB_NO_LOG or (free and lines[0] == JOB_STARTED)
+    @classmethod
+    def parse(cls, stdout: str) -> JobPoll:
+        first, _, log = stdout.partition("\n")
+        exit_code = None
+        for line in reversed(log.splitlines()):
+            if line.startswith(JOB_EXIT):
+                exit_code = int(line.removeprefix(JOB_EXIT))
+                break
+        lock, _, process = first.partition(" ")
+        return cls(lock == "free", process == "alive", exit_code, log)
+
+    @property
+    def vanished(self) -> bool:
+        """The job is gone without saying how it ended: its log is gone (the host rebooted: the log is
+        made before the job starts, and only a reboot or a hand wipes it); or its lock is free while
+        the process its log names is gone (killed while queued, or under its lock with every
+        child). An empty log is a job not yet queued: it writes its pid before anything else."""
+        lines = self.log.splitlines()
+        if self.exit_code is not None or not lines:
+            return False
+        # A reboot wipes the fast dir: no log, and no lock file to take either (`flock -n` fails: "busy").
+        if lines[0] == JOB_NO_LOG:
+            return True
+        # A log that starts at JOB_STARTED is a job an older fleet started, before jobs said their pid.
+        return self.free and not self.alive and lines[0].partition(" ")[0] in (JOB_QUEUED, JOB_STARTED)
 
 
 def run_detached(t: Transport, job: DetachedJob, *, poll: Callable[[Callable[[], object]], object], timeout: float, interval_s: float = 0.3) -> None:
@@ -412,14 +442,14 @@ def run_detached_started(
     deadline = time.monotonic() + timeout
     restarts = 0
     while True:
-        free, exit_code, text = parse_job_poll(str(poll(lambda: t.run(job.poll_command(), timeout=POLL_S).stdout)))
-        if free and exit_code is not None:
-            if exit_code != 0:
-                if explain is not None and (message := explain(exit_code, text)):
+        state = JobPoll.parse(str(poll(lambda: t.run(job.poll_command(), timeout=POLL_S).stdout)))
+        if state.free and state.exit_code is not None:
+            if state.exit_code != 0:
+                if explain is not None and (message := explain(state.exit_code, state.log)):
                     raise ModelError(message)
-                raise ModelError(f"{t.host}: {job.name} failed (exit {exit_code}): {text.strip()[-4000:]}")
+                raise ModelError(f"{t.host}: {job.name} failed (exit {state.exit_code}): {state.log.strip()[-4000:]}")
             return
-        if job_vanished(free, exit_code, text):
+        if state.vanished:
             if restart is None or restarts >= JOB_RESTARTS:
                 raise ModelError(f"{t.host}: {job.name} ended without an exit status {restarts + 1} times (host rebooted, or the job was killed); log {job.log}")
             restarts += 1
@@ -427,7 +457,9 @@ def run_detached_started(
             restart()
             continue
         if time.monotonic() > deadline:
-            raise ModelError(f"{t.host}: {job.name} did not finish within {timeout:.0f} s (it may still run; log {job.log})")
+            queued = "its process alive" if state.alive else "its process gone"
+            lock = f"lock busy, {queued}" if not state.free else f"lock free, {queued}"
+            raise ModelError(f"{t.host}: {job.name} did not finish within {timeout:.0f} s ({lock}; it may still run; log {job.log})")
         time.sleep(interval_s)
 
 

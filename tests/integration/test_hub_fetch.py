@@ -169,7 +169,7 @@ def test_a_fetch_cut_by_a_reboot_resumes_without_fetching_again_what_was_complet
     release.set()
     thread.join(timeout=300)
     if outcome != [None]:  # what the host's job and the hub saw, for a failure that is never timing's
-        job_log = fleet.exec(host, ["sh", "-c", f"cat {cache_dir}.fetch.log; ls -la {cache_dir} {cache_dir}/.."])
+        job_log = fleet.exec(host, ["sh", "-c", f"cat {cache_dir}.fetch.log; ls -la {cache_dir} {cache_dir}/..; ps -eo pid,ppid,pgid,stat,args"])
         pytest.fail(f"{outcome}\nthe job's log:\n{job_log.stdout}{job_log.stderr}\nthe hub's requests:\n" + "\n".join(map(str, hub.requests)))
     assert host.boot_id() != boot
     state = read_state(transport, model, inventory_host)

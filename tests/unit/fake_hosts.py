@@ -208,7 +208,8 @@ class FakeHostShell:
         words = call.words()
         at = words.index("setsid")
         locked, name = words[at + 4], words[at + 5]
-        lock = shlex.split(locked)[1]  # flock LOCK sh -c BODY NAME "$@"
+        queued = shlex.split(locked)  # echo fleet-queued $$; exec flock LOCK sh -c BODY NAME "$@"
+        lock = queued[queued.index("flock") + 1]
         log = next(w[1:] for w in words[at + 6 :] if w.startswith(">"))
         args = [w for w in words[at + 6 :] if not w.startswith((">", "<", "2>"))]
         self.jobs.append(name)
@@ -227,7 +228,7 @@ class FakeHostShell:
             t.write(dest + ".fleet-expected.json", json.dumps(expected))
         else:
             raise AssertionError(f"unknown detached job {name}")
-        t.write(log, f"{name} done\nfleet-exit=0\n")
+        t.write(log, f"fleet-queued 41\nfleet-started\n{name} done\nfleet-exit=0\n")
         t.dirs.add(posixpath.dirname(lock))
         return Reply()
 
@@ -240,7 +241,7 @@ class FakeHostShell:
 
     def _poll_job(self, t: FakeTransport, call: Call) -> str:
         log = shlex_unquote(call.command.rsplit("cat ", 1)[1].split(" ")[0])
-        return "free\n" + (t.read_text(log) if t.is_file(log) else "")
+        return "free gone\n" + (t.read_text(log) if t.is_file(log) else "")
 
 
 def shlex_unquote(word: str) -> str:

@@ -271,12 +271,16 @@ def test_a_fetch_killed_mid_file_keeps_the_files_it_completed_and_its_leftovers_
         except ProcessLookupError:
             pass
     assert groups
-    for group in groups:  # the power cut: everything of the job, at once, no cleanup
+    # The power cut: everything of the job at once, no cleanup -- and whatever else holds the job's
+    # lock (a child of the fetch in another process group), as a power cut spares nothing. The job
+    # is frozen before its lock's holders are listed, and killed only then: killed first, fleet may
+    # see its lock free and start it again, and the listing would take the new job for the old.
+    for group in groups:
+        os.killpg(group, signal.SIGSTOP)
+    holders = lock_holders(dest + ".lock")
+    for group in groups:
         os.killpg(group, signal.SIGKILL)
-    # ... and whatever else holds the job's lock (a child of the fetch in another process group):
-    # a power cut spares nothing, and a survivor holding the lock would keep the restart waiting.
-    lock = dest + ".lock"
-    for pid in lock_holders(lock):
+    for pid in holders:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
     release.set()

@@ -2,18 +2,23 @@
 
 from __future__ import annotations
 
+import os
 import shlex
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Callable
 
 import pytest
 
 from fleet.playbook import ModelRef
 from fleet.provision.models import (
     DetachedJob,
+    JobPoll,
     Marker,
     compare_listing,
     hub_fetch_job,
-    job_vanished,
-    parse_job_poll,
     parse_listing,
 )
 
@@ -44,22 +49,56 @@ def test_detached_job_runs_under_flock_and_reports_its_exit() -> None:
     start = job.start_command()
     assert start.startswith("mkdir -p /dev/shm/fleet && setsid -f sh -c ")
     assert shlex.quote("/srv/models/x y") in start and "flock" in start and "fleet-exit=$?" in start
-    assert parse_job_poll("busy\n") == (False, None, "")
-    free, code, log = parse_job_poll("free\ncopying\nfleet-exit=0\n")
-    assert free and code == 0 and "copying" in log
-    assert parse_job_poll("free\ncp: No space left on device\nfleet-exit=1\n")[1] == 1
-    assert parse_job_poll("free\n")[:2] == (True, None)  # not started yet, or killed before it could say
+    assert JobPoll.parse("busy gone\n") == JobPoll(free=False, alive=False, exit_code=None, log="")
+    done = JobPoll.parse("free gone\nfleet-queued 41\nfleet-started\ncopying\nfleet-exit=0\n")
+    assert done.free and done.exit_code == 0 and "copying" in done.log
+    assert JobPoll.parse("free gone\nfleet-queued 41\nfleet-started\ncp: No space left on device\nfleet-exit=1\n").exit_code == 1
 
 
 def test_a_detached_job_that_vanished_is_told_from_one_not_yet_started() -> None:
     job = DetachedJob("fleet-stage", "true", (), "/dev/shm/fleet/x.lock", "/dev/shm/fleet/x.log")
-    assert "echo fleet-started;" in job.start_command() and "|| echo fleet-no-log" in job.poll_command()
-    assert job_vanished(*parse_job_poll("free\nfleet-no-log\n"))  # a reboot wiped lock and log
-    assert job_vanished(*parse_job_poll("busy\nfleet-no-log\n"))  # ... and the lock's directory: flock cannot open it
-    assert job_vanished(*parse_job_poll("free\nfleet-started\ncopying\n"))  # killed under its lock
-    assert not job_vanished(*parse_job_poll("free\n"))  # the log is there, the job not yet under its lock
-    assert not job_vanished(*parse_job_poll("busy\nfleet-started\n"))
-    assert not job_vanished(*parse_job_poll("free\nfleet-started\nfleet-exit=0\n"))
+    assert "echo fleet-queued $$; exec flock" in job.start_command() and "|| echo fleet-no-log" in job.poll_command()
+    assert JobPoll.parse("free gone\nfleet-no-log\n").vanished  # a reboot wiped lock and log
+    assert JobPoll.parse("busy gone\nfleet-no-log\n").vanished  # ... and the lock's directory: flock cannot open it
+    assert JobPoll.parse("free gone\nfleet-queued 41\nfleet-started\ncopying\n").vanished  # killed under its lock
+    assert JobPoll.parse("free gone\nfleet-queued 41\n").vanished  # killed while it waited for the lock
+    assert JobPoll.parse("free gone\nfleet-started\ncopying\n").vanished  # an older fleet's job, killed
+    assert not JobPoll.parse("free gone\n").vanished  # the log is there, the job not yet queued
+    assert not JobPoll.parse("free alive\nfleet-queued 41\n").vanished  # about to take the lock
+    assert not JobPoll.parse("busy gone\nfleet-queued 41\nfleet-started\n").vanished  # its children hold the lock
+    assert not JobPoll.parse("busy alive\nfleet-queued 41\nfleet-started\n").vanished
+    assert not JobPoll.parse("free gone\nfleet-queued 41\nfleet-started\nfleet-exit=0\n").vanished
+
+
+def test_a_job_killed_while_queued_for_its_lock_is_seen_gone_on_a_real_shell(tmp_path: Path) -> None:
+    """The job's own shell text, run: one queued behind a held lock is alive; killed there, before
+    it wrote anything but its pid, the next poll sees it vanished (fleet starts it again) instead of
+    a job still waiting, which it would have waited on until the timeout."""
+    job = DetachedJob("fleet-test", 'echo "$1"', ("ran",), str(tmp_path / "x.lock"), str(tmp_path / "x.log"))
+
+    def poll() -> JobPoll:
+        return JobPoll.parse(subprocess.run(["sh", "-c", job.poll_command()], capture_output=True, text=True, check=True).stdout)
+
+    def poll_until(done: Callable[[JobPoll], bool]) -> JobPoll:
+        deadline = time.monotonic() + 60  # only a hang reaches it
+        while not done(state := poll()):
+            assert time.monotonic() < deadline, state
+            time.sleep(0.01)
+        return state
+
+    with subprocess.Popen(["flock", job.lock, "sh", "-c", "read line"], stdin=subprocess.PIPE) as holder:
+        subprocess.run(["sh", "-c", job.start_command()], check=True)
+        state = poll_until(lambda state: state.log != "")  # the job writes its pid as it starts
+        pid = int(state.log.split()[1])
+        assert not state.free and state.alive and not state.vanished
+        os.kill(pid, signal.SIGKILL)
+        poll_until(lambda state: not state.alive)
+        assert not poll().vanished  # the lock is still held (by another): not told yet
+        holder.communicate(b"go\n")
+    assert poll().vanished
+    subprocess.run(["sh", "-c", job.start_command()], check=True)  # started again: it runs
+    state = poll_until(lambda state: state.exit_code is not None)
+    assert state.exit_code == 0 and "ran" in state.log and not state.vanished
 
 
 def test_hub_fetch_never_puts_a_token_on_the_command_line() -> None:
