@@ -141,10 +141,12 @@ def load_sweep(directory: Path | str) -> SweepData:
     # file is listed with why, as unreadable). It holds of each result only what the report reads
     # (fleet.sweep.resultcache.Digest: its requests as one tuple of TTFTs per (level, repeat), 1 KiB
     # where their dicts are 5.5 KiB), from the user's cache of checked results where it has them.
+    # The Loaded made with the collector paused too: made beside tens of thousands of results,
+    # they set off full collections that walk all of those (half of a warm load's CPU).
     with collector_paused():
         swept = read_sweep_results(directory, sweep_id=sweep.sweep_id, digests=True)
-    runs = {host: directory / host / SweepDir.RUNS for host in {r.host for r in swept.results}}
-    sweep.results = [Loaded(runs[r.host], r, swept.ttft_s[r.host, r.run_id]) for r in swept.results]
+        runs = {host: directory / host / SweepDir.RUNS for host in {r.host for r in swept.results}}
+        sweep.results = [Loaded(runs[r.host], r, swept.ttft_s[r.host, r.run_id]) for r in swept.results]
     sweep.unreadable = [(directory / relative, why) for relative, why in sorted(swept.rejected.items())]
     return sweep
 
