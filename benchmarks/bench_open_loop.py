@@ -15,7 +15,8 @@ CPU-side work.
 
     python benchmarks/bench_open_loop.py [--streams 64,512] [--requests-per-stream 4] [--json PATH]
 
-Prints, per stream count: requests sent/ok, schedule delay p50/p90/p99/max (ms), whether the p50 is
+Prints, per stream count: the sending processes the agent chose (fleet.host.agent.senders; 1: the
+agent's own threads), requests sent/ok, schedule delay p50/p90/p99/max (ms), whether the p50 is
 within the bound, wall seconds and the machine's load average during the run.
 """
 
@@ -38,6 +39,7 @@ from fleet.host.agent.client import Client, Endpoint  # noqa: E402
 from fleet.host.agent.drive import drive  # noqa: E402
 from fleet.host.agent.driver import Driver, Gate, ServerFacts  # noqa: E402
 from fleet.host.agent.results import MAX_SCHEDULE_DELAY_S, RunIdentity, build_result  # noqa: E402
+from fleet.host.agent.senders import sender_count, usable_cpus  # noqa: E402
 from fleet.host.contract.shard import AgentLimits, RunSpec  # noqa: E402
 from fleet.host.engines.sim.harness import start_sim  # noqa: E402
 from tests.testfleet.gpu_tools import local_gpu_env  # noqa: E402
@@ -72,7 +74,7 @@ def measure(port: int, streams: int, requests: int) -> dict[str, Any]:
         return None if value is None else round(value * 1000, 2)
 
     return {
-        "streams": streams, "requests": counts["sent"], "ok": counts["ok"], "delay_ms": {q: ms(q) for q in ("p50", "p90", "p99", "max")},
+        "streams": streams, "senders": sender_count(streams, usable_cpus()), "cpus": usable_cpus(), "requests": counts["sent"], "ok": counts["ok"], "delay_ms": {q: ms(q) for q in ("p50", "p90", "p99", "max")},
         "within_bound": delay.get("p50") is not None and delay["p50"] <= MAX_SCHEDULE_DELAY_S, "deviations": [d.kind for d in result.deviations],
         "wall_s": round(wall, 1), "load_avg": [round(load_before, 2), round(os.getloadavg()[0], 2)],
     }  # fmt: skip
@@ -100,7 +102,7 @@ def main() -> int:
                 rows.append(row)
                 d = row["delay_ms"]
                 print(
-                    f"streams {streams:>4}: {row['ok']}/{row['requests']} ok, schedule delay p50 {d['p50']} ms, p90 {d['p90']}, p99 {d['p99']}, max {d['max']} "
+                    f"streams {streams:>4} from {row['senders']} process(es) on {row['cpus']} CPUs: {row['ok']}/{row['requests']} ok, schedule delay p50 {d['p50']} ms, p90 {d['p90']}, p99 {d['p99']}, max {d['max']} "
                     f"({'within' if row['within_bound'] else 'ABOVE'} the {MAX_SCHEDULE_DELAY_S * 1000:.0f} ms bound), {row['wall_s']} s, load {row['load_avg']}",
                     flush=True,
                 )

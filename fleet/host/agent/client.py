@@ -31,7 +31,7 @@ import socket
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any, Callable, Union
 
 from fleet.host.agent.pause import PauseWatch
 from fleet.host.failures import FailureClass
@@ -299,12 +299,26 @@ class TokenClock:
 
 
 class _InFlight:
-    """Sockets of requests in flight, so that another thread can cut them all at once."""
+    """Sockets of requests in flight, so that another thread can cut them all at once, and what
+    else to cut then (requests sent from other processes: `Client.on_abort`)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._sockets: set[socket.socket] = set()
+        self._cuts: list[Callable[[], None]] = []
         self.aborted = threading.Event()
+
+    def on_abort(self, cut: Callable[[], None]) -> Callable[[], None]:
+        with self._lock:
+            self._cuts.append(cut)
+        if self.aborted.is_set():
+            cut()
+
+        def remove() -> None:
+            with self._lock:
+                self._cuts.remove(cut)
+
+        return remove
 
     def add(self, sock: socket.socket) -> None:
         with self._lock:
@@ -322,6 +336,9 @@ class _InFlight:
                     sock.shutdown(socket.SHUT_RDWR)
                 except OSError:
                     pass
+            cuts = list(self._cuts)
+        for cut in cuts:
+            cut()
 
 
 class Client:
@@ -338,6 +355,12 @@ class Client:
     def abort_all(self) -> None:
         """Cut every request in flight and refuse new ones (they end as aborted_by_agent)."""
         self._in_flight.abort_all()
+
+    def on_abort(self, cut: Callable[[], None]) -> Callable[[], None]:
+        """Call `cut` too when `abort_all` is called (at once if it has been): an open loop's
+        sending processes send with clients of their own (fleet.host.agent.senders), which this
+        one's `abort_all` must reach. Returns what removes `cut`."""
+        return self._in_flight.on_abort(cut)
 
     def generate(
         self,

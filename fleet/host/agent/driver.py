@@ -122,6 +122,11 @@ class Driver:
             deadline_s=self.limits.request_timeout_s,
             no_token_timeout_s=self.limits.no_token_timeout_s,
         )
+        return self.checked(outcome)
+
+    def checked(self, outcome: RequestOutcome) -> RequestOutcome:
+        """A request's outcome, the server's liveness checked after an error that may mean it is
+        gone (`send` does it; so does the agent for a request another process sent)."""
         if outcome.error_class in LIVENESS_SUSPECT:
             self.gate.checkpoint()
         return outcome

@@ -12,17 +12,18 @@ from __future__ import annotations
 
 import hashlib
 import json
-import queue
+import math
 import random
 import threading
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
-from fleet.host.agent.client import Prompt
+from fleet.host.agent.client import Prompt, RequestOutcome
 from fleet.host.agent.driver import Driver
 from fleet.host.agent.kinds.saturation import Probe, SearchSpec, conclusion, next_rate
 from fleet.host.agent.outcome import Measured, Sent, WorkloadOutcome, repeat_extras
+from fleet.host.agent.senders import Processes, Threads, sender_count, usable_cpus
 from fleet.host.agent.slo import goodput
 
 # Token ids of `random` prompts: ordinary tokens of every current vocabulary (Qwen 151k, Llama
@@ -87,65 +88,58 @@ def sample_sha256(plans: list[Planned]) -> str:
     return digest.hexdigest()
 
 
-def open_loop(driver: Driver, plans: list[Planned], load: dict[str, Any], rng: random.Random) -> tuple[list[Sent], float]:
+def open_loop(driver: Driver, plans: list[Planned], load: dict[str, Any], rng: random.Random, *, processes: int | None = None) -> tuple[list[Sent], float]:
     """Send `plans` on their schedule, each on a thread of its own so that none waits for another;
     a request the `max_in_flight` cap held back is due when a slot frees, not at its scheduled time
     (the cap is the playbook's choice: only the client's own lateness counts against it).
 
-    The threads are started before the first send and wait for their request: starting a thread
-    waits for it to run (threading.Thread.start), which under many streaming threads costs a
-    switch of the interpreter lock each, and a loop that started one per request fell behind its
-    own schedule (bench_open_loop.py on 16 idle cores: a median 22 ms late at 64 streams, 453 ms
-    at 512). A request is handed to an idle thread instead; its lateness is from its due time to
-    its thread taking it up."""
+    The threads, in the agent's process or, for many streams, in several sending processes
+    (`processes` of them, else as many as fleet.host.agent.senders.sender_count chooses for the
+    streams and this machine's CPUs), are started before the first send and wait for their request;
+    a request's lateness is from its due time to a thread taking it up."""
     scale = float(load.get("time_scale") or 1.0)  # wall seconds per engine second
     offsets = arrival_offsets(len(plans), float(load["rate"]), float(load["burstiness"]), rng)
+    # As many streams as can be in flight at once: the cap, else every request (an open loop
+    # without a cap may have them all in flight).
+    streams = min(len(plans), int(load.get("max_in_flight") or len(plans)))
     cap = threading.BoundedSemaphore(load["max_in_flight"]) if load.get("max_in_flight") else None
     sent: list[Sent] = []
     lock = threading.Lock()
-    handed: queue.SimpleQueue[tuple[Planned, float, float] | None] = queue.SimpleQueue()
+    held_by_cap: dict[int, float] = {}
 
-    def worker() -> None:
-        while (job := handed.get()) is not None:
-            plan, due, held_s = job
-            late = time.monotonic() - due
-            try:
-                outcome = driver.send(plan.prompt, plan.max_new_tokens)
-            finally:
-                if cap is not None:
-                    cap.release()
-            outcome.schedule_delay_s = late
+    def finish(index: int, outcome: RequestOutcome | None) -> None:
+        if cap is not None:
+            cap.release()
+        if outcome is not None:
+            held = held_by_cap[index]
             with lock:
-                sent.append(Sent(outcome, {**plan.tags, **({"held_by_cap_s": held_s} if held_s else {})}))
+                sent.append(Sent(outcome, {**plans[index].tags, **({"held_by_cap_s": held} if held else {})}))
 
-    # As many as can be in flight at once: the cap, else every request (an open loop without a cap
-    # may have them all in flight).
-    threads = [threading.Thread(target=worker, name=f"open-loop-{i}", daemon=True) for i in range(min(len(plans), int(load.get("max_in_flight") or len(plans))))]
-    for thread in threads:
-        thread.start()
+    count = processes or sender_count(streams, usable_cpus())
+    senders = Threads(streams, driver.send, finish) if count <= 1 else Processes(driver, count, math.ceil(streams / count), finish)
     began = time.monotonic()
     # When the sending loop last got a slot it had to wait for: every request due before then was
     # held by the cap too (the loop could not reach it while it waited), not sent late by the client.
     slot_freed = began
-    for plan, offset in zip(plans, offsets):
-        due = began + offset * scale
-        pause = due - time.monotonic()
-        if pause > 0:
-            time.sleep(pause)
-        if not driver.gate.open:
-            break
-        held = 0.0
-        if cap is not None:
-            if not cap.acquire(blocking=False):
-                cap.acquire()
-                slot_freed = time.monotonic()
-            if slot_freed > due:
-                held, due = slot_freed - due, slot_freed
-        handed.put((plan, due, held))
-    for _ in threads:
-        handed.put(None)
-    for thread in threads:
-        thread.join()
+    try:
+        for index, (plan, offset) in enumerate(zip(plans, offsets)):
+            due = began + offset * scale
+            pause = due - time.monotonic()
+            if pause > 0:
+                time.sleep(pause)
+            if not driver.gate.open:
+                break
+            held = 0.0
+            if cap is not None:
+                if not cap.acquire(blocking=False):
+                    cap.acquire()
+                    slot_freed = time.monotonic()
+                if slot_freed > due:
+                    held, due = slot_freed - due, slot_freed
+            held_by_cap[index] = held
+            senders.put((index, plan.prompt, plan.max_new_tokens, due))
+    finally:
+        senders.close()
     return sorted(sent, key=lambda s: s.tags["request"]), time.monotonic() - began
 
 
