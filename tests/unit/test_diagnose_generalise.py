@@ -271,7 +271,7 @@ def test_heldout_excerpts_keep_their_measured_accuracy() -> None:
     entries = [json.loads(line) for line in (HELDOUT / "manifest.jsonl").read_text().splitlines() if line.strip()]
     assert len(entries) == 18 and all(entry["url"].startswith("https://github.com/") for entry in entries)
     right = sum((diagnose_file(HELDOUT / entry["file"]).failure_class or "healthy") == entry["label"] for entry in entries)
-    assert right >= 12
+    assert right >= 13  # 13 since vLLM 0.9's device-less free-memory refusal (batch6's kind) is read
 
 
 def test_an_nccl_info_line_proves_nothing_but_an_error_run_into_one_does() -> None:
@@ -551,6 +551,45 @@ BATCH6_HELDOUT = REAL.parent / "batch6-heldout"
 
 
 def test_batch6_heldout_keeps_its_measured_accuracy() -> None:
-    """31 held-out logs (20 vLLM, 11 SGLang): 29/31 right (failures 22/23) from the bare log, measured once,
-    untouched. A floor: a later rule may raise it, but batch6 is then no longer held out."""
-    assert _heldout_right(BATCH6_HELDOUT, 31) >= 29
+    """31 logs (20 vLLM, 11 SGLang): 29/31 right (failures 22/23) from the bare log, measured once untouched;
+    30/31 (23/23) after the rules of its miss kinds (the tests below). Tuned on since: batch7-heldout is the
+    held-out set now. A floor, not a file-by-file check."""
+    assert _heldout_right(BATCH6_HELDOUT, 31) >= 30
+
+
+# -- batch6's miss kinds as class rules, each from the source that prints the text (issue 27) -----------
+# vLLM 0.9.2 v1/worker/gpu_worker.py:146-152 (init_device): f"Free memory on device ({GiB(free)}/{GiB(total)} GiB)
+# on startup is less than desired GPU memory utilization ({utilization}, {GiB(requested)} GiB). ..." with no
+# device name; later releases name it ("on device cuda:0 ("). The first line is batch6's real one.
+@pytest.mark.parametrize(
+    ("line", "free_gib"),
+    [
+        (
+            "ValueError: Free memory on device (59.32/79.15 GiB) on startup is less than desired GPU memory utilization (0.9, 71.24 GiB). Decrease GPU memory utilization or reduce GPU memory used by other processes.",
+            "59.32",
+        ),
+        ("(EngineCore_0 pid=411) ValueError: Free memory on device (3.1/23.55 GiB) on startup is less than desired GPU memory utilization (0.85, 20.02 GiB).", "3.1"),
+        ("ERROR 07-10 09:00:00 [core.py:515] ValueError: Free memory on device cuda:1 (5.31/23.56 GiB) on startup is less than desired GPU memory utilization (0.8, 18.85 GiB).", "5.31"),
+    ],
+)
+def test_vllms_free_memory_refusal_with_or_without_a_device_name_is_an_oom(line: str, free_gib: str) -> None:
+    diagnosis = diagnose_text([line])
+    assert diagnosis.failure_class == "cuda_oom" and diagnosis.figures.get("free_gib") == free_gib
+
+
+# SGLang's multi-threaded safetensors loader bar (0.5.10 model_loader/weight_utils.py:807, :857,
+# desc="Multi-thread loading shards", bar "{desc}: {percentage:3.0f}% Completed | {n_fmt}/{total_fmt} ...").
+# Mid-way it is weights loading (a stall); at 100 % every shard is read: the log ends between steps, which
+# from the bare log is `unknown` with its stop point, not a stalled start. The last line is batch6's real one.
+@pytest.mark.parametrize(
+    ("bar", "failure_class", "evidence"),
+    [
+        ("Multi-thread loading shards: 100% Completed | 4/4 [00:04<00:00,  1.02s/it]", "unknown", "last startup step: done loading weights"),
+        ("Multi-thread loading shards: 100% Completed | 163/163 [02:11<00:00,  1.24it/s]", "unknown", "last startup step: done loading weights"),
+        ("Multi-thread loading shards:  50% Completed | 1/2 [00:01<00:01,  1.17s/it]", "server_start_timeout", "stalled at: loading weights"),
+    ],
+)
+def test_sglangs_multi_thread_weight_bar_is_a_loading_step(bar: str, failure_class: str, evidence: str) -> None:
+    lines = ["[2026-06-02 10:49:18] Init torch distributed ends. elapsed=0.22 s, mem usage=0.05 GB", "[2026-06-02 10:49:20] Load weight begin. avail mem=44.03 GB", bar]
+    diagnosis = diagnose_text(lines)
+    assert diagnosis.failure_class == failure_class and diagnosis.evidence[0].text == evidence and diagnosis.evidence[0].line == 3

@@ -325,8 +325,9 @@ SIGNATURES: tuple[Signature, ...] = (
             # vLLM refuses to start when the GPU's free memory is below --gpu-memory-utilization's share
             # (v1/worker/utils.py:742, :763): "Free memory on device cuda:0 (3.22/4.0 GiB) on startup is
             # less than desired GPU memory utilization (0.9, 3.6 GiB)". Memory another process holds: the
-            # OOM's fix (a lower fraction, or free the GPU).
-            T("on startup is less than", r"Free memory on device \S+ \((?P<free_gib>[\d.]+)/(?P<total_gib>[\d.]+) GiB\)"),
+            # OOM's fix (a lower fraction, or free the GPU). vLLM 0.9 (v1/worker/gpu_worker.py:146-152,
+            # init_device) printed no device name: f"Free memory on device ({free}/{total} GiB) on startup".
+            T("on startup is less than", r"Free memory on device (?:\S+ )?\((?P<free_gib>[\d.]+)/(?P<total_gib>[\d.]+) GiB\)"),
         ),
         "CUDA ran out of memory during {capture_step} (mem_fraction_static={mem_fraction_static}): "
         "lower --mem-fraction-static by 0.03-0.05 to leave the graphs room, or lower {flag_cuda_graph_max_bs} "

@@ -94,6 +94,10 @@ _STALL_MARKERS: tuple[tuple[bytes, str, bool], ...] = (
     (b"Loading JIT ops", "loading or compiling FlashInfer JIT kernels", True),
     (b"NCCL INFO", "setting up NCCL communicators", True),
     (b"checkpoint shards", "loading weights", True),
+    # SGLang's multi-threaded safetensors loader names its bar so (0.5.10
+    # python/sglang/srt/model_loader/weight_utils.py:807 and :857, desc="Multi-thread loading shards"); at
+    # 100 % every shard is read and weight loading is ending, not stalled on I/O.
+    (b"Multi-thread loading shards", "loading weights", True),
     (b"Init torch distributed begin", "initialising torch distributed / NCCL", True),
     (b"Init torch distributed ends", "about to load weights", False),
     (b"Load weight begin", "loading weights", True),
