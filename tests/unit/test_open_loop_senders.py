@@ -2,8 +2,8 @@
 fleet.host.agent.kinds.listed.open_loop against a real local HTTP server that streams SGLang's
 /generate chunks: outcomes come back to the request they belong to, the cap holds across the
 processes (what the cap held is not lateness), a server that looks gone closes the gate in the
-agent's process, `abort_all` reaches the processes' clients, and a process that dies is an error,
-not a hang. Each server waits on the test's own events, not on time, except where a test says."""
+agent's process, `abort_all` reaches the processes' clients, a stopped process's requests say so,
+and a process that dies is an error, not a hang. Each server waits on the test's own events, not on time, except where a test says."""
 
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ import pytest
 from fleet.host.agent.client import ABORTED_BY_AGENT, INCOMPLETE_STREAM, Client, Endpoint
 from fleet.host.agent.driver import Driver, Gate, ServerFacts
 from fleet.host.agent.kinds.listed import Planned, open_loop
+from fleet.host.agent.pause import PauseWatch
 from fleet.host.agent.senders import STREAMS_PER_PROCESS, sender_count
 from fleet.host.contract import Failure
 from fleet.host.contract.shard import AgentLimits, RunSpec
@@ -195,11 +196,9 @@ def test_a_sending_process_that_dies_is_an_error_naming_its_requests() -> None:
 
         def kill_a_sender() -> None:
             wait_for(server, 4)
-            # Kill one of the two senders (not multiprocessing's resource tracker), then let the
-            # other's streams end.
-            children = Path(f"/proc/{os.getpid()}/task/{os.getpid()}/children").read_text().split()
-            senders = [int(pid) for pid in children if b"spawn_main" in Path(f"/proc/{pid}/cmdline").read_bytes()]
-            assert len(senders) == 2, children
+            # Kill one of the two senders, then let the other's streams end.
+            senders = sender_pids()
+            assert len(senders) == 2, senders
             os.kill(senders[0], signal.SIGKILL)
             release.set()
 
@@ -207,3 +206,35 @@ def test_a_sending_process_that_dies_is_an_error_naming_its_requests() -> None:
         killer.start()
         with pytest.raises(RuntimeError, match=r"open-loop sender processes failed: \d+ \(exit code -9\); process \d+ ended with requests \[\d+, \d+\] in flight"):
             open_loop(driver, plans_of([f"p{i}" for i in range(4)]), {"rate": 1000.0, "burstiness": 1.0}, random.Random(1), processes=2)
+
+
+def sender_pids() -> list[int]:
+    """The open-loop senders among this process's children (not multiprocessing's resource tracker)."""
+    children = Path(f"/proc/{os.getpid()}/task/{os.getpid()}/children").read_text().split()
+    return [int(pid) for pid in children if b"spawn_main" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+
+
+def test_a_sender_that_was_stopped_says_so_on_its_requests() -> None:
+    """A sending process keeps its own pause watch, at the agent's threshold (0.5 s here): one
+    stopped for 1.5 s (SIGSTOP) while its two streams wait on the server marks both requests with
+    the pause (`agent_paused_s`), as the agent's own threads would."""
+    release = threading.Event()
+    for server in serving(StreamServer(release=release)):
+        driver = driver_for(server)
+        driver.client.pauses = PauseWatch(0.5)
+
+        def stop_a_sender() -> None:
+            wait_for(server, 4)
+            pid = sender_pids()[0]
+            os.kill(pid, signal.SIGSTOP)
+            time.sleep(1.5)
+            os.kill(pid, signal.SIGCONT)
+            time.sleep(0.5)  # two of its watch's ticks: it sees the gap without a request's help
+            release.set()
+
+        stopper = threading.Thread(target=stop_a_sender, daemon=True)
+        stopper.start()
+        sent, _ = open_loop(driver, plans_of([f"p{i}" for i in range(4)]), {"rate": 1000.0, "burstiness": 1.0}, random.Random(1), processes=2)
+        paused = [s.outcome.agent_paused_s for s in sent]
+        assert all(s.outcome.ok for s in sent)
+        assert sum(1 for p in paused if p is not None and p >= 1.4) >= 2, paused
