@@ -21,23 +21,30 @@ ran, from a virtual environment the README's test command makes (`build/loadgen`
 suite's site packages, the sglang wheel among them); without it the tests skip and say how to make it. The server
 they measure is the sweep's own server configuration started again (the shard's argv and env): the
 sim runs without noise, so a server start measures what another one does.
+
+The command lines and the readers of the tools' output are fleet's own (fleet.host.agent.tools), and
+the sweep itself has a second workload, the same load with `client: bench_serving`: fleet's agent
+runs bench_serving on the host and its result says so (`client`), with figures made from the tool's
+own output file.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
 import shlex
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Iterator
 
 import pytest
 import yaml
 
 from fleet.host import tokens
-from fleet.host.contract import load_result
+from fleet.host.agent.tools import TOOLS, ToolLoad, ToolTarget
+from fleet.host.contract import RunResult, load_result
 from fleet.inventory import load_inventory
 from fleet.sweep.controller import start_sweep
 from tests.testfleet import TestFleet, start_test_fleet, unavailable_reason
@@ -66,6 +73,11 @@ PLAYBOOK = {
     "workloads": {
         # A closed loop as the tools run it: everything due at once, CONCURRENCY in flight.
         "fixed": {"kind": "random", "input_tokens": PROMPT, "max_new_tokens": OUTPUT, "requests": REQUESTS, "seed": 1, "load": {"rate": 1e6, "max_in_flight": CONCURRENCY}},
+        # The same load sent and measured by bench_serving, run by fleet's agent (BENCH_SERVING_PYTHON, made in the fixture).
+        "fixed_bench_serving": {
+            "kind": "random", "input_tokens": PROMPT, "max_new_tokens": OUTPUT, "requests": REQUESTS, "seed": 1, "load": {"rate": 1e6, "max_in_flight": CONCURRENCY},
+            "client": {"tool": "bench_serving", "python": "/root/loadgen/python", "tokenizer": "/root/loadgen/tokenizer"},
+        },
     },
     "limits": {"server_start_timeout_s": 300, "request_timeout_s": 120, "no_token_timeout_s": 60},
 }  # fmt: skip
@@ -86,10 +98,14 @@ from faker.providers.lorem.en_US import Provider
 print(json.dumps({"shakespeare": str(pathlib.Path(aiperf.__file__).parent / "dataset/generator/assets/shakespeare.txt"), "words": list(Provider.word_list)}))
 """
 
-# `python -m sglang.bench_serving` from the wheel, with one name stood in: sglang/benchmark/serving.py:57
-# imports FAKE_BOOTSTRAP_HOST from sglang.srt.disaggregation.utils, a module whose own imports need
-# CUDA-side packages (tvm_ffi, torchvision). The constant is read from that module's source text.
-BENCH_SERVING = """
+# bench_serving's interpreter on the host: the loadgen venv's, with one name of the wheel stood in
+# (a sitecustomize.py of its own): sglang/benchmark/serving.py:57 imports FAKE_BOOTSTRAP_HOST from
+# sglang.srt.disaggregation.utils, a module whose own imports need CUDA-side packages (tvm_ffi,
+# torchvision). The constant is read from that module's source text. Offline: before it runs,
+# bench_serving asks the hub for the served model's tokenizer config (check_chat_template,
+# serving.py:1971-1977), 46 s of retries on a machine without the hub.
+BENCH_SERVING_PYTHON = "/root/loadgen/python"
+BENCH_SERVING_SITE = """
 import ast, sys, types
 from importlib.util import find_spec
 from pathlib import Path
@@ -98,9 +114,6 @@ source = Path(find_spec("sglang").submodule_search_locations[0]) / "srt" / "disa
 stand_in = types.ModuleType("sglang.srt.disaggregation.utils")
 stand_in.FAKE_BOOTSTRAP_HOST = value
 sys.modules[stand_in.__name__] = stand_in
-from sglang.benchmark.serving import cli_main
-sys.argv[0] = "sglang.bench_serving"
-cli_main()
 """
 
 
@@ -135,6 +148,7 @@ class Bench:
     work: str  # a folder of the host's (its /root), where the tools' inputs and outputs live
     tokenizer: str
     fleet_figures: dict[str, Any]
+    tool_result: RunResult  # the sweep's run of the same load measured by bench_serving
 
     def on_host(self, path: str) -> Path:
         return self.fleet[self.host].persistent_path(path)
@@ -168,16 +182,27 @@ def bench(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bench]:
         pytest.skip(f"no load generators: {VENV} is missing (the README's test command makes it: {MAKE_VENV})")
     tmp = tmp_path_factory.mktemp("loadgen")
     with start_test_fleet(["ct200"]) as fleet:
+        # The tokenizer and bench_serving's interpreter on the host, before the sweep that uses them.
+        corpora = subprocess.run([str(VENV / "bin" / "python"), "-c", CORPORA], capture_output=True, text=True, check=True)
+        named = json.loads(corpora.stdout)
+        build_tokenizer(fleet["ct200"].persistent_path("/root/loadgen/tokenizer"), corpus_text(named["words"], Path(named["shakespeare"]).read_text()))
+        site = fleet["ct200"].persistent_path("/root/loadgen/site")
+        site.mkdir(parents=True)
+        (site / "sitecustomize.py").write_text(BENCH_SERVING_SITE)
+        python = fleet["ct200"].persistent_path(BENCH_SERVING_PYTHON)
+        python.write_text(f'#!/bin/sh\nHF_HUB_OFFLINE=1 PYTHONPATH=/root/loadgen/site exec {VENV}/bin/python "$@"\n')
+        python.chmod(0o755)
+
         hosts = list(load_inventory(fleet.write_inventory(tmp / "hosts", engine={"sim_speed": SIM_SPEED})))
         book = tmp / "loadgen.yaml"
         book.write_text(yaml.safe_dump(PLAYBOOK, sort_keys=False))
         outcome = start_sweep(book, hosts, tmp / "results", poll_interval_s=0.5)
-        [path] = list(outcome.directory.glob("ct200/runs/*.json"))
-        result = load_result(path)
-        assert result.status.value == "ok", (result.failure, result.deviations)
-        assert result.figures["prompt_tokens"] == REQUESTS * PROMPT and result.figures["output_tokens"] == REQUESTS * OUTPUT, result.figures
+        results = {r.workload["name"]: r for r in map(load_result, outcome.directory.glob("ct200/runs/*.json"))}
+        for result in results.values():
+            assert result.status.value == "ok", (result.workload["name"], result.failure, result.deviations)
+            assert result.figures["prompt_tokens"] == REQUESTS * PROMPT and result.figures["output_tokens"] == REQUESTS * OUTPUT, result.figures
 
-        bench = Bench(fleet, "ct200", "/root/loadgen", "/root/loadgen/tokenizer", result.figures)
+        bench = Bench(fleet, "ct200", "/root/loadgen", "/root/loadgen/tokenizer", results["fixed"].figures, results["fixed_bench_serving"])
         # The sweep's server once more, from the shard the controller wrote: argv, env and folder.
         [server] = json.loads((outcome.directory / "ct200" / "shard.json").read_text())["servers"]
         argv = list(server["argv"])
@@ -190,116 +215,66 @@ def bench(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bench]:
             400,
         )
         assert ready.returncode == 0, ready.stdout[-3000:]
-
-        corpora = subprocess.run([str(VENV / "bin" / "python"), "-c", CORPORA], capture_output=True, text=True, check=True)
-        named = json.loads(corpora.stdout)
-        build_tokenizer(bench.on_host(bench.tokenizer), corpus_text(named["words"], Path(named["shakespeare"]).read_text()))
         yield bench
 
 
-@dataclass(frozen=True)
-class Tool:
-    name: str
-    command: Callable[[Bench], str]  # its command line on the host (writes under bench.work/<name>)
-    figures: Callable[[Path], tuple[float, float]]  # (output tok/s, TTFT p50 in seconds) from its own output folder
+# Each tool's interpreter on the host: bench_serving's needs its stand-in, the others are the venv's.
+PYTHONS = {"bench_serving": BENCH_SERVING_PYTHON, "aiperf": f"{VENV}/bin/python", "guidellm": f"{VENV}/bin/python"}
+# The sweep's load, as each tool is given it (fleet.host.agent.kinds.tool.tool_load makes the same of the workload).
+LOAD = ToolLoad(PROMPT, OUTPUT, REQUESTS, seed=1, rate=math.inf, max_in_flight=CONCURRENCY)
 
 
-def bench_serving_command(bench: Bench) -> str:
-    out = f"{bench.work}/bench_serving"
-    args = [
-        "--backend", "sglang", "--host", "127.0.0.1", "--port", str(PORT), "--model", SERVED, "--tokenizer", bench.tokenizer,
-        # Token ids of exact length sent as input_ids, as fleet's `random` sends them (datasets/random.py:145-158).
-        "--dataset-name", "random-ids", "--tokenize-prompt", "--random-input-len", str(PROMPT), "--random-output-len", str(OUTPUT), "--random-range-ratio", "1",
-        "--num-prompts", str(REQUESTS), "--request-rate", "inf", "--max-concurrency", str(CONCURRENCY), "--warmup-requests", "0", "--seed", "1",
-        "--disable-tqdm", "--output-file", f"{out}/result.jsonl",
-    ]  # fmt: skip
-    # Offline: before it runs, bench_serving asks the hub for the served model's tokenizer config
-    # (check_chat_template, serving.py:1971-1977), 46 s of retries on a machine without the hub.
-    return f"mkdir -p {out} && HF_HUB_OFFLINE=1 {VENV}/bin/python -c {shlex.quote(BENCH_SERVING)} {shlex.join(args)}"
+def tool_command(bench: Bench, name: str) -> str:
+    """The tool's command line on the host as fleet's agent runs it (its argv and input files from
+    fleet.host.agent.tools), writing under bench.work/<name>."""
+    tool, out = TOOLS[name], f"{bench.work}/{name}"
+    target = ToolTarget("127.0.0.1", PORT, SERVED, "generate", bench.tokenizer)
+    bench.on_host(out).mkdir(parents=True, exist_ok=True)
+    for file, text in tool.inputs(target, LOAD, out).items():
+        (bench.on_host(out) / file).write_text(text)
+    return f"cd {out} && {shlex.join([PYTHONS[name], *tool.argv(target, LOAD, out)])}"
 
 
-def bench_serving_figures(out: Path) -> tuple[float, float]:
-    """serving.py:1961-1966 appends one JSON line per run; `output_throughput` (:1878) is
-    sum(output_len) / benchmark_duration (:1665, perf_counter from before the first request to after
-    the last), `median_ttft_ms` (:1887) the median of every successful request's TTFT."""
-    [line] = (out / "result.jsonl").read_text().splitlines()
-    row = json.loads(line)
-    assert row["completed"] == REQUESTS, row
-    return float(row["output_throughput"]), float(row["median_ttft_ms"]) / 1000
+def ratios(name: str, tok_s: float, ttft: float, ours: dict[str, Any]) -> tuple[float, float, str]:
+    """The tool's figures against fleet's client's, and the table row that shows them. The tools
+    measure wall time; fleet's figures of a simulated run are in the sim's time (wall / sim_speed)."""
+    tok_s, ttft = tok_s * SIM_SPEED, ttft / SIM_SPEED
+    ours_tok_s, ours_ttft = ours["output_tok_s"], ours["ttft_s"]["p50"]
+    row = f"| {name} | {tok_s:.1f} | {ttft * 1000:.1f} | {ours_tok_s:.1f} | {ours_ttft * 1000:.1f} | {tok_s / ours_tok_s:.3f} | {ttft / ours_ttft:.3f} |"
+    print(f"\n| tool | output tok/s | TTFT p50 ms | fleet tok/s | fleet TTFT p50 ms | tok/s ratio | TTFT ratio |\n{row}")
+    return tok_s / ours_tok_s, ttft / ours_ttft, row
 
 
-def aiperf_command(bench: Bench) -> str:
-    out = f"{bench.work}/aiperf"
-    args = [
-        "profile", "--model", SERVED, "--url", f"http://127.0.0.1:{PORT}", "--endpoint-type", "completions", "--streaming", "--tokenizer", bench.tokenizer,
-        "--synthetic-input-tokens-mean", str(PROMPT), "--synthetic-input-tokens-stddev", "0", "--output-tokens-mean", str(OUTPUT), "--output-tokens-stddev", "0",
-        "--extra-inputs", "ignore_eos:true", "--concurrency", str(CONCURRENCY), "--request-count", str(REQUESTS), "--random-seed", "1",
-        "--artifact-dir", out, "--ui-type", "none", "--no-server-metrics", "--no-gpu-telemetry",
-    ]  # fmt: skip
-    return f"{VENV}/bin/aiperf {shlex.join(args)}"
-
-
-def aiperf_figures(out: Path) -> tuple[float, float]:
-    """profile_export_aiperf.json (aiperf/config/artifacts.py:51): per metric tag a dict of its unit
-    and statistics; `output_token_throughput` is total output tokens / benchmark duration,
-    `time_to_first_token` in ms with its `p50`."""
-    data = json.loads((out / "profile_export_aiperf.json").read_text())
-    assert data["request_count"]["avg"] == REQUESTS, data["request_count"]
-    assert data["time_to_first_token"]["unit"] == "ms" and data["output_token_throughput"]["unit"] == "tokens/sec", data
-    return float(data["output_token_throughput"]["avg"]), float(data["time_to_first_token"]["p50"]) / 1000
-
-
-def guidellm_command(bench: Bench) -> str:
-    out = f"{bench.work}/guidellm"
-    scenario = {
-        "spec": {
-            "backend": {"kind": "openai_http", "target": f"http://127.0.0.1:{PORT}", "model": SERVED, "request_format": "/v1/completions", "stream": True},
-            "profile": {"kind": "concurrent", "streams": CONCURRENCY},
-            "tokenizer": {"kind": "hf_auto", "model": bench.tokenizer},
-            # output_tokens: max_tokens with ignore_eos (guidellm/backends/openai/request_handlers.py:621-624).
-            "data": [{"kind": "synthetic_text", "prompt_tokens": PROMPT, "output_tokens": OUTPUT}],
-            "constraints": [{"kind": "max_requests", "count": REQUESTS}],
-            "outputs": [{"kind": "json", "path": f"{out}/benchmarks.json"}],
-        }
-    }
-    return f"mkdir -p {out} && echo {shlex.quote(json.dumps(scenario))} > {out}/scenario.json && {VENV}/bin/guidellm run -c {out}/scenario.json --disable-progress"
-
-
-def guidellm_figures(out: Path) -> tuple[float, float]:
-    """benchmarks.json: one benchmark, its `metrics` a distribution per metric over successful requests;
-    `output_tokens_per_second.successful.mean` is total output tokens / the benchmark's duration,
-    `time_to_first_token_ms.successful.median` the median TTFT."""
-    [benchmark] = json.loads((out / "benchmarks.json").read_text())["benchmarks"]
-    metrics = benchmark["metrics"]
-    assert metrics["request_totals"]["successful"] == REQUESTS, metrics["request_totals"]
-    return float(metrics["output_tokens_per_second"]["successful"]["mean"]), float(metrics["time_to_first_token_ms"]["successful"]["median"]) / 1000
-
-
-TOOLS = [
-    Tool("bench_serving", bench_serving_command, bench_serving_figures),
-    Tool("aiperf", aiperf_command, aiperf_figures),
-    Tool("guidellm", guidellm_command, guidellm_figures),
-]
-
-
-@pytest.mark.parametrize("tool", TOOLS, ids=[t.name for t in TOOLS])
-def test_the_tool_agrees_with_fleets_client_on_the_same_load(bench: Bench, tool: Tool) -> None:
+@pytest.mark.parametrize("tool", list(PYTHONS))
+def test_the_tool_agrees_with_fleets_client_on_the_same_load(bench: Bench, tool: str) -> None:
     before = bench.counters()
-    done = bench.run(tool.command(bench), 280)
-    assert done.returncode == 0, f"{tool.name} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    done = bench.run(tool_command(bench, tool), 280)
+    assert done.returncode == 0, f"{tool} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     after = bench.counters()
     # The same load, as the server counted it: every request PROMPT tokens in and OUTPUT out.
     sent = {name: after[name] - before[name] for name in after}
-    assert sent == {"num_requests_total": REQUESTS, "prompt_tokens_total": REQUESTS * PROMPT, "generation_tokens_total": REQUESTS * OUTPUT}, (tool.name, sent)
+    assert sent == {"num_requests_total": REQUESTS, "prompt_tokens_total": REQUESTS * PROMPT, "generation_tokens_total": REQUESTS * OUTPUT}, (tool, sent)
 
-    tok_s, ttft = tool.figures(bench.on_host(f"{bench.work}/{tool.name}"))
-    # The tools measure wall time; fleet's figures of a simulated run are in the sim's time (wall / sim_speed).
-    tok_s, ttft = tok_s * SIM_SPEED, ttft / SIM_SPEED
-    ours_tok_s, ours_ttft = bench.fleet_figures["output_tok_s"], bench.fleet_figures["ttft_s"]["p50"]
-    row = f"| {tool.name} | {tok_s:.1f} | {ttft * 1000:.1f} | {ours_tok_s:.1f} | {ours_ttft * 1000:.1f} | {tok_s / ours_tok_s:.3f} | {ttft / ours_ttft:.3f} |"
-    print(f"\n| tool | output tok/s | TTFT p50 ms | fleet tok/s | fleet TTFT p50 ms | tok/s ratio | TTFT ratio |\n{row}")
-    assert abs(tok_s / ours_tok_s - 1) <= TOK_S_BOUND, row
-    assert abs(ttft / ours_ttft - 1) <= TTFT_BOUND, row
+    # The tool's own figures, as it stated them in its own output file.
+    output = TOOLS[tool].read(bench.on_host(f"{bench.work}/{tool}"), 0.0)
+    assert sum(1 for r in output.requests if r.ok) == REQUESTS, output.requests
+    tok_s, ttft, row = ratios(tool, output.stated["output_tok_s"], output.stated["ttft_p50_s"], bench.fleet_figures)
+    assert abs(tok_s - 1) <= TOK_S_BOUND, row
+    assert abs(ttft - 1) <= TTFT_BOUND, row
+
+
+def test_a_workload_measured_by_bench_serving_is_its_result_and_says_so(bench: Bench) -> None:
+    """fleet's agent ran bench_serving for the sweep's second workload: the result names its client,
+    its figures (fleet's, from the tool's own records) agree with fleet's client's as the tool's own
+    do, and the tool's own statement of them is kept beside them."""
+    result = bench.tool_result
+    assert (result.client, result.workload["client"]["tool"]) == ("bench_serving", "bench_serving")
+    assert len(result.requests) == REQUESTS and all(r["ok"] and r["output_tokens"] == OUTPUT for r in result.requests), result.requests
+    [stated] = result.extras["tool"]["stated"]
+    assert result.figures["output_tok_s"] == pytest.approx(stated["output_tok_s"] / SIM_SPEED, rel=1e-6)
+    tok_s, ttft, row = ratios("bench_serving (fleet's agent)", result.figures["output_tok_s"] * SIM_SPEED, result.figures["ttft_s"]["p50"] * SIM_SPEED, bench.fleet_figures)
+    assert abs(tok_s - 1) <= TOK_S_BOUND, row
+    assert abs(ttft - 1) <= TTFT_BOUND, row
 
 
 def test_the_tools_tokenizer_counts_as_the_sims(tmp_path: Path) -> None:

@@ -33,7 +33,7 @@ class ToolLoad:
     output_tokens: int
     requests: int
     seed: int
-    # Requests per second in wall time; None: one at a time (a workload without `load`).
+    # Requests per second in wall time (inf: all due at once); None: one at a time (a workload without `load`).
     rate: float | None = None
     burstiness: float = 1.0  # gamma shape of the gaps; 1 is a Poisson process
     max_in_flight: int | None = None
@@ -213,7 +213,7 @@ def aiperf_argv(target: ToolTarget, load: ToolLoad, out: str) -> list[str]:
         "--request-count", str(load.requests), "--random-seed", str(load.seed), "--artifact-dir", out,
         "--ui-type", "none", "--no-server-metrics", "--no-gpu-telemetry",
     ]  # fmt: skip
-    if load.rate is not None:
+    if load.rate is not None and not math.isinf(load.rate):  # everything due at once: a closed loop of --concurrency
         args += ["--request-rate", repr(load.rate)]
         args += ["--arrival-pattern", "poisson"] if load.burstiness == 1 else ["--arrival-pattern", "gamma", "--arrival-smoothness", repr(load.burstiness)]
     if load.concurrency is not None:

@@ -88,8 +88,11 @@ def drive(driver: Driver, out: WorkloadOutcome) -> None:
     workload = driver.run.workload
     client = workload["client"]
     tool = TOOLS[client["tool"]]
-    target = ToolTarget(driver.client.endpoint.host, driver.client.endpoint.port, driver.facts.served_model or "default", driver.client.api, client.get("tokenizer"))
     out.planned_requests = int(workload["requests"]) * driver.run.repeats
+    if driver.facts.served_model is None:  # every tool sends the model's name, as the server lists it
+        out.failure = Failure(FailureClass.CLIENT_TOOL_FAILED.value, f"the server named no model (/v1/models), which {tool.title} must send")
+        return
+    target = ToolTarget(driver.client.endpoint.host, driver.client.endpoint.port, driver.facts.served_model, driver.client.api, client.get("tokenizer"))
     stated = []
     for repeat in range(driver.run.repeats):
         driver.gate.checkpoint()
