@@ -238,3 +238,25 @@ def test_a_sender_that_was_stopped_says_so_on_its_requests() -> None:
         paused = [s.outcome.agent_paused_s for s in sent]
         assert all(s.outcome.ok for s in sent)
         assert sum(1 for p in paused if p is not None and p >= 1.4) >= 2, paused
+
+
+def test_a_stop_signalled_to_the_whole_process_group_leaves_the_senders_to_the_agent() -> None:
+    """`service stop` and a scheduler's cancel SIGTERM the agent's process group, senders included;
+    the agent handles the stop (it cuts the streams and ends its senders). A sender that died at the
+    signal would lose its requests' outcomes and turn the stop into an error of the open loop."""
+    release = threading.Event()
+    for server in serving(StreamServer(release=release)):
+        driver = driver_for(server)
+
+        def signal_the_group() -> None:
+            wait_for(server, 4)
+            for pid in sender_pids():
+                os.kill(pid, signal.SIGTERM)
+                os.kill(pid, signal.SIGINT)
+            time.sleep(0.5)  # a sender that did not ignore them is gone by now
+            release.set()
+
+        signaller = threading.Thread(target=signal_the_group, daemon=True)
+        signaller.start()
+        sent, _ = open_loop(driver, plans_of([f"p{i}" for i in range(4)]), {"rate": 1000.0, "burstiness": 1.0}, random.Random(1), processes=2)
+        assert [s.outcome.ok for s in sent] == [True] * 4

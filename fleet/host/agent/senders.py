@@ -23,6 +23,7 @@ import multiprocessing
 import multiprocessing.connection
 import os
 import queue
+import signal
 import threading
 import time
 from dataclasses import dataclass, field
@@ -232,6 +233,11 @@ def serve(
     """A sending process: jobs from `conn`, sent with a client of its own, outcomes back on `conn`.
     Ends on None, once every job's outcome is back; on the agent's end closing (the agent is gone),
     cuts its requests first. Its pauses are its own (a stopped sender is late on its streams)."""
+    # A stop signalled to the agent's whole process group (`service stop`, a scheduler's cancel) is
+    # the agent's to carry out: it cuts these streams (abort_all) and ends this process. Dying at
+    # the signal would lose their outcomes and make the stop an error of the open loop.
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     pauses = PauseWatch(pause_threshold_s) if pause_threshold_s is not None else None
     if pauses is not None:
         pauses.start()
