@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 import shutil
 import sys
+import threading
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -16,22 +18,29 @@ import yaml
 
 from fleet.config import ConfigError
 from fleet.facts.models import FactsRequest, HostFacts
+from fleet.host.agent.client import Client, Endpoint
+from fleet.host.agent.drive import drive
+from fleet.host.agent.driver import Driver, Gate, ServerFacts
 from fleet.host.agent.kinds.tool import tool_load
 from fleet.host.agent.results import request_figures
 from fleet.host.agent.tools import TOOLS, ToolLoad, ToolTarget, bench_serving_argv, guidellm_scenario
 from fleet.host.contract import RunResult, RunStatus
 from fleet.host.contract.results import CLIENTS, FLEET_CLIENT
+from fleet.host.contract.shard import AgentLimits, RunSpec
 from fleet.host.errors import ContractError
+from fleet.host.failures import FailureClass
 from fleet.playbook import expand_runs, load_playbook
 from fleet.provision.preflight import PreflightRequirements, Verdict, run_preflight
 from fleet.provision.provision import probe_client_tools
-from fleet.report.model import GroupKey
+from fleet.report import load_sweep, render, report_of
+from fleet.report.model import GroupKey, build_report, make_cells
 from fleet.transport.local import LocalTransport
 from fleet.workloads import resolve_workload
 from tests.interpreters import bare_python
 from tests.unit.fake_hosts import make_host
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "loadgen"
+REPORT_SWEEP = Path(__file__).resolve().parents[1] / "fixtures" / "report" / "sweep"
 # The load every fixture was captured with (tests/fixtures/loadgen/README.md).
 REQUESTS, PROMPT, OUTPUT = 6, 64, 16
 
@@ -226,3 +235,46 @@ def test_the_reports_groups_keep_clients_apart() -> None:
     assert fleets != tools
     assert fleets.title == "H200 (simulated) · SGLang 0.5.23 · TP1"
     assert tools.host_type == "H200 (simulated) · SGLang 0.5.23 · measured by bench_serving"
+
+
+def test_a_tool_the_interpreter_lacks_fails_the_run_with_the_tools_own_words(tmp_path: Path) -> None:
+    """The agent's tool run, for real: the workload's interpreter has no sglang (this Python without
+    its site-packages), so `-m sglang.bench_serving` exits 1; the run fails as `client_tool_failed`
+    with the exit status and the interpreter's own message as evidence, no request counted."""
+    workload = {"name": "w", "kind": "random", "input_tokens": 8, "max_new_tokens": 8, "requests": 2, "seed": 0, "load": None, "slo": None}
+    workload["client"] = {"tool": "bench_serving", "python": bare_python(tmp_path), "tokenizer": None}
+    driver = Driver(
+        Client(Endpoint("127.0.0.1", 9), model="served"),
+        AgentLimits(request_timeout_s=5.0),
+        ServerFacts(served_model="served"),
+        Gate(lambda: None, threading.Event()),
+        RunSpec("r", "r", workload),
+    )
+    out = drive(driver)
+    assert out.failure is not None and out.failure.error_class == FailureClass.CLIENT_TOOL_FAILED.value
+    assert "sglang.bench_serving" in out.failure.message and "exited 1" in out.failure.message
+    assert "No module named" in out.failure.evidence[0]
+    assert out.sent == [] and out.planned_requests == 2
+
+
+def test_no_speed_up_divides_one_clients_figure_by_anothers() -> None:
+    """The report fixture's TP1 autoregressive runs measured by another client: TP1's speculative
+    cells lose their speed-ups (they had them), and those runs are a group of their own."""
+    rows = report_of([REPORT_SWEEP]).rows
+    baseline = [r for r in rows if r.group.tp == 1 and not r.speculative]
+    fleets = baseline[0].group
+    assert any(c.speedup is not None for g in make_cells(rows) if g.key == fleets for c in g.cells)
+    measured = replace(fleets, client="bench_serving")
+    groups = make_cells([replace(r, group=measured) if r in baseline else r for r in rows])
+    assert all(c.speedup is None for g in groups if g.key == fleets for c in g.cells)
+    assert [g.key for g in groups if g.key == measured] == [measured]
+
+
+def test_a_result_measured_by_a_tool_is_reported_under_its_client() -> None:
+    sweep = load_sweep(REPORT_SWEEP)
+    loaded = next(each for each in sweep.results if each.result.status is RunStatus.ok)
+    sweep.results[sweep.results.index(loaded)] = replace(loaded, result=replace(loaded.result, client="aiperf"))
+    report = build_report([sweep])
+    [row] = [r for r in report.rows if r.run_id == loaded.result.run_id]
+    assert row.group.client == "aiperf" and row.flat()["client"] == "aiperf"
+    assert "measured by aiperf" in render(report, "md")
