@@ -369,14 +369,22 @@ class DetachedJob:
         )
 
     def poll_command(self) -> str:
-        """First line: the lock `free` or `busy`, then whether the queued pid is `alive`; then the log."""
+        """First line: the lock `free` or `busy`, then whether the queued pid is `alive`; then the log.
+
+        The log is read before and after the lock and the process are looked at, and a log that
+        changed meanwhile makes the lock `busy`: the three facts are read at different moments,
+        and a job that ended normally (its exit line written after the first read), or another
+        start of the same job (its start empties the log) would otherwise look vanished."""
         log = shlex.quote(self.log)
         return (
+            f"a=$(cat {log} 2>/dev/null) || a={JOB_NO_LOG}; "
             f"if flock -n {shlex.quote(self.lock)} true; then l=free; else l=busy; fi; "
-            f"p=$(sed -n 's/^{JOB_QUEUED} \\([0-9][0-9]*\\)$/\\1/p' {log} 2>/dev/null | head -n 1); "
+            f"p=$(printf '%s\\n' \"$a\" | sed -n 's/^{JOB_QUEUED} \\([0-9][0-9]*\\)$/\\1/p' | head -n 1); "
             # A zombie is gone too: an init that reaps late (a container's) would keep it listed.
-            f'if [ -n "$p" ] && kill -0 "$p" 2>/dev/null && ! grep -q "^State:[[:space:]]*Z" /proc/"$p"/status 2>/dev/null; then a=alive; else a=gone; fi; '
-            f'echo "$l $a"; cat {log} 2>/dev/null || echo {JOB_NO_LOG}'
+            f'if [ -n "$p" ] && kill -0 "$p" 2>/dev/null && ! grep -q "^State:[[:space:]]*Z" /proc/"$p"/status 2>/dev/null; then s=alive; else s=gone; fi; '
+            f"b=$(cat {log} 2>/dev/null) || b={JOB_NO_LOG}; "
+            '[ "$a" = "$b" ] || l=busy; '
+            'echo "$l $s"; [ -z "$b" ] || printf \'%s\\n\' "$b"'
         )
 
 

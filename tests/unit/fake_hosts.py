@@ -102,7 +102,7 @@ class FakeHostShell:
         on(lambda c: c.argv is None and "echo '--fleet--'" in c.command and c.command.startswith("cat "), self._markers, name="markers")
         on(lambda c: c.argv is None and c.command.startswith("cd ") and "find . -type f" in c.command, self._listing, name="listing")
         on(lambda c: c.argv is None and "setsid -f sh -c" in c.command, self._start_job, name="detached job")
-        on(lambda c: c.argv is None and c.command.startswith("if flock -n"), self._poll_job, name="job poll")
+        on(lambda c: c.argv is None and c.command.startswith("a=$(cat "), self._poll_job, name="job poll")
         on(lambda c: c.argv is None and c.stdin is not None and (" - acquire " in c.command or " - release " in c.command), self._lease, name="lease")
         weakref.finalize(self, shutil.rmtree, self.lease_dir, ignore_errors=True)
 

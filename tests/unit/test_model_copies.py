@@ -57,7 +57,7 @@ def test_detached_job_runs_under_flock_and_reports_its_exit() -> None:
 
 def test_a_detached_job_that_vanished_is_told_from_one_not_yet_started() -> None:
     job = DetachedJob("fleet-stage", "true", (), "/dev/shm/fleet/x.lock", "/dev/shm/fleet/x.log")
-    assert "echo fleet-queued $$; exec flock" in job.start_command() and "|| echo fleet-no-log" in job.poll_command()
+    assert "echo fleet-queued $$; exec flock" in job.start_command() and "|| a=fleet-no-log" in job.poll_command()
     assert JobPoll.parse("free gone\nfleet-no-log\n").vanished  # a reboot wiped lock and log
     assert JobPoll.parse("busy gone\nfleet-no-log\n").vanished  # ... and the lock's directory: flock cannot open it
     assert JobPoll.parse("free gone\nfleet-queued 41\nfleet-started\ncopying\n").vanished  # killed under its lock
@@ -88,7 +88,7 @@ def test_a_job_killed_while_queued_for_its_lock_is_seen_gone_on_a_real_shell(tmp
 
     with subprocess.Popen(["flock", job.lock, "sh", "-c", "read line"], stdin=subprocess.PIPE) as holder:
         subprocess.run(["sh", "-c", job.start_command()], check=True)
-        state = poll_until(lambda state: state.log != "")  # the job writes its pid as it starts
+        state = poll_until(lambda state: state.alive)  # the job writes its pid as it starts
         pid = int(state.log.split()[1])
         assert not state.free and state.alive and not state.vanished
         os.kill(pid, signal.SIGKILL)
@@ -108,3 +108,24 @@ def test_hub_fetch_never_puts_a_token_on_the_command_line() -> None:
     assert "HF_TOKEN" not in text and "hf_" not in text
     assert job.args == ("Qwen/Qwen3.6-27B", "0123abcd", "/srv/models/Qwen--Qwen3.6-27B/0123abcd")
     assert "revision=info.sha" in text  # pinned to the commit the hub's metadata came from
+
+
+def test_a_job_that_ends_and_starts_again_while_a_poll_looks_is_not_seen_vanished(tmp_path: Path) -> None:
+    """The poll reads the log, the lock and the process at different moments. Between them the job
+    may end (its lock freed, its process gone) and another start of it empty the log and write its
+    own pid (8 servers staging one model at once, bench_sweep_scale): read as one state, that is a
+    job gone without an exit status, started again for nothing. A log that changed while the poll
+    looked reads as busy. The lock's check is where the world moves here: a `flock` on PATH that
+    restarts the job as it is asked."""
+    job = DetachedJob("fleet-test", "true", (), str(tmp_path / "x.lock"), str(tmp_path / "x.log"))
+    ended = subprocess.run(["sh", "-c", "echo $$"], capture_output=True, text=True, check=True).stdout.strip()  # a pid now gone
+    Path(job.log).write_text(f"fleet-queued {ended}\nfleet-started\n")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    flock = bin_dir / "flock"
+    flock.write_text(f"#!/bin/sh\necho 'fleet-queued {os.getpid()}' > {shlex.quote(job.log)}\nexit 0\n")
+    flock.chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    state = JobPoll.parse(subprocess.run(["sh", "-c", job.poll_command()], capture_output=True, text=True, check=True, env=env).stdout)
+    assert state.log == f"fleet-queued {os.getpid()}\n" and not state.alive  # the first read's pid, gone
+    assert not state.free and not state.vanished
