@@ -38,6 +38,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shlex
 import shutil
 import statistics
@@ -87,14 +88,31 @@ def run_quiet(argv: Sequence[str], env: dict[str, str] | None = None, timeout: f
     return elapsed
 
 
-def interleave(variants: dict[str, Callable[[], float]], runs: int, warmup: int = 1) -> dict[str, list[float]]:
+def children_cpu_s() -> float:
+    """User + system CPU seconds of every child process waited for so far (the controller side of a
+    run: the tool's own process, and for the OpenSSH floor its ssh clients)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+class Timed(dict[str, list[float]]):
+    """Wall seconds per variant (the dict), and the CPU seconds of its child processes (`cpu`)."""
+
+    def __init__(self, names: Sequence[str]) -> None:
+        super().__init__({name: [] for name in names})
+        self.cpu: dict[str, list[float]] = {name: [] for name in names}
+
+
+def interleave(variants: dict[str, Callable[[], float]], runs: int, warmup: int = 1) -> Timed:
     """Each variant once per round, in turn, `runs` counted rounds after `warmup` rounds."""
-    times: dict[str, list[float]] = {name: [] for name in variants}
+    times = Timed(list(variants))
     for round_no in range(warmup + runs):
         for name, fn in variants.items():
+            cpu = children_cpu_s()
             seconds = fn()
             if round_no >= warmup:
                 times[name].append(seconds)
+                times.cpu[name].append(children_cpu_s() - cpu)
     return times
 
 
@@ -102,6 +120,8 @@ def summary(times: dict[str, list[float]], pairs: Sequence[tuple[str, str]]) -> 
     rows: dict[str, Any] = {}
     for name, values in times.items():
         rows[name] = {"median_s": statistics.median(values), "min_s": min(values), "max_s": max(values), "runs": values}
+        if isinstance(times, Timed):
+            rows[name]["cpu_median_s"] = statistics.median(times.cpu[name])
     ratios = {}
     for a, b in pairs:
         per_pair = [x / y for x, y in zip(times[a], times[b])]
@@ -111,12 +131,14 @@ def summary(times: dict[str, list[float]], pairs: Sequence[tuple[str, str]]) -> 
 
 def print_table(title: str, result: dict[str, Any]) -> None:
     print(f"\n## {title}\n")
-    print("| command | median s | min-max s |")
-    print("|---|---|---|")
+    print(f"load average {os.getloadavg()[0]:.2f} (1 min) at the end\n")
+    print("| command | median s | min-max s | controller CPU s (median) |")
+    print("|---|---|---|---|")
     for name, row in result["times"].items():
-        print(f"| {name} | {row['median_s']:.3f} | {row['min_s']:.3f}-{row['max_s']:.3f} |")
+        cpu = f"{row['cpu_median_s']:.3f}" if "cpu_median_s" in row else ""
+        print(f"| {name} | {row['median_s']:.3f} | {row['min_s']:.3f}-{row['max_s']:.3f} | {cpu} |")
     for name, ratio in result.get("ratios", {}).items():
-        print(f"| ratio {name} | {ratio['median']:.2f} | {ratio['min']:.2f}-{ratio['max']:.2f} |")
+        print(f"| ratio {name} | {ratio['median']:.2f} | {ratio['min']:.2f}-{ratio['max']:.2f} | |")
     sys.stdout.flush()
 
 
@@ -193,8 +215,9 @@ class Setting:
         return counts
 
 
-def fleet_facts_script(setting: Setting) -> str:
-    """The composite script `fleet facts` runs on a host without a cache, as fleet builds it."""
+def fleet_facts_script(setting: Setting, *, warm: bool = False) -> str:
+    """The composite script `fleet facts` runs on a host without a cache (with one, `warm`: the
+    volatile facts alone), as fleet builds it."""
     from fleet.connect import host_paths
     from fleet.facts import gather
     from fleet.facts.commands import composite_script
@@ -203,8 +226,18 @@ def fleet_facts_script(setting: Setting) -> str:
 
     host = next(iter(load_inventory(setting.facts_hosts_dir)))
     request = FactsRequest(paths=host_paths(host), engine_python=host.engine.python)
-    facts = gather._volatile_facts(request) + gather._stable_facts(request)
+    facts = gather._volatile_facts(request) + ([] if warm else gather._stable_facts(request))
     return composite_script(facts)
+
+
+def openssh_floor(setting: Setting, script: str) -> float:
+    """The physical floor of a gather: one OpenSSH login per host, all at once, each running
+    `script` (fleet's own) and exiting; wall seconds until the last is done."""
+    started = time.perf_counter()
+    with ThreadPoolExecutor(len(setting.fleet.hosts)) as pool:
+        for future in [pool.submit(run_quiet, host.ssh_argv(shlex.join(["sh", "-c", script]))) for host in setting.fleet.hosts]:
+            future.result()
+    return time.perf_counter() - started
 
 
 # -------------------------------------------------------------------------------------- rows
@@ -311,16 +344,23 @@ def row_facts(setting: Setting, runs: int) -> dict[str, Any]:
         argv = [str(pyinfra), "-y", "--parallel", str(n), str(pyinfra_inv), "fact", "server.Command", f"command=sh -c {shlex.quote(script)}"]
         return run_quiet(argv, dict(os.environ, HOME=str(setting.work)))
 
+    warm_script = fleet_facts_script(setting, warm=True)
+    floor_cold, floor_warm = f"{n} x ssh, the cold script (floor)", f"{n} x ssh, the warm script (floor)"
     variants: dict[str, Callable[[], float]] = {
         "fleet facts (cold)": fleet_cold,
         "fleet facts (warm cache)": fleet_warm,
         f"ansible all -m setup -f {n}": ansible_setup,
         f"pyinfra fleet's script --parallel {n}": pyinfra_same,
+        floor_cold: lambda: openssh_floor(setting, script),
+        floor_warm: lambda: openssh_floor(setting, warm_script),
     }
     pairs = [
         ("fleet facts (cold)", f"ansible all -m setup -f {n}"),
         ("fleet facts (cold)", f"pyinfra fleet's script --parallel {n}"),
+        ("fleet facts (warm cache)", f"ansible all -m setup -f {n}"),
         ("fleet facts (warm cache)", f"pyinfra fleet's script --parallel {n}"),
+        ("fleet facts (cold)", floor_cold),
+        ("fleet facts (warm cache)", floor_warm),
     ]
     baseline = setting.baseline
     if baseline is not None:

@@ -13,6 +13,7 @@ from fleet.transport.base import Transport
 from fleet.transport.fanout import FanoutResult, fan_out
 from fleet.transport.local import LocalTransport
 from fleet.transport.reboot import read_boot_id
+from fleet.transport.sharing import one_shot
 from fleet.transport.target import SSHTarget
 
 if TYPE_CHECKING:  # the facts' models cost fetch-logs and status, which only connect, a tenth of a second
@@ -85,6 +86,7 @@ def collect_facts(transport: Transport, host: Host, *, refresh: bool = False) ->
     return FactsCache(facts_cache_dir()).facts(host.name, transport, host_paths(host), host.engine.python, refresh=refresh, vllm_python=vllm_python)
 
 
+@one_shot()  # `fleet facts`: one command per host, then exit (fleet.transport.sharing)
 def facts_of(hosts: Sequence[Host], *, refresh: bool = False, deadline_s: float = 240.0) -> FanoutResult[HostFacts]:
     def work(host: Host) -> HostFacts:
         transport = transport_for(host)

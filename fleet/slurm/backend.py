@@ -7,14 +7,19 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from fleet.inventory import Host, HostKind
-from fleet.slurm.observe import fetch_slurm_logs, slurm_status
 from fleet.slurm.record import is_slurm_sweep
-from fleet.slurm.sweep import SlurmSweepOutcome, cancel_slurm_sweep, resume_slurm_sweep, start_slurm_sweep
-from fleet.sweep.hoststatus import FetchedLogs, HostStatus
 from fleet.sweep.interface import Connect, SweepBackend, SweepRequest
 from fleet.errors import UsageError
+
+# `fleet.backend` imports every backend to ask which claims a sweep: what runs or watches a Slurm
+# sweep loads in the method that uses it, so that `fleet fetch-logs` and `status` of an SSH sweep
+# never load the Slurm planner (a third of a second; tests/unit/test_cli_imports.py).
+if TYPE_CHECKING:
+    from fleet.slurm.sweep import SlurmSweepOutcome
+    from fleet.sweep.hoststatus import FetchedLogs, HostStatus
 
 
 class SlurmBackend:
@@ -28,6 +33,8 @@ class SlurmBackend:
         return is_slurm_sweep(directory)
 
     def start(self, playbook: Path, hosts: Sequence[Host], request: SweepRequest) -> SlurmSweepOutcome:
+        from fleet.slurm.sweep import start_slurm_sweep
+
         cluster = next(h for h in hosts if h.kind is HostKind.slurm)
         if len(hosts) != 1:
             others = ", ".join(h.name for h in hosts if h is not cluster)
@@ -47,6 +54,8 @@ class SlurmBackend:
         )
 
     def resume(self, directory: Path, request: SweepRequest) -> SlurmSweepOutcome:
+        from fleet.slurm.sweep import resume_slurm_sweep
+
         return _watched(
             lambda stop: resume_slurm_sweep(
                 directory,
@@ -59,12 +68,18 @@ class SlurmBackend:
         )
 
     def cancel(self, directory: Path) -> str:
+        from fleet.slurm.sweep import cancel_slurm_sweep
+
         return f"scancel {' '.join(cancel_slurm_sweep(directory))}"
 
     def status(self, directory: Path, *, connect: Connect) -> dict[str, HostStatus]:
+        from fleet.slurm.observe import slurm_status
+
         return slurm_status(directory, connect=connect)
 
     def fetch_logs(self, directory: Path, host_names: Sequence[str] | None, *, connect: Connect, hosts_dir: Path | None) -> dict[str, FetchedLogs]:
+        from fleet.slurm.observe import fetch_slurm_logs
+
         return fetch_slurm_logs(directory, host_names, connect=connect)
 
 

@@ -22,7 +22,7 @@ from fleet.sweep.channel import AgentChannel
 from fleet.sweep.hoststatus import FetchedLogs
 from fleet.sweep.record import Connect, load_sweep, moved_hosts
 from fleet.transport.fanout import fan_out
-from fleet.transport.rsync import without_own_masters
+from fleet.transport.sharing import one_shot
 
 log = logging.getLogger("fleet.sweep")
 
@@ -52,7 +52,7 @@ def journal_command(host: Host, sweep_id: str) -> str:
     )
 
 
-@without_own_masters()  # one rsync per host: a master of its own would only cost (fleet.transport.rsync)
+@one_shot()  # a command and a pull or two per host: a master of its own, or paramiko, would only cost (fleet.transport.sharing)
 def fetch_logs(
     results_root: Path,
     sweep_id: str | None = None,

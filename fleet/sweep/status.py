@@ -10,8 +10,10 @@ from fleet.sweep.channel import AgentChannel
 from fleet.sweep.hoststatus import HostStatus, Phase, phase_of
 from fleet.sweep.record import Connect, load_sweep
 from fleet.transport.fanout import fan_out
+from fleet.transport.sharing import one_shot
 
 
+@one_shot()  # one poll per host, then exit: no paramiko, no master of its own (fleet.transport.sharing)
 def sweep_status(results_root: Path, sweep_id: str | None, *, connect: Connect = transport_for) -> dict[str, HostStatus]:
     """Per host of an SSH sweep (a Slurm sweep's: fleet.slurm.observe; `fleet.backend` chooses)."""
     sweep = load_sweep(results_root, sweep_id)

@@ -14,8 +14,7 @@ import secrets
 import shlex
 import sys
 import threading
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from pathlib import Path
 
 from fleet.errors import (
@@ -30,7 +29,7 @@ from fleet.transport.base import CommandResult
 from fleet.transport.framing import STARTUP_FILES, STARTUP_FIX
 from fleet.transport.process import run_process
 from fleet.transport.rshrelay import marker_rsync_path
-from fleet.transport.sharing import MASTERS, control_options
+from fleet.transport.sharing import MASTERS, control_options, is_one_shot
 from fleet.transport.target import SSHTarget
 
 # Interrupted files wait here (inside the destination directory) for the next attempt to resume
@@ -67,25 +66,6 @@ _PERMANENT_STDERR: tuple[tuple[re.Pattern[str], type[TransportError], str], ...]
     ),
 )
 _REMOTE_COMMAND_NOT_FOUND = 127
-
-# A command that makes one transfer per host and exits (`fleet fetch-logs`) gains nothing from a
-# master of its own: starting it, asking its pid after the transfer and stopping it at exit are
-# three more ssh processes per host, a fifth of a nothing-changed fetch. Inside
-# `without_own_masters()` transfers go through a master that already serves the host (a running
-# sweep's: no new login) and otherwise connect on their own (ControlMaster=no).
-_start_masters = True
-
-
-@contextmanager
-def without_own_masters() -> Iterator[None]:
-    """Transfers started inside (by any thread) start no OpenSSH master; for one-shot commands
-    (also a decorator). Restored on the way out."""
-    global _start_masters
-    saved, _start_masters = _start_masters, False
-    try:
-        yield
-    finally:
-        _start_masters = saved
 
 
 def ssh_argv(target: SSHTarget, control_path: str | None = None, *, start_master: bool = True) -> list[str]:
@@ -189,10 +169,19 @@ def classify_rsync_failure(exit_code: int, stderr: str) -> tuple[type[TransportE
     if exit_code == _REMOTE_COMMAND_NOT_FOUND:
         return PermanentTransportError, "rsync is not installed on the host (remote command not found)"
     if exit_code in _LINK_EXITS:
-        if re.search(r"Connection timed out|timed out during banner exchange", stderr):
-            return ConnectTimeout, "connect timed out"
-        return ConnectionLost, "connection failed or dropped"
+        return ssh_failure(stderr)
     return None
+
+
+def ssh_failure(stderr: str) -> tuple[type[TransportError], str]:
+    """The transport error of an `ssh` that exited 255 before its remote command ran (or of an
+    rsync whose ssh did), with a short reason, from what ssh printed."""
+    for pattern, error_class, reason in _PERMANENT_STDERR:
+        if pattern.search(stderr):
+            return error_class, reason
+    if re.search(r"Connection timed out|timed out during banner exchange", stderr):
+        return ConnectTimeout, "connect timed out"
+    return ConnectionLost, "connection failed or dropped"
 
 
 def rsync_io_timeout(timeout: float) -> int:
@@ -226,7 +215,7 @@ def rsync_transfer(
     if isinstance(dest, Path):
         dest.parent.mkdir(parents=True, exist_ok=True)
     control_path = MASTERS.control_path(ssh) if ssh is not None else None
-    start_master = _start_masters
+    start_master = not is_one_shot()
 
     def attempt(relay: bool) -> CommandResult:
         argv = rsync_argv(

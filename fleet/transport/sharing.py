@@ -1,8 +1,10 @@
 """One host, at most two SSH connections per controller process: how they are shared.
 
-The design (issue 12): commands stay on paramiko (its per-call deadline, env staging and host-key
-hints are what the rest of fleet relies on) and every OpenSSH process -- each rsync pull, the
-bundle push, model copies -- goes through one OpenSSH ControlMaster per host. So a sweep makes one
+The design (issue 12): a sweep's commands stay on paramiko (its per-call deadline, env staging and
+host-key hints are what the rest of fleet relies on) and every OpenSSH process -- each rsync pull,
+the bundle push, model copies -- goes through one OpenSSH ControlMaster per host. (A one-shot
+command -- `fleet facts`, `status`, `fetch-logs` -- runs its commands through `ssh` instead and
+starts no master: `one_shot` below.) So a sweep makes one
 paramiko login and one OpenSSH login per host; a reboot or a dropped link costs at most one new
 login of each. Tunnelling rsync through paramiko instead would make one login in all, but it
 would mean an rsync `-e` helper that speaks to a live paramiko session of another process; the
@@ -32,7 +34,8 @@ import stat
 import subprocess
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Generic, TypeVar
@@ -55,6 +58,34 @@ _MAX_SOCKET_PATH = 108 - 18
 _MASTER_PID = re.compile(r"pid=(\d+)")
 # How long a stopped master may take to exit (it answers `-O exit` first, then closes).
 STOP_WAIT_S = 5.0
+
+
+# --------------------------------------------------------------------------- one-shot commands
+
+# A command that makes a call or two per host and exits (`fleet facts`, `status`, `fetch-logs`)
+# gains nothing from a master of its own: starting it, asking its pid after the transfer and
+# stopping it at exit are three more ssh processes per host, a fifth of a nothing-changed fetch.
+# Nor from paramiko: importing it, Fabric and invoke, and its handshakes under one GIL, were most
+# of what `fleet facts` took beyond 16 plain `ssh` logins (benchmarks/results/peers.md). Inside
+# `one_shot()`, transfers and commands go through a master that already serves the host (a
+# running sweep's: no new login) and otherwise connect on their own (ControlMaster=no), and
+# commands run through the `ssh` client (fleet.transport.openssh), never paramiko.
+_one_shot = False
+
+
+@contextmanager
+def one_shot() -> Iterator[None]:
+    """What starts inside (in any thread) is one-shot (see above); also a decorator. Restored on the way out."""
+    global _one_shot
+    saved, _one_shot = _one_shot, True
+    try:
+        yield
+    finally:
+        _one_shot = saved
+
+
+def is_one_shot() -> bool:
+    return _one_shot
 
 
 # --------------------------------------------------------------------------- paramiko parking

@@ -1,6 +1,7 @@
 """The SSH `Transport`: Fabric resolves the target (ssh config, ProxyJump), paramiko carries its
 commands (fleet.transport.sshlink, imported on the first one: a transfer is OpenSSH's rsync and
-needs neither).
+needs neither). Inside `one_shot()` (fleet.transport.sharing) `run` goes through the `ssh` client
+instead (fleet.transport.openssh): same framing, env on stdin and deadline, no paramiko.
 
 Why not Fabric's `run`: its session open can wait an hour on a dead peer, paramiko's keepalive
 never notices one, and its env support puts values on the command line. So every call here runs
@@ -40,6 +41,7 @@ from fleet.host.atomic import atomic_file
 from fleet.transport.base import CommandResult, command_text, env_exports
 from fleet.transport.framing import Frame, Unframer, cut, warn_noise
 from fleet.transport.rsync import push_source, remote_spec, rsync_transfer
+from fleet.transport.sharing import is_one_shot
 from fleet.transport.target import SSHTarget
 
 if TYPE_CHECKING:
@@ -102,6 +104,10 @@ class SSHTransport:
         text = command_text(command)
         exports = env_exports(env) if env else None
         started = time.monotonic()
+        if is_one_shot():
+            outcome = self._run_openssh(text, timeout, exports, stdin)
+            result = CommandResult.from_output(self.host, text, outcome.exit_code, outcome.stdout, outcome.stderr, time.monotonic() - started)
+            return result.check() if check else result
 
         def work(call: _Call, epoch: int) -> _ExecOutcome:
             source = io.BytesIO(stdin) if stdin is not None else None
@@ -327,6 +333,18 @@ class SSHTransport:
         # The shell's own status where the wrapper's end marker never came (its shell was killed).
         status = exit_code if unframer.exit_code is None else unframer.exit_code
         return _ExecOutcome(status, captured.getvalue(), errors.output)
+
+    def _run_openssh(self, text: str, timeout: float, exports: str | None, stdin: bytes | None) -> _ExecOutcome:
+        """A one-shot command's call: through the `ssh` client, not paramiko (fleet.transport.openssh)."""
+        from fleet.transport.openssh import LoginFailed, login_fields, run_command
+
+        what = f"`{short_command(text)}`"
+        try:
+            outcome = run_command(self.host, self.target, text, timeout=timeout, env_exports=exports, stdin=stdin, what=what)
+        except LoginFailed as failed:
+            log.debug("%s: %s failed (%s); the command:\n%s", self.host, what, failed.stderr, text)
+            raise failed.error_class(self.host, f"cannot connect to {self._where()}: {failed.reason} ({failed.stderr}); {what} did not run; {self._check(*login_fields(failed.error_class))}") from None
+        return _ExecOutcome(outcome.exit_code, outcome.stdout, outcome.stderr)
 
     def _put_stream(self, source: BinaryIO, remote: str, mode: int, timeout: float, what: str) -> None:
         def work(call: _Call, epoch: int) -> None:

@@ -19,7 +19,7 @@ from fleet.connect import host_paths, ssh_target, transport_for
 from fleet.facts.engine_probe import CACHE_SEPARATOR
 from fleet.facts.gather import gather_facts
 from fleet.inventory import load_inventory
-from fleet.transport.rsync import without_own_masters
+from fleet.transport.sharing import one_shot
 from fleet.transport.sharing import MASTERS
 
 pytestmark = pytest.mark.testfleet
@@ -51,9 +51,10 @@ def test_the_engine_probe_is_cached_on_the_host_until_it_reboots(test_fleet_fact
 
 
 def test_a_one_shot_transfer_uses_a_serving_master_and_starts_none(test_fleet_factory, tmp_path: Path) -> None:
-    """`fleet fetch-logs` makes one rsync per host (`without_own_masters`): a master of its own
-    would cost three ssh processes more per host. It logs in once where no master serves, leaves
-    none behind, and logs in not at all through a master that serves already (a sweep's)."""
+    """`fleet fetch-logs` makes one rsync per host, `fleet facts` and `status` one command
+    (`one_shot`): a master of its own would cost three ssh processes more per host. Each call logs
+    in once where no master serves, leaves none behind, and logs in not at all through a master
+    that serves already (a sweep's)."""
     fleet = test_fleet_factory(["ct200"])
     (host,) = load_inventory(fleet.write_inventory(tmp_path / "hosts"))
     sshd_log = fleet["ct200"].base / "log" / "sshd.log"
@@ -70,17 +71,21 @@ def test_a_one_shot_transfer_uses_a_serving_master_and_starts_none(test_fleet_fa
     transport = transport_for(host)
     try:
         before = logins()
-        with without_own_masters():
+        with one_shot():
             transport.rsync_pull("/var/lib/fleet/one-shot/", tmp_path / "first", timeout=60).check()
-        assert (tmp_path / "first" / "a.log").read_text() == "a\n"
-        assert logins() == before + 1 and not Path(socket).exists()
+            assert (tmp_path / "first" / "a.log").read_text() == "a\n"
+            assert logins() == before + 1 and not Path(socket).exists()
+            assert transport.run("cat /var/lib/fleet/one-shot/a.log", timeout=60, check=True).stdout == "a\n"  # over ssh, its own login
+            assert logins() == before + 2 and not Path(socket).exists()
 
         transport.rsync_pull("/var/lib/fleet/one-shot/", tmp_path / "second", timeout=60).check()  # starts a master
-        assert Path(socket).exists() and logins() == before + 2
+        assert Path(socket).exists() and logins() == before + 3
         (remote / "b.log").write_text("b\n")
-        with without_own_masters():
+        with one_shot():
             transport.rsync_pull("/var/lib/fleet/one-shot/", tmp_path / "second", timeout=60).check()
-        assert (tmp_path / "second" / "b.log").read_text() == "b\n" and logins() == before + 2
+            assert (tmp_path / "second" / "b.log").read_text() == "b\n" and logins() == before + 3
+            assert transport.run("cat /var/lib/fleet/one-shot/b.log", timeout=60, check=True).stdout == "b\n"  # through the master
+            assert logins() == before + 3
     finally:
         transport.close()
         MASTERS.stop_own()
@@ -93,23 +98,26 @@ import sys
 from pathlib import Path
 from fleet.connect import transport_for
 from fleet.inventory import load_inventory
-from fleet.transport.rsync import without_own_masters
+from fleet.transport.sharing import one_shot
 
 (host,) = load_inventory(Path(sys.argv[1]))
 transport = transport_for(host)
 ssh_libraries = lambda: sorted({"paramiko", "fabric", "invoke"} & set(sys.modules))
-with without_own_masters():
+with one_shot():
     transport.rsync_pull("/var/lib/fleet/pulled/", Path(sys.argv[2]), timeout=60).check()
-print("after the pull:", ssh_libraries())
-print("the command says:", transport.run("echo hello", timeout=60, check=True).stdout.strip())
-print("after the command:", ssh_libraries())
+    print("after the pull:", ssh_libraries())
+    print("a one-shot command says:", transport.run("echo hello", timeout=60, check=True).stdout.strip())
+    print("after a one-shot command:", ssh_libraries())
+print("a sweep's command says:", transport.run("echo hello", timeout=60, check=True).stdout.strip())
+print("after a sweep's command:", ssh_libraries())
 transport.close()
 """
 
 
-def test_a_transfer_loads_no_paramiko_and_a_command_does(test_fleet_factory, tmp_path: Path) -> None:
-    """A pull is OpenSSH's rsync: `fleet fetch-logs` of a process-managed host never imports
-    paramiko, Fabric nor invoke (a third of a nothing-changed fetch); the first command does."""
+def test_one_shot_calls_load_no_paramiko_and_a_sweeps_command_does(test_fleet_factory, tmp_path: Path) -> None:
+    """A pull is OpenSSH's rsync, and a one-shot command (`fleet facts`, `status`, `fetch-logs`)
+    goes through the `ssh` client: they never import paramiko, Fabric nor invoke (a third of a
+    nothing-changed fetch); the first command outside `one_shot` (a sweep's) does."""
     fleet = test_fleet_factory(["ct200"])
     hosts = fleet.write_inventory(tmp_path / "hosts")
     remote = fleet["ct200"].persistent_path("/var/lib/fleet/pulled")
@@ -124,4 +132,10 @@ def test_a_transfer_loads_no_paramiko_and_a_command_does(test_fleet_factory, tmp
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert (tmp_path / "local" / "agent.log").read_text() == "pulled\n"
-    assert done.stdout.splitlines() == ["after the pull: []", "the command says: hello", "after the command: ['fabric', 'invoke', 'paramiko']"]
+    assert done.stdout.splitlines() == [
+        "after the pull: []",
+        "a one-shot command says: hello",
+        "after a one-shot command: []",
+        "a sweep's command says: hello",
+        "after a sweep's command: ['fabric', 'invoke', 'paramiko']",
+    ]

@@ -7,12 +7,13 @@ do: silent link drops, reboots, host keys, ProxyJump, a dead host in a fan-out.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import secrets
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,7 @@ import pytest
 from fleet.errors import CommandFailed, CommandTimeout, ConnectTimeout, HostKeyError, TransportError
 from fleet.retry import CONNECT, retrying
 from fleet.transport import LocalTransport, SSHTarget, SSHTransport, Transport, fan_out, read_boot_id, wait_for_reboot
+from fleet.transport.sharing import one_shot
 from tests.testfleet import TestFleet, TestHost
 
 pytestmark = pytest.mark.testfleet
@@ -41,14 +43,17 @@ def ssh_target(host: TestHost, **changes: object) -> SSHTarget:
     return SSHTarget(**settings)  # type: ignore[arg-type]
 
 
-@pytest.fixture(params=["ssh", "local"])
+@pytest.fixture(params=["ssh", "ssh-one-shot", "local"])
 def transport(request: pytest.FixtureRequest) -> Iterator[Transport]:
-    if request.param == "ssh":
+    """`ssh-one-shot`: the test runs inside `one_shot()`, where commands go through the `ssh`
+    client instead of paramiko (`fleet facts`, `status`, `fetch-logs`): the same contract."""
+    if request.param.startswith("ssh"):
         host = request.getfixturevalue("two_hosts").hosts[0]
         made: Transport = SSHTransport(host.name, ssh_target(host))
     else:
         made = LocalTransport("local")
-    yield made
+    with one_shot() if request.param == "ssh-one-shot" else contextlib.nullcontext():
+        yield made
     made.close()
 
 
@@ -59,6 +64,10 @@ def remote_dir(transport: Transport, tmp_path: Path) -> Iterator[str]:
     transport.run(["mkdir", "-p", path], timeout=10, check=True)
     yield path
     transport.run(["rm", "-rf", path], timeout=10)
+
+
+# Commands over paramiko (a sweep), and over the `ssh` client inside `one_shot()`.
+COMMAND_PATHS = pytest.mark.parametrize("commands", [contextlib.nullcontext, one_shot], ids=["paramiko", "openssh"])
 
 
 # ------------------------------------------------------------------------ shared behaviour
@@ -182,31 +191,48 @@ def test_local_copy_that_misses_its_deadline_leaves_nothing_behind(tmp_path: Pat
 # ----------------------------------------------------------------------------- SSH only
 
 
-def test_link_dropped_mid_call_fails_within_the_timeout_and_a_retry_succeeds_once_back(two_hosts: TestFleet, caplog: pytest.LogCaptureFixture) -> None:
-    host = two_hosts.hosts[1]
-    transport = SSHTransport(host.name, ssh_target(host, connect_timeout=1.5))
-    cut = threading.Timer(0.5, two_hosts.drop_link, args=(host, 3.5))
-    try:
-        assert transport.run("true", timeout=10).ok  # connected before the drop
-        restore_at = time.monotonic() + 0.5 + 3.5
-        cut.start()
-        started = time.monotonic()
-        with pytest.raises(CommandTimeout, match="may still be running"):
-            transport.run("sleep 30", timeout=2)
-        assert time.monotonic() - started < 2 + MARGIN_S
+@COMMAND_PATHS
+def test_link_dropped_mid_call_fails_within_the_timeout_and_a_retry_succeeds_once_back(
+    two_hosts: TestFleet, caplog: pytest.LogCaptureFixture, commands: Callable[[], contextlib.AbstractContextManager[None]]
+) -> None:
+    """The link is cut once the command runs on the host (an event, not a delay: a one-shot
+    command logs in for each call, and on a loaded machine that login may take longer than any
+    fixed delay), and restored 2 s after the call gave up."""
+    with commands():
+        host = two_hosts.hosts[1]
+        transport = SSHTransport(host.name, ssh_target(host, connect_timeout=1.5))
+        marker = f"{secrets.randbelow(10**6) + 31}"
 
-        with caplog.at_level(logging.WARNING, logger="fleet.retry"):
-            result = retrying(CONNECT, host.name, lambda: transport.run("hostname", timeout=3), idempotent=True)
-        assert result.stdout.strip() == host.name
-        assert time.monotonic() >= restore_at - 0.1
-        assert any(r.getMessage().startswith(f"{host.name}: connect attempt") for r in caplog.records)
-        # The dropped command was not killed by the drop: it is still there, as the error said.
-        assert any(cmd.startswith("sleep 30") for cmd in two_hosts.processes(host).values())
-        transport.run(["pkill", "-x", "sleep"], timeout=5)
-    finally:
-        cut.cancel()
-        two_hosts.link_up(host)
-        transport.close()
+        def cut_once_running() -> None:
+            while not any(cmd.startswith(f"sleep {marker}") for cmd in two_hosts.processes(host).values()):
+                time.sleep(0.02)
+            two_hosts.link_down(host)
+
+        cutter = threading.Thread(target=cut_once_running, daemon=True)
+        restore = threading.Timer(2.0, two_hosts.link_up, args=(host,))
+        try:
+            assert transport.run("true", timeout=10).ok  # connected before the drop
+            cutter.start()
+            started = time.monotonic()
+            with pytest.raises(CommandTimeout, match="may still be running"):
+                transport.run(f"sleep {marker}", timeout=6)
+            assert time.monotonic() - started < 6 + MARGIN_S
+            cutter.join()
+            restore_at = time.monotonic() + 2.0
+            restore.start()
+
+            with caplog.at_level(logging.WARNING, logger="fleet.retry"):
+                result = retrying(CONNECT, host.name, lambda: transport.run("hostname", timeout=3), idempotent=True)
+            assert result.stdout.strip() == host.name
+            assert time.monotonic() >= restore_at - 0.1, "answered only once the link was back"
+            assert any(r.getMessage().startswith(f"{host.name}: connect attempt") for r in caplog.records)
+            # The dropped command was not killed by the drop: it is still there, as the error said.
+            assert any(cmd.startswith(f"sleep {marker}") for cmd in two_hosts.processes(host).values())
+            transport.run(["pkill", "-x", "sleep"], timeout=5)
+        finally:
+            restore.cancel()
+            two_hosts.link_up(host)
+            transport.close()
 
 
 def test_reboot_is_detected_by_a_new_boot_id(two_hosts: TestFleet) -> None:
@@ -228,36 +254,40 @@ def test_reboot_is_detected_by_a_new_boot_id(two_hosts: TestFleet) -> None:
         transport.close()
 
 
-def test_unknown_host_key_is_refused_by_default_and_recorded_with_accept_new(two_hosts: TestFleet, tmp_path: Path) -> None:
-    host = two_hosts.hosts[0]
-    known_hosts = tmp_path / "ssh" / "known_hosts"
-    refusing = SSHTransport(host.name, ssh_target(host, known_hosts=known_hosts))
-    with pytest.raises(HostKeyError, match="ssh-keyscan") as refused:
-        refusing.run("true", timeout=10)
-    assert not refused.value.transient
-    assert not known_hosts.exists(), "verify must never record a key"
+@COMMAND_PATHS
+def test_unknown_host_key_is_refused_by_default_and_recorded_with_accept_new(two_hosts: TestFleet, tmp_path: Path, commands: Callable[[], contextlib.AbstractContextManager[None]]) -> None:
+    with commands():
+        host = two_hosts.hosts[0]
+        known_hosts = tmp_path / "ssh" / "known_hosts"
+        refusing = SSHTransport(host.name, ssh_target(host, known_hosts=known_hosts))
+        with pytest.raises(HostKeyError, match="ssh-keyscan") as refused:
+            refusing.run("true", timeout=10)
+        assert not refused.value.transient
+        assert not known_hosts.exists(), "verify must never record a key"
 
-    accepting = SSHTransport(host.name, ssh_target(host, known_hosts=known_hosts, host_key_policy="accept-new"))
-    assert accepting.run("true", timeout=10).ok
-    accepting.close()
-    # The recorded line is good for OpenSSH too: rsync (ssh) now verifies strictly against it.
-    strict = SSHTransport(host.name, ssh_target(host, known_hosts=known_hosts))
-    assert strict.rsync_pull("/etc/hostname", tmp_path / "hostname", timeout=20).ok
-    assert strict.run("true", timeout=10).ok
-    strict.close()
+        accepting = SSHTransport(host.name, ssh_target(host, known_hosts=known_hosts, host_key_policy="accept-new"))
+        assert accepting.run("true", timeout=10).ok
+        accepting.close()
+        # The recorded line is good for OpenSSH too: rsync (ssh) now verifies strictly against it.
+        strict = SSHTransport(host.name, ssh_target(host, known_hosts=known_hosts))
+        assert strict.rsync_pull("/etc/hostname", tmp_path / "hostname", timeout=20).ok
+        assert strict.run("true", timeout=10).ok
+        strict.close()
 
 
-def test_changed_host_key_is_refused_by_every_policy(two_hosts: TestFleet, tmp_path: Path) -> None:
-    host, other = two_hosts.hosts
-    # The other host's key, filed under this host's address: what a man in the middle looks like.
-    other_key = other.known_hosts.read_text().split()[1:3]
-    known_hosts = tmp_path / "known_hosts"
-    known_hosts.write_text(f"{host.address} {' '.join(other_key)}\n")
-    for policy in ("verify", "accept-new"):
-        transport = SSHTransport(host.name, ssh_target(host, known_hosts=known_hosts, host_key_policy=policy))
-        with pytest.raises(HostKeyError, match="CHANGED.*ssh-keygen -R"):
-            transport.run("true", timeout=10)
-    assert known_hosts.read_text() == f"{host.address} {' '.join(other_key)}\n"
+@COMMAND_PATHS
+def test_changed_host_key_is_refused_by_every_policy(two_hosts: TestFleet, tmp_path: Path, commands: Callable[[], contextlib.AbstractContextManager[None]]) -> None:
+    with commands():
+        host, other = two_hosts.hosts
+        # The other host's key, filed under this host's address: what a man in the middle looks like.
+        other_key = other.known_hosts.read_text().split()[1:3]
+        known_hosts = tmp_path / "known_hosts"
+        known_hosts.write_text(f"{host.address} {' '.join(other_key)}\n")
+        for policy in ("verify", "accept-new"):
+            transport = SSHTransport(host.name, ssh_target(host, known_hosts=known_hosts, host_key_policy=policy))
+            with pytest.raises(HostKeyError, match="CHANGED.*ssh-keygen -R"):
+                transport.run("true", timeout=10)
+        assert known_hosts.read_text() == f"{host.address} {' '.join(other_key)}\n"
 
 
 def test_ssh_alias_with_proxy_jump(two_hosts: TestFleet, tmp_path: Path) -> None:

@@ -74,6 +74,8 @@ def test_fetch_logs_and_status_read_the_sweep_without_the_controller(tmp_path: P
     and the simulator cost a nothing-changed fetch most of its time (issue 12's profile); the
     playbook model is read only by a resume (LoadedSweep.playbook)."""
     watched = PLANNING | {"fleet.sweep.controller", "fleet.fixes.autofix", "fleet.sweep.record", "jinja2"}
-    for command in (["fetch-logs"], ["status"]):
-        found = loaded(command, watched, tmp_path)  # no sweep yet: each fails, after its imports
+    # A sweep named but never run: each fails after choosing its backend (`fleet.backend`, which
+    # imports every backend's module to ask it) and reading the sweep's record, so after its imports.
+    for command in (["fetch-logs", "--sweep", "never-ran"], ["status", "never-ran"]):
+        found = loaded(command, watched, tmp_path)
         assert found == {"fleet.sweep.record"}, (command, found)  # no jinja2 either: units are named, not rendered

@@ -30,11 +30,13 @@ from fleet.transport.base import CommandResult, command_text
 from fleet.transport.fanout import fan_out
 from fleet.transport.reboot import wait_for_reboot
 from fleet.errors import RebootTimeout
+from fleet.transport.openssh import command_argv
 from fleet.transport.rsync import (
     PARTIAL_DIR,
     classify_rsync_failure,
     remote_spec,
     rsync_argv,
+    ssh_argv,
 )
 from fleet.transport.ssh import put_script
 from fleet.transport.sshlink import UnknownHostKey, classify_exception, host_key_hint
@@ -89,6 +91,17 @@ def test_rsync_argv_for_an_alias_uses_the_ssh_config_and_accept_new() -> None:
     assert "UserKnownHostsFile=" + str(Path("~/.ssh/known_hosts").expanduser()) in ssh
     assert argv[-2:] == ["/local/dir/", "ct200:/srv/models"]
     assert "--delete" in argv
+
+
+def test_a_one_shot_command_goes_through_a_serving_master_and_never_starts_one() -> None:
+    """fleet.transport.openssh: rsync's ssh settings, the user as `-l` (an alias keeps its own
+    from the ssh config otherwise), ssh's own notices off (they would read as the shell talking)."""
+    target = SSHTarget(address="10.201.1.2", port=2222, user="root", identity_file=Path("/keys/id"), known_hosts=Path("/state/known_hosts"))
+    argv = command_argv(target, "/run/fleet-ssh/abc", "echo hi")
+    assert argv[: len(ssh_argv(target))] == ssh_argv(target)
+    assert argv[len(ssh_argv(target)) :] == ["-o", "ControlMaster=no", "-o", "ControlPath=/run/fleet-ssh/abc", "-o", "LogLevel=ERROR", "-l", "root", "10.201.1.2", "echo hi"]
+    alias = command_argv(SSHTarget(ssh_alias="ct200"), None, "true")
+    assert alias[-2:] == ["ct200", "true"] and "-l" not in alias and not any(o.startswith("Control") for o in alias)
 
 
 def test_rsync_argv_quotes_paths_with_spaces() -> None:

@@ -1,0 +1,127 @@
+"""One command over the OpenSSH client (`ssh`), for one-shot commands (fleet.transport.sharing
+`one_shot`): `fleet facts`, `status`, `fetch-logs` make one call or two per host and exit, and
+for them paramiko's import (with Fabric and invoke) and its handshakes under one GIL cost more
+than the whole of a plain `ssh` login (benchmarks/results/peers.md).
+
+The command is what `SSHTransport` sends over paramiko: wrapped between the same fresh markers
+(fleet.transport.framing), its environment first on stdin, so the output, exit status and
+secrets rules are the same. The `ssh` argv is rsync's (fleet.transport.rsync `ssh_argv`: same
+key, port, known_hosts policy, timeouts, and a master that already serves the host), and a
+failed login is read from what ssh prints as rsync's is.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import shlex
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from fleet.errors import AuthenticationFailed, CommandTimeout, ConnectionLost, HostKeyError, PermanentTransportError, TransportError
+from fleet.transport.framing import Frame, Unframer, cut, warn_noise
+from fleet.transport.process import run_process
+from fleet.transport.rsync import ssh_argv, ssh_failure
+from fleet.transport.sharing import MASTERS
+from fleet.transport.target import SSHTarget
+
+# What `ssh` exits with when it, not the remote command, failed (or a signal killed the remote shell).
+SSH_FAILED = 255
+# The exit code of a command whose shell was killed (fleet.transport.base `Transport.run`).
+KILLED_SHELL = -1
+# What ssh prints when the link went while a command ran (a peer that stopped answering, a reset,
+# sshd gone); a remote shell killed by a signal leaves ssh silent.
+_LINK_LOST = re.compile(r"Connection to \S+ closed|closed by remote host|Broken pipe|Connection reset|not responding|client_loop")
+
+
+@dataclass(frozen=True)
+class Outcome:
+    exit_code: int
+    stdout: bytes
+    stderr: bytes
+
+
+class LoginFailed(Exception):
+    """`ssh` exited before the command ran: `error_class` and `reason` say why, `stderr` is ssh's tail."""
+
+    def __init__(self, error_class: type[TransportError], reason: str, stderr: str) -> None:
+        super().__init__(reason)
+        self.error_class, self.reason, self.stderr = error_class, reason, stderr
+
+
+def command_argv(target: SSHTarget, control_path: str | None, remote_command: str) -> list[str]:
+    """`ssh ... [-l user] destination remote_command`; through a master that serves the host
+    already, never starting one (a one-shot command leaves none behind). LogLevel=ERROR: ssh's
+    own notices ("Permanently added ... to the list of known hosts") are not the host's shell
+    talking, which is what the wrapper's noise warning would call them."""
+    argv = ssh_argv(target, control_path, start_master=False)
+    argv += ["-o", "LogLevel=ERROR"]
+    if target.user:
+        argv += ["-l", target.user]
+    return [*argv, target.destination, remote_command]
+
+
+def run_command(host: str, target: SSHTarget, script: str, *, timeout: float, env_exports: str | None, stdin: bytes | None, what: str) -> Outcome:
+    """Run `script` on the host through `ssh`, within `timeout` (the process group is killed
+    after it: `CommandTimeout`). Raises `LoginFailed` when ssh could not run it, `ConnectionLost`
+    when the link dropped while it ran (it may have run)."""
+    frame = Frame.new()
+    wrapped = frame.wrap(script, env_on_stdin=env_exports is not None)
+    if env_exports is not None:  # ahead of the command's own stdin, as over paramiko
+        stdin = frame.env_input(env_exports) + (stdin or b"")
+    if target.host_key_policy == "accept-new":  # ssh records a new key only where the folder exists (paramiko's policy makes it too)
+        target.known_hosts.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    argv = command_argv(target, MASTERS.control_path(target), wrapped)
+    try:
+        done = run_process(host, argv, timeout=timeout, stdin=stdin, what=what)
+    except CommandTimeout:
+        raise CommandTimeout(host, f"{what} did not finish within {timeout:g}s (link down or command too slow); killed its ssh client; the command may still be running on the host") from None
+    captured = io.BytesIO()
+    unframer = Unframer(frame, captured.write)
+    unframer.feed(done.stdout)
+    unframer.close()
+    errors = cut(frame, done.stderr)
+    if unframer.exit_code is None and done.exit_code == SSH_FAILED:
+        said = done.stderr.decode(errors="replace")
+        tail = " | ".join(said.strip().splitlines()[-3:])
+        if unframer.framed:
+            if _LINK_LOST.search(said):
+                raise ConnectionLost(host, f"{what}: the connection dropped while the command ran (ssh: {tail}); it may have run, check before re-running")
+            # ssh exits 255 too when a signal killed the remote shell, and then says nothing:
+            # the contract's -1, as paramiko reports a shell that ended without an exit status.
+            return Outcome(KILLED_SHELL, captured.getvalue(), errors.output)
+        error_class, reason = ssh_failure(tail)
+        if error_class is HostKeyError:
+            reason = host_key_hint(done.stderr.decode(errors="replace"), target)
+        raise LoginFailed(error_class, reason, tail)
+    warn_noise(host, unframer.noise, errors.noise)
+    status = done.exit_code if unframer.exit_code is None else unframer.exit_code
+    return Outcome(status, captured.getvalue(), errors.output)
+
+
+def host_key_hint(stderr: str, target: SSHTarget) -> str:
+    """What the operator should do about a host key ssh refused (as fleet.transport.sshlink says it for paramiko)."""
+    port = target.port or 22
+    name = target.destination if port == 22 else f"[{target.destination}]:{port}"
+    if "HOST IDENTIFICATION HAS CHANGED" in stderr:
+        return (
+            f"host key for {name} CHANGED: it is not the one {target.known_hosts} holds. If the host was reinstalled, remove the old key with "
+            f"ssh-keygen -R {shlex.quote(name)} -f {target.known_hosts} and verify the new one; otherwise someone may be intercepting the connection"
+        )
+    if "host key is known for" in stderr:
+        return (
+            f"unknown host key for {name}, not in {target.known_hosts}. Check its fingerprint out of band, then record it: "
+            f"ssh-keyscan -p {port} {target.destination} >> {target.known_hosts} (or set host_key_policy: accept-new)"
+        )
+    return "host key refused"
+
+
+def login_fields(error_class: type[TransportError]) -> Sequence[str]:
+    """The host file fields a failed login points at."""
+    if error_class is HostKeyError:
+        return ("known_hosts", "host_key_policy")
+    if error_class is AuthenticationFailed:
+        return ("user", "identity_file")
+    if error_class is PermanentTransportError:
+        return ("ssh_alias",)
+    return ("address", "port")
