@@ -273,6 +273,9 @@ class ScriptedServer(ThreadingHTTPServer):
     status: int = 200
     body: bytes = b""
     health_status: int = 200
+    # How the stream's end is told: HTTP/1.1 chunks (uvicorn's), or the server closing the
+    # connection (HTTP/1.1 with `Connection: close`, or HTTP/1.0: proxies and older servers).
+    framing: str = "chunked"
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -296,9 +299,12 @@ class Handler(BaseHTTPRequestHandler):
             self.end_headers()
             self.wfile.write(self.server.body)
             return
+        chunked = self.server.framing == "chunked"
+        if self.server.framing == "http10":
+            self.protocol_version = "HTTP/1.0"
         self.send_response(200)
         self.send_header("content-type", "text/event-stream; charset=utf-8")
-        self.send_header("transfer-encoding", "chunked")
+        self.send_header("transfer-encoding", "chunked") if chunked else self.send_header("connection", "close")
         self.end_headers()
         try:
             for delay, data in self.server.script:
@@ -307,9 +313,12 @@ class Handler(BaseHTTPRequestHandler):
                     self.wfile.flush()
                     self.connection.shutdown(socket.SHUT_RDWR)
                     return
-                self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data) if chunked else data)
                 self.wfile.flush()
-            self.wfile.write(b"0\r\n\r\n")
+            if chunked:
+                self.wfile.write(b"0\r\n\r\n")
+            else:
+                self.close_connection = True
         except (BrokenPipeError, ConnectionResetError):
             pass
 
@@ -344,6 +353,21 @@ def test_streamed_request_yields_server_counts_and_per_token_timing(server: Scri
     assert outcome.itl_s[0] == pytest.approx(outcome.itl_s[3]) and outcome.itl_s[0] < 0.02  # a 20 ms gap over 4 tokens
     assert outcome.spec_verify_ct == 3 and outcome.spec_accept_length == 3.0
     assert outcome.tpot_s == pytest.approx((outcome.e2e_s - outcome.ttft_s) / 8)
+
+
+@pytest.mark.parametrize("framing", ["close", "http10"])
+def test_a_stream_whose_end_is_the_connection_closing_is_read_the_same(server: ScriptedServer, framing: str) -> None:
+    """A server (or a proxy in front of it) may end the stream by closing the connection instead of
+    a last chunk. http.client then hands the socket to the response (HTTPConnection.getresponse
+    drops `conn.sock`), and the client must keep its own hold of it for its read timeouts."""
+    server.framing = framing
+    server.script = [(0.02, sse(generate_chunk("a", 1))), (0.02, sse(generate_chunk("ab", 3, finish={"type": "length", "length": 3}))), (0.0, sse(b"[DONE]"))]
+    outcome = client_for(server).generate("Write fib", 3, deadline_s=5, no_token_timeout_s=2)
+    assert outcome.ok and outcome.error_class is None, outcome.error_message
+    assert (outcome.output_tokens, outcome.finish_reason, outcome.tokens_per_chunk) == (3, "length", [1, 2])
+    server.script = [(0.0, sse(generate_chunk("a", 1))), (5.0, sse(generate_chunk("ab", 2)))]
+    stalled = client_for(server).generate("Write fib", 3, deadline_s=30, no_token_timeout_s=0.5)
+    assert stalled.error_class == NO_TOKEN_TIMEOUT  # the watchdog still holds the socket's timeout
 
 
 def test_completions_api_streams_through_the_same_client(server: ScriptedServer) -> None:

@@ -383,17 +383,22 @@ class Client:
         clock = TokenClock()
         state = StreamState()
         conn = http.client.HTTPConnection(self.endpoint.host, self.endpoint.port, timeout=CONNECT_TIMEOUT_S)
+        # The client's own hold of the socket: for a response that ends when the server closes the
+        # connection (`Connection: close`, HTTP/1.0), getresponse hands the socket to the response
+        # and drops `conn.sock`, and the read timeouts and abort_all still need it.
+        sock: socket.socket | None = None
         try:
             conn.connect()
-            assert conn.sock is not None
-            self._in_flight.add(conn.sock)
-            conn.sock.settimeout(min(no_token_timeout_s, deadline_s))
+            sock = conn.sock
+            assert sock is not None
+            self._in_flight.add(sock)
+            sock.settimeout(min(no_token_timeout_s, deadline_s))
             conn.request("POST", path, body=body, headers={"Content-Type": "application/json", "Accept": "text/event-stream"})
             response = conn.getresponse()
             outcome.http_status = response.status
             if response.status != 200:
                 raise _http_error(response)
-            self._read_stream(response, conn.sock, state, clock, start, deadline_s, no_token_timeout_s)
+            self._read_stream(response, sock, state, clock, start, deadline_s, no_token_timeout_s)
             outcome.ok = True
         except StreamError as exc:
             outcome.error_class, outcome.error_message = exc.error_class, exc.message
@@ -404,8 +409,8 @@ class Client:
         except (ConnectionError, http.client.HTTPException, OSError) as exc:
             outcome.error_class, outcome.error_message = CONNECTION_RESET, f"{type(exc).__name__}: {exc}"
         finally:
-            if conn.sock is not None:
-                self._in_flight.discard(conn.sock)
+            if sock is not None:
+                self._in_flight.discard(sock)
             conn.close()
         if not outcome.ok and self._in_flight.aborted.is_set():
             # The agent cut the socket: whatever the read then saw (EOF, reset) is not the server's fault.
