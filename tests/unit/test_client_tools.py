@@ -6,6 +6,7 @@ and the report keeping clients apart."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sys
 import threading
@@ -28,6 +29,7 @@ from fleet.host.contract import RunResult, RunStatus
 from fleet.host.contract.results import CLIENTS, FLEET_CLIENT
 from fleet.host.contract.shard import AgentLimits, RunSpec
 from fleet.host.errors import ContractError
+from fleet.host.engines.sim.harness import start_sim
 from fleet.host.failures import FailureClass
 from fleet.playbook import expand_runs, load_playbook
 from fleet.provision.preflight import PreflightRequirements, Verdict, run_preflight
@@ -37,6 +39,7 @@ from fleet.report.model import GroupKey, build_report, make_cells
 from fleet.transport.local import LocalTransport
 from fleet.workloads import resolve_workload
 from tests.interpreters import bare_python
+from tests.testfleet.gpu_tools import local_gpu_env
 from tests.unit.fake_hosts import make_host
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "loadgen"
@@ -278,3 +281,40 @@ def test_a_result_measured_by_a_tool_is_reported_under_its_client() -> None:
     [row] = [r for r in report.rows if r.run_id == loaded.result.run_id]
     assert row.group.client == "aiperf" and row.flat()["client"] == "aiperf"
     assert "measured by aiperf" in render(report, "md")
+
+
+def test_the_agent_runs_vllm_bench_serve_against_a_server_and_its_records_are_the_runs(tmp_path: Path) -> None:
+    """The agent's tool kind end to end on this machine: a sim server, `vllm bench serve` from the
+    suite's vllm wheel run by this interpreter with a random workload's load (4 requests of exactly
+    32 tokens in and 8 out, 2 in flight), its result.json read into the run's requests."""
+    pytest.importorskip("vllm.benchmarks.serve")
+    pytest.importorskip("tokenizers")
+    from tests.integration.test_load_generators import build_tokenizer
+
+    tokenizer = build_tokenizer(tmp_path / "tok", "It was the best of times, it was the worst of times.")
+    env = local_gpu_env(tmp_path / "gpu", os.environ)
+    args = ["--model-path", "meta-llama/Llama-3.1-8B-Instruct", "--context-length", "8192", "--mem-fraction-static", "0.75", "--disable-radix-cache"]
+    server = start_sim(args, tmp_path / "server.log", env={**env, "CUDA_VISIBLE_DEVICES": "0", "HF_HUB_OFFLINE": "1"}, speed=0.05)
+    workload = {"name": "w", "kind": "random", "input_tokens": 32, "max_new_tokens": 8, "requests": 4, "seed": 0, "slo": None}
+    workload["load"] = {"rate": 1e6, "burstiness": 1.0, "max_in_flight": 2, "warmup_requests": 0, "seed": 0, "time_scale": 1.0}
+    workload["client"] = {"tool": "vllm_bench_serve", "python": sys.executable, "tokenizer": str(tokenizer)}
+    try:
+        assert server.wait_ready(60), server.log()
+        endpoint = Endpoint("127.0.0.1", server.port)
+        limits = AgentLimits(request_timeout_s=60.0)
+        out = drive(
+            Driver(
+                Client(endpoint, api="completions", model="meta-llama/Llama-3.1-8B-Instruct"),
+                limits,
+                ServerFacts(served_model="meta-llama/Llama-3.1-8B-Instruct"),
+                Gate(lambda: None, threading.Event()),
+                RunSpec("r", "r", workload),
+            )
+        )
+    finally:
+        server.stop()
+    assert out.failure is None, out.failure
+    assert [(s.outcome.ok, s.outcome.prompt_tokens, s.outcome.output_tokens) for s in out.sent] == [(True, 32, 8)] * 4
+    [section] = out.sections
+    [stated] = out.extras["tool"]["stated"]
+    assert section.wall_s == stated["wall_s"] and request_figures([s.outcome for s in out.sent], section.wall_s)["output_tok_s"] == pytest.approx(stated["output_tok_s"])
