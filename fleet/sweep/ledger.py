@@ -54,7 +54,6 @@ class ResultLedger:
         self._cache = cache
         self._cached: dict[str, Entry] | None = None  # the cache's entries, read at the first refresh (digests only)
         self._entries: dict[str, Entry] = {}  # file name -> what the cache gets of it (digests only)
-        self._ttft_s: dict[str, TTFTs] = {}  # run id -> its TTFTs (digests only)
         self._unsaved = False  # accepted or forgotten since the cache was read or written
         self.runs_dir = runs_dir
         self._dir = os.fspath(runs_dir)  # its files' paths joined as text: a Path join is ~5 us, 50,000 of them
@@ -126,14 +125,12 @@ class ResultLedger:
         held, why = self._held(name, stamp)
         if held is None:
             self._results.pop(run_id, None)
-            self._ttft_s.pop(run_id, None)
             self._entries.pop(name, None)
             self._reject(name, why)
             return
         self._rejected.pop(name, None)
         if isinstance(held, Digest):
             self._entries[name] = (stamp, held)
-            self._ttft_s[run_id] = held.ttft_s
             held = held.result
         if run_id not in self._announced:  # a run is news once, whatever its file does later
             self._announced.add(run_id)
@@ -192,7 +189,6 @@ class ResultLedger:
         self._stamps.pop(name, None)
         self._rejected.pop(name, None)
         self._results.pop(name.removesuffix(".json"), None)
-        self._ttft_s.pop(name.removesuffix(".json"), None)
         self._entries.pop(name, None)
         self._unsaved = True
 
@@ -205,12 +201,13 @@ class ResultLedger:
             if self._cache is None or not self._unsaved:
                 return
             self._unsaved = False
-            held = dict(self._entries) if self._digests else None
-            whole = [] if self._digests else [(f"{run_id}.json", result) for run_id, result in self._results.items()]
+            if self._digests:  # written as held (no copy of 50,000 entries): a report's ledger has no other reader
+                self._cache.save(self._entries)
+                return
+            whole = [(f"{run_id}.json", result) for run_id, result in self._results.items()]
             stamps = {name: self._stamps[name] for name, _ in whole}
         # A sweep's whole results' digests are made outside the lock: the hosts' loops may still poll.
-        entries = held if held is not None else {name: (stamps[name], digest(result)) for name, result in whole}
-        self._cache.save(entries)
+        self._cache.save({name: (stamps[name], digest(result)) for name, result in whole})
 
     # ------------------------------------------------------------------------------ the index
 
@@ -225,7 +222,7 @@ class ResultLedger:
         """Run id -> its requests' TTFTs (fleet.sweep.resultcache.ttfts), for every result that
         passed, where this ledger holds digests; else {}."""
         with self._lock:
-            return dict(self._ttft_s)
+            return {name.removesuffix(".json"): held.ttft_s for name, (_, held) in self._entries.items()}
 
     @property
     def rejected(self) -> dict[str, str]:
