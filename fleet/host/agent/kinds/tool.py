@@ -101,7 +101,7 @@ def drive(driver: Driver, out: WorkloadOutcome) -> None:
         load = tool_load(workload, repeat)
         with tempfile.TemporaryDirectory(prefix=f"fleet-{tool.name}-") as folder:
             started, failure = run_tool(driver, tool, client["python"], target, load, Path(folder))
-            if failure is not None:
+            if failure is not None or not driver.gate.open:  # a stop ended the tool: nothing of it is read
                 out.failure = failure
                 return
             try:
