@@ -78,3 +78,34 @@ def test_a_pull_that_leaves_some_files_out_still_brings_the_results_and_says_so_
     assert (tmp_path / "ct200" / "runs" / "r1.json").exists()
     said = [r.getMessage() for r in caplog.records if "left files out" in r.getMessage()]
     assert len(said) == 1 and "could not make way" in said[0], caplog.text
+
+
+def test_a_pulls_two_transfers_run_at_once(tmp_path: Path) -> None:
+    """The sweep's tree and its results are two rsyncs into disjoint local folders: at once, a pull
+    (every poll of a sweep, a nothing-changed fetch-logs) takes one login's time, not two. Each
+    transfer here waits for the other to have started: in a row, the first would wait alone and
+    the barrier break."""
+    import threading
+
+    from fleet.transport.base import CommandResult
+
+    host = make_host("ct200")
+    t = FakeTransport("ct200")
+    channel = AgentChannel(host, "s1", t)
+    t.write(f"{channel.dir.runs}/r1.json", b"{}")
+    t.write(f"{channel.dir.root}/logs/agent.log", b"started\n")
+    both_started = threading.Barrier(2, timeout=30)  # only a pull in a row ever waits this long
+    real = t.rsync_pull
+    remotes: list[str] = []
+
+    def meeting(remote: str, local: Path, **kwargs: object) -> CommandResult:
+        remotes.append(remote)
+        if len(remotes) <= 2:  # the pull's two transfers (a third re-pulls results the ledger refused)
+            both_started.wait()
+        return real(remote, local, **kwargs)  # type: ignore[arg-type]
+
+    t.rsync_pull = meeting  # type: ignore[method-assign]
+    channel.pull(tmp_path / "ct200")
+    assert sorted(remotes[:2]) == sorted([channel.dir.root + "/", channel.dir.runs + "/"])
+    assert (tmp_path / "ct200" / "logs" / "agent.log").read_bytes() == b"started\n"
+    assert (tmp_path / "ct200" / "runs" / "r1.json").exists()
