@@ -394,7 +394,6 @@ def test_a_sweep_folder_reads_failures_from_run_results_only(tmp_path: Path) -> 
     [
         "[2026-05-23 10:12:32 TP0] Capture cuda graph begin. This can take up to several minutes. avail mem=11.80 GB",
         "[2026-05-23 10:12:44 TP0] Capture cuda graph end. Time elapsed: 11.93 s. mem usage=0.61 GB. avail mem=11.19 GB.",
-        "3. disable decode CUDA graph by --cuda-graph-backend-decode=disabled. (Not recommended. Huge performance loss)",
         "[2026-05-24 09:00:41] max_total_tokens=65536 is larger than the profiled value 50000. Use the profiled value instead.",
         "ptxas info    : Used 32 registers, 384 bytes cmem[0]",
         "[2026-05-24 09:00:41] Xid-aware health checks are off",

@@ -604,8 +604,162 @@ def test_sglangs_multi_thread_weight_bar_is_a_loading_step(bar: str, failure_cla
 BATCH7_HELDOUT = REAL.parent / "batch7-heldout"
 
 
-def test_batch7_heldout_keeps_its_measured_accuracy() -> None:
-    """47 held-out logs (31 vLLM, 16 SGLang): 28/47 right (failures 24/39) from the bare log, measured once,
-    untouched, as first labelled; 32/47 under the cut-start convention (its four healthy starts cut between
-    start-up steps relabelled `unknown` after that measurement). A floor: a later rule may raise it."""
-    assert _heldout_right(BATCH7_HELDOUT, 47) >= 32
+def test_batch7_keeps_its_tune_figure() -> None:
+    """47 real logs (31 vLLM, 16 SGLang): 28/47 right (failures 24/39) from the bare log, measured once
+    untouched as first labelled; 32/47 under the cut-start convention (four healthy starts cut between
+    start-up steps relabelled `unknown` after that measurement); 44/47 after the rules of its miss kinds
+    (the tests below). A tune split since: batch8-heldout is the held-out set. A floor, not a file check."""
+    assert _heldout_right(BATCH7_HELDOUT, 47) >= 44
+
+
+# -- batch7's miss kinds as class rules, each from the source that prints the text (issue 27) -----------
+# Each case: batch7's real line first, then variants built from the printing source's format string, and
+# the same words where they prove nothing.
+@pytest.mark.parametrize(
+    ("lines", "failure_class", "figure"),
+    [
+        # vLLM model_executor/model_loader/default_loader.py:260 (0.33) f"Cannot find any model weights with
+        # `{model_name_or_path}`": the real line is cut inside the path; a whole one gives the path.
+        (
+            ["RuntimeError: Cannot find any model weights with `/models/huggingface-cache/hub/models--migtissera--Tess-3-Mistral-Large-2-123B/snapshots/8047f7cc9615909650b6a4ae5d13719d3e11594d"],
+            "model_load_error",
+            None,
+        ),
+        (["(EngineCore_DP0 pid=9) RuntimeError: Cannot find any model weights with `/data/llama-3-8b`"], "model_load_error", "/data/llama-3-8b"),
+        # vLLM models/registry.py:1250 (0.33) f"Model architectures {architectures} are not supported for now. "
+        (["ValueError: Model architectures ['Qwen2ForSequenceClassification'] are not supported for no"], "model_load_error", "['Qwen2ForSequenceClassification']"),
+        (
+            ["ERROR 01-02 03:04:05 [core.py:700] ValueError: Model architectures ['FooForCausalLM'] are not supported for now. Supported architectures: dict_keys(['LlamaForCausalLM'])"],
+            "model_load_error",
+            "['FooForCausalLM']",
+        ),
+        # vLLM transformers_utils/config.py:912 (0.33): "Invalid repository ID or local directory specified: '{model}'."
+        (
+            ["ValueError: Invalid repository ID or local directory specified: 'neuralmagic/Meta-Llama-3-8B-Instruct-FP8-dynamic'.", "Please verify the following requirements:"],
+            "model_load_error",
+            "neuralmagic/Meta-Llama-3-8B-Instruct-FP8-dynamic",
+        ),
+        (["(APIServer pid=1) ValueError: Invalid repository ID or local directory specified: '/models/missing'."], "model_load_error", "/models/missing"),
+        # transformers configuration_utils.py:886 (5.x) f"It looks like the config file at '{resolved_config_file}' is not a valid JSON file."
+        (
+            [
+                "OSError: It looks like the config file at '/Users/manish/.cache/huggingface/hub/models--microsoft--OmniParser-v2.0/snapshots/11459378703eb81474b8a59e156e7a37aa75a092/config.json' is not a valid JSON file."
+            ],
+            "model_load_error",
+            "/Users/manish/.cache/huggingface/hub/models--microsoft--OmniParser-v2.0/snapshots/11459378703eb81474b8a59e156e7a37aa75a092/config.json",
+        ),
+        (["[rank0]: OSError: It looks like the config file at '/m/config.json' is not a valid JSON file."], "model_load_error", "/m/config.json"),
+        # CPython's '  File "{}", line {}, in {}' for the model's load_weights, as batch7's paste spaced it and as printed.
+        (['  File "/sgl-workspace/sglang/python/sglang/srt/models/qwen2.py",  line398, in load_weights', "    param = params_dict[name]", "KeyError: 'lm_head.weight'"], "model_load_error", None),
+        (['  File "/x/sglang/srt/models/llama.py", line 512, in load_weights', "KeyError: 'model.embed_tokens.weight'"], "model_load_error", None),
+        # SGLang's capture advice (0.4.x cuda_graph_runner.py's CUDA_GRAPH_CAPTURE_FAILED_MSG; 0.5.23
+        # runner_backend_utils/__init__.py:19) with nothing else left of the failure.
+        (
+            [
+                "3. disable torch compile by not using --enable-torch-compile",
+                "4. disable cuda graph by --disable-cuda-graph. (Not recommonded. Huge perf loss)",
+                "Open an issue on GitHub https://github.com/sgl-project/sglang/issues/new/choose",
+            ],
+            "cuda_graph_error",
+            None,
+        ),
+        (["3. disable decode CUDA graph by --cuda-graph-backend-decode=disabled. (Not recommended. Huge performance loss)"], "cuda_graph_error", None),
+        # vLLM sampling_params.py:693 (0.33) f"max_tokens must be at least 1, got {self.max_tokens}.", the
+        # OpenAI server having computed max_model_len - prompt tokens, inside a client's 400 body.
+        (
+            ["openai.BadRequestError: Error code: 400 - {'object': 'error', 'message': 'max_tokens must be at least 1, got -344.', 'type': 'BadRequestError', 'param': None, 'code': 400}"],
+            "context_length_exceeded",
+            "-344",
+        ),
+        (["ERROR 06-01 10:00:00 [serving_chat.py:200] vllm.exceptions.VLLMValidationError: max_tokens must be at least 1, got 0."], "context_length_exceeded", "0"),
+        # ptxas located errors ("ptxas <file>, line <n>; error : <msg>") under Inductor's glog prefix.
+        (
+            [
+                "[rank0]:E0701 14:28:21.083000 911603 torch/_inductor/runtime/triton_heuristics.py:539] [0/0] ptxas /tmp/tmpmwke15zw.ptx, line 6; error   : PTX .version 8.4 does not support .target sm_120a"
+            ],
+            "unsupported_gpu_arch",
+            "sm_120a",
+        ),
+        (["ptxas /tmp/k.ptx, line 5; fatal   : Unsupported .target 'sm_100a'"], "unsupported_gpu_arch", "sm_100a"),
+        # ptxas about anything else is a kernel that did not assemble: no class, unknown with ptxas' words.
+        (
+            ["ERROR 03-27 12:41:06 [core.py:344] ptxas /tmp/tmp6qa78v4o.ptx, line 661; error   : Modifier '.evict_last' cannot be combined with modifier '.cg'"],
+            "unknown",
+            "Modifier '.evict_last' cannot be combined with modifier '.cg'",
+        ),
+        # vLLM's NCCL communicator set-up (pynccl_wrapper.py NCCL_CHECK; 0.4 pynccl.py __del__ without comm).
+        (
+            [
+                '[rank0]:   File "/env/site-packages/vllm/distributed/device_communicators/pynccl_wrapper.py", line 277, in ncclCommInitRank',
+                '[rank0]:     self.NCCL_CHECK(self._funcs["ncclCommInitRank"](ctypes.byref(comm),',
+            ],
+            "nccl_error",
+            None,
+        ),
+        (["(RayWorkerVllm pid=14289) AttributeError: 'NCCLCommunicator' object has no attribute 'comm'"], "nccl_error", None),
+        (["[rank1]: AttributeError: 'NCCLCommunicator' object has no attribute 'comm'"], "nccl_error", None),
+    ],
+)
+def test_batch7_kinds_from_their_sources(lines: list[str], failure_class: str, figure: str | None) -> None:
+    diagnosis = diagnose_text(lines)
+    assert diagnosis.failure_class == failure_class, diagnosis.evidence
+    if figure is not None:
+        assert figure in diagnosis.figures.values() or figure in diagnosis.fix, (diagnosis.figures, diagnosis.fix)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # A positive max_tokens refusal is another bound (a request's own max_tokens), not the context.
+        "ERROR 06-01 10:00:00 [serving_chat.py:200] ValueError: max_tokens must be at least 1, got 5.",
+        # ptxas' informational output (-v) is not an error.
+        "ptxas info    : Used 40 registers, 384 bytes cmem[0]",
+        # A model name that merely contains the words.
+        "INFO 06-01 10:00:00 [registry.py:10] Model architectures ['LlamaForCausalLM'] loaded",
+    ],
+)
+def test_the_batch7_words_on_healthy_lines_stay_quiet(line: str) -> None:
+    diagnosis = diagnose_text([line, "INFO 06-01 10:00:01 [launcher.py:37] Available routes are:"])
+    assert diagnosis.failure_class in (None, "unknown") and diagnosis.failure_class != "context_length_exceeded"
+    if "ptxas info" in line or "loaded" in line:
+        assert diagnosis.failure_class is None
+
+
+# vLLM's start-up steps it had no entry for (fleet/host/engines/vllm/logparse.py STARTUP_STEPS): the API
+# server's poll of its engine cores (v1/engine/utils.py:1449, every 10 s) is a step under way, a stall;
+# parallel_state's rank assignment (:2386) ends distributed set-up, so a log that ends there ends between
+# steps (`unknown` with the stop point). The first lines are batch7's real ones.
+@pytest.mark.parametrize(
+    ("lines", "failure_class", "evidence"),
+    [
+        (
+            [
+                "(APIServer pid=300606) DEBUG 09-02 17:29:06 [utils.py:777] Waiting for 1 local, 0 remote core engine proc(s) to start.",
+                "(APIServer pid=300606) DEBUG 09-02 17:29:16 [utils.py:777] Waiting for 1 local, 0 remote core engine proc(s) to start.",
+            ],
+            "server_start_timeout",
+            "stalled at: waiting for the engine core process(es) to start",
+        ),
+        (
+            ["DEBUG 01-01 00:00:00 [utils.py:1444] Waiting for 0 local, 2 remote core engine proc(s) to connect."],
+            "server_start_timeout",
+            "stalled at: waiting for the engine core process(es) to start",
+        ),
+        (
+            [
+                "(EngineCore pid=24644) INFO 04-14 13:41:01 [parallel_state.py:1400] world_size=1 rank=0 local_rank=0 distributed_init_method=tcp://192.168.68.154:46985 backend=nccl",
+                "(EngineCore pid=24644) INFO 04-14 13:41:01 [parallel_state.py:1712] rank 0 in world size 1 is assigned as DP rank 0, PP rank 0, PCP rank 0, TP rank 0, EP rank N/A, EPLB rank N/A",
+            ],
+            "unknown",
+            "last startup step: done initialising the distributed groups",
+        ),
+        (
+            ["INFO 04-14 13:41:01 [parallel_state.py:1846] world_size=2 rank=1 local_rank=1 distributed_init_method=env:// backend=nccl"],
+            "server_start_timeout",
+            "stalled at: initialising torch distributed / NCCL",
+        ),
+    ],
+)
+def test_vllm_start_up_steps_from_its_own_lines(lines: list[str], failure_class: str, evidence: str) -> None:
+    diagnosis = diagnose_text(lines)
+    assert diagnosis.failure_class == failure_class and diagnosis.evidence[0].text == evidence

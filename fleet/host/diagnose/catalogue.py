@@ -173,7 +173,9 @@ SIGNATURES: tuple[Signature, ...] = (
             T("RepositoryNotFoundError"),
             T("is not a valid model identifier", r"(?P<path>\S+?)'? is not a local folder"),
             T("does not appear to have a file named", r"(?P<path>\S+) does not appear to have a file named (?P<file>[\w.-]+?)\.?(?:\s|$)"),
-            T("Cannot find any model weights with", r"with `(?P<path>[^`]+)`"),
+            # vLLM model_loader/default_loader.py:260 (0.33): f"Cannot find any model weights with
+            # `{model_name_or_path}`": the literal proves it; the path is a figure only when the line is whole.
+            T("Cannot find any model weights with", r"(?:.*?with `(?P<path>[^`]+)`)?"),
             T("Can't load the configuration of", r"configuration of '(?P<path>[^']+)'"),
             T("Can't load tokenizer for", r"tokenizer for '(?P<path>[^']+)'"),
             T("HFValidationError"),
@@ -181,7 +183,9 @@ SIGNATURES: tuple[Signature, ...] = (
             T("couldn't connect to 'https://huggingface.co'"),
             T("SafetensorError"),
             T("Error while deserializing header"),
-            T("are not supported for now", r"Model architectures (?P<architectures>\[[^\]]*\]) are not supported"),
+            # vLLM models/registry.py:1250 (0.33): f"Model architectures {architectures} are not supported for
+            # now. Supported architectures: ..."; read from its head, so a line cut inside "for now" counts.
+            T("Model architectures", r"Model architectures (?P<architectures>\[[^\]]*\]) are not supported"),
             T("No such file or directory", r"No such file or directory: '(?P<path>[^']*(?:config\.json|\.safetensors|\.bin|tokenizer[^']*))'"),
             # torch/nn/modules/module.py load_state_dict: "Error(s) in loading state_dict for X:\n\tsize mismatch for ...".
             T("Error(s) in loading state_dict for"),
@@ -194,6 +198,12 @@ SIGNATURES: tuple[Signature, ...] = (
             T("requires you to execute the configuration file"),
             T("contains custom code which must be executed"),
             T("Failed to load the model config"),
+            # vLLM transformers_utils/config.py:912 (0.33), when no config of any format is found at the
+            # name: "Invalid repository ID or local directory specified: '{model}'.\nPlease verify ...";
+            # transformers configuration_utils.py:886 (5.x), a config.json that does not parse:
+            # f"It looks like the config file at '{resolved_config_file}' is not a valid JSON file."
+            T("Invalid repository ID or local directory specified", r"specified: '(?P<path>[^']+)'"),
+            T("is not a valid JSON file", r"config file at '(?P<path>[^']+)' is not a valid JSON file"),
             T("does not recognize this architecture", r"(?:has model type `(?P<model_type>[\w.-]+)`)?"),
             # vLLM transformers_utils/config.py get_config, when the model has neither config.json nor
             # params.json: 0.7.x raise ValueError(f"No supported config format found in {model}"), 0.8+
@@ -255,7 +265,9 @@ SIGNATURES: tuple[Signature, ...] = (
             # Triton compiles kernels through ptxas at first use; an older ptxas has no target for a new
             # GPU (triton/backends/nvidia/compiler.py raises PTXASError with ptxas' stderr).
             T("PTXASError"),
-            T("ptxas", r"ptxas (?:fatal|error)\s*:.*?(?:(?P<arch>sm_\d+[a-z]?)|not defined for option|\.target)"),
+            # ptxas' diagnostics are "ptxas fatal : <msg>" or, located, "ptxas <file>, line <n>; error : <msg>"
+            # (PTX .version 8.4 does not support .target sm_120a: a ptxas older than the GPU).
+            T("ptxas", r"ptxas (?:[^;:]*; )?(?:fatal|error)\s*:(?:.*?(?P<arch>sm_\d+[a-z]?)|.*?(?:not defined for option|\.target))"),
             # nvcc, for JIT-built extensions (FlashInfer, sgl-kernel): "nvcc fatal : Unsupported gpu architecture 'compute_120a'".
             T("Unsupported gpu architecture", r"Unsupported gpu architecture '(?P<arch>\w+)'"),
             # Triton's language/semantic.py: "type fp8e4nv not supported in this architecture".
@@ -475,6 +487,10 @@ SIGNATURES: tuple[Signature, ...] = (
                 proves_as_warning=True,
             ),
             T("Please reduce the length of the messages or completion"),
+            # vLLM sampling_params.py:693 (0.33) f"max_tokens must be at least 1, got {self.max_tokens}.": a
+            # negative or zero figure is what the OpenAI server computed as max_model_len - prompt tokens for a
+            # request without max_tokens (0.4.x serving_engine; get_max_tokens since): the prompt fills the context.
+            T("max_tokens must be at least 1, got", r"max_tokens must be at least 1, got (?P<room_left>-\d+|0)\b"),
         ),
         "--context-length {requested_context} is above the model's derived {derived_context}: lower it to "
         "{derived_context}, or set SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1 in the service environment "
@@ -525,6 +541,12 @@ SIGNATURES: tuple[Signature, ...] = (
             # sequence from another thread".
             T("in a capturing stream"),
             T("thread-local capture sequence"),
+            # The advice SGLang appends to every capture failure (CUDA_GRAPH_CAPTURE_FAILED_MSG: 0.4.x
+            # cuda_graph_runner.py "4. disable cuda graph by --disable-cuda-graph. (Not recommonded. Huge perf
+            # loss)", 0.5.23 runner_backend_utils/__init__.py:19 "(Not recommended. Huge performance loss)"):
+            # an excerpt that kept only the advice still shows the capture failed. SGLang prints it only inside
+            # the exception it raises (0.5.23 decode_cuda_graph_runner.py:603), never on a start that goes on.
+            T("Huge perf", r"\(Not recomm\w*\. Huge perf(?:ormance)? loss\)"),
         ),
         "CUDA graph capture failed ({capture_error}): capture fewer batch sizes (a smaller cuda-graph max "
         "batch size, e.g. 16) or, slower, disable CUDA graphs to tell a capture bug from a model bug; "
@@ -606,7 +628,9 @@ SIGNATURES: tuple[Signature, ...] = (
         C.MODEL_LOAD_ERROR,
         880,
         (
-            T("in load_weights", r'File "[^"]+", line \d+, in load_weights\b'),
+            # CPython's traceback line is '  File "{}", line {}, in {}'; a pasted copy may double or lose its
+            # spaces ('",  line398, in load_weights'), the frame still names the loader.
+            T("in load_weights", r'File "[^"]+",\s*line\s*\d+, in load_weights\b'),
             # A KeyError on a checkpoint tensor's name logged as the bare key: vLLM 0.6's run_mp_engine
             # (vllm/engine/multiprocessing/engine.py) does logger.exception(e), whose message is str(e),
             # and a KeyError's str is repr(key): "ERROR ... engine.py:366] 'layers.0.mlp.down_proj.weight.absmax'".
@@ -616,6 +640,25 @@ SIGNATURES: tuple[Signature, ...] = (
         "The checkpoint does not match the model SGLang built (its weight names or shapes, read in "
         "load_weights): check that --model-path is the model its config names (architecture, revision), "
         "that a draft model belongs to this target, and that sglang supports this checkpoint format.",
+    ),
+    # --- a crash whose traceback runs through vLLM's NCCL communicator set-up ----------------------
+    # vLLM's PyNcclCommunicator calls ncclCommInitRank through pynccl_wrapper.py, whose NCCL_CHECK raises
+    # RuntimeError(f"NCCL error: {error_str}") (0.33: :458-464); an excerpt that keeps the frames but not
+    # that line still shows the communicator failing to form. vLLM 0.4's NCCLCommunicator.__init__ sets
+    # self.comm only after its process group, device and unique-id broadcast, so its __del__ printing
+    # "AttributeError: 'NCCLCommunicator' object has no attribute 'comm'" means that set-up raised. Ranked
+    # after every cause, like the weight loader's frame: a named failure in the same start wins.
+    _fatal(
+        "nccl_communicator_setup_failed",
+        C.NCCL_ERROR,
+        885,
+        (
+            T("in ncclCommInitRank", r'File "[^"]+",\s*line\s*\d+, in ncclCommInitRank\b'),
+            T("object has no attribute 'comm'", r"'NCCLCommunicator' object has no attribute 'comm'"),
+        ),
+        "vLLM's NCCL communicator could not be set up between the ranks: run with NCCL_DEBUG=INFO; check "
+        "that every rank sees its GPU (CUDA_VISIBLE_DEVICES, one GPU per rank on each node), that the nodes "
+        "reach each other on the interface NCCL picks (NCCL_SOCKET_IFNAME), and that all ranks use one NCCL build.",
     ),
     # --- errors no specific signature explains -------------------------------------------------
     _generic(
@@ -647,6 +690,16 @@ SIGNATURES: tuple[Signature, ...] = (
         ),
         "A server process died with exit code {exit_code}: -9 usually means the kernel's OOM killer (`dmesg -T | grep -i oom`); give the host more RAM or load fewer models at once.",
         "A server process failed: the exception above it in the evidence is the cause to read.",
+    ),
+    # ptxas' own error line (located "ptxas <file>, line <n>; error : <msg>" or "ptxas fatal : <msg>")
+    # about anything but the GPU's target (unsupported_gpu_arch's): a kernel that did not assemble.
+    _generic(
+        "ptxas_error",
+        960,
+        (T("ptxas", r"ptxas (?:[^;:]*; )?(?:fatal|error)\s*:\s*(?P<ptxas_error>.+)"),),
+        "ptxas could not assemble a generated kernel ({ptxas_error}): a Triton / torch.compile code-generation "
+        "bug or a ptxas that does not match it; try --enforce-eager, or the Triton and CUDA versions the engine pins.",
+        "ptxas could not assemble a generated kernel: try --enforce-eager, or the Triton and CUDA versions the engine pins.",
     ),
     _generic(
         "exception",

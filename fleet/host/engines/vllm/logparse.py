@@ -95,6 +95,15 @@ STARTUP_STEPS: tuple[tuple[bytes, str, bool], ...] = (
     (b"Graph capturing finished", "finishing startup after CUDA graph capture", False),
     (b"Compiling a graph for", "compiling the model with torch.compile", True),
     (b"torch.compile takes", "done compiling the model", False),
+    # parallel_state.py (0.33: :1846 "world_size=%d rank=%d local_rank=%d distributed_init_method=%s
+    # backend=%s", then :2386 "rank %s in world size %s is assigned as DP rank ..."): the distributed
+    # groups are being formed, then formed; the model is built next.
+    (b"distributed_init_method=", "initialising torch distributed / NCCL", True),
+    (b"is assigned as DP rank", "done initialising the distributed groups", False),
+    # The API server polls its engine cores every 10 s while they start (v1/engine/utils.py:1444-1451,
+    # wait_for_engine_startup: "Waiting for %d local, %d remote core engine proc(s) to start." / "to
+    # connect."): the front end is still waiting on an engine that has not come up.
+    (b"core engine proc(s) to", "waiting for the engine core process(es) to start", True),
 )
 
 # Past any of these the start is done: the engine core finished its last step or the API server is up.
