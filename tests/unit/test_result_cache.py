@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 
 import pytest
 
+from fleet.host.contract import RunResult
 from fleet.host.contract import results as contract_results
 from fleet.report import build_report, load_sweep, render
 from fleet.sweep import resultcache
@@ -301,3 +302,10 @@ def test_a_cache_of_many_chunks_reads_whole_and_each_chunk_is_signed_for_its_pla
     cache_file(sweep).write_bytes(data[: len(resultcache._MAGIC)] + chunks[1] + chunks[0] + b"".join(chunks[2:]))  # two swapped
     got, parses = parsed(lambda: throughputs(sweep))
     assert got == truth and parses == results_count(sweep)
+
+
+def test_a_digest_is_made_as_pickle_makes_one() -> None:
+    """`reported` makes its RunResult without __init__ (the fields are the checked result's), as
+    unpickling the cache does: a RunResult that derived a field in __post_init__ would lack it in
+    both, so it must derive none."""
+    assert not hasattr(RunResult, "__post_init__") and not hasattr(RunResult, "__slots__")
