@@ -3,9 +3,11 @@
 Rows (each a median of --runs interleaved runs, A B A B ..., against its peer in the same run):
 
 - `facts`: `fleet facts <all hosts> --json` with an empty controller cache (cold) and with the
-  cache of the previous run (warm), against `ansible all -m setup -f N` and against pyinfra
+  cache of the previous run (warm), against `ansible all -m setup -f N`, against pyinfra
   (`--parallel N`) running fleet's own facts script as a `server.Command` fact (the same
-  content, so the comparison is of the tools, not of what they read).
+  content, so the comparison is of the tools, not of what they read), and against the floor:
+  N parallel OpenSSH logins (`ssh host sh -c <script>`) running that script (cold) or its
+  volatile part (what a warm gather runs).
 - `handshakes`: SSH logins per host in one `fleet sweep` of playbooks/demo.yaml over 4 hosts,
   counted from each test host's own sshd log ("Accepted publickey" lines); also per
   `fleet fetch-logs` and per `fleet status`.
@@ -13,6 +15,10 @@ Rows (each a median of --runs interleaved runs, A B A B ..., against its peer in
   the 4 hosts' sweep directories (1 GiB in all), into an empty local tree, against 4 parallel
   `rsync -a` of the same directories into an empty tree; then both again with nothing changed.
 - `cli`: `fleet --help` and `fleet facts local --json` against `ansible --version`.
+- `gap` (not in the default rows): what `fleet facts` (warm) takes beyond the OpenSSH floor, part
+  by part: `python -c pass`, the imports of `fleet facts` and of `fleet fetch-logs`, and
+  `facts_of` run in the benchmark's own process (imports done) beside the floor. The controller
+  CPU column counts child processes only (for the in-process row: its ssh clients).
 - `processes`: the processes one gather starts on a host (cold: every fact; warm: the volatile
   ones), counted with `strace -f` (execve and fork/clone calls) around fleet's facts script run
   here with the test hosts' fake GPU tools first on PATH (no test hosts needed).
@@ -24,7 +30,7 @@ Ansible (ansible-core) and pyinfra are installed by this script into their own v
     python benchmarks/bench_peers.py --rows cli,facts --runs 7 --label after
     python benchmarks/bench_peers.py --hosts 4 --runs 3    # quick
 
-Prints one table per row (median, min-max, ratio fleet/peer pair by pair) and writes all figures
+Prints one table per row (median, min-max, controller CPU of the child processes, ratio fleet/peer pair by pair, the load average at its end) and writes all figures
 to results/benchmarks/peers-<label>.json.
 
 `--baseline PATH` (a checkout of an older commit, e.g. a `git worktree`) adds that fleet's runs
@@ -374,6 +380,49 @@ def row_facts(setting: Setting, runs: int) -> dict[str, Any]:
     return summary(interleave(variants, runs), pairs)
 
 
+def row_gap(setting: Setting, runs: int) -> dict[str, Any]:
+    """What `fleet facts` (warm) takes beyond the OpenSSH floor, part by part: the interpreter's
+    start, the imports of the command, and the gather itself (`facts_of` in this process, its
+    imports done) beside the floor, interleaved; and the imports of `fleet fetch-logs`."""
+    from fleet.connect import facts_of
+    from fleet.inventory import load_inventory
+
+    hosts = list(load_inventory(setting.facts_hosts_dir))
+    cache = setting.work / "gap-cache"
+    python = [sys.executable, "-P"]
+    env = setting.fleet_env(cache, setting.facts_hosts_dir)
+    warm_script = fleet_facts_script(setting, warm=True)
+
+    def in_process() -> float:
+        saved = os.environ.get("XDG_CACHE_HOME")
+        os.environ["XDG_CACHE_HOME"] = str(cache)  # fleet.connect.facts_cache_dir reads it per call
+        try:
+            started = time.perf_counter()
+            failed = facts_of(hosts).failed
+            elapsed = time.perf_counter() - started
+        finally:
+            if saved is None:
+                del os.environ["XDG_CACHE_HOME"]
+            else:
+                os.environ["XDG_CACHE_HOME"] = saved
+        if failed:
+            raise SystemExit(f"facts_of failed: {failed}")
+        return elapsed
+
+    n = len(hosts)
+    variants: dict[str, Callable[[], float]] = {
+        "python -P -c pass": lambda: run_quiet([*python, "-c", "pass"], env),
+        "imports of fleet facts": lambda: run_quiet([*python, "-c", "import fleet.cli; from fleet.connect import facts_of; import fleet.facts, fleet.transport.ssh, fleet.transport.openssh"], env),
+        "imports of fleet fetch-logs": lambda: run_quiet([*python, "-c", "import fleet.cli, fleet.backend; fleet.backend.backends(); import fleet.sweep.logs, fleet.sweep.status"], env),
+        "fleet facts (warm cache)": lambda: run_quiet(setting.fleet_argv("facts", "all", "--json"), env),
+        "facts_of in this process (warm, imports done)": in_process,
+        f"{n} x ssh, the warm script (floor)": lambda: openssh_floor(setting, warm_script),
+    }
+    in_process()  # the cache, so that every counted run is warm
+    pairs = [("fleet facts (warm cache)", f"{n} x ssh, the warm script (floor)"), ("facts_of in this process (warm, imports done)", f"{n} x ssh, the warm script (floor)")]
+    return summary(interleave(variants, runs), pairs)
+
+
 def demo_sweep(setting: Setting, names: Sequence[str]) -> tuple[str, dict[str, int]]:
     """One `fleet sweep` of playbooks/demo.yaml, plus a fourth server (DFlash with 8 draft
     tokens), on `names` (one GPU each, so that each host runs one server); its id and the logins
@@ -514,6 +563,9 @@ def main() -> None:
             if "facts" in rows:
                 out["facts"] = row_facts(setting, args.runs)
                 print_table(f"facts, {args.hosts} hosts", out["facts"])
+            if "gap" in rows:
+                out["gap"] = row_gap(setting, args.runs)
+                print_table(f"what fleet facts takes beyond the floor, {args.hosts} hosts", out["gap"])
             if "handshakes" in rows:
                 out["handshakes"] = row_handshakes_and_fetch(setting, args.runs)
                 h = out["handshakes"]
