@@ -15,7 +15,6 @@ from __future__ import annotations
 import io
 import re
 import shlex
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 from fleet.errors import AuthenticationFailed, CommandTimeout, ConnectionLost, HostKeyError, PermanentTransportError, TransportError
@@ -42,11 +41,12 @@ class Outcome:
 
 
 class LoginFailed(Exception):
-    """`ssh` exited before the command ran: `error_class` and `reason` say why, `stderr` is ssh's tail."""
+    """`ssh` exited before the command ran: `error_class` and `reason` say why, `fields` are the host
+    file fields to check, `stderr` is ssh's tail (for the debug log)."""
 
-    def __init__(self, error_class: type[TransportError], reason: str, stderr: str) -> None:
+    def __init__(self, error_class: type[TransportError], reason: str, fields: tuple[str, ...], stderr: str) -> None:
         super().__init__(reason)
-        self.error_class, self.reason, self.stderr = error_class, reason, stderr
+        self.error_class, self.reason, self.fields, self.stderr = error_class, reason, fields, stderr
 
 
 def command_argv(target: SSHTarget, control_path: str | None, remote_command: str) -> list[str]:
@@ -69,6 +69,8 @@ def run_command(host: str, target: SSHTarget, script: str, *, timeout: float, en
     wrapped = frame.wrap(script, env_on_stdin=env_exports is not None)
     if env_exports is not None:  # ahead of the command's own stdin, as over paramiko
         stdin = frame.env_input(env_exports) + (stdin or b"")
+    if target.identity_file is not None and not target.identity_file.is_file():  # ssh would only warn, then fail to log in
+        raise LoginFailed(PermanentTransportError, f"identity_file {target.identity_file} does not exist", ("identity_file",), "")
     if target.host_key_policy == "accept-new":  # ssh records a new key only where the folder exists (paramiko's policy makes it too)
         target.known_hosts.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     argv = command_argv(target, MASTERS.control_path(target), wrapped)
@@ -90,10 +92,7 @@ def run_command(host: str, target: SSHTarget, script: str, *, timeout: float, en
             # ssh exits 255 too when a signal killed the remote shell, and then says nothing:
             # the contract's -1, as paramiko reports a shell that ended without an exit status.
             return Outcome(KILLED_SHELL, captured.getvalue(), errors.output)
-        error_class, reason = ssh_failure(tail)
-        if error_class is HostKeyError:
-            reason = host_key_hint(done.stderr.decode(errors="replace"), target)
-        raise LoginFailed(error_class, reason, tail)
+        raise LoginFailed(*login_failure(said, target), stderr=tail)
     warn_noise(host, unframer.noise, errors.noise)
     status = done.exit_code if unframer.exit_code is None else unframer.exit_code
     return Outcome(status, captured.getvalue(), errors.output)
@@ -116,12 +115,29 @@ def host_key_hint(stderr: str, target: SSHTarget) -> str:
     return "host key refused"
 
 
-def login_fields(error_class: type[TransportError]) -> Sequence[str]:
-    """The host file fields a failed login points at."""
+def login_failure(stderr: str, target: SSHTarget) -> tuple[type[TransportError], str, tuple[str, ...]]:
+    """Why `ssh` could not run the command, from what it printed, in the words the paramiko path
+    uses (fleet.transport.sshlink `connect_failure`), and the host file fields to check."""
+    error_class, reason = ssh_failure(stderr)
     if error_class is HostKeyError:
-        return ("known_hosts", "host_key_policy")
+        return error_class, host_key_hint(stderr, target), ("known_hosts", "host_key_policy")
     if error_class is AuthenticationFailed:
-        return ("user", "identity_file")
+        key = f" with {target.identity_file}" if target.identity_file else " with the default keys and agent"
+        return error_class, f"authentication failed for user {target.user or '(default)'}{key}", ("user", "identity_file")
     if error_class is PermanentTransportError:
-        return ("ssh_alias",)
-    return ("address", "port")
+        return error_class, reason, ("ssh_alias",)
+    for pattern, cause, fields in _CONNECT_CAUSES:
+        if pattern.search(stderr):
+            return error_class, cause.replace("{destination}", target.destination), fields
+    tail = " | ".join(stderr.strip().splitlines()[-3:])
+    return error_class, f"{reason}: {tail}", ("address", "port")
+
+
+# What ssh prints when it cannot reach the host, in the paramiko path's words (sshlink.connect_failure).
+_CONNECT_CAUSES: tuple[tuple[re.Pattern[str], str, tuple[str, ...]], ...] = (
+    (re.compile(r"Connection refused"), "connection refused (no sshd listens on that port, or the host is booting)", ("port", "address")),
+    (re.compile(r"No route to host|Network is unreachable"), "no route to the host (down, or not on a network this machine reaches)", ("address",)),
+    (re.compile(r"Could not resolve hostname"), "cannot resolve {destination}", ("address", "ssh_alias")),
+    (re.compile(r"timed out"), "timed out (host down, link cut, or a firewall drops the packets)", ("address", "port")),
+    (re.compile(r"Connection closed by|Connection reset|kex_exchange_identification"), "the host closed the connection during the SSH handshake", ("address", "port")),
+)

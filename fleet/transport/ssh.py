@@ -336,14 +336,14 @@ class SSHTransport:
 
     def _run_openssh(self, text: str, timeout: float, exports: str | None, stdin: bytes | None) -> _ExecOutcome:
         """A one-shot command's call: through the `ssh` client, not paramiko (fleet.transport.openssh)."""
-        from fleet.transport.openssh import LoginFailed, login_fields, run_command
+        from fleet.transport.openssh import LoginFailed, run_command
 
         what = f"`{short_command(text)}`"
         try:
             outcome = run_command(self.host, self.target, text, timeout=timeout, env_exports=exports, stdin=stdin, what=what)
         except LoginFailed as failed:
             log.debug("%s: %s failed (%s); the command:\n%s", self.host, what, failed.stderr, text)
-            raise failed.error_class(self.host, f"cannot connect to {self._where()}: {failed.reason} ({failed.stderr}); {what} did not run; {self._check(*login_fields(failed.error_class))}") from None
+            raise failed.error_class(self.host, f"cannot connect to {self._where()}: {failed.reason}; {what} did not run; {self._check(*failed.fields)}") from None
         return _ExecOutcome(outcome.exit_code, outcome.stdout, outcome.stderr)
 
     def _put_stream(self, source: BinaryIO, remote: str, mode: int, timeout: float, what: str) -> None:
