@@ -8,6 +8,8 @@ the start timed out (the label itself says so: that is what such a record carrie
 alone must not show a fatal line. With `--bare` no log gets that word: each is judged from its text
 alone, as `fleet diagnose` reads a log a user hands it (a stalled start must then show its stall).
 Manifests may also carry `engine` ("sglang" / "vllm"): `--by-engine` prints a table per engine.
+`--where FIELD=VALUE` keeps the entries whose manifest field has that value (JSON true/false as
+`true`/`false`), e.g. batch8's `--where excerpt_shows_cause=true`.
 
     python benchmarks/diagnose_confusion.py ../shared/sample-logs/manifest.jsonl
     python benchmarks/diagnose_confusion.py tests/fixtures/sample-logs/manifest.jsonl --misses
@@ -29,7 +31,7 @@ from fleet.host.diagnose.classify import DiagnosisHint, diagnose_file  # noqa: E
 HEALTHY = "healthy"
 
 
-def read_manifest(path: Path) -> list[tuple[Path, str, str]]:
+def read_manifest(path: Path, where: tuple[str, str] | None = None) -> list[tuple[Path, str, str]]:
     entries: list[tuple[Path, str, str]] = []
     for number, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
         if not raw.strip():
@@ -40,6 +42,12 @@ def read_manifest(path: Path) -> list[tuple[Path, str, str]]:
             raise SystemExit(f"{path}:{number}: not JSON ({error.msg})") from error
         if not isinstance(record, dict) or not isinstance(record.get("file"), str) or not isinstance(record.get("label"), str):
             raise SystemExit(f"{path}:{number}: expected an object with string fields 'file' and 'label'")
+        if where is not None:
+            field, value = where
+            if field not in record:
+                raise SystemExit(f"{path}:{number}: --where names field {field!r}, which this entry does not have")
+            if json.dumps(record[field]).strip('"') != value:
+                continue
         entries.append((path.parent / record["file"], record["label"], str(record.get("engine") or "")))
     return entries
 
@@ -50,10 +58,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--misses", action="store_true", help="also print each miss with its first evidence line")
     parser.add_argument("--bare", action="store_true", help="judge every log from its text alone, without the run record's start-timeout word")
     parser.add_argument("--by-engine", action="store_true", help="one table per engine named in the manifest, then all together")
+    parser.add_argument("--where", metavar="FIELD=VALUE", help="only the entries whose manifest field has this value (true/false for JSON booleans)")
     args = parser.parse_args(argv)
+    where: tuple[str, str] | None = None
+    if args.where is not None:
+        field, sep, value = args.where.partition("=")
+        if not sep or not field:
+            parser.error(f"--where expects FIELD=VALUE, got {args.where!r}")
+        where = (field, value)
 
     results: list[tuple[str, str, str, str]] = []  # engine, label, diagnosed, miss line
-    for log, label, engine in read_manifest(args.manifest):
+    for log, label, engine in read_manifest(args.manifest, where):
         hint = DiagnosisHint(server_start_timed_out=True) if label == "server_start_timeout" and not args.bare else None
         diagnosis = diagnose_file(log, hint)
         got = diagnosis.failure_class or HEALTHY
