@@ -2,10 +2,10 @@
 Fabric's resolution of the target (ssh config, ProxyJump), the host-key policies, the stream pump
 of one exec, the park of live connections, and how paramiko's failures map to fleet's errors.
 
-Apart from `SSHTransport` so that a command that only transfers files (rsync over OpenSSH:
-`fleet fetch-logs` of process-managed hosts) never imports paramiko, Fabric and invoke -- a
-third of a nothing-changed fetch's time. `SSHTransport` imports this module on its first
-command.
+Apart from `SSHTransport` so that a transfer (rsync over OpenSSH) and a one-shot command
+(`fleet facts`, `status`, `fetch-logs`: fleet.transport.openssh) never import paramiko, Fabric and
+invoke -- a third of a nothing-changed fetch's time. `SSHTransport` imports this module on its
+first command outside `one_shot` (a sweep's).
 """
 
 from __future__ import annotations
