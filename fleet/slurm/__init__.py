@@ -1,5 +1,5 @@
 """Sweeps through Slurm: an inventory entry of kind `slurm` is a cluster's login host; the plan
-becomes batch jobs that run the same agent inside their allocations (see README.md, "Slurm").
+becomes batch jobs that run the same agent inside their allocations (see docs/slurm.md).
 
 jobs.py        what sinfo, sbatch, squeue, scontrol and sacct print, read (pure)
 script.py      the batch script of a job or job array (pure)
