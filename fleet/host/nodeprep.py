@@ -7,7 +7,8 @@ fleet.host.grant has bound the shard to the granted GPUs):
 2. judges the node by the preflight rules that decide whether a task may start there (the rule ids
    and figures of fleet.provision.preflight, carried in the requirements): the granted GPUs are
    listed, of the expected model, idle; the CUDA toolkit builds for their architecture; the driver
-   runs that toolkit; the engine is installed; the node-local dir has room for the models;
+   runs that toolkit; the engine is installed; the interpreter of each workload's client tool
+   can import it (the probe the SSH preflight runs); the node-local dir has room for the models;
 3. stages every model from the shared fs to the node-local dir, once per node and boot: under an
    exclusive lock (tasks of one node wait for the first one's copy instead of copying twice), into
    a `.partial` dir renamed into place with a marker naming the boot id (a reader never sees half a
@@ -38,12 +39,14 @@ from pathlib import Path
 from typing import Any
 
 from fleet.host import nvidia_smi, procfs
+from fleet.host.agent.tools import TOOL_PROBE_TIMEOUT_S, TOOLS, ToolFound, missing_tools, probe_tools
 from fleet.host.atomic import atomic_file
 from fleet.host.engines import DEFAULT_ENGINE
 from fleet.host.contract.nodeprep import (
     NODE_FACTS_DIR,
     REFUSED_EXIT,
     ArchRule,
+    ClientToolUse,
     ModelToStage,
     NodeCheck,
     NodePrep,
@@ -180,6 +183,7 @@ class Scene:
     free_bytes: int | None  # free space of the node-local dir
     to_stage_bytes: int  # what this start must copy there
     local_dir: str | None  # the node-local dir as it expanded on the node
+    tools: Sequence[ToolFound] = ()  # what the node's interpreters said of the workloads' client tools
 
     @property
     def mine(self) -> list[dict[str, str]]:
@@ -294,6 +298,34 @@ def check_engine_installed(s: Scene) -> tuple[str, str, str]:
     return "ok", f"{package} {version} in {engine.get('executable')}", ""
 
 
+def check_client_tools_installed(s: Scene) -> tuple[str, str, str]:
+    """As fleet.provision.preflight's rule: fleet installs nothing, so a tool its interpreter cannot
+    import on this node would fail every run of the workload here."""
+    if not s.req.client_tools:
+        return "skip", "no workload names a client tool", ""
+    what = missing_tools(s.tools)
+    if what is not None:
+        return "fail", f"{what} (install the tool into that interpreter on the node, or name one that has it in the workload's `client.python`)", ""
+    return "ok", "; ".join(sorted({f"{TOOLS[f.tool].title} in {f.python}" for f in s.tools})), ""
+
+
+def probe_client_tools(uses: Sequence[ClientToolUse], env: Mapping[str, str]) -> list[ToolFound]:
+    """Each interpreter the workloads' tools run in, asked on this node (the probe the SSH
+    preflight runs on a host: fleet.host.agent.tools.probe_tools)."""
+    wanted: dict[str, list[tuple[str, str]]] = {}
+    for use in uses:
+        wanted.setdefault(use.python, []).append((use.workload, use.tool))
+
+    def run(argv: list[str]) -> tuple[int, str, str]:
+        try:
+            done = subprocess.run(argv, capture_output=True, text=True, timeout=TOOL_PROBE_TIMEOUT_S, cwd="/", env=dict(env))
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return 127, "", str(exc)
+        return done.returncode, done.stdout, done.stderr
+
+    return probe_tools(wanted, run)
+
+
 def check_staging_space(s: Scene) -> tuple[str, str, str]:
     if not s.req.models or s.req.node_local_dir is None:
         return "skip", "nothing to stage", ""
@@ -317,13 +349,16 @@ NODE_RULES: tuple[tuple[str, Callable[[Scene], tuple[str, str, str]]], ...] = (
     ("toolkit-supports-gpu", check_toolkit_supports_gpu),
     ("driver-supports-toolkit", check_driver_supports_toolkit),
     ("engine-installed", check_engine_installed),
+    ("client-tools-installed", check_client_tools_installed),
     ("staging-space", check_staging_space),
 )
 
 
-def judge(facts: NodeFacts, req: NodeRequirements, wanted: int, granted: Sequence[int], free_bytes: int | None, to_stage_bytes: int, local_dir: str | None = None) -> list[NodeCheck]:
+def judge(
+    facts: NodeFacts, req: NodeRequirements, wanted: int, granted: Sequence[int], free_bytes: int | None, to_stage_bytes: int, local_dir: str | None = None, tools: Sequence[ToolFound] = ()
+) -> list[NodeCheck]:
     """Every node rule's verdict on this start (see Scene for the arguments)."""
-    scene = Scene(facts, req, wanted, granted, free_bytes, to_stage_bytes, local_dir)
+    scene = Scene(facts, req, wanted, granted, free_bytes, to_stage_bytes, local_dir, tools)
     return [NodeCheck(rule_id, *check(scene)) for rule_id, check in NODE_RULES]
 
 
@@ -471,7 +506,8 @@ def _prepare(task_dir: Path, req: NodeRequirements, env: Mapping[str, str], bega
         shard = json.loads(shard_path.read_text())
     except (OSError, ValueError) as exc:
         raise NodePrepError(f"{shard_path}: {exc}") from None
-    checks = judge(facts, req, shard_gpus(shard), granted_gpus(env), free_space(root) if root else None, pending, str(root) if root else None)
+    tools = probe_client_tools(req.client_tools, clean)
+    checks = judge(facts, req, shard_gpus(shard), granted_gpus(env), free_space(root) if root else None, pending, str(root) if root else None, tools)
     prep = NodePrep(node, hostname, boot_id, job_id, start, began, checks, agent_started=False, facts_file=facts_file)
     if prep.failures:
         return prep

@@ -20,7 +20,7 @@ from rich.text import Text
 
 from fleet.facts.gather import VLLM_ENGINE
 from fleet.facts.models import EnginePython, Gpu, HostFacts, Version, version_tuple
-from fleet.host.agent.tools import TOOLS
+from fleet.host.agent.tools import TOOLS, ToolFound, missing_tools
 from fleet.host.engines import engine as engine_named
 from fleet.host.nvidia_smi import plays_declared
 from fleet.inventory import EngineKind, Host, ServiceManager
@@ -151,18 +151,6 @@ def torch_arch_support(arch_list: Sequence[str], capability: tuple[int, int]) ->
 
 
 @dataclass(frozen=True)
-class ClientToolProbe:
-    """Whether the interpreter a workload's client tool runs in can import it (fleet.host.agent.tools;
-    the probe is fleet.provision.provision.probe_client_tools)."""
-
-    workload: str
-    tool: str  # a key of fleet.host.agent.tools.TOOLS
-    python: str
-    found: bool | None  # None: the interpreter gave no answer (`problem` says what it printed)
-    problem: str | None = None
-
-
-@dataclass(frozen=True)
 class PreflightRequirements:
     expected_gpu_count: int
     expected_gpu_model: str | None = None
@@ -177,7 +165,7 @@ class PreflightRequirements:
     host_file: str = "the host's inventory file"  # named in fix hints
     allow_volatile_work_dir: bool = False  # the host file's paths.allow_volatile_work_dir
     vllm: bool = False  # the host serves vLLM too (its host file's engine.vllm): its interpreter is checked as SGLang's is
-    client_tools: tuple[ClientToolProbe, ...] = ()  # the playbook's workloads measured by a tool, probed on the host
+    client_tools: tuple[ToolFound, ...] = ()  # the playbook's workloads measured by a tool, probed on the host
 
     def __post_init__(self) -> None:
         # accept the plain strings of a YAML file or a test as well as the enums
@@ -194,7 +182,7 @@ class PreflightRequirements:
         cache_bytes_freed: int = 0,
         staging_bytes_freed: int = 0,
         own_gpu_pids: Iterable[int] = (),
-        client_tools: Iterable[ClientToolProbe] = (),
+        client_tools: Iterable[ToolFound] = (),
     ) -> PreflightRequirements:
         return cls(
             expected_gpu_count=host.gpus.count,
@@ -453,11 +441,8 @@ def check_client_tools_installed(facts: HostFacts, needs: PreflightRequirements)
     nothing there, so one that cannot import the tool would fail every run of the workload."""
     if not needs.client_tools:
         return Finding(Verdict.skip, "no workload names a client tool")
-    missing = [probe for probe in needs.client_tools if not probe.found]
-    if missing:
-        what = "; ".join(
-            f"workload {p.workload}: {p.python} " + (f"cannot import {TOOLS[p.tool].module} ({TOOLS[p.tool].title})" if p.found is False else f"did not answer ({p.problem})") for p in missing
-        )
+    what = missing_tools(needs.client_tools)
+    if what is not None:
         return Finding(
             Verdict.fail,
             what,

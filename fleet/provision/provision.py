@@ -24,7 +24,7 @@ from fleet.errors import FleetError
 from fleet.facts import HostFacts
 from fleet.host.agent import AGENT_MODULE
 from fleet.host.agent.services import FLEET_SERVICE_PIDS_SH
-from fleet.host.agent.tools import TOOLS, probe_argv, read_probe
+from fleet.host.agent.tools import TOOL_PROBE_TIMEOUT_S, ToolFound, probe_tools
 from fleet.host.contract.lease import Claim
 from fleet.host.modelcard import hf_files_from_card, load_model_card
 from fleet.inventory import EngineKind, Host, ServiceManager, Target
@@ -33,7 +33,7 @@ from fleet.playbook import ModelRef, Playbook
 from fleet.provision.lease import end_of_provision, hold_for_provision
 from fleet.provision.models import MARKER, QUICK_S, Change, Marker, ModelState, ensure_cached, current_cache, ensure_staged, mirror_listing, read_state, read_states
 from fleet.errors import ModelError
-from fleet.provision.preflight import ClientToolProbe, PreflightReport, PreflightRequirements, run_preflight
+from fleet.provision.preflight import PreflightReport, PreflightRequirements, run_preflight
 from fleet.provision.units import render_agent_unit
 from fleet.retry import CONNECT, TRANSFER, retrying
 from fleet.transport.base import Transport
@@ -242,29 +242,29 @@ def copy_sizes(model: ModelRef, state: ModelState, mirror_root: Path) -> CopySiz
     return CopySizes(fetch, size, cache_freed, state.staged.total_bytes if state.staged else 0)
 
 
-# A tool's module is found without importing it: seconds at most, even for a cold interpreter.
-TOOL_PROBE_TIMEOUT_S = 60.0
-
-
-def probe_client_tools(t: Transport, host: Host, playbook: Playbook) -> list[ClientToolProbe]:
-    """For each workload a client tool measures: can the interpreter that will run it on this host
-    (the workload's `client.python`, else the engine's for every engine the playbook serves) find
-    the tool's module? One round trip per interpreter."""
+def client_tool_uses(target: Target, playbook: Playbook) -> dict[str, list[tuple[str, str]]]:
+    """Which interpreter runs which workload's client tool on `target` (python -> its (workload,
+    tool) pairs): the workload's `client.python`, else the engine's for every engine the playbook
+    serves. What the SSH preflight probes on a host and a Slurm node's preparation on the node."""
     engines = sorted({engine for method in playbook.methods for engine in playbook.engines_of(method)})
     wanted: dict[str, list[tuple[str, str]]] = {}
     for name, workload in playbook.workloads.items():
         for engine in engines:
-            client = workload.resolved_client(host.engine.python_for(engine))
+            client = workload.resolved_client(target.engine.python_for(engine))
             if client is not None and (name, client["tool"]) not in wanted.setdefault(client["python"], []):
                 wanted[client["python"]].append((name, client["tool"]))
-    probes = []
-    for python, uses in wanted.items():
-        modules = sorted({TOOLS[tool].module for _, tool in uses})
-        done = t.run(["sh", "-c", "cd / && exec " + shlex.join(probe_argv(python, modules))], timeout=TOOL_PROBE_TIMEOUT_S)
-        found = read_probe(done.stdout, modules)
-        problem = None if found is not None else f"exit {done.exit_code}: {(done.stderr or done.stdout).strip()[-300:]}"
-        probes += [ClientToolProbe(name, tool, python, found[TOOLS[tool].module] if found is not None else None, problem) for name, tool in uses]
-    return probes
+    return wanted
+
+
+def probe_client_tools(t: Transport, host: Host, playbook: Playbook) -> list[ToolFound]:
+    """For each workload a client tool measures: can the interpreter that will run it on this host
+    find the tool's module? One round trip per interpreter."""
+
+    def run(argv: list[str]) -> tuple[int, str, str]:
+        done = t.run(["sh", "-c", "cd / && exec " + shlex.join(argv)], timeout=TOOL_PROBE_TIMEOUT_S)
+        return done.exit_code, done.stdout, done.stderr
+
+    return probe_tools(client_tool_uses(host, playbook), run)
 
 
 def provision_host(host: Host, playbook: Playbook, options: ProvisionOptions, transport: Transport | None = None) -> HostReport:

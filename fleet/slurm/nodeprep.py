@@ -5,7 +5,8 @@ said, read back from the pulled task dirs.
 - `facts_script`: the composite facts script of fleet.facts (the one an SSH host answers in one
   round trip), shipped to the shared dir; the node runs it, not an SSH login to the node.
 - `requirements`, `ship`: the sweep's NodeRequirements (the preflight tables of
-  fleet.provision.preflight as data, the models to stage to node-local storage) to the shared dir.
+  fleet.provision.preflight as data, the models to stage to node-local storage, the workloads'
+  client tools the node's interpreters must import) to the shared dir.
 - `NodeRefusals` (`refusal`, `refused_nodes`): pure readings of the nodes' NodePrep files, for
   fleet.slurm.outcome (a task refused by its node is submitted again), fleet.slurm.sweep
   (`--exclude` those nodes) and summary.json (`nodes_refused`).
@@ -21,11 +22,12 @@ from pathlib import Path
 from fleet.facts.gather import gather_script
 from fleet.facts.models import FactsRequest
 from fleet.facts.parsers import GPU_QUERY_FIELDS, NVCC_ABSENT, NVCC_PATH_LABEL, PROBE_MARK
-from fleet.host.contract.nodeprep import REQUIREMENTS_FILE, ArchRule, ModelToStage, NodePrep, NodeRequirements, load_node_preps
+from fleet.host.contract.nodeprep import REQUIREMENTS_FILE, ArchRule, ClientToolUse, ModelToStage, NodePrep, NodeRequirements, load_node_preps
 from fleet.inventory import EngineKind, Host, Target, slugify
 from fleet.layout import model_cache_dir
-from fleet.playbook import ModelRef
+from fleet.playbook import ModelRef, Playbook
 from fleet.provision import preflight
+from fleet.provision.provision import client_tool_uses, models_of
 from fleet.transport.base import Transport
 
 FACTS_SCRIPT = "node-facts.sh"  # in the sweep's root on the shared fs
@@ -61,8 +63,9 @@ def models_to_stage(models: Iterable[ModelRef], node: Target) -> list[ModelToSta
     return [ModelToStage(m.label, model_cache_dir(m, node), model_key(m)) for m in models if not m.path]
 
 
-def requirements(cluster: Host, node: Target, root: str, models: Sequence[ModelToStage]) -> NodeRequirements:
-    """A sweep's NodeRequirements; `root`: the sweep's dir on the shared fs (the facts script's)."""
+def requirements(cluster: Host, node: Target, root: str, models: Sequence[ModelToStage], client_tools: Sequence[ClientToolUse] = ()) -> NodeRequirements:
+    """A sweep's NodeRequirements; `root`: the sweep's dir on the shared fs (the facts script's);
+    `client_tools`: the workloads' tools the node's interpreters must import (client_tools_of)."""
     assert cluster.slurm is not None
     local = cluster.slurm.node_local_dir
     return NodeRequirements(
@@ -77,18 +80,25 @@ def requirements(cluster: Host, node: Target, root: str, models: Sequence[ModelT
         gpu_query_fields=list(GPU_QUERY_FIELDS),
         facts_labels={"nvcc_path": NVCC_PATH_LABEL, "nvcc_absent": NVCC_ABSENT, "engine_probe": PROBE_MARK},
         host_file=str(cluster.source_file),
+        client_tools=list(client_tools),
     )
+
+
+def client_tools_of(node: Target, playbook: Playbook) -> list[ClientToolUse]:
+    """The interpreters the SSH preflight would probe on a host (provision.client_tool_uses), for
+    the node to probe itself: the interpreter paths are the node's, not the login host's."""
+    return [ClientToolUse(workload, tool, python) for python, uses in client_tool_uses(node, playbook).items() for workload, tool in uses]
 
 
 def requirements_path(root: str) -> str:
     return posixpath.join(root, REQUIREMENTS_FILE)
 
 
-def ship(t: Transport, cluster: Host, node: Target, root: str, models: Iterable[ModelRef], timeout: float = 60.0) -> NodeRequirements:
+def ship(t: Transport, cluster: Host, node: Target, root: str, playbook: Playbook, timeout: float = 60.0) -> NodeRequirements:
     """The facts script and the sweep's NodeRequirements to its dir on the shared fs (through the
     login host): every task's batch script reads them before its agent starts."""
     assert cluster.slurm is not None
-    req = requirements(cluster, node, root, models_to_stage(models, node))
+    req = requirements(cluster, node, root, models_to_stage(models_of(playbook), node), client_tools_of(node, playbook))
     script = facts_script(facts_request(node, cluster.slurm.node_local_dir), probe_engine=node.engine.kind is not EngineKind.sim)
     t.put_bytes(script.encode(), req.facts_script, timeout=timeout)
     t.put_bytes(req.to_json().encode(), requirements_path(root), timeout=timeout)

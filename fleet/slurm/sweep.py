@@ -349,7 +349,7 @@ def start_slurm_sweep(
     record.save(directory)
     _provision_models(t, node, playbook_path)
     _ship(t, record)
-    ship_node_prep(t, cluster, node, record.root, models_of(playbook))
+    ship_node_prep(t, cluster, node, record.root, playbook)
     stream.emit("provisioned", cluster.name, status="ok", reason="")
     planned = {s.config.id: s for s in plan.servers}
     limits = agent_limits(playbook)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 import sys
 import threading
 from dataclasses import replace
@@ -25,17 +26,21 @@ from fleet.host.agent.driver import Driver, Gate, ServerFacts
 from fleet.host.agent.kinds.tool import tool_load
 from fleet.host.agent.results import request_figures
 from fleet.host.agent.tools import TOOLS, ToolLoad, ToolTarget, bench_serving_argv, guidellm_scenario
+from fleet.host import nodeprep
 from fleet.host.contract import RunResult, RunStatus
+from fleet.host.contract.nodeprep import REFUSED_EXIT, NodePrep, NodeRequirements, load_node_preps
 from fleet.host.contract.results import CLIENTS, FLEET_CLIENT
 from fleet.host.contract.shard import AgentLimits, RunSpec
 from fleet.host.errors import ContractError
 from fleet.host.engines.sim.harness import start_sim
 from fleet.host.failures import FailureClass
+from fleet.inventory import Host
 from fleet.playbook import expand_runs, load_playbook
 from fleet.provision.preflight import PreflightRequirements, Verdict, run_preflight
 from fleet.provision.provision import probe_client_tools
 from fleet.report import load_sweep, render, report_of
 from fleet.report.model import GroupKey, build_report, make_cells
+from fleet.slurm.nodeprep import client_tools_of, requirements
 from fleet.transport.local import LocalTransport
 from fleet.workloads import resolve_workload
 from tests.interpreters import bare_python
@@ -216,6 +221,53 @@ def test_the_preflight_probes_the_interpreter_each_tool_runs_in(tmp_path: Path) 
     assert [c.verdict for c in passing.checks if c.rule_id == "client-tools-installed"] == [Verdict.ok]
     none = run_preflight(empty_facts(), PreflightRequirements(expected_gpu_count=0))
     assert [c.verdict for c in none.checks if c.rule_id == "client-tools-installed"] == [Verdict.skip]
+
+
+def node_step(tmp_path: Path, workloads: dict[str, Any]) -> tuple[int, NodePrep, NodeRequirements]:
+    """A Slurm node's preparation (`python -m fleet.host.nodeprep`, as the batch script runs it) for
+    a sweep of `workloads` on a sim cluster: no GPUs, no models, so only the tools' check can fail."""
+    tmp_path.mkdir()
+    path = tmp_path / "book.yaml"
+    path.write_text(yaml.safe_dump({**BOOK, "workloads": workloads}))
+    cluster = Host.model_validate({"name": "slurm-lab", "kind": "slurm", "address": "login", "engine": {"kind": "sim", "python": sys.executable},
+                                   "gpus": {"count": 0}, "slurm": {"shared_dir": str(tmp_path)}})  # fmt: skip
+    node = cluster.model_copy(update={"kind": "host", "slurm": None})
+    (tmp_path / "node-facts.sh").write_text("true\n")  # a node without GPUs answers nothing the gate needs
+    req = NodeRequirements.from_json(requirements(cluster, node, str(tmp_path), [], client_tools_of(node, load_playbook(path))).to_json())
+    (tmp_path / "node-requirements.json").write_text(req.to_json())
+    task = tmp_path / "task-0"
+    task.mkdir()
+    (task / "shard.json").write_text(json.dumps({"servers": []}))
+    bundle = Path(nodeprep.__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, "-m", "fleet.host.nodeprep", str(task), str(tmp_path / "node-requirements.json")], capture_output=True, text=True, timeout=120,
+                          env={"PATH": os.environ["PATH"], "PYTHONPATH": str(bundle), "SLURMD_NODENAME": "gpu-node-07", "SLURM_JOB_ID": "42"})  # fmt: skip
+    (prep,) = load_node_preps(task)
+    return done.returncode, prep, req
+
+
+def test_a_slurm_node_probes_the_client_tools_as_the_ssh_preflight_does(tmp_path: Path) -> None:
+    """The node runs the same probe on its own interpreters before the agent starts: a tool its
+    interpreter cannot import refuses the node (as client-tools-installed fails an SSH host's
+    preflight), naming the workload, the interpreter and the module; one it finds lets it start."""
+    pytest.importorskip("sglang")
+    bare = bare_python(tmp_path)
+    absent = str(tmp_path / "no-python")
+    workloads = {
+        "found": {"kind": "random", "input_tokens": 8, "max_new_tokens": 8, "client": {"tool": "bench_serving"}},  # the engine's interpreter
+        "bare": {"kind": "random", "input_tokens": 8, "max_new_tokens": 8, "client": {"tool": "aiperf", "python": bare}},
+        "absent": {"kind": "random", "input_tokens": 8, "max_new_tokens": 8, "client": {"tool": "guidellm", "python": absent}},
+        "fleets": {"kind": "random", "input_tokens": 8, "max_new_tokens": 8},
+    }
+    code, prep, req = node_step(tmp_path / "refused", workloads)
+    assert sorted((u.workload, u.tool, u.python) for u in req.client_tools) == [("absent", "guidellm", absent), ("bare", "aiperf", bare), ("found", "bench_serving", sys.executable)]
+    assert code == REFUSED_EXIT and not prep.agent_started and [c.rule_id for c in prep.failures] == ["client-tools-installed"]
+    assert f"workload bare: {bare} cannot import aiperf (AIPerf)" in prep.reason()
+    assert f"workload absent: {absent} did not answer (exit 127: " in prep.reason() and "workload found" not in prep.reason()
+    code, prep, _ = node_step(tmp_path / "fit", {"found": workloads["found"]})
+    assert code == 0 and prep.agent_started
+    assert [(c.verdict, c.message) for c in prep.checks if c.rule_id == "client-tools-installed"] == [("ok", f"sglang.bench_serving in {sys.executable}")]
+    code, prep, _ = node_step(tmp_path / "none", {"fleets": workloads["fleets"]})
+    assert code == 0 and [c.verdict for c in prep.checks if c.rule_id == "client-tools-installed"] == ["skip"]
 
 
 def result_json(**changes: Any) -> dict[str, Any]:

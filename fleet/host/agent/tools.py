@@ -20,6 +20,7 @@ import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from collections.abc import Mapping, Sequence
 from typing import Any, Callable
 
 from fleet.host.agent.client import RequestOutcome
@@ -357,6 +358,10 @@ TOOLS: dict[str, Tool] = {
 PROBE = "import importlib.util, json, sys\nprint(json.dumps({m: importlib.util.find_spec(m) is not None for m in sys.argv[1:]}))"
 
 
+# A tool's module is found without importing it: seconds at most, even for a cold interpreter.
+TOOL_PROBE_TIMEOUT_S = 60.0
+
+
 def probe_argv(python: str, modules: list[str]) -> list[str]:
     return [python, "-c", PROBE, *modules]
 
@@ -371,3 +376,38 @@ def read_probe(stdout: str, modules: list[str]) -> dict[str, bool] | None:
         if isinstance(found, dict) and all(isinstance(found.get(m), bool) for m in modules):
             return {m: found[m] for m in modules}
     return None
+
+
+@dataclass(frozen=True)
+class ToolFound:
+    """Whether the interpreter a workload's client tool runs in can find the tool's module."""
+
+    workload: str
+    tool: str  # a key of TOOLS
+    python: str
+    found: bool | None  # None: the interpreter gave no answer (`problem` says what it printed)
+    problem: str | None = None
+
+
+def probe_tools(uses: Mapping[str, Sequence[tuple[str, str]]], run: Callable[[list[str]], tuple[int, str, str]]) -> list[ToolFound]:
+    """Each interpreter of `uses` (python -> its (workload, tool) pairs) asked once which of its
+    tools' modules it finds. `run`: the probe's argv to (exit code, stdout, stderr), over SSH from
+    the controller's preflight, as a subprocess on a Slurm node (fleet.host.nodeprep)."""
+    found_all: list[ToolFound] = []
+    for python, pairs in uses.items():
+        modules = sorted({TOOLS[tool].module for _, tool in pairs})
+        code, stdout, stderr = run(probe_argv(python, modules))
+        found = read_probe(stdout, modules)
+        problem = None if found is not None else f"exit {code}: {(stderr or stdout).strip()[-300:]}"
+        found_all += [ToolFound(workload, tool, python, found[TOOLS[tool].module] if found is not None else None, problem) for workload, tool in pairs]
+    return found_all
+
+
+def missing_tools(found: Sequence[ToolFound]) -> str | None:
+    """Why some workload's tool cannot run (each workload, its interpreter, what failed), or None."""
+    missing = [f for f in found if not f.found]
+    if not missing:
+        return None
+    return "; ".join(
+        f"workload {f.workload}: {f.python} " + (f"cannot import {TOOLS[f.tool].module} ({TOOLS[f.tool].title})" if f.found is False else f"did not answer ({f.problem})") for f in missing
+    )

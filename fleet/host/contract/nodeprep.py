@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from fleet.host.agent.tools import TOOLS
 from fleet.host.contract.reader import Reader, read_text
 
 REQUIREMENTS_SCHEMA = "fleet.node_requirements/1"
@@ -54,6 +55,15 @@ class ModelToStage:
 
 
 @dataclass(frozen=True)
+class ClientToolUse:
+    """A workload whose client tool runs in `python` on the node (fleet.host.agent.tools)."""
+
+    workload: str
+    tool: str  # a key of fleet.host.agent.tools.TOOLS
+    python: str
+
+
+@dataclass(frozen=True)
 class NodeRequirements:
     engine_kind: str  # sglang | sim
     facts_script: str  # the composite facts script (fleet.facts), on the shared fs
@@ -67,6 +77,7 @@ class NodeRequirements:
     gpu_query_fields: list[str] = field(default_factory=list)
     facts_labels: dict[str, str] = field(default_factory=dict)  # nvcc_path, nvcc_absent, engine_probe
     host_file: str = "the cluster's inventory file"  # named in fix hints
+    client_tools: list[ClientToolUse] = field(default_factory=list)  # probed on the node: client-tools-installed
 
     def to_json(self) -> str:
         return json.dumps({"schema": REQUIREMENTS_SCHEMA, **asdict(self)}, indent=1, sort_keys=True)
@@ -87,6 +98,7 @@ class NodeRequirements:
             gpu_query_fields=r.strings("gpu_query_fields", default=[]),
             facts_labels={k: r.child("facts_labels").text(k) for k in r.get("facts_labels", dict, default={})},
             host_file=r.text("host_file", default="the cluster's inventory file"),
+            client_tools=[ClientToolUse(c.text("workload"), c.choice("tool", tuple(TOOLS)), c.text("python")) for c in r.children("client_tools", default=[])],
         )
 
     @classmethod
