@@ -291,7 +291,77 @@ class HubDataset(StrictModel):
     path: Annotated[str, Field(min_length=1, max_length=1024), AfterValidator(_path_in_repo)] = Field(description="the file inside the repo, e.g. qualitative.jsonl")
 
 
-class DatasetWorkload(WorkloadKind):
+def _tool_name(value: str) -> str:
+    if value not in TOOLS:
+        raise ValueError(f"a client of {', '.join(CLIENTS)}")
+    return value
+
+
+class ClientTool(StrictModel):
+    """One of the field's load generators as a workload's client (fleet.host.agent.tools): run on
+    the host by `python` with the workload's lengths, requests and arrivals (a dataset workload's
+    samples, as fleet's client would send them, written in the tool's own format: vllm_bench_serve
+    only; the others are refused); its own output file is read into the run's result, which names
+    it (`client`). fleet installs nothing: the preflight fails on a host whose interpreter cannot
+    import it."""
+
+    tool: Annotated[str, AfterValidator(_tool_name)] = Field(description=f"the tool: {', '.join(TOOLS)}")
+    python: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=4096,
+        description="the interpreter on the host that has the tool; default: the one the host runs the engine with (engine.python, or engine.vllm.python for vLLM)",
+    )
+    tokenizer: str | None = Field(
+        default=None, min_length=1, max_length=4096, description="a tokenizer folder on the host the tool sizes prompts with; default: the tool's own (the served model's name)"
+    )
+
+
+def _client(value: Any) -> Any:
+    """`client: bench_serving` is short for `client: {tool: bench_serving}`; `fleet` is fleet's own client."""
+    if value == FLEET_CLIENT:
+        return None
+    return {"tool": value} if isinstance(value, str) else value
+
+
+class MeasuredByTool(WorkloadKind):
+    """A kind whose workload may name a client tool (`client`) to send its requests instead of
+    fleet's client: the field and the checks of what the tool can send, in one place."""
+
+    client: Annotated[ClientTool | None, BeforeValidator(_client)] = Field(
+        default=None, description=f"who sends the requests and measures them: {', '.join(CLIENTS)} (default fleet), or {{tool, python, tokenizer}}"
+    )
+
+    @model_serializer(mode="wrap")
+    def _without_fleets_client(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # fleet's own client dumps as a workload did before there were others: a run's id hashes it.
+        data: dict[str, Any] = handler(self)
+        if data.get("client", ...) is None:
+            del data["client"]
+        return data
+
+    def resolved_client(self, engine_python: str) -> dict[str, Any] | None:
+        if self.client is None:
+            return None
+        return {"tool": self.client.tool, "python": self.client.python or engine_python, "tokenizer": self.client.tokenizer}
+
+    def _tool_can_send(self, load: Load | None, *, dataset: bool) -> None:
+        """Refuse, at plan time, what the named tool cannot send as fleet's client would."""
+        tool = TOOLS[self.client.tool] if self.client is not None else None
+        if tool is None:
+            return
+        if dataset and tool.no_dataset is not None:
+            raise ValueError(f"`client` {tool.name} on a dataset workload: {tool.no_dataset}; fleet's client sends each sample as it is")
+        if load is not None:
+            if load.search is not None:
+                raise ValueError(f"`load.search` with fleet's client only: a saturation search chooses each probe's rate from the probes before, which {tool.title} does not")
+            if load.burstiness != 1 and not tool.gamma_arrivals:
+                raise ValueError(f"`load.burstiness` of 1 with client {tool.name}: {tool.title} sends Poisson arrivals only, not gamma gaps of shape {load.burstiness:g}")
+            if load.warmup_requests and not tool.warmup:
+                raise ValueError(f"`load.warmup_requests` of 0 with client {tool.name}: {tool.title} has no warm-up by request count")
+
+
+class DatasetWorkload(MeasuredByTool):
     """Prompts sampled from a dataset file in its publisher's format (fleet.workloads.datasets): a
     file on this machine, or one of a hub dataset repo at a commit, fetched once into the
     controller's cache (fleet.workloads.hub); either way the sample is shipped with the sweep."""
@@ -328,6 +398,7 @@ class DatasetWorkload(WorkloadKind):
         if (self.file is None) == (self.hub is None):
             raise ValueError("one of `file` (a dataset file on this machine) or `hub` (a hub dataset repo's file at a commit)")
         _search_has_slo(self.load, self.slo)
+        self._tool_can_send(self.load, dataset=True)
         if self.hub is not None:
             try:
                 path = fetch_dataset_file(self.hub.repo, self.hub.revision, self.hub.path)
@@ -356,38 +427,7 @@ class DatasetWorkload(WorkloadKind):
         }
 
 
-def _tool_name(value: str) -> str:
-    if value not in TOOLS:
-        raise ValueError(f"a client of {', '.join(CLIENTS)}")
-    return value
-
-
-class ClientTool(StrictModel):
-    """One of the field's load generators as a workload's client (fleet.host.agent.tools): run on
-    the host by `python` with the workload's lengths, requests and arrivals; its own output file is
-    read into the run's result, which names it (`client`). fleet installs nothing: the preflight
-    fails on a host whose interpreter cannot import it."""
-
-    tool: Annotated[str, AfterValidator(_tool_name)] = Field(description=f"the tool: {', '.join(TOOLS)}")
-    python: str | None = Field(
-        default=None,
-        min_length=1,
-        max_length=4096,
-        description="the interpreter on the host that has the tool; default: the one the host runs the engine with (engine.python, or engine.vllm.python for vLLM)",
-    )
-    tokenizer: str | None = Field(
-        default=None, min_length=1, max_length=4096, description="a tokenizer folder on the host the tool sizes prompts with; default: the tool's own (the served model's name)"
-    )
-
-
-def _client(value: Any) -> Any:
-    """`client: bench_serving` is short for `client: {tool: bench_serving}`; `fleet` is fleet's own client."""
-    if value == FLEET_CLIENT:
-        return None
-    return {"tool": value} if isinstance(value, str) else value
-
-
-class RandomWorkload(WorkloadKind):
+class RandomWorkload(MeasuredByTool):
     """Random token ids of exactly `input_tokens` and outputs of exactly `max_new_tokens` (ignore_eos),
     as `sglang.bench_serving --dataset-name random --random-range-ratio 1` defines them."""
 
@@ -398,22 +438,6 @@ class RandomWorkload(WorkloadKind):
     seed: Int = Field(default=0, ge=0, le=2**32 - 1)
     load: Load | None = Field(default=None, description="open-loop arrivals; without it requests go one at a time")
     slo: Slo | None = None
-    client: Annotated[ClientTool | None, BeforeValidator(_client)] = Field(
-        default=None, description=f"who sends the requests and measures them: {', '.join(CLIENTS)} (default fleet), or {{tool, python, tokenizer}}"
-    )
-
-    @model_serializer(mode="wrap")
-    def _without_fleets_client(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        # fleet's own client dumps as a workload did before there were others: a run's id hashes it.
-        data: dict[str, Any] = handler(self)
-        if data.get("client", ...) is None:
-            del data["client"]
-        return data
-
-    def resolved_client(self, engine_python: str) -> dict[str, Any] | None:
-        if self.client is None:
-            return None
-        return {"tool": self.client.tool, "python": self.client.python or engine_python, "tokenizer": self.client.tokenizer}
 
     def resolved(self, name: str, time_scale: float) -> dict[str, Any]:
         return {
@@ -427,14 +451,7 @@ class RandomWorkload(WorkloadKind):
     @model_validator(mode="after")
     def _searchable(self) -> RandomWorkload:
         _search_has_slo(self.load, self.slo)
-        tool = TOOLS[self.client.tool] if self.client is not None else None
-        if tool is not None and self.load is not None:
-            if self.load.search is not None:
-                raise ValueError(f"`load.search` with fleet's client only: a saturation search chooses each probe's rate from the probes before, which {tool.title} does not")
-            if self.load.burstiness != 1 and not tool.gamma_arrivals:
-                raise ValueError(f"`load.burstiness` of 1 with client {tool.name}: {tool.title} sends Poisson arrivals only, not gamma gaps of shape {self.load.burstiness:g}")
-            if self.load.warmup_requests and not tool.warmup:
-                raise ValueError(f"`load.warmup_requests` of 0 with client {tool.name}: {tool.title} has no warm-up by request count")
+        self._tool_can_send(self.load, dataset=False)
         return self
 
     def fixed_input_tokens(self) -> int | None:

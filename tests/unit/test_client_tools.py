@@ -23,6 +23,7 @@ from fleet.facts.models import FactsRequest, HostFacts
 from fleet.host.agent.client import Client, Endpoint
 from fleet.host.agent.drive import drive
 from fleet.host.agent.driver import Driver, Gate, ServerFacts
+from fleet.host.agent.outcome import WorkloadOutcome
 from fleet.host.agent.kinds.tool import tool_load
 from fleet.host.agent.results import request_figures
 from fleet.host.agent.tools import TOOLS, ToolLoad, ToolTarget, bench_serving_argv, guidellm_scenario
@@ -270,6 +271,113 @@ def test_a_slurm_node_probes_the_client_tools_as_the_ssh_preflight_does(tmp_path
     assert code == 0 and [c.verdict for c in prep.checks if c.rule_id == "client-tools-installed"] == ["skip"]
 
 
+DATASET_ROWS = [  # fleet's `jsonl` format: each prompt as given, its category, its own output length
+    {"prompt": "It was the best of times, it was the worst of times.", "category": "prose", "output_len": 5},
+    {"prompt": 'Say "hi" \u2014 twice,\nthen stop.', "category": "chat", "output_len": 7},
+    {"prompt": "42", "category": "chat"},  # no length of its own: max_new_tokens, as fleet's client sends it
+    {"prompt": "it was the age of wisdom", "category": "prose", "output_len": 3},
+]
+
+
+def dataset_book(tmp_path: Path, **workload: Any) -> Path:
+    rows = tmp_path / "prompts.jsonl"
+    rows.write_text("".join(json.dumps(row) + "\n" for row in DATASET_ROWS))
+    data = {**BOOK, "workloads": {"fixed": {"kind": "dataset", "file": str(rows), "format": "jsonl", "max_new_tokens": 6, **workload}}}
+    path = tmp_path / "book.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def dataset_workload(tmp_path: Path, client: dict[str, Any], **load: Any) -> dict[str, Any]:
+    """The shard's resolved workload of a dataset workload with `client`, as the agent gets it."""
+    path = dataset_book(tmp_path, client=client, **({"load": load} if load else {}))
+    [run] = expand_runs(load_playbook(path))
+    return json.loads(json.dumps(resolve_workload(run, 1.0)))
+
+
+@pytest.mark.parametrize("tool", ["bench_serving", "aiperf", "guidellm"])
+def test_a_dataset_workload_with_a_tool_that_cannot_send_its_samples_is_refused(tmp_path: Path, tool: str) -> None:
+    path = dataset_book(tmp_path, client=tool)
+    with pytest.raises(ConfigError, match=rf"workloads.fixed.dataset: .*`client` {tool} on a dataset workload: ") as caught:
+        load_playbook(path)
+    assert str(path) in str(caught.value) and (TOOLS[tool].no_dataset or "-") in str(caught.value)
+    with pytest.raises(ConfigError, match=r"workloads.fixed.dataset: .*`load.search` with fleet's client only"):
+        load_playbook(dataset_book(tmp_path, client="vllm_bench_serve", load={"rate": 2, "search": {"rates": [1, 4]}}, slo={"ttft": "1s"}))
+
+
+def test_a_dataset_is_written_in_vllms_custom_format_and_vllms_loader_reads_back_fleets_requests(tmp_path: Path) -> None:
+    """vllm's own CustomDataset and argument parser (the suite's vllm 0.33.0 wheel) on what fleet
+    writes and passes: the same prompts, as given, in fleet's order, each with its own output length."""
+    pytest.importorskip("vllm.benchmarks.serve")
+    pytest.importorskip("tokenizers")
+    import argparse
+
+    from transformers import AutoTokenizer
+    from vllm.benchmarks.datasets.datasets import CustomDataset
+    from vllm.benchmarks.serve import add_cli_args
+
+    from fleet.host.agent.kinds.listed import dataset_requests
+    from tests.integration.test_load_generators import build_tokenizer
+
+    workload = dataset_workload(tmp_path, {"tool": "vllm_bench_serve", "python": sys.executable}, rate=2.0)
+    load = tool_load(workload, 0)
+    planned = [(plan.prompt, plan.max_new_tokens) for plan in dataset_requests(workload, 0)]
+    assert list(load.dataset) == planned and load.requests == 4 and sorted(n for _, n in planned) == [3, 5, 6, 6]  # 7 capped at max_new_tokens
+    out = tmp_path / "out"
+    out.mkdir()
+    for name, text in TOOLS["vllm_bench_serve"].inputs(ToolTarget("127.0.0.1", 1, "m", "completions"), load, str(out)).items():
+        (out / name).write_text(text, encoding="utf-8")
+    argv = TOOLS["vllm_bench_serve"].argv(ToolTarget("127.0.0.1", 1, "m", "completions"), load, str(out))
+    parser = argparse.ArgumentParser()
+    add_cli_args(parser)
+    args = parser.parse_args(argv[argv.index("serve") + 1 :])
+    assert (args.dataset_name, args.custom_output_len, args.skip_chat_template, args.disable_shuffle, args.ignore_eos, args.num_prompts) == ("custom", -1, True, True, True, 4)
+    tokenizer = AutoTokenizer.from_pretrained(str(build_tokenizer(tmp_path / "tok", " ".join(str(r["prompt"]) for r in DATASET_ROWS))))
+    dataset = CustomDataset(dataset_path=args.dataset_path, disable_shuffle=args.disable_shuffle, random_seed=args.seed)
+    sampled = dataset.sample(tokenizer=tokenizer, num_requests=args.num_prompts, output_len=args.custom_output_len, skip_chat_template=args.skip_chat_template, no_oversample=True)
+    assert [(r.prompt, r.expected_output_len) for r in sampled] == planned
+
+
+def drive_on_sim(tmp_path: Path, workload: dict[str, Any]) -> WorkloadOutcome:
+    """The agent's drive of `workload` (naming a tool) against a sim server on this machine."""
+    env = local_gpu_env(tmp_path / "gpu", os.environ)
+    args = ["--model-path", "meta-llama/Llama-3.1-8B-Instruct", "--context-length", "8192", "--mem-fraction-static", "0.75", "--disable-radix-cache"]
+    server = start_sim(args, tmp_path / "server.log", env={**env, "CUDA_VISIBLE_DEVICES": "0", "HF_HUB_OFFLINE": "1"}, speed=0.05)
+    try:
+        assert server.wait_ready(60), server.log()
+        out = drive(
+            Driver(
+                Client(Endpoint("127.0.0.1", server.port), api="completions", model="meta-llama/Llama-3.1-8B-Instruct"),
+                AgentLimits(request_timeout_s=60.0),
+                ServerFacts(served_model="meta-llama/Llama-3.1-8B-Instruct"),
+                Gate(lambda: None, threading.Event()),
+                RunSpec("r", "r", workload),
+            )
+        )
+    finally:
+        server.stop()
+    assert out.failure is None, out.failure
+    return out
+
+
+def test_the_agent_runs_vllm_bench_serve_on_a_dataset_and_the_result_is_a_dataset_runs(tmp_path: Path) -> None:
+    """End to end on this machine: a sim server, `vllm bench serve` on fleet's sample of a dataset
+    (4 prompts, their own output lengths, 2 in flight); each request is the sample's, with its
+    category, and the run's sample_sha256 is the one fleet's client records for the same sample."""
+    pytest.importorskip("vllm.benchmarks.serve")
+    pytest.importorskip("tokenizers")
+    from fleet.host.agent.kinds.listed import dataset_requests, sample_sha256
+    from tests.integration.test_load_generators import build_tokenizer
+
+    tokenizer = build_tokenizer(tmp_path / "tok", " ".join(str(r["prompt"]) for r in DATASET_ROWS))
+    workload = dataset_workload(tmp_path, {"tool": "vllm_bench_serve", "python": sys.executable, "tokenizer": str(tokenizer)}, rate=1e6, max_in_flight=2)
+    out = drive_on_sim(tmp_path, workload)
+    plans = dataset_requests(workload, 0)
+    assert [(s.outcome.ok, s.outcome.output_tokens, s.tags) for s in out.sent] == [(True, p.max_new_tokens, p.tags) for p in plans]
+    assert out.extras["sample_sha256"] == sample_sha256(plans) and workload["dataset"]["sample_sha256"]
+    assert out.extras["tool"]["name"] == "vllm_bench_serve"
+
+
 def result_json(**changes: Any) -> dict[str, Any]:
     base = RunResult(run_id="r1", label="l", server_id="s1", server_label="s", sweep_id="w1", host="ct200", status=RunStatus.ok, failure=None, figures={}, workload={}, started_at=1.0, ended_at=2.0)
     return {**base.to_json(), **changes}
@@ -344,28 +452,10 @@ def test_the_agent_runs_vllm_bench_serve_against_a_server_and_its_records_are_th
     from tests.integration.test_load_generators import build_tokenizer
 
     tokenizer = build_tokenizer(tmp_path / "tok", "It was the best of times, it was the worst of times.")
-    env = local_gpu_env(tmp_path / "gpu", os.environ)
-    args = ["--model-path", "meta-llama/Llama-3.1-8B-Instruct", "--context-length", "8192", "--mem-fraction-static", "0.75", "--disable-radix-cache"]
-    server = start_sim(args, tmp_path / "server.log", env={**env, "CUDA_VISIBLE_DEVICES": "0", "HF_HUB_OFFLINE": "1"}, speed=0.05)
     workload = {"name": "w", "kind": "random", "input_tokens": 32, "max_new_tokens": 8, "requests": 4, "seed": 0, "slo": None}
     workload["load"] = {"rate": 1e6, "burstiness": 1.0, "max_in_flight": 2, "warmup_requests": 0, "seed": 0, "time_scale": 1.0}
     workload["client"] = {"tool": "vllm_bench_serve", "python": sys.executable, "tokenizer": str(tokenizer)}
-    try:
-        assert server.wait_ready(60), server.log()
-        endpoint = Endpoint("127.0.0.1", server.port)
-        limits = AgentLimits(request_timeout_s=60.0)
-        out = drive(
-            Driver(
-                Client(endpoint, api="completions", model="meta-llama/Llama-3.1-8B-Instruct"),
-                limits,
-                ServerFacts(served_model="meta-llama/Llama-3.1-8B-Instruct"),
-                Gate(lambda: None, threading.Event()),
-                RunSpec("r", "r", workload),
-            )
-        )
-    finally:
-        server.stop()
-    assert out.failure is None, out.failure
+    out = drive_on_sim(tmp_path, workload)
     assert [(s.outcome.ok, s.outcome.prompt_tokens, s.outcome.output_tokens) for s in out.sent] == [(True, 32, 8)] * 4
     [section] = out.sections
     [stated] = out.extras["tool"]["stated"]

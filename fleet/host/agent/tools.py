@@ -28,9 +28,10 @@ from fleet.host.agent.client import RequestOutcome
 
 @dataclass(frozen=True)
 class ToolLoad:
-    """What a tool is asked to send: a `random` workload's requests and arrivals."""
+    """What a tool is asked to send: a `random` workload's lengths, or a `dataset` workload's
+    requests as fleet's client would send them (`dataset`), and the arrivals."""
 
-    input_tokens: int
+    input_tokens: int  # a random workload's; a dataset's prompts are its own
     output_tokens: int
     requests: int
     seed: int
@@ -39,6 +40,8 @@ class ToolLoad:
     burstiness: float = 1.0  # gamma shape of the gaps; 1 is a Poisson process
     max_in_flight: int | None = None
     warmup_requests: int = 0
+    # A dataset workload's requests, in the order fleet's client sends them: (prompt text, output tokens).
+    dataset: tuple[tuple[str, int], ...] = ()
 
     @property
     def concurrency(self) -> int | None:
@@ -84,6 +87,9 @@ class Tool:
     inputs: Callable[[ToolTarget, ToolLoad, str], dict[str, str]] = lambda target, load, out: {}
     gamma_arrivals: bool = True  # can it draw gamma gaps (burstiness other than 1)?
     warmup: bool = True  # can it send warm-up requests that no figure counts?
+    # Why it cannot send a dataset workload's samples exactly as fleet's client does (each prompt's
+    # text as given, each its own output length); None: it can (its `inputs` write them).
+    no_dataset: str | None = None
 
 
 def _bad(path: Path, field: str, expected: str, found: object) -> ValueError:
@@ -175,17 +181,37 @@ def _serving_style(path: Path, row: dict[str, Any], started_at: float, latencies
 def vllm_bench_serve_argv(target: ToolTarget, load: ToolLoad, out: str) -> list[str]:
     """`vllm bench serve` (its console script's module) on the `random` dataset: --random-range-ratio 0
     makes both lengths exact (vllm/benchmarks/datasets/datasets.py:1900), --ignore-eos keeps the
-    output at its length; /v1/completions (backend `vllm`)."""
+    output at its length; /v1/completions (backend `vllm`). A dataset workload's requests go as its
+    `custom` dataset (vllm_bench_serve_inputs)."""
+    if load.dataset:
+        requests = ["--dataset-name", "custom", "--dataset-path", f"{out}/{VLLM_DATASET}", "--custom-output-len", "-1", "--skip-chat-template", "--disable-shuffle", "--no-oversample"]
+    else:
+        requests = ["--dataset-name", "random", "--random-input-len", str(load.input_tokens), "--random-output-len", str(load.output_tokens), "--random-range-ratio", "0"]
     args = [
-        "-m", "vllm.entrypoints.cli.main", "bench", "serve", "--backend", "vllm", "--base-url", target.url, "--model", target.model,
-        "--dataset-name", "random", "--random-input-len", str(load.input_tokens), "--random-output-len", str(load.output_tokens),
-        "--random-range-ratio", "0", "--ignore-eos", "--num-prompts", str(load.requests), "--request-rate", _rate_flag(load),
+        "-m", "vllm.entrypoints.cli.main", "bench", "serve", "--backend", "vllm", "--base-url", target.url, "--model", target.model, *requests,
+        "--ignore-eos", "--num-prompts", str(load.requests), "--request-rate", _rate_flag(load),
         "--burstiness", repr(load.burstiness), "--num-warmups", str(load.warmup_requests), "--seed", str(load.seed), "--disable-tqdm",
         "--save-result", "--save-detailed", "--result-dir", out, "--result-filename", "result.json",
     ]  # fmt: skip
     if load.concurrency is not None:
         args += ["--max-concurrency", str(load.concurrency)]
     return args + (["--tokenizer", target.tokenizer] if target.tokenizer else [])
+
+
+VLLM_DATASET = "dataset.jsonl"  # CustomDataset reads only a `.jsonl` path (datasets.py:2453-2469)
+
+
+def vllm_bench_serve_inputs(target: ToolTarget, load: ToolLoad, out: str) -> dict[str, str]:
+    """A dataset workload's requests as vllm's `custom` dataset (vllm/benchmarks/datasets/datasets.py,
+    CustomDataset): one JSON line per request, `prompt` and `output_tokens` (:2425-2435), read with
+    pandas (:2454) and kept in this order with --disable-shuffle (:2471-2473); each request's
+    `output_tokens` is its length with --custom-output-len -1 (:2507-2516; the default 256 would
+    override it), its prompt sent as written with --skip-chat-template (:2529-2534) as /v1/completions'
+    `prompt` (lib/endpoint_request_func.py:230), with max_tokens the output length (:232) and
+    ignore_eos (:153-154). Its tokenizer only counts the prompt's tokens (:2537)."""
+    if not load.dataset:
+        return {}
+    return {VLLM_DATASET: "".join(json.dumps({"prompt": prompt, "output_tokens": output}, ensure_ascii=False) + "\n" for prompt, output in load.dataset)}
 
 
 def vllm_bench_serve_read(out: Path, started_at: float) -> ToolOutput:
@@ -343,13 +369,22 @@ def guidellm_read(out: Path, started_at: float) -> ToolOutput:
     return ToolOutput(requests, _number(benchmark, "duration", path), stated)
 
 
+# Why a tool cannot send a dataset workload's samples exactly as fleet's client does.
+BENCH_SERVING_NO_DATASET = (
+    "sglang.bench_serving's `custom` dataset (sglang 0.5.23: sglang/benchmark/datasets/custom.py) takes each output length from"
+    " its tokenizer's count of a reply turn or one fixed length for all (:125-128), not each sample's own, and drops prompts"
+    " under 2 tokens (:129-131)"
+)
+AIPERF_NO_DATASET = "fleet does not write AIPerf's --input-file single_turn format yet (its per-request output length is not checked against AIPerf 0.13.0's loader)"
+GUIDELLM_NO_DATASET = "fleet does not write GuideLLM's --data file format yet (its per-request output length is not checked against GuideLLM 0.8.1's loader)"
+
 TOOLS: dict[str, Tool] = {
     tool.name: tool
     for tool in (
-        Tool("bench_serving", "sglang.bench_serving", "sglang.bench_serving", bench_serving_argv, bench_serving_read, gamma_arrivals=False),
-        Tool("vllm_bench_serve", "vllm bench serve", "vllm.benchmarks.serve", vllm_bench_serve_argv, vllm_bench_serve_read),
-        Tool("aiperf", "AIPerf", "aiperf", aiperf_argv, aiperf_read),
-        Tool("guidellm", "GuideLLM", "guidellm", guidellm_argv, guidellm_read, guidellm_inputs, gamma_arrivals=False, warmup=False),
+        Tool("bench_serving", "sglang.bench_serving", "sglang.bench_serving", bench_serving_argv, bench_serving_read, gamma_arrivals=False, no_dataset=BENCH_SERVING_NO_DATASET),
+        Tool("vllm_bench_serve", "vllm bench serve", "vllm.benchmarks.serve", vllm_bench_serve_argv, vllm_bench_serve_read, vllm_bench_serve_inputs),
+        Tool("aiperf", "AIPerf", "aiperf", aiperf_argv, aiperf_read, no_dataset=AIPERF_NO_DATASET),
+        Tool("guidellm", "GuideLLM", "guidellm", guidellm_argv, guidellm_read, guidellm_inputs, gamma_arrivals=False, warmup=False, no_dataset=GUIDELLM_NO_DATASET),
     )
 }
 # Run by the interpreter a workload names, with the tools' modules as its arguments: prints which

@@ -41,7 +41,7 @@ KINDS: dict[str, Kind] = {
     "long_context": Kind(long_context.drive),
     "concurrency": Kind(concurrency.drive, concurrency.result_extras, run_wide_rates=lambda workload: False),
     "agentic": Kind(agentic.drive, agentic.result_extras),
-    "dataset": Kind(listed.drive_dataset, listed.result_extras, listed.run_wide_rates),
-    # A random workload may name a client tool (fleet.host.agent.tools) to measure it instead of fleet's client.
+    # A dataset or random workload may name a client tool (fleet.host.agent.tools) to measure it instead of fleet's client.
+    "dataset": Kind(tool.or_fleet(listed.drive_dataset), listed.result_extras, listed.run_wide_rates),
     "random": Kind(tool.or_fleet(listed.drive_random), listed.result_extras, listed.run_wide_rates),
 }

@@ -1,6 +1,7 @@
-"""A `random` workload measured by one of the field's load generators instead of fleet's client
-(its `client`, fleet.host.agent.tools): each repeat is one run of the tool on this host, by the
-interpreter the workload names, against the ready server, with the workload's lengths, requests
+"""A `random` or `dataset` workload measured by one of the field's load generators instead of
+fleet's client (its `client`, fleet.host.agent.tools): each repeat is one run of the tool on this
+host, by the interpreter the workload names, against the ready server, with the workload's lengths
+(a dataset's: the samples fleet's client would send, written in the tool's own format), requests
 and arrivals; the tool's own output file becomes the repeat's requests, so that the result's
 figures are made as any other run's are. Standard library only.
 
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from fleet.host.agent.driver import Driver
+from fleet.host.agent.kinds.listed import dataset_requests, sample_sha256
 from fleet.host.agent.outcome import Sent, WorkloadOutcome
 from fleet.host.agent.tools import TOOLS, Tool, ToolLoad, ToolTarget
 from fleet.host.contract import Failure
@@ -32,18 +34,22 @@ OUTPUT_TAIL = 3000  # characters of the tool's own output kept in a failure's me
 def tool_load(workload: Mapping[str, Any], repeat: int) -> ToolLoad:
     """The tool's load for one repeat: the workload's, its rate in wall time (the workload's is in
     engine time: a sim host runs time_scale wall seconds per engine second), its seed the repeat's
-    (fleet's own client draws other ids per repeat too)."""
+    (fleet's own client draws other ids per repeat too). A dataset workload's requests are the
+    ones fleet's client would send (listed.dataset_requests)."""
     load = workload.get("load")
     scale = float(load.get("time_scale") or 1.0) if load else 1.0
+    dataset = tuple((str(plan.prompt), plan.max_new_tokens) for plan in dataset_requests(dict(workload), repeat)) if workload["kind"] == "dataset" else ()
     return ToolLoad(
-        input_tokens=int(workload["input_tokens"]),
+        input_tokens=int(workload.get("input_tokens") or 0),
         output_tokens=int(workload["max_new_tokens"]),
-        requests=int(workload["requests"]),
-        seed=int(workload["seed"]) + repeat,
+        requests=len(dataset) if dataset else int(workload["requests"]),
+        # A dataset's seed drew its sample on the controller; the tool's draws only arrivals: the load's.
+        seed=(int(load.get("seed") or 0) if load else 0) + repeat if dataset else int(workload["seed"]) + repeat,
         rate=float(load["rate"]) / scale if load else None,
         burstiness=float(load.get("burstiness") or 1.0) if load else 1.0,
         max_in_flight=int(load["max_in_flight"]) if load and load.get("max_in_flight") else None,
         warmup_requests=int(load.get("warmup_requests") or 0) if load else 0,
+        dataset=dataset,
     )
 
 
@@ -88,7 +94,12 @@ def drive(driver: Driver, out: WorkloadOutcome) -> None:
     workload = driver.run.workload
     client = workload["client"]
     tool = TOOLS[client["tool"]]
-    out.planned_requests = int(workload["requests"]) * driver.run.repeats
+    # A dataset's requests as fleet's client plans them: their tags (category, output length) are
+    # the tool's requests' in the same order, and their hash is the run's sample_sha256.
+    plans = [dataset_requests(workload, repeat) if workload["kind"] == "dataset" else None for repeat in range(driver.run.repeats)]
+    out.planned_requests = sum(len(p) if p is not None else int(workload["requests"]) for p in plans)
+    if workload["kind"] == "dataset":
+        out.extras["sample_sha256"] = sample_sha256([plan for repeat in plans if repeat for plan in repeat])
     if driver.facts.served_model is None:  # every tool sends the model's name, as the server lists it
         out.failure = Failure(FailureClass.CLIENT_TOOL_FAILED.value, f"the server named no model (/v1/models), which {tool.title} must send")
         return
@@ -109,7 +120,12 @@ def drive(driver: Driver, out: WorkloadOutcome) -> None:
             except (OSError, ValueError, KeyError, TypeError) as exc:
                 out.failure = Failure(FailureClass.CLIENT_TOOL_FAILED.value, f"{tool.title}'s output could not be read: {exc}", (_tail(Path(folder) / "tool.log"),))
                 return
-        out.sent.extend(Sent(outcome, {"repeat": repeat, "request": i}) for i, outcome in enumerate(output.requests))
+        planned = plans[repeat]
+        if planned is not None and len(output.requests) != len(planned):
+            out.failure = Failure(FailureClass.CLIENT_TOOL_FAILED.value, f"{tool.title} recorded {len(output.requests)} requests of the {len(planned)} it was given")
+            return
+        tags = [plan.tags for plan in planned] if planned is not None else [{"repeat": repeat, "request": i} for i in range(len(output.requests))]
+        out.sent.extend(Sent(outcome, tag) for outcome, tag in zip(output.requests, tags))
         out.measured({"repeat": repeat}, output.wall_s)
         stated.append({"repeat": repeat, "wall_s": output.wall_s, **output.stated})
     # What the tool itself printed, in its wall time: a check of fleet's reading of its records.
