@@ -351,7 +351,8 @@ class MeasuredByTool(WorkloadKind):
         if tool is None:
             return
         if dataset and tool.no_dataset is not None:
-            raise ValueError(f"`client` {tool.name} on a dataset workload: {tool.no_dataset}; fleet's client sends each sample as it is")
+            able = ", ".join([FLEET_CLIENT, *(t.name for t in TOOLS.values() if t.no_dataset is None)])
+            raise ValueError(f"`client` {able} on a dataset workload, not {tool.name}: {tool.no_dataset}; fleet's client sends each sample as it is")
         if load is not None:
             if load.search is not None:
                 raise ValueError(f"`load.search` with fleet's client only: a saturation search chooses each probe's rate from the probes before, which {tool.title} does not")

@@ -298,7 +298,7 @@ def dataset_workload(tmp_path: Path, client: dict[str, Any], **load: Any) -> dic
 @pytest.mark.parametrize("tool", ["bench_serving", "aiperf", "guidellm"])
 def test_a_dataset_workload_with_a_tool_that_cannot_send_its_samples_is_refused(tmp_path: Path, tool: str) -> None:
     path = dataset_book(tmp_path, client=tool)
-    with pytest.raises(ConfigError, match=rf"workloads.fixed.dataset: .*`client` {tool} on a dataset workload: ") as caught:
+    with pytest.raises(ConfigError, match=rf"workloads.fixed.dataset: expected `client` fleet, vllm_bench_serve on a dataset workload, not {tool}: ") as caught:
         load_playbook(path)
     assert str(path) in str(caught.value) and (TOOLS[tool].no_dataset or "-") in str(caught.value)
     with pytest.raises(ConfigError, match=r"workloads.fixed.dataset: .*`load.search` with fleet's client only"):
@@ -336,6 +336,10 @@ def test_a_dataset_is_written_in_vllms_custom_format_and_vllms_loader_reads_back
     dataset = CustomDataset(dataset_path=args.dataset_path, disable_shuffle=args.disable_shuffle, random_seed=args.seed)
     sampled = dataset.sample(tokenizer=tokenizer, num_requests=args.num_prompts, output_len=args.custom_output_len, skip_chat_template=args.skip_chat_template, no_oversample=True)
     assert [(r.prompt, r.expected_output_len) for r in sampled] == planned
+    # Prompts that all read as numbers: pandas would make them numbers ("007" -> 7), so none is written.
+    numbers = replace(load, dataset=(("007", 3), ("42", 3)))
+    with pytest.raises(ValueError, match=r"every prompt reads as a number.*'007'"):
+        TOOLS["vllm_bench_serve"].inputs(ToolTarget("127.0.0.1", 1, "m", "completions"), numbers, str(out))
 
 
 def drive_on_sim(tmp_path: Path, workload: dict[str, Any]) -> WorkloadOutcome:

@@ -198,6 +198,14 @@ def vllm_bench_serve_argv(target: ToolTarget, load: ToolLoad, out: str) -> list[
     return args + (["--tokenizer", target.tokenizer] if target.tokenizer else [])
 
 
+def _reads_as_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
 VLLM_DATASET = "dataset.jsonl"  # CustomDataset reads only a `.jsonl` path (datasets.py:2453-2469)
 
 
@@ -211,6 +219,9 @@ def vllm_bench_serve_inputs(target: ToolTarget, load: ToolLoad, out: str) -> dic
     ignore_eos (:153-154). Its tokenizer only counts the prompt's tokens (:2537)."""
     if not load.dataset:
         return {}
+    if all(_reads_as_number(prompt) for prompt, _ in load.dataset):
+        # pandas infers a column's type: prompts that all read as numbers become numbers ("007" -> 7).
+        raise ValueError(f"every prompt reads as a number, which vllm's custom dataset (pandas.read_json, datasets.py:2454) turns into one: it would not send them as given ({load.dataset[0][0]!r})")
     return {VLLM_DATASET: "".join(json.dumps({"prompt": prompt, "output_tokens": output}, ensure_ascii=False) + "\n" for prompt, output in load.dataset)}
 
 

@@ -55,7 +55,11 @@ def tool_load(workload: Mapping[str, Any], repeat: int) -> ToolLoad:
 
 def run_tool(driver: Driver, tool: Tool, python: str, target: ToolTarget, load: ToolLoad, out: Path) -> tuple[float, Failure | None]:
     """The tool once, writing under `out`: the epoch second it started and, if it did not finish, why."""
-    for name, text in tool.inputs(target, load, str(out)).items():
+    try:
+        inputs = tool.inputs(target, load, str(out))
+    except ValueError as exc:  # requests the tool's own input format cannot carry as they are
+        return time.time(), Failure(FailureClass.CLIENT_TOOL_FAILED.value, f"{tool.title} cannot be given these requests: {exc}")
+    for name, text in inputs.items():
         (out / name).write_text(text, encoding="utf-8")
     argv = [python, *tool.argv(target, load, str(out))]
     log = out / "tool.log"
