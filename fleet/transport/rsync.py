@@ -15,6 +15,7 @@ import shlex
 import sys
 import threading
 from collections.abc import Sequence
+from contextlib import nullcontext
 from pathlib import Path
 
 from fleet.errors import (
@@ -231,12 +232,13 @@ def rsync_transfer(
             ignore_existing=ignore_existing,
             relay_token=secrets.token_hex(8) if relay else None,
         )
-        existed = control_path is not None and MASTERS.before_use(control_path)
-        try:
-            outcome = run_process(host, argv, timeout=timeout, what=f"rsync {source} {dest}")
-        finally:
-            if control_path is not None and start_master:  # a master this process may have started
-                MASTERS.after_use(control_path, ssh.destination, existed)  # type: ignore[union-attr]
+        with MASTERS.starting(control_path) if control_path is not None and start_master else nullcontext():
+            existed = control_path is not None and MASTERS.before_use(control_path)
+            try:
+                outcome = run_process(host, argv, timeout=timeout, what=f"rsync {source} {dest}")
+            finally:
+                if control_path is not None and start_master:  # a master this process may have started
+                    MASTERS.after_use(control_path, ssh.destination, existed)  # type: ignore[union-attr]
         return CommandResult.from_output(host, shlex.join(argv), outcome.exit_code, outcome.stdout, outcome.stderr, outcome.duration_s)
 
     relayed = ssh is not None and host in _TALKING

@@ -223,6 +223,8 @@ class Masters:
         self._disabled = False
         # control path -> (destination, pid of the master this process started, or None)
         self._used: dict[str, tuple[str, int | None]] = {}
+        # control path -> held by the one transfer starting its master (`starting`)
+        self._starting: dict[str, threading.Lock] = {}
 
     def control_path(self, target: SSHTarget) -> str | None:
         """The socket path for `target`, or None when no private directory can be had (then
@@ -247,6 +249,21 @@ class Masters:
                     log.warning("SSH connection sharing off: %s", "; ".join(problems))
                     return None
             return str(self._dir / socket_name(target))
+
+    @contextmanager
+    def starting(self, path: str) -> Iterator[None]:
+        """Around a transfer that may start the master of `path`: with no socket there, one
+        transfer at a time, so that a second one started at the same moment (a pull's two rsyncs
+        run at once) waits and then shares the master the first made. With ControlMaster=auto both
+        would log in, the second without sharing: one more login per pull after every reboot or
+        dropped link (tests/integration/test_connections.py counts them)."""
+        if os.path.exists(path):
+            yield
+            return
+        with self._lock:
+            gate = self._starting.setdefault(path, threading.Lock())
+        with gate:
+            yield
 
     def before_use(self, path: str) -> bool:
         """Whether a socket is there before a transfer (a master already serves it)."""

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from fleet.transport.rsync import rsync_argv, ssh_argv
-from fleet.transport.sharing import CONTROL_PERSIST_S, ConnectionPark, control_dir_candidates, control_options, ensure_private_dir, socket_name
+from fleet.transport.sharing import CONTROL_PERSIST_S, ConnectionPark, Masters, control_dir_candidates, control_options, ensure_private_dir, socket_name
 from fleet.errors import ControlDirError
 from fleet.transport.target import SSHTarget
 
@@ -107,3 +107,37 @@ def test_the_reaper_does_not_close_a_connection_taken_back_in_time() -> None:
     assert p.take("k") is conn
     time.sleep(0.5)
     assert not conn.closed.is_set()
+
+
+def test_transfers_that_may_start_a_master_go_one_at_a_time_until_its_socket_is_there(tmp_path: Path) -> None:
+    """A pull's two rsyncs run at once: with no master yet, the second waits for the first (which
+    makes the master) instead of logging in beside it; with the socket there, both run at once."""
+    masters, path = Masters(), str(tmp_path / "socket")
+    inside: list[str] = []
+    first_in, release = threading.Event(), threading.Event()
+
+    def first() -> None:
+        with masters.starting(path):
+            inside.append("first")
+            first_in.set()
+            release.wait(30)
+            Path(path).touch()  # the first transfer's ssh became the master
+            inside.append("first done")
+
+    def second() -> None:
+        with masters.starting(path):
+            inside.append("second")
+
+    one = threading.Thread(target=first)
+    one.start()
+    assert first_in.wait(30)
+    two = threading.Thread(target=second)
+    two.start()
+    two.join(0.3)  # not a timing the test relies on: the order below is what it checks
+    release.set()
+    one.join(30)
+    two.join(30)
+    assert inside == ["first", "first done", "second"]
+    # The socket is there: nobody waits.
+    with masters.starting(path), masters.starting(path):
+        pass
