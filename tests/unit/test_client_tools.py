@@ -320,8 +320,9 @@ def test_a_dataset_is_written_in_vllms_custom_format_and_vllms_loader_reads_back
     from tests.integration.test_load_generators import build_tokenizer
 
     workload = dataset_workload(tmp_path, {"tool": "vllm_bench_serve", "python": sys.executable}, rate=2.0)
-    load = tool_load(workload, 0)
-    planned = [(plan.prompt, plan.max_new_tokens) for plan in dataset_requests(workload, 0)]
+    plans = dataset_requests(workload, 0)
+    load = tool_load(workload, 0, plans)
+    planned = [(plan.prompt, plan.max_new_tokens) for plan in plans]
     assert list(load.dataset) == planned and load.requests == 4 and sorted(n for _, n in planned) == [3, 5, 6, 6]  # 7 capped at max_new_tokens
     out = tmp_path / "out"
     out.mkdir()

@@ -15,10 +15,10 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 from fleet.host.agent.driver import Driver
-from fleet.host.agent.kinds.listed import dataset_requests, sample_sha256
+from fleet.host.agent.kinds.listed import Planned, dataset_requests, sample_sha256
 from fleet.host.agent.outcome import Sent, WorkloadOutcome
 from fleet.host.agent.tools import TOOLS, Tool, ToolLoad, ToolTarget
 from fleet.host.contract import Failure
@@ -31,14 +31,14 @@ POLL_S = 0.5
 OUTPUT_TAIL = 3000  # characters of the tool's own output kept in a failure's message
 
 
-def tool_load(workload: Mapping[str, Any], repeat: int) -> ToolLoad:
+def tool_load(workload: Mapping[str, Any], repeat: int, planned: Sequence[Planned] | None = None) -> ToolLoad:
     """The tool's load for one repeat: the workload's, its rate in wall time (the workload's is in
     engine time: a sim host runs time_scale wall seconds per engine second), its seed the repeat's
-    (fleet's own client draws other ids per repeat too). A dataset workload's requests are the
-    ones fleet's client would send (listed.dataset_requests)."""
+    (fleet's own client draws other ids per repeat too). A dataset workload's requests are
+    `planned`: the ones fleet's client would send (listed.dataset_requests)."""
     load = workload.get("load")
     scale = float(load.get("time_scale") or 1.0) if load else 1.0
-    dataset = tuple((str(plan.prompt), plan.max_new_tokens) for plan in dataset_requests(dict(workload), repeat)) if workload["kind"] == "dataset" else ()
+    dataset = tuple((str(plan.prompt), plan.max_new_tokens) for plan in planned) if planned is not None else ()
     return ToolLoad(
         input_tokens=int(workload.get("input_tokens") or 0),
         output_tokens=int(workload["max_new_tokens"]),
@@ -113,7 +113,7 @@ def drive(driver: Driver, out: WorkloadOutcome) -> None:
         driver.gate.checkpoint()
         if not driver.gate.open:
             return
-        load = tool_load(workload, repeat)
+        load = tool_load(workload, repeat, plans[repeat])
         with tempfile.TemporaryDirectory(prefix=f"fleet-{tool.name}-") as folder:
             started, failure = run_tool(driver, tool, client["python"], target, load, Path(folder))
             if failure is not None or not driver.gate.open:  # a stop ended the tool: nothing of it is read
