@@ -22,7 +22,7 @@ from fleet.transport.framing import Frame, Unframer, cut, warn_noise
 from fleet.transport.process import run_process
 from fleet.transport.rsync import ssh_argv, ssh_failure
 from fleet.transport.sharing import MASTERS
-from fleet.transport.target import SSHTarget
+from fleet.transport.target import HANDSHAKE_CLOSED, NO_ROUTE, REFUSED, TIMED_OUT, LoginCause, SSHTarget, authentication_failed
 
 # What `ssh` exits with when it, not the remote command, failed (or a signal killed the remote shell).
 SSH_FAILED = 255
@@ -122,22 +122,21 @@ def login_failure(stderr: str, target: SSHTarget) -> tuple[type[TransportError],
     if error_class is HostKeyError:
         return error_class, host_key_hint(stderr, target), ("known_hosts", "host_key_policy")
     if error_class is AuthenticationFailed:
-        key = f" with {target.identity_file}" if target.identity_file else " with the default keys and agent"
-        return error_class, f"authentication failed for user {target.user or '(default)'}{key}", ("user", "identity_file")
+        return (error_class, *authentication_failed(target))
     if error_class is PermanentTransportError:
         return error_class, reason, ("ssh_alias",)
-    for pattern, cause, fields in _CONNECT_CAUSES:
+    for pattern, (cause, fields) in _CONNECT_CAUSES:
         if pattern.search(stderr):
             return error_class, cause.replace("{destination}", target.destination), fields
     tail = " | ".join(stderr.strip().splitlines()[-3:])
     return error_class, f"{reason}: {tail}", ("address", "port")
 
 
-# What ssh prints when it cannot reach the host, in the paramiko path's words (sshlink.connect_failure).
-_CONNECT_CAUSES: tuple[tuple[re.Pattern[str], str, tuple[str, ...]], ...] = (
-    (re.compile(r"Connection refused"), "connection refused (no sshd listens on that port, or the host is booting)", ("port", "address")),
-    (re.compile(r"No route to host|Network is unreachable"), "no route to the host (down, or not on a network this machine reaches)", ("address",)),
-    (re.compile(r"Could not resolve hostname"), "cannot resolve {destination}", ("address", "ssh_alias")),
-    (re.compile(r"timed out"), "timed out (host down, link cut, or a firewall drops the packets)", ("address", "port")),
-    (re.compile(r"Connection closed by|Connection reset|kex_exchange_identification"), "the host closed the connection during the SSH handshake", ("address", "port")),
+# What ssh prints when it cannot reach the host, and the cause in the paramiko path's words.
+_CONNECT_CAUSES: tuple[tuple[re.Pattern[str], LoginCause], ...] = (
+    (re.compile(r"Connection refused"), REFUSED),
+    (re.compile(r"No route to host|Network is unreachable"), NO_ROUTE),
+    (re.compile(r"Could not resolve hostname"), ("cannot resolve {destination}", ("address", "ssh_alias"))),
+    (re.compile(r"timed out"), TIMED_OUT),
+    (re.compile(r"Connection closed by|Connection reset|kex_exchange_identification"), HANDSHAKE_CLOSED),
 )

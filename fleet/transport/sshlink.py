@@ -28,7 +28,7 @@ from fabric import Config, Connection
 
 from fleet.errors import AuthenticationFailed, ConnectionLost, ConnectTimeout, HostKeyError, PermanentTransportError, TransportError
 from fleet.transport.sharing import ConnectionPark
-from fleet.transport.target import SSHTarget
+from fleet.transport.target import HANDSHAKE_CLOSED, NO_ROUTE, REFUSED, TIMED_OUT, SSHTarget, authentication_failed
 
 log = logging.getLogger("fleet.transport")
 
@@ -105,25 +105,24 @@ def connect_failure(exc: BaseException, target: SSHTarget) -> tuple[str, tuple[s
     if isinstance(exc, (paramiko.BadHostKeyException, UnknownHostKey)):
         return "host key refused", ("known_hosts", "host_key_policy")
     if isinstance(exc, paramiko.AuthenticationException) or (isinstance(exc, paramiko.SSHException) and "No authentication methods available" in str(exc)):
-        key = f" with {target.identity_file}" if target.identity_file else " with the default keys and agent"
-        return f"authentication failed for user {target.user or '(default)'}{key}", ("user", "identity_file")
+        return authentication_failed(target)
     causes: list[BaseException] = [exc]
     if isinstance(exc, paramiko.ssh_exception.NoValidConnectionsError):
         causes = list(exc.errors.values()) or causes
     for cause in causes:
         number = getattr(cause, "errno", None)
         if isinstance(cause, ConnectionRefusedError) or number == errno.ECONNREFUSED:
-            return "connection refused (no sshd listens on that port, or the host is booting)", ("port", "address")
+            return REFUSED
         if number in (errno.EHOSTUNREACH, errno.ENETUNREACH):
-            return "no route to the host (down, or not on a network this machine reaches)", ("address",)
+            return NO_ROUTE
         if isinstance(cause, socket.gaierror):
             return f"cannot resolve {target.address or target.ssh_alias} ({cause.strerror or cause})", ("address", "ssh_alias")
         if isinstance(cause, TimeoutError) or number == errno.ETIMEDOUT:
-            return "timed out (host down, link cut, or a firewall drops the packets)", ("address", "port")
+            return TIMED_OUT
     if isinstance(exc, paramiko.SSHException) and "banner" in str(exc):
         return "timed out waiting for the SSH banner (not an SSH server on that port, or an overloaded one)", ("port", "address")
     if isinstance(exc, (EOFError, ConnectionResetError)):
-        return "the host closed the connection during the SSH handshake", ("address", "port")
+        return HANDSHAKE_CLOSED
     return f"{type(exc).__name__}: {str(exc) or 'the host closed the connection'}", ("address", "port")
 
 

@@ -48,3 +48,18 @@ class SSHTarget:
     def destination(self) -> str:
         """What `ssh` is given as its host argument: the alias, or the address."""
         return self.ssh_alias or self.address  # type: ignore[return-value]  # one is set, see __post_init__
+
+
+# Why a login failed, in words, and the host file fields to check: one vocabulary for the paramiko
+# path (fleet.transport.sshlink `connect_failure`) and the OpenSSH one (fleet.transport.openssh
+# `login_failure`), which read the cause from different things (exceptions, ssh's own words).
+LoginCause = tuple[str, tuple[str, ...]]
+REFUSED: LoginCause = ("connection refused (no sshd listens on that port, or the host is booting)", ("port", "address"))
+NO_ROUTE: LoginCause = ("no route to the host (down, or not on a network this machine reaches)", ("address",))
+TIMED_OUT: LoginCause = ("timed out (host down, link cut, or a firewall drops the packets)", ("address", "port"))
+HANDSHAKE_CLOSED: LoginCause = ("the host closed the connection during the SSH handshake", ("address", "port"))
+
+
+def authentication_failed(target: SSHTarget) -> LoginCause:
+    key = f" with {target.identity_file}" if target.identity_file else " with the default keys and agent"
+    return f"authentication failed for user {target.user or '(default)'}{key}", ("user", "identity_file")
