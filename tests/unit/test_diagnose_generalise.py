@@ -766,14 +766,126 @@ def test_vllm_start_up_steps_from_its_own_lines(lines: list[str], failure_class:
 
 
 # batch8-heldout: 42 more real logs from threads no other manifest names, committed (cf2203a) before fleet read
-# them and never tuned on (benchmarks/results/diagnose-heldout.md, "batch8-heldout").
+# them, measured once untouched (12/42); a tune split since the rules of its miss kinds (below).
 BATCH8_HELDOUT = REAL.parent / "batch8-heldout"
 
 
-def test_batch8_heldout_keeps_its_measured_accuracy() -> None:
-    """42 held-out logs (30 vLLM, 12 SGLang): 12/42 right (failures 5/35) from the bare log, measured once,
-    untouched; 12/15 on the logs whose excerpt shows the cause (`excerpt_shows_cause`, set before fleet ran).
-    A floor: a later rule may raise it, but batch8 is then no longer held out."""
+def test_batch8_keeps_its_tune_figure() -> None:
+    """42 real logs (30 vLLM, 12 SGLang): 12/42 right (failures 5/35) from the bare log, measured once
+    untouched; 12/15 on the logs whose excerpt shows the cause (`excerpt_shows_cause`, set before fleet ran);
+    14/42 (failures 7/35) after the rules of its miss kinds (the tests below; 11 of its frame-only excerpts
+    now read `unknown`, not healthy, which their thread's label does not count). A tune split since:
+    batch9-heldout is the held-out set. A floor, not a file check."""
     entries = _manifest(BATCH8_HELDOUT)
     assert all(isinstance(entry["excerpt_shows_cause"], bool) for entry in entries)
-    assert _heldout_right(BATCH8_HELDOUT, 42) >= 12
+    assert _heldout_right(BATCH8_HELDOUT, 42) >= 14
+
+
+# -- batch8's miss kinds as class rules, each from the source that prints the text (issue 27) -----------
+# CPython's traceback frame, traceback.py (3.11) :462 '  File "{}", line {}, in {}', and faulthandler's,
+# Python/traceback.c dump_frame '  File "%U", line %d in %U'; the first case of each kind is batch8's real text.
+_FRAMES_ONLY = [
+    [
+        'ERROR 04-09 05:39:54 [core.py:390]   File "/usr/local/lib/python3.12/dist-packages/vllm/model_executor/models/llama.py", line 321, in __init__',
+        "ERROR 04-09 05:39:54 [core.py:390]     self.start_layer, self.end_layer, self.layers = make_layers(",
+        "ERROR 04-09 05:39:54 [core.py:390]                                                     ^^^^^^^^^^^^",
+    ],
+    ['  File "/x/vllm/worker/worker.py", line 12, in init_device', "    init_worker_distributed_environment(self.parallel_config, self.rank,"],
+    ['File "/x/sglang/srt/managers/scheduler.py", line 7, in run_scheduler_process'],
+    [
+        '(ServeReplica:llama3-app:LLMDeploymentllama-3-8B-instruct pid=12249, ip=10.0.155.99)   File "/home/ray/anaconda3/lib/python3.11/site-packages/vllm/executor/executor_base.py", line 287, in __init__',
+        "(ServeReplica:llama3-app:LLMDeploymentllama-3-8B-instruct pid=12249, ip=10.0.155.99)     super().__init__(*args, **kwargs)",
+    ],
+    ['(RayWorkerWrapper pid=62111, ip=10.0.0.1)   File "/x/vllm/worker/worker_base.py", line 3, in execute_method'],
+    ['(pid=45601)   File "/x/vllm/worker/worker_base.py", line 3, in execute_method'],
+    ["Thread 0x00007ee43dfff640 (most recent call first):", '  File "/usr/lib/python3.10/threading.py", line 953 in run'],
+]
+
+
+@pytest.mark.parametrize("lines", _FRAMES_ONLY)
+def test_a_log_of_traceback_frames_alone_is_unknown_with_its_frames(lines: list[str]) -> None:
+    diagnosis = diagnose_text(lines)
+    assert diagnosis.failure_class == "unknown" and 'File "' in diagnosis.evidence[0].text, diagnosis.evidence
+
+
+@pytest.mark.parametrize(
+    ("lines", "failure_class", "evidence"),
+    [
+        # faulthandler.c faulthandler_fatal_error: "Fatal Python error: " + the signal's name (batch8's real line).
+        (["frame #4: <unknown function> + 0x126850 (0x7f0626126850 in /usr/lib/x86_64-linux-gnu/libc.so.6)", "", "Fatal Python error: Aborted"], "unknown", "Fatal Python error: Aborted"),
+        (["[2026-01-01 00:00:00 TP3] Fatal Python error: Segmentation fault"], "unknown", "Fatal Python error: Segmentation fault"),
+        # SGLang's start begins with its arguments (0.5.12- `server_args=ServerArgs(`, 0.5.23 engine.py:311
+        # `server_args={...}`), then it launches its scheduler processes: a start that stops there stalled.
+        (
+            [
+                "INFO 02-11 10:25:22 __init__.py:190] Automatically detected platform cuda.",
+                "[2025-02-11 10:25:26] server_args=ServerArgs(model_path='/data/DeepSeek-R1-Distill-Qwen-32B', tokenizer_mode='auto', tp_size=4, stream_interval=1, constrained_json_whitespace_patter",
+            ],
+            "server_start_timeout",
+            "stalled at: launching the scheduler processes (the server's arguments were logged)",
+        ),
+        (
+            ["[2026-05-24 10:00:00] server_args={'model_path': '/m/Qwen3-8B', 'tp_size': 4, 'port': 30000}"],
+            "server_start_timeout",
+            "stalled at: launching the scheduler processes (the server's arguments were logged)",
+        ),
+        (
+            ["server_args=ServerArgs(model_path='/m', tp_size=1)", "[2026-05-24 10:00:05 TP0] Load weight begin. avail mem=78.00 GB"],
+            "server_start_timeout",
+            "stalled at: loading weights",
+        ),
+        # vLLM's and SGLang's pynccl.py call into their NCCLLibrary (vllm 0.33 pynccl.py:180, sglang 0.5.23
+        # srt/distributed/device_communicators/pynccl.py:129): a traceback that stops at that call.
+        (
+            [
+                '(VllmWorkerProcess pid=1252) ERROR 12-25 01:10:28 multiproc_worker_utils.py:229]   File "/usr/local/lib/python3.10/dist-packages/vllm/distributed/device_communicators/pynccl.py", line 99, in __init__',
+                "(VllmWorkerProcess pid=1252) ERROR 12-25 01:10:28 multiproc_worker_utils.py:229]     self.comm: ncclComm_t = self.nccl.ncclCommInitRank(",
+            ],
+            "nccl_error",
+            "self.nccl.ncclCommInitRank(",
+        ),
+        (
+            ['[rank0]:   File "/sgl/python/sglang/srt/distributed/device_communicators/pynccl.py", line 129, in __init__', "[rank0]:     self.comm = self.nccl.ncclCommInitRank("],
+            "nccl_error",
+            "self.nccl.ncclCommInitRank(",
+        ),
+        (["                self.comm: ncclComm_t = self.nccl.ncclCommInitRank(", "RuntimeError: NCCL error: unhandled system error"], "nccl_error", None),
+    ],
+)
+def test_batch8_kinds_from_their_sources(lines: list[str], failure_class: str, evidence: str | None) -> None:
+    diagnosis = diagnose_text(lines)
+    assert diagnosis.failure_class == failure_class, diagnosis.evidence
+    if evidence is not None:
+        assert evidence in diagnosis.evidence[0].text, diagnosis.evidence
+
+
+def test_frames_beside_their_exception_or_a_serving_server_add_nothing() -> None:
+    frames = ['  File "/x/vllm/worker/model_runner.py", line 9, in load_model', "    self.model = get_model(vllm_config=self.vllm_config)"]
+    # The exception line names the cause; the frames are not evidence of their own.
+    oom = diagnose_text(["Traceback (most recent call last):", *frames, OOM])
+    assert oom.failure_class == "cuda_oom" and all('File "' not in item.text for item in oom.evidence)
+    # A request's traceback, then serving goes on: no failure, a recovered error.
+    serving = [f"[2026-05-24 11:00:0{n} TP0] Decode batch, #running-req: 1, #token: 100, token usage: 0.01, gen throughput (token/s): 50.00, #queue-req: 0" for n in range(4)]
+    recovered = diagnose_text([READY, *frames, *serving])
+    assert recovered.failure_class is None and [finding.name for finding in recovered.findings] == ["recovered_error"]
+
+
+@pytest.mark.parametrize(
+    "lines",
+    [
+        # A frame quoting SGLang's call with `server_args=server_args,` is no start; nor is NCCL's INFO line
+        # naming ncclCommInitRank (debug.c's level), nor the API's own word in prose.
+        ["    scheduler = Scheduler(", "        server_args=server_args,", READY],
+        ["node1:1333:1333 [0] NCCL INFO ncclCommInitRank comm 0x39a43760 rank 12 nranks 20 cudaDev 0 busId 9c000 - Init COMPLETE", READY],
+        ["INFO 01-01 00:00:00 [pynccl.py:70] vLLM is using nccl==2.21.5", "INFO 01-01 00:00:01 [launcher.py:37] Available routes are:"],
+    ],
+)
+def test_the_batch8_words_on_healthy_lines_stay_quiet(lines: list[str]) -> None:
+    assert diagnose_text(lines).failure_class is None
+
+
+def test_the_agent_does_not_stop_on_a_frame_it_may_survive() -> None:
+    from fleet.host.agent.fatal import fatal_marker
+
+    line = 'ERROR 04-09 05:39:54 [core.py:390]   File "/usr/local/lib/python3.12/dist-packages/vllm/v1/engine/core.py", line 390, in run'
+    assert [signature.name for signature in signatures_in(line)] == ["traceback_frames"] and fatal_marker(line) is None

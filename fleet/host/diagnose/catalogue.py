@@ -45,6 +45,9 @@ class Trigger:
     # Its source logs it at warning level although it is the failure (vLLM's scheduler drops a prompt
     # over the limit with logger.warning): on a warning line it still proves its class.
     proves_as_warning: bool = False
+    # It reads a traceback's quoted source line (the call that raised), which proves nothing for any
+    # other trigger: a call's own words can name the step that failed.
+    quotes_source: bool = False
 
 
 @dataclass(frozen=True)
@@ -75,8 +78,8 @@ def _fatal(
     return Signature(name, Kind.FATAL, cls, rank, triggers, fixes, server_survives, wrapper)
 
 
-def _generic(name: str, rank: int, triggers: tuple[Trigger, ...], *fixes: str) -> Signature:
-    return Signature(name, Kind.GENERIC, FailureClass.UNKNOWN, rank, triggers, fixes)
+def _generic(name: str, rank: int, triggers: tuple[Trigger, ...], *fixes: str, server_survives: bool = False) -> Signature:
+    return Signature(name, Kind.GENERIC, FailureClass.UNKNOWN, rank, triggers, fixes, server_survives)
 
 
 def _finding(name: str, triggers: tuple[Trigger, ...], *advice: str) -> Signature:
@@ -654,6 +657,11 @@ SIGNATURES: tuple[Signature, ...] = (
         885,
         (
             T("in ncclCommInitRank", r'File "[^"]+",\s*line\s*\d+, in ncclCommInitRank\b'),
+            # The call line of the communicator's __init__ (vllm 0.33 device_communicators/pynccl.py:180, sglang
+            # 0.5.23 srt/distributed/device_communicators/pynccl.py:129: `self.comm: ncclComm_t =
+            # self.nccl.ncclCommInitRank(`): a traceback cut there stopped in that call. `self.nccl` is pynccl's
+            # NCCLLibrary, so the words name the pynccl frame whatever the line's indentation.
+            T("ncclCommInitRank(", r"\bself\.nccl\.ncclCommInitRank\(", quotes_source=True),
             T("object has no attribute 'comm'", r"'NCCLCommunicator' object has no attribute 'comm'"),
         ),
         "vLLM's NCCL communicator could not be set up between the ranks: run with NCCL_DEBUG=INFO; check "
@@ -675,6 +683,9 @@ SIGNATURES: tuple[Signature, ...] = (
             T("hit an exception"),
             T("scheduler died during initialization", r"exit code: (?P<exit_code>-?\d+)"),
             T("Received sigquit from a child process"),
+            # CPython's fatal-error report (faulthandler.c faulthandler_fatal_error: "Fatal Python error: " and
+            # the signal's name, "Aborted", "Segmentation fault", ...; pylifecycle.c fatal_error): the process died.
+            T("Fatal Python error"),
             T("Initialization failed"),
             T("terminate called after throwing"),
             # vLLM's engine going down: "Engine core initialization failed. See root cause above",
@@ -717,6 +728,22 @@ SIGNATURES: tuple[Signature, ...] = (
         995,
         (T("Traceback (most recent call last)"),),
         "A traceback without its exception line: read the lines after it in the full log for the exception.",
+    ),
+    # A traceback's frames without its header or exception line (a paste or a stored copy that kept only
+    # the middle): they too prove that something raised, and where, not what. CPython prints a frame as
+    # '  File "{}", line {}, in {}' (traceback.py StackSummary.format_frame_summary, 3.11: :462) and
+    # faulthandler's dump as '  File "%U", line %d in %U' (Python/traceback.c dump_frame). Only a log with
+    # no other error line is read by them (the classifier drops them beside any other signature). A Ray
+    # worker's line keeps Ray's tag when the vLLM prefix strip does not know it: "({name} pid={pid}, ip={ip}) "
+    # (Ray's logging guide: "(MyActor pid=480956) actor log message"; Ray Serve's names hold colons).
+    _generic(
+        "traceback_frames",
+        996,
+        (T('File "', r'^(?:\([^()]*\bpid=\d+[^()]*\)\s*)?File "[^"]+",\s*line\s*\d+,?\s+in\s+\S'),),
+        "Only a traceback's frames, without its exception line: read the lines after them in the full log for the exception.",
+        # Servers print tracebacks they survive (a request's), and a frame is not even the traceback's head:
+        # no reason for the agent's fail-fast to stop waiting.
+        server_survives=True,
     ),
     # --- findings: true and useful, but not a failure ---------------------------------------
     _finding(

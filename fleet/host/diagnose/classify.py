@@ -91,6 +91,13 @@ _PHASE_ACTIVITY = {
 # "Init torch distributed begin/ends", "Load weight begin/end", "Capture cuda graph begin/end",
 # "Memory pool end". vLLM's own steps are the vLLM log module's (a bare log names no engine).
 _STALL_MARKERS: tuple[tuple[bytes, str, bool], ...] = (
+    # SGLang logs its arguments as a start begins, then launches the scheduler and detokenizer processes
+    # (0.5.23 srt/entrypoints/engine.py:311 and :1185, logger.info(f"server_args={...}") just before
+    # _launch_subprocesses); 0.5.12 and older print `server_args=ServerArgs(...)`, 0.5.23 `server_args={...}`.
+    # A start with nothing after it stopped launching them. (A frame quoting `server_args=server_args,`
+    # is neither form.)
+    (b"server_args=ServerArgs(", "launching the scheduler processes (the server's arguments were logged)", True),
+    (b"server_args={", "launching the scheduler processes (the server's arguments were logged)", True),
     (b"Loading JIT ops", "loading or compiling FlashInfer JIT kernels", True),
     (b"NCCL INFO", "setting up NCCL communicators", True),
     (b"checkpoint shards", "loading weights", True),
@@ -129,6 +136,8 @@ _NCCL_INFO = b" NCCL INFO "
 # of the last start). From it on they wrap or follow a cause (a capture failure, an NCCL timeout, a
 # crash inside the weight loader, a bare exception): they win only when no cause is in the log.
 CONSEQUENCE_RANK = 85
+# Generic signatures that prove something raised but name nothing (a traceback's header or its frames alone).
+_NO_CAUSE = {"traceback_only", "traceback_frames"}
 _RESULT_SUFFIXES = {".json"}
 _LOG_SUFFIXES = {".log", ".txt", ".out", ".err", ".journal"}
 _EVIDENCE_KEYS = re.compile(r"error|evidence|message|detail|reason|traceback|stderr", re.IGNORECASE)
@@ -206,14 +215,17 @@ class _SignatureHits:
     serving_at_last: int = 0
 
 
-def _compile_index() -> tuple[tuple[bytes, tuple[tuple[Signature, re.Pattern[str] | None, bool], ...]], ...]:
-    """Per literal: each signature with a trigger on it, the trigger's compiled pattern and whether
-    it proves its class on a warning line."""
-    by_literal: dict[bytes, list[tuple[Signature, re.Pattern[str] | None, bool]]] = {}
+_IndexEntry = tuple[Signature, re.Pattern[str] | None, bool, bool]
+
+
+def _compile_index() -> tuple[tuple[bytes, tuple[_IndexEntry, ...]], ...]:
+    """Per literal: each signature with a trigger on it, the trigger's compiled pattern, whether it
+    proves its class on a warning line and whether it reads a traceback's quoted source line."""
+    by_literal: dict[bytes, list[_IndexEntry]] = {}
     for signature in SIGNATURES:
         for trigger in signature.triggers:
             pattern = re.compile(trigger.pattern) if trigger.pattern else None
-            by_literal.setdefault(trigger.literal.encode(), []).append((signature, pattern, trigger.proves_as_warning))
+            by_literal.setdefault(trigger.literal.encode(), []).append((signature, pattern, trigger.proves_as_warning, trigger.quotes_source))
     return tuple((literal, tuple(entries)) for literal, entries in by_literal.items())
 
 
@@ -421,10 +433,12 @@ def _match(raw: bytes, text: str | None) -> tuple[str, str, dict[Signature, tupl
     """The catalogue signatures one line proves, each with the named groups its triggers read and
     whether a trigger that proves its class at warning level matched; the line decoded (only when a
     literal is in it: most lines cost one `in` per literal), its message (its log prefixes removed)
-    and whether it is a warning. A traceback frame quoting source is no event."""
+    and whether it is a warning. A traceback frame quoting source is no event, but for the triggers
+    that read a call's own words (`quotes_source`)."""
     matched: dict[Signature, tuple[dict[str, str], bool]] = {}  # groups of all of a signature's triggers
     message = ""
     warning = False
+    source = False
     for literal, entries in _INDEX:
         if literal not in raw:
             continue
@@ -432,10 +446,11 @@ def _match(raw: bytes, text: str | None) -> tuple[str, str, dict[Signature, tupl
             if text is None:
                 text = raw.decode("utf-8", "replace")
             message, warning = _unwrap(strip_prefix(text).message)
-            if _SOURCE_LINE.match(message):
-                return text, message, {}, False
+            source = bool(_SOURCE_LINE.match(message))
             message = message.strip()
-        for signature, pattern, as_warning in entries:
+        for signature, pattern, as_warning, quotes_source in entries:
+            if source and not quotes_source:
+                continue
             found = pattern.search(message) if pattern is not None else None
             if pattern is not None and found is None:
                 continue
@@ -445,7 +460,7 @@ def _match(raw: bytes, text: str | None) -> tuple[str, str, dict[Signature, tupl
                 for key, value in found.groupdict().items():
                     if value is not None:
                         groups.setdefault(key, value)
-    return text or "", message, matched, warning
+    return text or "", message, matched, warning and not source
 
 
 def signatures_in(line: str) -> tuple[Signature, ...]:
@@ -557,7 +572,10 @@ def _classify(scan: _Scanner, path: str, hint: DiagnosisHint | None) -> Diagnosi
             recovered.append(hits)
             continue
         fatal.append((signature, hits))
-    if fatal and all(signature.name == "traceback_only" for signature, _ in fatal) and not _came_up(scan, start) and _startup_seen(scan) is not None:
+    if len(fatal) > 1:
+        # A traceback's frames say only that something raised: beside any other error line they add nothing.
+        fatal = [item for item in fatal if item[0].name != "traceback_frames"]
+    if fatal and all(signature.name in _NO_CAUSE for signature, _ in fatal) and not _came_up(scan, start) and _startup_seen(scan) is not None:
         # A traceback's header with no exception names no cause; the start's last step (or the run
         # record's timeout) says more: weights still loading when the launcher gave up and printed it.
         fatal = []
