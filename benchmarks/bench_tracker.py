@@ -1,8 +1,9 @@
 """The sweep's progress tracker, alone, at growing sweep sizes (issue 28: it was quadratic).
 
 One host loop's work per result, as in a sweep: the result lands in the host's `runs/` folder
-(written as the agent writes it; not timed), the loop looks at the folder and the tracker
-observes the host (a `run` event with the ETA): one pull per result, the most a sweep does. Prints the controller CPU seconds per sweep size and the ratio
+(written as the agent writes it; not timed), the ledger looks at what the pull names as written
+and the tracker observes the host (a `run` event with the ETA): one pull per result, the most a
+sweep does. Prints the controller CPU seconds per sweep size and the ratio
 between successive doublings: about 2 is linear, about 4 quadratic.
 
     python benchmarks/bench_tracker.py [--runs 512,1024,2048,4096,8192] [--hosts 8]
@@ -14,6 +15,7 @@ before the ledger) in a child process, side by side, for the before/after table.
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import os
 import subprocess
@@ -44,6 +46,7 @@ def measure(runs: int, hosts: int) -> float:
         from fleet.sweep.ledger import host_ledger
     except ImportError:  # an older checkout: the tracker globbed the folder itself
         host_ledger = None  # type: ignore[assignment]
+    named = host_ledger is not None and "written" in inspect.signature(host_ledger(Path("/nonexistent"), "h").refresh).parameters
     per_server = 4
     names = [f"h{i}" for i in range(hosts)]
     shards, estimates, servers_est = {}, {}, {}
@@ -77,7 +80,9 @@ def measure(runs: int, hosts: int) -> float:
             path = root / name / "runs" / f"{run_id}.json"
             path.write_text(json.dumps(_result(run_id, server_id, name, at)))  # the agent's and rsync's work, not timed
             started = time.process_time()
-            if host_ledger is not None:
+            if named:  # the ledger looks at what the pull names as written (fleet.sweep.channel)
+                where[name].refresh([f"{run_id}.json"])  # type: ignore[union-attr]
+            elif host_ledger is not None:  # an older checkout's ledger listed the folder at every pull
                 where[name].refresh()  # type: ignore[union-attr]
             progress.observe(statuses[name], shards[name], where[name])  # type: ignore[arg-type]
             spent += time.process_time() - started

@@ -35,7 +35,7 @@ from fleet.provision.lease import release_lease, sweep_claim, take_lease
 from fleet.provision.units import render_server_unit, server_unit_name
 from fleet.retry import CONNECT, TRANSFER, RetryPolicy, at_most_once, retrying
 from fleet.sweep.ledger import ResultLedger
-from fleet.transport.base import BOOT_ID_PATH, Transport
+from fleet.transport.base import BOOT_ID_PATH, CommandResult, Transport
 
 log = logging.getLogger("fleet.sweep")
 
@@ -260,8 +260,8 @@ class AgentChannel:
         runs_excludes = tuple(pattern.removeprefix(f"/{SweepDir.RUNS}") for pattern in skip if pattern.startswith(f"/{SweepDir.RUNS}/"))
         runs = local / SweepDir.RUNS
 
-        def rsync(remote: str, into: Path, patterns: Sequence[str], *, keep: bool) -> None:
-            result = self.transport.rsync_pull(remote, into, timeout=600, excludes=patterns, ignore_existing=keep)
+        def rsync(remote: str, into: Path, patterns: Sequence[str], *, keep: bool, list_written: bool = False) -> CommandResult:
+            result = self.transport.rsync_pull(remote, into, timeout=600, excludes=patterns, ignore_existing=keep, list_written=list_written)
             if result.exit_code == RSYNC_PARTIAL and "change_dir" not in result.stderr:  # the folder itself missing is no partial pull
                 said = " | ".join(result.stderr.strip().splitlines()[-2:])[:300]
                 if said not in self._partial_said:
@@ -269,16 +269,25 @@ class AgentChannel:
                     log.warning("%s: a pull left files out (rsync exit 23), the rest came: %s", self.host.name, said)
             elif result.exit_code != RSYNC_VANISHED:
                 result.check()
+            return result
+
+        tries = 0
 
         def pull_once() -> None:
+            nonlocal tries
+            tries += 1
             # The two pulls write disjoint local trees (the first leaves runs/ out), so they run at
             # once: a pull takes one login's time, not two in a row (a nothing-changed fetch-logs of
             # 4 test hosts: 0.27 s instead of 0.40; benchmarks/results/peers.md).
             with ThreadPoolExecutor(2, thread_name_prefix=f"fleet-pull-{self.host.name}") as pool:
                 tree = pool.submit(rsync, self.dir.root + "/", local, (*excludes, f"/{SweepDir.RUNS}/"), keep=False)
-                results = pool.submit(rsync, self.dir.runs + "/", runs, (*SweepDir.PULL_EXCLUDES, *runs_excludes), keep=True)
-                tree.result(), results.result()
-            judge.refresh()
+                results = pool.submit(rsync, self.dir.runs + "/", runs, (*SweepDir.PULL_EXCLUDES, *runs_excludes), keep=True, list_written=True)
+                tree.result()
+                pulled = results.result()
+            # The ledger looks at the files the results' pull named, where it named all it wrote: a
+            # whole pull on the first try (one cut off before may have written files and died
+            # before naming them; one that left files out is looked at whole too).
+            judge.refresh(pulled.stdout.splitlines() if tries == 1 and pulled.ok else None)
             rejected = set(judge.rejected) - {"."}
             if rejected:
                 # Everything this side holds that is not a rejected result is left out by name;

@@ -12,7 +12,7 @@ diagnose` all read results here, so none of them counts a forged result or falls
 
 The ledger is also the index the sweep's bookkeeping works from (which runs have a result, which
 came in since the last look): incremental, so a poll costs one directory listing, not a parse of
-every result so far.
+every result so far; and where the pull names what it wrote, not even that (`refresh(written)`).
 
 And it keeps the user's cache of checked results (fleet.sweep.resultcache): a folder's ledger
 (`host_ledger`, `read_sweep_results`) writes what a report reads of each result it accepted, signed,
@@ -69,6 +69,7 @@ class ResultLedger:
         self._accepted: list[RunResult] = []
         self._rejections: list[tuple[str, str]] = []
         self._announced: set[str] = set()
+        self._looked = False  # the whole folder listed once: what a pull names is then all that is new
 
     # ------------------------------------------------------------------------------ reading
 
@@ -84,16 +85,29 @@ class ResultLedger:
                 if f"{run_id}.json" in self._rejected:
                     self._stamps.pop(f"{run_id}.json", None)
 
-    def refresh(self) -> None:
+    def refresh(self, written: Iterable[str] | None = None) -> None:
         """Read what is new or changed since the last look. A listing of names, then a look at
         new names and rejected ones only: an accepted result is the agent's, written once (a
         host that rewrites one later changes nothing here), so a poll of a folder of thousands
-        costs one directory read, not thousands of stats."""
+        costs one directory read, not thousands of stats.
+
+        `written`: the names a pull just wrote into the folder (Transport.rsync_pull's
+        `list_written`), from a pull that ran whole: then only those and the rejected files are
+        looked at, not the folder (a sweep's pulls cost what came, not what is there: a listing
+        per pull made the tracker's work grow with the square of the runs). A file gone is noticed
+        by the next whole look; the first look is always whole (what an earlier controller pulled)."""
         with self._lock:
             if self._digests and self._cached is None:
                 self._cached = self._cache.load() if self._cache is not None else {}
+            if written is not None and self._looked:
+                # A pull's list is the host's names as rsync printed them: only a plain result name
+                # of this folder is looked up.
+                named = {name for name in written if _plain_result_name(name)}
+                self._take_new(named - self._stamps.keys() | (self._rejected.keys() - {"."}))
+                return
+            self._looked = True
             try:
-                names = {name for name in os.listdir(self.runs_dir) if name.endswith(".json") and not name.startswith(".")}
+                names = {name for name in os.listdir(self.runs_dir) if _plain_result_name(name)}
             except FileNotFoundError:
                 names = set()
             except NotADirectoryError:
@@ -105,13 +119,16 @@ class ResultLedger:
             # copy the agent keeps aside is `<run>.unreadable`.
             for name in self._stamps.keys() - names:  # gone (a resume that cleared a bad copy)
                 self._forget(name)
-            candidates = (names - self._stamps.keys()) | (self._rejected.keys() & names)
-            stamped = [(stamp, name) for name in candidates if (stamp := self._stamp(name)) is not None]  # else gone since the listing
-            for stamp, name in sorted(stamped):  # as they came
-                if self._stamps.get(name) == stamp:
-                    continue  # a rejected file unchanged
-                self._stamps[name] = stamp
-                self._take(name, stamp)
+            self._take_new((names - self._stamps.keys()) | (self._rejected.keys() & names))
+
+    def _take_new(self, candidates: Iterable[str]) -> None:
+        """Read the candidates that are new or changed, in the order they came (the lock held)."""
+        stamped = [(stamp, name) for name in candidates if (stamp := self._stamp(name)) is not None]  # else gone since
+        for stamp, name in sorted(stamped):  # as they came
+            if self._stamps.get(name) == stamp:
+                continue  # a rejected file unchanged
+            self._stamps[name] = stamp
+            self._take(name, stamp)
 
     def _stamp(self, name: str) -> _Stamp | None:
         try:
@@ -284,6 +301,12 @@ def read_sweep_results(directory: Path, ledgers: Mapping[str, ResultLedger] | No
         ttft_s.update(((ledger.host, run_id), ttfts) for run_id, ttfts in ledger.ttft_s.items())
         rejected.update({f"{name}/{SweepDir.RUNS}/{file}": why for file, why in ledger.rejected.items()})
     return SweepResults(sorted(results, key=lambda r: (r.host, r.run_id)), rejected, ttft_s)
+
+
+def _plain_result_name(name: str) -> bool:
+    """A result's file name as this folder holds one: `<run>.json`, no folder, no dot file (rsync's
+    and the atomic writer's temporaries)."""
+    return name.endswith(".json") and not name.startswith(".") and "/" not in name
 
 
 def _saved_shard_runs(host_dir: Path) -> set[str] | None:

@@ -104,9 +104,14 @@ class Transport(Protocol):
         delete: bool = False,
         excludes: Sequence[str] = (),
         ignore_existing: bool = False,
+        list_written: bool = False,
     ) -> CommandResult:
         """rsync `remote` (a trailing slash copies a directory's contents) into `local`;
         `ignore_existing`: a file `local` already has is left as it is, never replaced.
+        `list_written`: the result's stdout names each file the pull wrote, one per line, by its
+        path below the transfer's root (rsync's `--out-format=%n`; a folder's line ends in `/`,
+        an odd character is escaped as `\\#ooo`; rsync's notices, `skipping non-regular file "x"`
+        and `deleting x`, are there too), so that a reader looks at what came and not the whole folder.
 
         Returns the rsync result; rsync exits that mean the link failed raise a `TransportError`.
         """

@@ -303,6 +303,7 @@ class FakeTransport:
         delete: bool = False,
         excludes: Sequence[str] = (),
         ignore_existing: bool = False,
+        list_written: bool = False,
     ) -> CommandResult:
         command = f"rsync {remote} {local}"
         self._enter(Call("rsync_pull", command, path=remote, timeout=timeout))
@@ -313,7 +314,7 @@ class FakeTransport:
                     local = local / posixpath.basename(source)
                 local.parent.mkdir(parents=True, exist_ok=True)
                 local.write_bytes(self.files[source])
-                return CommandResult(self.host, command, 0, "", "", 0.0)
+                return CommandResult(self.host, command, 0, f"{posixpath.basename(source)}\n" if list_written else "", "", 0.0)
             if source not in self.dirs:
                 return CommandResult(self.host, command, 23, "", f"rsync: change_dir {remote} failed: No such file or directory", 0.0)
             tree = self.tree(source)
@@ -322,17 +323,19 @@ class FakeTransport:
         wanted = {p: d for p, d in wanted.items() if not _excluded(p, excludes)}
         target = local
         target.mkdir(parents=True, exist_ok=True)
+        written = []
         for relative, data in wanted.items():
             path = target / relative
             path.parent.mkdir(parents=True, exist_ok=True)
             if not path.exists() or (not ignore_existing and path.read_bytes() != data):
                 path.write_bytes(data)
+                written.append(relative)
         if delete:
             for path in sorted(target.rglob("*"), reverse=True):
                 relative = str(path.relative_to(target))
                 if path.is_file() and relative not in wanted and not _excluded(relative, excludes):
                     path.unlink()
-        return CommandResult(self.host, command, 0, "", "", 0.0)
+        return CommandResult(self.host, command, 0, "".join(f"{relative}\n" for relative in written) if list_written else "", "", 0.0)
 
     def rsync_push(self, local: Path, remote: str, *, timeout: float, delete: bool = False) -> CommandResult:
         command = f"rsync {local} {remote}"

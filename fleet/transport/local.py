@@ -80,20 +80,22 @@ class LocalTransport:
         delete: bool = False,
         excludes: Sequence[str] = (),
         ignore_existing: bool = False,
+        list_written: bool = False,
     ) -> CommandResult:
         source = str(self._path(remote)) + ("/" if remote.endswith("/") else "")
-        return self._copy(source, str(local), timeout, delete=delete, excludes=excludes, regular_only=True, ignore_existing=ignore_existing)
+        return self._copy(source, str(local), timeout, delete=delete, excludes=excludes, regular_only=True, ignore_existing=ignore_existing, list_written=list_written)
 
     def rsync_push(self, local: Path, remote: str, *, timeout: float, delete: bool = False) -> CommandResult:
         dest = str(self._path(remote)) + ("/" if remote.endswith("/") else "")
         return self._copy(push_source(local), dest, timeout, delete=delete)
 
-    def _copy(self, source: str, dest: str, timeout: float, **options: Any) -> CommandResult:
+    def _copy(self, source: str, dest: str, timeout: float, list_written: bool = False, **options: Any) -> CommandResult:
         """rsync's copy done in Python (fleet.transport.localcopy): no rsync needed on one machine."""
         started = time.monotonic()
         what = f"copy {source} -> {dest}"
         outcome = copy_tree(source, dest, deadline=started + timeout, what=what, host=self.host, **options)
-        return CommandResult(self.host, what, outcome.exit_code, "", outcome.stderr, time.monotonic() - started)
+        stdout = "".join(f"{path}\n" for path in outcome.written) if list_written else ""
+        return CommandResult(self.host, what, outcome.exit_code, stdout, outcome.stderr, time.monotonic() - started)
 
     def close(self) -> None:
         """Nothing to release: every call is its own process."""

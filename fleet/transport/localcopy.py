@@ -15,6 +15,8 @@ The semantics are those of `fleet.transport.rsync.rsync_argv` as the transports 
   within a name, `**` across folders. An excluded folder is skipped whole; an excluded file
   on the receiving side is never deleted.
 - `delete`: what `dest` holds that the source does not is removed (excluded names are kept).
+- `CopyOutcome.written` names each file copied by its path below the transfer's root, as
+  rsync's `--out-format=%n` does (rsync also names the folders it makes, with a trailing `/`).
 - each file lands atomically: written to a temp name beside it (`.<name>.<random>.tmp`, which a
   pull leaves out), then renamed over the target, so a reader sees the old file or the new one.
 
@@ -98,7 +100,7 @@ def _translate(glob: str) -> str:
 class CopyOutcome:
     exit_code: int = 0
     errors: list[str] = field(default_factory=list)
-    copied: int = 0
+    written: list[str] = field(default_factory=list)  # each file copied, as rsync's `--out-format=%n` names it
 
     def fail(self, code: int, message: str) -> None:
         self.errors.append(message)
@@ -148,7 +150,7 @@ def copy_tree(
         target = target / source_path.name
     target.parent.mkdir(parents=True, exist_ok=True)
     if not _skipped_kind(info.st_mode, regular_only):
-        _copy_entry(source_path, target, info, outcome, ignore_existing)
+        _copy_entry(source_path, target, info, outcome, ignore_existing, source_path.name)
     return outcome
 
 
@@ -193,7 +195,7 @@ def _copy_dir(
             _ensure_dir(target / name, info.st_mode)
             _copy_dir(path, target / name, rel, rules, outcome, deadline, what, host, delete, regular_only, ignore_existing)
         else:
-            _copy_entry(path, target / name, info, outcome, ignore_existing)
+            _copy_entry(path, target / name, info, outcome, ignore_existing, rel)
     if delete:
         for name in sorted(set(os.listdir(target)) - wanted):
             there = target / name
@@ -217,7 +219,7 @@ def _remove(path: Path) -> None:
         path.unlink(missing_ok=True)
 
 
-def _copy_entry(source: Path, target: Path, info: os.stat_result, outcome: CopyOutcome, ignore_existing: bool) -> None:
+def _copy_entry(source: Path, target: Path, info: os.stat_result, outcome: CopyOutcome, ignore_existing: bool, shown: str) -> None:
     try:
         there = os.lstat(target)
     except FileNotFoundError:
@@ -245,7 +247,7 @@ def _copy_entry(source: Path, target: Path, info: os.stat_result, outcome: CopyO
             os.chmod(temporary, stat.S_IMODE(info.st_mode))
             os.utime(temporary, ns=(info.st_atime_ns, info.st_mtime_ns))
         os.replace(temporary, target)
-        outcome.copied += 1
+        outcome.written.append(shown)
     except FileNotFoundError:
         outcome.fail(RSYNC_VANISHED, f"file has vanished: {source}")
     except OSError as exc:

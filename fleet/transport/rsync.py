@@ -116,11 +116,13 @@ def rsync_argv(
     regular_only: bool = False,
     ignore_existing: bool = False,
     relay_token: str | None = None,
+    list_written: bool = False,
 ) -> list[str]:
     """The full rsync argv. `ssh=None` copies between local paths. `regular_only`: copy regular
     files and folders only, for what comes back from a host (untrusted): a symlink it planted
     would make the controller's readers open whatever it points at, a FIFO would block them.
     `ignore_existing`: a file the destination has is never replaced (a pulled result is kept).
+    `list_written`: rsync prints the path of each item it writes on stdout (`--out-format=%n`).
     `relay_token`: for a host whose login shell prints on stdout, the remote shell is
     `fleet/transport/rshrelay.py`, which drops what comes before the marker the remote side
     prints first (rsync cannot read its protocol through a banner).
@@ -140,6 +142,8 @@ def rsync_argv(
         argv.append("--delete")
     if ignore_existing:
         argv.append("--ignore-existing")
+    if list_written:
+        argv.append("--out-format=%n")
     argv += [f"--exclude={pattern}" for pattern in excludes]
     if ssh is not None:
         # Remote paths go to the remote rsync over its protocol, never through the remote shell:
@@ -206,6 +210,7 @@ def rsync_transfer(
     excludes: Sequence[str] = (),
     regular_only: bool = False,
     ignore_existing: bool = False,
+    list_written: bool = False,
 ) -> CommandResult:
     """Run rsync under a wall-clock deadline (process group killed on expiry).
 
@@ -231,6 +236,7 @@ def rsync_transfer(
             regular_only=regular_only,
             ignore_existing=ignore_existing,
             relay_token=secrets.token_hex(8) if relay else None,
+            list_written=list_written,
         )
         with MASTERS.starting(control_path) if control_path is not None and start_master else nullcontext():
             existed = control_path is not None and MASTERS.before_use(control_path)

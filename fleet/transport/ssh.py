@@ -146,9 +146,13 @@ class SSHTransport:
         delete: bool = False,
         excludes: Sequence[str] = (),
         ignore_existing: bool = False,
+        list_written: bool = False,
     ) -> CommandResult:
         source = remote_spec(self.target, remote)
-        return rsync_transfer(self.host, source, local, ssh=self.target, timeout=timeout, delete=delete, excludes=excludes, regular_only=True, ignore_existing=ignore_existing)
+        return rsync_transfer(
+            self.host, source, local, ssh=self.target, timeout=timeout, delete=delete, excludes=excludes, regular_only=True,
+            ignore_existing=ignore_existing, list_written=list_written,
+        )  # fmt: skip
 
     def rsync_push(self, local: Path, remote: str, *, timeout: float, delete: bool = False) -> CommandResult:
         deadline = time.monotonic() + timeout

@@ -123,8 +123,14 @@ def test_rsync_pull_and_push(transport: Transport, remote_dir: str, tmp_path: Pa
     assert sorted(str(p.relative_to(pulled)) for p in pulled.rglob("*")) == ["run1", "run1/server.log", "top.json"]
     assert (pulled / "run1" / "server.log").read_text() == "a\n"
 
+    # A pull that names what it wrote names what came since, and only that (the ledger's input).
+    transport.run(f"cd {remote_dir} && echo d > logs/run1/new.json", timeout=10, check=True)
+    again = transport.rsync_pull(f"{remote_dir}/logs/", pulled, timeout=30, excludes=["*.tmp"], ignore_existing=True, list_written=True)
+    assert again.ok and [line for line in again.stdout.splitlines() if not line.endswith("/")] == ["run1/new.json"], again.stdout
+
     (pulled / "top.json").write_text("changed\n")
     (pulled / "run1" / "server.log").unlink()
+    (pulled / "run1" / "new.json").unlink()
     pushed = f"{remote_dir}/mirror/logs"
     assert transport.rsync_push(pulled, pushed, timeout=30, delete=True).ok
     listing = transport.run(f"cd {pushed} && find . -type f | sort && cat top.json", timeout=10).stdout.split()

@@ -177,6 +177,29 @@ def test_a_run_given_to_the_host_later_makes_its_result_acceptable(runs: Path) -
     assert set(book.results) == {"v1"} and book.rejected == {}
 
 
+def test_a_pulls_list_of_what_it_wrote_is_looked_at_and_nothing_else(runs: Path) -> None:
+    """A pull that names what it wrote (rsync's --out-format=%n) spares the folder's listing; the
+    names are the host's, so only a plain result name of this folder is looked up, and the first
+    look is always the whole folder (what an earlier controller pulled)."""
+    book = ledger(runs, ("r1", "r2", "r3", "r4"))
+    write(runs, "r1.json", result("r1"))  # pulled before this controller started
+    write(runs, "r2.json", result("r2"))
+    book.refresh(["r2.json"])  # the first look: whole, whatever the pull says
+    assert set(book.results) == {"r1", "r2"}
+    write(runs.parent, "r3.json", result("r3"))  # outside the folder: a path in the list reaches nothing
+    write(runs, "r4.json", b"{")  # cut short
+    book.refresh(["./", "../r3.json", "r4.json"])
+    assert set(book.results) == {"r1", "r2"} and set(book.rejected) == {"r4.json"}
+    write(runs, "r3.json", result("r3"))  # written, but not named: left to the next whole look
+    book.refresh([])
+    assert "r3" not in book.results
+    write(runs, "r4.json", result("r4"))  # a rejected file is looked at again at every pull (its re-run)
+    book.refresh([])
+    assert set(book.results) == {"r1", "r2", "r4"} and book.rejected == {}
+    book.refresh()
+    assert set(book.results) == {"r1", "r2", "r3", "r4"}
+
+
 def test_a_sweep_folder_with_junk_reads_without_a_crash(tmp_path: Path) -> None:
     sweep = tmp_path / SWEEP
     write(sweep / "ct200" / "runs", "r1.json", result("r1"))

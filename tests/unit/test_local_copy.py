@@ -140,7 +140,7 @@ def test_each_file_lands_by_rename(no_rsync: LocalTransport, tmp_path: Path) -> 
 def test_same_tree_as_rsync(tmp_path: Path, trailing: bool, delete: bool, monkeypatch: pytest.MonkeyPatch) -> None:
     src = make_source(tmp_path)
     excludes = [*EXCLUDES, "/runs/b.json", "logs/deep/"]
-    trees = []
+    trees, written = [], []
     for how in ("rsync", "python"):
         dest = tmp_path / how
         (dest / "leftover").mkdir(parents=True)
@@ -148,12 +148,16 @@ def test_same_tree_as_rsync(tmp_path: Path, trailing: bool, delete: bool, monkey
         (dest / "STOP").write_text("kept")
         source = f"{src}/" if trailing else str(src)
         if how == "rsync":
-            rsync_transfer("local", source, dest, ssh=None, timeout=30, delete=delete, excludes=excludes, regular_only=True)
+            done = rsync_transfer("local", source, dest, ssh=None, timeout=30, delete=delete, excludes=excludes, regular_only=True, list_written=True)
         else:
-            transport = LocalTransport("local")
-            assert transport.rsync_pull(source, dest, timeout=30, delete=delete, excludes=excludes).ok
+            done = LocalTransport("local").rsync_pull(source, dest, timeout=30, delete=delete, excludes=excludes, list_written=True)
+            assert done.ok
         trees.append(tree(dest))
+        # The files it names as written (rsync also names the folders it touched, with a `/`, and
+        # says what it skipped and deleted: `skipping non-regular file "src/fifo"`, `deleting x`).
+        written.append(sorted(line for line in done.stdout.splitlines() if not line.endswith(("/", '"')) and not line.startswith("deleting ")))
     assert trees[0] == trees[1]
+    assert written[0] == written[1] and any(path.endswith("a.json") for path in written[0]), written
     # and a push (links kept as links, no FIFO)
     pushed = []
     for how in ("rsync", "python"):
