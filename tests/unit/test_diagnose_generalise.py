@@ -892,14 +892,178 @@ def test_the_agent_does_not_stop_on_a_frame_it_may_survive() -> None:
 
 
 # batch9-heldout: 42 more real logs from threads no other manifest names, committed (8f0e45d) before fleet read
-# them, measured once untouched with the batch8 rules (benchmarks/results/diagnose-heldout.md, "batch9-heldout").
+# them, measured once untouched with the batch8 rules (18/42); a tune split since the rules of its miss kinds (below).
 BATCH9_HELDOUT = REAL.parent / "batch9-heldout"
 
 
-def test_batch9_heldout_keeps_its_measured_accuracy() -> None:
-    """42 held-out logs (21 vLLM, 21 SGLang): 18/42 right (failures 11/35) from the bare log, measured once,
-    untouched; 17/19 on the logs whose excerpt shows the cause (`shows_cause`, judged before fleet ran).
-    A floor: a later rule may raise it, but batch9 is then no longer held out."""
+def test_batch9_keeps_its_tune_figure() -> None:
+    """42 real logs (21 vLLM, 21 SGLang): 18/42 right (failures 11/35) from the bare log, measured once
+    untouched; 17/19 on the logs whose excerpt shows the cause (`shows_cause`, judged before fleet ran); 23/42
+    (failures 16/35) after the rules of its miss kinds 1, 2, 4 and 5 (the tests below). A tune split since:
+    batch10-heldout is the held-out set. A floor, not a file check."""
     entries = _manifest(BATCH9_HELDOUT)
     assert all(isinstance(entry["shows_cause"], bool) for entry in entries)
-    assert _heldout_right(BATCH9_HELDOUT, 42) >= 18
+    assert _heldout_right(BATCH9_HELDOUT, 42) >= 23
+
+
+# -- batch9's miss kinds as class rules, each from the source that prints the text (issue 27) -----------
+# The first case of each kind is batch9's real text; the others are built from the printing source's format string.
+_REGISTRY_FRAME = '  File "/home/container_app_user/vllm/vllm/model_executor/models/registry.py", line 317, in _raise_for_unsupported'
+_HUB_URL = "https://huggingface.co/api/models/bigcode/starcoder"
+
+
+@pytest.mark.parametrize(
+    ("lines", "failure_class", "evidence"),
+    [
+        # Kind 1: vLLM's ModelRegistry._raise_for_unsupported raises ValueError on every path (0.33 registry.py:1221-1252).
+        ([_REGISTRY_FRAME, "    raise ValueError("], "model_load_error", "_raise_for_unsupported"),
+        (
+            [
+                '(EngineCore_DP0 pid=77) ERROR 05-12 10:11:12 [core.py:708]   File "/usr/lib/python3.12/site-packages/vllm/model_executor/models/registry.py", line 1472, in resolve_model_cls',
+                "(EngineCore_DP0 pid=77) ERROR 05-12 10:11:12 [core.py:708]     return self._raise_for_unsupported(architectures)",
+            ],
+            "model_load_error",
+            "self._raise_for_unsupported(architectures)",
+        ),
+        # ... and the ValueError itself, when the log keeps it, is the named cause (the frame adds nothing).
+        (
+            [_REGISTRY_FRAME, "ValueError: Model architectures ['TTLlamaForCausalLM'] are not supported for now. Supported architectures: ['LlamaForCausalLM']"],
+            "model_load_error",
+            "Model architectures ['TTLlamaForCausalLM'] are not supported",
+        ),
+        # Kind 4: huggingface_hub's exceptions (errors.py; utils/_http.py:284 f"Cannot reach {request.url}: offline mode is enabled. ...").
+        (
+            [f"huggingface_hub.utils._http.OfflineModeIsEnabled: Cannot reach {_HUB_URL}: offline mode is enabled. To disable it, please unset the `HF_HUB_OFFLINE` environment variable."],
+            "model_load_error",
+            "OfflineModeIsEnabled",
+        ),
+        ([f"huggingface_hub.errors.OfflineModeIsEnabled: Cannot reach {_HUB_URL}/revision/main: offline mode is enabled."], "model_load_error", None),
+        (
+            ["ERROR 01-01 00:00:00 [core.py:1] EngineCore failed to start.", "huggingface_hub.errors.RevisionNotFoundError: 404 Client Error. (Request ID: Root=1-6)"],
+            "model_load_error",
+            "RevisionNotFoundError",
+        ),
+        (["huggingface_hub.errors.RemoteEntryNotFoundError: 404 Client Error. Entry Not Found for url: https://huggingface.co/m/x/resolve/main/config.json."], "model_load_error", None),
+        (["[2026-01-01 00:00:00 TP0] Scheduler hit an exception: huggingface_hub.errors.DisabledRepoError: Access to this resource is disabled."], "model_load_error", None),
+        (["huggingface_hub.errors.NotASafetensorsRepoError: 'm/x' does not contain a 'model.safetensors' file."], "model_load_error", None),
+        # Kind 4: a paste that lost its newlines runs a serving line and an error's header into one line (batch9's
+        # real line, shortened): it is examined, not skipped as serving.
+        (
+            [
+                'INFO: 192.168.66.179:11149 - "POST /v1/chat/completions HTTP/1.1" 200 OK INFO 02-10 15:09:45 engine.py:275] Added request chatcmpl-c7fb. '
+                "ERROR 02-10 15:10:20 serving_chat.py:193] Error in preprocessing prompt inputs ERROR 02-10 15:10:20 serving_chat.py:193] Traceback (most recent call last):"
+            ],
+            "unknown",
+            "Error in preprocessing prompt inputs",
+        ),
+        (
+            ['INFO:     127.0.0.1:5 - "POST /generate HTTP/1.1" 200 OK torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.'],
+            "cuda_oom",
+            None,
+        ),
+        # Kind 5: a traceback inside CUDA graph capture's own frames (SGLang 0.3 cuda_graph_runner.py `capture`,
+        # `capture_one_batch_size`; 0.5.23 decode_cuda_graph_runner.py; vLLM's `capture_model`), its exception cut.
+        (
+            [
+                "[2024-10-22 06:31:49 TP0] Capture cuda graph begin. This can take up to several minutes.",
+                "[2024-10-22 06:31:49 TP0] Traceback (most recent call last):",
+                '  File "/home/ubuntu/.local/lib/python3.10/site-packages/sglang/srt/model_executor/cuda_graph_runner.py", line 212, in capture',
+                "    ) = self.capture_one_batch_size(bs, forward)",
+                '  File "/x/sglang/srt/layers/attention/flashinfer_backend.py", line 452, in call_begin_forward',
+            ],
+            "cuda_graph_error",
+            "cuda_graph_runner.py",
+        ),
+        (['[rank0]:   File "/sgl/python/sglang/srt/model_executor/runner/decode_cuda_graph_runner.py", line 590, in capture_one_batch_size'], "cuda_graph_error", None),
+        (
+            [
+                'ERROR 01-01 00:00:00 [core.py:1]   File "/v/vllm/v1/worker/gpu_model_runner.py", line 6592, in capture_model',
+                'ERROR 01-01 00:00:00 [core.py:1]   File "/v/vllm/v1/worker/gpu_model_runner.py", line 6601, in _capture_cudagraphs',
+            ],
+            "cuda_graph_error",
+            "capture_model",
+        ),
+        (['  File "/v/vllm/worker/model_runner.py", line 854, in capture_model'], "cuda_graph_error", None),
+        # ... but the exception it ends in, when the log keeps it, is the cause (an OOM, an NCCL error inside capture).
+        (['  File "/x/sglang/srt/model_executor/cuda_graph_runner.py", line 233, in capture_one_batch_size', OOM], "cuda_oom", None),
+        (['  File "/x/sglang/srt/model_executor/cuda_graph_runner.py", line 233, in capture', "RuntimeError: NCCL error: unhandled cuda error"], "nccl_error", None),
+    ],
+)
+def test_batch9_kinds_from_their_sources(lines: list[str], failure_class: str, evidence: str | None) -> None:
+    diagnosis = diagnose_text(lines)
+    assert diagnosis.failure_class == failure_class, diagnosis.evidence
+    if evidence is not None:
+        assert evidence in diagnosis.evidence[0].text, diagnosis.evidence
+
+
+# Kind 2: start-up steps of old vLLM and of SGLang, each from its source's format string; a log that stops there
+# reads as a stall (a step under way) or `unknown` with its stop point (between steps).
+@pytest.mark.parametrize(
+    ("lines", "failure_class", "evidence"),
+    [
+        # vLLM 0.4.3 worker/model_runner.py:854 (batch9's real line) and executor/gpu_executor.py:83.
+        (
+            [
+                "INFO 08-19 07:51:08 distributed_gpu_executor.py:56] # GPU blocks: 22982, # CPU blocks: 6241",
+                "(VllmWorkerProcess pid=13109) INFO 08-19 07:51:12 model_runner.py:1024] Capturing the model for CUDA graphs. This may lead to unexpected consequences if the model is not static.",
+            ],
+            "server_start_timeout",
+            "stalled at: capturing CUDA graphs",
+        ),
+        (["INFO 04-13 12:07:32 gpu_executor.py:94] # GPU blocks: 34032, # CPU blocks: 2048"], "unknown", "last startup step: done profiling memory for the KV cache"),
+        (["INFO 10-01 00:00:00 executor_base.py:110] # cuda blocks: 4100, # CPU blocks: 512"], "unknown", "last startup step: done profiling memory for the KV cache"),
+        # 0.7.3's first lines (platforms/__init__.py, api_server.py "vLLM API server version %s"); 0.4.3 llm_engine.py:162.
+        (
+            ["INFO 02-27 19:28:10 __init__.py:207] Automatically detected platform cuda.", "INFO 02-27 19:28:10 api_server.py:912] vLLM API server version 0.7.3"],
+            "unknown",
+            "last startup step: the start's first lines",
+        ),
+        (["INFO 06-28 23:40:03 llm_engine.py:164] Initializing an LLM engine (v0.5.0.post1) with config: model='m'"], "unknown", "last startup step: the start's first lines"),
+        (["(EngineCore_DP0 pid=1) INFO 05-12 10:11:12 [core.py:140] Initializing a V1 LLM engine (v0.33.0) with config: model='m'"], "unknown", "last startup step: the start's first lines"),
+        # SGLang: the ranks join the broadcast queue (shm_broadcast.py "Connecting to %s", batch9's real line).
+        (
+            ["[2025-06-23 15:07:01 TP6] Connecting to tcp://127.0.0.1:57063", "[2025-06-23 15:07:01 TP3] Connecting to tcp://[fd00::1]:57063"],
+            "server_start_timeout",
+            "stalled at: connecting the ranks' message queues",
+        ),
+        # DeepSeek's shared-expert fusion bar (0.4.6 deepseek_v2.py:1649): the last bar of a run-together line decides.
+        (["Cloning 16 replicas of the shared expert into MoE:  97%|#########7| 56/58 [00:43<00:01,  1.30it/s]"], "server_start_timeout", "stalled at: cloning the shared expert"),
+        (
+            ["Cloning 8 replicas of the shared expert into MoE:  98%|#| 57/58 [00:44<00:00,  1Cloning 8 replicas of the shared expert into MoE: 100%|#| 58/58 [00:44<00:00,  1"],
+            "unknown",
+            "last startup step: done cloning the shared expert",
+        ),
+        (
+            ["Loading safetensors checkpoint shards: 100% Completed | 4/4 [00:03<00:00]Loading safetensors checkpoint shards:  50% Completed | 2/4 [00:01<00:01]"],
+            "server_start_timeout",
+            "stalled at: loading weights",
+        ),
+        # A line per checkpoint tensor (batch9's real line; printed by a user's load_weights, not by SGLang).
+        (["Loading model.layers.25.block_sparse_moe.experts.5.w3.weight", "Loading model.layers.25.block_sparse_moe.experts.6.w1.weight"], "server_start_timeout", "stalled at: loading weights"),
+    ],
+)
+def test_old_vllm_and_sglang_start_up_steps(lines: list[str], failure_class: str, evidence: str) -> None:
+    diagnosis = diagnose_text(lines)
+    assert diagnosis.failure_class == failure_class and evidence in diagnosis.evidence[0].text, diagnosis.evidence
+
+
+@pytest.mark.parametrize(
+    "lines",
+    [
+        # The new words on healthy starts: a start that goes on to ready, and prose naming an exception.
+        [
+            "INFO 02-27 19:28:10 __init__.py:207] Automatically detected platform cuda.",
+            "INFO 06-28 23:40:04 llm_engine.py:164] Initializing an LLM engine (v0.5.0) with config: model='m'",
+            "INFO 06-28 23:40:20 gpu_executor.py:83] # GPU blocks: 2048, # CPU blocks: 512",
+            "INFO 06-28 23:40:21 model_runner.py:854] Capturing the model for CUDA graphs. This may lead to unexpected consequences.",
+            "INFO 06-28 23:40:30 model_runner.py:900] Graph capturing finished in 9 secs.",
+            "INFO 06-28 23:40:31 api_server.py:200] Available routes are:",
+        ],
+        ["[2025-06-23 15:07:01 TP0] Connecting to tcp://127.0.0.1:57063", READY],
+        ["INFO 01-01 00:00:00 [utils.py:1] Set HF_HUB_OFFLINE=1 to avoid OfflineModeIsEnabled warnings in tests", READY],
+        # A serving line without an error head is still skipped whole.
+        ['INFO:     127.0.0.1:5 - "POST /v1/errors_report HTTP/1.1" 200 OK', READY],
+    ],
+)
+def test_the_batch9_words_on_healthy_lines_stay_quiet(lines: list[str]) -> None:
+    assert diagnose_text(lines).failure_class is None

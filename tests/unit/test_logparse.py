@@ -120,14 +120,16 @@ def test_prefixes(line: str, timestamp: datetime | None, rank: str | None, messa
 
 def test_a_quoted_traceback_source_line_is_no_event() -> None:
     """A source line under a quote mark and a CI timestamp is still a source line: the classifier
-    must not take the quoted code that raises an OOM for the failure itself."""
+    must not take the quoted code that raises an OOM for the failure itself. The frame alone proves
+    only that something raised (`unknown` with the frame as evidence, issue 27's batch8 rule)."""
     from fleet.host.diagnose.classify import diagnose_text
 
     frame = '  File "/x/torch/cuda/memory.py", line 3, in f\n'
     source = '    raise OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")\n'
     wrapped = [f"> [2025-11-06T02:10:00.702Z] {line}" for line in (frame, source)]
-    assert diagnose_text([frame, source]).failure_class is None
-    assert diagnose_text(wrapped).failure_class is None
+    for lines in ([frame, source], wrapped):
+        diagnosis = diagnose_text(lines)
+        assert diagnosis.failure_class == "unknown" and [item.line for item in diagnosis.evidence] == [1], diagnosis.evidence
     assert diagnose_text(["> [2025-11-06T02:10:00.702Z] torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n"]).failure_class == "cuda_oom"
 
 

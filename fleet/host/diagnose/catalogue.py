@@ -221,6 +221,27 @@ SIGNATURES: tuple[Signature, ...] = (
             # ValueError(f"Unsupported architectures: {arch}. Supported list: {list(...)}"), the older
             # form of the registry's "are not supported for now".
             T("Unsupported architectures:", r"Unsupported architectures: (?P<architectures>[\w, '\[\]]+?)\. Supported list"),
+            # huggingface_hub's other exceptions for a model it could not fetch or find (errors.py, 1.33):
+            # OfflineModeIsEnabled (utils/_http.py:284, f"Cannot reach {request.url}: offline mode is enabled.
+            # ..."; a ConnectionError whose name ends in neither Error nor Exception), DisabledRepoError and
+            # RevisionNotFoundError (hf_raise_for_status, _http.py:852/:872), RemoteEntryNotFoundError /
+            # EntryNotFoundError (:856; LocalEntryNotFoundError above), IncompleteSnapshotError,
+            # CachedRepoTreeNotFoundError, NotASafetensorsRepoError and SafetensorsParsingError. Read as the
+            # exception's name ("<name>:", "<name>(" or the line's end; a longer name ending in one, such as
+            # RemoteEntryNotFoundError, too), so a sentence that merely mentions one does not count.
+            *(
+                T(name, rf"\b\w*{name}(?::|\(|$)")
+                for name in (
+                    "OfflineModeIsEnabled",
+                    "DisabledRepoError",
+                    "RevisionNotFoundError",
+                    "EntryNotFoundError",
+                    "IncompleteSnapshotError",
+                    "CachedRepoTreeNotFoundError",
+                    "NotASafetensorsRepoError",
+                    "SafetensorsParsingError",
+                )
+            ),
         ),
         "Model {repo} is gated: accept its license on huggingface.co with the account whose token the host "
         "uses, and provide HF_TOKEN through the environment file (never a command line); or stage a local "
@@ -643,6 +664,48 @@ SIGNATURES: tuple[Signature, ...] = (
         "The checkpoint does not match the model SGLang built (its weight names or shapes, read in "
         "load_weights): check that --model-path is the model its config names (architecture, revision), "
         "that a draft model belongs to this target, and that sglang supports this checkpoint format.",
+    ),
+    # --- a traceback cut in vLLM's model registry refusing the architecture -------------------------
+    # vLLM's ModelRegistry._raise_for_unsupported raises ValueError on every path (0.33
+    # model_executor/models/registry.py:1221-1252: "Model architectures {architectures} failed to be
+    # inspected", "... was supported in vLLM until v{previous_version}", "... is not supported in-tree
+    # anymore", "Model architectures {architectures} are not supported for now"; 0.4.3 raised the last from
+    # model_loader/utils.py:36): a traceback whose frames reach it is the model refused, whether or not the
+    # stored copy kept the ValueError. Ranked after every cause, like the other frame rules.
+    _fatal(
+        "architecture_refused_frame",
+        C.MODEL_LOAD_ERROR,
+        881,
+        (
+            T("in _raise_for_unsupported", r'File "[^"]+",\s*line\s*\d+, in _raise_for_unsupported\b'),
+            # The caller's quoted line (registry.py:1418 and :1472, `return self._raise_for_unsupported(architectures)`).
+            T("._raise_for_unsupported(", r"\bself\._raise_for_unsupported\(", quotes_source=True),
+        ),
+        "vLLM's model registry refused the model's architecture (not supported by this release, supported "
+        "only by an older one or a plugin, or its model class failed to import): read the ValueError after "
+        "these frames in the full log; upgrade vLLM, install the plugin it names, or serve a model it supports.",
+    ),
+    # --- a traceback inside CUDA graph capture's own frames ------------------------------------------
+    # The capture loop's frames: SGLang's CudaGraphRunner (0.3-0.4 model_executor/cuda_graph_runner.py
+    # `capture` and `capture_one_batch_size`, 0.5.23 decode_cuda_graph_runner.py and the draft runners) and
+    # vLLM's capture (0.4.3 worker/model_runner.py `capture_model` and CUDAGraphRunner.capture; 0.33
+    # v1/worker/gpu_model_runner.py `capture_model` / `_capture_cudagraphs`). A traceback there is the capture
+    # failing; the exception it ends in (an OOM, an NCCL error) is the cause and is ranked first when the log
+    # shows it. Only when it shows none does the capture's own failure name the class.
+    _fatal(
+        "cuda_graph_capture_frame",
+        C.CUDA_GRAPH_ERROR,
+        887,
+        (
+            T(
+                "graph_runner.py",
+                r'File "[^"]*cuda_graph_runner\.py",\s*line\s*\d+, in (?:capture\w*|_capture\w*)\b',
+            ),
+            T("model_runner.py", r'File "[^"]*model_runner\.py",\s*line\s*\d+, in (?:capture_model|_capture_cudagraphs)\b'),
+        ),
+        "CUDA graph capture failed (the traceback runs through the capture's own frames; its exception is "
+        "cut from this log): capture fewer batch sizes (a smaller cuda-graph max batch size, e.g. 16) or, slower, "
+        "disable CUDA graphs (vLLM --enforce-eager) to tell a capture bug from a model bug.",
     ),
     # --- a crash whose traceback runs through vLLM's NCCL communicator set-up ----------------------
     # vLLM's PyNcclCommunicator calls ncclCommInitRank through pynccl_wrapper.py, whose NCCL_CHECK raises

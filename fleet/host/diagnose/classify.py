@@ -64,6 +64,10 @@ _PREFILL = b"] Prefill batch"
 _HTTP_OK = b'HTTP/1.1" 200 OK'
 _DDTREE = b"DDTREE metrics:"
 _DDTREE_ZERO = b"avg_accepted_drafts=0.00"
+# A serving line with one of these in it is read for errors too: a paste that lost its newlines runs the
+# serving lines and a traceback's header ("ERROR ... Error in preprocessing prompt inputs", "Traceback
+# (most recent call last)") into one line, which the serving skip would otherwise never examine.
+_ERROR_HEADS = (b"Traceback (most recent call last)", b"Error", b"ERROR")
 # Lines worth handing to the log parser (startup figures, readiness), of every known SGLang release.
 _SUMMARY_MARKERS = SUMMARY_MARKERS
 # Traceback frames quote the source of the failing statement (`raise RuntimeError(f"NCCL error:
@@ -99,6 +103,16 @@ _STALL_MARKERS: tuple[tuple[bytes, str, bool], ...] = (
     (b"server_args=ServerArgs(", "launching the scheduler processes (the server's arguments were logged)", True),
     (b"server_args={", "launching the scheduler processes (the server's arguments were logged)", True),
     (b"Loading JIT ops", "loading or compiling FlashInfer JIT kernels", True),
+    # The ranks join their group's broadcast queue (shm_broadcast.py MessageQueue, SGLang 0.4.6 :273/:291 and
+    # vLLM alike: logger.debug("Connecting to %s", socket_addr) with socket_addr f"tcp://{ip}:{port}") while
+    # the distributed groups form, before weights load.
+    (b"Connecting to tcp://", "connecting the ranks' message queues (distributed set-up)", True),
+    # DeepSeek's shared-expert fusion, part of weight loading (SGLang 0.4.6 models/deepseek_v2.py:1649,
+    # tqdm desc=f"Cloning {self.n_share_experts_fusion} replicas of the shared expert into MoE").
+    (b"replicas of the shared expert into MoE", "cloning the shared expert into the MoE experts (weight loading)", True),
+    # A line per checkpoint tensor, "Loading model.layers.N.<...>.weight": no release of SGLang or vLLM prints
+    # it itself (a user's print in load_weights, batch9's thread); whoever prints it, the loader is at that tensor.
+    (b"Loading model.layers.", "loading weights", True),
     (b"NCCL INFO", "setting up NCCL communicators", True),
     (b"checkpoint shards", "loading weights", True),
     # SGLang's multi-threaded safetensors loader names its bar so (0.5.10
@@ -288,7 +302,8 @@ class _Scanner:
         decode = buffer.count(_DECODE, start, end)
         prefill = buffer.count(_PREFILL, start, end)
         ddtree = buffer.count(_DDTREE, start, end)
-        if decode + prefill + ddtree + buffer.count(_HTTP_OK, start, end) == newlines:
+        serving_only = decode + prefill + ddtree + buffer.count(_HTTP_OK, start, end) == newlines
+        if serving_only and not any(buffer.find(head, start, end) >= 0 for head in _ERROR_HEADS):
             self._serving_only(buffer, start, end, first_line, newlines, decode, prefill, ddtree)
         else:
             self._line_by_line(bytes(buffer[start:end]), first_line)
@@ -327,6 +342,9 @@ class _Scanner:
                 self._latest[_PREFILL] = (first_line + index, raw)
             elif _HTTP_OK not in raw:
                 self._examine(first_line + index, raw)
+                continue
+            if any(head in raw for head in _ERROR_HEADS):
+                self._errors(first_line + index, raw, None)
 
     def _flush_latest(self) -> None:
         """Parse the latest serving lines met since the last flush, for the summary."""
@@ -358,7 +376,8 @@ class _Scanner:
         if not self.summary.is_ready:
             for marker, activity, under_way in _STALL_MARKERS:
                 if marker in raw:
-                    done = under_way and _DONE_BAR in raw
+                    # tqdm bars run together on one line (carriage returns): the last bar is the state.
+                    done = under_way and _DONE_BAR in raw[raw.rfind(marker) :]
                     self.stall = (line_no, "done " + activity if done else activity, under_way and not done)
                     break
             if any(marker in raw for marker in _LISTENING):
@@ -369,6 +388,10 @@ class _Scanner:
                     for name, value in (("kv_tokens", kv.tokens), ("max_model_len", kv.max_model_len)):
                         if value is not None:
                             self.vllm_kv[name] = value
+        self._errors(line_no, raw, text)
+
+    def _errors(self, line_no: int, raw: bytes, text: str | None) -> None:
+        """The catalogue signatures of one line, recorded."""
         if _is_nccl_info(raw):
             return
         text, message, matched, warning = _match(raw, text)

@@ -84,12 +84,29 @@ def strip_prefix(text: str) -> tuple[str, bool]:
 # Start-up steps, in vLLM's words: (literal, what the server was doing, whether the step is under way
 # until a later line says it ended). The classifier's stall detection reads these beside SGLang's.
 STARTUP_STEPS: tuple[tuple[bytes, str, bool], ...] = (
+    # A start's first lines, before any engine step: the platform (platforms/__init__.py, 0.6-0.8 at info:
+    # "Automatically detected platform %s."), the API server's version (0.4.3 entrypoints/openai/api_server.py:177
+    # "vLLM API server version %s"), then the engine's config ("Initializing an LLM engine (v%s) with config: "
+    # 0.2-0.6 engine/llm_engine.py, 0.4.3 :162; 0.33 v1/engine/core.py:140 "Initializing a V1 LLM engine
+    # (v%s) with config: %s"). A log that stops there stopped before the engine's first step: `unknown` with
+    # that stop point, not a stall, for vLLM prints the platform line on any import (its CLI, collect_env) and
+    # the others before any step that takes time.
+    (b"Automatically detected platform", "the start's first lines (vLLM's platform, version, arguments)", False),
+    (b"vLLM API server version", "the start's first lines (vLLM's platform, version, arguments)", False),
+    (b"Initializing an LLM engine", "the start's first lines (the engine's config)", False),
+    (b"Initializing a V1 LLM engine", "the start's first lines (the engine's config)", False),
     (b"Starting to load model", "loading weights", True),
     (b"Loading model from scratch", "loading weights", True),
     (b"Loading safetensors checkpoint shards", "loading weights", True),
     (b"Loading weights took", "done loading weights", False),
     (b"Model loading took", "done loading weights", False),
     (b"Available KV cache memory", "done profiling memory for the KV cache", False),
+    # 0.2-0.6 print the profiled block counts (0.4.3 executor/gpu_executor.py:83 and
+    # distributed_gpu_executor.py:56: "# GPU blocks: %d, # CPU blocks: %d"; 0.6 "# %s blocks: %d, # CPU
+    # blocks: %d" with the device's name), and capture with "Capturing the model for CUDA graphs. This may
+    # lead to ..." (0.4.3 worker/model_runner.py:854).
+    (b", # CPU blocks:", "done profiling memory for the KV cache", False),
+    (b"Capturing the model for CUDA graphs", "capturing CUDA graphs", True),
     (b"Capturing CUDA graph", "capturing CUDA graphs", True),
     (b"Capturing cudagraph", "capturing CUDA graphs", True),
     (b"Graph capturing finished", "finishing startup after CUDA graph capture", False),
