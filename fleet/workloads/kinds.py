@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import re
 from abc import abstractmethod
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union, get_args
 
@@ -300,8 +301,8 @@ def _tool_name(value: str) -> str:
 class ClientTool(StrictModel):
     """One of the field's load generators as a workload's client (fleet.host.agent.tools): run on
     the host by `python` with the workload's lengths, requests and arrivals (a dataset workload's
-    samples, as fleet's client would send them, written in the tool's own format: vllm_bench_serve
-    only; the others are refused); its own output file is read into the run's result, which names
+    samples, as fleet's client would send them, written in the tool's own format; a sample the tool
+    cannot send as it is is refused, naming why); its own output file is read into the run's result, which names
     it (`client`). fleet installs nothing: the preflight fails on a host whose interpreter cannot
     import it."""
 
@@ -345,14 +346,15 @@ class MeasuredByTool(WorkloadKind):
             return None
         return {"tool": self.client.tool, "python": self.client.python or engine_python, "tokenizer": self.client.tokenizer}
 
-    def _tool_can_send(self, load: Load | None, *, dataset: bool) -> None:
-        """Refuse, at plan time, what the named tool cannot send as fleet's client would."""
+    def _tool_can_send(self, load: Load | None, samples: Sequence[tuple[str, int]] = ()) -> None:
+        """Refuse, at plan time, what the named tool cannot send as fleet's client would: the load,
+        and a dataset workload's `samples` (prompt, output tokens) the tool would not send as they are."""
         tool = TOOLS[self.client.tool] if self.client is not None else None
         if tool is None:
             return
-        if dataset and tool.no_dataset is not None:
-            able = ", ".join([FLEET_CLIENT, *(t.name for t in TOOLS.values() if t.no_dataset is None)])
-            raise ValueError(f"`client` {able} on a dataset workload, not {tool.name}: {tool.no_dataset}; fleet's client sends each sample as it is")
+        refusal = tool.dataset_refusal(samples) if samples else None
+        if refusal is not None:
+            raise ValueError(f"`client` {FLEET_CLIENT} (which sends each sample as it is) for this sample, not {tool.name}: {refusal}")
         if load is not None:
             if load.search is not None:
                 raise ValueError(f"`load.search` with fleet's client only: a saturation search chooses each probe's rate from the probes before, which {tool.title} does not")
@@ -399,7 +401,7 @@ class DatasetWorkload(MeasuredByTool):
         if (self.file is None) == (self.hub is None):
             raise ValueError("one of `file` (a dataset file on this machine) or `hub` (a hub dataset repo's file at a commit)")
         _search_has_slo(self.load, self.slo)
-        self._tool_can_send(self.load, dataset=True)
+        self._tool_can_send(self.load)
         if self.hub is not None:
             try:
                 path = fetch_dataset_file(self.hub.repo, self.hub.revision, self.hub.path)
@@ -408,6 +410,8 @@ class DatasetWorkload(MeasuredByTool):
             # The file's hash, as for a local one: a pinned `sha256` is checked against it.
             object.__setattr__(self, "sha256", self.sha256 or file_sha256(path))
         check_dataset(self)
+        if self.client is not None:  # the samples as the agent will give them to the tool (ToolLoad.dataset)
+            self._tool_can_send(None, [(s.prompt, s.output_tokens or self.max_new_tokens) for s in sample_requests(self)])
         return self
 
     @property
@@ -452,7 +456,7 @@ class RandomWorkload(MeasuredByTool):
     @model_validator(mode="after")
     def _searchable(self) -> RandomWorkload:
         _search_has_slo(self.load, self.slo)
-        self._tool_can_send(self.load, dataset=False)
+        self._tool_can_send(self.load)
         return self
 
     def fixed_input_tokens(self) -> int | None:

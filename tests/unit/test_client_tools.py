@@ -26,7 +26,8 @@ from fleet.host.agent.driver import Driver, Gate, ServerFacts
 from fleet.host.agent.outcome import WorkloadOutcome
 from fleet.host.agent.kinds.tool import tool_load
 from fleet.host.agent.results import request_figures
-from fleet.host.agent.tools import TOOLS, ToolLoad, ToolTarget, bench_serving_argv, guidellm_scenario
+from fleet.host.agent.client import RequestOutcome
+from fleet.host.agent.tools import TOOLS, ToolLoad, ToolOutput, ToolTarget, bench_serving_argv, guidellm_scenario, in_sample_order
 from fleet.host import nodeprep
 from fleet.host.contract import RunResult, RunStatus
 from fleet.host.contract.nodeprep import REFUSED_EXIT, NodePrep, NodeRequirements, load_node_preps
@@ -279,10 +280,11 @@ DATASET_ROWS = [  # fleet's `jsonl` format: each prompt as given, its category, 
 ]
 
 
-def dataset_book(tmp_path: Path, **workload: Any) -> Path:
-    rows = tmp_path / "prompts.jsonl"
-    rows.write_text("".join(json.dumps(row) + "\n" for row in DATASET_ROWS))
-    data = {**BOOK, "workloads": {"fixed": {"kind": "dataset", "file": str(rows), "format": "jsonl", "max_new_tokens": 6, **workload}}}
+def dataset_book(tmp_path: Path, rows: list[dict[str, Any]] | None = None, **workload: Any) -> Path:
+    """A playbook of one `jsonl` dataset workload over `rows` (DATASET_ROWS by default)."""
+    file = tmp_path / "prompts.jsonl"
+    file.write_text("".join(json.dumps(row) + "\n" for row in (DATASET_ROWS if rows is None else rows)))
+    data = {**BOOK, "workloads": {"fixed": {"kind": "dataset", "file": str(file), "format": "jsonl", "max_new_tokens": 6, **workload}}}
     path = tmp_path / "book.yaml"
     path.write_text(yaml.safe_dump(data))
     return path
@@ -295,14 +297,37 @@ def dataset_workload(tmp_path: Path, client: dict[str, Any], **load: Any) -> dic
     return json.loads(json.dumps(resolve_workload(run, 1.0)))
 
 
-@pytest.mark.parametrize("tool", ["bench_serving", "aiperf", "guidellm"])
-def test_a_dataset_workload_with_a_tool_that_cannot_send_its_samples_is_refused(tmp_path: Path, tool: str) -> None:
-    path = dataset_book(tmp_path, client=tool)
-    with pytest.raises(ConfigError, match=rf"workloads.fixed.dataset: expected `client` fleet, vllm_bench_serve on a dataset workload, not {tool}: ") as caught:
+@pytest.mark.parametrize(
+    ("tool", "workload", "message"),
+    [
+        # DATASET_ROWS' own output lengths, 3 to 7 (7 capped at max_new_tokens 6): bench_serving sends one length for all.
+        ("bench_serving", {}, r"takes each output length from its tokenizer's count of a reply turn or one fixed length for all, and this sample has 3 \(3 to 6 tokens\)"),
+        ("bench_serving", {"max_new_tokens": 3, "file_rows": [{"prompt": "a b c"}]}, r"fixed output length must be at least 4 \(sglang/benchmark/datasets/custom.py:66-67\), and this sample's is 3"),
+        ("aiperf", {"file_rows": [{"prompt": "a b c"}, {"prompt": ""}]}, r"request \d of the sample has an empty prompt, which AIPerf 0.13.0 leaves out of the request"),
+        ("guidellm", {"file_rows": [{"prompt": ""}]}, r"request 0 of the sample has an empty prompt, which GuideLLM 0.8.1 refuses to send"),
+        (
+            "vllm_bench_serve",
+            {"file_rows": [{"prompt": "007"}, {"prompt": "42"}]},
+            r"every prompt reads as a number, which vllm's custom dataset \(pandas.read_json, datasets.py:2454\) turns into one",
+        ),
+    ],
+)
+def test_a_sample_a_tool_cannot_send_as_it_is_is_refused_naming_file_field_and_why(tmp_path: Path, tool: str, workload: dict[str, Any], message: str) -> None:
+    rows = workload.pop("file_rows", None)
+    path = dataset_book(tmp_path, client=tool, rows=rows, **workload)
+    with pytest.raises(ConfigError, match=rf"workloads.fixed.dataset: expected `client` fleet \(which sends each sample as it is\) for this sample, not {tool}: .*{message}") as caught:
         load_playbook(path)
-    assert str(path) in str(caught.value) and (TOOLS[tool].no_dataset or "-") in str(caught.value)
+    assert str(path) in str(caught.value)
     with pytest.raises(ConfigError, match=r"workloads.fixed.dataset: .*`load.search` with fleet's client only"):
         load_playbook(dataset_book(tmp_path, client="vllm_bench_serve", load={"rate": 2, "search": {"rates": [1, 4]}}, slo={"ttft": "1s"}))
+
+
+@pytest.mark.parametrize("tool", ["bench_serving", "aiperf", "guidellm", "vllm_bench_serve"])
+def test_a_sample_each_tool_can_send_is_planned(tmp_path: Path, tool: str) -> None:
+    """Every prompt of DATASET_ROWS is non-empty and not all read as numbers; one output length (6) for bench_serving."""
+    rows = [{"prompt": r["prompt"], "category": r["category"]} for r in DATASET_ROWS] if tool == "bench_serving" else None
+    [run] = expand_runs(load_playbook(dataset_book(tmp_path, client=tool, rows=rows)))
+    assert resolve_workload(run, 1.0, "/p")["client"]["tool"] == tool
 
 
 def test_a_dataset_is_written_in_vllms_custom_format_and_vllms_loader_reads_back_fleets_requests(tmp_path: Path) -> None:
@@ -337,10 +362,154 @@ def test_a_dataset_is_written_in_vllms_custom_format_and_vllms_loader_reads_back
     dataset = CustomDataset(dataset_path=args.dataset_path, disable_shuffle=args.disable_shuffle, random_seed=args.seed)
     sampled = dataset.sample(tokenizer=tokenizer, num_requests=args.num_prompts, output_len=args.custom_output_len, skip_chat_template=args.skip_chat_template, no_oversample=True)
     assert [(r.prompt, r.expected_output_len) for r in sampled] == planned
-    # Prompts that all read as numbers: pandas would make them numbers ("007" -> 7), so none is written.
-    numbers = replace(load, dataset=(("007", 3), ("42", 3)))
-    with pytest.raises(ValueError, match=r"every prompt reads as a number.*'007'"):
-        TOOLS["vllm_bench_serve"].inputs(ToolTarget("127.0.0.1", 1, "m", "completions"), numbers, str(out))
+    # Prompts that all read as numbers: pandas would make them numbers ("007" -> 7): refused, and the agent does not run the tool.
+    assert "every prompt reads as a number" in (TOOLS["vllm_bench_serve"].dataset_refusal((("007", 3), ("42", 3))) or "")
+    assert TOOLS["vllm_bench_serve"].dataset_refusal((("007", 3), ("a 42", 3))) is None
+
+
+# Requests with what a writer must carry through as it is: quotes, newlines (\n, \r\n, a tab), a
+# line separator, unicode beyond the BMP, JSON and markup in the text, numbers as strings, a
+# prompt twice; each with its own output length (bench_serving's: one for all, at least 4).
+ODD_PROMPTS = (
+    'Say "hi" \u2014 twice,\nthen stop.\r\n\tDone',
+    "007",
+    "3.14",
+    "caf\u00e9 \u65e5\u672c\u8a9e \U0001f600 emoji",
+    'back\\slash {"json": [1, 2]} </s> <|eot_id|>',
+    "\u2028line separator\u2029 here",
+    "It was the best of times",
+    "It was the best of times",
+)
+
+# Each tool's own loader, run by the load generators' interpreter (build/loadgen) on the folders
+# the writers filled (one process for all three: their imports take most of its time): prints, per
+# tool, the requests the tool would send from its folder, in the order it sends them, as JSON
+# [prompt, output tokens] (AIPerf: [its key, prompt, output tokens]). bench_serving: its `custom`
+# dataset after the seeding its main does (serving.py:2055); AIPerf: its single_turn loader and the
+# sequential sampler; GuideLLM: its json_file reader, the scenario's column mapping, its finalizer
+# and its /v1/completions request body (what it sends).
+TOOL_LOADERS = """
+import json, random, sys
+
+def bench_serving(folder, seed, tokenizer, argv):
+    from transformers import AutoTokenizer
+    from sglang.benchmark.datasets.custom import sample_custom_requests
+    random.seed(seed)
+    rows = sample_custom_requests(argv[argv.index("--dataset-path") + 1], int(argv[argv.index("--num-prompts") + 1]), AutoTokenizer.from_pretrained(tokenizer),
+                                  fixed_output_len=int(argv[argv.index("--sharegpt-output-len") + 1]))
+    return [[row.prompt, row.output_len] for row in rows]
+
+def aiperf(folder, seed, tokenizer, argv):
+    from aiperf.dataset.dataset_samplers import SequentialSampler
+    from aiperf.dataset.loader.single_turn import SingleTurnDatasetLoader
+    loader = SingleTurnDatasetLoader(filename=argv[argv.index("--input-file") + 1])
+    conversations = {c.session_id: c for c in loader.convert_to_conversations(loader.load_dataset())}
+    sampler = SequentialSampler(list(conversations))
+    sent = []
+    for _ in conversations:
+        [turn] = conversations[key := sampler.next_conversation_id()].turns
+        [prompt] = [content for text in turn.texts for content in text.contents if content]
+        sent.append([key, prompt, turn.max_tokens])
+    return sent
+
+def guidellm(folder, seed, tokenizer, argv):
+    from guidellm.backends.openai.request_handlers import TextCompletionsRequestHandler
+    from guidellm.data.deserializers import DatasetDeserializerFactory
+    from guidellm.data.finalizers.generative import GenerativeRequestFinalizer
+    from guidellm.data.loaders.torch import DatasetsIterator
+    from guidellm.data.preprocessors.mappers import GenerativeColumnMapper
+    from guidellm.schemas.data.deserializers.file import FileDataArgs
+    from guidellm.schemas.data.finalizers.generative import GenerativeRequestFinalizerArgs
+    from guidellm.schemas.data.loaders.torch import TorchDataLoaderArgs
+    from guidellm.schemas.data.preprocessors.mappers import GenerativeColumnMapperArgs
+    spec = json.load(open(argv[argv.index("-c") + 1]))["spec"]
+    assert TorchDataLoaderArgs(**spec["data_loader"]).shuffle is False
+    [data] = spec["data"]
+    dataset = DatasetDeserializerFactory.deserialize(config=FileDataArgs(**data), processor_factory=None, random_seed=seed)
+    mapper = GenerativeColumnMapper(GenerativeColumnMapperArgs(**spec["data_column_mapper"]))
+    sent = []
+    for graph in DatasetsIterator([dataset], 0, [mapper], GenerativeRequestFinalizer(GenerativeRequestFinalizerArgs())):
+        [root] = graph.root_node_ids
+        body = TextCompletionsRequestHandler().format(graph.nodes[root].request, model="m", stream=True).body
+        sent.append([body["prompt"], body["max_tokens"]])
+    return sent
+
+print(json.dumps({tool: globals()[tool](*job) for tool, *job in json.loads(sys.argv[1])}))
+"""
+
+
+def test_each_writer_gives_the_tools_own_loader_fleets_samples_as_they_are_in_fleets_order(tmp_path: Path) -> None:
+    """The file each writer makes, read by the tool's own loader (the versions build/loadgen holds):
+    the same prompts character for character, each with its output length, in fleet's order (AIPerf
+    keyed by the session ids its records will carry, its warm-up requests first); an empty prompt,
+    which AIPerf would send as `prompt: []` and GuideLLM not at all, is refused."""
+    from tests.integration.test_load_generators import MAKE_VENV, VENV, build_tokenizer
+
+    if not (VENV / "bin" / "python").exists():
+        pytest.skip(f"no load generators: {VENV} is missing ({MAKE_VENV})")
+    tokenizer = build_tokenizer(tmp_path / "tok", " ".join(ODD_PROMPTS))
+    target = ToolTarget("127.0.0.1", 1, "m", "completions", str(tokenizer))
+    loads, jobs = {}, []
+    for tool in ("bench_serving", "aiperf", "guidellm"):
+        lengths = [5] * len(ODD_PROMPTS) if tool == "bench_serving" else [4 + i for i in range(len(ODD_PROMPTS))]
+        load = loads[tool] = ToolLoad(0, 0, len(ODD_PROMPTS), seed=7, rate=2.0, warmup_requests=2 if tool == "aiperf" else 0, dataset=tuple(zip(ODD_PROMPTS, lengths)))
+        assert TOOLS[tool].dataset_refusal(load.dataset) is None
+        refused = TOOLS[tool].dataset_refusal((("a b", 5), ("", 5)))
+        assert (refused is None) == (tool == "bench_serving"), refused  # bench_serving drops it (custom.py:129-131): the run fails, fewer recorded
+        out = tmp_path / tool
+        out.mkdir()
+        for name, text in TOOLS[tool].inputs(target, load, str(out)).items():
+            (out / name).write_text(text, encoding="utf-8")
+        jobs.append([tool, str(out), load.seed, str(tokenizer), TOOLS[tool].argv(target, load, str(out))])
+    done = subprocess.run([str(VENV / "bin" / "python"), "-c", TOOL_LOADERS, json.dumps(jobs)], capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf")})  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    sent = json.loads(done.stdout.splitlines()[-1])
+    samples = {tool: [list(sample) for sample in load.dataset] for tool, load in loads.items()}
+    assert sent["bench_serving"] == samples["bench_serving"]
+    assert sent["guidellm"] == samples["guidellm"]
+    warmup = [[f"fleet-warmup-{i:06d}", *samples["aiperf"][i]] for i in range(2)]
+    assert sent["aiperf"] == warmup + [[f"fleet-{i:06d}", *sample] for i, sample in enumerate(samples["aiperf"])]
+    aiperf_argv = jobs[1][-1]
+    assert flag(aiperf_argv, "--custom-dataset-type") == "single_turn" and flag(aiperf_argv, "--dataset-sampling-strategy") == "sequential" and "--output-tokens-mean" not in aiperf_argv
+
+
+def outcome(started_at: float, tokens: int) -> RequestOutcome:
+    return RequestOutcome(started_at=started_at, ok=True, output_tokens=tokens)
+
+
+def test_requests_recorded_as_they_complete_are_put_in_fleets_order_by_their_keys() -> None:
+    """AIPerf's records come in completion order: each goes to the sample its session id names.
+    GuideLLM's key is the prompt and max_tokens it sent: of two identical samples the one sent first
+    takes the first; a request it kept no body for (no response) takes the sample left."""
+    load = ToolLoad(0, 0, 3, 0, dataset=(("a", 4), ("b", 5), ("a", 4)))
+    aiperf, guidellm = TOOLS["aiperf"], TOOLS["guidellm"]
+    done = ToolOutput([outcome(2.0, 4), outcome(1.0, 5), outcome(0.0, 4)], 1.0, {}, ["fleet-000002", "fleet-000001", "fleet-000000"])
+    assert in_sample_order(aiperf, done, load) == [done.requests[2], done.requests[1], done.requests[0]]
+    keyed = ToolOutput([outcome(2.0, 4), outcome(1.0, 5), outcome(0.0, 4)], 1.0, {}, [json.dumps(["a", 4]), json.dumps(["b", 5]), json.dumps(["a", 4])])
+    assert in_sample_order(guidellm, keyed, load) == [keyed.requests[2], keyed.requests[1], keyed.requests[0]]
+    failed = RequestOutcome(started_at=0.5, error_class="http_error")
+    partly = ToolOutput([outcome(2.0, 4), failed, outcome(0.0, 4)], 1.0, {}, [json.dumps(["a", 4]), None, json.dumps(["a", 4])])
+    assert in_sample_order(guidellm, partly, load) == [partly.requests[2], failed, partly.requests[0]]
+    other = ToolOutput([outcome(0.0, 4), outcome(1.0, 5), outcome(2.0, 9)], 1.0, {}, [json.dumps(["a", 4]), json.dumps(["b", 5]), json.dumps(["a", 9])])
+    with pytest.raises(ValueError, match=r"GuideLLM recorded a request that is none of fleet's samples \(or one sample twice\): '\[\"a\", 9\]'"):
+        in_sample_order(guidellm, other, load)
+    with pytest.raises(ValueError, match=r"AIPerf recorded 2 requests of the 3 it was given"):
+        in_sample_order(aiperf, ToolOutput(done.requests[:2], 1.0, {}, done.keys[:2] if done.keys else None), load)
+    # bench_serving keeps no key: its lists are in the order it sent, which bench_serving_inputs makes fleet's.
+    plain = ToolOutput(done.requests, 1.0, {})
+    assert in_sample_order(TOOLS["bench_serving"], plain, load) == done.requests
+
+
+def test_the_readers_give_the_keys_the_tools_recorded() -> None:
+    """The real output files: AIPerf's records carry their conversation ids, GuideLLM's the body it sent."""
+    aiperf = TOOLS["aiperf"].read(FIXTURES / "aiperf", 0.0)
+    assert aiperf.keys is not None and len(set(aiperf.keys)) == REQUESTS and all(str(k).startswith("session_") for k in aiperf.keys)
+    guide = TOOLS["guidellm"].read(FIXTURES / "guidellm", 0.0)
+    assert guide.keys is not None and len(guide.keys) == REQUESTS
+    prompt, tokens = json.loads(str(guide.keys[0]))
+    assert tokens == OUTPUT and isinstance(prompt, str) and prompt
+    assert TOOLS["bench_serving"].read(FIXTURES / "bench_serving", 0.0).keys is None
 
 
 def drive_on_sim(tmp_path: Path, workload: dict[str, Any]) -> WorkloadOutcome:

@@ -20,7 +20,7 @@ from typing import Any, Callable, Mapping, Sequence
 from fleet.host.agent.driver import Driver
 from fleet.host.agent.kinds.listed import Planned, dataset_requests, sample_sha256
 from fleet.host.agent.outcome import Sent, WorkloadOutcome
-from fleet.host.agent.tools import TOOLS, Tool, ToolLoad, ToolTarget
+from fleet.host.agent.tools import TOOLS, Tool, ToolLoad, ToolOutput, ToolTarget, in_sample_order
 from fleet.host.contract import Failure
 from fleet.host.failures import FailureClass
 
@@ -55,11 +55,11 @@ def tool_load(workload: Mapping[str, Any], repeat: int, planned: Sequence[Planne
 
 def run_tool(driver: Driver, tool: Tool, python: str, target: ToolTarget, load: ToolLoad, out: Path) -> tuple[float, Failure | None]:
     """The tool once, writing under `out`: the epoch second it started and, if it did not finish, why."""
-    try:
-        inputs = tool.inputs(target, load, str(out))
-    except ValueError as exc:  # requests the tool's own input format cannot carry as they are
-        return time.time(), Failure(FailureClass.CLIENT_TOOL_FAILED.value, f"{tool.title} cannot be given these requests: {exc}")
-    for name, text in inputs.items():
+    # The plan refused such a sample already (fleet.workloads.kinds); a shard written otherwise is refused here.
+    refusal = tool.dataset_refusal(load.dataset) if load.dataset else None
+    if refusal is not None:
+        return time.time(), Failure(FailureClass.CLIENT_TOOL_FAILED.value, f"{tool.title} cannot be given these requests: {refusal}")
+    for name, text in tool.inputs(target, load, str(out)).items():
         (out / name).write_text(text, encoding="utf-8")
     argv = [python, *tool.argv(target, load, str(out))]
     log = out / "tool.log"
@@ -98,8 +98,8 @@ def drive(driver: Driver, out: WorkloadOutcome) -> None:
     workload = driver.run.workload
     client = workload["client"]
     tool = TOOLS[client["tool"]]
-    # A dataset's requests as fleet's client plans them: their tags (category, output length) are
-    # the tool's requests' in the same order, and their hash is the run's sample_sha256.
+    # A dataset's requests as fleet's client plans them: their tags (category, output length) go to
+    # the tool's requests matched to them (tool_sent), and their hash is the run's sample_sha256.
     plans = [dataset_requests(workload, repeat) if workload["kind"] == "dataset" else None for repeat in range(driver.run.repeats)]
     out.planned_requests = sum(len(p) if p is not None else int(workload["requests"]) for p in plans)
     if workload["kind"] == "dataset":
@@ -124,16 +124,23 @@ def drive(driver: Driver, out: WorkloadOutcome) -> None:
             except (OSError, ValueError, KeyError, TypeError) as exc:
                 out.failure = Failure(FailureClass.CLIENT_TOOL_FAILED.value, f"{tool.title}'s output could not be read: {exc}", (_tail(Path(folder) / "tool.log"),))
                 return
-        planned = plans[repeat]
-        if planned is not None and len(output.requests) != len(planned):
-            out.failure = Failure(FailureClass.CLIENT_TOOL_FAILED.value, f"{tool.title} recorded {len(output.requests)} requests of the {len(planned)} it was given")
-            return
-        tags = [plan.tags for plan in planned] if planned is not None else [{"repeat": repeat, "request": i} for i in range(len(output.requests))]
-        out.sent.extend(Sent(outcome, tag) for outcome, tag in zip(output.requests, tags))
+            try:
+                out.sent.extend(tool_sent(tool, output, load, plans[repeat], repeat))
+            except ValueError as exc:  # its requests are not the samples it was given
+                out.failure = Failure(FailureClass.CLIENT_TOOL_FAILED.value, str(exc), (_tail(Path(folder) / "tool.log"),))
+                return
         out.measured({"repeat": repeat}, output.wall_s)
         stated.append({"repeat": repeat, "wall_s": output.wall_s, **output.stated})
     # What the tool itself printed, in its wall time: a check of fleet's reading of its records.
     out.extras["tool"] = {"name": tool.name, "python": client["python"], "stated": stated}
+
+
+def tool_sent(tool: Tool, output: ToolOutput, load: ToolLoad, planned: Sequence[Planned] | None, repeat: int) -> list[Sent]:
+    """The repeat's requests with their tags: a dataset's each with its own sample's (in_sample_order
+    matches them), a random workload's in the order the tool wrote them."""
+    if planned is None:
+        return [Sent(outcome, {"repeat": repeat, "request": i}) for i, outcome in enumerate(output.requests)]
+    return [Sent(outcome, plan.tags) for outcome, plan in zip(in_sample_order(tool, output, load), planned)]
 
 
 def or_fleet(drive_with_fleet: Callable[[Driver, WorkloadOutcome], None]) -> Callable[[Driver, WorkloadOutcome], None]:
