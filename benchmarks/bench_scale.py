@@ -14,9 +14,7 @@ interleaved size by size with this one.
 Rows. A row is a name, the unit of its size, its default sizes and a function that writes the
 inputs for one size into a folder and returns the command (a `Work`); optionally a function that
 reads the command's stdout and returns figures worth printing beside the cost (the plan row: its
-makespan against its lower bound, so that a faster plan is seen not to be a worse one). To add
-`status` / `diagnose` on 1k/10k/50k results: write a `make` that lays out (or copies) a results
-folder of `size` results and returns the command, and add a `Row` to ROWS.
+makespan against its lower bound, so that a faster plan is seen not to be a worse one).
 
 - plan: `fleet plan --json` of a playbook of `size` runs (10 workloads x 4 TP sizes x autoregressive,
   DFlash and DDTree at size/40 - 2 budgets: size/10 server configurations) on 8 hosts of 8 GPUs
@@ -29,6 +27,12 @@ folder of `size` results and returns the command, and add a `Row` to ROWS.
   size twice: first, with an empty state folder (`$FLEET_STATE_DIR`: every result parsed and
   checked, the cache of checked results written, fleet.sweep.resultcache), then warm (`this-warm`:
   the same command again, reading that cache).
+- status, diagnose: `fleet status <sweep> --json` and `fleet diagnose <sweep folder> --json` of a
+  finished sweep of `size` runs: faithful copies of a real sweep (playbooks/demo.yaml on `local`
+  with the sim, run once per benchmark: `real_sweep`), its shard's servers given size/3 runs each,
+  copies of their real runs and results under new run ids, the agent's progress file on the host
+  side saying all are done (`sweep_copy`). status reads the record and the shard and polls the
+  host's agent; diagnose reads every result and scans every server log (all `ok`: no failure).
 """
 
 from __future__ import annotations
@@ -184,9 +188,94 @@ def report_figures(stdout: Path) -> dict[str, Any]:
     return {"rows": len(rows), "speedups": sum(1 for r in rows if r.get("speedup") is not None)}
 
 
+# --- the status and diagnose rows: copies of a real sweep ------------------------------------------
+
+DEMO_PLAYBOOK = REPO / "playbooks" / "demo.yaml"
+
+
+def real_sweep(folder: Path) -> Path:
+    """A real sweep of playbooks/demo.yaml on `local` (the sim engine, about 30 s), made once under
+    `folder`: its controller folder, and the host's side under `folder/host` (the agent's
+    progress file, which `fleet status` reads). The template the status and diagnose rows copy."""
+    results = folder / "results"
+    made = [p for p in results.iterdir() if p.is_dir()] if results.is_dir() else []
+    if made:
+        return made[0]
+    hosts = folder / "hosts"
+    hosts.mkdir(parents=True)
+    (hosts / "local.yaml").write_text((REPO / "hosts" / "local.yaml").read_text().replace("/tmp/fleet-local", str(folder / "host")))
+    env = {**os.environ, "PYTHONPATH": str(REPO), "FLEET_HOSTS_DIR": str(hosts), "FLEET_RESULTS_DIR": str(results), "XDG_CACHE_HOME": str(folder / "cache")}
+    done = subprocess.run([sys.executable, "-P", "-m", "fleet", "sweep", "-p", str(DEMO_PLAYBOOK), "--hosts", "local"], cwd=REPO, env=env, capture_output=True, text=True)
+    made = [p for p in results.iterdir() if p.is_dir()] if results.is_dir() else []
+    if done.returncode != 0 or not made:
+        raise SystemExit(f"the template sweep failed (exit {done.returncode}):\n{done.stderr[-2000:]}")
+    return made[0]
+
+
+def sweep_copy(size: int, folder: Path) -> tuple[Path, str]:
+    """A copy of the real sweep with `size` runs, all finished and pulled: its shard's servers each
+    given size/3 runs, copies of that server's real runs under new run ids, each with a copy of
+    its real result; the agent's progress file says all are done. The results root and the id."""
+    template = real_sweep(folder.parent / "template")
+    sweep_id = f"demo-20261203-{size:06d}-5ca1"
+    target = folder / "results" / sweep_id
+    shutil.copytree(template, target, ignore=shutil.ignore_patterns("runs", "shard.json", "controller.lock"))
+    host = "local"
+    shard = json.loads((template / host / "shard.json").read_text())
+    results = {}
+    for path in (template / host / "runs").glob("*.json"):
+        data = json.loads(path.read_text())
+        results.setdefault(data["server_id"], data)
+    servers = [server for server in shard["servers"] if server["server_id"] in results]
+    runs_of: dict[str, list[dict[str, Any]]] = {server["server_id"]: [] for server in servers}
+    out = target / host / "runs"
+    out.mkdir()
+    for i in range(size):
+        server = servers[i % len(servers)]
+        run_id = f"{i:012x}"
+        runs_of[server["server_id"]].append({**server["runs"][0], "run_id": run_id})
+        result = {**results[server["server_id"]], "run_id": run_id, "sweep_id": sweep_id}
+        (out / f"{run_id}.json").write_text(json.dumps(result))
+    shard["servers"] = [{**server, "runs": runs_of[server["server_id"]]} for server in servers]
+    shard["sweep_id"] = sweep_id
+    (target / host / "shard.json").write_text(json.dumps(shard))
+    for name in ("sweep.json", "summary.json"):
+        record = json.loads((target / name).read_text())
+        (target / name).write_text(json.dumps({**record, "sweep_id": sweep_id}))
+    on_host = template.parents[1] / "host" / "work" / "sweeps"
+    progress = json.loads((on_host / template.name / "progress.json").read_text())
+    counts = {"done": size, "ok": size, "remaining": 0}
+    (on_host / sweep_id).mkdir(parents=True, exist_ok=True)
+    (on_host / sweep_id / "progress.json").write_text(json.dumps({**progress, "sweep_id": sweep_id, "total": size, "counts": counts}))
+    return folder / "results", sweep_id
+
+
+def status_inputs(size: int, folder: Path) -> Work:
+    """`fleet status <sweep> --json` of a finished sweep of `size` runs on `local` (sweep_copy): the
+    sweep's record and shard read, the host's agent polled once."""
+    results, sweep_id = sweep_copy(size, folder)
+    return Work(fleet("status", sweep_id, "--json"), {"FLEET_RESULTS_DIR": str(results), "XDG_CACHE_HOME": str(folder / "cache")})
+
+
+def diagnose_inputs(size: int, folder: Path) -> Work:
+    """`fleet diagnose <sweep folder> --json` of a finished sweep of `size` results (sweep_copy):
+    every result read for a failure to diagnose, every server log scanned. All are `ok` (the real
+    demo sweep's are): the cost measured is the reading, which a failure adds one log's scan to."""
+    results, sweep_id = sweep_copy(size, folder)
+    return Work(fleet("diagnose", results / sweep_id, "--json"), {"XDG_CACHE_HOME": str(folder / "cache")})
+
+
+def status_figures(stdout: Path) -> dict[str, Any]:
+    data = json.loads(stdout.read_text())
+    hosts = data.get("hosts", data) if isinstance(data, dict) else {}
+    return {"runs": sum(int(h.get("total") or 0) for h in (hosts.values() if isinstance(hosts, dict) else hosts))}
+
+
 ROWS: dict[str, Row] = {
     "plan": Row("plan", "run", (1000, 10000, 50000), plan_inputs, plan_figures, shown=("makespan_ratio",), floor_size=120),
     "report": Row("report", "result", (1000, 10000, 50000), report_inputs, report_figures, floor_size=100, warm=True),
+    "status": Row("status", "run", (1000, 10000, 50000), status_inputs, status_figures, shown=("runs",), floor_size=6),
+    "diagnose": Row("diagnose", "result", (1000, 10000, 50000), diagnose_inputs, floor_size=6),
 }
 
 

@@ -28,6 +28,8 @@ truth, shipped whole before any agent starts (a resume, a repair round, after a 
 from __future__ import annotations
 
 import json
+from collections import Counter
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
@@ -207,13 +209,17 @@ def shard_from_dict(data: Any, source: str = SweepDir.SHARD) -> Shard:
     return shard
 
 
+def _repeated(values: Iterable[str]) -> list[str]:
+    """The values that occur more than once, sorted: counted in one pass (a `list.count` per value
+    made reading a shard of 50,000 runs take 80 s)."""
+    return sorted(value for value, times in Counter(values).items() if times > 1)
+
+
 def _check_references(shard: Shard, source: str) -> None:
-    ids = [server.server_id for server in shard.servers]
-    duplicates = sorted({i for i in ids if ids.count(i) > 1})
+    duplicates = _repeated(server.server_id for server in shard.servers)
     if duplicates:
         raise ContractError(source, "servers", f"distinct server_id values (duplicates: {duplicates})")
-    run_ids = [run.run_id for _, run in shard.runs]
-    duplicate_runs = sorted({i for i in run_ids if run_ids.count(i) > 1})
+    duplicate_runs = _repeated(run.run_id for _, run in shard.runs)
     if duplicate_runs:
         raise ContractError(source, "servers[].runs", f"distinct run_id values (duplicates: {duplicate_runs})")
     pool = set(shard.pool)
