@@ -64,6 +64,13 @@ def empty_package(name: str, directory: Path) -> None:
     sys.modules[name] = package
 
 
+# The child imports sglang and torch and works through its grid: about 45 s of CPU on this
+# project's 2-core machine, which the suite's loaded runs (a CPU hog at 4x the cores beside two
+# test workers) stretch five- to tenfold. The bounds are hang guards, not speed checks.
+CHILD_TIMEOUT_S = 1200
+CHILD_TEST_TIMEOUT_S = CHILD_TIMEOUT_S + 300  # for the test whose setup runs the child (pytest-timeout)
+
+
 def run_child(script: str, request: object, what: str) -> Any:
     """Run a differential's own file as a child interpreter on `request` (JSON in, JSON out), as
     `python -m sglang.launch_server` would run: importing sglang loads torch and sets environment
@@ -75,7 +82,7 @@ def run_child(script: str, request: object, what: str) -> Any:
         input=json.dumps(request),
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=CHILD_TIMEOUT_S,
         cwd=ROOT,
         env={**os.environ, "PYTHONPATH": str(ROOT)},  # the child imports this checkout's tests package
     )

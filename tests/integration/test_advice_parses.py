@@ -36,7 +36,7 @@ from tests.integration.advice_corpus import MIXED_REQUEST_LINES, Advice, Fragmen
 from tests.integration import sglang_wheel
 from tests.integration.test_sglang_parser import RELEASE, _parse_all
 
-pytestmark = pytest.mark.sglang_parser
+pytestmark = [pytest.mark.sglang_parser, pytest.mark.timeout(sglang_wheel.CHILD_TEST_TIMEOUT_S)]
 
 MODEL = ["--model-path", "/models/target"]
 Outcome = dict[str, Any]  # {"error": the parser's error line or None}

@@ -49,7 +49,7 @@ from fleet.host.engines.sglang.memory import DEFAULT_GPU_RESERVED_MIB, DEFAULT_P
 from fleet.host.modelcard import ModelCard, load_model_card
 from tests.integration import sglang_wheel
 
-pytestmark = pytest.mark.sglang_parser
+pytestmark = [pytest.mark.sglang_parser, pytest.mark.timeout(sglang_wheel.CHILD_TEST_TIMEOUT_S)]
 
 RELEASE = "0.5.23"
 

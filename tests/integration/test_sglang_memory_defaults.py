@@ -50,7 +50,7 @@ from tests.integration import sglang_wheel
 from tests.integration.sglang_wheel import RELEASE
 from tests.integration.test_memory_differential import card_fields
 
-pytestmark = pytest.mark.sglang_parser
+pytestmark = [pytest.mark.sglang_parser, pytest.mark.timeout(sglang_wheel.CHILD_TEST_TIMEOUT_S)]
 
 DENSE = load_model_card("llama-3.1-8b-instruct")
 HYBRID = load_model_card("qwen3.6-27b")

@@ -50,7 +50,7 @@ from fleet.host.modelcard import ModelCard, hf_files_from_card, load_model_card
 from tests.integration import sglang_wheel
 from tests.integration.sglang_wheel import RELEASE
 
-pytestmark = pytest.mark.sglang_parser
+pytestmark = [pytest.mark.sglang_parser, pytest.mark.timeout(sglang_wheel.CHILD_TEST_TIMEOUT_S)]
 
 
 DENSE = load_model_card("llama-3.1-8b-instruct")
