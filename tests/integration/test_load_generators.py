@@ -22,6 +22,13 @@ suite's site packages, the sglang wheel among them); without it the tests skip a
 they measure is the sweep's own server configuration started again (the shard's argv and env): the
 sim runs without noise, so a server start measures what another one does.
 
+A dataset workload's samples go to each tool as fleet's agent writes them (fleet.host.agent.tools:
+AIPerf's single_turn file, GuideLLM's json_file, bench_serving's `custom` file), a handful of
+prompts one at a time through a relay on the host that records every request it passes to the
+server (RELAY): what the server received must be fleet's samples, text and max tokens, in fleet's
+order, and the tool's records, matched to the samples as the agent matches them, the requests of
+the run with each sample's tags.
+
 The command lines and the readers of the tools' output are fleet's own (fleet.host.agent.tools), and
 the sweep itself has a second workload, the same load with `client: bench_serving`: fleet's agent
 runs bench_serving on the host and its result says so (`client`), with figures made from the tool's
@@ -43,6 +50,9 @@ import pytest
 import yaml
 
 from fleet.host import tokens
+from fleet.host.agent.kinds.listed import Planned
+from fleet.host.agent.kinds.tool import tool_sent
+from fleet.host.agent.results import request_figures
 from fleet.host.agent.tools import TOOLS, ToolLoad, ToolTarget
 from fleet.host.contract import RunResult, load_result
 from fleet.inventory import load_inventory
@@ -159,6 +169,15 @@ class Bench:
         a local folder too (aiperf/common/tokenizer.py:559-567 -> _resolve_local_snapshot :667-690)."""
         return self.fleet.exec(self.host, ["bash", "-c", "export HF_DATASETS_OFFLINE=1 NO_COLOR=1 COLUMNS=200; " + command], timeout=timeout)
 
+    def serve(self, command: str, cwd: str, log: str, url: str, tries: int, timeout: float) -> None:
+        """`command` started on the host in the background from `cwd` (its output in bench.work/`log`),
+        then `url` asked every 0.2 s, at most `tries` times, until it answers."""
+        log = f"{self.work}/{log}"
+        started = self.run(f"mkdir -p {self.work} && cd {shlex.quote(cwd)} && (setsid {command} > {log} 2>&1 < /dev/null &)", 30)
+        assert started.returncode == 0, started.stderr
+        ready = self.run(f"for i in $(seq {tries}); do python3 -c 'import urllib.request; urllib.request.urlopen(\"{url}\")' 2>/dev/null && exit 0; sleep 0.2; done; cat {log}; exit 1", timeout)
+        assert ready.returncode == 0, ready.stdout[-3000:]
+
     def counters(self) -> dict[str, float]:
         """The server's own totals over its streamed requests: requests, prompt and generated tokens."""
         done = self.run(f"python3 -c 'import urllib.request; print(urllib.request.urlopen(\"http://127.0.0.1:{PORT}/metrics\").read().decode())'", 30)
@@ -208,13 +227,7 @@ def bench(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bench]:
         argv = list(server["argv"])
         argv[argv.index("--port") + 1] = str(PORT)
         env = " ".join(f"{k}={shlex.quote(v)}" for k, v in server["env"].items())
-        started = bench.run(f"mkdir -p {bench.work} && cd {shlex.quote(server['cwd'])} && (setsid env {env} {shlex.join(argv)} > {bench.work}/server.log 2>&1 < /dev/null &)", 30)
-        assert started.returncode == 0, started.stderr
-        ready = bench.run(
-            f"for i in $(seq 1500); do python3 -c 'import urllib.request; urllib.request.urlopen(\"http://127.0.0.1:{PORT}/health_generate\")' 2>/dev/null && exit 0; sleep 0.2; done; cat {bench.work}/server.log; exit 1",
-            400,
-        )
-        assert ready.returncode == 0, ready.stdout[-3000:]
+        bench.serve(f"env {env} {shlex.join(argv)}", server["cwd"], "server.log", f"http://127.0.0.1:{PORT}/health_generate", tries=1500, timeout=400)
         yield bench
 
 
@@ -224,15 +237,15 @@ PYTHONS = {"bench_serving": BENCH_SERVING_PYTHON, "aiperf": f"{VENV}/bin/python"
 LOAD = ToolLoad(PROMPT, OUTPUT, REQUESTS, seed=1, rate=math.inf, max_in_flight=CONCURRENCY)
 
 
-def tool_command(bench: Bench, name: str) -> str:
+def tool_command(bench: Bench, name: str, load: ToolLoad = LOAD, port: int = PORT, folder: str | None = None) -> str:
     """The tool's command line on the host as fleet's agent runs it (its argv and input files from
-    fleet.host.agent.tools), writing under bench.work/<name>."""
-    tool, out = TOOLS[name], f"{bench.work}/{name}"
-    target = ToolTarget("127.0.0.1", PORT, SERVED, "generate", bench.tokenizer)
+    fleet.host.agent.tools) with `load` against the server at `port`, writing under bench.work/<folder or name>."""
+    tool, out = TOOLS[name], f"{bench.work}/{folder or name}"
+    target = ToolTarget("127.0.0.1", port, SERVED, "generate", bench.tokenizer)
     bench.on_host(out).mkdir(parents=True, exist_ok=True)
-    for file, text in tool.inputs(target, LOAD, out).items():
-        (bench.on_host(out) / file).write_text(text)
-    return f"cd {out} && {shlex.join([PYTHONS[name], *tool.argv(target, LOAD, out)])}"
+    for file, text in tool.inputs(target, load, out).items():
+        (bench.on_host(out) / file).write_text(text, encoding="utf-8")
+    return f"cd {out} && {shlex.join([PYTHONS[name], *tool.argv(target, load, out)])}"
 
 
 def ratios(name: str, tok_s: float, ttft: float, ours: dict[str, Any]) -> tuple[float, float, str]:
@@ -275,6 +288,99 @@ def test_a_workload_measured_by_bench_serving_is_its_result_and_says_so(bench: B
     tok_s, ttft, row = ratios("bench_serving (fleet's agent)", result.figures["output_tok_s"] * SIM_SPEED, result.figures["ttft_s"]["p50"] * SIM_SPEED, bench.fleet_figures)
     assert abs(tok_s - 1) <= TOK_S_BOUND, row
     assert abs(ttft - 1) <= TTFT_BOUND, row
+
+
+# A relay on the host between a tool and the server: it appends every POST's path and JSON body to
+# a file, one line each, in the order they arrive, and passes the request on (the answer whole, not
+# streamed: what is checked here is what was sent, not its timing). Standard library, the host's python3.
+RELAY = """
+import http.client, json, sys, threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+listen, upstream, record = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+lock = threading.Lock()
+
+
+class Relay(BaseHTTPRequestHandler):
+    def relay(self):
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        if self.command == "POST":
+            with lock, open(record, "a", encoding="utf-8") as sink:
+                sink.write(json.dumps({"path": self.path, "body": json.loads(body)}) + "\\n")
+        server = http.client.HTTPConnection("127.0.0.1", upstream, timeout=600)
+        server.request(self.command, self.path, body or None, {k: v for k, v in self.headers.items() if k.lower() not in ("host", "connection")})
+        answer = server.getresponse()
+        data = answer.read()
+        self.send_response(answer.status)
+        for key, value in answer.getheaders():
+            if key.lower() not in ("content-length", "transfer-encoding", "connection"):
+                self.send_header(key, value)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    do_GET = do_POST = relay
+
+    def log_message(self, *args):
+        pass
+
+
+ThreadingHTTPServer(("127.0.0.1", listen), Relay).serve_forever()
+"""
+RELAY_PORT = 30101
+RECEIVED = "/root/loadgen/received.jsonl"
+
+# A dataset workload's sample as the agent gives it to a tool (ToolLoad.dataset): quotes, a newline,
+# a dash, accents and CJK, markup, digits; each its own output length (bench_serving: one for all).
+DATASET_PROMPTS = ('Say "hi" \u2014 twice,\nthen stop.', "caf\u00e9 \u65e5\u672c <b>bold</b> 42", "It was the best of times", "007 and 3.14")
+
+
+@pytest.fixture(scope="module")
+def relay(bench: Bench) -> str:
+    """The relay, started on the host in front of the server (RELAY_PORT -> PORT)."""
+    bench.on_host(f"{bench.work}/relay.py").write_text(RELAY)
+    bench.serve(f"python3 relay.py {RELAY_PORT} {PORT} {RECEIVED}", bench.work, "relay.log", f"http://127.0.0.1:{RELAY_PORT}/v1/models", tries=300, timeout=120)
+    return RECEIVED
+
+
+def received(bench: Bench) -> list[tuple[str, int]]:
+    """What the server received through the relay, in order: each request's prompt text and max tokens, asked with ignore_eos."""
+    sent = []
+    for line in bench.on_host(RECEIVED).read_text(encoding="utf-8").splitlines():
+        request = json.loads(line)
+        body = request["body"]
+        if request["path"] == "/generate":
+            params = body["sampling_params"]
+            sent.append((body["text"], params["max_new_tokens"], params["ignore_eos"]))
+        else:
+            assert request["path"] == "/v1/completions", request
+            sent.append((body["prompt"], body["max_tokens"], body["ignore_eos"]))
+    assert all(ignore_eos is True for *_, ignore_eos in sent), sent
+    return [(prompt, tokens) for prompt, tokens, _ in sent]
+
+
+@pytest.mark.parametrize("tool", list(PYTHONS))
+def test_the_tool_sends_a_dataset_workloads_samples_as_fleets_client_does(bench: Bench, relay: str, tool: str) -> None:
+    """One at a time (so that the order they arrive in is the order they were sent): the server
+    receives exactly fleet's samples, each prompt's text as given and its own output length, in
+    fleet's order (AIPerf after its warm-up request, the first sample, as fleet's client warms up);
+    the tool's own records, matched to the samples as the agent does (tool_sent), are the run's
+    requests, each with its sample's tags and its output length."""
+    lengths = [4] * len(DATASET_PROMPTS) if tool == "bench_serving" else [4 + i for i in range(len(DATASET_PROMPTS))]
+    samples = tuple(zip(DATASET_PROMPTS, lengths))
+    warmup = 1 if tool == "aiperf" else 0
+    load = ToolLoad(0, 0, len(samples), seed=5, warmup_requests=warmup, dataset=samples)
+    assert TOOLS[tool].dataset_refusal(samples) is None
+    bench.on_host(relay).write_text("")
+    done = bench.run(tool_command(bench, tool, load, RELAY_PORT, f"{tool}-dataset"), 280)
+    assert done.returncode == 0, f"{tool} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    assert received(bench) == list(samples[:warmup] + samples)
+
+    output = TOOLS[tool].read(bench.on_host(f"{bench.work}/{tool}-dataset"), 0.0)
+    planned = [Planned(prompt, tokens, {"repeat": 0, "request": i, "category": f"c{i % 2}", "max_new_tokens": tokens}) for i, (prompt, tokens) in enumerate(samples)]
+    sent = tool_sent(TOOLS[tool], output, load, planned, 0)
+    assert [(s.outcome.ok, s.outcome.output_tokens, s.tags) for s in sent] == [(True, p.max_new_tokens, p.tags) for p in planned]
+    assert request_figures([s.outcome for s in sent], output.wall_s)["output_tokens"] == sum(lengths)
 
 
 def test_the_tools_tokenizer_counts_as_the_sims(tmp_path: Path) -> None:

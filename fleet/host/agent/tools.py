@@ -12,6 +12,11 @@ figures beside them (`ToolOutput.stated`), as the tool printed them. The fields 
 tool's own source writes, cited with file and line of the versions tests/requirements-loadgen.txt
 pins (sglang 0.5.23, vllm 0.33.0, AIPerf 0.13.0, GuideLLM 0.8.1); the tests read real output files
 of these versions (tests/fixtures/loadgen).
+
+A dataset workload's samples go to each tool in the file format its own loader reads (its
+`inputs`), each prompt as given with its own output length, in fleet's order; a sample a tool
+cannot send so is refused with the reason (`dataset_refusal`), and records a tool writes as
+requests complete are matched back to the samples by what it recorded of each (in_sample_order).
 """
 
 from __future__ import annotations
