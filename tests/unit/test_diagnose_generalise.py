@@ -1077,10 +1077,99 @@ def test_the_batch9_words_on_healthy_lines_stay_quiet(lines: list[str]) -> None:
 BATCH10_HELDOUT = REAL.parent / "batch10-heldout"
 
 
-def test_batch10_heldout_keeps_its_measured_accuracy() -> None:
-    """7 held-out logs (5 vLLM, 2 SGLang): 0/7 right from the bare log, measured once, untouched: argparse's refusals
-    read healthy and the warning-level docs starts read `unknown`. A floor (here it is the structure that the guard
-    checks: 7 distinct sources, none in another manifest); a later rule may raise it, but batch10 is then tuned on."""
+def test_batch10_keeps_its_tune_figure() -> None:
+    """7 real logs (5 vLLM, 2 SGLang): 0/7 right from the bare log, measured once untouched (argparse's refusals read
+    healthy, the warning-level docs starts `unknown`); 7/7 after the rules of its two miss kinds (the tests below). A
+    tune split since: batch11-heldout is the held-out set. A floor, not a file check."""
     entries = _manifest(BATCH10_HELDOUT)
     assert all(isinstance(entry["shows_cause"], bool) for entry in entries)
-    assert _heldout_right(BATCH10_HELDOUT, 7) >= 0
+    assert _heldout_right(BATCH10_HELDOUT, 7) >= 7
+
+
+# -- batch10's miss kinds as class rules, each from the source that prints the text (issue 27) ----------
+# Kind 1: CPython's ArgumentParser.error, "%(prog)s: error: %(message)s" then exit 2 (Lib/argparse.py:2630). The first
+# three are batch10's real lines; the others are built from argparse's message formats (:776, :2142, :2199, :2263).
+@pytest.mark.parametrize(
+    ("lines", "refused"),
+    [
+        (["usage: vllm [-h] [-v] {chat,complete,serve,bench,collect-env,run-batch} ...", "vllm: error: unrecognized arguments: --omni"], "--omni"),
+        (["vllm serve: error: argument --dtype: invalid choice: 'torch.bfloat16' (choose from 'auto', 'bfloat16', 'float', 'float16')"], "--dtype"),
+        (["launch_server.py: error: unrecognized arguments: --reasoning_parser kimi_k2"], "--reasoning_parser kimi_k2"),
+        (["launch_server.py: error: the following arguments are required: --model-path"], "--model-path"),
+        (["vllm serve: error: argument --tensor-parallel-size/-tp: expected one argument"], "--tensor-parallel-size/-tp"),
+        (["launch_server.py: error: ambiguous option: --cuda-graph-max-bs=8 could match --cuda-graph-max-bs-decode, --cuda-graph-max-bs-prefill"], "--cuda-graph-max-bs"),
+        (["vllm-1  | vllm serve: error: argument --max-model-len: invalid int value: '32k'"], "--max-model-len"),
+        (["2026-01-01T00:00:00.123456789Z sglang serve: error: argument --tp-size: invalid int value: 'two'"], "--tp-size"),
+    ],
+)
+def test_argparse_refusing_the_command_line_is_a_process_failure_naming_the_argument(lines: list[str], refused: str) -> None:
+    diagnosis = diagnose_text(lines)
+    assert diagnosis.failure_class == "unknown" and diagnosis.fix is not None and f": {refused}" in diagnosis.fix, diagnosis
+    assert [signature.name for signature in signatures_in(lines[-1])] == ["arguments_refused"]  # the agent stops on it
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # Other tools' "<name>: error: ..." lines are not argparse's messages.
+        "ld.lld: error: unable to find library -lcudart",
+        "nvcc fatal   : Unsupported gpu architecture 'compute_120a'",
+        "/tmp/x.cpp:12:3: error: unrecognized arguments: --foo",
+        "INFO 01-01 00:00:00 [api_server.py:1] args: Namespace(model='m', dtype='auto')",
+    ],
+)
+def test_other_error_lines_are_not_argparse_refusals(line: str) -> None:
+    assert "arguments_refused" not in [signature.name for signature in signatures_in(line)]
+
+
+# Kind 2: SGLang at `--log-level warning` prints neither its step lines nor a ready line, only tqdm's capture bars
+# (0.5.6 piecewise_cuda_graph_runner.py:393 "Capturing num tokens ({num_tokens=} {avail_mem=:.2f} GB)", cuda_graph_runner.py:474
+# "Capturing batches ({bs=} {avail_mem=:.2f} GB)"; 0.5.23 tc_piecewise_cuda_graph_backend.py:207 "Compiling num tokens
+# ({num_tokens=})", prefill_cuda_graph_runner.py:1734 "Capturing prefill shape (...)") and, once it serves, warnings
+# raised inside a request's handler, which quote fastapi's `response = await f(request)` (routing.py:120).
+_BAR = "  0%|          | 0/58 [00:00<?, ?it/s]"
+_FASTAPI_WARNING = [
+    "/usr/local/lib/python3.10/dist-packages/fastapi/routing.py:120: FastAPIDeprecationWarning: ORJSONResponse is deprecated, FastAPI now serializes data directly to JSON bytes",
+    "  response = await f(request)",
+]
+
+
+@pytest.mark.parametrize(
+    ("bars", "failure_class", "evidence"),
+    [
+        ([f"{_BAR}Capturing num tokens (num_tokens=8192 avail_mem=137.42 GB):   0%|          | 0/58 [00:00<?, ?it/s]"], "server_start_timeout", "stalled at: capturing piecewise CUDA graphs"),
+        (
+            [f"{_BAR}Capturing num tokens (num_tokens=8 avail_mem=136.56 GB):  97%|#| 56/58 [00:01<00:00]Capturing num tokens (num_tokens=4 avail_mem=136.56 GB): 100%|#| 58/58 [00:01<00:00]"],
+            "unknown",
+            "last startup step: done capturing piecewise CUDA graphs",
+        ),
+        ([f"{_BAR}Compiling num tokens (num_tokens=7680):   2%|1         | 1/58 [00:02<02:32,  2.67s/it]"], "server_start_timeout", "stalled at: compiling piecewise CUDA graphs"),
+        (["Capturing batches (bs=160 avail_mem=20.12 GB):  35%|###5      | 13/37 [00:05<00:09]"], "server_start_timeout", "stalled at: capturing CUDA graphs"),
+        (["Capturing prefill shape (num_tokens=4096 avail_mem=60.02 GB):  10%|#         | 2/20 [00:01<00:10]"], "server_start_timeout", "stalled at: capturing prefill CUDA graphs"),
+    ],
+)
+def test_sglangs_capture_bars_are_start_up_steps(bars: list[str], failure_class: str, evidence: str) -> None:
+    lines = ["Multi-thread loading shards: 100% Completed | 1/1 [00:00<00:00,  6.50it/s]", *bars]
+    diagnosis = diagnose_text(lines)
+    assert diagnosis.failure_class == failure_class and evidence in diagnosis.evidence[0].text, diagnosis.evidence
+
+
+@pytest.mark.parametrize(
+    "answered",
+    [
+        _FASTAPI_WARNING,
+        # starlette's own request_response (1.7 routing.py:62) quotes the same statement; a warning of another category.
+        ["/usr/lib/python3/site-packages/starlette/routing.py:62: DeprecationWarning: x is deprecated", "    response = await f(request)"],
+    ],
+)
+def test_a_request_answered_proves_a_warning_level_start_came_up(answered: list[str]) -> None:
+    start = [
+        "Multi-thread loading shards: 100% Completed | 5/5 [00:02<00:00,  1.50it/s]",
+        f"{_BAR}Capturing num tokens (num_tokens=4 avail_mem=136.56 GB): 100%|#| 58/58 [00:01<00:00]",
+    ]
+    assert diagnose_text(start).failure_class == "unknown"  # cut after capture, nothing after it: the convention
+    assert diagnose_text([*start, *answered]).failure_class is None
+    # ... with the weights loaded and no bar at all (batch10's vision start).
+    assert diagnose_text([start[0], *answered]).failure_class is None
+    # A failure the start met is still that failure.
+    assert diagnose_text([*start, *answered, OOM]).failure_class == "cuda_oom"

@@ -96,6 +96,10 @@ _APOS = r"(?:\\*'|\u2019|\\u2019|&#39;|&#x27;)"
 # A checkpoint tensor's name as a KeyError's str() prints it: the whole message, quoted, dotted.
 _BARE_WEIGHT_KEY = r"^'(?P<weight_name>[A-Za-z_]\w*(?:\.\w+)*\.(?:\w*weight\w*|\w*bias|\w*scales?|g_idx|qzeros|absmax))'$"
 
+# argparse's prog as its refusal prints it: the program's base name (sys.argv[0]'s), a subcommand's parser
+# adding its name ("vllm serve"); no path, no colon.
+_ARGPARSE_PROG = r"^(?P<prog>[\w.-]+(?: [\w.-]+)*): error: "
+
 _MEMORY_KNOBS = (
     "raise --mem-fraction-static a little, or give the pool more room: a shorter --context-length, a smaller {flag_cuda_graph_max_bs}, fewer --speculative-num-draft-tokens, or a larger --tp-size"
 )
@@ -738,6 +742,29 @@ SIGNATURES: tuple[Signature, ...] = (
         (T("CUDA error:", r"CUDA error: (?P<cuda_error>[^.\n]+)"),),
         "CUDA reported '{cuda_error}': re-run with CUDA_LAUNCH_BLOCKING=1 to find the failing kernel.",
         "CUDA reported an error: re-run with CUDA_LAUNCH_BLOCKING=1 to find the failing kernel.",
+    ),
+    # The server refused its command line: CPython's ArgumentParser.error prints "%(prog)s: error:
+    # %(message)s" and exits 2 (Lib/argparse.py:2630, 3.11), before any start-up step. vLLM's
+    # FlexibleArgumentParser.error (0.33 utils/argparse_utils.py:182) adds a hint and calls it; SGLang's
+    # launch_server uses the plain parser. Only argparse's own messages count (:1871/:2384 "unrecognized
+    # arguments: %s", :776 "argument %(argument_name)s: %(message)s" with :2552's "invalid choice",
+    # :2142 "the following arguments are required: %s", :2263 "ambiguous option: %(option)s could
+    # match"), so a linker's "ld.lld: error: ..." is not read as one. No failure class names a command
+    # line (the vocabulary's classes are what a server met while starting or serving): `unknown`, with
+    # the refused flag named; a process that exits 2 is never worth retrying unchanged.
+    _generic(
+        "arguments_refused",
+        940,
+        (
+            T(": error: unrecognized arguments: ", _ARGPARSE_PROG + r"unrecognized arguments: (?P<refused_argument>.+)"),
+            T(": error: argument ", _ARGPARSE_PROG + r"argument (?P<refused_argument>[^:]+): (?P<argparse_reason>.+)"),
+            T(": error: the following arguments are required: ", _ARGPARSE_PROG + r"the following arguments are required: (?P<refused_argument>.+)"),
+            T(": error: ambiguous option: ", _ARGPARSE_PROG + r"ambiguous option: (?P<refused_argument>\S+?)(?:=\S*)? could match"),
+        ),
+        "The server refused its command line and exited before starting ({prog}: {refused_argument}: {argparse_reason}): give that argument a value this release takes (`{prog} --help` lists them).",
+        "The server refused its command line and exited before starting ({prog}: {refused_argument}): the flag is spelt "
+        "for another release or missing; spell it as this release does (`{prog} --help` lists them) or pin the release it was written for.",
+        "The server refused its command line and exited before starting: a flag is spelt for another release or missing; spell it as this release does (`--help` lists them).",
     ),
     _generic(
         "process_failed",

@@ -128,6 +128,18 @@ _STALL_MARKERS: tuple[tuple[bytes, str, bool], ...] = (
     (b"Capture cuda graph begin", "capturing CUDA graphs", True),
     (b"Capture draft cuda graph begin", "capturing the draft model's CUDA graphs", True),
     (b"Capture cuda graph end", "finishing startup after CUDA graph capture", False),
+    # The capture loops' tqdm bars, which SGLang prints at any log level (its begin/end lines are logger.info,
+    # so at `--log-level warning` the bars are the only trace of capture): decode graphs, "Capturing batches
+    # ({bs=} {avail_mem=:.2f} GB)" (0.5.6 cuda_graph_runner.py:474, 0.5.23 decode_cuda_graph_runner.py:1343);
+    # piecewise graphs, "Capturing num tokens ({num_tokens=} {avail_mem=:.2f} GB)" (0.5.6
+    # piecewise_cuda_graph_runner.py:393) and their torch.compile pass, "Compiling num tokens ({num_tokens=})"
+    # (0.5.23 runner_backend/tc_piecewise_cuda_graph_backend.py:207); 0.5.23's prefill graphs, "Capturing
+    # prefill shape ({num_tokens=} {avail_mem=:.2f} GB)" (prefill_cuda_graph_runner.py:1734). Under way
+    # until the last bar on the line is at 100 %.
+    (b"Capturing batches (bs=", "capturing CUDA graphs", True),
+    (b"Capturing num tokens (num_tokens=", "capturing piecewise CUDA graphs", True),
+    (b"Compiling num tokens (num_tokens=", "compiling piecewise CUDA graphs", True),
+    (b"Capturing prefill shape (num_tokens=", "capturing prefill CUDA graphs", True),
     *vllm_log.STARTUP_STEPS,
 )
 # A tqdm bar at 100 % is a finished step.
@@ -140,6 +152,12 @@ _LISTENING = (
     b"Uvicorn running on",
     b"Application startup complete",
     *vllm_log.READY_MARKERS,
+    # A request being answered: the ASGI handler's own statement, `response = await f(request)` (fastapi
+    # 0.136 routing.py:120 in request_response's inner app, starlette 1.7 routing.py:62 likewise), quoted by
+    # a warning raised while serving a request (Python's warnings print the source line under
+    # "<file>:<line>: <Category>: <message>") or by a request's traceback frame. SGLang at `--log-level
+    # warning` prints no ready line; a request answered proves the HTTP server was up.
+    b"response = await f(request)",
 )
 # Start-up phases of the log parser that begin a step (no end line yet means it was under way).
 _PHASES_UNDER_WAY = {"init_distributed_begin", "load_weight_begin", *_CAPTURE_PHASES}
