@@ -8,15 +8,19 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
+import orjson
 import pytest
 
 from fleet.host.contract import ContractError
-from fleet.host.contract.reader import MAX_DEPTH, bounded, parse_json, parse_untrusted, untrusted
+from fleet.host.contract.reader import MAX_DEPTH, Decoder, bounded, json_decode, parse_json, parse_untrusted, untrusted
 from fleet.host.contract.results import MAX_MAGNITUDE
 from fleet.report import load_sweep
+from fleet.sweep.ledger import DECODE
 from tests.unit.line_count import lines_executed
 
 NOISY = Path(__file__).resolve().parents[1] / "fixtures" / "report" / "noisy"
@@ -61,6 +65,10 @@ MUTATED = [
     {"figures": {"n": -(10**13)}},
     {"requests": [{"ttft_s": [1.0, [2.0, 1e300]]}]},  # deep in a list
     {"started_at": 17961933266254520000},
+    {"figures": {"n": 2**64}},  # past 64 bits: a float to orjson, an int to json; out of bounds either way
+    {"figures": {"n": -(2**63) - 1}},
+    {"figures": {"n": 2**64 - 1}},  # the largest integer orjson keeps whole, out of bounds
+    {"label": "lone \ud800 surrogate"},  # escaped by json.dumps: json accepts it, orjson refuses it
     {"deep": json.loads(nested(MAX_DEPTH - 1))},  # the deepest allowed
     {"deep": json.loads(nested(MAX_DEPTH))},  # one too deep
 ]
@@ -77,9 +85,15 @@ def texts() -> list[str]:
     return out
 
 
+DECODERS = {"json": json_decode, "ledger": DECODE}
+
+
+@pytest.mark.parametrize("decoder", DECODERS)
 @pytest.mark.parametrize("text", texts(), ids=range(len(texts())))
-def test_the_one_pass_accepts_and_refuses_as_the_exact_path(text: str) -> None:
-    assert outcome(lambda t: parse_untrusted(t, "r1.json", MAX_MAGNITUDE), text) == outcome(exact, text)
+def test_the_one_pass_accepts_and_refuses_as_the_exact_path(text: str, decoder: str) -> None:
+    """With json's parser (the host side's) and with the ledger's (orjson, the controller's)."""
+    decode: Decoder = DECODERS[decoder]
+    assert outcome(lambda t: parse_untrusted(t, "r1.json", MAX_MAGNITUDE, decode=decode), text) == outcome(exact, text)
 
 
 @pytest.mark.parametrize("kind", [str, str.encode], ids=["one pass", "exact path (bytes)"])
@@ -126,3 +140,25 @@ def test_reading_a_result_costs_the_same_lines_in_a_sweep_of_any_size(tmp_path: 
     assert len(load_sweep(folders[large]).results) == large
     assert per_large <= 1.05 * per_small, (per_small, per_large)
     assert per_large < 8_000, per_large
+
+
+def test_a_report_parses_each_result_once_with_the_ledgers_decoder(tmp_path: Path) -> None:
+    """The report's first reading of a folder (no cache) parses each result with orjson (the
+    ledger's DECODE), once, and never with json's parser: counted through sys.setprofile."""
+    sweep_id = json.loads((NOISY / "sweep.json").read_text())["sweep_id"]
+    folder = _sweep(tmp_path / sweep_id, 2 * len(REAL))
+    calls = {"orjson": 0, "json": 0}
+
+    def profile(frame: FrameType, event: str, arg: Any) -> None:
+        if event == "c_call" and arg is orjson.loads:
+            calls["orjson"] += 1
+        elif event == "call" and frame.f_code is json_decode.__code__:
+            calls["json"] += 1
+
+    sys.setprofile(profile)
+    try:
+        loaded = load_sweep(folder)
+    finally:
+        sys.setprofile(None)
+    assert len(loaded.results) == 2 * len(REAL) and not loaded.unreadable
+    assert calls == {"orjson": 2 * len(REAL), "json": 0}

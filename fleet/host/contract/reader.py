@@ -16,7 +16,7 @@ import os
 import re
 import stat
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from enum import Enum
 from pathlib import Path
 from typing import Any, TypeVar
@@ -141,17 +141,33 @@ def _may_hold_controls(text: str) -> bool:
     return _RAW_CONTROL.search(text) is not None
 
 
-def parse_untrusted(text_or_data: str | bytes | Mapping[str, Any], source: str, magnitude: float | None = None, max_depth: int = MAX_DEPTH) -> Any:
+# The one pass's parser: text -> document, ValueError for what it refuses. json's by default
+# (the host side's, and every caller's that names none); the controller's ledger passes a faster
+# one (fleet.sweep.ledger). Whichever it is, the exact path (json's) decides every file the one
+# pass does not accept, so a decoder may refuse more than json, never decide differently: for a
+# text it accepts, it must return json's document, or one out of the bounds (which the exact path
+# then reads again).
+Decoder = Callable[[str], Any]
+
+
+def json_decode(text: str) -> Any:
+    """json's C parser, with no NaN or Infinity: the default `Decoder`."""
+    return json.loads(text, parse_constant=_no_constant)
+
+
+def parse_untrusted(text_or_data: str | bytes | Mapping[str, Any], source: str, magnitude: float | None = None, max_depth: int = MAX_DEPTH,
+                    decode: Decoder = json_decode) -> Any:  # fmt: skip
     """What a host sent back, parsed and checked: `untrusted(parse_json(...))`, and every number
     within `magnitude` where one is given (`bounded`). In one pass where it can: the strings'
-    controls ruled out on the text at once (`_may_hold_controls`), then json's C parser, then one
-    walk for depth and numbers (`_out_of_bounds`). Whatever that pass does not accept (a suspect
-    text, a parse error, too deep, a number out of bounds, bytes or parsed data) takes the exact
-    path, which returns the same document or raises the error naming file and field: the one pass
-    accepts only what the exact path accepts, as the same values."""
+    controls ruled out on the text at once (`_may_hold_controls`), then `decode` (json's C parser
+    unless a caller passes another `Decoder`), then one walk for depth and numbers
+    (`_out_of_bounds`). Whatever that pass does not accept (a suspect text, a parse error, too
+    deep, a number out of bounds, bytes or parsed data) takes the exact path, which returns the
+    same document or raises the error naming file and field: the one pass accepts only what the
+    exact path accepts, as the same values."""
     if isinstance(text_or_data, str) and not _may_hold_controls(text_or_data):
         try:
-            data = json.loads(text_or_data, parse_constant=_no_constant)
+            data = decode(text_or_data)
         except (ValueError, RecursionError):
             pass  # said by the exact path
         else:

@@ -17,7 +17,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from fleet.host.contract.reader import Reader, parse_untrusted, read_text
+from fleet.host.contract.reader import Decoder, Reader, json_decode, parse_untrusted, read_text
 from fleet.host.errors import ContractError
 from fleet.host.failures import VALUES as FAILURE_CLASSES
 from fleet.host.engines import DEFAULT_ENGINE, ENGINE_NAMES
@@ -202,10 +202,10 @@ class RunResult:
         }
 
     @classmethod
-    def from_json(cls, text_or_data: str | bytes | Mapping[str, Any], source: str = "run result") -> RunResult:
+    def from_json(cls, text_or_data: str | bytes | Mapping[str, Any], source: str = "run result", decode: Decoder = json_decode) -> RunResult:
         # Bounded, strings printable, every number finite and within MAX_MAGNITUDE (a forged 1e308
-        # printed as a mean): in one pass where it can be.
-        r = Reader(parse_untrusted(text_or_data, source, MAX_MAGNITUDE), source)
+        # printed as a mean): in one pass where it can be, through `decode` (fleet.host.contract.reader.Decoder).
+        r = Reader(parse_untrusted(text_or_data, source, MAX_MAGNITUDE, decode=decode), source)
         r.schema(RESULT_SCHEMA)
         for key in ("run_id", "server_id", "sweep_id", "host"):
             value = r.get(key, str)
@@ -262,10 +262,11 @@ def _check_figures(figures: Mapping[str, Any], source: str, where: str) -> None:
             _check_figures(value, source, f"{where}.{key}")
 
 
-def load_result(path: Path | str) -> RunResult:
+def load_result(path: Path | str, decode: Decoder = json_decode) -> RunResult:
     """A result file, checked: `ContractError` for a truncated or oversized file, one that is not
-    a regular file or not UTF-8, another schema, a bad field, or a run id other than its name's."""
-    result = RunResult.from_json(read_text(path, RESULT_MAX_BYTES), str(path))
+    a regular file or not UTF-8, another schema, a bad field, or a run id other than its name's.
+    `decode`: the checked reader's parser (RunResult.from_json)."""
+    result = RunResult.from_json(read_text(path, RESULT_MAX_BYTES), str(path), decode)
     name = os.path.basename(path)
     if name != f"{result.run_id}.json":
         raise ContractError(str(path), "run_id", f"the run id the file is named after ({name.removesuffix('.json')})", result.run_id)
