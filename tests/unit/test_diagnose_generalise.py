@@ -1173,3 +1173,17 @@ def test_a_request_answered_proves_a_warning_level_start_came_up(answered: list[
     assert diagnose_text([start[0], *answered]).failure_class is None
     # A failure the start met is still that failure.
     assert diagnose_text([*start, *answered, OOM]).failure_class == "cuda_oom"
+
+
+# batch11-heldout: 43 real logs from 43 threads no other manifest names, under batch9's selection rule, committed (5da6362)
+# before fleet read them and measured once untouched with the batch10 rules (benchmarks/results/diagnose-heldout.md).
+BATCH11_HELDOUT = REAL.parent / "batch11-heldout"
+
+
+def test_batch11_heldout_keeps_its_measured_accuracy() -> None:
+    """43 held-out logs (23 SGLang, 20 vLLM): 17/43 right (failures 13/39) from the bare log, measured once untouched;
+    17/23 on the logs whose excerpt shows the cause (`shows_cause`, judged before fleet ran). A floor, not a file check;
+    a later rule may raise it, but batch11 is then tuned on."""
+    entries = _manifest(BATCH11_HELDOUT)
+    assert sum(entry["shows_cause"] is True for entry in entries) == 23 and all(isinstance(entry["shows_cause"], bool) for entry in entries)
+    assert _heldout_right(BATCH11_HELDOUT, 43) >= 17
