@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import json
 import math
 import os
@@ -17,8 +18,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, NoReturn, Optional
 
 import typer
-from rich.console import Console
-from rich.text import Text
 
 from fleet import __version__
 from fleet import stdout
@@ -27,6 +26,9 @@ from fleet.errors import ConfigError, FleetError, HostSelectionError, without_ho
 # Each command imports what it uses, inside itself: `fleet --help` loads typer and rich only,
 # `fleet facts local` no SSH library, `fleet report` no planner (tests/unit/test_cli_imports.py).
 if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.text import Text
+
     from fleet.inventory import Inventory
     from fleet.playbook import Playbook
     from fleet.sweep.lock import SweepLock
@@ -47,17 +49,29 @@ app = typer.Typer(
 )
 
 
+@functools.cache
 def _console(stderr: bool = False) -> Console:
     """A console that wraps at the terminal's width on a terminal, and not at all where output is
-    piped or written to a file (rich's 80 columns cut messages and paths in the middle)."""
+    piped or written to a file (rich's 80 columns cut messages and paths in the middle). Made on
+    first use: `--help` and the commands that print JSON never load rich (30 ms of CPU of their
+    start; issue 28)."""
+    from rich.console import Console
+
     stream = sys.stderr if stderr else sys.stdout
     piped = not stream.isatty() and not os.environ.get("COLUMNS")
     return Console(stderr=stderr, width=PIPED_WIDTH if piped else None)
 
 
 PIPED_WIDTH = 200  # tables; messages are printed unwrapped (soft_wrap) whatever the width
-out = _console()
-err = _console(stderr=True)
+
+
+def out() -> Console:
+    return _console()
+
+
+def err() -> Console:
+    return _console(stderr=True)
+
 
 HostsOpt = Annotated[
     Optional[str],
@@ -92,11 +106,13 @@ def _hosts_dir() -> Path:
 
 def _plain(text: str, style: str = "") -> Text:
     """Text printed as typed: a value such as `'^*$'` or `[/x]` is never read as rich markup."""
+    from rich.text import Text
+
     return Text(text, style=style)
 
 
 def _fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
-    err.print(_plain("error: ", "bold red") + _plain(message), highlight=False, soft_wrap=True)
+    err().print(_plain("error: ", "bold red") + _plain(message), highlight=False, soft_wrap=True)
     raise typer.Exit(code)
 
 
@@ -190,12 +206,12 @@ def _show(text: str) -> None:
     is not given up because nobody reads its progress)."""
     lost = stdout.show(text)
     if lost is not None and lost.errno != errno.EPIPE:  # a closed pipe is the reader's choice; anything else is worth a line
-        err.print(_plain(f"error: stdout: expected a writable output, got {lost.strerror!r}; progress is no longer shown"), highlight=False, soft_wrap=True)
+        err().print(_plain(f"error: stdout: expected a writable output, got {lost.strerror!r}; progress is no longer shown"), highlight=False, soft_wrap=True)
 
 
 def _version(value: bool) -> None:
     if value:
-        out.print(f"fleet {__version__}")
+        out().print(f"fleet {__version__}")
         raise typer.Exit()
 
 
@@ -231,7 +247,7 @@ def hosts(
         rows = [{**h.model_dump(mode="json"), **({"reachable": reach[h.name].ok, "detail": reach[h.name].detail} if reach else {})} for h in inventory]
         print(json.dumps({"hosts": rows}, indent=2))
     else:
-        out.print(hosts_table(list(inventory), reach))
+        out().print(hosts_table(list(inventory), reach))
     if reach and not all(r.ok for r in reach.values()):
         raise typer.Exit(EXIT_FAILED)
 
@@ -261,9 +277,9 @@ def facts(
         print(json.dumps({"facts": data}, indent=2))
     else:
         if outcomes.succeeded:
-            out.print(facts_table(outcomes.succeeded))
+            out().print(facts_table(outcomes.succeeded))
         for name, error in outcomes.failed.items():
-            err.print(_plain(f"{name}: {without_host(name, error)}", "red"), highlight=False, soft_wrap=True)
+            err().print(_plain(f"{name}: {without_host(name, error)}", "red"), highlight=False, soft_wrap=True)
     if outcomes.failed:
         raise typer.Exit(EXIT_FAILED)
 
@@ -289,7 +305,7 @@ def plan(
         result.write_json(sys.stdout)  # run by run: a 50k-run plan's text is never whole in memory
     else:
         for renderable in plan_tables(result):
-            out.print(renderable)
+            out().print(renderable)
     if result.unplaceable:
         raise typer.Exit(EXIT_FAILED)
 
@@ -312,12 +328,12 @@ def provision(
     book = _load_playbook(book_path)
     # Same options as `fleet sweep` and its resume: secrets (HF_TOKEN) from this environment.
     options = provision_options(book_path.parent, os.environ, dry_run=dry_run)
-    with err.status(f"provisioning {', '.join(h.name for h in chosen)} for {book.name}", spinner="dots"):
+    with err().status(f"provisioning {', '.join(h.name for h in chosen)} for {book.name}", spinner="dots"):
         reports = provision_hosts(chosen, book, options)
     if as_json:
         print(json.dumps({"dry_run": dry_run, "hosts": [r.to_json() for r in reports]}, indent=2))
     else:
-        out.print(provision_table(reports, dry_run=dry_run))
+        out().print(provision_table(reports, dry_run=dry_run))
     if any(r.status == "failed" for r in reports):
         raise typer.Exit(EXIT_FAILED)
 
@@ -439,7 +455,7 @@ def sweep(
     root = _results_root()
     lock = _lock_sweep(root, resume or cancel, "--resume" if resume else "--cancel")
     with lock if lock is not None else contextlib.nullcontext():  # let go when the command is done
-        said = lambda line: err.print(line, highlight=False, soft_wrap=True)  # noqa: E731
+        said = lambda line: err().print(line, highlight=False, soft_wrap=True)  # noqa: E731
         try:
             if cancel is not None:
                 said(backend_for_sweep(root / cancel).cancel(root / cancel))
@@ -450,8 +466,8 @@ def sweep(
             _fail(str(exc))
         except FleetError as exc:
             _fail(str(exc), EXIT_FAILED)
-        interactive = out.is_terminal and not as_json
-        live = Live(console=err, refresh_per_second=2, transient=False) if interactive and backend.live_table else None
+        interactive = out().is_terminal and not as_json
+        live = Live(console=err(), refresh_per_second=2, transient=False) if interactive and backend.live_table else None
         last: list[Event] = []  # the latest event: the live table's elapsed time and ETA
         host_etas: dict[str, float] = {}
 
@@ -480,7 +496,7 @@ def sweep(
         # Secrets for the hosts' model fetch (HF_TOKEN) come from this environment, on a resume too.
         request = SweepRequest(
             root, poll_interval_s=poll, memory_check=memory_check, quarantine=_quarantine_store(), environ=os.environ, on_event=on_event,
-            say=said, watch=watch, on_provisioned=lambda reports: err.print(provision_table(reports)), host_lost_after_s=host_lost_after,
+            say=said, watch=watch, on_provisioned=lambda reports: err().print(provision_table(reports)), host_lost_after_s=host_lost_after,
             allow_unplaceable=allow_unplaceable, hosts_dir=_hosts_dir(), lock=lock,
         )  # fmt: skip
         try:
@@ -496,7 +512,7 @@ def sweep(
         except FleetError as exc:
             _fail(str(exc), EXIT_FAILED)
         # Under --json stdout holds JSON lines only (the summary event names the folder); the rest goes to stderr.
-        note = err if as_json else out
+        note = err() if as_json else out()
         styles = {"fix": "yellow", "problem": "red"}
         for line in outcome.closing_lines():
             if line.kind == "result":
@@ -504,7 +520,7 @@ def sweep(
             elif line.kind == "said":
                 said(line.text)
             else:
-                err.print(_plain(line.text, styles[line.kind]), highlight=False, soft_wrap=True)
+                err().print(_plain(line.text, styles[line.kind]), highlight=False, soft_wrap=True)
         if outcome.exit_code:
             raise typer.Exit(outcome.exit_code)
 
@@ -517,7 +533,6 @@ def status(
     """Progress of a sweep, per host, read from the hosts' agents (the sweep may be running or done)."""
     from fleet.backend import sweep_status
     from fleet.errors import SweepError
-    from fleet.views import sweep_table
 
     sweep_id = _sweep_id(sweep_id, "SWEEP_ID")
     _check_sweep_records(sweep_id)
@@ -528,7 +543,9 @@ def status(
     if as_json:
         print(json.dumps({name: s.__dict__ for name, s in statuses.items()}, indent=2, default=str))
     else:
-        out.print(sweep_table(statuses, title="sweep status"))
+        from fleet.views import sweep_table  # its tables' rich parts only where a table is printed
+
+        out().print(sweep_table(statuses, title="sweep status"))
 
 
 @app.command("fetch-logs")
@@ -554,7 +571,7 @@ def fetch_logs(
         print(json.dumps({n: {**f.__dict__, "directory": str(f.directory)} for n, f in fetched.items()}, indent=2))
     else:
         for item in fetched.values():
-            out.print(
+            out().print(
                 f"{item.host}: {item.files} log files in {item.directory}" + (f", {item.journal_units} journals" if item.journal_units else "") + (f" ({item.note})" if item.note else ""),
                 highlight=False,
                 markup=False,
@@ -606,7 +623,7 @@ def quarantine_list(as_json: JsonOpt = False) -> None:
     if as_json:
         print(json.dumps({"quarantine": [e.to_json() for e in entries]}, indent=2))
     else:
-        out.print(quarantine_table(entries))
+        out().print(quarantine_table(entries))
 
 
 @quarantine_app.command("lift")
@@ -618,7 +635,7 @@ def quarantine_lift(key: Annotated[str, typer.Argument(help="A key as `fleet qua
         entry = _quarantine_store().lift(key)
     except QuarantineError as exc:
         _fail(str(exc))
-    out.print(f"lifted {entry.key}", highlight=False, markup=False)
+    out().print(f"lifted {entry.key}", highlight=False, markup=False)
 
 
 @app.command()
@@ -647,7 +664,7 @@ def report(
         output.write_text(text)
     except OSError as exc:
         _fail(f"{output} (-o): expected a file the report can be written to, got {exc.strerror!r}")
-    err.print(f"report: {output}", highlight=False, markup=False)
+    err().print(f"report: {output}", highlight=False, markup=False)
 
 
 def _check_report_output(output: Path, inputs: list[Path]) -> None:
@@ -688,7 +705,7 @@ def run() -> None:  # pragma: no cover - console entry for `python -m fleet`
     except SystemExit as done:  # how click's standalone mode ends every command
         code = done.code
     except FleetError as exc:
-        err.print(_plain("error: ", "bold red") + _plain(str(exc)), highlight=False, soft_wrap=True)
+        err().print(_plain("error: ", "bold red") + _plain(str(exc)), highlight=False, soft_wrap=True)
         code = EXIT_FAILED
     except OSError:
         if stdout.Loss.error is None:
@@ -699,6 +716,6 @@ def run() -> None:  # pragma: no cover - console entry for `python -m fleet`
         sys.stdout.flush()
     lost = stdout.Loss.error
     if lost is not None and lost.errno != errno.EPIPE and not stdout.Loss.said:  # a reader gone (`| head`) is its choice
-        err.print(_plain("error: ", "bold red") + _plain(f"stdout: expected a writable output, got {lost.strerror!r}"), highlight=False, soft_wrap=True)
+        err().print(_plain("error: ", "bold red") + _plain(f"stdout: expected a writable output, got {lost.strerror!r}"), highlight=False, soft_wrap=True)
         code = EXIT_USAGE
     sys.exit(code)

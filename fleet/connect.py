@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING
 from fleet.inventory import Host, TransportKind
 from fleet.transport.base import Transport
 from fleet.transport.fanout import FanoutResult, fan_out
-from fleet.transport.local import LocalTransport
 from fleet.transport.reboot import read_boot_id
 from fleet.transport.sharing import one_shot
 from fleet.transport.target import SSHTarget
@@ -38,6 +37,8 @@ def ssh_target(host: Host) -> SSHTarget:
 
 def transport_for(host: Host) -> Transport:
     if host.transport is TransportKind.local:
+        from fleet.transport.local import LocalTransport  # its copier only where the local host is used
+
         return LocalTransport(host.name)
     from fleet.transport.ssh import SSHTransport  # paramiko only where SSH is used
 

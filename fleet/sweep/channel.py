@@ -31,7 +31,6 @@ from fleet.host.contract.shard import HandoverAnswer, HandoverRequest, ServerSpe
 from fleet.host.failures import FailureClass
 from fleet.inventory import Host, ServiceManager
 from fleet.layout import agent_dir, sweep_dir
-from fleet.provision.lease import release_lease, sweep_claim, take_lease
 from fleet.provision.units import render_server_unit, server_unit_name
 from fleet.retry import CONNECT, TRANSFER, RetryPolicy, at_most_once, retrying
 from fleet.sweep.ledger import ResultLedger
@@ -159,6 +158,10 @@ class AgentChannel:
         """The host's lease first (this sweep's: re-taken on a resume, a repair round, after a
         reboot; `LeaseHeld` where another live sweep holds it, before anything of ours lands on the
         host), then agent code, shard, host facts and (under systemd) the server units. Idempotent."""
+        # The lease's code (its provisioning models) only where a sweep ships: `status` and
+        # `fetch-logs` read through this channel too, and start in less without it (issue 28).
+        from fleet.provision.lease import sweep_claim, take_lease
+
         t = self.transport
         self._retry(lambda: take_lease(t, self.host, sweep_claim(self.sweep_id)))
         self._retry(lambda: t.run(["mkdir", "-p", self.dir.runs], timeout=QUICK_S, check=True))
@@ -310,6 +313,8 @@ class AgentChannel:
     def release_lease(self) -> None:
         """At the sweep's end: the host's lease, if it is still this sweep's. Best effort: one
         left behind dies by its TTL (fleet.host.contract.lease)."""
+        from fleet.provision.lease import release_lease, sweep_claim  # as in ship
+
         try:
             release_lease(self.transport, self.host, sweep_claim(self.sweep_id))
         except FleetError as exc:

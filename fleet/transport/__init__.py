@@ -1,11 +1,44 @@
 """Reaching hosts: the `Transport` seam, its SSH and local implementations, fan-out, reboots."""
 
-from fleet.transport.base import CommandResult, Transport
-from fleet.transport.fanout import FanoutResult, HostOutcome, fan_out
-from fleet.transport.local import LocalTransport
-from fleet.transport.reboot import read_boot_id, wait_for_reboot
-from fleet.errors import RebootTimeout
-from fleet.transport.target import SSHTarget
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from fleet.errors import RebootTimeout
+    from fleet.transport.base import CommandResult, Transport
+    from fleet.transport.fanout import FanoutResult, HostOutcome, fan_out
+    from fleet.transport.local import LocalTransport
+    from fleet.transport.reboot import read_boot_id, wait_for_reboot
+    from fleet.transport.ssh import SSHTransport
+    from fleet.transport.target import SSHTarget
+
+# The names above, each from its module, imported when first asked for: importing any module of
+# this package runs this file, and a command must pay only for the transports it uses (paramiko and
+# Fabric only where SSH runs through them; no local copier, retry policies or tenacity for a command
+# that reaches hosts by `ssh` alone; issue 28, benchmarks/results/peers.md).
+_HOMES = {
+    "CommandResult": "fleet.transport.base",
+    "Transport": "fleet.transport.base",
+    "FanoutResult": "fleet.transport.fanout",
+    "HostOutcome": "fleet.transport.fanout",
+    "fan_out": "fleet.transport.fanout",
+    "LocalTransport": "fleet.transport.local",
+    "read_boot_id": "fleet.transport.reboot",
+    "wait_for_reboot": "fleet.transport.reboot",
+    "RebootTimeout": "fleet.errors",
+    "SSHTarget": "fleet.transport.target",
+    "SSHTransport": "fleet.transport.ssh",
+}
+
+
+def __getattr__(name: str) -> object:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(home), name)
+
 
 __all__ = [
     "FanoutResult",
@@ -20,12 +53,3 @@ __all__ = [
     "read_boot_id",
     "wait_for_reboot",
 ]
-
-
-def __getattr__(name: str) -> object:
-    # paramiko and Fabric load only where SSH is used: a command on the local host never pays for them.
-    if name == "SSHTransport":
-        from fleet.transport.ssh import SSHTransport
-
-        return SSHTransport
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -14,12 +14,40 @@ raises `ContractError` naming the file, the field and what was expected -- never
 misread. A change of meaning bumps the version; adding an optional field does not.
 """
 
-from fleet.host.contract.layout import SweepDir
-from fleet.host.contract.progress import PROGRESS_SCHEMA, AgentError, AgentState, Progress, ServerPhase, ServerProgress
-from fleet.host.contract.quarantine import QUARANTINE_SCHEMA, HostQuarantine
-from fleet.host.contract.results import RESULT_SCHEMA, Failure, RunResult, RunStatus, load_result
-from fleet.host.contract.shard import AgentLimits, RunSpec, ServerSpec, Shard
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
 from fleet.host.errors import ContractError
+
+if TYPE_CHECKING:
+    from fleet.host.contract.layout import SweepDir
+    from fleet.host.contract.progress import PROGRESS_SCHEMA, AgentError, AgentState, Progress, ServerPhase, ServerProgress
+    from fleet.host.contract.quarantine import QUARANTINE_SCHEMA, HostQuarantine
+    from fleet.host.contract.results import RESULT_SCHEMA, Failure, RunResult, RunStatus, load_result
+    from fleet.host.contract.shard import AgentLimits, RunSpec, ServerSpec, Shard
+
+# The names above, each from its module, imported when first asked for: every controller command
+# reads its host files through `reader` (fleet.config), which imports this package, and must not
+# build the result, progress and shard types for it (22 ms of CPU of every command's start; issue
+# 28, benchmarks/results/peers.md).
+_EXPORTS = {
+    "layout": ("SweepDir",),
+    "progress": ("PROGRESS_SCHEMA", "AgentError", "AgentState", "Progress", "ServerPhase", "ServerProgress"),
+    "quarantine": ("QUARANTINE_SCHEMA", "HostQuarantine"),
+    "results": ("RESULT_SCHEMA", "Failure", "RunResult", "RunStatus", "load_result"),
+    "shard": ("AgentLimits", "RunSpec", "ServerSpec", "Shard"),
+}
+_HOMES = {name: f"{__name__}.{module}" for module, names in _EXPORTS.items() for name in names}
+
+
+def __getattr__(name: str) -> object:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(home), name)
+
 
 __all__ = [
     "PROGRESS_SCHEMA",
