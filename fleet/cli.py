@@ -268,7 +268,6 @@ def facts(
 ) -> None:
     """What each host has: GPUs, driver, CUDA toolkit, the engine's torch/CUDA, disks, RAM, OS, systemd, boot id."""
     from fleet.connect import facts_of
-    from fleet.facts import facts_table
 
     chosen = _select_hosts(_hosts_given(hosts_arg, hosts_spec))
     outcomes = facts_of(chosen, refresh=refresh)
@@ -277,6 +276,8 @@ def facts(
         print(json.dumps({"facts": data}, indent=2))
     else:
         if outcomes.succeeded:
+            from fleet.facts import facts_table  # rich's tables only where one is printed
+
             out().print(facts_table(outcomes.succeeded))
         for name, error in outcomes.failed.items():
             err().print(_plain(f"{name}: {without_host(name, error)}", "red"), highlight=False, soft_wrap=True)

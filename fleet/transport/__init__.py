@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
+
+from fleet.host.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from fleet.errors import RebootTimeout
@@ -16,8 +17,8 @@ if TYPE_CHECKING:
 
 # The names above, each from its module, imported when first asked for: importing any module of
 # this package runs this file, and a command must pay only for the transports it uses (paramiko and
-# Fabric only where SSH runs through them; no local copier, retry policies or tenacity for a command
-# that reaches hosts by `ssh` alone; issue 28, benchmarks/results/peers.md).
+# Fabric only where SSH runs through them, the local host's copier only where it is used; issue 28,
+# benchmarks/results/peers.md).
 _HOMES = {
     "CommandResult": "fleet.transport.base",
     "Transport": "fleet.transport.base",
@@ -32,12 +33,7 @@ _HOMES = {
     "SSHTransport": "fleet.transport.ssh",
 }
 
-
-def __getattr__(name: str) -> object:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(home), name)
+__getattr__ = lazy_exports(__name__, _HOMES)
 
 
 __all__ = [

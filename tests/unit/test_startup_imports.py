@@ -1,7 +1,7 @@
 """A command's start costs what it uses, and no more (issue 28): the one-shot commands on an SSH host
 (`facts`, `status`, `fetch-logs`) reach it through the `ssh` client with neither paramiko nor the
-local host's copier, the lease's code or the agent's log parser loaded, and `--help`, `status
---json` and `fetch-logs --json` load no rich. Checked in a fresh interpreter per command, by the modules
+local host's copier, the lease's code or the agent's log parser loaded, and `--help` and the
+commands that print JSON load no rich. Checked in a fresh interpreter per command, by the modules
 loaded when it exits (tests/unit/test_cli_imports.py's probe); no timing here: the figures are in
 benchmarks/results/peers.md (benchmarks/bench_peers.py).
 
@@ -23,7 +23,7 @@ from fleet.host.contract import AgentLimits, Shard, SweepDir
 from fleet.inventory import Host
 from fleet.layout import SweepFolder
 from fleet.sweep.record import SweepRecord
-from tests.shipped import REPO
+from tests.shipped import REPO, shipped_hosts
 from tests.unit.test_cli_imports import PROBE, SSH
 
 SWEEP = "demo-20261203-000000-c0de"
@@ -57,8 +57,7 @@ def far_host(tmp_path: Path) -> dict[str, object]:
 
 def run_probed(args: list[str], watched: set[str], tmp_path: Path) -> tuple[set[str], str]:
     """The watched modules (and top-level packages) the command loaded, and what it printed."""
-    hosts = tmp_path / "hosts"
-    hosts.mkdir(exist_ok=True)
+    hosts = shipped_hosts(tmp_path)  # `local` among them
     (hosts / "far.yaml").write_text(yaml.safe_dump(far_host(tmp_path)))
     env = {**os.environ, "FLEET_HOSTS_DIR": str(hosts), "FLEET_RESULTS_DIR": str(tmp_path / "results"), "XDG_CACHE_HOME": str(tmp_path / "cache")}
     done = subprocess.run([sys.executable, "-c", PROBE, ",".join(sorted(watched)), *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
@@ -76,8 +75,10 @@ def ssh_sweep(tmp_path: Path) -> None:
     (directory / "far" / SweepDir.SHARD).write_text(Shard(SWEEP, "far", "boot", "systemd", AgentLimits(), []).to_json())
 
 
-def test_help_loads_no_rich(tmp_path: Path) -> None:
+def test_help_and_facts_as_json_load_no_rich(tmp_path: Path) -> None:
     assert run_probed(["--help"], SSH | {"rich"}, tmp_path)[0] == set()
+    found, said = run_probed(["facts", "local", "--json"], {"rich", "fleet.facts.models"}, tmp_path)
+    assert found == {"fleet.facts.models"}, (found, said)  # the control: the facts were read
 
 
 def test_facts_of_an_ssh_host_load_no_paramiko_nor_what_facts_do_not_use(tmp_path: Path) -> None:

@@ -16,10 +16,10 @@ misread. A change of meaning bumps the version; adding an optional field does no
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
 
 from fleet.host.errors import ContractError
+from fleet.host.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from fleet.host.contract.layout import SweepDir
@@ -41,12 +41,7 @@ _EXPORTS = {
 }
 _HOMES = {name: f"{__name__}.{module}" for module, names in _EXPORTS.items() for name in names}
 
-
-def __getattr__(name: str) -> object:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(home), name)
+__getattr__ = lazy_exports(__name__, _HOMES)
 
 
 __all__ = [
