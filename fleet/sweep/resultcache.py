@@ -48,7 +48,12 @@ from fleet.host.contract import results as contract_results
 # checks); `reported` keeps only these. tests/unit/test_report_scale.py checks that every fixture's
 # report is the same from whole results.
 FIGURE_FIELDS = ("requests", "output_tok_s", "output_tok_s_per_request", "request_throughput", "acceptance_length", "ttft_s", "itl_s", "energy", "level", "repeat")
-SECTIONS = ("levels", "repeats")  # extras of figures, one per level or repeat (FIGURE_FIELDS of each); other extras kept whole
+# A repeat of a run is one pass of the run's row (fleet.report.model._with_figures): of its
+# figures the report reads these, not its requests, request rate, energy or TTFT summary (the
+# row's are the run's; the pass's TTFTs are its requests'): 1.9 of a benchmark result's 8.6 KiB kept.
+PASS_FIELDS = ("output_tok_s", "output_tok_s_per_request", "acceptance_length", "itl_s", "repeat")
+# Extras of figures, one per level (a row each: FIGURE_FIELDS) or repeat (a pass each); other extras kept whole.
+SECTIONS = {"levels": FIGURE_FIELDS, "repeats": PASS_FIELDS}
 SERVER_FIELDS = ("max_running_requests",)
 WORKLOAD_FIELDS = ("name", "kind")
 
@@ -69,19 +74,19 @@ def digest(result: RunResult) -> Digest:
 
 def reported(result: RunResult) -> RunResult:
     """The part of a result the report reads, as a RunResult: no requests (the report reads their
-    `ttfts`), its figures and their sections with `FIGURE_FIELDS`, server and workload with theirs,
+    `ttfts`), its figures and their levels with `FIGURE_FIELDS`, its repeats with `PASS_FIELDS`, server and workload with theirs,
     no host facts (the report takes a host's from the sweep's hosts/ files); other extras whole. A
     result of the scale benchmark (19 KB of JSON) is 49 KiB loaded whole, 9 KiB so with its TTFTs
     (issue 28: 50,000 results within 1 GiB)."""
     extras = {key: value for key, value in result.extras.items() if key not in SECTIONS}
-    for key in SECTIONS:
+    for key, kept_fields in SECTIONS.items():
         if isinstance(sections := result.extras.get(key), list):
-            extras[key] = [_figures(section) for section in sections]  # every item kept: a repeat's number defaults to its index
+            extras[key] = [_figures(section, kept_fields) for section in sections]  # every item kept: a repeat's number defaults to its index
     server = _only(result.server, SERVER_FIELDS) if result.server is not None else None
     # Made as pickle makes one, its fields set without __init__ (they are the checked result's):
     # dataclasses.replace is ~70 % of this function, ~1 s of a first 50,000-result report.
     kept = object.__new__(RunResult)
-    kept.__dict__.update(result.__dict__, host_facts=None, requests=(), figures=_figures(result.figures), extras=extras, server=server,
+    kept.__dict__.update(result.__dict__, host_facts=None, requests=(), figures=_figures(result.figures, FIGURE_FIELDS), extras=extras, server=server,
                          workload=_only(result.workload, WORKLOAD_FIELDS))  # fmt: skip
     return kept
 
@@ -97,8 +102,8 @@ def ttfts(requests: Iterable[Mapping[str, Any]]) -> TTFTs:
     return {tags: tuple(values) for tags, values in grouped.items()}
 
 
-def _figures(section: Any) -> Any:
-    return _only(section, FIGURE_FIELDS) if isinstance(section, dict) else section
+def _figures(section: Any, kept_fields: tuple[str, ...]) -> Any:
+    return _only(section, kept_fields) if isinstance(section, dict) else section
 
 
 def _only(mapping: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:

@@ -7,15 +7,17 @@ grow with the sweep. bench_scale.py's report row measures the seconds."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from fleet.host.contract import SweepDir
 from fleet.report import build_report, load_sweep, render
 from fleet.report.load import Loaded
-from fleet.sweep.resultcache import ttfts
+from fleet.sweep.resultcache import FIGURE_FIELDS, PASS_FIELDS, SECTIONS, ttfts
 from fleet.report.model import Report, Row, make_cells, rows_of
 from fleet.sweep.ledger import read_sweep_results
 from tests.unit.line_count import lines_executed
@@ -77,3 +79,65 @@ def test_the_report_of_the_part_load_keeps_is_the_report_of_whole_results(fixtur
 
 def _body(text: str) -> list[str]:
     return [line for line in text.splitlines() if not line.startswith("Generated ")]  # the clock's line
+
+
+class Asked(dict[str, Any]):
+    """A result's figures or one of their sections that notes each key the report asks it for
+    ("*" where it is read whole: iterated, copied, dumped)."""
+
+    def __init__(self, data: dict[str, Any], asked: set[str]) -> None:
+        super().__init__(data)
+        self.asked = asked
+
+    def get(self, key: str, default: Any = None) -> Any:
+        self.asked.add(key)
+        return super().get(key, default)
+
+    def __getitem__(self, key: str) -> Any:
+        self.asked.add(key)
+        return super().__getitem__(key)
+
+    def __contains__(self, key: object) -> bool:
+        self.asked.add(str(key))
+        return super().__contains__(key)
+
+    def __iter__(self) -> Iterator[str]:
+        self.asked.add("*")
+        return super().__iter__()
+
+    def keys(self) -> Any:
+        self.asked.add("*")
+        return super().keys()
+
+    def items(self) -> Any:
+        self.asked.add("*")
+        return super().items()
+
+    def values(self) -> Any:
+        self.asked.add("*")
+        return super().values()
+
+
+@pytest.mark.parametrize("fixture", ["noisy", "sweep", "baseline"])
+def test_what_reported_drops_of_figures_and_sections_is_never_read_by_the_report(fixture: str) -> None:
+    """Of whole results, every key the report (Markdown, HTML, JSON lines) asks of a result's
+    figures, its levels and its repeats is one `reported` keeps (FIGURE_FIELDS, PASS_FIELDS):
+    the part it drops is never read, whatever the fixtures' figures happen to be."""
+    kept = load_sweep(FIXTURES / fixture)
+    asked: dict[str, set[str]] = {"figures": set(), **{key: set() for key in SECTIONS}}
+    whole = []
+    for r in read_sweep_results(FIXTURES / fixture, sweep_id=kept.sweep_id).results:
+        extras = dict(r.extras)
+        for key in SECTIONS:
+            if isinstance(extras.get(key), list):
+                extras[key] = [Asked(section, asked[key]) if isinstance(section, dict) else section for section in extras[key]]
+        asked_of = replace(r, figures=Asked(r.figures, asked["figures"]), extras=extras)
+        whole.append(Loaded(FIXTURES / fixture / r.host / SweepDir.RUNS, asked_of, ttfts(r.requests)))
+    report = build_report([replace(kept, results=whole)])
+    for fmt in ("md", "html", "json"):
+        render(report, fmt)
+    assert asked["figures"] and asked["figures"] <= set(FIGURE_FIELDS), asked["figures"]
+    assert asked["levels"] <= set(SECTIONS["levels"]), asked["levels"]
+    assert asked["repeats"] <= set(PASS_FIELDS), asked["repeats"]
+    if fixture == "noisy":  # the one fixture with repeats: what the test above would miss shows here
+        assert asked["repeats"], asked
