@@ -16,9 +16,10 @@ Rows (each a median of --runs interleaved runs, A B A B ..., against its peer in
   `rsync -a` of the same directories into an empty tree; then both again with nothing changed.
 - `cli`: `fleet --help` and `fleet facts local --json` against `ansible --version`.
 - `gap` (not in the default rows): what `fleet facts` (warm) takes beyond the OpenSSH floor, part
-  by part: `python -c pass`, the imports of `fleet facts` and of `fleet fetch-logs`, and
-  `facts_of` run in the benchmark's own process (imports done) beside the floor. The controller
-  CPU column counts child processes only (for the in-process row: its ssh clients).
+  by part: `python -c pass` (and with `-S`: without site's .pth files), the imports of `fleet
+  facts` and of `fleet fetch-logs`, and `facts_of` run in the benchmark's own process (imports
+  done) beside the floor. The controller CPU column counts child processes only (for the
+  in-process row: its ssh clients).
 - `processes`: the processes one gather starts on a host (cold: every fact; warm: the volatile
   ones), counted with `strace -f` (execve and fork/clone calls) around fleet's facts script run
   here with the test hosts' fake GPU tools first on PATH (no test hosts needed).
@@ -412,6 +413,9 @@ def row_gap(setting: Setting, runs: int) -> dict[str, Any]:
     n = len(hosts)
     variants: dict[str, Callable[[], float]] = {
         "python -P -c pass": lambda: run_quiet([*python, "-c", "pass"], env),
+        # The interpreter without site: what the .pth files of the interpreter's site-packages
+        # cost every command (fleet's editable install among them); the peers' venvs have none.
+        "python -P -S -c pass": lambda: run_quiet([*python, "-S", "-c", "pass"], env),
         "imports of fleet facts": lambda: run_quiet([*python, "-c", "import fleet.cli; from fleet.connect import facts_of; import fleet.facts, fleet.transport.ssh, fleet.transport.openssh"], env),
         "imports of fleet fetch-logs": lambda: run_quiet([*python, "-c", "import fleet.cli, fleet.backend; fleet.backend.backends(); import fleet.sweep.logs, fleet.sweep.status"], env),
         "fleet facts (warm cache)": lambda: run_quiet(setting.fleet_argv("facts", "all", "--json"), env),

@@ -571,12 +571,8 @@ def fetch_logs(
     if as_json:
         print(json.dumps({n: {**f.__dict__, "directory": str(f.directory)} for n, f in fetched.items()}, indent=2))
     else:
-        for item in fetched.values():
-            out().print(
-                f"{item.host}: {item.files} log files in {item.directory}" + (f", {item.journal_units} journals" if item.journal_units else "") + (f" ({item.note})" if item.note else ""),
-                highlight=False,
-                markup=False,
-            )
+        for item in fetched.values():  # plain lines, as typed (no markup, no wrapping): print, without loading rich
+            print(f"{item.host}: {item.files} log files in {item.directory}" + (f", {item.journal_units} journals" if item.journal_units else "") + (f" ({item.note})" if item.note else ""))
     if any(f.note.startswith("failed") for f in fetched.values()):
         raise typer.Exit(EXIT_FAILED)
 

@@ -1,7 +1,7 @@
 """A command's start costs what it uses, and no more (issue 28): the one-shot commands on an SSH host
 (`facts`, `status`, `fetch-logs`) reach it through the `ssh` client with neither paramiko nor the
-local host's copier, the lease's code or the agent's log parser loaded, and `--help` and the
-commands that print JSON load no rich. Checked in a fresh interpreter per command, by the modules
+local host's copier, the lease's code or the agent's log parser loaded, and `--help`,
+`fetch-logs` and the commands that print JSON load no rich. Checked in a fresh interpreter per command, by the modules
 loaded when it exits (tests/unit/test_cli_imports.py's probe); no timing here: the figures are in
 benchmarks/results/peers.md (benchmarks/bench_peers.py).
 
@@ -89,7 +89,7 @@ def test_facts_of_an_ssh_host_load_no_paramiko_nor_what_facts_do_not_use(tmp_pat
 
 def test_status_and_fetch_logs_of_ssh_hosts_load_no_paramiko(tmp_path: Path) -> None:
     ssh_sweep(tmp_path)
-    for command in (["status", SWEEP, "--json"], ["fetch-logs", "--sweep", SWEEP, "--json"]):
+    for command in (["status", SWEEP, "--json"], ["fetch-logs", "--sweep", SWEEP, "--json"], ["fetch-logs", "--sweep", SWEEP]):
         found, said = run_probed(command, SSH | NOT_NEEDED | {"rich", OPENSSH}, tmp_path)
         assert "no-such-key does not exist" in said, (command, said)
         assert found == {OPENSSH}, (command, found)
