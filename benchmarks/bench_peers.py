@@ -10,7 +10,7 @@ Rows (each a median of --runs interleaved runs, A B A B ..., against its peer in
   volatile part (what a warm gather runs).
 - `handshakes`: SSH logins per host in one `fleet sweep` of playbooks/demo.yaml over 4 hosts,
   counted from each test host's own sshd log ("Accepted publickey" lines); also per
-  `fleet fetch-logs` and per `fleet status`.
+  `fleet fetch-logs` and per `fleet status`, and the time of `fleet status --json` of that sweep.
 - `fetchlogs`: `fleet fetch-logs` of that sweep after 256 MiB of logs were written into each of
   the 4 hosts' sweep directories (1 GiB in all), into an empty local tree, against 4 parallel
   `rsync -a` of the same directories into an empty tree; then both again with nothing changed.
@@ -507,8 +507,25 @@ def row_handshakes_and_fetch(setting: Setting, runs: int) -> dict[str, Any]:
 
     full_variants = {"fleet fetch-logs (1 GiB, 4 hosts)": fresh(fleet_fetch, local_fleet), "4 x rsync -a (1 GiB)": fresh(rsync_all, local_rsync)}
     full_pairs = [("fleet fetch-logs (1 GiB, 4 hosts)", "4 x rsync -a (1 GiB)")]
-    same_variants: dict[str, Callable[[], float]] = {"fleet fetch-logs, nothing changed": fleet_fetch, "4 x rsync -a, nothing changed": rsync_all}
-    same_pairs = [("fleet fetch-logs, nothing changed", "4 x rsync -a, nothing changed")]
+
+    def fetch_in_process() -> float:
+        """The command's work alone: `fetch_logs` in this process, its imports done (what the
+        command takes beyond it is the interpreter's start and the imports: the `gap` row)."""
+        from fleet.backend import fetch_logs
+
+        started = time.perf_counter()
+        fetched = fetch_logs(setting.results, sweep_id, names, hosts_dir=setting.hosts_dir)
+        elapsed = time.perf_counter() - started
+        if failed := [f.note for f in fetched.values() if f.note.startswith("failed")]:
+            raise SystemExit(f"fetch_logs failed: {failed}")
+        return elapsed
+
+    same_variants: dict[str, Callable[[], float]] = {
+        "fleet fetch-logs, nothing changed": fleet_fetch,
+        "4 x rsync -a, nothing changed": rsync_all,
+        "fetch_logs in this process (imports done), nothing changed": fetch_in_process,
+    }
+    same_pairs = [("fleet fetch-logs, nothing changed", "4 x rsync -a, nothing changed"), ("fetch_logs in this process (imports done), nothing changed", "4 x rsync -a, nothing changed")]
     baseline = setting.baseline
     if baseline is not None:
         full_variants["fleet fetch-logs (1 GiB, 4 hosts, baseline)"] = fresh(lambda: fleet_fetch(baseline), local_fleet)
@@ -518,6 +535,17 @@ def row_handshakes_and_fetch(setting: Setting, runs: int) -> dict[str, Any]:
     result["full"] = summary(interleave(full_variants, runs), full_pairs)
     fleet_fetch(), rsync_all()
     result["unchanged"] = summary(interleave(same_variants, runs), same_pairs)
+
+    # `fleet status` of the same sweep (one poll of each host's agent), beside the baseline's.
+    def fleet_status(repo: Path = REPO) -> float:
+        return run_quiet(setting.fleet_argv("status", sweep_id, "--json"), setting.fleet_env(repo=repo))
+
+    status_variants: dict[str, Callable[[], float]] = {"fleet status (4 hosts)": fleet_status}
+    status_pairs: list[tuple[str, str]] = []
+    if baseline is not None:
+        status_variants["fleet status (4 hosts, baseline)"] = lambda: fleet_status(baseline)
+        status_pairs.append(("fleet status (4 hosts)", "fleet status (4 hosts, baseline)"))
+    result["status"] = summary(interleave(status_variants, runs), status_pairs)
 
     before = setting.logins()
     fleet_fetch()
@@ -578,6 +606,7 @@ def main() -> None:
                     print(f"- {what}: {h[what]}")
                 print_table("fetch-logs 1 GiB over 4 hosts", h["full"])
                 print_table("fetch-logs, nothing changed", h["unchanged"])
+                print_table("status", h["status"])
     finally:
         shutil.rmtree(work, ignore_errors=True)
     out["load_after"] = os.getloadavg()
