@@ -138,7 +138,7 @@ class SGLang:
 
     def serving_limits(self, line: str) -> ServingLimits | None:
         # Imported here: the log parser is the agent's, and every controller command that reads a
-        # host file asks this engine for its releases (17 ms of CPU of each start; issue 28).
+        # host file asks this engine for its releases (21 ms of CPU of each start; issue 28).
         from fleet.host.engines.sglang.logparse import SchedulerReady, parse_line
 
         event = parse_line(line)
