@@ -1180,10 +1180,190 @@ def test_a_request_answered_proves_a_warning_level_start_came_up(answered: list[
 BATCH11_HELDOUT = REAL.parent / "batch11-heldout"
 
 
-def test_batch11_heldout_keeps_its_measured_accuracy() -> None:
-    """43 held-out logs (23 SGLang, 20 vLLM): 17/43 right (failures 13/39) from the bare log, measured once untouched;
-    17/23 on the logs whose excerpt shows the cause (`shows_cause`, judged before fleet ran). A floor, not a file check;
-    a later rule may raise it, but batch11 is then tuned on."""
+def test_batch11_keeps_its_tune_figure() -> None:
+    """43 real logs (23 SGLang, 20 vLLM): 17/43 right (failures 13/39) from the bare log, measured once untouched;
+    22/43 after the rules of its miss kinds 2-4 (the tests below). A tune split since: batch12-heldout is the held-out
+    set. A floor, not a file check."""
     entries = _manifest(BATCH11_HELDOUT)
     assert sum(entry["shows_cause"] is True for entry in entries) == 23 and all(isinstance(entry["shows_cause"], bool) for entry in entries)
-    assert _heldout_right(BATCH11_HELDOUT, 43) >= 17
+    assert _heldout_right(BATCH11_HELDOUT, 43) >= 22
+
+
+# -- batch11's miss kinds as class rules, each from the source that prints the text (issue 27) ----------
+# Kind 2: launcher prefixes, stripped before a line is read. The first case of each is batch11's real text; the others
+# are built from the launcher's format: docker compose's `{container name padded} | `, FastChat's logger
+# "%(asctime)s | %(levelname)s | %(name)s | %(message)s" (its worker's stderr as the logger "stderr"), Open MPI's
+# `--tag-output` "[%s,%s]<%s>:" (ORTE; PMIx adds a space) after `--timestamp-output`'s ctime, a viewer's short stamp.
+_FASTCHAT = "qanything-container-local  | 2024-02-20 21:46:23 | ERROR | stderr | "
+_MPIRUN = "Thu Jan 23 11:55:50 2025[1,1]<stderr>:"
+_PREFIXED_FRAMES = [
+    [_FASTCHAT + '  File "/usr/local/lib/python3.10/dist-packages/vllm/engine/llm_engine.py", line 795, in _run_workers', _FASTCHAT + "    driver_worker_output = getattr(self.driver_worker,"],
+    ["api  | 2025-01-01 00:00:00 | ERROR | stderr | " + '  File "/x/fastchat/serve/vllm_worker.py", line 3, in <module>'],
+    [_MPIRUN + "    scheduler.event_loop_overlap()", _MPIRUN + '  File "/usr/local/lib/python3.10/dist-packages/torch/utils/_contextlib.py", line 116, in decorate_context'],
+    ['[1,0]<stderr>:  File "/x/sglang/srt/managers/scheduler.py", line 489, in event_loop_overlap'],
+    ['[1,0]<stderr>:   File "/x/sglang/srt/managers/scheduler.py", line 489, in event_loop_overlap'],
+    ['04-20 13:32:25.784  File "/app/sglang/python/sglang/srt/managers/scheduler.py", line 3770, in run_scheduler_process', "04-20 13:32:25.784    scheduler = Scheduler("],
+    # A frame line a paste split in two (batch11's real pair, then one built from CPython's '  File "{}", line {}, in {}').
+    [
+        '(VllmWorker rank=0 pid=2699411) ERROR 08-11 10:45:36 [multiproc_executor.py:511]   File "/environments/venv/lib64/python3.11/site-packages/vllm/distributed/parallel_state.py"',
+        ", line 1121, in ensure_model_parallel_initialized",
+    ],
+    ['  File "/x/vllm/distributed/parallel_state.py"', ", line 1063, in initialize_model_parallel"],
+]
+
+
+@pytest.mark.parametrize("lines", _PREFIXED_FRAMES)
+def test_frames_under_a_launchers_prefix_or_split_by_a_paste_are_frames(lines: list[str]) -> None:
+    diagnosis = diagnose_text(lines)
+    assert diagnosis.failure_class == "unknown" and 'File "' in diagnosis.evidence[0].text, diagnosis.evidence
+
+
+@pytest.mark.parametrize(
+    ("line", "failure_class"),
+    [
+        (_FASTCHAT + "ValueError: Bfloat16 is only supported on GPUs with compute capability of at least 8.0. Your Tesla V100-PCIE-16GB GPU has compute capability 7.0.", "unsupported_gpu_arch"),
+        (_MPIRUN + "ImportError: /usr/local/lib/python3.10/dist-packages/sgl_kernel/ops/_kernels.so: undefined symbol: cuModuleGetFunction", "import_error"),
+        ("[1,0]<stderr>: [2025-01-23 11:55:50 TP0] Scheduler hit an exception: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.", "cuda_oom"),
+        ("04-20 13:32:25.784KeyError: 'model.layers.0.self_attn.kv_a_proj_with_mqa.weight'", "unknown"),
+    ],
+)
+def test_a_launchers_prefix_does_not_hide_the_failure(line: str, failure_class: str) -> None:
+    assert diagnose_text([line]).failure_class == failure_class
+
+
+@pytest.mark.parametrize(
+    "lines",
+    [
+        # A healthy start under the same prefixes stays healthy; a word before " | " is only a prefix.
+        [_FASTCHAT + "INFO 02-20 21:46:20 llm_engine.py:70] Initializing an LLM engine with config: model='m'", "sglang-1  | " + READY],
+        [_MPIRUN + READY],
+        ["Model | tok/s", 'INFO:     127.0.0.1:5 - "POST /generate HTTP/1.1" 200 OK'],
+    ],
+)
+def test_launcher_prefixes_on_healthy_lines_stay_quiet(lines: list[str]) -> None:
+    assert diagnose_text(lines).failure_class is None
+
+
+# vLLM's worker `_check_if_gpu_supports_dtype` raises only the bfloat16 refusal (0.2-0.4 worker/worker.py; 0.6-0.8 through
+# current_platform.has_device_capability(80)): frames that reach it are that refusal.
+@pytest.mark.parametrize(
+    "lines",
+    [
+        [
+            _FASTCHAT + '  File "/usr/local/lib/python3.10/dist-packages/vllm/worker/worker.py", line 71, in init_model',
+            _FASTCHAT + "    _check_if_gpu_supports_dtype(self.model_config.dtype)",
+            _FASTCHAT + '  File "/usr/local/lib/python3.10/dist-packages/vllm/worker/worker.py", line 231, in _check_if_gpu_supports_dtype',
+        ],
+        ['(RayWorkerWrapper pid=7, ip=10.0.0.2)   File "/x/vllm/worker/worker.py", line 480, in _check_if_gpu_supports_dtype'],
+        ['ERROR 01-01 00:00:00 engine.py:1]   File "/x/vllm/worker/worker.py", line 99, in _check_if_gpu_supports_dtype'],
+    ],
+)
+def test_frames_in_vllms_bfloat16_check_are_the_gpu_refusing_bfloat16(lines: list[str]) -> None:
+    diagnosis = diagnose_text(lines)
+    assert diagnosis.failure_class == "unsupported_gpu_arch" and diagnosis.fix is not None and "--dtype=half" in diagnosis.fix
+
+
+def test_the_bfloat16_checks_caller_alone_names_nothing() -> None:
+    # The caller's quoted line is no frame of the check: only frames that reach it count.
+    assert diagnose_text(['  File "/x/vllm/worker/worker.py", line 71, in init_model', "    _check_if_gpu_supports_dtype(self.model_config.dtype)"]).failure_class == "unknown"
+
+
+# Kind 3: a request answered proves the start came up. uvicorn's access line '%s - "%s %s HTTP/%s" %d' with its
+# formatter's status phrase; SGLang's watchdog dump of the batch it was running (scheduler.py watchdog_thread,
+# f"{self.cur_batch.batch_size()=}, ..."). A watchdog then ends a serving hang: unknown, not a start timeout.
+_WATCHDOG = "[2025-08-02 19:24:30 TP3] Watchdog timeout (self.watchdog_timeout=300)"
+
+
+@pytest.mark.parametrize(
+    "lines",
+    [
+        ['[2025-08-02 19:24:26] INFO:     172.16.19.148:37398 - "POST /v1/completions HTTP/1.1" 200 OK', _WATCHDOG],
+        ["[2026-01-01 00:00:00 TP0] Load weight begin. avail mem=70.00 GB", 'INFO:     127.0.0.1:40000 - "POST /generate HTTP/1.1" 200 OK', _WATCHDOG],
+        [
+            "INFO - flashinfer.  jit: Loading JIT ops: cascade",
+            "[2025-06-22 16:13:55 TP0] Watchdog timeout (self.watchdog_timeout=300)",
+            "[2025-06-22 16:13:55 TP0] self.cur_batch.batch_size()=26,  self.cur_batch.reqs=[Req(rid=d4424f3eb90345f0a863068978c0f17c......................",
+        ],
+        # The 0.5 form puts the dump on lines of its own, before the timeout line.
+        [
+            "[2026-01-01 00:00:00 TP0] Load weight begin. avail mem=70.00 GB",
+            "[2026-01-01 00:30:00 TP0] self.cur_batch.batch_size()=3",
+            "[2026-01-01 00:30:00 TP0] self.cur_batch.reqs=[Req(rid=1)]",
+            _WATCHDOG,
+        ],
+    ],
+)
+def test_a_watchdog_after_a_request_was_answered_is_a_serving_hang(lines: list[str]) -> None:
+    diagnosis = diagnose_text(lines)
+    assert diagnosis.failure_class == "unknown", diagnosis.evidence
+
+
+def test_an_empty_batch_or_a_refused_request_proves_no_serving() -> None:
+    load = "[2026-01-01 00:00:00 TP0] Load weight begin. avail mem=70.00 GB"
+    assert diagnose_text([load, "[2026-01-01 00:30:00 TP0] self.cur_batch.batch_size()=0", _WATCHDOG]).failure_class == "server_start_timeout"
+    assert diagnose_text([load, 'INFO:     127.0.0.1:40000 - "GET /health HTTP/1.1" 503 Service Unavailable', _WATCHDOG]).failure_class == "server_start_timeout"
+
+
+def test_a_log_cut_after_a_request_was_answered_is_no_failure() -> None:
+    lines = ["[2026-01-01 00:00:00 TP0] Load weight begin. avail mem=70.00 GB", 'INFO:     10.0.0.1:5 - "POST /generate HTTP/1.1" 200 OK']
+    assert diagnose_text(lines).failure_class is None
+
+
+# Kind 4: vLLM's registry, logger.exception("Error in inspecting model architecture '%s'", model_arch) (0.33
+# model_executor/models/registry.py:1164), and the warning that vLLM's compiled ops did not import ("Failed to import
+# from vllm._C with %r", 0.4-0.6 _custom_ops.py; 0.33 platforms/cpu.py "Failed to import from vllm._C: %s", repr(e)).
+@pytest.mark.parametrize(
+    ("lines", "failure_class"),
+    [
+        (
+            [
+                "ERROR 10-26 11:35:32 registry.py:267] Error in inspecting model architecture 'LlamaForCausalLM'",
+                "ERROR 10-26 11:35:32 registry.py:267] Traceback (most recent call last):",
+                "ERROR 10-26 11:35:32 registry.py:267] subprocess.CalledProcessError: Command '['python.exe', '-m', 'vllm.model_executor.models.registry']' returned non-zero exit status 1.",
+            ],
+            "model_load_error",
+        ),
+        (["(EngineCore pid=1) ERROR 01-01 00:00:00 [registry.py:1164] Error in inspecting model architecture 'Qwen3ForCausalLM'"], "model_load_error"),
+        (
+            [
+                "WARNING 03-19 00:20:58 [_custom_ops.py:21] Failed to import from vllm._C with ImportError('dlopen(/Users/q/vllm/_C.abi3.so, 0x0002): Symbol not found: __ZNK3c1011StorageImpl27throw_data_ptr_access_errorEv')",
+                "INFO 03-19 00:20:58 [parallel_state.py:967] rank 0 in world size 1 is assigned as DP rank 0, PP rank 0, TP rank 0",
+                "[rank0]: Traceback (most recent call last):",
+                '[rank0]:   File "<frozen runpy>", line 198, in _run_module_as_main',
+            ],
+            "import_error",
+        ),
+        (["WARNING 08-27 13:59:59 _custom_ops.py:15] Failed to import from vllm._C with ImportError('libcudart.so.12: cannot open shared object file: No such file or directory')"], "import_error"),
+        (["WARNING 01-01 00:00:00 [cpu.py:671] Failed to import from vllm._C: ModuleNotFoundError(\"No module named 'vllm._C'\")", "[rank0]: Traceback (most recent call last):"], "import_error"),
+    ],
+)
+def test_batch11_vllm_lines_from_their_sources(lines: list[str], failure_class: str) -> None:
+    assert diagnose_text(lines).failure_class == failure_class
+
+
+def test_the_c_extension_warning_on_a_start_that_came_up_stays_quiet() -> None:
+    warning = "WARNING 01-01 00:00:00 [cpu.py:671] Failed to import from vllm._C: ImportError('libcudart.so.12: cannot open shared object file')"
+    assert diagnose_text([warning, "INFO 01-01 00:00:09 [api_server.py:1] Starting vLLM API server 0 on http://0.0.0.0:8000"]).failure_class is None
+    assert diagnose_text([warning, READY]).failure_class is None
+
+
+# vLLM's checkpoint prefetch into the page cache (0.33 weight_utils.py:1079 "Prefetching checkpoint files: %d%% (%d/%d)",
+# :1102 "Prefetching checkpoint files into page cache finished in %.2fs") is a start-up step.
+@pytest.mark.parametrize(
+    ("lines", "failure_class", "evidence"),
+    [
+        (
+            [
+                "[2026-08-30T12:56:36Z] (StageEngineCoreProc_stage0_replica0 pid=12964) INFO 08-30 12:56:36 [weight_utils.py:792] Prefetching checkpoint files: 30% (3/4)",
+                "[2026-08-30T12:56:37Z] (StageEngineCoreProc_stage0_replica0 pid=12964) INFO 08-30 12:56:37 [weight_utils.py:815] Prefetching checkpoint files into page cache finished in 18.81s",
+            ],
+            "unknown",
+            "last startup step: done prefetching the checkpoint files",
+        ),
+        (["(EngineCore pid=1) INFO 01-01 00:00:00 [weight_utils.py:1079] Prefetching checkpoint files: 30% (3/10)"], "server_start_timeout", "stalled at: prefetching the checkpoint files"),
+        (["(EngineCore pid=1) INFO 01-01 00:00:00 [weight_utils.py:1079] Prefetching checkpoint files: 100% (10/10)"], "unknown", "last startup step: done prefetching"),
+    ],
+)
+def test_vllms_checkpoint_prefetch_is_a_start_up_step(lines: list[str], failure_class: str, evidence: str) -> None:
+    diagnosis = diagnose_text(lines)
+    assert diagnosis.failure_class == failure_class and evidence in diagnosis.evidence[0].text, diagnosis.evidence

@@ -156,6 +156,12 @@ SIGNATURES: tuple[Signature, ...] = (
             # A JIT build's link step (Triton's cuda_utils stub, a torch extension): GNU ld cannot find a
             # CUDA library, e.g. "/usr/bin/ld: cannot find -lcudart" / "-lcuda".
             T("cannot find -l", r"cannot find -l(?P<link_library>[\w.+-]+)"),
+            # vLLM's warning that its compiled ops did not import, whatever the loader's words (Linux's "cannot
+            # open shared object file", macOS dyld's "Symbol not found"): 0.4-0.6 _custom_ops.py:15
+            # logger.warning("Failed to import from vllm._C with %r", e), 0.33 platforms/rocm.py:58 the same and
+            # platforms/cpu.py:671 "Failed to import from vllm._C: %s" with repr(e). A warning line: it names the
+            # failure only when nothing else failed and the start never came up (the classifier's rule).
+            T("Failed to import from vllm._C", r"Failed to import from (?P<module>vllm\._C\w*)(?: with |: )\w+\("),
         ),
         "Python module '{module}' is missing or broken in the server's environment: install the build "
         "that matches this torch/CUDA (e.g. `pip install {module}` in the venv that runs SGLang), then "
@@ -193,6 +199,11 @@ SIGNATURES: tuple[Signature, ...] = (
             # vLLM models/registry.py:1250 (0.33): f"Model architectures {architectures} are not supported for
             # now. Supported architectures: ..."; read from its head, so a line cut inside "for now" counts.
             T("Model architectures", r"Model architectures (?P<architectures>\[[^\]]*\]) are not supported"),
+            # vLLM's registry inspects a model class in a subprocess and, when that fails, logs
+            # logger.exception("Error in inspecting model architecture '%s'", model_arch) (0.33
+            # model_executor/models/registry.py:1164, _try_inspect_model_cls) before raising "Model
+            # architectures ... failed to be inspected": the model class could not be loaded.
+            T("Error in inspecting model architecture", r"Error in inspecting model architecture '(?P<architectures>[^']+)'"),
             T("No such file or directory", r"No such file or directory: '(?P<path>[^']*(?:config\.json|\.safetensors|\.bin|tokenizer[^']*))'"),
             # torch/nn/modules/module.py load_state_dict: "Error(s) in loading state_dict for X:\n\tsize mismatch for ...".
             T("Error(s) in loading state_dict for"),
@@ -689,6 +700,19 @@ SIGNATURES: tuple[Signature, ...] = (
         "only by an older one or a plugin, or its model class failed to import): read the ValueError after "
         "these frames in the full log; upgrade vLLM, install the plugin it names, or serve a model it supports.",
     ),
+    # --- a traceback cut in vLLM's bfloat16 check -----------------------------------------------------
+    # vLLM's worker `_check_if_gpu_supports_dtype` raises only "Bfloat16 is only supported on GPUs with
+    # compute capability of at least 8.0. Your {gpu_name} GPU has compute capability {x}.{y}." (0.2-0.4
+    # worker/worker.py, 0.6-0.8 likewise through current_platform.has_device_capability(80)): a traceback
+    # whose innermost frames reach it is bfloat16 refused on an older GPU, whether or not the stored copy
+    # kept the ValueError. Ranked after every cause, like the other frame rules.
+    _fatal(
+        "bfloat16_check_frame",
+        C.UNSUPPORTED_GPU_ARCH,
+        882,
+        (T("in _check_if_gpu_supports_dtype", r'File "[^"]+",\s*line\s*\d+, in _check_if_gpu_supports_dtype\b'),),
+        "vLLM refused bfloat16 on this GPU (compute capability below 8.0: V100, T4 and older): read the ValueError after these frames in the full log; serve with --dtype=half (float16).",
+    ),
     # --- a traceback inside CUDA graph capture's own frames ------------------------------------------
     # The capture loop's frames: SGLang's CudaGraphRunner (0.3-0.4 model_executor/cuda_graph_runner.py
     # `capture` and `capture_one_batch_size`, 0.5.23 decode_cuda_graph_runner.py and the draft runners) and
@@ -829,7 +853,9 @@ SIGNATURES: tuple[Signature, ...] = (
     _generic(
         "traceback_frames",
         996,
-        (T('File "', r'^(?:\([^()]*\bpid=\d+[^()]*\)\s*)?File "[^"]+",\s*line\s*\d+,?\s+in\s+\S'),),
+        # A paste that wrapped a long frame line leaves 'File "{path}"' alone on its line and
+        # ', line {n}, in {name}' on the next: the first half still is a frame.
+        (T('File "', r'^(?:\([^()]*\bpid=\d+[^()]*\)\s*)?File "[^"]+"(?:,\s*line\s*\d+,?\s+in\s+\S|\s*$)'),),
         "Only a traceback's frames, without its exception line: read the lines after them in the full log for the exception.",
         # Servers print tracebacks they survive (a request's), and a frame is not even the traceback's head:
         # no reason for the agent's fail-fast to stop waiting.

@@ -159,6 +159,15 @@ _LISTENING = (
     # warning` prints no ready line; a request answered proves the HTTP server was up.
     b"response = await f(request)",
 )
+# A request answered: uvicorn's access line ('%s - "%s %s HTTP/%s" %d', protocols/http/h11_impl.py:474 and
+# httptools_impl.py:481 in 0.55, its AccessFormatter adding the status phrase: '"POST /generate HTTP/1.1"
+# 200 OK'). The HTTP server was up, as with the lines above; counted by the serving-block skip as well.
+# SGLang's scheduler watchdog dumps the batch it was running when it fired (managers/scheduler.py 0.4-0.5
+# watchdog_thread: logger.error(f"{self.cur_batch.batch_size()=}, {self.cur_batch.reqs=}, ...")); the
+# watchdog times only a batch the event loop scheduled, which it enters after start-up, and a batch of
+# one or more requests is the server serving: a hang while serving, not a stalled start.
+_RUNNING_BATCH = re.compile(rb"cur_batch\.batch_size\(\)=([1-9]\d*)")
+_RUNNING_BATCH_LITERAL = b"cur_batch.batch_size()="
 # Start-up phases of the log parser that begin a step (no end line yet means it was under way).
 _PHASES_UNDER_WAY = {"init_distributed_begin", "load_weight_begin", *_CAPTURE_PHASES}
 # NCCL_DEBUG=INFO output is informational by NCCL's own levels (debug.c: NCCL_LOG_INFO); it quotes
@@ -320,7 +329,8 @@ class _Scanner:
         decode = buffer.count(_DECODE, start, end)
         prefill = buffer.count(_PREFILL, start, end)
         ddtree = buffer.count(_DDTREE, start, end)
-        serving_only = decode + prefill + ddtree + buffer.count(_HTTP_OK, start, end) == newlines
+        answered = buffer.count(_HTTP_OK, start, end)
+        serving_only = decode + prefill + ddtree + answered == newlines
         if serving_only and not any(buffer.find(head, start, end) >= 0 for head in _ERROR_HEADS):
             self._serving_only(buffer, start, end, first_line, newlines, decode, prefill, ddtree)
         else:
@@ -334,6 +344,8 @@ class _Scanner:
 
     def _serving_only(self, buffer: bytearray, start: int, end: int, first_line: int, newlines: int, decode: int, prefill: int, ddtree: int) -> None:
         """A block of serving lines only: count them, remember the latest of each kind, parse nothing."""
+        if decode + prefill + ddtree < newlines:  # the rest are requests answered
+            self.listening_start = self.summary.starts
         self.summary.skip_serving(decode, prefill)
         self.serving += decode + prefill
         for count, marker in ((decode, _DECODE), (prefill, _PREFILL), (ddtree, _DDTREE)):
@@ -361,6 +373,8 @@ class _Scanner:
             elif _HTTP_OK not in raw:
                 self._examine(first_line + index, raw)
                 continue
+            else:
+                self.listening_start = self.summary.starts
             if any(head in raw for head in _ERROR_HEADS):
                 self._errors(first_line + index, raw, None)
 
@@ -398,7 +412,7 @@ class _Scanner:
                     done = under_way and _DONE_BAR in raw[raw.rfind(marker) :]
                     self.stall = (line_no, "done " + activity if done else activity, under_way and not done)
                     break
-            if any(marker in raw for marker in _LISTENING):
+            if any(marker in raw for marker in _LISTENING) or (_RUNNING_BATCH_LITERAL in raw and _RUNNING_BATCH.search(raw)):
                 self.listening_start = self.summary.starts
             if any(marker in raw for marker in vllm_log.KV_CACHE_MARKERS):
                 kv = vllm_log.kv_cache_figures(raw.decode("utf-8", "replace"))
@@ -430,15 +444,22 @@ class _Scanner:
 # vLLM's logger prefix and process tags (the vLLM log module's), `docker logs -t`'s nanosecond stamp,
 # torchrun's "[rank0]:", the logging module's "2025-03-07 23:50:27,531 - __main__ - INFO - " of a
 # wrapper that relays SGLang's output, and SGLang's own "[time rank]" prefix again inside such a wrapper.
+# FastChat's logger relaying a worker's output ("%(asctime)s | %(levelname)s | %(name)s | %(message)s",
+# fastchat/utils.py build_logger, the worker's stderr as the logger "stderr": "2024-02-20 21:46:23 |
+# ERROR | stderr | "), likewise before the bare stamp.
 # Last, a bare "2025-02-06 07:14:10 " stamp (Docker Desktop's log view, `ts`-style tools): after the
-# logging module's form, which starts the same way and must keep its level.
+# logging module's forms, which start the same way and must keep their level; and a short "04-20
+# 13:32:25.784" stamp a log viewer put before each line with no separator (a frame keeps its two
+# spaces, a quoted source line its four, an exception line none: only the stamp is removed).
 _MORE_PREFIX = re.compile(
     r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?Z?\s+"
     r"|\[rank\d+\]:\s*"
     r"|(?P<level>WARN)\s+\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d+)?\s+(?:\[[^\]]*\]|[\w.]+:\d+\])\s*"
     r"|\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:,\d+)? - [\w.]+ - (?P<level2>[A-Z]+) - "
+    r"|\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2} \| (?P<level3>[A-Z]+) \| [\w.]+ \| "
     r"|\[\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?: [A-Z][A-Z_]*\d+)*\] "
     r"|\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:[.,]\d+)?\s+"
+    r"|\d{2}-\d{2} \d{2}:\d{2}:\d{2}\.\d{3}(?!\d)"
 )
 # A message at warning level: Python's warnings ("/path/x.py:13: UserWarning: ..."), a logger's
 # "WARNING ..." / "Warning: ...", c10's "[W502 ...]" / "[W ...]" and glog's "W0224 ...".
@@ -465,7 +486,7 @@ def _unwrap(message: str) -> tuple[str, bool]:
         found = _MORE_PREFIX.match(message)
         if not found or not found.end():
             break
-        warning = warning or (found.group("level") or found.group("level2") or "") in _WARNING_LEVELS
+        warning = warning or (found.group("level") or found.group("level2") or found.group("level3") or "") in _WARNING_LEVELS
         message = message[found.end() :]
     return message, warning or bool(_WARNING_MESSAGE.match(message))
 

@@ -37,14 +37,20 @@ _JOURNALD_RE = re.compile(
 )
 # Wrappers a log picks up on its way to a user, outside journald's and SGLang's own prefixes:
 # e-mail/markdown quote marks, a CI console's timestamp (Jenkins' timestamper writes
-# `[2025-11-06T02:10:00.702Z] `, GitHub Actions `2025-11-06T02:10:00.7020000Z `) and docker
-# compose's `service-1  | `. Without removing them an anchored rule (a traceback source line is no
-# event) would read the wrapper instead of the line.
+# `[2025-11-06T02:10:00.702Z] `, GitHub Actions `2025-11-06T02:10:00.7020000Z `), docker
+# compose's container name padded to the longest, then ` | ` (`service-1  | `, or a `container_name:`
+# the compose file chose, `qanything-container-local  | `) and Open MPI's `--tag-output`
+# (orte/mca/iof/base/iof_base_output.c: "[%s,%s]<%s>:" with the job id, the rank and stdout/stderr, no
+# space after it; with `--timestamp-output` ctime's "Thu Jan 23 11:55:50 2025" before it; PMIx's
+# iof "[%s,%s]<%s>: " adds one). Without removing them an anchored rule (a traceback source line is no
+# event) would read the wrapper instead of the line. Open MPI's space is left to the line's own
+# indentation (a frame's two spaces, a quoted source line's four).
 _WRAPPER_RE = re.compile(
     r"^(?:>[ \t]?)+"
     r"|^\[\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:[.,]\d+)?Z\] ?"
     r"|^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:[.,]\d+)?Z "
-    r"|^[\w.-]+-\d+ +\| "
+    r"|^[A-Za-z0-9][\w.-]* +\| "
+    r"|^(?:[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2} \d{4})?\[\d+,\d+\]<std(?:out|err|diag)>:(?: (?=\S))?"
 )
 _SGLANG_PREFIX_RE = re.compile(
     r"^\[(?P<ts>\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2})(?:[.,](?P<ms>\d{1,6}))?"

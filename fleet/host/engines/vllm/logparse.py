@@ -96,6 +96,12 @@ STARTUP_STEPS: tuple[tuple[bytes, str, bool], ...] = (
     (b"Initializing an LLM engine", "the start's first lines (the engine's config)", False),
     (b"Initializing a V1 LLM engine", "the start's first lines (the engine's config)", False),
     (b"Starting to load model", "loading weights", True),
+    # The checkpoint prefetch into the page cache before weights load (0.33
+    # model_executor/model_loader/weight_utils.py:1107 "Prefetching checkpoint files into page cache
+    # started ...", :1079 "Prefetching checkpoint files: %d%% (%d/%d)" per tenth, :1102 "... finished in
+    # %.2fs"): its end first, for its head is the others' too; a bar at 100 % is done.
+    (b"Prefetching checkpoint files into page cache finished", "done prefetching the checkpoint files", False),
+    (b"Prefetching checkpoint files", "prefetching the checkpoint files into the page cache (weight loading)", True),
     (b"Loading model from scratch", "loading weights", True),
     (b"Loading safetensors checkpoint shards", "loading weights", True),
     (b"Loading weights took", "done loading weights", False),
