@@ -27,7 +27,7 @@ from fleet.host.agent.outcome import WorkloadOutcome
 from fleet.host.agent.kinds.tool import tool_load
 from fleet.host.agent.results import request_figures
 from fleet.host.agent.client import RequestOutcome
-from fleet.host.agent.tools import TOOLS, ToolLoad, ToolOutput, ToolTarget, bench_serving_argv, guidellm_scenario, in_sample_order
+from fleet.host.agent.tools import TOOLS, ToolLoad, ToolOutput, ToolTarget, bench_serving_argv, guidellm_scenario, in_sample_order, probe_argv, read_probe
 from fleet.host import nodeprep
 from fleet.host.contract import RunResult, RunStatus
 from fleet.host.contract.nodeprep import REFUSED_EXIT, NodePrep, NodeRequirements, load_node_preps
@@ -634,3 +634,17 @@ def test_the_agent_runs_vllm_bench_serve_against_a_server_and_its_records_are_th
     [section] = out.sections
     [stated] = out.extras["tool"]["stated"]
     assert section.wall_s == stated["wall_s"] and request_figures([s.outcome for s in out.sent], section.wall_s)["output_tok_s"] == pytest.approx(stated["output_tok_s"])
+
+
+def test_the_tool_probe_finds_modules_without_importing_their_packages(tmp_path: Path) -> None:
+    """The probe of a workload's interpreter answers for a dotted module without running its
+    package's `__init__` (sglang's imports torch: seconds, past the probe's bound on a loaded host),
+    and says no for a name under a plain module or a package that is not there."""
+    package = tmp_path / "heavy"
+    package.mkdir()
+    (package / "__init__.py").write_text(f"open({str(tmp_path / 'imported')!r}, 'w').close()\n")
+    (package / "bench.py").write_text("")
+    modules = ["heavy.bench", "heavy.gone", "heavy.bench.deeper", "absent.bench", "json.decoder", "json"]
+    done = subprocess.run(probe_argv(sys.executable, modules), capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(tmp_path)}, check=True)
+    assert read_probe(done.stdout, modules) == {"heavy.bench": True, "heavy.gone": False, "heavy.bench.deeper": False, "absent.bench": False, "json.decoder": True, "json": True}
+    assert not (tmp_path / "imported").exists(), "the probe ran the package's __init__"

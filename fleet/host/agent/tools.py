@@ -593,9 +593,24 @@ TOOLS: dict[str, Tool] = {
     )
 }
 # Run by the interpreter a workload names, with the tools' modules as its arguments: prints which
-# of them it can find (without importing them: a tool's import may take seconds, and finding its
-# module is what `-m` needs first).
-PROBE = "import importlib.util, json, sys\nprint(json.dumps({m: importlib.util.find_spec(m) is not None for m in sys.argv[1:]}))"
+# of them it can find, without importing them or their packages (finding its module is what `-m`
+# needs first). Each dotted name is looked up one part at a time through the interpreter's own
+# finders, inside the package found before: `importlib.util.find_spec("sglang.bench_serving")`
+# imports `sglang` to reach its submodule, 6 s of CPU on an idle machine (torch among its imports),
+# and past TOOL_PROBE_TIMEOUT_S on a loaded one; `vllm.benchmarks.serve` imports vllm.
+PROBE = """import json, sys
+def found(name):
+    parts, path = name.split("."), None
+    for depth in range(len(parts)):
+        if depth and path is None:
+            return False
+        prefix = ".".join(parts[: depth + 1])
+        spec = next((s for f in sys.meta_path if hasattr(f, "find_spec") for s in [f.find_spec(prefix, path)] if s is not None), None)
+        if spec is None:
+            return False
+        path = spec.submodule_search_locations
+    return True
+print(json.dumps({m: found(m) for m in sys.argv[1:]}))"""
 
 
 # A tool's module is found without importing it: seconds at most, even for a cold interpreter.
