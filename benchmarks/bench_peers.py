@@ -30,6 +30,13 @@ Ansible (ansible-core) and pyinfra are installed by this script into their own v
     python benchmarks/bench_peers.py                       # every row, 16 hosts, 5 runs each
     python benchmarks/bench_peers.py --rows cli,facts --runs 7 --label after
     python benchmarks/bench_peers.py --hosts 4 --runs 3    # quick
+    python benchmarks/bench_peers.py --host-counts 4,16,64 --runs 3 --label host-counts
+
+`--host-counts` runs the facts row alone on a fresh test fleet of each size (issue 28): each
+command's wall, controller CPU and hosts' CPU per host at each count, and the growth exponent of
+each between counts (log(cost2/cost1) / log(n2/n1), bench_scale's: 1 grows with the hosts). The
+hosts' CPU is what every host's sshd and the sessions it reaped used (bench_provision's count),
+read between runs once the sessions have ended; the facts row shows it at any size.
 
 Prints one table per row (median, min-max, controller CPU of the child processes, ratio fleet/peer pair by pair, the load average at its end) and writes all figures
 to results/benchmarks/peers-<label>.json.
@@ -45,6 +52,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import resource
 import shlex
 import shutil
@@ -61,6 +69,8 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from bench_provision import host_cpu_ticks, machine_cpu, settle  # noqa: E402  (this script's directory is on sys.path)
+from bench_scale import exponent  # noqa: E402
 from tests.testfleet import TestFleet, start_test_fleet, unavailable_reason  # noqa: E402
 
 VENVS = Path("/var/tmp/fleet-bench-venvs")
@@ -103,23 +113,29 @@ def children_cpu_s() -> float:
 
 
 class Timed(dict[str, list[float]]):
-    """Wall seconds per variant (the dict), and the CPU seconds of its child processes (`cpu`)."""
+    """Wall seconds per variant (the dict), the CPU seconds of its child processes (`cpu`) and,
+    where measured, the CPU seconds spent inside the test hosts (`host_cpu`)."""
 
     def __init__(self, names: Sequence[str]) -> None:
         super().__init__({name: [] for name in names})
         self.cpu: dict[str, list[float]] = {name: [] for name in names}
+        self.host_cpu: dict[str, list[float]] = {name: [] for name in names}
 
 
-def interleave(variants: dict[str, Callable[[], float]], runs: int, warmup: int = 1) -> Timed:
-    """Each variant once per round, in turn, `runs` counted rounds after `warmup` rounds."""
+def interleave(variants: dict[str, Callable[[], float]], runs: int, warmup: int = 1, host_cpu: Callable[[], float] | None = None) -> Timed:
+    """Each variant once per round, in turn, `runs` counted rounds after `warmup` rounds;
+    `host_cpu`: the hosts' CPU seconds so far, read before and after each run (not timed)."""
     times = Timed(list(variants))
     for round_no in range(warmup + runs):
         for name, fn in variants.items():
+            hosts = host_cpu() if host_cpu is not None else 0.0
             cpu = children_cpu_s()
             seconds = fn()
             if round_no >= warmup:
                 times[name].append(seconds)
                 times.cpu[name].append(children_cpu_s() - cpu)
+                if host_cpu is not None:
+                    times.host_cpu[name].append(host_cpu() - hosts)
     return times
 
 
@@ -129,6 +145,8 @@ def summary(times: dict[str, list[float]], pairs: Sequence[tuple[str, str]]) -> 
         rows[name] = {"median_s": statistics.median(values), "min_s": min(values), "max_s": max(values), "runs": values}
         if isinstance(times, Timed):
             rows[name]["cpu_median_s"] = statistics.median(times.cpu[name])
+            if times.host_cpu[name]:
+                rows[name]["host_cpu_median_s"] = statistics.median(times.host_cpu[name])
     ratios = {}
     for a, b in pairs:
         per_pair = [x / y for x, y in zip(times[a], times[b])]
@@ -139,13 +157,14 @@ def summary(times: dict[str, list[float]], pairs: Sequence[tuple[str, str]]) -> 
 def print_table(title: str, result: dict[str, Any]) -> None:
     print(f"\n## {title}\n")
     print(f"load average {os.getloadavg()[0]:.2f} (1 min) at the end\n")
-    print("| command | median s | min-max s | controller CPU s (median) |")
-    print("|---|---|---|---|")
+    print("| command | median s | min-max s | controller CPU s (median) | hosts' CPU s (median) |")
+    print("|---|---|---|---|---|")
     for name, row in result["times"].items():
         cpu = f"{row['cpu_median_s']:.3f}" if "cpu_median_s" in row else ""
-        print(f"| {name} | {row['median_s']:.3f} | {row['min_s']:.3f}-{row['max_s']:.3f} | {cpu} |")
+        host = f"{row['host_cpu_median_s']:.3f}" if "host_cpu_median_s" in row else ""
+        print(f"| {name} | {row['median_s']:.3f} | {row['min_s']:.3f}-{row['max_s']:.3f} | {cpu} | {host} |")
     for name, ratio in result.get("ratios", {}).items():
-        print(f"| ratio {name} | {ratio['median']:.2f} | {ratio['min']:.2f}-{ratio['max']:.2f} | |")
+        print(f"| ratio {name} | {ratio['median']:.2f} | {ratio['min']:.2f}-{ratio['max']:.2f} | | |")
     sys.stdout.flush()
 
 
@@ -167,6 +186,13 @@ class Setting:
         self.results = work / "results"
         self.results.mkdir()
         self.names = [h.name for h in fleet.hosts]
+        self.idle_processes = {h.name: len(fleet.processes(h)) for h in fleet.hosts}
+
+    def host_cpu_s(self) -> float:
+        """CPU seconds spent inside all the test hosts so far (each host's sshd and every session
+        it reaped), once the sessions of the last run have ended."""
+        settle(self.fleet, self.idle_processes)
+        return sum(host_cpu_ticks(h) for h in self.fleet.hosts) / os.sysconf("SC_CLK_TCK")
 
     def fleet_env(self, cache: Path | None = None, hosts_dir: Path | None = None, repo: Path = REPO) -> dict[str, str]:
         # PYTHONPATH: the fleet of this checkout (a copy of an older commit measures that commit), or the baseline's.
@@ -378,7 +404,7 @@ def row_facts(setting: Setting, runs: int) -> dict[str, Any]:
             ("fleet facts (warm cache)", "fleet facts (warm cache, baseline)"),
             ("fleet facts (cold, baseline)", f"ansible all -m setup -f {n}"),
         ]
-    return summary(interleave(variants, runs), pairs)
+    return summary(interleave(variants, runs, host_cpu=setting.host_cpu_s), pairs)
 
 
 def row_gap(setting: Setting, runs: int) -> dict[str, Any]:
@@ -553,9 +579,49 @@ def row_handshakes_and_fetch(setting: Setting, runs: int) -> dict[str, Any]:
     return result
 
 
+def row_host_counts(counts: Sequence[int], work: Path, engine: str, runs: int) -> dict[str, Any]:
+    """The facts row on a fresh test fleet of each size in turn (booting not timed), with the
+    load on the machine meanwhile."""
+    out: dict[str, Any] = {}
+    for n in counts:
+        folder = work / f"hosts-{n}"
+        folder.mkdir()
+        # sshd start-up of 64 hosts on a busy 2-core machine takes tens of seconds.
+        with start_test_fleet([f"h{i:02d}" for i in range(n)], boot_timeout=max(60.0, 2.0 * n)) as fleet:
+            load_before, busy_before = os.getloadavg()[0], machine_cpu()
+            facts = row_facts(Setting(fleet, folder, engine), runs)
+            busy, total = (after - before for after, before in zip(machine_cpu(), busy_before))
+        out[str(n)] = {**facts, "load_before": load_before, "load_after": os.getloadavg()[0], "machine_busy": busy / total if total else 0.0}
+        print_table(f"facts, {n} hosts (machine busy {out[str(n)]['machine_busy']:.0%})", out[str(n)])
+    return out
+
+
+def print_host_counts(by_count: dict[str, Any]) -> None:
+    """Per host, each command at each host count (wall, controller CPU, hosts' CPU, in ms) and the
+    growth exponent of each from the count before (1: grows with the hosts, 0: does not grow)."""
+    counts = [int(n) for n in by_count]
+    # Variants in the same order at every count; their names carry the count (`-f 16`, `16 x ssh`).
+    names = {n: list(by_count[str(n)]["times"]) for n in counts}
+    print("\n## facts per host at each host count, and the growth exponent between counts\n")
+    print("per host: wall ms / controller CPU ms / hosts' CPU ms (medians); exp: log(cost2/cost1) / log(n2/n1) of the whole run's wall, controller CPU, hosts' CPU\n")
+    steps = [f"{a}->{b}" for a, b in zip(counts, counts[1:])]
+    print("| command | " + " | ".join(f"{n} hosts" for n in counts) + " | " + " | ".join(f"exp {s} (wall, ctrl, hosts)" for s in steps) + " |")
+    print("|---" * (1 + len(counts) + len(steps)) + "|")
+    for index, name in enumerate(names[counts[0]]):
+        rows = [by_count[str(n)]["times"][names[n][index]] for n in counts]
+        cells = [f"{r['median_s'] / n * 1000:.0f} / {r['cpu_median_s'] / n * 1000:.0f} / {r['host_cpu_median_s'] / n * 1000:.0f}" for n, r in zip(counts, rows)]
+        for (n1, r1), (n2, r2) in zip(zip(counts, rows), zip(counts[1:], rows[1:])):
+            grown = [exponent(n1, r1[key], n2, r2[key]) for key in ("median_s", "cpu_median_s", "host_cpu_median_s")]
+            cells.append(", ".join("-" if g is None else f"{g:.2f}" for g in grown))
+        label = re.sub(rf"\b{counts[0]}\b", "N", name)
+        print(f"| {label} | " + " | ".join(cells) + " |")
+    sys.stdout.flush()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--hosts", type=int, default=16)
+    parser.add_argument("--host-counts", help="e.g. 4,16,64: the facts row alone on a fresh fleet of each size, per host and with its growth exponent (--hosts and --rows unused)")
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--rows", default="processes,cli,facts,handshakes")
     parser.add_argument("--label", default="now")
@@ -565,7 +631,7 @@ def main() -> None:
     reason = unavailable_reason()
     if reason:
         raise SystemExit(f"test hosts unavailable: {reason}")
-    rows = set(args.rows.split(","))
+    rows = set() if args.host_counts else set(args.rows.split(","))
     for peer in PEERS:
         ensure_venv(peer)
     out: dict[str, Any] = {
@@ -587,26 +653,11 @@ def main() -> None:
             )
     work = Path(tempfile.mkdtemp(prefix="fleet-bench-peers-", dir="/var/tmp"))
     try:
-        with start_test_fleet([f"h{i:02d}" for i in range(args.hosts)], boot_timeout=60.0) as fleet:
-            setting = Setting(fleet, work, args.engine, args.baseline.resolve() if args.baseline else None)
-            if "cli" in rows:
-                out["cli"] = row_cli(setting, args.runs)
-                print_table("CLI start", out["cli"])
-            if "facts" in rows:
-                out["facts"] = row_facts(setting, args.runs)
-                print_table(f"facts, {args.hosts} hosts", out["facts"])
-            if "gap" in rows:
-                out["gap"] = row_gap(setting, args.runs)
-                print_table(f"what fleet facts takes beyond the floor, {args.hosts} hosts", out["gap"])
-            if "handshakes" in rows:
-                out["handshakes"] = row_handshakes_and_fetch(setting, args.runs)
-                h = out["handshakes"]
-                print("\n## SSH logins per host (sshd logs)\n")
-                for what in ("logins_per_sweep", "logins_per_status", "logins_per_fetch_logs"):
-                    print(f"- {what}: {h[what]}")
-                print_table("fetch-logs 1 GiB over 4 hosts", h["full"])
-                print_table("fetch-logs, nothing changed", h["unchanged"])
-                print_table("status", h["status"])
+        if args.host_counts:
+            out["host_counts"] = row_host_counts([int(n) for n in args.host_counts.split(",")], work, args.engine, args.runs)
+            print_host_counts(out["host_counts"])
+        else:
+            run_rows(rows, args, work, out)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     out["load_after"] = os.getloadavg()
@@ -614,6 +665,30 @@ def main() -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(json.dumps(out, indent=2) + "\n")
     print(f"\nwrote {target}")
+
+
+def run_rows(rows: set[str], args: argparse.Namespace, work: Path, out: dict[str, Any]) -> None:
+    """The rows of --rows on one test fleet of --hosts hosts."""
+    with start_test_fleet([f"h{i:02d}" for i in range(args.hosts)], boot_timeout=60.0) as fleet:
+        setting = Setting(fleet, work, args.engine, args.baseline.resolve() if args.baseline else None)
+        if "cli" in rows:
+            out["cli"] = row_cli(setting, args.runs)
+            print_table("CLI start", out["cli"])
+        if "facts" in rows:
+            out["facts"] = row_facts(setting, args.runs)
+            print_table(f"facts, {args.hosts} hosts", out["facts"])
+        if "gap" in rows:
+            out["gap"] = row_gap(setting, args.runs)
+            print_table(f"what fleet facts takes beyond the floor, {args.hosts} hosts", out["gap"])
+        if "handshakes" in rows:
+            out["handshakes"] = row_handshakes_and_fetch(setting, args.runs)
+            h = out["handshakes"]
+            print("\n## SSH logins per host (sshd logs)\n")
+            for what in ("logins_per_sweep", "logins_per_status", "logins_per_fetch_logs"):
+                print(f"- {what}: {h[what]}")
+            print_table("fetch-logs 1 GiB over 4 hosts", h["full"])
+            print_table("fetch-logs, nothing changed", h["unchanged"])
+            print_table("status", h["status"])
 
 
 if __name__ == "__main__":

@@ -27,7 +27,11 @@ machine's CPUs -- no provision here can be faster --, and how busy the machine's
 
 Target (issue 4): provisioning 8 hosts at once takes well under 8 times one host's time.
 Prints the table and the ratio t8/t1 (against N: N x one host), transport calls (round trips) and
-SSH logins per host (from the hosts' sshd logs); --json also writes the figures.
+SSH logins per host (from the hosts' sshd logs), the cost per host at each count and its growth
+exponent from the count before (bench_scale's: 1 grows with the hosts); --json also writes the
+figures. `--host-counts 4,16,64` measures those counts instead of 1 and --hosts (issue 28):
+
+    python benchmarks/bench_provision.py --host-counts 4,16,64 --repeat 1 --variants bare --shard-mib 1
 
 Issue 12: `python benchmarks/bench_provision.py --hosts 16 --repeat 3 --variants bare --json results/benchmarks/provision-16.json`
 """
@@ -56,6 +60,7 @@ from fleet.host.modelcard import hf_files_from_card, load_model_card  # noqa: E4
 from fleet.inventory import load_inventory  # noqa: E402
 from fleet.playbook import load_playbook  # noqa: E402
 from fleet.provision.provision import HostReport, provision, provision_options  # noqa: E402
+from bench_scale import exponent  # noqa: E402  (this script's directory is on sys.path)
 from tests.testfleet import TestFleet, TestHost, start_test_fleet, unavailable_reason  # noqa: E402
 
 CARD = "qwen3.6-27b"
@@ -238,15 +243,15 @@ def probe_cpu_s(python: str) -> float:
     return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
-def run_variant(variant: Variant, many: int, repeat: int, playbook_path: Path, workdir: Path, shm_size: str) -> dict[str, Any]:
-    results: dict[int, list[Measurement]] = {1: [], many: []}
+def run_variant(variant: Variant, counts: list[int], repeat: int, playbook_path: Path, workdir: Path, shm_size: str) -> dict[str, Any]:
+    results: dict[int, list[Measurement]] = {count: [] for count in counts}
     for round_ in range(repeat):
         # Alternate the order so that neither side always runs first (warm caches, load bursts).
-        for count in (1, many) if round_ % 2 == 0 else (many, 1):
+        for count in counts if round_ % 2 == 0 else counts[::-1]:
             m = measure(count, playbook_path, workdir, shm_size, variant.python)
             results[count].append(m)
             print(f"  {variant.name} round {round_ + 1}/{repeat}: {count} host(s): first {m.first_s:.2f} s, second {m.second_s:.2f} s", flush=True)
-    rows = []
+    rows: list[dict[str, Any]] = []
     for count, ms in results.items():
         firsts = [m.first_s for m in ms]
         rows.append(
@@ -267,7 +272,15 @@ def run_variant(variant: Variant, many: int, repeat: int, playbook_path: Path, w
                 "cpu_floor_median_s": round(_median([(m.host_cpu_s + m.controller_cpu_s) / (os.cpu_count() or 1) for m in ms]), 3),
             }
         )
-    t1, tn = rows[0]["first_median_s"], rows[1]["first_median_s"]
+    for previous, row in zip(rows, rows[1:]):
+        # Of the first provision's wall time, this process' CPU and the hosts' CPU: 1 grows with
+        # the hosts, 0 does not grow.
+        for key, cost in (("wall", "first_median_s"), ("controller_cpu", "controller_cpu_median_s")):
+            grown = exponent(previous["hosts"], previous[cost], row["hosts"], row[cost])
+            row[f"{key}_exponent"] = None if grown is None else round(grown, 3)
+        grown = exponent(previous["hosts"], previous["host_cpu_per_host_median_s"] * previous["hosts"], row["hosts"], row["host_cpu_per_host_median_s"] * row["hosts"])
+        row["host_cpu_exponent"] = None if grown is None else round(grown, 3)
+    t1, tn = rows[0]["first_median_s"], rows[-1]["first_median_s"]
     return {
         "variant": variant.name,
         "engine_python": variant.python or sys.executable,
@@ -285,6 +298,7 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="one repetition, 1 MiB shards: a smoke run")
     parser.add_argument("--repeat", type=int, help="measurements per host count and variant (default 5, quick 1)")
     parser.add_argument("--hosts", type=int, default=8, help="the many-host side (default 8)")
+    parser.add_argument("--host-counts", help="e.g. 4,16,64: these host counts instead of 1 and --hosts, each with its cost per host and growth exponent")
     parser.add_argument("--shard-mib", type=int, help="size of each of the 2 weight shards (default 4, quick 1)")
     parser.add_argument("--variants", default=",".join(VARIANTS), help=f"comma-separated, of {', '.join(VARIANTS)}")
     parser.add_argument("--json", type=Path, help="also write the figures here")
@@ -296,6 +310,8 @@ def main() -> int:
         print(f"cannot start test hosts: {why_not}", file=sys.stderr)
         return 2
     variants = [VARIANTS[name] for name in args.variants.split(",")]
+    counts = [int(n) for n in args.host_counts.split(",")] if args.host_counts else [1, args.hosts]
+    first, last = counts[0], counts[-1]
     # The staged copy and the fleet's own files share each host's /dev/shm.
     shm_size = f"{max(64, 4 * SHARDS * shard_mib)}m"
     torch_cpu_s = probe_cpu_s(sys.executable)
@@ -303,7 +319,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="bench-provision-") as tmp:
         workdir = Path(tmp)
         playbook_path = make_playbook(workdir, make_mirror(workdir / "mirror" / "qwen36", shard_mib))
-        outcomes = [run_variant(v, args.hosts, repeat, playbook_path, workdir, shm_size) for v in variants]
+        outcomes = [run_variant(v, counts, repeat, playbook_path, workdir, shm_size) for v in variants]
 
     cpus = os.cpu_count() or 1
     print()
@@ -325,22 +341,30 @@ def main() -> int:
                 f"{row['calls_per_host_second']:g} (second); SSH logins per host {row['logins_per_host_first']:g}, {row['logins_per_host_second']:g}"
             )
     for outcome in outcomes:
-        many = outcome["rows"][1]
+        for previous, row in zip(outcome["rows"], outcome["rows"][1:]):
+            print(
+                f"{outcome['variant']} {previous['hosts']} -> {row['hosts']} hosts: per host {previous['first_median_s'] / previous['hosts'] * 1000:.0f} -> {row['first_median_s'] / row['hosts'] * 1000:.0f} ms wall,"
+                f" {previous['controller_cpu_median_s'] / previous['hosts'] * 1000:.0f} -> {row['controller_cpu_median_s'] / row['hosts'] * 1000:.0f} ms controller CPU,"
+                f" {previous['host_cpu_per_host_median_s'] * 1000:.0f} -> {row['host_cpu_per_host_median_s'] * 1000:.0f} ms hosts' CPU;"
+                f" growth exponent (1: grows with the hosts) wall {row['wall_exponent']}, controller CPU {row['controller_cpu_exponent']}, hosts' CPU {row['host_cpu_exponent']}"
+            )
+    for outcome in outcomes:
+        many = outcome["rows"][-1]
         print(
-            f"{outcome['variant']}: t{args.hosts}/t1 = {outcome['tn_s']:.2f} s / {outcome['t1_s']:.2f} s = {outcome['ratio']:.2f}"
-            f"   (target: well under {args.hosts}; {args.hosts} = no parallelism);"
-            f" t{args.hosts} = {outcome['tn_s'] / many['cpu_floor_median_s']:.2f} x this machine's CPU floor"
+            f"{outcome['variant']}: t{last}/t{first} = {outcome['tn_s']:.2f} s / {outcome['t1_s']:.2f} s = {outcome['ratio']:.2f}"
+            f"   (target: well under {last / first:g}; {last / first:g} = no parallelism);"
+            f" t{last} = {outcome['tn_s'] / many['cpu_floor_median_s']:.2f} x this machine's CPU floor"
         )
     print(
         f"why `torch` scales worse here: importing torch for the CUDA facts costs {torch_cpu_s:.1f} CPU s per host; "
-        f"{args.hosts} test hosts need >= {args.hosts * torch_cpu_s / cpus:.1f} s of this machine's {cpus} CPUs for it alone, "
+        f"{last} test hosts need >= {last * torch_cpu_s / cpus:.1f} s of this machine's {cpus} CPUs for it alone, "
         f"where real hosts each use their own CPUs"
     )
 
     if args.json:
         figures = {
             "benchmark": "provision",
-            "hosts": args.hosts,
+            "hosts": counts,
             "repeat": repeat,
             "model_mib": SHARDS * shard_mib,
             "cpus": cpus,
