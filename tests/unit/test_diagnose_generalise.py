@@ -1367,3 +1367,17 @@ def test_the_c_extension_warning_on_a_start_that_came_up_stays_quiet() -> None:
 def test_vllms_checkpoint_prefetch_is_a_start_up_step(lines: list[str], failure_class: str, evidence: str) -> None:
     diagnosis = diagnose_text(lines)
     assert diagnosis.failure_class == failure_class and evidence in diagnosis.evidence[0].text, diagnosis.evidence
+
+
+# batch12-heldout: 33 real logs from 33 threads no other manifest names, under batch9's rule with failure posts taken only
+# where the stored copy reaches the failure line, committed (e2dd845) before fleet read them and measured once untouched
+# with the batch11 rules (benchmarks/results/diagnose-heldout.md).
+BATCH12_HELDOUT = REAL.parent / "batch12-heldout"
+
+
+def test_batch12_heldout_keeps_its_measured_accuracy() -> None:
+    """33 real logs (14 SGLang, 19 vLLM): 25/33 right (failures 20/28; 25/28 where the excerpt shows the cause) from the
+    bare log, measured untouched and never tuned on. A floor, not a file check."""
+    entries = _manifest(BATCH12_HELDOUT)
+    assert sum(entry["shows_cause"] is True for entry in entries) == 28 and all(isinstance(entry["shows_cause"], bool) for entry in entries)
+    assert _heldout_right(BATCH12_HELDOUT, 33) >= 25
