@@ -203,9 +203,9 @@ class Bench:
     def fleet_client(self) -> dict[str, Any]:
         """fleet's client on the load now, against the server at PORT: the agent's own open loop
         (fleet.host.agent.kinds.listed.open_loop) and figures (request_figures), in wall seconds."""
-        script = f"{self.work}/fleet_client.py"
-        self.on_host(script).write_text(FLEET_CLIENT)
-        done = self.run(f"env {self.env} {PRIORITY} python3 {script} {PORT} {shlex.quote(json.dumps(self.workload))}", TOOL_TIMEOUT_S)
+        limits = PLAYBOOK["limits"]
+        arguments = [str(PORT), json.dumps(self.workload), str(limits["request_timeout_s"]), str(limits["no_token_timeout_s"])]
+        done = self.run(f"env {self.env} {PRIORITY} python3 {self.work}/{FLEET_CLIENT_SCRIPT} {shlex.join(arguments)}", TOOL_TIMEOUT_S)
         assert done.returncode == 0, f"fleet's client failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
         figures: dict[str, Any] = json.loads(done.stdout)
         assert figures["requests"]["ok"] == REQUESTS and figures["output_tokens"] == REQUESTS * OUTPUT, figures
@@ -224,14 +224,16 @@ class Bench:
 
 
 # fleet's client on the host, as the agent sends a `random` workload with a load: the open loop,
-# the client with the sweep's request limits, the figures of the result. Standard library and fleet.
+# the client with the sweep's request limits (its arguments), the figures of the result. Standard
+# library and fleet; written to the host once, by the module's fixture.
+FLEET_CLIENT_SCRIPT = "fleet_client.py"
 FLEET_CLIENT = """
 import json, random, sys
 from fleet.host.agent.client import Client, Endpoint
 from fleet.host.agent.kinds.listed import open_loop, random_requests
 from fleet.host.agent.results import request_figures
 
-port, workload = int(sys.argv[1]), json.loads(sys.argv[2])
+port, workload, deadline_s, no_token_timeout_s = int(sys.argv[1]), json.loads(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4])
 
 
 class Open:
@@ -243,7 +245,7 @@ class Sender:  # what open_loop uses of the agent's Driver
     client = Client(Endpoint("127.0.0.1", port))
 
     def send(self, prompt, max_new_tokens):
-        return self.client.generate(prompt, max_new_tokens, deadline_s=120, no_token_timeout_s=60)
+        return self.client.generate(prompt, max_new_tokens, deadline_s=deadline_s, no_token_timeout_s=no_token_timeout_s)
 
 
 load = workload["load"]
@@ -290,6 +292,7 @@ def bench(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bench]:
         env = " ".join(f"{k}={shlex.quote(v)}" for k, v in server["env"].items())
         [workload] = [run["workload"] for run in server["runs"] if run["workload"]["name"] == "fixed"]
         bench = Bench(fleet, "ct200", "/root/loadgen", "/root/loadgen/tokenizer", results["fixed"].figures, results["fixed_bench_serving"], workload, env)
+        bench.on_host(f"{bench.work}/{FLEET_CLIENT_SCRIPT}").write_text(FLEET_CLIENT)
         bench.serve(f"env {env} {PRIORITY} {shlex.join(argv)}", server["cwd"], "server.log", f"http://127.0.0.1:{PORT}/health_generate", tries=1500, timeout=400)
         yield bench
 
