@@ -313,8 +313,10 @@ def every_advice() -> list[Advice]:
 
 # A flag, then its value: `=value`, or a number after connecting words ("to at most 8192", "above 0.912",
 # "(e.g. 16)"). "by 0.03-0.05" is a step, not a value, and ends the fragment.
+# A flag in a text, with its value where one follows. Not one opened by a quote: a fix quotes what a
+# log refused (catalogue arguments_refused: "vllm refused '--omni'"), which is no setting it advises.
 _FRAGMENT = re.compile(
-    r"(?<![\w-])(?P<flag>--[a-z][a-z0-9-]*)"
+    r"(?<![\w'-])(?P<flag>--[a-z][a-z0-9-]*)"
     r"(?:=(?P<assigned>[^\s,;)]+)|\s+(?:(?:to|at|most|above|below|\(e\.g\.)\s+)*(?P<value>-?\d+(?:\.\d+)?)(?![\w.-]))?"
 )
 
@@ -351,6 +353,11 @@ def fragments(advice: Advice) -> list[Fragment]:
     for match in _FRAGMENT.finditer(advice.text):
         flag = match["flag"]
         if flag in fleet_options() and flag not in _sglang_options():
+            continue
+        # argparse's own help action, in every release's parser: advice that names it ("`{prog} --help`
+        # lists them", the catalogue's refused-arguments fix) tells the user to read the help and sets
+        # nothing; parsed, it prints the usage and exits 0 (a parser's answer, not a setting's).
+        if flag == "--help":
             continue
         engine = "vllm" if flag not in _sglang_options() and flag in _vllm_options() else "sglang"
         value = match["assigned"] or match["value"]

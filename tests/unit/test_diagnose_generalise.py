@@ -1104,7 +1104,7 @@ def test_batch10_keeps_its_tune_figure() -> None:
 )
 def test_argparse_refusing_the_command_line_is_a_process_failure_naming_the_argument(lines: list[str], refused: str) -> None:
     diagnosis = diagnose_text(lines)
-    assert diagnosis.failure_class == "unknown" and diagnosis.fix is not None and f": {refused}" in diagnosis.fix, diagnosis
+    assert diagnosis.failure_class == "unknown" and diagnosis.fix is not None and f"refused '{refused}'" in diagnosis.fix, diagnosis
     assert [signature.name for signature in signatures_in(lines[-1])] == ["arguments_refused"]  # the agent stops on it
 
 

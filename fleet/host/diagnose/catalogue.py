@@ -775,7 +775,9 @@ SIGNATURES: tuple[Signature, ...] = (
     # :2142 "the following arguments are required: %s", :2263 "ambiguous option: %(option)s could
     # match"), so a linker's "ld.lld: error: ..." is not read as one. No failure class names a command
     # line (the vocabulary's classes are what a server met while starting or serving): `unknown`, with
-    # the refused flag named; a process that exits 2 is never worth retrying unchanged.
+    # the refused flag named, in quotes: the log's words, not a setting fleet advises (the advice corpus,
+    # tests/integration/advice_corpus.py, parses every unquoted flag of a fix); a process that exits 2 is
+    # never worth retrying unchanged.
     _generic(
         "arguments_refused",
         940,
@@ -785,8 +787,8 @@ SIGNATURES: tuple[Signature, ...] = (
             T(": error: the following arguments are required: ", _ARGPARSE_PROG + r"the following arguments are required: (?P<refused_argument>.+)"),
             T(": error: ambiguous option: ", _ARGPARSE_PROG + r"ambiguous option: (?P<refused_argument>\S+?)(?:=\S*)? could match"),
         ),
-        "The server refused its command line and exited before starting ({prog}: {refused_argument}: {argparse_reason}): give that argument a value this release takes (`{prog} --help` lists them).",
-        "The server refused its command line and exited before starting ({prog}: {refused_argument}): the flag is spelt "
+        "The server refused its command line and exited before starting ({prog} refused '{refused_argument}': {argparse_reason}): give that argument a value this release takes (`{prog} --help` lists them).",
+        "The server refused its command line and exited before starting ({prog} refused '{refused_argument}'): the flag is spelt "
         "for another release or missing; spell it as this release does (`{prog} --help` lists them) or pin the release it was written for.",
         "The server refused its command line and exited before starting: a flag is spelt for another release or missing; spell it as this release does (`--help` lists them).",
     ),
