@@ -8,19 +8,23 @@ do: silent link drops, reboots, host keys, ProxyJump, a dead host in a fan-out.
 from __future__ import annotations
 
 import contextlib
+import linecache
 import logging
 import os
 import secrets
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import paramiko
 import pytest
 
 from fleet.errors import CommandFailed, CommandTimeout, ConnectTimeout, HostKeyError, TransportError
 from fleet.retry import CONNECT, retrying
 from fleet.transport import LocalTransport, SSHTarget, SSHTransport, Transport, fan_out, read_boot_id, wait_for_reboot
+from fleet.transport import sshlink
 from fleet.transport.sharing import one_shot
 from tests.testfleet import TestFleet, TestHost
 
@@ -334,3 +338,52 @@ def test_fan_out_returns_promptly_when_one_host_is_cut_off(two_hosts: TestFleet)
     error = result[cut.name].error
     assert isinstance(error, (ConnectTimeout, CommandTimeout)) and isinstance(error, TransportError)
     assert result[cut.name].transient and cut.name in str(error)
+
+
+def test_an_idle_connection_wakes_its_transport_thread_at_most_once_a_second(two_hosts: TestFleet, monkeypatch: pytest.MonkeyPatch) -> None:
+    """paramiko's thread wakes every 0.1 s on a socket with nothing to read (a caught timeout under
+    the GIL each time); a connected link waits sshlink._IDLE_WAKE_S instead. Counted, not timed: a
+    loaded machine can only make the thread wake less often than its timeout, never more."""
+    wakes: dict[int, int] = {}
+    check_keepalive = paramiko.packet.Packetizer._check_keepalive  # type: ignore[attr-defined]  # private, not in the stubs
+
+    def counted(packetizer: paramiko.packet.Packetizer) -> None:  # called on each read that timed out
+        wakes[id(packetizer)] = wakes.get(id(packetizer), 0) + 1
+        check_keepalive(packetizer)
+
+    monkeypatch.setattr(paramiko.packet.Packetizer, "_check_keepalive", counted)
+    conn = sshlink.open_connection("ct", ssh_target(two_hosts.hosts[0]))
+    try:
+        packetizer = id(conn.transport.packetizer)
+        before, started = wakes.get(packetizer, 0), time.monotonic()
+        time.sleep(3)
+        idle_s = time.monotonic() - started
+        assert wakes.get(packetizer, 0) - before <= idle_s / sshlink._IDLE_WAKE_S + 1, (wakes, idle_s)
+    finally:
+        sshlink.close_quietly(conn)
+
+
+def test_closing_a_connection_ends_its_transport_thread_without_waiting_for_a_wake_up(two_hosts: TestFleet, monkeypatch: pytest.MonkeyPatch) -> None:
+    """close_quietly shuts the socket down, which wakes the thread out of its read: with a wake-up
+    two minutes away the thread still ends at once (a left thread would read a closed socket)."""
+    monkeypatch.setattr(sshlink, "_IDLE_WAKE_S", 120.0)
+    conn = sshlink.open_connection("ct", ssh_target(two_hosts.hosts[0]))
+    thread = conn.transport
+    assert thread.sock.gettimeout() == 120.0
+
+    # Closed while the thread waits in its read (not while it still handles the login's last
+    # messages: it would then see the close at the top of its loop, with or without a shutdown).
+    def in_recv() -> bool:
+        frame = sys._current_frames().get(thread.ident or 0)
+        return frame is not None and ".recv(" in linecache.getline(frame.f_code.co_filename, frame.f_lineno)
+
+    for _ in range(600):
+        was_in_recv = in_recv()
+        time.sleep(0.1)
+        if was_in_recv and in_recv():  # twice in a row: waiting, not passing through
+            break
+    else:
+        pytest.fail("paramiko's transport thread never waited in its read")
+    sshlink.close_quietly(conn)
+    thread.join(60)  # a bound for a loaded machine, half the wake-up: the socket's shutdown ends it
+    assert not thread.is_alive()
