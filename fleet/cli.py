@@ -643,7 +643,8 @@ def report(
     output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write to this file instead of stdout.")] = None,
 ) -> None:
     """Tables of a sweep's results: speed-ups over the autoregressive baseline of the same workload, host type and TP, curves, failures."""
-    from fleet.report import FORMATS, ReportError, render, report_of
+    from fleet.host.atomic import atomic_file
+    from fleet.report import FORMATS, ReportError, report_of, stream
 
     if fmt not in FORMATS:
         _fail(f"--format {fmt!r}: expected one of {', '.join(FORMATS)}")
@@ -652,13 +653,15 @@ def report(
     except ReportError as exc:
         _fail(str(exc))
     if output is None:
-        sys.stdout.write(render(built, fmt, None))
+        for piece in stream(built, fmt, None):
+            sys.stdout.write(piece)  # a write at a time: fleet.stdout sees a reader that went away
         return
     _check_report_output(output, [*results_dirs, *(baseline or [])])
-    text = render(built, fmt, output.resolve().parent)
     try:
-        output.parent.mkdir(parents=True, exist_ok=True)
-        output.write_text(text)
+        # Atomic: a report that fails half-way leaves the earlier file at -o as it was.
+        with atomic_file(output) as handle:
+            for piece in stream(built, fmt, output.resolve().parent):
+                handle.write(piece.encode())
     except OSError as exc:
         _fail(f"{output} (-o): expected a file the report can be written to, got {exc.strerror!r}")
     err().print(f"report: {output}", highlight=False, markup=False)

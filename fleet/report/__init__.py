@@ -9,7 +9,7 @@ load (fleet.report.load: sweep folders, results through fleet.host.contract.load
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Sequence
+from collections.abc import Iterator, Sequence
 
 from fleet.report.load import SweepData, load_sweep
 from fleet.errors import ReportError
@@ -56,4 +56,19 @@ def render(report: Report, fmt: str, start: Path | None = None) -> str:
     raise ValueError(f"report format {fmt!r}: expected one of {', '.join(FORMATS)}")
 
 
-__all__ = ["FORMATS", "Report", "ReportError", "SweepData", "build_report", "load_sweep", "render", "report_of"]
+def stream(report: Report, fmt: str, start: Path | None = None) -> Iterator[str]:
+    """`render`'s text in pieces, for a writer: JSON lines and CSV a row at a time, so that writing
+    50,000 results' rows never holds them all as one text (nor twice, while it is joined); md
+    and html, a page that is read whole, in one piece."""
+    if fmt == "json":
+        from fleet.report.flat import jsonl_lines
+
+        return jsonl_lines(report)
+    if fmt == "csv":
+        from fleet.report.flat import csv_lines
+
+        return csv_lines(report)
+    return iter([render(report, fmt, start)])
+
+
+__all__ = ["FORMATS", "Report", "ReportError", "SweepData", "build_report", "load_sweep", "render", "report_of", "stream"]

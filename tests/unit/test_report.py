@@ -6,10 +6,12 @@ Intervals, verdicts, rankings and the first screen: test_report_intervals.py."""
 
 from __future__ import annotations
 
+import errno
 import json
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -18,7 +20,7 @@ from typer.testing import CliRunner
 
 from fleet.cli import app
 from fleet.host.contract import RunStatus
-from fleet.report import ReportError, load_sweep, render, report_of
+from fleet.report import ReportError, flat, load_sweep, render, report_of, stream
 from fleet.report.model import GroupKey, Report, Row, build_report, make_cells, rows_of
 from fleet.report.text import DASH
 
@@ -226,6 +228,34 @@ def test_the_cli_writes_each_format_and_refuses_bad_input(tmp_path: Path) -> Non
     assert f"{other}/sweep.json: playbook_name: expected a sweep of the playbook it is compared with (qwen36-specdec), got 'demo'" in result.output
     with pytest.raises(ReportError, match=r"sweep\.json: expected a sweep folder's file"):
         load_sweep(tmp_path)
+
+
+def test_the_cli_streams_each_format_as_render_makes_it_and_a_failure_keeps_the_old_file(tmp_path: Path, report: Report, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`fleet report` writes JSON lines and CSV a row at a time (fleet.report.stream), to stdout
+    and to -o alike: the same text as `render`'s whole one. A report that fails half-way leaves
+    the file at -o as it was (the write is atomic), not a torn report."""
+    runner = CliRunner()
+    for fmt in ("md", "csv", "json"):
+        target = tmp_path / f"report.{fmt}"
+        result = runner.invoke(app, ["report", str(SWEEP), "--format", fmt, "-o", str(target)])
+        assert result.exit_code == 0, result.output
+        whole = render(report_of([SWEEP]), fmt, target.parent)
+        assert target.read_text() == whole
+        shown = runner.invoke(app, ["report", str(SWEEP), "--format", fmt])
+        assert shown.exit_code == 0 and shown.stdout == render(report_of([SWEEP]), fmt, None)
+    pieces = list(stream(report, "json"))
+    assert len(pieces) == len(report.rows) > 1  # a line at a time
+
+    def failing_half_way(report: Report) -> Iterator[str]:
+        yield '{"first": "row"}\n'
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(flat, "jsonl_lines", failing_half_way)
+    target = tmp_path / "report.json"
+    before = target.read_text()
+    result = runner.invoke(app, ["report", str(SWEEP), "--format", "json", "-o", str(target)])
+    assert result.exit_code == 2 and "Input/output error" in result.output
+    assert target.read_text() == before and [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
 
 
 def test_results_latest_stands_for_the_last_sweep(tmp_path: Path) -> None:
