@@ -1375,9 +1375,110 @@ def test_vllms_checkpoint_prefetch_is_a_start_up_step(lines: list[str], failure_
 BATCH12_HELDOUT = REAL.parent / "batch12-heldout"
 
 
-def test_batch12_heldout_keeps_its_measured_accuracy() -> None:
+def test_batch12_keeps_its_tune_figure() -> None:
     """33 real logs (14 SGLang, 19 vLLM): 25/33 right (failures 20/28; 25/28 where the excerpt shows the cause) from the
-    bare log, measured untouched and never tuned on. A floor, not a file check."""
+    bare log, measured once untouched; 28/33 after the rules of its miss kinds 2 and 3 (the tests below) and the PD
+    transfer log relabelled healthy (27/33 under its label as collected). A tune split since: batch13-heldout is the
+    held-out set. A floor, not a file check."""
     entries = _manifest(BATCH12_HELDOUT)
     assert sum(entry["shows_cause"] is True for entry in entries) == 28 and all(isinstance(entry["shows_cause"], bool) for entry in entries)
-    assert _heldout_right(BATCH12_HELDOUT, 33) >= 25
+    assert _heldout_right(BATCH12_HELDOUT, 33) >= 28
+
+
+# -- batch12's miss kinds as class rules, each from the source that prints the text (issue 27, round eight) -------
+# Kind 2: SGLang's registries skip a module whose import failed (0.5.23 models/registry.py:132, managers/
+# multimodal_processor.py:24: logger.warning(f"Ignore import error when loading {name}: {e}")); a refusal of an
+# architecture that module defines (multimodal_processor.py:86 f"No processor registered for architecture:
+# {hf_config.architectures}.", models/registry.py:64 f"Model architectures {architectures} are not supported for now. ")
+# is that import failing. The first case is batch12's real pair; the others are built from the format strings.
+def _skip(module: str, error: str) -> str:
+    return f"[2025-06-03 12:29:18] Ignore import error when loading {module}: {error}"
+
+
+@pytest.mark.parametrize(
+    ("lines", "evidence"),
+    [
+        (
+            [
+                "[2025-06-03 12:29:18] Ignore import error when loading sglang.srt.managers.multimodal_processors.qwen_vl: Can not import sgl_kernel. Please check your installation.",
+                "ValueError: No processor registered for architecture: ['Qwen2_5_VLForConditionalGeneration'].",
+            ],
+            "multimodal_processors.qwen_vl",
+        ),
+        (
+            [
+                _skip("sglang.srt.models.glm_ocr", "No module named 'transformers.models.glm_ocr'"),
+                _skip("sglang.srt.models.qwen3_next", "cannot import name 'Qwen3NextConfig' from 'transformers'"),
+                _skip("sglang.srt.models.deepseek_v2", "libcudart.so.13: cannot open shared object file: No such file or directory"),
+                _skip("sglang.srt.models.mllama4", "No module named 'flashinfer'"),
+                "[2026-01-01 00:00:05] Scheduler hit an exception: Traceback (most recent call last):",
+                "ValueError: Model architectures ['DeepseekV3ForCausalLM'] are not supported for now. Supported architectures: dict_keys(['LlamaForCausalLM'])",
+            ],
+            "models.deepseek_v2",
+        ),
+        (
+            [
+                _skip("sglang.srt.models.qwen3_vl", "No module named 'flash_attn'"),
+                "[2026-01-01 00:00:05 TP0] ValueError: No processor registered for architecture: ['Qwen3VLForConditionalGeneration'].\nRegistered",
+            ],
+            "models.qwen3_vl",
+        ),
+    ],
+)
+def test_a_refused_architecture_whose_module_failed_to_import_is_an_import_error(lines: list[str], evidence: str) -> None:
+    diagnosis = diagnose_text(lines)
+    assert diagnosis.failure_class == "import_error" and evidence in diagnosis.evidence[0].text, diagnosis.evidence
+    assert "architecture" in diagnosis.evidence[1].text
+
+
+def test_the_missing_module_a_skip_line_names_is_in_the_fix() -> None:
+    lines = [_skip("sglang.srt.models.qwen3_vl", "No module named 'flash_attn'"), "ValueError: No processor registered for architecture: ['Qwen3VLForConditionalGeneration']."]
+    assert "'flash_attn'" in (diagnose_text(lines).fix or "")
+
+
+@pytest.mark.parametrize(
+    "error",
+    ["Can not import sgl_kernel. Please check your installation.", "libcuda.so.1: cannot open shared object file: No such file or directory", "No module named 'transformers.models.glm_ocr'"],
+)
+def test_a_skip_line_on_a_start_that_serves_is_no_failure(error: str) -> None:
+    diagnosis = diagnose_text([_skip("sglang.srt.models.glm_ocr", error), "[2026-01-01 00:00:01 TP0] Load weight begin. avail mem=70.00 GB", READY])
+    assert diagnosis.failure_class is None and [finding.name for finding in diagnosis.findings] == ["import_skipped"]
+
+
+def test_a_skip_of_another_models_module_does_not_explain_a_refusal() -> None:
+    refusal = "ValueError: Model architectures ['FooForCausalLM'] are not supported for now. Supported architectures: ['LlamaForCausalLM']"
+    assert diagnose_text([_skip("sglang.srt.models.glm_ocr", "No module named 'x'"), refusal]).failure_class == "model_load_error"
+    # Printed after the refusal, a skip line is no cause of it; a refusal alone is the model's.
+    assert diagnose_text([refusal, _skip("sglang.srt.models.foo", "No module named 'x'")]).failure_class == "model_load_error"
+    assert diagnose_text(["ValueError: No processor registered for architecture: ['FooForConditionalGeneration']."]).failure_class == "model_load_error"
+
+
+# Kind 3: vLLM V1 sizes its KV cache after profiling memory (0.33 v1/core/kv_cache_utils.py:1147-1154 "%s KV cache
+# size: %s tokens, Maximum concurrency for %s tokens per request: %.2fx"; 0.7 printed the halves as two lines, :524 and
+# :527): a start-up step, done, with CUDA graphs and warm-up after it. A log cut there is a start cut between steps.
+@pytest.mark.parametrize(
+    "lines",
+    [
+        ["INFO 02-19 23:56:55 kv_cache_utils.py:524] GPU KV cache size: 2,042,016 tokens", "INFO 02-19 23:56:55 kv_cache_utils.py:527] Maximum concurrency for 2,048 tokens per request: 997.08x"],
+        ["(EngineCore_DP0 pid=1707016) INFO 01-01 00:00:00 [kv_cache_utils.py:1149] GPU KV cache size: 1,234,567 tokens, Maximum concurrency for 32,768 tokens per request: 37.68x"],
+        ["(EngineCore pid=9) INFO 01-01 00:00:00 [kv_cache_utils.py:1149] GPU + host KV cache size: 10 tokens, Maximum concurrency for 8 tokens per request: 1.25x"],
+    ],
+)
+def test_vllms_kv_cache_sizing_is_a_start_up_step(lines: list[str]) -> None:
+    diagnosis = diagnose_text(lines)
+    assert diagnosis.failure_class == "unknown" and diagnosis.evidence[0].text == "last startup step: done sizing the KV cache", diagnosis.evidence
+    ready = "(EngineCore pid=9) INFO 01-01 00:01:00 [core.py:413] init engine (profile, create kv cache, warmup model) took 60.00 seconds"
+    assert diagnose_text([*lines, ready]).failure_class is None
+
+
+# PD decode's "Decode transfer failed for request rank={tp_rank} {rid=} {bootstrap_room=} with exception {e}" (0.5.23
+# disaggregation/decode.py:2864-2884) aborts that request with HTTP 500 and goes on serving: a finding, not a failure
+# (the relabelling's reasoning is in benchmarks/results/diagnose-heldout.md).
+def test_a_failed_kv_transfer_on_a_serving_decode_server_is_a_finding() -> None:
+    lines = [
+        "[2025-09-17 16:23:13 TP1] Decode transfer failed for request rank=1 decode_req.req.rid='3ce84ffb82764f45b028dd8e6c4beed1' decode_req.req.bootstrap_room=1655955501905217457 with exception KVTransferError(bootstrap_room=1655955501905217457): Failed due to an unknown reason from another rank",
+        "[2026-01-01 00:00:00 TP0] Decode transfer failed for request rank=0 decode_req.req.rid='a' decode_req.req.bootstrap_room=7",
+        '[2025-09-17 16:23:13] INFO:     10.10.11.1:41698 - "POST /v1/chat/completions HTTP/1.1" 200 OK',
+    ]
+    diagnosis = diagnose_text(lines)
+    assert diagnosis.failure_class is None and [(finding.name, finding.count) for finding in diagnosis.findings] == [("kv_transfer_failed", 2)]

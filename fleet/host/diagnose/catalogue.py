@@ -236,6 +236,10 @@ SIGNATURES: tuple[Signature, ...] = (
             # ValueError(f"Unsupported architectures: {arch}. Supported list: {list(...)}"), the older
             # form of the registry's "are not supported for now".
             T("Unsupported architectures:", r"Unsupported architectures: (?P<architectures>[\w, '\[\]]+?)\. Supported list"),
+            # SGLang's multimodal processor registry, the same refusal for a vision model's processor (0.5.23
+            # managers/multimodal_processor.py:86, get_mm_processor: f"No processor registered for architecture:
+            # {hf_config.architectures}.\n" f"Registered architectures: ..."): no class of this release serves it.
+            T("No processor registered for architecture", r"No processor registered for architecture: (?P<architectures>\[[^\]]*\])"),
             # huggingface_hub's other exceptions for a model it could not fetch or find (errors.py, 1.33):
             # OfflineModeIsEnabled (utils/_http.py:284, f"Cannot reach {request.url}: offline mode is enabled.
             # ..."; a ConnectionError whose name ends in neither Error nor Exception), DisabledRepoError and
@@ -919,6 +923,33 @@ SIGNATURES: tuple[Signature, ...] = (
         "http_400_responses",
         (T('" 400 Bad Request'),),
         "The server rejected requests with HTTP 400 (see the client's error text: often prompt + max_new_tokens above the context length).",
+    ),
+    # SGLang's registries import every model and processor module and skip one whose import fails
+    # (0.5.23 models/registry.py:132 and managers/multimodal_processor.py:24, dllm/algorithm/__init__.py:20:
+    # logger.warning(f"Ignore import error when loading {name}: {e}")). Starts that then serve print them for
+    # optional models whose packages are absent; only a refusal of the architecture a skipped module defines
+    # makes it the failure (the classifier's rule, `skipped_import_of`).
+    _finding(
+        "import_skipped",
+        (
+            T(
+                "Ignore import error when loading ",
+                r"Ignore import error when loading (?P<skipped_module>[\w.]+): (?P<import_reason>.*?No module named '(?P<module>[\w.]+)'|.*)",
+            ),
+        ),
+        "SGLang skipped {skipped_module}, whose import failed ({import_reason}): the models or processors it defines cannot be served by this install.",
+        "SGLang skipped a module whose import failed: the models or processors it defines cannot be served by this install.",
+    ),
+    # SGLang's PD decode side when a request's KV cache did not arrive from the prefill server (0.5.23
+    # disaggregation/decode.py:2864-2884: f"Decode transfer failed for request rank={self.tp_rank} ..." with
+    # " with exception {e}", e.g. KVTransferError (disaggregation/common/conn.py:103)): the request is aborted
+    # with HTTP 500 (prepare_abort, :2885) and the scheduler goes on: a lost request, not a failed server.
+    _finding(
+        "kv_transfer_failed",
+        (T("Decode transfer failed for request"),),
+        "The decode server did not receive requests' KV cache from the prefill server (KV transfer failed); those "
+        "requests were aborted with HTTP 500 and the server went on: check the transfer backend (Mooncake, NIXL) "
+        "and the network between the prefill and decode hosts (their RDMA devices).",
     ),
     _finding(
         "recovered_error",

@@ -179,6 +179,11 @@ _NCCL_INFO = b" NCCL INFO "
 CONSEQUENCE_RANK = 85
 # Generic signatures that prove something raised but name nothing (a traceback's header or its frames alone).
 _NO_CAUSE = {"traceback_only", "traceback_frames"}
+# Signatures whose every distinct line is kept, not only the first few: a start prints a skip line per module
+# whose import failed, and the one a refused architecture needs may come after several others.
+_EVERY_EXAMPLE = {"import_skipped"}
+# An architecture's name in a registry's refusal ("['Qwen2_5_VLForConditionalGeneration']").
+_ARCHITECTURE = re.compile(r"[A-Za-z_]\w*")
 _RESULT_SUFFIXES = {".json"}
 _LOG_SUFFIXES = {".log", ".txt", ".out", ".err", ".journal"}
 _EVIDENCE_KEYS = re.compile(r"error|evidence|message|detail|reason|traceback|stderr", re.IGNORECASE)
@@ -435,7 +440,7 @@ class _Scanner:
         hits.count += 1
         hits.not_warnings += not warning
         hits.serving_at_last = self.serving
-        if message not in hits.messages and len(hits.examples) < EVIDENCE_PER_SIGNATURE:
+        if message not in hits.messages and (len(hits.examples) < EVIDENCE_PER_SIGNATURE or signature.name in _EVERY_EXAMPLE):
             hits.messages.add(message)
             hits.examples.append((line_no, clean_line(text), groups))
 
@@ -463,7 +468,10 @@ _MORE_PREFIX = re.compile(
 )
 # A message at warning level: Python's warnings ("/path/x.py:13: UserWarning: ..."), a logger's
 # "WARNING ..." / "Warning: ...", c10's "[W502 ...]" / "[W ...]" and glog's "W0224 ...".
-_WARNING_MESSAGE = re.compile(r"^(?:WARNING|WARN|Warning)\b[:\s]|^(?:\S+:\d+: )?\w*Warning: |^\[W(?:\d{3,4})? |^W\d{4} ")
+# SGLang's registries log a skipped module with logger.warning (models/registry.py:132, "Ignore import error
+# when loading {name}: {e}"), but SGLang's log format prints no level: the exception text it carries ("...:
+# cannot open shared object file") names a failure only as a warning does.
+_WARNING_MESSAGE = re.compile(r"^(?:WARNING|WARN|Warning)\b[:\s]|^(?:\S+:\d+: )?\w*Warning: |^\[W(?:\d{3,4})? |^W\d{4} |^Ignore import error when loading ")
 _WARNING_LEVELS = {"WARNING", "WARN"}
 
 
@@ -672,6 +680,11 @@ def _classify(scan: _Scanner, path: str, hint: DiagnosisHint | None) -> Diagnosi
             # PyTorch warned that it has no kernels for this GPU, then the start failed: that is why.
             failure_class = FailureClass.UNSUPPORTED_GPU_ARCH.value
             root, root_hits = SIGNATURE_BY_NAME["unsupported_gpu_arch"], scan.hits[(start, "torch_lacks_gpu_arch")]
+        elif root.failure_class is FailureClass.MODEL_LOAD_ERROR and (skipped := _skipped_import_of(scan, start, root_hits)) is not None:
+            # The registry refused an architecture whose module SGLang skipped because its import failed: the
+            # import is why (the refusal alone would send the user looking for an unsupported model).
+            failure_class = FailureClass.IMPORT_ERROR.value
+            root, root_hits = SIGNATURE_BY_NAME["import_error"], skipped
         evidence = tuple(Evidence(line, text) for line, text, _ in root_hits.examples)
         if root.kind is Kind.GENERIC:
             evidence = _generic_evidence([hits for signature, hits in fatal if signature.kind is Kind.GENERIC])
@@ -712,6 +725,30 @@ def _classify(scan: _Scanner, path: str, hint: DiagnosisHint | None) -> Diagnosi
 
     findings = _findings(scan, start, figures, recovered, failure_class, release)
     return Diagnosis(path, failure_class, evidence, findings, fix, consequences, scan.summary, figures)
+
+
+def _skipped_import_of(scan: _Scanner, start: int, refusal: _SignatureHits) -> _SignatureHits | None:
+    """The skip line of this start (SGLang's "Ignore import error when loading {module}: {e}", the
+    `import_skipped` finding) for a module that defines an architecture the refusal names, before it, with
+    the refusal: evidence of an import failure. SGLang names a model's or processor's module after its family
+    with the version dropped (models/qwen2_5_vl.py defines Qwen2_5_VLForConditionalGeneration,
+    multimodal_processors/qwen_vl.py serves Qwen2-VL and Qwen2.5-VL, models/glm4.py Glm4ForCausalLM): the
+    module name's letters begin the architecture's. A skip of another model's module explains nothing."""
+    skips = scan.hits.get((start, "import_skipped"))
+    refused_line, refused_text, refused_groups = refusal.examples[0]
+    named = refused_groups.get("architectures")
+    if skips is None or named is None:
+        return None
+    architectures = {_letters(name) for name in _ARCHITECTURE.findall(named)}
+    for line, text, groups in skips.examples:
+        module = _letters(groups.get("skipped_module", "").rsplit(".", 1)[-1])
+        if line < refused_line and len(module) >= 3 and any(name.startswith(module) for name in architectures):
+            return _SignatureHits(count=1, not_warnings=1, examples=[(line, text, groups), (refused_line, refused_text, refused_groups)])
+    return None
+
+
+def _letters(name: str) -> str:
+    return "".join(char for char in name.lower() if char.isalpha())
 
 
 def _root_first(item: tuple[Signature, _SignatureHits]) -> tuple[int, int]:

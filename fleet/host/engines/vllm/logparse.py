@@ -107,6 +107,12 @@ STARTUP_STEPS: tuple[tuple[bytes, str, bool], ...] = (
     (b"Loading weights took", "done loading weights", False),
     (b"Model loading took", "done loading weights", False),
     (b"Available KV cache memory", "done profiling memory for the KV cache", False),
+    # V1 then sizes the cache from that memory and logs its capacity (0.33 v1/core/kv_cache_utils.py:1147-1154,
+    # update_kv_cache_capacity from v1/engine/core.py:352: "%s KV cache size: %s tokens, Maximum concurrency for
+    # %s tokens per request: %.2fx"; 0.7 printed the halves as two lines, kv_cache_utils.py:524 and :527); CUDA
+    # graphs and warm-up come after it, before "init engine ... took".
+    (b"KV cache size: ", "done sizing the KV cache", False),
+    (b"Maximum concurrency for ", "done sizing the KV cache", False),
     # 0.2-0.6 print the profiled block counts (0.4.3 executor/gpu_executor.py:83 and
     # distributed_gpu_executor.py:56: "# GPU blocks: %d, # CPU blocks: %d"; 0.6 "# %s blocks: %d, # CPU
     # blocks: %d" with the device's name), and capture with "Capturing the model for CUDA graphs. This may
