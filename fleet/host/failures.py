@@ -22,6 +22,8 @@ class FailureClass(str, Enum):
     # -- root causes: proved by a server log line (or by the run record: start timeout) ----------
     MAX_RUNNING_REQUESTS_ZERO = "max_running_requests_zero"
     KV_POOL_TOO_SMALL = "kv_pool_too_small"
+    # The accelerator's memory ran out: named after CUDA, which it began with, but the class is the
+    # device's memory, whatever the device (ROCm's HIP, Intel's XPU, Ascend's NPU print the same OOM).
     CUDA_OOM = "cuda_oom"
     CUDA_GRAPH_ERROR = "cuda_graph_error"
     CUDA_ILLEGAL_INSTRUCTION = "cuda_illegal_instruction"

@@ -1491,9 +1491,166 @@ def test_a_failed_kv_transfer_on_a_serving_decode_server_is_a_finding() -> None:
 BATCH13_HELDOUT = REAL.parent / "batch13-heldout"
 
 
-def test_batch13_heldout_keeps_its_measured_accuracy() -> None:
+def test_batch13_keeps_its_tune_figure() -> None:
     """42 real logs (19 SGLang, 23 vLLM): 28/42 right (failures 23/36; 28/39 where the excerpt shows the cause) from the
-    bare log, measured untouched and never tuned on. A floor, not a file check."""
+    bare log, measured once untouched; 39/42 (33/36; 39/39) after the rules of its miss kinds 2-7 (the tests below).
+    A tune split since: batch14-heldout is the held-out set. A floor, not a file check."""
     entries = _manifest(BATCH13_HELDOUT)
     assert sum(entry["shows_cause"] is True for entry in entries) == 39 and all(isinstance(entry["shows_cause"], bool) for entry in entries)
-    assert _heldout_right(BATCH13_HELDOUT, 42) >= 28
+    assert _heldout_right(BATCH13_HELDOUT, 42) >= 39
+
+
+# -- batch13's miss kinds as class rules, each from the source that prints the text (issue 27, round nine) -------
+# Kind 2: a fatal line outside the engines' log formats. A C++ runtime's error or fatal level in its own format (glog's
+# "Lmmdd hh:mm:ss.uuuuuu threadid file:line] msg", Ray's spdlog "[%Y-%m-%d %H:%M:%S,%e %L %P %t] %v") is an error no class
+# names; vLLM's "died unexpectedly" lines are a process gone, whatever prefix an application's logging format gives them.
+@pytest.mark.parametrize(
+    "line",
+    [
+        # batch13's real lines
+        "(EngineCore_DP0 pid=322563) (raylet, ip=172.27.221.101) [2025-12-12 15:10:48,697 C 42791 42791] (raylet) experimental_mutable_object_provider.cc:153:  An unexpected system state has occurred. You have likely discovered a bug in Ray.",
+        "[2025-02-19 13:33:40,672 E 15244 15244] core_worker.cc:496: Failed to register worker to Raylet: IOError: [RayletClient] Unable to register worker with raylet. Failed to read data from the socket: End of file",
+        "E0417 19:46:42.567034   481 store_py.cpp:191] Failed to mount segment: UNKNOWN_ERROR",
+        # variants from the format strings: glog 0.7's year, a FATAL CHECK, Ray's C level with no tag
+        "E20250417 19:46:42.567034   481 transfer_engine.cpp:77] Failed to install transport",
+        "F0417 19:46:42.567034   481 rdma_context.cpp:12] Check failed: device != nullptr",
+        "[2026-01-01 00:00:00,001 C 1 2] gcs_client.h:10: Check failed: status.ok()",
+    ],
+)
+def test_a_native_runtimes_error_level_is_an_unexplained_failure(line: str) -> None:
+    diagnosis = diagnose_text([line])
+    assert diagnosis.failure_class == "unknown" and line.endswith(diagnosis.evidence[0].text.split("] ")[-1][-20:]), diagnosis.evidence
+    assert [signature.name for signature in signatures_in(line)] == ["runtime_error_logged"]
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # Info and warning levels, a Python frame naming a .cc file, an engine line quoting a source path
+        "I0417 19:46:42.567034   481 store_py.cpp:191] Mounted segment",
+        "W0417 19:46:42.567034   481 store_py.cpp:191] Slow mount",
+        "[2026-01-01 00:00:00,001 I 1 2] core_worker.cc:496: Registered worker",
+        "[2026-01-01 00:00:00,001 W 1 2] core_worker.cc:496: Retrying",
+        "[2026-01-01 00:00:00 TP0] compiling kernel.cu: 12 registers",
+    ],
+)
+def test_a_native_runtimes_other_levels_prove_nothing(line: str) -> None:
+    assert "runtime_error_logged" not in [signature.name for signature in signatures_in(line)]
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "2025-11-02 13:17:04,315 - vllm.v1.engine.core_client - ERROR - Engine core proc EngineCore_DP0 died unexpectedly, shutting down client.",
+        "(APIServer pid=1) ERROR 01-01 00:00:00 [core_client.py:564] Engine core proc EngineCore_DP1 died unexpectedly, shutting down client.",
+        "RuntimeError: Engine core process EngineCore_DP0 died unexpectedly.",
+        "(EngineCore_DP0 pid=9) ERROR 01-01 00:00:00 [multiproc_executor.py:381] Worker proc VllmWorker-3 died unexpectedly (exit code: -9), shutting down executor.",
+        "ERROR 01-01 00:00:00 [ray_executor_v2.py:523] RayWorkerProc rank=2 died unexpectedly, shutting down executor.",
+    ],
+)
+def test_vllms_process_death_is_read_under_any_prefix(line: str) -> None:
+    assert diagnose_text([line]).failure_class == "unknown"
+    assert "process_failed" in [signature.name for signature in signatures_in(line)]
+
+
+# Kind 3: other accelerators' allocators print PyTorch's OOM sentence with their device's name (torch_npu's
+# NPUCachingAllocator, c10/xpu/XPUCachingAllocator.cpp, ROCm's hipified allocator): cuda_oom, the device's memory.
+@pytest.mark.parametrize(
+    ("line", "tried"),
+    [
+        ("RuntimeError: NPU out of memory. Tried to allocate 3.47 GiB (NPU 0; 60.97 GiB total capacity; 58.92 GiB already allocated)", "3.47 GiB"),
+        ("(NPURayWorkerWrapper pid=45464) ERROR 06-09 06:57:48 worker_base.py:581] RuntimeError: NPU out of memory. Tried to allocate 30.00 MiB (NPU 3; 60.96 GiB total capacity)", "30.00 MiB"),
+        ("RuntimeError: XPU out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 11.93 GiB of which 7.61 MiB is free.", "2.00 GiB"),
+        ("[2026-01-01 00:00:00 TP0] Scheduler hit an exception: torch.OutOfMemoryError: HIP out of memory. Tried to allocate 512.00 MiB. GPU 0 has a total capacity of 191.98 GiB", "512.00 MiB"),
+    ],
+)
+def test_other_accelerators_out_of_memory_is_cuda_oom(line: str, tried: str) -> None:
+    diagnosis = diagnose_text([line])
+    assert diagnosis.failure_class == "cuda_oom" and f"Tried to allocate {tried}" in diagnosis.evidence[0].text, diagnosis
+
+
+def test_an_out_of_memory_sentence_of_another_kind_is_not_the_devices() -> None:
+    # The host's memory (a CPU tensor) and a tokenizer's words are not the accelerator's.
+    assert diagnose_text(["RuntimeError: [enforce fail at alloc_cpu.cpp:83] DefaultCPUAllocator: can't allocate memory: you tried to allocate 1024 bytes."]).failure_class != "cuda_oom"
+    assert diagnose_text(["INFO: the prompt ran out of memory. Tried to allocate nothing"]).failure_class is None
+
+
+# Kind 4: vLLM's GGUF loader cannot name the checkpoint's tensors for the model it built (gguf_loader.py
+# _get_gguf_weights_map: RuntimeError(f"Failed to map GGUF parameters ({len(unmapped_params)}): {unmapped_params}")).
+@pytest.mark.parametrize(
+    "line",
+    [
+        "RuntimeError: failed to map GGUF parameters (18288)",
+        "(EngineCore_DP0 pid=1) ERROR 01-01 00:00:00 [core.py:708] RuntimeError: Failed to map GGUF parameters (48): ['model.layers.0.mlp.experts.gate_up_proj']",
+    ],
+)
+def test_a_gguf_mapping_failure_is_a_model_load_error(line: str) -> None:
+    assert diagnose_text([line]).failure_class == "model_load_error"
+
+
+# Kind 5: start steps the tables lacked. vLLM's version banner and its next lines (0.33 entrypoints/common/startup.py:18
+# "vLLM server version %s, serving model %s", :96 "non-default args: %s", config/model.py:744 "Resolved architecture:
+# %s") come before the engine's first step; TorchInductor's autotuning (torch 2.13 _inductor/select_algorithm.py:5675
+# "AUTOTUNE {name}({sizes})", :5700 "... AUTOTUNE benchmarking takes ...") is compiling, under way.
+@pytest.mark.parametrize(
+    "lines",
+    [
+        ["(APIServer pid=6539) INFO 04-18 20:22:57 [utils.py:233] non-default args: {'model_tag': 'openai/gpt-oss-20b', 'port': 10000}"],
+        ["(APIServer pid=1) INFO 01-01 00:00:00 [startup.py:18] vLLM server version 0.33.0, serving model Qwen/Qwen3-8B"],
+        ["(APIServer pid=1) INFO 01-01 00:00:00 [model.py:744] Resolved architecture: Qwen3ForCausalLM"],
+    ],
+)
+def test_vllms_banner_lines_are_the_starts_first_lines(lines: list[str]) -> None:
+    diagnosis = diagnose_text(lines)
+    assert diagnosis.failure_class == "unknown" and "first lines" in diagnosis.evidence[0].text, diagnosis.evidence
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "SingleProcess AUTOTUNE benchmarking takes 1.3427 seconds and 8.8429 seconds precompiling",
+        "AUTOTUNE mm(4x4096, 4096x8)",
+        "SubProcess AUTOTUNE benchmarking takes 0.5 seconds and 0.0 seconds precompiling for 10 choices",
+    ],
+)
+def test_inductor_autotuning_is_a_start_step_under_way(line: str) -> None:
+    diagnosis = diagnose_text(["[2026-01-01 00:00:00 TP0] Load weight end. type=LlamaForCausalLM, dtype=torch.bfloat16, avail mem=60.00 GB", line])
+    assert diagnosis.failure_class in ("unknown", "server_start_timeout") and "autotuning TorchInductor" in diagnosis.evidence[0].text, diagnosis.evidence
+
+
+# Kind 6: a watchdog's batch dump pasted from its middle (0.4.9 scheduler.py:2045-2050 f"{self.cur_batch.reqs=},
+# {self.token_to_kv_pool_allocator.available_size()=}, {self.tree_cache.evictable_size()=}, "): the request list's close
+# and the pool's sizes are the dump of a running batch, a hang while serving.
+@pytest.mark.parametrize(
+    "dump",
+    [
+        "params.SamplingParams object at 0x7f33ca0fe6e0>)], available_size=1160, evictable_size=361907,",
+        "sampling_params=<sglang.srt.sampling.sampling_params.SamplingParams object at 0x1>)], self.token_to_kv_pool_allocator.available_size()=0, self.tree_cache.evictable_size()=12, ",
+    ],
+)
+def test_a_watchdog_dump_begun_mid_way_is_serving(dump: str) -> None:
+    watchdog = "2025-07-15 17:47:33 - ERROR - Watchdog timeout (self.watchdog_timeout=300)"
+    assert diagnose_text([dump, watchdog]).failure_class == "unknown"
+    # Without the dump the same watchdog line ends a start.
+    assert diagnose_text([watchdog]).failure_class == "server_start_timeout"
+    # An empty request list is no batch.
+    assert diagnose_text(["self.cur_batch.reqs=[], available_size=1160, evictable_size=0,", watchdog]).failure_class == "server_start_timeout"
+
+
+# Kind 7: vLLM's tool parsers catch their error, log it with logger.exception and answer with the model's text
+# (0.33 tool_parsers/hermes_tool_parser.py:116-120): every line of that traceback carries the parser's file.
+def test_a_tool_parsers_caught_error_on_a_serving_server_is_no_failure() -> None:
+    tag = "(APIServer pid=85343) ERROR 10-09 09:39:54 [hermes_tool_parser.py:157] "
+    lines = [
+        '(APIServer pid=85343) INFO:     127.0.0.1:50001 - "POST /v1/chat/completions HTTP/1.1" 200 OK',
+        tag + "Error in extracting tool call from response.",
+        tag + "Traceback (most recent call last):",
+        tag + '  File "/x/vllm/tool_parsers/hermes_tool_parser.py", line 134, in extract_tool_calls',
+        tag + "json.decoder.JSONDecodeError: Expecting value: line 1 column 1 (char 0)",
+    ]
+    assert diagnose_text(lines).failure_class is None
+    other = [line.replace("hermes_tool_parser.py:157", "llama_tool_parser.py:142") for line in lines]
+    assert diagnose_text(other).failure_class is None
+    # The same traceback logged by the engine's own code is a failure.
+    engine = [line.replace("hermes_tool_parser.py:157", "serving_chat.py:157") for line in lines]
+    assert diagnose_text(engine).failure_class == "unknown"

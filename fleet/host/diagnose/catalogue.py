@@ -372,6 +372,12 @@ SIGNATURES: tuple[Signature, ...] = (
             # the empty match at the line's start (unanchored, `search` took the empty match first).
             T("OutOfMemoryError", r"^(?:.*?Tried to allocate (?P<tried>[\d.]+ [GMK]iB))?"),
             T("CUDA out of memory", r"^(?:.*?Tried to allocate (?P<tried>[\d.]+ [GMK]iB))?"),
+            # Other accelerators' caching allocators raise the same sentence with their device's name:
+            # torch's XPU (c10/xpu/XPUCachingAllocator.cpp, TORCH_CHECK_WITH(OutOfMemoryError, ..., "XPU out
+            # of memory. Tried to allocate ", ...)), ROCm's hipified CUDA allocator ("HIP out of memory"),
+            # Ascend's torch_npu (csrc/core/npu/NPUCachingAllocator.cpp, "NPU out of memory. Tried to
+            # allocate "), raised as RuntimeError or as OutOfMemoryError. The class is the device's memory.
+            T(" out of memory. Tried to allocate", r"\b(?:XPU|HIP|NPU) out of memory\. Tried to allocate (?P<tried>[\d.]+ [GMK]iB)"),
             T("CUDA error: out of memory"),
             # NCCL's CUDACHECK (src/include/checks.h) WARNs "Cuda failure '%s'" with cudaGetErrorString, its
             # CUCHECK (src/include/cudawrap.h) "Cuda failure %d '%s'" with the driver's error number too.
@@ -679,6 +685,10 @@ SIGNATURES: tuple[Signature, ...] = (
             # and a KeyError's str is repr(key): "ERROR ... engine.py:366] 'layers.0.mlp.down_proj.weight.absmax'".
             # The whole message is one quoted dotted name ending in a tensor's suffix.
             *(T(suffix, _BARE_WEIGHT_KEY) for suffix in ("weight", "bias", "scale", "g_idx", "qzeros", "absmax")),
+            # vLLM's GGUF loader finds checkpoint tensors it cannot name for the model it built
+            # (model_executor/model_loader/gguf_loader.py _get_gguf_weights_map: raise RuntimeError(f"Failed
+            # to map GGUF parameters ({len(unmapped_params)}): {unmapped_params}"); a paste may lower its case).
+            T("o map GGUF parameters", r"(?i:failed) to map GGUF parameters \((?P<unmapped_parameters>\d+)\)"),
         ),
         "The checkpoint does not match the model SGLang built (its weight names or shapes, read in "
         "load_weights): check that --model-path is the model its config names (architecture, revision), "
@@ -818,6 +828,12 @@ SIGNATURES: tuple[Signature, ...] = (
             T("Engine process", r"Engine process \(pid \d+\) died"),
             T("is already dead, terminating server process"),
             T("EngineDeadError"),
+            # A process the engine waits on is gone: 0.33 v1/engine/core_client.py's monitor "Engine core proc
+            # %s died unexpectedly, shutting down client." (an application's logging format may carry it),
+            # v1/utils.py:592 "Engine core process {name} died unexpectedly.", v1/executor/multiproc_executor.py:381
+            # "Worker proc %s died unexpectedly (exit code: %s)", ray_executor_v2.py:523 "RayWorkerProc rank=%s
+            # died unexpectedly, shutting down executor.".
+            T("died unexpectedly", r"\b(?:Engine core proc(?:ess)?|Worker proc|RayWorkerProc rank=)\s*\S+ died unexpectedly"),
         ),
         "A server process died with exit code {exit_code}: -9 usually means the kernel's OOM killer (`dmesg -T | grep -i oom`); give the host more RAM or load fewer models at once.",
         "A server process failed: the exception above it in the evidence is the cause to read.",
@@ -831,6 +847,30 @@ SIGNATURES: tuple[Signature, ...] = (
         "ptxas could not assemble a generated kernel ({ptxas_error}): a Triton / torch.compile code-generation "
         "bug or a ptxas that does not match it; try --enforce-eager, or the Triton and CUDA versions the engine pins.",
         "ptxas could not assemble a generated kernel: try --enforce-eager, or the Triton and CUDA versions the engine pins.",
+    ),
+    # A C++ runtime beside the engine logging at error or fatal level in its own format, which no engine
+    # prefix strip knows: glog's "Lmmdd hh:mm:ss.uuuuuu threadid file:line] msg" (glog 0.6
+    # src/logging.cc LogMessage::Init; 0.7 adds the year, "Lyyyymmdd"), E for ERROR, F for FATAL (a
+    # CHECK failure is LOG(FATAL): the process aborts), as Mooncake's store and other glog users print
+    # it; and Ray's spdlog pattern "[%Y-%m-%d %H:%M:%S,%e %L %P %t] %v" (src/ray/util/logging.cc)
+    # whose short level is E for ERROR and C for FATAL (RAY_CHECK's "An unexpected system state has
+    # occurred ..." and "Check failed: ..."), with a "(raylet) " tag in a raylet's lines. The level is the
+    # runtime's word that the operation failed; the message says which: an error no class names.
+    # glog and Ray name the C++ source file in the prefix, which the literals find.
+    _generic(
+        "runtime_error_logged",
+        985,
+        tuple(
+            T(
+                suffix,
+                r"^(?:[EF]\d{4}(?:\d{4})? \d{2}:\d{2}:\d{2}\.\d+\s+\d+ |\[\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2},\d{3} [EC] \d+ \d+\] (?:\(\w+\) )?)"
+                r"(?P<runtime_source>[\w.-]+\.(?:cc|cpp|cu|h|hpp):\d+)(?:\]|:)\s+(?P<runtime_message>\S.*)",
+            )
+            for suffix in (".cc:", ".cpp:", ".cu:", ".h:", ".hpp:")
+        ),
+        "A native runtime logged an error ({runtime_source}: {runtime_message}): the process that printed it (Ray, a KV store, a "
+        "communication library) failed; read the lines around it for the operation and the peer it names.",
+        "A native runtime logged an error: read the lines around it for the operation and the peer it names.",
     ),
     _generic(
         "exception",

@@ -103,6 +103,11 @@ _STALL_MARKERS: tuple[tuple[bytes, str, bool], ...] = (
     (b"server_args=ServerArgs(", "launching the scheduler processes (the server's arguments were logged)", True),
     (b"server_args={", "launching the scheduler processes (the server's arguments were logged)", True),
     (b"Loading JIT ops", "loading or compiling FlashInfer JIT kernels", True),
+    # TorchInductor's max-autotune (torch.compile under either engine) benchmarks each kernel choice and
+    # writes to stderr whatever the log level (torch 2.13 _inductor/select_algorithm.py:5675 "AUTOTUNE
+    # {name}({sizes})", :5700 "{SingleProcess|SubProcess} AUTOTUNE benchmarking takes {elapse:.4f} seconds
+    # and {precompile_elapse:.4f} seconds precompiling ..."): compiling is under way until a later step.
+    (b"AUTOTUNE ", "autotuning TorchInductor kernels (torch.compile)", True),
     # The ranks join their group's broadcast queue (shm_broadcast.py MessageQueue, SGLang 0.4.6 :273/:291 and
     # vLLM alike: logger.debug("Connecting to %s", socket_addr) with socket_addr f"tcp://{ip}:{port}") while
     # the distributed groups form, before weights load.
@@ -166,8 +171,13 @@ _LISTENING = (
 # watchdog_thread: logger.error(f"{self.cur_batch.batch_size()=}, {self.cur_batch.reqs=}, ...")); the
 # watchdog times only a batch the event loop scheduled, which it enters after start-up, and a batch of
 # one or more requests is the server serving: a hang while serving, not a stalled start.
-_RUNNING_BATCH = re.compile(rb"cur_batch\.batch_size\(\)=([1-9]\d*)")
-_RUNNING_BATCH_LITERAL = b"cur_batch.batch_size()="
+# The dump is one message over many lines (each request's repr); a paste may begin inside it, past the
+# head: its tail, the request list closing (")]", one or more Req reprs) and the pool's sizes after it
+# (0.4.9 scheduler.py:2045-2050 f"{self.cur_batch.reqs=}, {self.token_to_kv_pool_allocator.available_size()=},
+# {self.tree_cache.evictable_size()=}, "; other builds print the bare names, "available_size=N, evictable_size=N"), is
+# the same batch.
+_RUNNING_BATCH = re.compile(rb"cur_batch\.batch_size\(\)=([1-9]\d*)|\)\], (?:[\w.]+\.)?available_size(?:\(\))?=\d+, (?:[\w.]+\.)?evictable_size")
+_RUNNING_BATCH_LITERALS = (b"cur_batch.batch_size()=", b"available_size")
 # Start-up phases of the log parser that begin a step (no end line yet means it was under way).
 _PHASES_UNDER_WAY = {"init_distributed_begin", "load_weight_begin", *_CAPTURE_PHASES}
 # NCCL_DEBUG=INFO output is informational by NCCL's own levels (debug.c: NCCL_LOG_INFO); it quotes
@@ -417,7 +427,7 @@ class _Scanner:
                     done = under_way and _DONE_BAR in raw[raw.rfind(marker) :]
                     self.stall = (line_no, "done " + activity if done else activity, under_way and not done)
                     break
-            if any(marker in raw for marker in _LISTENING) or (_RUNNING_BATCH_LITERAL in raw and _RUNNING_BATCH.search(raw)):
+            if any(marker in raw for marker in _LISTENING) or (any(literal in raw for literal in _RUNNING_BATCH_LITERALS) and _RUNNING_BATCH.search(raw)):
                 self.listening_start = self.summary.starts
             if any(marker in raw for marker in vllm_log.KV_CACHE_MARKERS):
                 kv = vllm_log.kv_cache_figures(raw.decode("utf-8", "replace"))

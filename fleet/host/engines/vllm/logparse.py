@@ -71,12 +71,22 @@ def parse_prefix(text: str) -> VllmPrefix | None:
     return VllmPrefix(found.group("process"), found.group("level"), found.group("stamp"), f"{file}:{line}", text[found.end() :])
 
 
+# vLLM's tool parsers catch any exception while reading a tool call from the model's text, log it with
+# logger.exception and answer the request with that text as plain content (0.33
+# tool_parsers/hermes_tool_parser.py:116-120 "Error in extracting tool call from response.", the same in
+# every `*_tool_parser.py`): each line of the traceback carries the parser's file in its prefix, and
+# none of it stops the server. Read like a warning: it proves findings, never a failure.
+_CAUGHT_BY_TOOL_PARSER = re.compile(r"_tool_parser\.py$")
+
+
 def strip_prefix(text: str) -> tuple[str, bool]:
     """The message of a vLLM line without its prefix (a bare process tag too, as on a traceback
-    line a worker prints through its decorated stdout), and whether it was logged as a warning."""
+    line a worker prints through its decorated stdout), and whether it was logged as a warning
+    (or by a tool parser that caught the error: _CAUGHT_BY_TOOL_PARSER)."""
     found = LINE_PREFIX.match(text)
     if found is not None:
-        return text[found.end() :], found.group("level") == "WARNING"
+        source = found.group("file") or found.group("file_old") or ""
+        return text[found.end() :], found.group("level") == "WARNING" or bool(_CAUGHT_BY_TOOL_PARSER.search(source))
     tag = PROCESS_TAG.match(text)
     return (text[tag.end() :], False) if tag is not None else (text, False)
 
@@ -93,6 +103,13 @@ STARTUP_STEPS: tuple[tuple[bytes, str, bool], ...] = (
     # the others before any step that takes time.
     (b"Automatically detected platform", "the start's first lines (vLLM's platform, version, arguments)", False),
     (b"vLLM API server version", "the start's first lines (vLLM's platform, version, arguments)", False),
+    # Later releases print the version in a banner (0.19 utils.py:299, "version 0.19.0" in block letters;
+    # 0.33 entrypoints/common/startup.py:18 "vLLM server version %s, serving model %s"), then the changed
+    # arguments (0.33 startup.py:96 "non-default args: %s") and the model's architecture (0.33
+    # config/model.py:744 "Resolved architecture: %s"), all before the engine's first step.
+    (b"vLLM server version", "the start's first lines (vLLM's platform, version, arguments)", False),
+    (b"non-default args: ", "the start's first lines (vLLM's platform, version, arguments)", False),
+    (b"Resolved architecture: ", "the start's first lines (the model's config)", False),
     (b"Initializing an LLM engine", "the start's first lines (the engine's config)", False),
     (b"Initializing a V1 LLM engine", "the start's first lines (the engine's config)", False),
     (b"Starting to load model", "loading weights", True),
