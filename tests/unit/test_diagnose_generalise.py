@@ -1654,3 +1654,16 @@ def test_a_tool_parsers_caught_error_on_a_serving_server_is_no_failure() -> None
     # The same traceback logged by the engine's own code is a failure.
     engine = [line.replace("hermes_tool_parser.py:157", "serving_chat.py:157") for line in lines]
     assert diagnose_text(engine).failure_class == "unknown"
+
+
+# batch14-heldout: 40 real logs from 40 threads no other manifest or skipped list names, under batch13's rule, committed
+# (0aedac2) before fleet read them and measured once untouched with the round-nine rules (benchmarks/results/diagnose-heldout.md).
+BATCH14_HELDOUT = REAL.parent / "batch14-heldout"
+
+
+def test_batch14_heldout_keeps_its_measured_accuracy() -> None:
+    """40 real logs (15 SGLang, 25 vLLM): 29/40 right (failures 27/38; 24/34 where the excerpt shows the cause) from the
+    bare log, measured untouched and never tuned on. A floor, not a file check."""
+    entries = _manifest(BATCH14_HELDOUT)
+    assert sum(entry["shows_cause"] is True for entry in entries) == 34 and all(isinstance(entry["shows_cause"], bool) for entry in entries)
+    assert _heldout_right(BATCH14_HELDOUT, 40) >= 29
