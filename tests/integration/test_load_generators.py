@@ -80,10 +80,13 @@ PROMPT, OUTPUT, REQUESTS, CONCURRENCY = 1024, 128, 32, 8
 SIM_SPEED = 1.0
 PORT = 30100  # the sweep's server had 30000
 TOK_S_BOUND, TTFT_BOUND = 0.05, 0.10
-# The server, each tool and fleet's client on the host above the suite's other work and the hog's
-# busy loops (nice 10 in benchmarks/suite_under_load.sh): beside busy loops at nice 0, with no
-# priority of their own, aiperf measured 0.879 of fleet's tok/s and guidellm 0.838 of its TTFT
-# (0.981 and 0.982 on an idle machine, benchmarks/results/load-generators.md). Not the real-time
+# The server, each tool and fleet's client on the host above the suite's other work: beside busy
+# loops at nice 0, with no priority of their own, aiperf measured 0.879 of fleet's tok/s and
+# guidellm 0.838 of its TTFT (0.981 and 0.982 on an idle machine, benchmarks/results/load-generators.md).
+# Where the kernel schedules by autogroup (Debian's and Ubuntu's default), nice orders processes
+# within one session only: the tools and fleet's client run in the pytest worker's session, above
+# its other work; the server, in the session its setsid made, shares the CPU with the hog's
+# session as an equal (benchmarks/suite_under_load.sh says how that was found). Not the real-time
 # class: under SCHED_RR (chrt -r 1) GuideLLM's TTFT p50 fell to 0.53 of fleet's while its tok/s
 # stayed at 0.99, and fleet's own runs around it did not move (610 ms).
 PRIORITY = "nice -n -10"
