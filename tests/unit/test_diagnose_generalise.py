@@ -1661,9 +1661,124 @@ def test_a_tool_parsers_caught_error_on_a_serving_server_is_no_failure() -> None
 BATCH14_HELDOUT = REAL.parent / "batch14-heldout"
 
 
-def test_batch14_heldout_keeps_its_measured_accuracy() -> None:
+def test_batch14_keeps_its_tune_figure() -> None:
     """40 real logs (15 SGLang, 25 vLLM): 29/40 right (failures 27/38; 24/34 where the excerpt shows the cause) from the
-    bare log, measured untouched and never tuned on. A floor, not a file check."""
+    bare log, measured once untouched; 36/40 (34/38; 31/34) after the rules of its miss kinds 2-5 (the tests below) and
+    its max_model_len refusal relabelled context_length_exceeded. A tune split since. A floor, not a file check."""
     entries = _manifest(BATCH14_HELDOUT)
     assert sum(entry["shows_cause"] is True for entry in entries) == 34 and all(isinstance(entry["shows_cause"], bool) for entry in entries)
-    assert _heldout_right(BATCH14_HELDOUT, 40) >= 29
+    assert _heldout_right(BATCH14_HELDOUT, 40) >= 36
+
+
+# -- batch14's miss kinds as class rules, each from the source that prints the text (issue 27, round ten) --------
+# Kind 2: SGLang's piecewise CUDA graph runner wraps what failed inside it: logger.error("Piecewise CUDA Graph failed
+# with error: %s\n%s", e, PIECEWISE_CUDA_GRAPH_CAPTURE_FAILED_MSG) and re-raises (model_executor/forward_context.py).
+PCG_ADVICE = [
+    "Piecewise CUDA Graph is enabled by default as an experimental feature.",
+    "To work around this error, add --disable-piecewise-cuda-graph to your launch command.",
+    "Please report this issue at https://github.com/sgl-project/sglang/issues/new/choose",
+]
+SCHEDULER_RAISED = ["[2026-06-10 13:08:34 TP5] Scheduler hit an exception: Traceback (most recent call last):", "AttributeError: boom"]
+
+
+@pytest.mark.parametrize(
+    "head",
+    [
+        # batch14's real lines
+        "[2026-06-10 13:08:34 TP7] Piecewise CUDA Graph failed with error: 'TcPiecewiseForwardContext' object has no attribute 'num_tokens'",
+        "[2026-05-22 04:54:32 TP6] Piecewise CUDA Graph failed with error: Tensor match failed for Tensor<8>[strides=<1>, dtype=int64, device=cuda:6] at /x/fused_store_index_cache.cuh:107",
+        # variants from the format string: another error, no prefix, the message with its advice cut off
+        "Piecewise CUDA Graph failed with error: PCG capture stream is not set, please check if runtime recompilation happened",
+        "[2026-01-01 00:00:00] Piecewise CUDA Graph failed with error: ",
+    ],
+)
+def test_a_piecewise_cuda_graph_failure_is_a_graph_error(head: str) -> None:
+    assert diagnose_text([head, *PCG_ADVICE, *SCHEDULER_RAISED]).failure_class == "cuda_graph_error"
+    assert diagnose_text([head]).failure_class == "cuda_graph_error"
+
+
+def test_the_piecewise_advice_alone_shows_the_failure_and_a_cause_inside_it_wins() -> None:
+    # A paste that kept only the advice SGLang prints inside the failure's message.
+    assert diagnose_text([*PCG_ADVICE[1:], *SCHEDULER_RAISED]).failure_class == "cuda_graph_error"
+    # The wrapper loses to the CUDA error it carries (inner cause over wrapper).
+    inner = "Piecewise CUDA Graph failed with error: CUDA error: an illegal memory access was encountered"
+    assert diagnose_text([inner, *PCG_ADVICE]).failure_class == "cuda_illegal_memory_access"
+    # Its on/off flag in a server's arguments is no failure.
+    assert diagnose_text(["server_args=ServerArgs(disable_piecewise_cuda_graph=False, piecewise_cuda_graph_max_tokens=4096)", READY]).failure_class is None
+
+
+# Kind 3: other runtimes' failure lines. CANN's error report (REPORT_INNER_ERROR / REPORT_CALL_ERROR end each line with
+# "[FUNC:Report{Inner,Call}Error][FILE:...][LINE:...]"); Ray's node-death report, printed at warning level; Gloo's
+# "connected to N peer ranks" is a finished set-up step (a log cut there is a cut start, not a healthy one).
+@pytest.mark.parametrize(
+    "line",
+    [
+        # batch14's real lines
+        "        [Init][Compiler]Init compiler failed[FUNC:ReportInnerError][FILE:log_inner.cpp][LINE:145]",
+        "(raylet) The node with node id: 0f219779261fab027e79667e6451e061ded81c76f07d05584652d818 and address: 10.0.0.51 and node name: 10.0.0.51 has been marked dead because the detector has missed too many heartbeats from it. This can happen when a \t(1) raylet crashes unexpectedly (OOM, preempted node, etc",
+        # variants from the format strings: the call-error macro under vLLM's prefix, the driver's warning-level relay
+        "ERROR 03-04 12:57:08 [engine.py:409]         [Build][SingleOpModel]call ge interface generator.BuildSingleOpModel failed. ge result = 4294967295[FUNC:ReportCallError][FILE:log_inner.cpp][LINE:161]",
+        "EH9999: [PID: 1439] 2025-04-28-02:50:24.965.356 [Init][PlatformInfo]init runtime platform info failed, SocVersion = Ascend910B2[FUNC:ReportInnerError][FILE:log_inner.cpp][LINE:145]",
+        "2024-05-08 14:22:55,479\tWARNING worker.py:1829 -- The node with node id: 5ad7 and address: 10.0.0.2 and node name: 10.0.0.2 has been marked dead because the detector has missed too many heartbeats from it.",
+    ],
+)
+def test_other_runtimes_failure_lines_are_unexplained_failures(line: str) -> None:
+    assert diagnose_text([line]).failure_class == "unknown"
+    assert diagnose_text([line, READY]).failure_class == "unknown"
+
+
+def test_cann_and_ray_lines_that_report_no_failure_are_not_failures() -> None:
+    lines = [
+        "[Init][Compiler]Init compiler success[FUNC:Init][FILE:compiler.cpp][LINE:10]",  # another function's info line
+        "2024-05-08 14:22:55,484\tINFO worker.py:1740 -- Connected to Ray cluster. View the dashboard at http://127.0.0.1:8265",
+        READY,
+    ]
+    assert diagnose_text(lines).failure_class is None
+
+
+GLOO = "[Gloo] Rank 0 is connected to 0 peer ranks. Expected number of connected peer ranks is : 0"
+
+
+def test_a_start_cut_after_a_gloo_group_connected_is_a_cut_start_not_a_healthy_log() -> None:
+    lines = ["[2025-12-26 23:01:32 DP1 TP1 EP1] [AR] Using sglang CustomAllreduce", GLOO, GLOO.replace("Rank 0", "Rank 3").replace("0 peer", "3 peer").replace(": 0", ": 3")]
+    diagnosis = diagnose_text(lines)
+    assert diagnosis.failure_class == "unknown" and diagnosis.evidence[0].text == "last startup step: done connecting a Gloo group (distributed set-up)"
+    # The same lines in a start that went on to serve are healthy.
+    assert diagnose_text([*lines, "Multi-thread loading shards: 100% Completed | 1/1 [00:00<00:00,  5.26it/s]", READY]).failure_class is None
+
+
+# Kind 4: PyTorch's OOM sentence quoted without its head ("CUDA out of memory. "): the allocator's "Tried to allocate
+# {size}. GPU {n} has a total capacity of {size}" (c10/cuda/CUDACachingAllocator.cpp) is printed by nothing else.
+@pytest.mark.parametrize(
+    "lines",
+    [
+        # batch14's real fragment: indented and wrapped by the author
+        [
+            "    Tried to allocate 136.00 MiB. GPU 0 has a total capacity of 22.36 GiB of",
+            "    which 120.88 MiB is free. ... If this problem persists, try setting",
+            "    VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0",
+        ],
+        # variants from the format string
+        ["Tried to allocate 2.00 GiB. GPU 3 has a total capacity of 79.19 GiB of which 1.02 GiB is free."],
+        ["(EngineCore_DP0 pid=7) ERROR 01-01 00:00:00 [core.py:1] ... Tried to allocate 512.00 KiB. GPU 1 has a total capacity of 23.55 GiB of which 0 bytes is free."],
+    ],
+)
+def test_an_oom_quote_without_its_head_is_cuda_oom(lines: list[str]) -> None:
+    assert diagnose_text(lines).failure_class == "cuda_oom"
+
+
+def test_a_gpus_capacity_without_the_allocators_sentence_is_not_an_oom() -> None:
+    lines = ["INFO 01-01 00:00:00 [gpu_worker.py:1] GPU 0 has a total capacity of 79.19 GiB", "Tried to allocate a new block list", READY]
+    assert diagnose_text(lines).failure_class is None
+
+
+# Kind 5: vLLM refusing --max-model-len above the model's derived length (config/model.py, a pydantic "Value error, ..."
+# at start-up) is context_length_exceeded, as SGLang's refusal of --context-length above the derived one is: the class
+# fleet's context fix acts on (fleet/fixes/autofix.py lowers the configured length to the derived one).
+def test_vllms_max_model_len_refusal_in_pydantics_words_is_context_length_exceeded() -> None:
+    line = (
+        "  Value error, User-specified max_model_len (131072) is greater than the derived max_model_len (max_position_embeddings=32768.0 or "
+        "model_max_length=None in model's config.json). To allow overriding this maximum, set the env var VLLM_ALLOW_LONG_MAX_MODEL_LEN=1."
+    )
+    diagnosis = diagnose_text([line])
+    assert diagnosis.failure_class == "context_length_exceeded" and "32768" in (diagnosis.fix or "")

@@ -377,6 +377,11 @@ SIGNATURES: tuple[Signature, ...] = (
             # of memory. Tried to allocate ", ...)), ROCm's hipified CUDA allocator ("HIP out of memory"),
             # Ascend's torch_npu (csrc/core/npu/NPUCachingAllocator.cpp, "NPU out of memory. Tried to
             # allocate "), raised as RuntimeError or as OutOfMemoryError. The class is the device's memory.
+            # A quote of PyTorch's OOM message that dropped its head ("CUDA out of memory. "): the rest is
+            # still the allocator's own sentence (c10/cuda/CUDACachingAllocator.cpp: "Tried to allocate ",
+            # format_size(alloc_size), ". GPU ", device, " has a total capacity of ", ...), which no other
+            # message prints; the capacity alone (an info line, a doc) is not it.
+            T("has a total capacity of", r"Tried to allocate (?P<tried>[\d.]+ [GMK]iB)\. GPU \d+ has a total capacity of"),
             T(" out of memory. Tried to allocate", r"\b(?:XPU|HIP|NPU) out of memory\. Tried to allocate (?P<tried>[\d.]+ [GMK]iB)"),
             T("CUDA error: out of memory"),
             # NCCL's CUDACHECK (src/include/checks.h) WARNs "Cuda failure '%s'" with cudaGetErrorString, its
@@ -596,6 +601,13 @@ SIGNATURES: tuple[Signature, ...] = (
             # an excerpt that kept only the advice still shows the capture failed. SGLang prints it only inside
             # the exception it raises (0.5.23 decode_cuda_graph_runner.py:603), never on a start that goes on.
             T("Huge perf", r"\(Not recomm\w*\. Huge perf(?:ormance)? loss\)"),
+            # The piecewise runner's own wrapper (0.5.x model_executor/forward_context.py and the torch.compile
+            # backend's tc_piecewise context: logger.error("Piecewise CUDA Graph failed with error: %s\n%s", e,
+            # PIECEWISE_CUDA_GRAPH_CAPTURE_FAILED_MSG), then re-raise), at capture or at replay while serving; its
+            # advice, "To work around this error, add --disable-piecewise-cuda-graph to your launch command.", is
+            # printed only inside that message.
+            T("Piecewise CUDA Graph failed", r"Piecewise CUDA Graph failed with error:\s*(?P<capture_error>\S[^\n]*)?"),
+            T("add --disable-piecewise-cuda-graph to your launch command"),
         ),
         "CUDA graph capture failed ({capture_error}): capture fewer batch sizes (a smaller cuda-graph max "
         "batch size, e.g. 16) or, slower, disable CUDA graphs to tell a capture bug from a model bug; "
@@ -834,6 +846,12 @@ SIGNATURES: tuple[Signature, ...] = (
             # "Worker proc %s died unexpectedly (exit code: %s)", ray_executor_v2.py:523 "RayWorkerProc rank=%s
             # died unexpectedly, shutting down executor.".
             T("died unexpectedly", r"\b(?:Engine core proc(?:ess)?|Worker proc|RayWorkerProc rank=)\s*\S+ died unexpectedly"),
+            # A Ray node of the engine's cluster is gone with its workers: the GCS's node-death report "The node
+            # with node id: {id} and address: {ip} and node name: {name} has been marked dead because the detector
+            # has missed too many heartbeats from it." (ray src/ray/gcs/gcs_server/gcs_node_manager.cc), which Ray
+            # prints at warning level (RAY_LOG(WARNING); the driver's worker.py relays it as WARNING) though the
+            # node and its workers are dead.
+            T("has been marked dead because the detector has missed too many heartbeats", proves_as_warning=True),
         ),
         "A server process died with exit code {exit_code}: -9 usually means the kernel's OOM killer (`dmesg -T | grep -i oom`); give the host more RAM or load fewer models at once.",
         "A server process failed: the exception above it in the evidence is the cause to read.",
@@ -867,6 +885,16 @@ SIGNATURES: tuple[Signature, ...] = (
                 r"(?P<runtime_source>[\w.-]+\.(?:cc|cpp|cu|h|hpp):\d+)(?:\]|:)\s+(?P<runtime_message>\S.*)",
             )
             for suffix in (".cc:", ".cpp:", ".cu:", ".h:", ".hpp:")
+        )
+        # Huawei CANN's error report (Ascend NPUs): its REPORT_INNER_ERROR / REPORT_CALL_ERROR macros end each
+        # line of the error message with the reporting function, "{message}[FUNC:ReportInnerError][FILE:
+        # log_inner.cpp][LINE:145]" (also "[FUNC:ReportCallError]"), under the "EH9999: Inner Error!" head;
+        # only an error report prints them.
+        + (
+            T(
+                "[FUNC:Report",
+                r"(?P<runtime_message>\S.*?)\s*\[FUNC:Report(?:Inner|Call)Error\]\[FILE:(?P<runtime_source>[^\]]+)\]",
+            ),
         ),
         "A native runtime logged an error ({runtime_source}: {runtime_message}): the process that printed it (Ray, a KV store, a "
         "communication library) failed; read the lines around it for the operation and the peer it names.",

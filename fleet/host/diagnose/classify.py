@@ -119,6 +119,11 @@ _STALL_MARKERS: tuple[tuple[bytes, str, bool], ...] = (
     # it itself (a user's print in load_weights, batch9's thread); whoever prints it, the loader is at that tensor.
     (b"Loading model.layers.", "loading weights", True),
     (b"NCCL INFO", "setting up NCCL communicators", True),
+    # torch's Gloo process group reports each group's mesh once it is connected (c10d ProcessGroupGloo.cpp
+    # after connectFullMesh: "[Gloo] Rank {rank} is connected to {n} peer ranks. Expected number of connected
+    # peer ranks is : {n}"), one line per CPU group SGLang and vLLM create while setting up distributed state.
+    # The group it names is done; what comes next is not known from it.
+    (b"[Gloo] Rank ", "done connecting a Gloo group (distributed set-up)", False),
     (b"checkpoint shards", "loading weights", True),
     # SGLang's multi-threaded safetensors loader names its bar so (0.5.10
     # python/sglang/srt/model_loader/weight_utils.py:807 and :857, desc="Multi-thread loading shards"); at
