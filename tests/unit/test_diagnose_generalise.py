@@ -1782,3 +1782,16 @@ def test_vllms_max_model_len_refusal_in_pydantics_words_is_context_length_exceed
     )
     diagnosis = diagnose_text([line])
     assert diagnosis.failure_class == "context_length_exceeded" and "32768" in (diagnosis.fix or "")
+
+
+# batch15-heldout: 40 real logs from 40 threads no other manifest names, under batch14's rule, committed (3ae7544) before
+# fleet read them and measured once untouched with the round-ten rules (benchmarks/results/diagnose-heldout.md).
+BATCH15_HELDOUT = REAL.parent / "batch15-heldout"
+
+
+def test_batch15_heldout_keeps_its_measured_accuracy() -> None:
+    """40 real logs (24 vLLM, 16 SGLang): 28/40 right (failures 23/35; 24/35 where the excerpt shows the cause) from the
+    bare log, measured untouched and never tuned on. A floor, not a file check."""
+    entries = _manifest(BATCH15_HELDOUT)
+    assert sum(entry["shows_cause"] is True for entry in entries) == 35 and all(isinstance(entry["shows_cause"], bool) for entry in entries)
+    assert _heldout_right(BATCH15_HELDOUT, 40) >= 28
