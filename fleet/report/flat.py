@@ -16,10 +16,6 @@ from fleet.report.load import collector_paused
 from fleet.report.model import Cell, CellKey, Report
 
 
-def flat_rows(report: Report) -> list[dict[str, object]]:
-    return list(each_flat_row(report))
-
-
 def each_flat_row(report: Report) -> Iterator[dict[str, object]]:
     """The flat rows one at a time: a writer that needs one at a time holds one, not 50,000 (issue 28)."""
     cells = {cell.key: cell for cell in report.cells}

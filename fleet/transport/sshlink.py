@@ -40,8 +40,8 @@ _KEEPALIVE_S = 15
 # How often paramiko's transport thread wakes on a connection with nothing to read, once connected
 # (paramiko's own 0.1 s, Transport._active_check_timeout, serves its handshake). Each wake-up is an
 # exception raised and caught in that thread, under the GIL: 0.39-0.76 ms of controller CPU per
-# idle connection-second at 0.1 s (benchmarks/bench_provision.py at 64 hosts, 0.8-1.5 s of its
-# 4.72 s). Once a second still sends the keepalive on time; closing does not wait for it
+# idle connection-second at 0.1 s, 0.07 ms at 1 s (benchmarks/bench_idle_connections.py); at 64 hosts
+# 0.8-1.5 s of provision's 4.72 s (benchmarks/bench_provision.py). Once a second still sends the keepalive on time; closing does not wait for it
 # (close_quietly shuts the socket down, which wakes the thread at once).
 _IDLE_WAKE_S = 1.0
 # Closing a connection must never hold up the caller, even if the link is dead.
