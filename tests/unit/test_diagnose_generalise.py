@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 
@@ -1430,6 +1431,21 @@ def test_a_refused_architecture_whose_module_failed_to_import_is_an_import_error
     diagnosis = diagnose_text(lines)
     assert diagnosis.failure_class == "import_error" and evidence in diagnosis.evidence[0].text, diagnosis.evidence
     assert "architecture" in diagnosis.evidence[1].text
+
+
+def test_skip_lines_kept_as_evidence_are_bounded() -> None:
+    """A log is a host's file: 5,000 distinct skip lines keep at most classify's bound of examples (a
+    registry's size), and a skip among the first of them still explains the refusal."""
+    from fleet.host.diagnose import classify
+
+    lines = [_skip("sglang.srt.models.qwen3_vl", "No module named 'flash_attn'")]
+    lines += [_skip(f"sglang.srt.models.filler{i}", f"No module named 'pkg{i}'") for i in range(5000)]
+    scan = classify._Scanner()
+    scan.scan(io.BytesIO("\n".join(lines).encode() + b"\n"))
+    [hits] = [hits for (_, name), hits in scan.hits.items() if name == "import_skipped"]
+    assert hits.count == 5001 and len(hits.examples) == len(hits.messages) == classify._EVERY_EXAMPLE_LIMIT
+    refused = "ValueError: No processor registered for architecture: ['Qwen3VLForConditionalGeneration']."
+    assert diagnose_text([*lines, refused]).failure_class == "import_error"
 
 
 def test_the_missing_module_a_skip_line_names_is_in_the_fix() -> None:

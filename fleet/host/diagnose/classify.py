@@ -194,9 +194,12 @@ _NCCL_INFO = b" NCCL INFO "
 CONSEQUENCE_RANK = 85
 # Generic signatures that prove something raised but name nothing (a traceback's header or its frames alone).
 _NO_CAUSE = {"traceback_only", "traceback_frames"}
-# Signatures whose every distinct line is kept, not only the first few: a start prints a skip line per module
-# whose import failed, and the one a refused architecture needs may come after several others.
+# Signatures whose distinct lines are kept up to a registry's size, not only the first few: a start prints a
+# skip line per module whose import failed, and the one a refused architecture needs may come after several
+# others. Bounded all the same: a log is a host's file, and a million distinct lines must not become a
+# million examples (SGLang 0.5.23 has 259 files of models).
 _EVERY_EXAMPLE = {"import_skipped"}
+_EVERY_EXAMPLE_LIMIT = 512
 # An architecture's name in a registry's refusal ("['Qwen2_5_VLForConditionalGeneration']").
 _ARCHITECTURE = re.compile(r"[A-Za-z_]\w*")
 _RESULT_SUFFIXES = {".json"}
@@ -455,7 +458,8 @@ class _Scanner:
         hits.count += 1
         hits.not_warnings += not warning
         hits.serving_at_last = self.serving
-        if message not in hits.messages and (len(hits.examples) < EVIDENCE_PER_SIGNATURE or signature.name in _EVERY_EXAMPLE):
+        limit = _EVERY_EXAMPLE_LIMIT if signature.name in _EVERY_EXAMPLE else EVIDENCE_PER_SIGNATURE
+        if len(hits.examples) < limit and message not in hits.messages:
             hits.messages.add(message)
             hits.examples.append((line_no, clean_line(text), groups))
 
