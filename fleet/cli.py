@@ -657,11 +657,19 @@ def report(
             sys.stdout.write(piece)  # a write at a time: fleet.stdout sees a reader that went away
         return
     _check_report_output(output, [*results_dirs, *(baseline or [])])
+    target = Path(os.path.realpath(output))  # a link's target is the file written, the link stays
+    pieces = stream(built, fmt, target.parent)
     try:
-        # Atomic: a report that fails half-way leaves the earlier file at -o as it was.
-        with atomic_file(output) as handle:
-            for piece in stream(built, fmt, output.resolve().parent):
-                handle.write(piece.encode())
+        if target.exists() and not target.is_file():
+            # A device, a pipe or a terminal (-o /dev/stdout) is written where it is: a rename over
+            # it would replace the node itself (as root, -o /dev/full made /dev/full a file).
+            with open(target, "w", encoding="utf-8") as device:
+                device.writelines(pieces)
+        else:
+            # Atomic: a report that fails half-way leaves the earlier file at -o as it was.
+            with atomic_file(target) as handle:
+                for piece in pieces:
+                    handle.write(piece.encode())
     except OSError as exc:
         _fail(f"{output} (-o): expected a file the report can be written to, got {exc.strerror!r}")
     err().print(f"report: {output}", highlight=False, markup=False)

@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import errno
 import json
+import os
 import shutil
+import stat
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -256,6 +259,28 @@ def test_the_cli_streams_each_format_as_render_makes_it_and_a_failure_keeps_the_
     result = runner.invoke(app, ["report", str(SWEEP), "--format", "json", "-o", str(target)])
     assert result.exit_code == 2 and "Input/output error" in result.output
     assert target.read_text() == before and [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
+def test_the_cli_writes_through_a_link_and_into_a_pipe_without_replacing_either(tmp_path: Path) -> None:
+    """-o a link: the file it points to gets the report and the link stays a link. -o a named pipe (as
+    a device or /dev/stdout is): the report goes into it and the pipe stays, never renamed over (the
+    atomic write's rename made /dev/full a regular file when the suite ran as root)."""
+    runner = CliRunner()
+    whole = render(report_of([SWEEP]), "json", tmp_path)
+    (tmp_path / "real.json").write_text("old")
+    (tmp_path / "link.json").symlink_to("real.json")
+    assert runner.invoke(app, ["report", str(SWEEP), "--format", "json", "-o", str(tmp_path / "link.json")]).exit_code == 0
+    assert (tmp_path / "link.json").is_symlink() and (tmp_path / "real.json").read_text() == whole
+
+    pipe = tmp_path / "pipe"
+    os.mkfifo(pipe)
+    received: list[str] = []
+    reader = threading.Thread(target=lambda: received.append(pipe.read_text()), daemon=True)
+    reader.start()
+    result = runner.invoke(app, ["report", str(SWEEP), "--format", "json", "-o", str(pipe)])
+    reader.join(60)  # a bound: the report is written by then, or the pipe was replaced and never opened
+    assert result.exit_code == 0, result.output
+    assert stat.S_ISFIFO(pipe.lstat().st_mode) and received == [whole]
 
 
 def test_results_latest_stands_for_the_last_sweep(tmp_path: Path) -> None:
