@@ -1805,9 +1805,129 @@ def test_vllms_max_model_len_refusal_in_pydantics_words_is_context_length_exceed
 BATCH15_HELDOUT = REAL.parent / "batch15-heldout"
 
 
-def test_batch15_heldout_keeps_its_measured_accuracy() -> None:
+def test_batch15_keeps_its_tune_figure() -> None:
     """40 real logs (24 vLLM, 16 SGLang): 28/40 right (failures 23/35; 24/35 where the excerpt shows the cause) from the
-    bare log, measured untouched and never tuned on. A floor, not a file check."""
+    bare log, measured once untouched; 36/40 (31/35; 32/35) after the rules of its miss kinds 1-3 (the tests below). A
+    tune split since. A floor, not a file check."""
     entries = _manifest(BATCH15_HELDOUT)
     assert sum(entry["shows_cause"] is True for entry in entries) == 35 and all(isinstance(entry["shows_cause"], bool) for entry in entries)
-    assert _heldout_right(BATCH15_HELDOUT, 40) >= 28
+    assert _heldout_right(BATCH15_HELDOUT, 40) >= 36
+
+
+# -- batch15's miss kinds as class rules, each from the source that prints the text (issue 27, round eleven) -------
+# Kind 1: start steps no table named. SGLang's DeepGEMM pre-compile (layers/deep_gemm_wrapper/compile_utils.py: "Entering
+# DeepGEMM JIT Pre-Compile session. ...", "Try DeepGEMM JIT Compiling for <{kernel_type.name}> N={n}, K={k},
+# num_groups={num_groups} with all Ms.", then a tqdm bar, desc "DeepGEMM warmup" or none) is under way until its bar
+# reaches 100 %; the scheduler's start summary (managers/scheduler.py: "max_total_num_tokens=..., context_len=...,
+# available_gpu_mem=... GB") is a finished step. A start cut after either is a cut start, never a healthy log.
+DG_ENTER = "[2025-12-26 08:58:40 DP0 TP0 EP0] Entering DeepGEMM JIT Pre-Compile session. It may take a long time (typically 10-20 mins) if you have not run `sglang.compile_deep_gemm`. "
+DG_TRY = "[2025-04-21 18:12:35 TP0] Try DeepGEMM JIT Compiling for <gemm_fp8_fp8_bf16_nt> N=24576, K=2560, num_groups=1 with all Ms."
+SCHED_SUMMARY = "[2026-06-28 15:16:45] max_total_num_tokens=2086558, chunked_prefill_size=8192, max_prefill_tokens=16384, max_running_requests=33, context_len=256000, available_gpu_mem=17.22 GB"
+
+
+@pytest.mark.parametrize(
+    ("lines", "failure_class", "evidence"),
+    [
+        # batch15's real shapes: a compile begun and cut; compiles whose bare bars reached 100 %; the summary alone
+        ([DG_ENTER, DG_TRY.replace("TP0", "DP0 TP0 EP0")], "server_start_timeout", "stalled at: compiling DeepGEMM JIT kernels"),
+        ([DG_TRY, "100%|██████████| 4096/4096 [00:54<00:00, 75.1it/s]"], "unknown", "last startup step: done compiling DeepGEMM JIT kernels"),
+        ([SCHED_SUMMARY], "unknown", "last startup step: done starting the scheduler (its start summary was logged)"),
+        # variants from the format strings: 0.5.23's bar with its description, a bar still running, another kernel type
+        ([DG_TRY, "DeepGEMM warmup: 100%|██████████| 128/128 [00:00<00:00, 3853.51it/s]"], "unknown", "last startup step: done compiling DeepGEMM JIT kernels"),
+        ([DG_TRY, " 37%|███▋      | 1510/4096 [00:20<00:34, 75.1it/s]"], "server_start_timeout", "stalled at: compiling DeepGEMM JIT kernels"),
+        (
+            ["[2026-01-01 00:00:00 TP3] Try DeepGEMM JIT Compiling for <GROUPED_GEMM_NT_F8F8BF16_MASKED> N=7168, K=2048, num_groups=32 with all Ms."],
+            "server_start_timeout",
+            "stalled at: compiling DeepGEMM JIT kernels",
+        ),
+        ([SCHED_SUMMARY.replace("available_gpu_mem=17.22 GB", "available_cpu_mem=120.00 GB")], "unknown", "last startup step: done starting the scheduler (its start summary was logged)"),
+    ],
+)
+def test_deepgemm_compiles_and_the_schedulers_summary_are_start_steps(lines: list[str], failure_class: str, evidence: str) -> None:
+    diagnosis = diagnose_text(lines)
+    assert diagnosis.failure_class == failure_class and diagnosis.evidence[0].text == evidence
+
+
+def test_a_start_that_serves_after_those_steps_is_healthy() -> None:
+    lines = [DG_ENTER, DG_TRY, "DeepGEMM warmup: 100%|██████████| 128/128 [00:00<00:00, 3853.51it/s]", SCHED_SUMMARY, READY]
+    assert diagnose_text(lines).failure_class is None
+    # A bare bar after another step (weights loading) is not read as the compile's.
+    assert diagnose_text(["[2026-01-01 00:00:00 TP0] Load weight begin. avail mem=70.00 GB", "100%|██████████| 8/8"]).failure_class == "server_start_timeout"
+
+
+# Kind 2: accelerator runtimes' errors printed with no exception line. vLLM's cumem allocator (csrc/cumem_allocator.cpp,
+# CUDA_CHECK: "CUDA Error: %s at %s:%d" with cuGetErrorString; RuntimeError(error_msg) from python_create_and_map);
+# hipRTC's build log ("hip runtime failed to load.\nError: Please provide architecture for which code is to be
+# generated.\n", hiprtcInternal.cpp); hipBLASLt's "rocblaslt error: Could not load {path}" (tensile_host.cpp).
+@pytest.mark.parametrize(
+    ("lines", "failure_class"),
+    [
+        # batch15's real lines
+        (
+            [
+                "CUDA Error: out of memory at /workspace/csrc/cumem_allocator.cpp:56",
+                "CUDA Error: invalid argument at /workspace/csrc/cumem_allocator.cpp:57",
+                "CUDA Error: invalid argument at /workspace/csrc/cumem_allocator.cpp:64",
+            ],
+            "cuda_oom",
+        ),
+        (["    python_create_and_map(*allocation_handle)", "RuntimeError: CUDA Error: out of memory at /workspace/csrc/cumem_allocator.cpp:62"], "cuda_oom"),
+        (
+            [
+                "(EngineCore_DP0 pid=160843) ERROR 03-05 12:36:31 [core.py:1006] hip runtime failed to load.",
+                "(EngineCore_DP0 pid=160843) ERROR 03-05 12:36:31 [core.py:1006] Error: Please provide architecture for which code is to be generated.",
+            ],
+            "unknown",
+        ),
+        (["", "rocblaslt error: Could not load /opt/venv/lib/python3.11/site-packages/torch/lib/hipblaslt/library/TensileLibrary_lazy_gfx942.dat", ""], "unknown"),
+        # variants from the format strings: another allocator line, other prefixes, hipRTC's second line alone, hipBLASLt's other texts
+        (["(VllmWorker rank=3 pid=88) CUDA Error: out of memory at /home/runner/work/vllm/csrc/cumem_allocator.cpp:91"], "cuda_oom"),
+        (["ERROR 01-01 00:00:00 [core.py:1] RuntimeError: CUDA Error: operation not supported at /workspace/csrc/cumem_allocator.cpp:75"], "unknown"),
+        (["Error: Please provide architecture for which code is to be generated."], "unknown"),
+        (['rocblaslt error: Cannot read "TensileLibrary_lazy_gfx1201.dat": No such file or directory', 'rocblaslt error: Could not load "TensileLibrary_lazy_gfx1201.dat"'], "unknown"),
+        (["rocblaslt error: Could not initialize Tensile library"], "unknown"),
+    ],
+)
+def test_accelerator_runtime_errors_without_an_exception_line(lines: list[str], failure_class: str) -> None:
+    diagnosis = diagnose_text(lines)
+    assert diagnosis.failure_class == failure_class and diagnosis.evidence
+
+
+def test_a_rocm_library_error_on_a_start_that_serves_is_no_failure() -> None:
+    lines = [
+        'rocblaslt error: Could not load "TensileLibrary_lazy_gfx1200.dat"',
+        READY,
+        *["[2026-01-01 00:00:05] Decode batch. #running-req: 1, #token: 90, token usage: 0.00, gen throughput (token/s): 50.00, #queue-req: 0"] * 4,
+    ]
+    assert diagnose_text(lines).failure_class is None
+    # The library's other messages, and its name in prose, are no failure.
+    assert diagnose_text(["rocblaslt info: loading TensileLibrary_lazy_gfx942.dat", "INFO hip runtime loaded", READY]).failure_class is None
+
+
+# Kind 3: package refusals in other words. SGLang's assert_pkg_version (srt/utils/common.py): f"{pkg} is installed with
+# version {installed_version}, which is less than the minimum required version {min_version}. " + message, and f"{pkg}
+# with minimum required version {min_version} is not installed. "; CPython's "No module named '{name}'" quoted without
+# its closing quote at the line's end.
+@pytest.mark.parametrize(
+    ("line", "module"),
+    [
+        # batch15's real lines
+        (
+            "Exception: sgl-kernel is installed with version 0.1.0, which is less than the minimum required version 0.1.1. Please reinstall the latest version with 'pip install sgl-kernel --force-reinstall'",
+            "sgl-kernel",
+        ),
+        ("ModuleNotFoundError: No module named 'vllm.model_executor.input_metadata", "vllm.model_executor.input_metadata"),
+        # variants from the format strings
+        ("[2026-01-01 00:00:00] Exception: flashinfer_python is installed with version 0.2.3, which is less than the minimum required version 0.2.5. ", "flashinfer_python"),
+        ("Exception: sgl-kernel with minimum required version 0.3.9 is not installed. Please reinstall the latest version with 'pip install sgl-kernel --force-reinstall'", "sgl-kernel"),
+        ("  ModuleNotFoundError: No module named 'sgl_kernel", "sgl_kernel"),
+    ],
+)
+def test_package_refusals_in_other_words_are_import_errors(line: str, module: str) -> None:
+    diagnosis = diagnose_text([line])
+    assert diagnosis.failure_class == "import_error" and diagnosis.figures.get("module") == module
+
+
+def test_a_version_sentence_that_refuses_nothing_is_no_import_error() -> None:
+    lines = ["[2026-01-01 00:00:00] sgl-kernel is installed with version 0.3.9.", "No module named in this sentence", READY]
+    assert diagnose_text(lines).failure_class is None

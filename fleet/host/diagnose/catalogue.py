@@ -128,7 +128,9 @@ SIGNATURES: tuple[Signature, ...] = (
         C.IMPORT_ERROR,
         20,
         (
-            T("ModuleNotFoundError", _EXC + r"ModuleNotFoundError: No module named '(?P<module>[\w.]+)'"),
+            # importlib's "No module named '{name}'"; a quote whose closing quote the post dropped at the line's
+            # end still names the module.
+            T("ModuleNotFoundError", _EXC + r"ModuleNotFoundError: No module named '(?P<module>[\w.]+)(?:'|$)"),
             # The same missing module named inside another message: runpy's "Error while finding module
             # specification for 'vllm.entrypoints.openai.api_server' (ModuleNotFoundError: No module named
             # 'vllm')" (CPython Lib/runpy.py, _get_module_details: "{}: {}".format(type(ex).__name__, ex)),
@@ -153,6 +155,16 @@ SIGNATURES: tuple[Signature, ...] = (
                 r"^(?:\w+: )?(?!pip\b)(?P<module>[\w.-]+) is not installed(?!.*(?:fall(?:ing)? ?back|[Uu]sing|will|skip|[Dd]isabl|ignor))",
             ),
             T("requires the package", r"requires the (?:package|library) `?(?P<module>[\w.-]+)"),
+            # SGLang's package-version guard (0.5.23 srt/utils/common.py:2422 assert_pkg_version, called at start
+            # for sgl-kernel, flashinfer and others): raise Exception(f"{pkg} is installed with version
+            # {installed_version}, which is less than the minimum required version {min_version}. " + message), and
+            # when importlib.metadata finds no such package f"{pkg} with minimum required version {min_version} is
+            # not installed. ": an installed package the engine refuses, fixed by installing the right one.
+            T(
+                "which is less than the minimum required version",
+                r"(?P<module>[\w.-]+) is installed with version (?P<installed_version>\S+), which is less than the minimum required version",
+            ),
+            T("with minimum required version", r"(?P<module>[\w.-]+) with minimum required version \S+ is not installed"),
             # A JIT build's link step (Triton's cuda_utils stub, a torch extension): GNU ld cannot find a
             # CUDA library, e.g. "/usr/bin/ld: cannot find -lcudart" / "-lcuda".
             T("cannot find -l", r"cannot find -l(?P<link_library>[\w.+-]+)"),
@@ -384,6 +396,11 @@ SIGNATURES: tuple[Signature, ...] = (
             T("has a total capacity of", r"Tried to allocate (?P<tried>[\d.]+ [GMK]iB)\. GPU \d+ has a total capacity of"),
             T(" out of memory. Tried to allocate", r"\b(?:XPU|HIP|NPU) out of memory\. Tried to allocate (?P<tried>[\d.]+ [GMK]iB)"),
             T("CUDA error: out of memory"),
+            # vLLM's sleep-mode allocator (csrc/cumem_allocator.cpp, its CUDA_CHECK macro: snprintf(error_msg, ...,
+            # "CUDA Error: %s at %s:%d", error_string, __FILE__, __LINE__) with the driver's cuGetErrorString, printed
+            # to std::cerr and raised by python_create_and_map as RuntimeError(error_msg), which vllm/device_allocator/
+            # cumem.py's wake_up and allocations let through): CUDA_ERROR_OUT_OF_MEMORY's string is "out of memory".
+            T("CUDA Error: out of memory"),
             # NCCL's CUDACHECK (src/include/checks.h) WARNs "Cuda failure '%s'" with cudaGetErrorString, its
             # CUCHECK (src/include/cudawrap.h) "Cuda failure %d '%s'" with the driver's error number too.
             T("Cuda failure", r"Cuda failure (?:\d+ )?'out of memory'"),
@@ -789,7 +806,11 @@ SIGNATURES: tuple[Signature, ...] = (
     _generic(
         "cuda_error",
         910,
-        (T("CUDA error:", r"CUDA error: (?P<cuda_error>[^.\n]+)"),),
+        (
+            T("CUDA error:", r"CUDA error: (?P<cuda_error>[^.\n]+)"),
+            # vLLM's cumem allocator's other driver errors ("CUDA Error: invalid argument at .../cumem_allocator.cpp:57").
+            T("CUDA Error: ", r"CUDA Error: (?P<cuda_error>.+?) at \S+:\d+"),
+        ),
         "CUDA reported '{cuda_error}': re-run with CUDA_LAUNCH_BLOCKING=1 to find the failing kernel.",
         "CUDA reported an error: re-run with CUDA_LAUNCH_BLOCKING=1 to find the failing kernel.",
     ),
@@ -899,6 +920,28 @@ SIGNATURES: tuple[Signature, ...] = (
         "A native runtime logged an error ({runtime_source}: {runtime_message}): the process that printed it (Ray, a KV store, a "
         "communication library) failed; read the lines around it for the operation and the peer it names.",
         "A native runtime logged an error: read the lines around it for the operation and the peer it names.",
+    ),
+    # AMD's ROCm libraries reporting a failure on stderr with no exception line of their own. hipRTC (HIP's
+    # runtime compiler, hipamd/src/hiprtc/hiprtcInternal.cpp RTCProgram::findIsa) appends to a program's build
+    # log "hip runtime failed to load.\nError: Please provide architecture for which code is to be generated.\n"
+    # when libamdhip64.so does not dlopen (and the second line alone when no --offload-arch was given): the
+    # kernel did not compile, and the caller prints that log. hipBLASLt (tensile_host.cpp) prints
+    # "\nrocblaslt error: Could not load {path}" when its Tensile library for the GPU does not load, "rocblaslt
+    # error: Cannot read {path}: {strerror}" before it and "rocblaslt error: Could not initialize Tensile ..."
+    # after: the GEMMs it serves have no kernels. No class names them (the GPU is supported; the ROCm install
+    # is broken): unknown, unless serving goes on after them.
+    _generic(
+        "rocm_library_error",
+        970,
+        (
+            T("hip runtime failed to load", r"(?P<runtime_message>hip runtime failed to load)"),
+            T("Please provide architecture for which code is to be generated", r"(?P<runtime_message>Please provide architecture for which code is to be generated)"),
+            T("rocblaslt error: ", r"rocblaslt error: (?P<runtime_message>(?:Could not load|Cannot read|Could not initialize)\b.*)"),
+        ),
+        "A ROCm library failed ({runtime_message}): check that the ROCm runtime and libraries in the environment "
+        "match the installed torch (libamdhip64.so on the library path, hipBLASLt's library/ folder holding this "
+        "GPU's TensileLibrary files), or point HIPBLASLT_TENSILE_LIBPATH at it.",
+        "A ROCm library failed: check that the ROCm runtime and libraries in the environment match the installed torch.",
     ),
     _generic(
         "exception",

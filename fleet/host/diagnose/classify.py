@@ -94,6 +94,7 @@ _PHASE_ACTIVITY = {
 # debug.c prefixes its INFO lines with "NCCL INFO"; the weight loaders print tqdm bars; SGLang 0.2-0.5
 # "Init torch distributed begin/ends", "Load weight begin/end", "Capture cuda graph begin/end",
 # "Memory pool end". vLLM's own steps are the vLLM log module's (a bare log names no engine).
+_DEEPGEMM_COMPILE = "compiling DeepGEMM JIT kernels"
 _STALL_MARKERS: tuple[tuple[bytes, str, bool], ...] = (
     # SGLang logs its arguments as a start begins, then launches the scheduler and detokenizer processes
     # (0.5.23 srt/entrypoints/engine.py:311 and :1185, logger.info(f"server_args={...}") just before
@@ -103,6 +104,15 @@ _STALL_MARKERS: tuple[tuple[bytes, str, bool], ...] = (
     (b"server_args=ServerArgs(", "launching the scheduler processes (the server's arguments were logged)", True),
     (b"server_args={", "launching the scheduler processes (the server's arguments were logged)", True),
     (b"Loading JIT ops", "loading or compiling FlashInfer JIT kernels", True),
+    # SGLang's DeepGEMM pre-compile (0.5.23 layers/deep_gemm_wrapper/compile_utils.py:168-183, since the
+    # 2025-04 pre-compile): logger.warning("Entering DeepGEMM JIT Pre-Compile session. It may take a long time
+    # ...") on the first rank of a node, then per kernel type logger.info(f"Try DeepGEMM JIT Compiling for
+    # <{kernel_type.name}> N={n}, K={k}, num_groups={num_groups} with all Ms.") before it compiles and runs the
+    # kernel over every M under a tqdm bar (:255, desc="DeepGEMM warmup"; 2025's builds print the bar with
+    # no description). A compile is under way until its bar reaches 100 %.
+    (b"Entering DeepGEMM JIT Pre-Compile session", _DEEPGEMM_COMPILE, True),
+    (b"Try DeepGEMM JIT Compiling for", _DEEPGEMM_COMPILE, True),
+    (b"DeepGEMM warmup", _DEEPGEMM_COMPILE, True),
     # TorchInductor's max-autotune (torch.compile under either engine) benchmarks each kernel choice and
     # writes to stderr whatever the log level (torch 2.13 _inductor/select_algorithm.py:5675 "AUTOTUNE
     # {name}({sizes})", :5700 "{SingleProcess|SubProcess} AUTOTUNE benchmarking takes {elapse:.4f} seconds
@@ -154,6 +164,11 @@ _STALL_MARKERS: tuple[tuple[bytes, str, bool], ...] = (
 )
 # A tqdm bar at 100 % is a finished step.
 _DONE_BAR = b"100%"
+# A tqdm bar printed without a description ("100%|#####| 128/128 [...]"; tqdm's format_meter begins with
+# the percentage when desc is empty) on its own line: the bar of the step under way, when that step's bar
+# has no description of its own (2025's DeepGEMM compile).
+_BARE_BAR = re.compile(rb"^\s*\d{1,3}%\|")
+_BARE_BAR_STEPS = {_DEEPGEMM_COMPILE}
 # The HTTP server is up: SGLang's uvicorn starts before its warm-up request and the "fired up" line,
 # uvicorn's "Application startup complete" follows it. A log that ends here is not a failure. vLLM's
 # ready lines (its engine core's last start-up step, its API server's route list) are the vLLM log
@@ -435,6 +450,13 @@ class _Scanner:
                     done = under_way and _DONE_BAR in raw[raw.rfind(marker) :]
                     self.stall = (line_no, "done " + activity if done else activity, under_way and not done)
                     break
+            else:
+                if self.stall is not None and self.stall[2] and self.stall[1] in _BARE_BAR_STEPS:
+                    last_bar = raw.rstrip().rsplit(b"\r", 1)[-1]
+                    if _BARE_BAR.match(last_bar):
+                        done = last_bar.lstrip().startswith(_DONE_BAR)
+                        activity = self.stall[1]
+                        self.stall = (line_no, "done " + activity if done else activity, not done)
             if any(marker in raw for marker in _LISTENING) or (any(literal in raw for literal in _RUNNING_BATCH_LITERALS) and _RUNNING_BATCH.search(raw)):
                 self.listening_start = self.summary.starts
             if any(marker in raw for marker in vllm_log.KV_CACHE_MARKERS):
@@ -806,7 +828,7 @@ def _under_way(scan: _Scanner, stalled: Evidence) -> bool:
 
 def _startup_seen(scan: _Scanner) -> object | None:
     summary = scan.summary
-    return summary.weights_loaded or summary.kv_cache or summary.last_phase or scan.stall
+    return summary.weights_loaded or summary.kv_cache or summary.scheduler or summary.last_phase or scan.stall
 
 
 def _stalled_at(scan: _Scanner) -> Evidence | None:
@@ -817,7 +839,15 @@ def _stalled_at(scan: _Scanner) -> Evidence | None:
     if phase is not None:
         candidates.append(Evidence(phase.line_no, _PHASE_ACTIVITY[phase.phase]))
     summary = scan.summary
-    for event, activity in ((summary.weights_loaded, "done loading weights"), (summary.kv_cache, "done allocating the KV cache")):
+    # The scheduler's start summary (0.5.23 managers/scheduler.py:1268, logger.info(f"max_total_num_tokens=...,
+    # chunked_prefill_size=..., max_prefill_tokens=..., max_running_requests=..., context_len=...,
+    # available_gpu_mem=... GB") on TP rank 0, the log parser's SchedulerReady) ends the scheduler's own
+    # start; the HTTP server and its warm-up come after it.
+    for event, activity in (
+        (summary.weights_loaded, "done loading weights"),
+        (summary.kv_cache, "done allocating the KV cache"),
+        (summary.scheduler, "done starting the scheduler (its start summary was logged)"),
+    ):
         if event is not None:
             candidates.append(Evidence(event.line_no, activity))
     if scan.stall is not None:
