@@ -1931,3 +1931,16 @@ def test_package_refusals_in_other_words_are_import_errors(line: str, module: st
 def test_a_version_sentence_that_refuses_nothing_is_no_import_error() -> None:
     lines = ["[2026-01-01 00:00:00] sgl-kernel is installed with version 0.3.9.", "No module named in this sentence", READY]
     assert diagnose_text(lines).failure_class is None
+
+
+# batch16-heldout: 40 real logs from 40 threads no other manifest names, under batch15's rule, committed (07a664c, 93c4999)
+# before fleet read them and measured once untouched with the round-eleven rules (benchmarks/results/diagnose-heldout.md).
+BATCH16_HELDOUT = REAL.parent / "batch16-heldout"
+
+
+def test_batch16_heldout_keeps_its_measured_accuracy() -> None:
+    """40 real logs (26 vLLM, 14 SGLang): 30/40 right (failures 27/37; 27/35 where the excerpt shows the cause) from the
+    bare log, measured untouched and never tuned on. A floor, not a file check."""
+    entries = _manifest(BATCH16_HELDOUT)
+    assert sum(entry["shows_cause"] is True for entry in entries) == 35 and all(isinstance(entry["shows_cause"], bool) for entry in entries)
+    assert _heldout_right(BATCH16_HELDOUT, 40) >= 30
