@@ -1938,9 +1938,224 @@ def test_a_version_sentence_that_refuses_nothing_is_no_import_error() -> None:
 BATCH16_HELDOUT = REAL.parent / "batch16-heldout"
 
 
-def test_batch16_heldout_keeps_its_measured_accuracy() -> None:
+def test_batch16_keeps_its_tune_figure() -> None:
     """40 real logs (26 vLLM, 14 SGLang): 30/40 right (failures 27/37; 27/35 where the excerpt shows the cause) from the
-    bare log, measured untouched and never tuned on. A floor, not a file check."""
+    bare log, measured once untouched; 37/40 (34/37; 34/35) after the rules of its miss kinds 1-3 (the tests below). A
+    tune split since. A floor, not a file check."""
     entries = _manifest(BATCH16_HELDOUT)
     assert sum(entry["shows_cause"] is True for entry in entries) == 35 and all(isinstance(entry["shows_cause"], bool) for entry in entries)
-    assert _heldout_right(BATCH16_HELDOUT, 40) >= 30
+    assert _heldout_right(BATCH16_HELDOUT, 40) >= 37
+
+
+# -- batch16's miss kinds as class rules, each from the source that prints the text (issue 27, round twelve) -------
+# Kind 1: a release refusing a model in its own words. vLLM's registry (models/registry.py _raise_for_unsupported: "Model
+# architectures {architectures} failed to be inspected. ...", "... are not supported for now. ...", "Model architecture
+# {arch} was supported in vLLM until v{previous_version}, ...", "Model architecture {arch} is not supported in-tree
+# anymore. ..."; _try_resolve_transformers: "Cannot find model module. {architecture!r} is not a registered model in the
+# Transformers library ..."), a model class's version check (models/minicpmv.py, minicpmo.py: "Currently, MiniCPMV only
+# supports versions {supported_versions}. Got version: {version_values}") and compressed-tensors' scheme lookup
+# (compressed_tensors.py _get_scheme_from_parts: "No compressed-tensors compatible scheme was found ...").
+@pytest.mark.parametrize(
+    ("lines", "architectures"),
+    [
+        # batch16's real lines
+        (["ERROR 08-29 13:40:25 [multiproc_executor.py:559] ValueError: Currently, MiniCPMV only supports versions 2.0, 2.5, 2.6, 4.0. Got version: (4, 5)"], None),
+        (
+            [
+                'ERROR 05-13 16:04:42 [core.py:387]   File "/data/home/fangxuwei/mambaforge/envs/vllm/lib/python3.12/site-packages/vllm/model_executor/layers/quantization/compressed_tensors/compressed_tensors.py", line 375, in _get_scheme_from_parts',
+                "ERROR 05-13 16:04:42 [core.py:387]     raise NotImplementedError(",
+                "ERROR 05-13 16:04:42 [core.py:387] NotImplementedError: No compressed-tensors compatible scheme was found.",
+                "ERROR 05-13 16:04:42 [core.py:387]",
+                "CRITICAL 05-13 16:04:42 [core_client.py:359] Got fatal signal from worker processes, shutting down. See stack trace above for root cause issue.",
+                "Killed",
+            ],
+            None,
+        ),
+        (
+            [
+                "(APIServer pid=1261635) pydantic_core._pydantic_core.ValidationError: 1 validation error for ModelConfig",
+                "(APIServer pid=1261635)   Value error, Model architectures ['HunYuanVLForConditionalGeneration'] failed to be inspected. Please check the logs for more details. [type=value_error, input_value=ArgsKwargs((), {'model': ...rocessor_plugin': None}), input_type=ArgsKwargs]",
+                "(APIServer pid=1261635)     For further information visit https://errors.pydantic.dev/2.12/v/value_error",
+            ],
+            "['HunYuanVLForConditionalGeneration']",
+        ),
+        (
+            [
+                "ValueError: Cannot find model module. 'MiniMaxM1ForCausalLM' is not a registered model in the Transformers library (only relevant if the model is meant to be in Transformers) and 'AutoModel' is not present in the model config's 'auto_map' (relevant if the model is custom)."
+            ],
+            "MiniMaxM1ForCausalLM",
+        ),
+        # variants from the format strings: the sibling class, 0.33's longer scheme text, the registry's other refusals, other prefixes
+        (["(VllmWorker rank=1 pid=4242) ERROR 01-01 00:00:00 [multiproc_executor.py:1] ValueError: Currently, MiniCPMO only supports versions 2.6. Got version: (2, 7)"], None),
+        (
+            [
+                "(EngineCore_DP0 pid=9) NotImplementedError: No compressed-tensors compatible scheme was found for layer_name='model.layers.0.self_attn.qkv_proj', weight_quant=QuantizationArgs(num_bits=4), input_quant=None, output_quant=None, format='pack-quantized'"
+            ],
+            None,
+        ),
+        (["ValueError: Model architectures ['Qwen3VLForConditionalGeneration'] failed to be inspected. Please check the logs for more details."], "['Qwen3VLForConditionalGeneration']"),
+        (
+            [
+                "(APIServer pid=1) ValueError: Model architecture MotifForCausalLM was supported in vLLM until v0.10.2, and is not supported anymore. Please use an older version of vLLM if you want to use this model architecture."
+            ],
+            "MotifForCausalLM",
+        ),
+        (
+            ["ValueError: Model architecture BambaForCausalLM is not supported in-tree anymore. Please install the plugin at https://example.org/plugin if you want to use this model architecture."],
+            "BambaForCausalLM",
+        ),
+        (
+            [
+                "ERROR 01-01 00:00:00 [core.py:1] ValueError: Cannot find model module. 'FooForCausalLM' is not a registered model in the Transformers library (only relevant if the model is meant to be in Transformers)"
+            ],
+            "FooForCausalLM",
+        ),
+    ],
+)
+def test_a_release_refusing_a_model_in_its_own_words_is_a_model_load_error(lines: list[str], architectures: str | None) -> None:
+    diagnosis = diagnose_text(lines)
+    assert diagnosis.failure_class == "model_load_error" and diagnosis.evidence
+    assert diagnosis.figures.get("architectures") == architectures
+
+
+def test_words_of_those_refusals_in_other_sentences_refuse_nothing() -> None:
+    lines = [
+        "INFO 01-01 00:00:00 [config.py:1] This processor only supports versions of transformers >= 4.45.",
+        "INFO 01-01 00:00:00 [registry.py:1] Model architectures ['Qwen2ForCausalLM'] are supported.",
+        "INFO 01-01 00:00:00 [compressed_tensors.py:1] Using a compressed-tensors compatible scheme for layer 0.",
+        READY,
+    ]
+    assert diagnose_text(lines).failure_class is None
+
+
+# Kind 2: a model's code failing while it loads. An AttributeError or TypeError whose traceback (with those chained to it:
+# "During handling of the above exception, ..." / "The above exception was the direct cause ...") passes through a frame
+# of the model's load path, by file and function as the sources define them (SGLang: ModelRunner.load_model, model_loader's
+# get_model / load_model / _initialize_model, ModelConfig.__init__, hf_transformers' get_config / get_tokenizer /
+# get_processor; vLLM: the worker's and runner's load_model, model_loader's get_model / load_model / initialize_model,
+# transformers_utils' get_config / get_processor; transformers' from_pretrained, get_config_dict,
+# get_image_processor_dict, get_processor_dict), in a start that never came up. The message is CPython's
+# (Objects/object.c "'%.100s' object has no attribute '%U'", Objects/abstract.c "'%.200s' object is not subscriptable").
+def _frame(path: str, line: int, function: str, source: str, prefix: str = "") -> list[str]:
+    return [f'{prefix}  File "{path}", line {line}, in {function}', f"{prefix}    {source}"]
+
+
+SG_SITE = "/usr/local/lib/python3.12/dist-packages"
+VLLM_LOAD_CHAIN = [
+    "(EngineCore_DP0 pid=2741) ERROR 01-01 00:00:00 [core.py:866] EngineCore failed to start.",
+    "(EngineCore_DP0 pid=2741) ERROR 01-01 00:00:00 [core.py:866] Traceback (most recent call last):",
+    *_frame(f"{SG_SITE}/vllm/v1/worker/gpu_worker.py", 594, "load_model", "self.model_runner.load_model(eep_scale_up=eep_scale_up)", "(EngineCore_DP0 pid=2741) ERROR 01-01 00:00:00 [core.py:866] "),
+    *_frame(f"{SG_SITE}/vllm/v1/worker/gpu_model_runner.py", 4967, "load_model", "self.model = model_loader.load_model(", "(EngineCore_DP0 pid=2741) ERROR 01-01 00:00:00 [core.py:866] "),
+    *_frame(f"{SG_SITE}/vllm/model_executor/model_loader/base_loader.py", 63, "load_model", "model = initialize_model(", "(EngineCore_DP0 pid=2741) ERROR 01-01 00:00:00 [core.py:866] "),
+    *_frame(
+        f"{SG_SITE}/vllm/model_executor/model_loader/utils.py",
+        74,
+        "initialize_model",
+        "return model_class(vllm_config=vllm_config, prefix=prefix)",
+        "(EngineCore_DP0 pid=2741) ERROR 01-01 00:00:00 [core.py:866] ",
+    ),
+    *_frame(f"{SG_SITE}/vllm/model_executor/models/foo.py", 120, "__init__", "self.rope_theta = config.rope_theta", "(EngineCore_DP0 pid=2741) ERROR 01-01 00:00:00 [core.py:866] "),
+    "(EngineCore_DP0 pid=2741) ERROR 01-01 00:00:00 [core.py:866] AttributeError: 'FooConfig' object has no attribute 'rope_theta'",
+]
+
+
+@pytest.mark.parametrize(
+    ("lines", "load_step"),
+    [
+        # variants from the format strings: vLLM 0.33's load path under the engine core's prefix
+        (VLLM_LOAD_CHAIN, "load_model of gpu_worker.py"),
+        # SGLang's model runner building the model: a TypeError in the class's __init__
+        (
+            [
+                "[2026-01-01 00:00:00 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+                *_frame(f"{SG_SITE}/sglang/srt/model_executor/model_runner.py", 1270, "load_model", "self.model = get_model("),
+                *_frame(f"{SG_SITE}/sglang/srt/model_loader/__init__.py", 23, "get_model", "return loader.load_model("),
+                *_frame(f"{SG_SITE}/sglang/srt/model_loader/loader.py", 285, "_initialize_model", "return model_class(config=model_config.hf_config, quant_config=quant_config)"),
+                "TypeError: FooForCausalLM.__init__() got an unexpected keyword argument 'quant_config'",
+            ],
+            "load_model of model_runner.py",
+        ),
+        # the error first, the load path in the traceback chained after it ("The above exception was the direct cause")
+        (
+            [
+                "Traceback (most recent call last):",
+                *_frame(f"{SG_SITE}/transformers/configuration_utils.py", 806, "_get_config_dict", "config_dict = cls._dict_from_json_file(resolved_config_file)"),
+                "TypeError: 'NoneType' object is not subscriptable",
+                "",
+                "The above exception was the direct cause of the following exception:",
+                "",
+                "Traceback (most recent call last):",
+                *_frame(f"{SG_SITE}/sglang/srt/utils/hf_transformers/config.py", 336, "get_config", "config = AutoConfig.from_pretrained("),
+                "OSError: Can't parse the config",
+            ],
+            "_get_config_dict of configuration_utils.py",
+        ),
+    ],
+)
+def test_a_models_code_failing_while_it_loads_is_a_model_load_error(lines: list[str], load_step: str) -> None:
+    diagnosis = diagnose_text(lines)
+    assert diagnosis.failure_class == "model_load_error" and diagnosis.figures.get("load_step") == load_step
+    assert any("Error:" in item.text for item in diagnosis.evidence)
+
+
+@pytest.mark.parametrize(
+    ("name", "load_step"),
+    [
+        # batch16's real logs: InternVL's config read by SGLang's ModelConfig, the processor files chained under get_processor
+        ("sglang-qwen25-14b-internvl-chat-config-no-hidden-size.log", "__init__ of model_config.py"),
+        ("sglang-llama4-scout-quantized-tp-processor-files-none-typeerror.log", "get_image_processor_dict of image_processing_base.py"),
+    ],
+)
+def test_batch16s_model_code_failures_read_by_their_frames(name: str, load_step: str) -> None:
+    diagnosis = diagnose_file(BATCH16_HELDOUT / name)
+    assert diagnosis.failure_class == "model_load_error" and diagnosis.figures.get("load_step") == load_step
+
+
+def test_the_same_errors_outside_the_load_path_are_no_model_load_error() -> None:
+    error = "AttributeError: 'NoneType' object has no attribute 'cpu'"
+    # in a forward pass
+    forward = ["Traceback (most recent call last):", *_frame(f"{SG_SITE}/sglang/srt/model_executor/model_runner.py", 2100, "forward_extend", "return self.model.forward("), error]
+    assert diagnose_text(forward).failure_class == "unknown"
+    # in a MoE kernel's config lookup, whose function shares a loader's name
+    moe = [
+        "Traceback (most recent call last):",
+        *_frame(f"{SG_SITE}/sglang/srt/layers/moe/moe_runner/triton_utils/__init__.py", 25, "get_config", "return _config"),
+        "TypeError: 'NoneType' object is not subscriptable",
+    ]
+    assert diagnose_text(moe).failure_class == "unknown"
+    # a load-path traceback that ended in another exception, then the error in a traceback of its own
+    separate = [*VLLM_LOAD_CHAIN[:-1], "(EngineCore_DP0 pid=2741) ERROR 01-01 00:00:00 [core.py:866] RuntimeError: boom", "Traceback (most recent call last):", *forward[1:]]
+    assert diagnose_text(separate).failure_class == "unknown"
+    # a load path that ran out of memory is the OOM
+    oom = [*VLLM_LOAD_CHAIN[:-1], "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.19 GiB"]
+    assert diagnose_text(oom).failure_class == "cuda_oom"
+    # a load-path traceback in a start that came up and served (a request's processor): no start-up failure
+    served = [READY, *VLLM_LOAD_CHAIN[1:], *["[2026-01-01 00:00:05] Decode batch. #running-req: 1, #token: 90, token usage: 0.00, gen throughput (token/s): 50.00, #queue-req: 0"] * 4]
+    assert diagnose_text(served).failure_class != "model_load_error"
+
+
+# Kind 3: AITER refusing the GPU's architecture (aiter/jit/utils/chip_info.py get_gfx_custom_op_core and get_gfx_runtime:
+# KeyError(f"Unknown GPU architecture: {gfx}. Supported architectures: {...}")).
+@pytest.mark.parametrize(
+    "lines",
+    [
+        # batch16's real lines
+        [
+            "Traceback (most recent call last):",
+            '  File "/usr/local/lib/python3.12/dist-packages/aiter/jit/utils/chip_info.py", line 65, in get_gfx_custom_op_core',
+            "    raise KeyError(",
+            "KeyError: \"Unknown GPU architecture: gfx1101. Supported architectures: ['native', 'gfx90a', 'gfx908', 'gfx940', 'gfx941', 'gfx942', 'gfx945', 'gfx1100', 'gfx950']\"",
+            "During handling of the above exception, another exception occurred:",
+        ],
+        # variants from the format strings: get_gfx_runtime's sorted list, under vLLM's engine core prefix
+        ["(EngineCore_DP0 pid=7) ERROR 01-01 00:00:00 [core.py:1] KeyError: \"Unknown GPU architecture: gfx1151. Supported architectures: ['gfx1100', 'gfx942', 'gfx950']\""],
+    ],
+)
+def test_aiter_refusing_the_gpu_architecture_is_unsupported_gpu_arch(lines: list[str]) -> None:
+    diagnosis = diagnose_text(lines)
+    assert diagnosis.failure_class == "unsupported_gpu_arch" and str(diagnosis.figures.get("aiter_arch", "")).startswith("gfx")
+    assert diagnosis.fix is not None and "AITER" in diagnosis.fix
+
+
+def test_an_unknown_architecture_in_other_words_is_no_refusal() -> None:
+    assert diagnose_text(["INFO 01-01 00:00:00 [rocm.py:1] Unknown GPU architecture: gfx1151, using defaults", READY]).failure_class is None

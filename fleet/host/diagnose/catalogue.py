@@ -208,9 +208,30 @@ SIGNATURES: tuple[Signature, ...] = (
             T("couldn't connect to 'https://huggingface.co'"),
             T("SafetensorError"),
             T("Error while deserializing header"),
-            # vLLM models/registry.py:1250 (0.33): f"Model architectures {architectures} are not supported for
-            # now. Supported architectures: ..."; read from its head, so a line cut inside "for now" counts.
-            T("Model architectures", r"Model architectures (?P<architectures>\[[^\]]*\]) are not supported"),
+            # vLLM models/registry.py _raise_for_unsupported (0.33 :1221-1252), every path a ValueError: f"Model
+            # architectures {architectures} are not supported for now. Supported architectures: ..." (read from its
+            # head, so a line cut inside "for now" counts), f"Model architectures {architectures} failed to be
+            # inspected. Please check the logs for more details." (a supported class that did not import: pydantic
+            # carries it as "Value error, ..." inside ModelConfig's ValidationError), f"Model architecture {arch} was
+            # supported in vLLM until v{previous_version}, ..." and f"Model architecture {arch} is not supported
+            # in-tree anymore. ...": this release does not serve the model.
+            T("Model architectures", r"Model architectures (?P<architectures>\[[^\]]*\]) (?:are not supported|failed to be inspected)"),
+            T("was supported in vLLM until v", r"Model architecture (?P<architectures>\w+) was supported in vLLM until v"),
+            T("is not supported in-tree anymore", r"Model architecture (?P<architectures>\w+) is not supported in-tree anymore"),
+            # vLLM's Transformers backend, when the architecture is neither a transformers class nor in the config's
+            # auto_map (0.33 models/registry.py:1317 _try_resolve_transformers, 0.9 the same text): ValueError(f"Cannot
+            # find model module. {architecture!r} is not a registered model in the Transformers library (only
+            # relevant if ...) and 'AutoModel' is not present in the model config's 'auto_map' ...").
+            T("is not a registered model in the Transformers library", r"^(?:.*?'(?P<architectures>\w+)' is not a registered model)?"),
+            # A model class refusing the checkpoint's version (0.33 models/minicpmv.py:2475, minicpmo.py:1040:
+            # ValueError(f"Currently, MiniCPMV only supports versions {supported_versions}. Got version:
+            # {version_values}"), raised in the class's __init__ while the model is built).
+            T("only supports versions", r"Currently, (?P<model_family>\w+) only supports versions [\d., ]+\. Got version"),
+            # compressed-tensors' scheme lookup, when the checkpoint's quantization has no kernel scheme in this
+            # release (0.33 layers/quantization/compressed_tensors/compressed_tensors.py:946 _get_scheme_from_parts:
+            # NotImplementedError(f"No compressed-tensors compatible scheme was found for {layer_name=}, ..."); 0.8-0.9
+            # "No compressed-tensors compatible scheme was found."), raised while the model's layers are built.
+            T("No compressed-tensors compatible scheme was found"),
             # vLLM's registry inspects a model class in a subprocess and, when that fails, logs
             # logger.exception("Error in inspecting model architecture '%s'", model_arch) (0.33
             # model_executor/models/registry.py:1164, _try_inspect_model_cls) before raising "Model
@@ -277,7 +298,8 @@ SIGNATURES: tuple[Signature, ...] = (
         "Model {repo} is gated: accept its license on huggingface.co with the account whose token the host "
         "uses, and provide HF_TOKEN through the environment file (never a command line); or stage a local "
         "copy and pass its folder as --model-path.",
-        "SGLang has no implementation for architectures {architectures}: upgrade sglang, or serve a model it supports.",
+        "This release of the engine does not serve architectures {architectures} (no implementation, or its model "
+        "class failed to import: the lines above the refusal say which): upgrade the engine, or serve a model it supports.",
         "The model files at {path} are missing or incomplete: check --model-path on the host (config.json, tokenizer and *.safetensors must be there), re-stage the model and verify its size.",
         "The model could not be loaded: check --model-path exists on the host with config.json and weights, that a gated repo's license is accepted and HF_TOKEN set, or that the hub is reachable.",
     ),
@@ -340,7 +362,14 @@ SIGNATURES: tuple[Signature, ...] = (
             T("requires compute capability", r"requires compute capability (?:>= ?)?\d"),
             T("GPU is not supported", r"(?:compute capability|\bsm_?\d+|architecture)"),
             T("not supported on this GPU"),
+            # AMD's AITER kernels (aiter/jit/utils/chip_info.py get_gfx_custom_op_core and get_gfx_runtime): raise
+            # KeyError(f"Unknown GPU architecture: {gfx}. Supported architectures: {list(...)}") when the GPU's gfx
+            # target (rocminfo's, or GPU_ARCHS) is not one it has kernels for, at import or first use by the engine.
+            T("Unknown GPU architecture: ", r"Unknown GPU architecture: (?P<aiter_arch>gfx\w+)\. Supported architectures"),
         ),
+        "AMD's AITER kernels have no code for this GPU ({aiter_arch}): serve without AITER (vLLM "
+        "VLLM_ROCM_USE_AITER=0, SGLang SGLANG_USE_AITER=0 and an attention backend other than aiter), or use an "
+        "AITER build that lists this architecture.",
         "The installed kernels have no code for this GPU ({arch}): install torch / sgl-kernel / flashinfer "
         "wheels built for it (SM120 needs CUDA >= 12.8 builds) and a ptxas that knows it, or pick "
         "another --attention-backend.",
@@ -722,6 +751,29 @@ SIGNATURES: tuple[Signature, ...] = (
         "The checkpoint does not match the model SGLang built (its weight names or shapes, read in "
         "load_weights): check that --model-path is the model its config names (architecture, revision), "
         "that a draft model belongs to this target, and that sglang supports this checkpoint format.",
+    ),
+    # --- a model's code failing while it loads ------------------------------------------------------
+    # Not triggered by a line: the classifier's traceback reading records it (classify.py, _LOAD_FRAMES). An
+    # AttributeError or TypeError whose traceback (with the tracebacks chained to it) passes through a frame of
+    # the engine's model load path (SGLang 0.5.23: ModelRunner.load_model, model_loader's get_model / load_model /
+    # _initialize_model, ModelConfig.__init__ / from_server_args, hf_transformers' get_config / get_tokenizer /
+    # get_processor; vLLM 0.33: the worker's and model runner's load_model, model_loader's get_model / load_model /
+    # initialize_model, transformers_utils' get_config / get_processor, tokenizers' get_tokenizer; transformers'
+    # from_pretrained, get_config_dict, get_image_processor_dict, get_processor_dict), in a start that never came
+    # up: the model's config, class or processor files do not fit the code loading them. Ranked after every cause,
+    # like the weight loader's frame: a named failure in the same start wins.
+    _fatal(
+        "model_code_failed_loading",
+        C.MODEL_LOAD_ERROR,
+        879,
+        (),
+        "The model's code failed while the engine loaded it (in {load_step}): its config, model class or "
+        "processor files do not fit this release. Serve it with a release that supports this model (upgrade the "
+        "engine, or transformers to the version the model card names), or check that the model folder holds "
+        "every file its config names.",
+        "The model's code failed while the engine loaded it: its config, model class or processor files do not fit "
+        "this release. Serve it with a release that supports this model, or check that the model folder holds every "
+        "file its config names.",
     ),
     # --- a traceback cut in vLLM's model registry refusing the architecture -------------------------
     # vLLM's ModelRegistry._raise_for_unsupported raises ValueError on every path (0.33

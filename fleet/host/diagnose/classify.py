@@ -217,6 +217,38 @@ _EVERY_EXAMPLE = {"import_skipped"}
 _EVERY_EXAMPLE_LIMIT = 512
 # An architecture's name in a registry's refusal ("['Qwen2_5_VLForConditionalGeneration']").
 _ARCHITECTURE = re.compile(r"[A-Za-z_]\w*")
+# A model's code failing while it loads (the catalogue's `model_code_failed_loading`): an AttributeError or TypeError
+# whose traceback, or one chained to it, passes through a frame of the model's load path, in a start that never came
+# up. A traceback is read as CPython prints it (traceback.py: "Traceback (most recent call last):", frames '  File
+# "{}", line {}, in {}', the exception line "{type}: {message}"; chained ones joined by "During handling of the above
+# exception, another exception occurred:" or "The above exception was the direct cause of the following
+# exception:"). The load path's frames are named by file and function as the sources define them: the engines'
+# model loaders and the runners' and workers' load_model (SGLang 0.5.23 model_executor/model_runner.py:1270,
+# model_loader/__init__.py:23 get_model, model_loader/loader.py _initialize_model and every loader's load_model;
+# vLLM 0.33 v1/worker/gpu_model_runner.py:4967 and gpu_worker.py:594 load_model, model_loader/__init__.py:131
+# get_model, base_loader.py:63 load_model, utils.py:74 initialize_model); the model's config, tokenizer and
+# processor as the engines read them (SGLang configs/model_config.py ModelConfig.__init__ / from_server_args,
+# hf_transformers_utils.py and utils/hf_transformers/ get_config / get_tokenizer / get_processor; vLLM
+# transformers_utils/config.py get_config, transformers_utils/processor.py get_processor, tokenizers' and
+# transformers_utils' get_tokenizer); and transformers' loaders (from_pretrained, configuration_utils'
+# get_config_dict / _get_config_dict, image_processing_base's get_image_processor_dict, processing_utils'
+# get_processor_dict). A MoE kernel's `get_config` (SGLang layers/moe/...) is not one: the file names the loader.
+_LOAD_CODE = "model_code_failed_loading"
+_LOAD_ERRORS = {"AttributeError", "TypeError"}
+_TRACEBACK_HEAD = b"Traceback (most recent call last)"
+_CHAINED = (b"During handling of the above exception", b"The above exception was the direct cause")
+_FRAME = re.compile(r'^(?:\([^()]*\bpid=\d+[^()]*\)\s*)?File "(?P<file>[^"]+)",\s*line\s*\d+,?\s+in\s+(?P<function>[\w<>.]+)')
+_EXCEPTION_LINE = re.compile(r"^(?:[\w.]+\.)?(?P<exception>[A-Z]\w*(?:Error|Exception))(?::|$)")
+_LOAD_FRAMES: tuple[tuple[re.Pattern[str], frozenset[str]], ...] = (
+    (re.compile(r"(?:sglang|vllm)/\S*model_loader/[\w.]+\.py$"), frozenset({"get_model", "load_model", "_initialize_model", "initialize_model"})),
+    (re.compile(r"(?:sglang|vllm)/\S*(?:model_runner|worker)\.py$"), frozenset({"load_model"})),
+    (re.compile(r"sglang/\S*configs/model_config\.py$"), frozenset({"__init__", "from_server_args"})),
+    (re.compile(r"(?:sglang|vllm)/\S*(?:hf_transformers|transformers_utils|tokenizers)\S*\.py$"), frozenset({"get_config", "get_tokenizer", "get_processor"})),
+    (
+        re.compile(r"transformers/\S*\.py$"),
+        frozenset({"from_pretrained", "get_config_dict", "_get_config_dict", "get_image_processor_dict", "get_processor_dict"}),
+    ),
+)
 _RESULT_SUFFIXES = {".json"}
 _LOG_SUFFIXES = {".log", ".txt", ".out", ".err", ".journal"}
 _EVIDENCE_KEYS = re.compile(r"error|evidence|message|detail|reason|traceback|stderr", re.IGNORECASE)
@@ -323,6 +355,12 @@ class _Scanner:
         self.stall: tuple[int, str, bool] | None = None  # the latest startup step: line, activity, under way
         self.listening_start: int | None = None  # the start whose HTTP server came up (uvicorn)
         self.vllm_kv: dict[str, object] = {}  # vLLM's KV cache figures of the latest start (kv_tokens, max_model_len)
+        # The traceback being read (with those chained to it): "none", "open" (frames), "ended" (its exception
+        # line), "chaining" (a chaining sentence: the next header continues it); its first load-path frame's
+        # function, and its AttributeError / TypeError lines (line, text, message).
+        self._traceback_state = "none"
+        self._load_frame: str | None = None
+        self._load_errors: list[tuple[int, str, str]] = []
 
     # -- reading ------------------------------------------------------------------------------
     def scan(self, stream: ReadInto) -> None:
@@ -474,6 +512,39 @@ class _Scanner:
         text, message, matched, warning = _match(raw, text)
         for signature, (groups, as_warning) in matched.items():
             self._record(signature, line_no, text, message, groups, warning and not as_warning)
+        if matched or any(sentence in raw for sentence in _CHAINED):
+            self._traceback(line_no, raw, text, message)
+
+    def _traceback(self, line_no: int, raw: bytes, text: str, message: str) -> None:
+        """Follow the traceback being printed: its load-path frames and its AttributeError / TypeError lines; both in
+        one traceback (or chain) are the model's code failing while it loads."""
+        if _TRACEBACK_HEAD in raw:  # possibly after a message on its line ("Scheduler hit an exception: Traceback ...")
+            if self._traceback_state != "chaining":
+                self._load_frame, self._load_errors = None, []
+            self._traceback_state = "open"
+            return
+        if any(sentence in raw for sentence in _CHAINED):
+            self._traceback_state = "chaining"
+            return
+        frame = _FRAME.match(message)
+        if frame is not None:
+            if self._traceback_state in ("none", "ended"):  # frames with no header: a copy that begins inside one
+                self._load_frame, self._load_errors = None, []
+            self._traceback_state = "open"
+            if self._load_frame is None and _is_load_frame(frame["file"], frame["function"]):
+                self._load_frame = f"{frame['function']} of {frame['file'].replace(chr(92), '/').rsplit('/', 1)[-1]}"
+        else:
+            exception = _EXCEPTION_LINE.match(message)
+            if exception is None:
+                return
+            if self._traceback_state in ("none", "ended"):
+                self._load_frame, self._load_errors = None, []
+            self._traceback_state = "ended"
+            if exception["exception"] in _LOAD_ERRORS:
+                self._load_errors.append((line_no, text, message))
+        if self._load_frame is not None and self._load_errors:
+            error_line, error_text, error_message = self._load_errors.pop(0)
+            self._record(SIGNATURE_BY_NAME[_LOAD_CODE], error_line, error_text, error_message, {"load_step": self._load_frame})
 
     def _record(self, signature: Signature, line_no: int, text: str, message: str, groups: dict[str, str], warning: bool = False) -> None:
         hits = self.hits.setdefault((self.summary.starts, signature.name), _SignatureHits())
@@ -514,6 +585,12 @@ _MORE_PREFIX = re.compile(
 # cannot open shared object file") names a failure only as a warning does.
 _WARNING_MESSAGE = re.compile(r"^(?:WARNING|WARN|Warning)\b[:\s]|^(?:\S+:\d+: )?\w*Warning: |^\[W(?:\d{3,4})? |^W\d{4} |^Ignore import error when loading ")
 _WARNING_LEVELS = {"WARNING", "WARN"}
+
+
+def _is_load_frame(path: str, function: str) -> bool:
+    """A frame of the model's load path (see _LOAD_FRAMES), by its file and function."""
+    path = path.replace("\\", "/")
+    return any(function in functions and where.search(path) for where, functions in _LOAD_FRAMES)
 
 
 def _is_nccl_info(raw: bytes) -> bool:
@@ -674,6 +751,8 @@ def _classify(scan: _Scanner, path: str, hint: DiagnosisHint | None) -> Diagnosi
         signature = SIGNATURE_BY_NAME[name]
         if signature.kind is Kind.FINDING:
             continue
+        if name == _LOAD_CODE and _came_up(scan, start):
+            continue  # a load-path traceback of a start that came up (a request's processor, a weight update): no start-up failure
         if not hits.not_warnings:
             warned.append((signature, hits))
             continue
