@@ -275,8 +275,11 @@ class Masters:
         or a dropped link ended it and this transfer's ssh made the next one)."""
         with self._lock:
             known = self._used.get(path)
-        if existed and known is not None and known[1] is None:
-            return  # another process's master, and it still serves
+        if existed and known is not None and (known[1] is None or _running(known[1])):
+            # Another process's master, or ours still alive: it served this transfer. Asking
+            # `ssh -O check` after every transfer was two more processes per pull, a sweep's
+            # largest per-pull cost after the rsyncs themselves (benchmarks/bench_sweep_scale.py).
+            return
         if existed and known is None:
             with self._lock:
                 self._used.setdefault(path, (destination, None))

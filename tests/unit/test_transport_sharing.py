@@ -141,3 +141,38 @@ def test_transfers_that_may_start_a_master_go_one_at_a_time_until_its_socket_is_
     # The socket is there: nobody waits.
     with masters.starting(path), masters.starting(path):
         pass
+
+
+def test_a_transfer_through_our_live_master_asks_no_ssh_check(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`ssh -O check` (a process) only where the master may have changed: after a transfer that
+    found no socket, or one whose master of ours has died since (a reboot or a dropped link: the
+    transfer's own ssh made the next master). A pull through our live master asks nothing."""
+    import fleet.transport.sharing as sharing
+
+    checks: list[str] = []
+    pids = iter([4101, 4102])
+
+    def check(path: str, destination: str) -> int | None:
+        checks.append(path)
+        return next(pids)
+
+    alive = {4101}
+    monkeypatch.setattr(sharing, "master_pid", check)
+    monkeypatch.setattr(sharing, "_running", lambda pid: pid in alive)
+    masters, path = Masters(), str(tmp_path / "socket")
+    masters.after_use(path, "ct200", existed=False)  # this transfer started the master
+    assert checks == [path]
+    for _ in range(100):  # the sweep's pulls, through it
+        masters.after_use(path, "ct200", existed=True)
+    assert checks == [path]
+    alive.clear()  # the master died (the host rebooted); the next transfer's ssh made a new one
+    masters.after_use(path, "ct200", existed=True)
+    assert checks == [path, path]
+    alive.add(4102)
+    masters.after_use(path, "ct200", existed=True)
+    assert len(checks) == 2 and masters._used[path] == ("ct200", 4102)
+    # Another process's master (found there, never ours) is never asked about either.
+    other = str(tmp_path / "other")
+    masters.after_use(other, "ct201", existed=True)
+    masters.after_use(other, "ct201", existed=True)
+    assert len(checks) == 2
