@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import shlex
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -41,6 +42,7 @@ log = logging.getLogger("fleet.sweep")
 T = TypeVar("T")
 
 SEPARATOR = "--fleet--"
+_COUNT = re.compile(r"[0-9]{1,9}")
 QUICK_S = 15.0
 # How long an agent being stopped has to stop its servers before it is killed.
 STOP_GRACE_S = 30.0
@@ -89,7 +91,12 @@ def parse_poll(stdout: str, source: str = SweepDir.PROGRESS) -> Poll:
     if halt.reason is not None and progress is not None and progress.state is AgentState.running:
         error = AgentError("agent", FailureClass.RESULTS_UNWRITABLE.value, halt.reason, halt.at or progress.updated_at)
         progress = replace(progress, state=AgentState.halted, last_error=error)
-    return Poll(progress, boot_id.strip(), alive, len(listing.split()), halt.reason)
+    # The host counts its results (a count, not their names: the poll's size and parse stay the
+    # same however many results the sweep has).
+    count = listing.strip() or "0"
+    if not _COUNT.fullmatch(count):
+        raise ContractError(source.replace(SweepDir.PROGRESS, SweepDir.RUNS), "the poll's count of result files", "a whole number", count[:40])
+    return Poll(progress, boot_id.strip(), alive, int(count), halt.reason)
 
 
 class AgentChannel:
@@ -210,7 +217,7 @@ class AgentChannel:
         return (
             f"{status} 2>/dev/null; echo; echo {SEPARATOR}; cat {BOOT_ID_PATH}; echo {SEPARATOR}; "
             f"cat {shlex.quote(self.dir.progress)} 2>/dev/null; echo; echo {SEPARATOR}; "
-            f"ls {shlex.quote(self.dir.runs)} 2>/dev/null | grep '[.]json$' || true; echo {SEPARATOR}; "
+            f"ls {shlex.quote(self.dir.runs)} 2>/dev/null | grep -c '[.]json$'; echo {SEPARATOR}; "
             f"cat {shlex.quote(self.dir.halt)} 2>/dev/null; true"
         )
 
@@ -297,10 +304,11 @@ class AgentChannel:
                 # rejections are rare (a bad disk, a hostile host), so is this list.
                 kept = sorted(set(os.listdir(runs)) - rejected)
                 rsync(self.dir.runs + "/", runs, (*SweepDir.PULL_EXCLUDES, *runs_excludes, *(f"/{name}" for name in kept)), keep=False)
+                judge.refresh(rejected)  # the host's copies of those, read now: the caller judges on this pull
 
         judge = ledger or ResultLedger(runs, self.sweep_id, self.host.name)
         self._retry(pull_once, policy)
-        return len(judge.present)
+        return judge.present_count
 
     def stop_agent(self, grace_s: float = STOP_GRACE_S) -> None:
         """Stop this sweep's agent on a host the sweep gave up on (its runs went to other hosts or

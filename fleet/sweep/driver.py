@@ -98,9 +98,14 @@ class HostDriver:
             self.ctx.progress.observe(self.status, self.shard, self.ledger)
 
     def _local_results(self) -> set[str]:
-        """The runs with a result file pulled here (read or rejected), after a fresh look; each
-        rejected file is named once, here."""
+        """The runs with a result file pulled here (read or rejected), after a fresh look of the
+        whole folder; each rejected file is named once, here."""
         self.ledger.refresh()
+        return self._answered()
+
+    def _answered(self) -> set[str]:
+        """The runs with a result file pulled here, as the ledger last looked (a pull looks at
+        what it brought: a whole look per pull grew with the square of the runs)."""
         rejections, self._rejection_cursor = self.ledger.rejections(self._rejection_cursor)
         for _, why in rejections:
             # Never guessed at nor counted: a run of this host's shard is redone (rerun_unreadable)
@@ -401,7 +406,7 @@ class HostDriver:
             log.warning("%s: %s", self.host.name, self.status.last_error)
             return False
         self._pull_failing_since = None
-        self.done_runs = self._local_results()
+        self.done_runs = self._answered()
         return True
 
     def _save_shard(self) -> None:

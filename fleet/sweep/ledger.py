@@ -258,6 +258,12 @@ class ResultLedger:
             return dict(self._rejected)
 
     @property
+    def present_count(self) -> int:
+        """How many run ids `present` has, without making the set."""
+        with self._lock:
+            return len(self._stamps)
+
+    @property
     def present(self) -> set[str]:
         """Every run id with a file here, read or rejected: a run the agent has answered (a bad
         answer is redone by the agent, not moved to another host)."""

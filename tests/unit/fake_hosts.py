@@ -317,8 +317,8 @@ class FakeAgent:
             self._work()
         status = json.dumps({"state": "running" if self.alive else "exited"})
         progress = t.read_text(self.dir.progress) if t.is_file(self.dir.progress) else ""
-        listing = "".join(f"{run_id}.json\n" for run_id in sorted(self.results()))
-        return f"{status}\n{SEPARATOR}\n{t.boot_id}\n{SEPARATOR}\n{progress}\n{SEPARATOR}\n{listing}"
+        count = len(self.results())  # the poll's `ls | grep -c`
+        return f"{status}\n{SEPARATOR}\n{t.boot_id}\n{SEPARATOR}\n{progress}\n{SEPARATOR}\n{count}\n"
 
     def _work(self) -> None:
         done = self.results()

@@ -32,7 +32,7 @@ def test_the_halt_file_keeps_its_size_whatever_it_says() -> None:
 
 
 def _poll_text(progress: Progress, halt: Halt | None) -> str:
-    parts = [json.dumps({"state": "exited"}), "boot-1", json.dumps(progress.to_json()), "a.json\n"]
+    parts = [json.dumps({"state": "exited"}), "boot-1", json.dumps(progress.to_json()), "1\n"]
     if halt is not None:
         parts.append(halt.to_bytes().decode())
     return f"\n{SEPARATOR}\n".join(parts)

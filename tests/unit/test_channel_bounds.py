@@ -109,3 +109,34 @@ def test_a_pulls_two_transfers_run_at_once(tmp_path: Path) -> None:
     assert sorted(remotes[:2]) == sorted([channel.dir.root + "/", channel.dir.runs + "/"])
     assert (tmp_path / "ct200" / "logs" / "agent.log").read_bytes() == b"started\n"
     assert (tmp_path / "ct200" / "runs" / "r1.json").exists()
+
+
+def test_the_poll_counts_the_hosts_results_in_a_shell_and_its_answer_does_not_grow_with_them(tmp_path: Path) -> None:
+    """The poll ran `ls runs | grep '[.]json$'` and the controller counted the names: an answer
+    of 40 bytes a result, read and split at every poll of every host (2 s), so a sweep's polling
+    grew with the square of its runs. The host counts now; the answer's size is the same at 3
+    results as at 3,000. Run by a real shell, as on a host."""
+    import subprocess
+
+    from fleet.errors import ContractError
+    from fleet.sweep.channel import parse_poll
+
+    host = make_host(work_dir=str(tmp_path / "work"))
+    ch = AgentChannel(host, "sweep-1", FakeTransport(host.name))
+    runs = Path(ch.dir.runs)
+    runs.mkdir(parents=True)
+    (runs / ".r0.json.tmp").write_text("{}")  # the atomic writer's temporary: not a result
+    (runs / "r0.unreadable").write_text("x")  # a bad copy set aside: not a result either
+
+    def answer(results: int) -> str:
+        for k in range(results):
+            (runs / f"r{k}.json").touch()
+        return subprocess.run(["sh", "-c", ch.poll_command()], capture_output=True, text=True, check=True, timeout=60).stdout
+
+    small, large = answer(3), answer(3000)
+    assert parse_poll(small).result_files == 3 and parse_poll(large).result_files == 3000
+    assert len(large) - len(small) == 3  # "3000" against "3"
+    assert parse_poll(answer(0).replace("3000", "", 1)).result_files == 0  # no runs folder yet: grep -c says 0; a cut answer too
+    # What a host answers is untrusted: anything but a count is an error naming where, never a guess.
+    with pytest.raises(ContractError, match=r"ct200:.*runs: the poll.s count of result files: expected a whole number, got .a.json."):
+        parse_poll(large.replace("\n3000\n", "\na.json\n", 1), f"ct200:{ch.dir.progress}")
