@@ -643,7 +643,7 @@ def report(
     output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write to this file instead of stdout.")] = None,
 ) -> None:
     """Tables of a sweep's results: speed-ups over the autoregressive baseline of the same workload, host type and TP, curves, failures."""
-    from fleet.host.atomic import atomic_file
+    from fleet.host.atomic import write_output
     from fleet.report import FORMATS, ReportError, report_of, stream
 
     if fmt not in FORMATS:
@@ -656,28 +656,18 @@ def report(
         for piece in stream(built, fmt, None):
             sys.stdout.write(piece)  # a write at a time: fleet.stdout sees a reader that went away
         return
-    _check_report_output(output, [*results_dirs, *(baseline or [])])
-    target = Path(os.path.realpath(output))  # a link's target is the file written, the link stays
-    pieces = stream(built, fmt, target.parent)
+    target = _check_report_output(output, [*results_dirs, *(baseline or [])])
     try:
-        if target.exists() and not target.is_file():
-            # A device, a pipe or a terminal (-o /dev/stdout) is written where it is: a rename over
-            # it would replace the node itself (as root, -o /dev/full made /dev/full a file).
-            with open(target, "w", encoding="utf-8") as device:
-                device.writelines(pieces)
-        else:
-            # Atomic: a report that fails half-way leaves the earlier file at -o as it was.
-            with atomic_file(target) as handle:
-                for piece in pieces:
-                    handle.write(piece.encode())
+        write_output(target, stream(built, fmt, target.parent))
     except OSError as exc:
         _fail(f"{output} (-o): expected a file the report can be written to, got {exc.strerror!r}")
     err().print(f"report: {output}", highlight=False, markup=False)
 
 
-def _check_report_output(output: Path, inputs: list[Path]) -> None:
+def _check_report_output(output: Path, inputs: list[Path]) -> Path:
     """Refuse an -o that would write into a sweep's folder or over one of the report's inputs: a
-    report never changes what it reports on (`-o results/<sweep>/summary.json` overwrote it)."""
+    report never changes what it reports on (`-o results/<sweep>/summary.json` overwrote it).
+    Returns the file -o names (a link resolved), which is what was checked."""
     from fleet.layout import LATEST, SWEEP_RECORD, ResultsRoot, read_latest
     from fleet.slurm.record import RECORD as SLURM_RECORD
 
@@ -703,6 +693,7 @@ def _check_report_output(output: Path, inputs: list[Path]) -> None:
             _fail(f"{output} (-o): expected a path outside every sweep folder, got one in {folder}" + (f" (it holds {record})" if record else ""))
     if target.parent == root and target.name in ResultsRoot(root).own_files():
         _fail(f"{output} (-o): expected a path that is not one of fleet's own files in {root}, got {target.name}")
+    return target
 
 
 def run() -> None:  # pragma: no cover - console entry for `python -m fleet`

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -43,3 +43,19 @@ def write_json_atomic(path: Path, data: Any) -> None:
     """`data` as indented, key-sorted JSON, atomically."""
     with atomic_file(Path(path)) as handle:
         handle.write(json.dumps(data, indent=1, sort_keys=True).encode() + b"\n")
+
+
+def write_output(path: Path, pieces: Iterable[str]) -> None:
+    """A command's output file (`fleet report -o`): `path` resolved first (a link's target is the
+    file written, the link stays); a node that is not a regular file (a device, a pipe, a
+    terminal: `-o /dev/stdout`) is written where it is, since a rename over it would replace the
+    node itself (as root, `-o /dev/full` once made /dev/full a regular file); a regular or new
+    file is replaced atomically, so output that fails half-way leaves the earlier file as it was."""
+    target = Path(os.path.realpath(path))
+    if target.exists() and not target.is_file():
+        with open(target, "w", encoding="utf-8") as device:
+            device.writelines(pieces)
+        return
+    with atomic_file(target) as handle:
+        for piece in pieces:
+            handle.write(piece.encode())
