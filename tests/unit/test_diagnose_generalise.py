@@ -2166,9 +2166,227 @@ def test_an_unknown_architecture_in_other_words_is_no_refusal() -> None:
 BATCH17_HELDOUT = REAL.parent / "batch17-heldout"
 
 
-def test_batch17_heldout_keeps_its_measured_accuracy() -> None:
+def test_batch17_keeps_its_tune_figure() -> None:
     """40 real logs (32 vLLM, 8 SGLang): 22/40 right (failures 16/33; 15/30 where the excerpt shows the cause) from the
-    bare log, measured once untouched with the round-twelve rules (b96d995). It stays held out. A floor, not a file check."""
+    bare log, measured once untouched with the round-twelve rules (b96d995); 36/40 (29/33; 26/30) after the rules of its
+    miss kinds (the tests below). A tune split since. A floor, not a file check."""
     entries = _manifest(BATCH17_HELDOUT)
     assert sum(entry["shows_cause"] is True for entry in entries) == 30 and all(isinstance(entry["shows_cause"], bool) for entry in entries)
-    assert _heldout_right(BATCH17_HELDOUT, 40) >= 22
+    assert _heldout_right(BATCH17_HELDOUT, 40) >= 36
+
+
+# -- batch17's miss kinds as class rules, each from the source that prints the text (issue 27, round thirteen) -------
+# Kind 1: start-up steps no table named, so a start cut after them read as no failure. vLLM's KV-transfer connector
+# (distributed/kv_transfer/kv_connector/factory.py: "Creating v1 connector with name: %s and engine_id: %s"), vLLM-Omni's
+# stages and orchestrator (engine/stage_engine_core_client.py "[%s] stage-%s [rep-%s] initializing EngineCore" / "...
+# EngineCore running"; entrypoints/omni.py "[%s] All stages initialized successfully"; engine/omni_engine_base.py
+# "[OmniEngine] Orchestrator ready with {n} stages"), SGLang-Omni's pipeline (pipeline/coordinator.py "Coordinator
+# registered stage: %s at %s", "Coordinator started"; pipeline/control_plane.py "Stage %s control plane started"),
+# uvicorn's "Waiting for application startup." (lifespan/on.py) and Triton's decode-attention compile note.
+VLLM_UP = "(APIServer pid=7) INFO:     Application startup complete."
+SG_UVICORN_UP = "[2026-01-01 00:00:09] INFO:     Uvicorn running on http://0.0.0.0:30000 (Press CTRL+C to quit)"
+TRITON_NOTE = 'loc("/sgl-workspace/sglang/python/sglang/srt/layers/attention/triton_ops/decode_attention.py":310:16): error: operation scheduled before its operands'
+
+
+@pytest.mark.parametrize(
+    ("lines", "failure_class", "stall"),
+    [
+        # variants from the format strings
+        (["INFO 01-01 00:00:00 [factory.py:63] Creating v1 connector with name: LMCacheConnectorV1 and engine_id: 0f3a"], "unknown", "creating the KV-transfer connector"),
+        (["(APIServer pid=7) INFO 01-01 00:00:00 [stage_engine_core_client.py:222] [StageEngineCoreClient] stage-1 [rep-0] EngineCore running"], "unknown", "done starting a stage"),
+        (["(APIServer pid=7) INFO 01-01 00:00:00 [stage_engine_core_client.py:165] [StageEngineCoreClient] stage-0 [rep-0] initializing EngineCore"], "server_start_timeout", "starting a stage"),
+        (["(APIServer pid=7) INFO 01-01 00:00:00 [omni_engine_base.py:344] [OmniEngine] Orchestrator ready with 3 stages"], "unknown", "done starting the stages"),
+        (["(APIServer pid=7) INFO 01-01 00:00:00 [omni.py:477] [Omni] All stages initialized successfully"], "unknown", "done starting the stages"),
+        (["(APIServer pid=7) INFO 01-01 00:00:00 [omni_base.py:227] [AsyncOmni] AsyncOmniEngine initialized in 61.23 seconds"], "unknown", "done starting the stages"),
+        (["2026-01-01 00:00:00,000 [INFO] sglang_omni.pipeline.control_plane: Stage thinker control plane started"], "unknown", "pipeline's stages"),
+        (["2026-01-01 00:00:00,000 [INFO] sglang_omni.pipeline.coordinator: Coordinator registered stage: decode at ipc:///tmp/x.sock"], "unknown", "pipeline's stages"),
+        (["INFO:     Started server process [22122]", "INFO:     Waiting for application startup."], "server_start_timeout", "uvicorn's lifespan"),
+        ([TRITON_NOTE, TRITON_NOTE], "unknown", "compiling Triton kernels"),
+    ],
+)
+def test_start_steps_of_other_launchers_end_a_cut_start_with_its_stall_point(lines: list[str], failure_class: str, stall: str) -> None:
+    diagnosis = diagnose_text(lines)
+    assert diagnosis.failure_class == failure_class and stall in str(diagnosis.figures.get("last_phase"))
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        # batch17's real logs: LMCache's connector set-up, GLM-Image's stage 0 running, two vLLM-Omni starts past the
+        # orchestrator, SGLang-Omni's stages inside uvicorn's start-up, SGLang's Triton compile notes
+        "vllm-lmcache-connector-v1-dynamic-loading-start-cut-at-config.log",
+        "vllm-omni-glm-image-multistage-cli-overrides-start-cut-stage0-running.log",
+        "vllm-omni-qwen3-tts-sleep-wake-api-start-cut-after-tokenizer-warning.log",
+        "vllm-omni-async-orchestrator-stages-initialized-start-cut-after-template-warmup.log",
+        "sglang-omni-qwen3-omni-text-first-profiler-start-cut-in-stage-startup.log",
+        "sglang-dsv3-triton-decode-attention-operands-warnings-start-cut.log",
+    ],
+)
+def test_batch17s_cut_starts_are_cut_starts(name: str) -> None:
+    diagnosis = diagnose_file(BATCH17_HELDOUT / name)
+    assert diagnosis.failure_class == "unknown" and diagnosis.evidence and diagnosis.evidence[0].text.startswith("last startup step: ")
+
+
+@pytest.mark.parametrize(
+    ("steps", "ready"),
+    [
+        (["(APIServer pid=7) INFO 01-01 00:00:00 [omni_engine_base.py:344] [OmniEngine] Orchestrator ready with 3 stages"], VLLM_UP),
+        (["INFO 01-01 00:00:00 [factory.py:63] Creating v1 connector with name: LMCacheConnectorV1 and engine_id: 0f3a"], VLLM_UP),
+        # a healthy SGLang start cut after uvicorn's running line, before "fired up" (issue 27), behind the new steps
+        (["INFO:     Waiting for application startup.", "2026-01-01 00:00:00,000 [INFO] sglang_omni.pipeline.coordinator: Coordinator started"], SG_UVICORN_UP),
+        ([TRITON_NOTE], SG_UVICORN_UP),
+        ([TRITON_NOTE], '[2026-01-01 00:00:10] INFO:     127.0.0.1:4 - "POST /generate HTTP/1.1" 200 OK'),
+    ],
+)
+def test_those_steps_before_the_ready_line_are_a_healthy_start(steps: list[str], ready: str) -> None:
+    assert diagnose_text([*steps, ready]).failure_class is None
+
+
+# Kind 2: vLLM-Omni's engine-death lines. Its stage processes log vLLM's EngineCoreProc words under their own names
+# (engine/stage_engine_core_proc.py "StageEngineCoreProc encountered a fatal error.", diffusion/stage_diffusion_proc.py
+# "StageDiffusionProc encountered a fatal error."); its orchestrator quotes a stage's EngineDeadError, whose str() is
+# vLLM's ENGINE_DEAD_MESSAGE (v1/engine/exceptions.py), in entrypoints/omni.py f"[{name}] Stage {stage_id} error on
+# request {req_id}: {result['error']}".
+@pytest.mark.parametrize(
+    "line",
+    [
+        # batch17's real lines
+        "(StageEngineCoreProc pid=70357) ERROR 06-08 17:39:53 [stage_engine_core_proc.py:174] StageEngineCoreProc encountered a fatal error.",
+        "ERROR 02-27 03:29:31 [omni.py:963] [Orchestrator] Stage 1 error on request 36_01379a49-c81b-4b12-a21b-0efa924c54d3: EngineCore encountered an issue. See stack trace (above) for the root cause.",
+        # variants from the format strings
+        "(StageDiffusionProc pid=9) ERROR 01-01 00:00:00 [stage_diffusion_proc.py:708] StageDiffusionProc encountered a fatal error.",
+        "(APIServer pid=9) ERROR 01-01 00:00:00 [async_omni.py:518] [AsyncOrchestrator] Stage 0 error on request chatcmpl-1: EngineCore encountered an issue. See stack trace (above) for the root cause.",
+        "(EngineCore_DP0 pid=9) ERROR 01-01 00:00:00 [core.py:1586] EngineCore encountered a fatal error.",
+    ],
+)
+def test_vllm_omnis_engine_death_lines_are_a_process_death(line: str) -> None:
+    assert [signature.name for signature in signatures_in(line)] == ["process_failed"]
+    assert diagnose_text([line]).failure_class == "unknown"
+
+
+def test_a_fatal_error_in_other_words_is_no_engine_death() -> None:
+    assert signatures_in("INFO 01-01 00:00:00 [x.py:1] The tokenizer encountered a fatal error marker in the template, ignoring it") == ()
+    assert signatures_in("INFO 01-01 00:00:00 [x.py:1] EngineCore encountered an issue with the prompt cache, retrying") == ()
+
+
+# Kind 3: weight refusals in other words. FP8 block shapes (vLLM layers/quantization/utils/fp8_utils.py and SGLang
+# srt/layers/quantization/fp8_utils.py validate_fp8_block_shape / _moe: "Weight input_size_per_partition = {n} is not
+# divisible by weight quantization block_k = {block_k}.", "Weight output_partition_size = {n} ... block_n = {block_n}.",
+# "The output_size of gate's and up's weight = {n} ...", "The input_size of down's weight = {n} ..."); a layer's weight
+# loader in the traceback's frames (weight_loader and the fused-MoE loader's _load_* helpers); SGLang's
+# dist_barrier_after_load ("TP rank {tp_rank} could finish the model loading, but there are other ranks that didn't finish
+# loading. ...").
+@pytest.mark.parametrize(
+    ("line", "partition", "block"),
+    [
+        # batch17's real line
+        (
+            "(Worker_TP4_EP4 pid=1364714) ERROR 06-22 10:58:00 [multiproc_executor.py:888] ValueError: Weight input_size_per_partition = 192 is not divisible by weight quantization block_k = 128.",
+            "192",
+            "block_k",
+        ),
+        # variants from the format strings
+        ("ValueError: Weight output_partition_size = 320 is not divisible by weight quantization block_n = 128.", "320", "block_n"),
+        ("(EngineCore_DP0 pid=3) ERROR 01-01 00:00:00 [core.py:1] ValueError: The output_size of gate's and up's weight = 96 is not divisible by weight quantization block_n = 128.", "96", "block_n"),
+        ("[2026-01-01 00:00:00 TP3] ValueError: The input_size of down's weight = 192 is not divisible by weight quantization block_k = 128.", "192", "block_k"),
+    ],
+)
+def test_fp8_blocks_a_parallel_size_cuts_are_a_model_load_error(line: str, partition: str, block: str) -> None:
+    diagnosis = diagnose_text([line])
+    assert diagnosis.failure_class == "model_load_error"
+    assert diagnosis.figures.get("partition_size") == partition and diagnosis.figures.get("quant_block") == block
+    assert diagnosis.fix is not None and "tensor-parallel size" in diagnosis.fix
+
+
+def test_divisibility_in_other_words_is_no_weight_refusal() -> None:
+    assert diagnose_text(["ValueError: attn_chunk_size 7 is not divisible by block_size 16"]).failure_class == "unknown"
+    assert all(signature.name != "quantization_blocks_split" for signature in signatures_in("ValueError: Weight shape K=7 is not divisible by block_size=16"))
+
+
+VERL = "(vLLMHttpServerForPartial pid=1007413) (Worker_TP3 pid=1024473) ERROR 03-04 05:42:52 [multiproc_executor.py:824] "
+
+
+@pytest.mark.parametrize(
+    "lines",
+    [
+        # batch17's real lines (verl loading weights into a running vLLM)
+        [
+            VERL + '  File "/usr/local/lib/python3.10/dist-packages/vllm/model_executor/layers/fused_moe/layer.py", line 1006, in _load_w13',
+            VERL + "    loaded_weight = loaded_weight.narrow(",
+            VERL + "IndexError: start out of range (expected to be in range of [-768, 768], but got 3072)",
+        ],
+        # variants: SGLang's fused-MoE loader, vLLM's linear layer's weight_loader
+        [
+            "Traceback (most recent call last):",
+            *_frame(f"{SG_SITE}/sglang/srt/layers/moe/fused_moe_triton/layer.py", 1163, "weight_loader", "self._load_w2("),
+            *_frame(f"{SG_SITE}/sglang/srt/layers/moe/fused_moe_triton/layer.py", 881, "_load_w2", "expert_data.copy_(loaded_weight)"),
+            "RuntimeError: The size of tensor a (768) must match the size of tensor b (3072) at non-singleton dimension 0",
+        ],
+        [
+            "Traceback (most recent call last):",
+            *_frame(f"{SG_SITE}/vllm/model_executor/layers/linear.py", 1211, "weight_loader", "assert param_data.shape == loaded_weight.shape"),
+            "AssertionError",
+        ],
+    ],
+)
+def test_a_traceback_through_a_layers_weight_loader_is_a_model_load_error(lines: list[str]) -> None:
+    assert diagnose_text(lines).failure_class == "model_load_error"
+
+
+def test_other_frames_of_those_names_or_an_oom_in_the_loader_are_not_that() -> None:
+    # a _load_ function outside the layers packages (a worker's, a server's): not a layer's weight loader
+    worker = ["Traceback (most recent call last):", *_frame(f"{SG_SITE}/vllm/v1/worker/gpu_worker.py", 1, "_load_lora_adapter", "raise x"), "IndexError: list index out of range"]
+    assert diagnose_text(worker).failure_class == "unknown"
+    # an OOM while the loader copies a tensor is the OOM
+    oom = ["Traceback (most recent call last):", *_frame(f"{SG_SITE}/vllm/model_executor/layers/linear.py", 1, "weight_loader", "x = y.to(z)"), OOM]
+    assert diagnose_text(oom).failure_class == "cuda_oom"
+
+
+OTHER_RANKS = "ValueError: TP rank 1 could finish the model loading, but there are other ranks that didn't finish loading. It is likely due to unexpected failures (e.g., OOM) or a slow node."
+
+
+def test_ranks_that_did_not_finish_loading_are_a_model_load_error_after_their_cause() -> None:
+    diagnosis = diagnose_text([OTHER_RANKS])
+    assert diagnosis.failure_class == "model_load_error" and diagnosis.figures.get("finished_rank") == "1"
+    assert diagnose_file(BATCH17_HELDOUT / "sglang-ktransformers-kimi-k2-thinking-tp8-other-ranks-did-not-finish-loading.log").failure_class == "model_load_error"
+    # the other rank's own failure, printed after it, is the cause
+    assert diagnose_text([OTHER_RANKS, "[2026-01-01 00:00:00 TP2] " + OOM]).failure_class == "cuda_oom"
+
+
+# Kind 4: a request's exception on a server that answers it. uvicorn's access line ('%s - "%s %s HTTP/%s" %d') with 4xx or
+# 500 (Starlette's ServerErrorMiddleware for a handler that raised) after an exception no class names, with no process
+# death in the start: the request failed, the server lives on.
+ANSWERED_500 = 'INFO:     127.0.0.1:51720 - "POST /v1/chat/completions HTTP/1.1" 500 Internal Server Error'
+
+
+def test_a_requests_exception_answered_with_its_error_is_no_failure() -> None:
+    real = diagnose_file(BATCH17_HELDOUT / "sglang-omni-qwen3-omni-nixl-relay-chat-500-audio-target-sr.log")
+    assert real.failure_class is None and [finding.name for finding in real.findings] == ["recovered_error"]
+    variant = [
+        "Traceback (most recent call last):",
+        '  File "/x/serving.py", line 3, in create',
+        "ValueError: bad image",
+        '[2026-01-01 00:00:00] INFO:     10.0.0.1:5 - "POST /generate HTTP/1.1" 400 Bad Request',
+    ]
+    assert diagnose_text(variant).failure_class is None
+
+
+@pytest.mark.parametrize(
+    "lines",
+    [
+        # the server is unavailable, not answering a request's error
+        ["RuntimeError: boom", ANSWERED_500.replace("500 Internal Server Error", "503 Service Unavailable")],
+        # a process died beside it
+        ["[2026-01-01 00:00:00 TP0] Scheduler hit an exception: Traceback (most recent call last):", "RuntimeError: boom", ANSWERED_500],
+        [
+            "RuntimeError: boom",
+            "(APIServer pid=1) ERROR 01-01 00:00:00 [async_llm.py:1] AsyncLLM output_handler failed.",
+            "vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue.",
+            ANSWERED_500,
+        ],
+        # the answer came before the exception
+        [ANSWERED_500, "RuntimeError: boom"],
+    ],
+)
+def test_an_error_answer_beside_a_dead_process_or_before_the_exception_proves_nothing(lines: list[str]) -> None:
+    assert diagnose_text(lines).failure_class == "unknown"

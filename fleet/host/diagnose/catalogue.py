@@ -303,6 +303,28 @@ SIGNATURES: tuple[Signature, ...] = (
         "The model files at {path} are missing or incomplete: check --model-path on the host (config.json, tokenizer and *.safetensors must be there), re-stage the model and verify its size.",
         "The model could not be loaded: check --model-path exists on the host with config.json and weights, that a gated repo's license is accepted and HF_TOKEN set, or that the hub is reachable.",
     ),
+    _fatal(
+        "quantization_blocks_split",
+        C.MODEL_LOAD_ERROR,
+        31,
+        (
+            # A block-quantized (FP8) checkpoint split at a parallel size that cuts its blocks: vLLM 0.33
+            # layers/quantization/utils/fp8_utils.py:1324-1344 validate_fp8_block_shape (f"Weight input_size_per_partition
+            # = {n} is not divisible by weight quantization block_k = {block_k}.", f"Weight output_partition_size = {n} is
+            # not divisible by weight quantization block_n = {block_n}."), :1361-1372 validate_fp8_block_shape_moe ("The
+            # output_size of gate's and up's weight = {n} ...", "The input_size of down's weight = {n} ..."); SGLang 0.5.23
+            # srt/layers/quantization/fp8_utils.py:2874 the same texts; raised while the layers are built.
+            T(
+                "by weight quantization block_",
+                r"= (?P<partition_size>\d+) is not divisible by weight quantization (?P<quant_block>block_[nk]) = (?P<block_size>\d+)",
+            ),
+        ),
+        "The checkpoint's block-quantized weights cannot be split at this parallel size: a partition of {partition_size} "
+        "is not a multiple of the quantization {quant_block} = {block_size}. Serve it at a tensor-parallel size that cuts "
+        "every weight into whole blocks (a smaller one), or spread the MoE layers by expert parallelism instead.",
+        "The checkpoint's block-quantized weights cannot be split at this parallel size: serve it at a tensor-parallel "
+        "size that cuts every weight into whole blocks (a smaller one), or spread the MoE layers by expert parallelism instead.",
+    ),
     # --- the GPU itself is faulty: every CUDA error, NCCL timeout and crash after it is a consequence ---
     # CUDA runtime API, enum cudaError: cudaErrorECCUncorrectable (214) whose cudaGetErrorString is
     # "uncorrectable ECC error encountered", cudaErrorNvlinkUncorrectable (220); PyTorch prints them as
@@ -738,6 +760,16 @@ SIGNATURES: tuple[Signature, ...] = (
             # CPython's traceback line is '  File "{}", line {}, in {}'; a pasted copy may double or lose its
             # spaces ('",  line398, in load_weights'), the frame still names the loader.
             T("in load_weights", r'File "[^"]+",\s*line\s*\d+, in load_weights\b'),
+            # A layer's own weight loader, which load_weights calls per tensor to copy (narrow, shard) it into the layer's
+            # parameter: vLLM's and SGLang's `weight_loader` methods (vLLM 0.33 layers/linear.py, vocab_parallel_embedding.py,
+            # fused_moe/routed_experts.py:667; SGLang 0.5.23 layers/moe/fused_moe_triton/layer.py:1163) and the fused-MoE
+            # loader's helpers they call (`_load_w13`, `_load_w2`, `_load_model_weight_or_group_weight_scale`,
+            # `_load_per_tensor_weight_scale`, `_load_per_channel_weight_scale`, `_load_single_value`, `_load_g_idx`,
+            # `_load_gguf_weight`; SGLang layer.py:721-1270, vLLM's before 0.33 in fused_moe/layer.py). A traceback
+            # through one, whether at start-up or when weights are loaded into a running engine (an RL trainer's
+            # update), is a tensor the layer cannot take. Only in the engines' layers packages.
+            T(", in _load_", r'File "[^"]*(?:vllm|sglang)[/\\]\S*layers[/\\][^"]+",\s*line\s*\d+, in _load_\w+\b'),
+            T(", in weight_loader", r'File "[^"]*(?:vllm|sglang)[/\\]\S*layers[/\\][^"]+",\s*line\s*\d+, in weight_loader\w*\b'),
             # A KeyError on a checkpoint tensor's name logged as the bare key: vLLM 0.6's run_mp_engine
             # (vllm/engine/multiprocessing/engine.py) does logger.exception(e), whose message is str(e),
             # and a KeyError's str is repr(key): "ERROR ... engine.py:366] 'layers.0.mlp.down_proj.weight.absmax'".
@@ -751,6 +783,23 @@ SIGNATURES: tuple[Signature, ...] = (
         "The checkpoint does not match the model SGLang built (its weight names or shapes, read in "
         "load_weights): check that --model-path is the model its config names (architecture, revision), "
         "that a draft model belongs to this target, and that sglang supports this checkpoint format.",
+    ),
+    # --- the other ranks did not finish loading the model ----------------------------------------------
+    # SGLang's barrier after weight loading (0.5.23 model_executor/model_runner_components/load_model_utils.py:394
+    # dist_barrier_after_load: monitored_barrier over the TP group's CPU group with UNBALANCED_MODEL_LOADING_TIMEOUT_S,
+    # raising ValueError(f"TP rank {tp_rank} could finish the model loading, but there are other ranks that didn't
+    # finish loading. It is likely due to unexpected failures (e.g., OOM) or a slow node.")): the model did not load on
+    # every rank. Ranked after every cause: the other ranks' own failure (an OOM, a missing file) is why.
+    _fatal(
+        "ranks_did_not_finish_loading",
+        C.MODEL_LOAD_ERROR,
+        878,
+        (T("there are other ranks that didn't finish loading", r"TP rank (?P<finished_rank>\d+) could finish the model loading"),),
+        "TP rank {finished_rank} loaded the model but other ranks did not finish loading it: read the other ranks' "
+        "lines for their failure (out of memory, a missing or unreadable weight file) or a node that loads far more "
+        "slowly (weights on a network file system: stage them on local disk).",
+        "Some ranks did not finish loading the model: read the other ranks' lines for their failure (out of memory, a "
+        "missing or unreadable weight file) or a node that loads far more slowly (stage the weights on local disk).",
     ),
     # --- a model's code failing while it loads ------------------------------------------------------
     # Not triggered by a line: the classifier's traceback reading records it (classify.py, _LOAD_FRAMES). An
@@ -909,7 +958,15 @@ SIGNATURES: tuple[Signature, ...] = (
             T("Engine core initialization failed"),
             T("EngineCore failed to start"),
             # 0.33: v1/engine/core.py:1584 "EngineCore failed to start.", :1586 "EngineCore encountered a fatal error."
-            T("EngineCore encountered a fatal error"),
+            # vLLM-Omni's stage processes run the same loop under their own names and log the same words (0.30
+            # engine/stage_engine_core_proc.py:260 "StageEngineCoreProc encountered a fatal error.",
+            # diffusion/stage_diffusion_proc.py:708 "StageDiffusionProc encountered a fatal error.").
+            T("encountered a fatal error", r"\b(?:EngineCore|\w+Proc) encountered a fatal error"),
+            # EngineDeadError's own message (0.33 v1/engine/exceptions.py ENGINE_DEAD_MESSAGE, "EngineCore encountered an
+            # issue. See stack trace (above) for the root cause."), wherever it is quoted: vLLM-Omni's orchestrator logs
+            # str(e) of a stage's failure (0.16 entrypoints/omni.py:1008 and async_omni.py:518, f"[{name}] Stage
+            # {stage_id} error on request {req_id}: {result['error']}"), so a dead stage engine reads in its words.
+            T("EngineCore encountered an issue. See stack trace"),
             T("Engine process", r"Engine process \(pid \d+\) died"),
             T("is already dead, terminating server process"),
             T("EngineDeadError"),

@@ -160,6 +160,34 @@ _STALL_MARKERS: tuple[tuple[bytes, str, bool], ...] = (
     (b"Capturing num tokens (num_tokens=", "capturing piecewise CUDA graphs", True),
     (b"Compiling num tokens (num_tokens=", "compiling piecewise CUDA graphs", True),
     (b"Capturing prefill shape (num_tokens=", "capturing prefill CUDA graphs", True),
+    # Triton's compiler reports this MLIR diagnostic while it compiles the decode-attention kernel (SGLang 0.4.1
+    # srt/layers/attention/triton_ops/decode_attention.py:35 and vLLM 0.33 v1/attention/ops/triton_decode_attention.py:46
+    # warn at import that "The following error message 'operation scheduled before its operands' can be ignored."): a
+    # kernel is being compiled (the start's CUDA graph capture or warm-up runs it first); no end line follows it.
+    (b"operation scheduled before its operands", "compiling Triton kernels (Triton's harmless 'operation scheduled before its operands')", False),
+    # vLLM builds the KV-transfer connector while the engine starts (0.33 distributed/kv_transfer/kv_connector/factory.py:63,
+    # "Creating v1 connector with name: %s and engine_id: %s"; LMCache's connector then reads its configuration).
+    (b"Creating v1 connector with name", "creating the KV-transfer connector", False),
+    # vLLM-Omni's stages (0.30 engine/stage_engine_core_client.py:165 and :222, "[%s] stage-%s [rep-%s] initializing
+    # EngineCore" / "... EngineCore running"; 0.16 "Stage-%s ..."): a stage's engine core starts, then runs. Then the
+    # orchestrator (0.16 entrypoints/omni.py:477 "[%s] All stages initialized successfully", 0.30
+    # engine/omni_engine_base.py:344 "[OmniEngine] Orchestrator ready with {n} stages", entrypoints/omni_base.py:227
+    # "[%s] %s initialized in %.2f seconds"): the stages are up, the API server is not yet.
+    (b"initializing EngineCore", "starting a stage's engine core (vLLM-Omni)", True),
+    (b"EngineCore running", "done starting a stage's engine core (vLLM-Omni)", False),
+    (b"All stages initialized successfully", "done starting the stages (vLLM-Omni's orchestrator)", False),
+    (b"Orchestrator ready with", "done starting the stages (vLLM-Omni's orchestrator)", False),
+    (b"OmniEngine initialized in", "done starting the stages (vLLM-Omni's orchestrator)", False),
+    # SGLang-Omni's pipeline (sglang-omni 0.1.9 pipeline/coordinator.py:240 "Coordinator registered stage: %s at %s",
+    # :246 "Coordinator started", pipeline/control_plane.py:313 "Stage %s control plane started", :439 "Coordinator
+    # control plane started"): its stages start before and inside uvicorn's application start-up; the HTTP server is up
+    # at uvicorn's "Application startup complete."
+    (b"Coordinator registered stage: ", "starting the pipeline's stages (SGLang-Omni)", False),
+    (b"control plane started", "starting the pipeline's stages (SGLang-Omni)", False),
+    (b"Coordinator started", "starting the pipeline's stages (SGLang-Omni)", False),
+    # uvicorn's own start (0.55 lifespan/on.py:48 "Waiting for application startup.", :62 "Application startup
+    # complete."): the application's start-up is under way until its complete line.
+    (b"Waiting for application startup", "starting the HTTP application (uvicorn's lifespan start-up)", True),
     *vllm_log.STARTUP_STEPS,
 )
 # A tqdm bar at 100 % is a finished step.
@@ -249,6 +277,15 @@ _LOAD_FRAMES: tuple[tuple[re.Pattern[str], frozenset[str]], ...] = (
         frozenset({"from_pretrained", "get_config_dict", "_get_config_dict", "get_image_processor_dict", "get_processor_dict"}),
     ),
 )
+# A request answered with an error: uvicorn's access line ('%s - "%s %s HTTP/%s" %d', protocols/http/h11_impl.py:474 and
+# httptools_impl.py:481 in 0.55) with a client error (4xx) or 500, the status Starlette's ServerErrorMiddleware sends when a
+# request's handler raised (starlette 1.7 middleware/errors.py), or the engine's own error response. The HTTP server took
+# the request and answered it: an exception no class names that precedes such an answer, in a start where no process died
+# (no other unexplained error), was that request's, and the server lives on. (503 is not one: SGLang and vLLM answer it
+# when the engine is unavailable.)
+_ANSWERED_ERROR = re.compile(rb'"[A-Z]+ \S+ HTTP/[\d.]+" (?:4\d\d|500)\b')
+_ANSWERED_LITERAL = b" HTTP/"
+_REQUEST_ERRORS = {"exception", "traceback_only", "traceback_frames"}
 _RESULT_SUFFIXES = {".json"}
 _LOG_SUFFIXES = {".log", ".txt", ".out", ".err", ".journal"}
 _EVIDENCE_KEYS = re.compile(r"error|evidence|message|detail|reason|traceback|stderr", re.IGNORECASE)
@@ -324,6 +361,7 @@ class _SignatureHits:
     examples: list[tuple[int, str, dict[str, str]]] = field(default_factory=list)
     messages: set[str] = field(default_factory=set)
     serving_at_last: int = 0
+    last_line: int = 0
 
 
 _IndexEntry = tuple[Signature, re.Pattern[str] | None, bool, bool]
@@ -355,6 +393,7 @@ class _Scanner:
         self.stall: tuple[int, str, bool] | None = None  # the latest startup step: line, activity, under way
         self.listening_start: int | None = None  # the start whose HTTP server came up (uvicorn)
         self.vllm_kv: dict[str, object] = {}  # vLLM's KV cache figures of the latest start (kv_tokens, max_model_len)
+        self.answered_error: dict[int, int] = {}  # per start, the last line where a request was answered with an error
         # The traceback being read (with those chained to it): "none", "open" (frames), "ended" (its exception
         # line), "chaining" (a chaining sentence: the next header continues it); its first load-path frame's
         # function, and its AttributeError / TypeError lines (line, text, message).
@@ -503,6 +542,8 @@ class _Scanner:
                     for name, value in (("kv_tokens", kv.tokens), ("max_model_len", kv.max_model_len)):
                         if value is not None:
                             self.vllm_kv[name] = value
+        if _ANSWERED_LITERAL in raw and _ANSWERED_ERROR.search(raw):
+            self.answered_error[self.summary.starts] = line_no
         self._errors(line_no, raw, text)
 
     def _errors(self, line_no: int, raw: bytes, text: str | None) -> None:
@@ -551,6 +592,7 @@ class _Scanner:
         hits.count += 1
         hits.not_warnings += not warning
         hits.serving_at_last = self.serving
+        hits.last_line = line_no
         limit = _EVERY_EXAMPLE_LIMIT if signature.name in _EVERY_EXAMPLE else EVIDENCE_PER_SIGNATURE
         if len(hits.examples) < limit and message not in hits.messages:
             hits.messages.add(message)
@@ -761,6 +803,9 @@ def _classify(scan: _Scanner, path: str, hint: DiagnosisHint | None) -> Diagnosi
         if signature.kind is Kind.GENERIC and not explained and scan.serving - hits.serving_at_last >= RECOVERY_SERVING_LINES:
             recovered.append(hits)
             continue
+        if name in _REQUEST_ERRORS and not explained and _answered_after(scan, start, current, hits):
+            recovered.append(hits)  # a request's exception, answered with its error status: the server lives on
+            continue
         fatal.append((signature, hits))
     if len(fatal) > 1:
         # A traceback's frames say only that something raised: beside any other error line they add nothing.
@@ -845,6 +890,15 @@ def _classify(scan: _Scanner, path: str, hint: DiagnosisHint | None) -> Diagnosi
 
     findings = _findings(scan, start, figures, recovered, failure_class, release)
     return Diagnosis(path, failure_class, evidence, findings, fix, consequences, scan.summary, figures)
+
+
+def _answered_after(scan: _Scanner, start: int, current: Mapping[str, _SignatureHits], hits: _SignatureHits) -> bool:
+    """The HTTP server answered a request with an error status after this exception's last line, and no other
+    unexplained error (a process that died, a CUDA error) is in the start: the exception was that request's."""
+    answered = scan.answered_error.get(start)
+    if answered is None or answered <= hits.last_line:
+        return False
+    return all(name in _REQUEST_ERRORS for name, other in current.items() if SIGNATURE_BY_NAME[name].kind is Kind.GENERIC and other.not_warnings)
 
 
 def _skipped_import_of(scan: _Scanner, start: int, refusal: _SignatureHits) -> _SignatureHits | None:
