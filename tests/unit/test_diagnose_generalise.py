@@ -2390,3 +2390,17 @@ def test_a_requests_exception_answered_with_its_error_is_no_failure() -> None:
 )
 def test_an_error_answer_beside_a_dead_process_or_before_the_exception_proves_nothing(lines: list[str]) -> None:
     assert diagnose_text(lines).failure_class == "unknown"
+
+
+# batch18-heldout: 33 real logs from 33 threads no other manifest names, under batch17's rule, committed (c378a41) before
+# fleet read them and measured once untouched with the round-thirteen rules (benchmarks/results/diagnose-heldout.md).
+BATCH18_HELDOUT = REAL.parent / "batch18-heldout"
+
+
+def test_batch18_heldout_keeps_its_measured_accuracy() -> None:
+    """33 real logs (26 vLLM, 7 SGLang): 24/33 right (failures 22/31; 20/27 where the excerpt shows the cause) from the
+    bare log, measured once untouched with the round-thirteen rules (943b9ec). Held out: no rule is written from it.
+    A floor, not a file check."""
+    entries = _manifest(BATCH18_HELDOUT)
+    assert sum(entry["shows_cause"] is True for entry in entries) == 27 and all(isinstance(entry["shows_cause"], bool) for entry in entries)
+    assert _heldout_right(BATCH18_HELDOUT, 33) >= 24
