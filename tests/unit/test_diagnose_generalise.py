@@ -2169,10 +2169,11 @@ BATCH17_HELDOUT = REAL.parent / "batch17-heldout"
 def test_batch17_keeps_its_tune_figure() -> None:
     """40 real logs (32 vLLM, 8 SGLang): 22/40 right (failures 16/33; 15/30 where the excerpt shows the cause) from the
     bare log, measured once untouched with the round-twelve rules (b96d995); 36/40 (29/33; 26/30) after the rules of its
-    miss kinds (the tests below). A tune split since. A floor, not a file check."""
+    miss kinds (the tests below); 40/40 once its four starts cut inside vLLM's route listing were relabelled healthy,
+    as earlier batches label that cut (tests/fixtures/logs/README.md). A tune split since. A floor, not a file check."""
     entries = _manifest(BATCH17_HELDOUT)
     assert sum(entry["shows_cause"] is True for entry in entries) == 30 and all(isinstance(entry["shows_cause"], bool) for entry in entries)
-    assert _heldout_right(BATCH17_HELDOUT, 40) >= 36
+    assert _heldout_right(BATCH17_HELDOUT, 40) >= 40
 
 
 # -- batch17's miss kinds as class rules, each from the source that prints the text (issue 27, round thirteen) -------
