@@ -46,6 +46,24 @@ _KEEPALIVE_S = 15
 _IDLE_WAKE_S = 1.0
 # Closing a connection must never hold up the caller, even if the link is dead.
 _CLOSE_WAIT_S = 1.0
+# AES-GCM first, where both ends have it (OpenSSH since 6.2): one authenticated decryption per packet
+# in C. paramiko prefers aes-ctr, whose HMAC it checks with a byte-by-byte comparison in Python (21 %
+# of the controller's Python time in a profile of 400 polls). Measured: a bare paramiko command 1.51 ->
+# 1.36 ms of CPU (300 commands x 4 rounds to a test host); the sweep's poll 2.70 -> 2.56-2.62 ms
+# (benchmarks/bench_poll_pull.py), where the channel's opening and closing cost more than the cipher.
+# The order only: a server without GCM negotiates what it has, as before.
+_AEAD = "-gcm@openssh.com"
+
+
+def _aead_first(sock: socket.socket | paramiko.Channel, disabled_algorithms: dict[str, list[str]] | None = None) -> paramiko.Transport:
+    """paramiko's Transport, as SSHClient.connect makes it (its transport_factory), preferring AES-GCM."""
+    transport = paramiko.Transport(sock, disabled_algorithms=disabled_algorithms)
+    options = transport.get_security_options()
+    ciphers = tuple(options.ciphers)
+    options.ciphers = tuple(c for c in ciphers if c.endswith(_AEAD)) + tuple(c for c in ciphers if not c.endswith(_AEAD))
+    return transport
+
+
 # What opening a session on a cached connection raises when the link dropped it while idle.
 SESSION_ERRORS = (paramiko.SSHException, EOFError, OSError)
 
@@ -170,6 +188,7 @@ def open_connection(host: str, target: SSHTarget) -> Connection:
         "banner_timeout": connect_timeout,
         "auth_timeout": connect_timeout,
         "channel_timeout": connect_timeout,
+        "transport_factory": _aead_first,
     }
     if target.identity_file is not None:
         # Like IdentitiesOnly=yes: the given key (and IdentityFile from ssh config), nothing else.

@@ -387,3 +387,14 @@ def test_closing_a_connection_ends_its_transport_thread_without_waiting_for_a_wa
     sshlink.close_quietly(conn)
     thread.join(60)  # a bound for a loaded machine, half the wake-up: the socket's shutdown ends it
     assert not thread.is_alive()
+
+
+def test_a_connection_to_an_openssh_host_encrypts_with_aes_gcm(two_hosts: TestFleet) -> None:
+    """OpenSSH offers AES-GCM (since 6.2); paramiko prefers aes-ctr with an HMAC it checks byte by
+    byte in Python. fleet asks for GCM first, both ways, and through a jump host too."""
+    conn = sshlink.open_connection("ct", ssh_target(two_hosts.hosts[0]))
+    try:
+        assert conn.transport.remote_cipher.endswith("-gcm@openssh.com")
+        assert conn.transport.local_cipher.endswith("-gcm@openssh.com")
+    finally:
+        sshlink.close_quietly(conn)
