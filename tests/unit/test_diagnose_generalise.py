@@ -2398,10 +2398,158 @@ def test_an_error_answer_beside_a_dead_process_or_before_the_exception_proves_no
 BATCH18_HELDOUT = REAL.parent / "batch18-heldout"
 
 
-def test_batch18_heldout_keeps_its_measured_accuracy() -> None:
+def test_batch18_keeps_its_tune_figure() -> None:
     """33 real logs (26 vLLM, 7 SGLang): 24/33 right (failures 22/31; 20/27 where the excerpt shows the cause) from the
-    bare log, measured once untouched with the round-thirteen rules (943b9ec). Held out: no rule is written from it.
-    A floor, not a file check."""
+    bare log, measured once untouched with the round-thirteen rules (943b9ec); 28/33 (26/31) after the rules of its miss
+    kinds (the tests below, round fourteen). A tune split since. A floor, not a file check."""
     entries = _manifest(BATCH18_HELDOUT)
     assert sum(entry["shows_cause"] is True for entry in entries) == 27 and all(isinstance(entry["shows_cause"], bool) for entry in entries)
-    assert _heldout_right(BATCH18_HELDOUT, 33) >= 24
+    assert _heldout_right(BATCH18_HELDOUT, 33) >= 28
+
+
+# -- batch18's miss kinds as class rules, each from the source that prints the text (issue 27, round fourteen) -------
+# Model refusals in other words: SGLang's resolver (srt/model_loader/utils.py:186, f"{arch} has no SGlang implementation
+# and the Transformers implementation is not compatible with SGLang."), vLLM's older MiniCPMV refusal (0.6-0.10
+# minicpmv.py, "Currently, MiniCPMV only supports versions 2.0, 2.5, and 2.6", no "Got version"), and a model JSON file
+# that does not parse while ModelConfig validates (json's "%s: line %d column %d (char %d)" as pydantic's "Value error, ").
+MODELCONFIG_INVALID = "(APIServer pid=7) pydantic_core._pydantic_core.ValidationError: 1 validation error for ModelConfig"
+
+
+@pytest.mark.parametrize(
+    ("lines", "figure"),
+    [
+        # variants from the format strings
+        (["ValueError: BertForSequenceClassification has no SGlang implementation and the Transformers implementation is not compatible with SGLang."], "BertForSequenceClassification"),
+        (["[2026-01-01 00:00:00] ValueError: Foo has no SGlang implementation and the Transformers implementation is not compatible with SGLang."], "Foo"),
+        (["ValueError: Currently, MiniCPMV only supports versions 2.0, 2.5, and 2.6"], "MiniCPMV"),
+        (["ERROR 01-01 00:00:00 [core.py:1] ValueError: Currently, MiniCPMV only supports versions 2.0, 2.5, 2.6, and 4.0"], "MiniCPMV"),
+        (["ValueError: Currently, MiniCPMO only supports versions 2.6. Got version: (4, 5)"], "MiniCPMO"),
+        ([MODELCONFIG_INVALID, "(APIServer pid=7)   Value error, Expecting value: line 1 column 1 (char 0) [type=value_error, input_value=ArgsKwargs((), {}), input_type=ArgsKwargs]"], None),
+        ([MODELCONFIG_INVALID, "  Value error, Expecting property name enclosed in double quotes: line 3 column 5 (char 20) [type=value_error]"], None),
+        ([MODELCONFIG_INVALID, "  Value error, Extra data: line 2 column 1 (char 41) [type=value_error]"], None),
+    ],
+)
+def test_model_refusals_and_unparsable_model_json_in_other_words_are_model_load_error(lines: list[str], figure: str | None) -> None:
+    diagnosis = diagnose_text(lines)
+    assert diagnosis.failure_class == "model_load_error"
+    if figure is not None:
+        assert figure in diagnosis.figures.values()
+
+
+@pytest.mark.parametrize(
+    "lines",
+    [
+        # the resolver's warning twin, a pydantic value error that is not json's, a version list in other words
+        ["[2026-01-01 00:00:00] Foo has no SGLang implementation, falling back to Transformers implementation. Some features may not be supported and performance may not be optimal.", SG_UVICORN_UP],
+        [MODELCONFIG_INVALID, "  Value error, Invalid repository ID [type=value_error]"],
+        ["INFO 01-01 00:00:00 [x.py:1] This kernel only supports versions 2 and 3 of the format", VLLM_UP],
+    ],
+)
+def test_other_words_beside_those_refusals_are_not_model_load_error(lines: list[str]) -> None:
+    assert diagnose_text(lines).failure_class != "model_load_error"
+
+
+# SGLang's argument parser refusal copied without its prog: argparse's "%(prog)s: error: %(message)s" with the
+# head cut, "error: unrecognized arguments: %s" (Lib/argparse.py), read like the prefixed refusal (unknown, the flag named).
+@pytest.mark.parametrize(
+    ("line", "prog"),
+    [
+        ("error: unrecognized arguments: --model-variant fl2va", None),
+        ("launch_server.py: error: unrecognized arguments: --foo 1", "launch_server.py"),
+        ("sglang serve: error: unrecognized arguments: --foo", "sglang serve"),
+    ],
+)
+def test_an_unrecognized_argument_with_or_without_the_prog_is_a_refused_command_line(line: str, prog: str | None) -> None:
+    diagnosis = diagnose_text([line])
+    assert diagnosis.failure_class == "unknown" and diagnosis.figures.get("refused_argument")
+    assert diagnosis.figures.get("prog") == prog
+    assert "refused its command line" in str(diagnosis.fix)
+
+
+def test_a_linker_error_is_no_refused_command_line() -> None:
+    assert "refused_argument" not in diagnose_text(["ld.lld: error: unrecognized arguments here"]).figures
+
+
+@pytest.mark.parametrize(
+    ("name", "failure_class"),
+    [
+        ("sglang-047-bge-reranker-v2-m3-xlmroberta-no-sglang-implementation.log", "model_load_error"),
+        ("vllm-minicpmv-only-supports-versions-20-25-26-refusal.log", "model_load_error"),
+        ("vllm-0102-minicpm-v45-modelconfig-validation-expecting-value.log", "model_load_error"),
+        ("sglang-0516-serve-diffusion-unrecognized-argument-model-variant.log", "unknown"),
+    ],
+)
+def test_batch18s_real_logs_of_those_kinds(name: str, failure_class: str) -> None:
+    diagnosis = diagnose_file(BATCH18_HELDOUT / name)
+    assert diagnosis.failure_class == failure_class and diagnosis.evidence
+
+
+# An installed package's import-time code raising an AttributeError (CPython's "<module>" frame is a module's top level run
+# by import): the deepest "<module>" frame in a site- or dist-packages package other than the engine's is that import failing.
+def _import_traceback(package_frames: list[str], error: str = "AttributeError: 'NoneType' object has no attribute 'split'") -> list[str]:
+    return [
+        "(EngineCore_DP0 pid=7) Traceback (most recent call last):",
+        '(EngineCore_DP0 pid=7)   File "/usr/local/lib/python3.10/dist-packages/vllm/v1/worker/gpu_model_runner.py", line 43, in <module>',
+        "(EngineCore_DP0 pid=7)     from x import y",
+        *package_frames,
+        f"(EngineCore_DP0 pid=7) {error}",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("lines", "module"),
+    [
+        # variants from CPython's frame format
+        (
+            _import_traceback(
+                [
+                    '(EngineCore_DP0 pid=7)   File "/usr/local/lib/python3.10/dist-packages/somepkg/__init__.py", line 20, in <module>',
+                    "(EngineCore_DP0 pid=7)     v = probe()",
+                    '(EngineCore_DP0 pid=7)   File "/usr/local/lib/python3.10/dist-packages/somepkg/__init__.py", line 16, in probe',
+                ]
+            ),
+            "somepkg",
+        ),
+        (
+            _import_traceback(['  File "/opt/venv/lib/python3.12/site-packages/other_ops/ops.py", line 5, in <module>'], "AttributeError: module 'torch' has no attribute 'foo'"),
+            "other_ops",
+        ),
+    ],
+)
+def test_an_attribute_error_in_a_packages_import_time_code_is_import_error(lines: list[str], module: str) -> None:
+    diagnosis = diagnose_text(lines)
+    assert diagnosis.failure_class == "import_error" and diagnosis.figures.get("module") == module
+
+
+@pytest.mark.parametrize(
+    "lines",
+    [
+        # the deepest "<module>" frame is the engine's own; the exception is no AttributeError; no "<module>" frame at all
+        _import_traceback([]),
+        _import_traceback(['  File "/usr/lib/python3/dist-packages/somepkg/__init__.py", line 20, in <module>'], "RuntimeError: boom"),
+        [
+            "Traceback (most recent call last):",
+            '  File "/usr/lib/python3/dist-packages/somepkg/core.py", line 20, in run',
+            "AttributeError: 'NoneType' object has no attribute 'split'",
+        ],
+    ],
+)
+def test_other_tracebacks_are_no_failed_package_import(lines: list[str]) -> None:
+    diagnosis = diagnose_text(lines)
+    assert diagnosis.failure_class != "import_error" and "module" not in diagnosis.figures
+
+
+def test_batch18s_package_import_failing_with_an_attribute_error() -> None:
+    diagnosis = diagnose_file(BATCH18_HELDOUT / "vllm-gpustack-hygon-dcu-k100-lightop-import-dtk-version-none.log")
+    assert diagnosis.failure_class == "import_error" and diagnosis.figures.get("module") == "lightop"
+
+
+# c10d's TCPStore (libuv backend) that cannot listen: "The server socket has failed to listen on any local network address.
+# port: {}, useIpv6: {}, code: {}, name: {}, message: {}" (torch/csrc/distributed/c10d/TCPStoreLibUvBackend.cpp). Whole,
+# it names EADDRINUSE / "address already in use" and reads port_in_use; cut after "code: -9" the words are those of any
+# listen failure (libuv's -9 is UV_EBADF), so no port clash is read.
+def test_a_c10d_store_that_cannot_listen_is_a_port_clash_only_when_its_code_says_so() -> None:
+    whole = "RuntimeError: The server socket has failed to listen on any local network address. port: 29500, useIpv6: 0, code: -98, name: EADDRINUSE, message: address already in use"
+    assert diagnose_text([whole]).failure_class == "port_in_use"
+    cut = "RuntimeError: The server socket has failed to listen on any local network address. port: 46571, useIpv6: 0, code: -9"
+    assert diagnose_text([cut]).failure_class != "port_in_use"

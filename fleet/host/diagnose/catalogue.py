@@ -99,6 +99,7 @@ _BARE_WEIGHT_KEY = r"^'(?P<weight_name>[A-Za-z_]\w*(?:\.\w+)*\.(?:\w*weight\w*|\
 # argparse's prog as its refusal prints it: the program's base name (sys.argv[0]'s), a subcommand's parser
 # adding its name ("vllm serve"); no path, no colon.
 _ARGPARSE_PROG = r"^(?P<prog>[\w.-]+(?: [\w.-]+)*): error: "
+_ARGPARSE_PROG_OPT = r"^(?:(?P<prog>[\w.-]+(?: [\w.-]+)*): )?error: "
 
 _MEMORY_KNOBS = (
     "raise --mem-fraction-static a little, or give the pool more room: a shorter --context-length, a smaller {flag_cuda_graph_max_bs}, fewer --speculative-num-draft-tokens, or a larger --tp-size"
@@ -226,7 +227,29 @@ SIGNATURES: tuple[Signature, ...] = (
             # A model class refusing the checkpoint's version (0.33 models/minicpmv.py:2475, minicpmo.py:1040:
             # ValueError(f"Currently, MiniCPMV only supports versions {supported_versions}. Got version:
             # {version_values}"), raised in the class's __init__ while the model is built).
-            T("only supports versions", r"Currently, (?P<model_family>\w+) only supports versions [\d., ]+\. Got version"),
+            # Releases before the version list was computed (0.6-0.10 minicpmv.py: ValueError("Currently, MiniCPMV only
+            # supports versions 2.0, 2.5, and 2.6"), a fixed text with "and" and no "Got version") refuse the same way.
+            T(
+                "only supports versions",
+                r"Currently, (?P<model_family>\w+) only supports versions [\d., ]+(?:and [\d.]+?)?(?:\. Got version|\.?\s*$)",
+            ),
+            # SGLang's model resolver when the architecture has no SGLang class and its Transformers class is not
+            # backend-compatible (0.4.7-0.5.23 srt/model_loader/utils.py:186, get_resolved_model_arch / resolve_transformers_arch):
+            # ValueError(f"{arch} has no SGlang implementation and the Transformers implementation is not compatible
+            # with SGLang."). Its warning twin ("has no SGLang implementation, falling back to Transformers") is not it.
+            T(
+                "Transformers implementation is not compatible with SGLang",
+                r"(?:(?P<architectures>\w+) has no SGl?L?ang implementation and )?the Transformers implementation is not compatible",
+            ),
+            # vLLM's ModelConfig reads the model's JSON files while it validates (transformers_utils/config.py get_config
+            # and repo_utils.py's json.load of config.json / its siblings); a file that is not JSON (empty, an HTML page
+            # saved as config.json) raises json's JSONDecodeError, a ValueError, "%s: line %d column %d (char %d)"
+            # (CPython Lib/json/decoder.py), which pydantic reports under "1 validation error for ModelConfig" as
+            # "Value error, {message}". Only the decoder's own messages count.
+            T(
+                "Value error, ",
+                r"Value error, (?:Expecting (?:value|property name enclosed in double quotes|',' delimiter|':' delimiter)|Extra data|Unterminated string starting at|Invalid control character at|Invalid \\escape): line \d+ column \d+ \(char \d+\)",
+            ),
             # compressed-tensors' scheme lookup, when the checkpoint's quantization has no kernel scheme in this
             # release (0.33 layers/quantization/compressed_tensors/compressed_tensors.py:946 _get_scheme_from_parts:
             # NotImplementedError(f"No compressed-tensors compatible scheme was found for {layer_name=}, ..."); 0.8-0.9
@@ -824,6 +847,21 @@ SIGNATURES: tuple[Signature, ...] = (
         "this release. Serve it with a release that supports this model, or check that the model folder holds every "
         "file its config names.",
     ),
+    # An installed package whose own import-time code raised an AttributeError: CPython runs a module's top level in a frame
+    # named "<module>" when it is imported (traceback.py prints it '  File "{}", line {}, in <module>'), so a traceback whose
+    # deepest "<module>" frame is a site- or dist-packages package other than the engine, ending in an AttributeError, is
+    # that package's import failing (e.g. Hygon's lightop reading a DTK version that is None while vLLM imports it). Read by
+    # the classifier's traceback follower; ranked after every cause, like the other frame rules.
+    _fatal(
+        "import_failed_in_package",
+        C.IMPORT_ERROR,
+        877,
+        (),
+        "Importing the package '{module}' failed inside its own import-time code (an AttributeError in {module}): the "
+        "package does not fit this environment; install the build of {module} that matches the installed engine, "
+        "torch and driver stack, or remove it if the engine does not need it.",
+        "An installed package failed inside its own import-time code: install the build that matches the engine, torch and driver stack.",
+    ),
     # --- a traceback cut in vLLM's model registry refusing the architecture -------------------------
     # vLLM's ModelRegistry._raise_for_unsupported raises ValueError on every path (0.33
     # model_executor/models/registry.py:1221-1252: "Model architectures {architectures} failed to be
@@ -930,7 +968,9 @@ SIGNATURES: tuple[Signature, ...] = (
         "arguments_refused",
         940,
         (
-            T(": error: unrecognized arguments: ", _ARGPARSE_PROG + r"unrecognized arguments: (?P<refused_argument>.+)"),
+            # A copy that dropped the prog ("error: unrecognized arguments: --x y" at the line's head) is the same
+            # refusal: the message text is argparse's own (:1871/:2384) and no other tool words it so.
+            T("error: unrecognized arguments: ", _ARGPARSE_PROG_OPT + r"unrecognized arguments: (?P<refused_argument>.+)"),
             T(": error: argument ", _ARGPARSE_PROG + r"argument (?P<refused_argument>[^:]+): (?P<argparse_reason>.+)"),
             T(": error: the following arguments are required: ", _ARGPARSE_PROG + r"the following arguments are required: (?P<refused_argument>.+)"),
             T(": error: ambiguous option: ", _ARGPARSE_PROG + r"ambiguous option: (?P<refused_argument>\S+?)(?:=\S*)? could match"),

@@ -262,6 +262,11 @@ _ARCHITECTURE = re.compile(r"[A-Za-z_]\w*")
 # get_config_dict / _get_config_dict, image_processing_base's get_image_processor_dict, processing_utils'
 # get_processor_dict). A MoE kernel's `get_config` (SGLang layers/moe/...) is not one: the file names the loader.
 _LOAD_CODE = "model_code_failed_loading"
+# A package's import-time code raising (the catalogue's `import_failed_in_package`): the deepest "<module>" frame of the
+# traceback is in an installed package other than the engine's, and the traceback ends in an AttributeError.
+_IMPORT_CODE = "import_failed_in_package"
+_PACKAGE_MODULE = re.compile(r"[/\\](?:site|dist)-packages[/\\](?P<package>[A-Za-z_]\w*)[/\\.]")
+_ENGINE_PACKAGES = {"vllm", "sglang", "vllm_omni", "sglang_omni"}
 _LOAD_ERRORS = {"AttributeError", "TypeError"}
 _TRACEBACK_HEAD = b"Traceback (most recent call last)"
 _CHAINED = (b"During handling of the above exception", b"The above exception was the direct cause")
@@ -399,6 +404,7 @@ class _Scanner:
         # function, and its AttributeError / TypeError lines (line, text, message).
         self._traceback_state = "none"
         self._load_frame: str | None = None
+        self._module_package: str | None = None  # the package of the traceback's deepest "<module>" frame, if installed
         self._load_errors: list[tuple[int, str, str]] = []
 
     # -- reading ------------------------------------------------------------------------------
@@ -561,7 +567,7 @@ class _Scanner:
         one traceback (or chain) are the model's code failing while it loads."""
         if _TRACEBACK_HEAD in raw:  # possibly after a message on its line ("Scheduler hit an exception: Traceback ...")
             if self._traceback_state != "chaining":
-                self._load_frame, self._load_errors = None, []
+                self._load_frame, self._load_errors, self._module_package = None, [], None
             self._traceback_state = "open"
             return
         if any(sentence in raw for sentence in _CHAINED):
@@ -570,8 +576,11 @@ class _Scanner:
         frame = _FRAME.match(message)
         if frame is not None:
             if self._traceback_state in ("none", "ended"):  # frames with no header: a copy that begins inside one
-                self._load_frame, self._load_errors = None, []
+                self._load_frame, self._load_errors, self._module_package = None, [], None
             self._traceback_state = "open"
+            if frame["function"] == "<module>":
+                package = _PACKAGE_MODULE.search(frame["file"])
+                self._module_package = package["package"] if package and package["package"] not in _ENGINE_PACKAGES else None
             if self._load_frame is None and _is_load_frame(frame["file"], frame["function"]):
                 self._load_frame = f"{frame['function']} of {frame['file'].replace(chr(92), '/').rsplit('/', 1)[-1]}"
         else:
@@ -579,10 +588,12 @@ class _Scanner:
             if exception is None:
                 return
             if self._traceback_state in ("none", "ended"):
-                self._load_frame, self._load_errors = None, []
+                self._load_frame, self._load_errors, self._module_package = None, [], None
             self._traceback_state = "ended"
             if exception["exception"] in _LOAD_ERRORS:
                 self._load_errors.append((line_no, text, message))
+            if exception["exception"] == "AttributeError" and self._module_package is not None:
+                self._record(SIGNATURE_BY_NAME[_IMPORT_CODE], line_no, text, message, {"module": self._module_package})
         if self._load_frame is not None and self._load_errors:
             error_line, error_text, error_message = self._load_errors.pop(0)
             self._record(SIGNATURE_BY_NAME[_LOAD_CODE], error_line, error_text, error_message, {"load_step": self._load_frame})
