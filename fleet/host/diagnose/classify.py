@@ -562,12 +562,16 @@ class _Scanner:
         if matched or any(sentence in raw for sentence in _CHAINED):
             self._traceback(line_no, raw, text, message)
 
+    def _forget_traceback(self) -> None:
+        """A new traceback begins (not one chained to the last): what was read of the last one no longer counts."""
+        self._load_frame, self._load_errors, self._module_package = None, [], None
+
     def _traceback(self, line_no: int, raw: bytes, text: str, message: str) -> None:
         """Follow the traceback being printed: its load-path frames and its AttributeError / TypeError lines; both in
         one traceback (or chain) are the model's code failing while it loads."""
         if _TRACEBACK_HEAD in raw:  # possibly after a message on its line ("Scheduler hit an exception: Traceback ...")
             if self._traceback_state != "chaining":
-                self._load_frame, self._load_errors, self._module_package = None, [], None
+                self._forget_traceback()
             self._traceback_state = "open"
             return
         if any(sentence in raw for sentence in _CHAINED):
@@ -576,7 +580,7 @@ class _Scanner:
         frame = _FRAME.match(message)
         if frame is not None:
             if self._traceback_state in ("none", "ended"):  # frames with no header: a copy that begins inside one
-                self._load_frame, self._load_errors, self._module_package = None, [], None
+                self._forget_traceback()
             self._traceback_state = "open"
             if frame["function"] == "<module>":
                 package = _PACKAGE_MODULE.search(frame["file"])
@@ -588,7 +592,7 @@ class _Scanner:
             if exception is None:
                 return
             if self._traceback_state in ("none", "ended"):
-                self._load_frame, self._load_errors, self._module_package = None, [], None
+                self._forget_traceback()
             self._traceback_state = "ended"
             if exception["exception"] in _LOAD_ERRORS:
                 self._load_errors.append((line_no, text, message))
