@@ -212,7 +212,7 @@ class AgentChannel:
         self._retry(lambda: self.transport.run(["systemctl", "daemon-reload"], timeout=60, check=True))
 
     def poll_command(self) -> str:
-        """One round trip: service status, boot id, progress file, result file names."""
+        """One query (`Transport.query`): service status, boot id, progress file, result count, halt file."""
         status = shlex.join(self.agent_cli("service", "status", *self.service_args()))
         return (
             f"{status} 2>/dev/null; echo; echo {SEPARATOR}; cat {BOOT_ID_PATH}; echo {SEPARATOR}; "
@@ -225,7 +225,7 @@ class AgentChannel:
         """`policy`: the sweep loop bounds the retries by the time left before it declares the host
         lost (finer than `max_retry_s`: it counts from the last answer)."""
         command = self.poll_command()
-        stdout = self._retry(lambda: self.transport.run(command, timeout=QUICK_S), policy).stdout
+        stdout = self._retry(lambda: self.transport.query(command, timeout=QUICK_S), policy).stdout
         return parse_poll(stdout, f"{self.host.name}:{self.dir.progress}")
 
     def start_command(self) -> list[str]:

@@ -80,6 +80,17 @@ class Transport(Protocol):
         """
         ...
 
+    def query(self, command: str | Sequence[str], *, timeout: float) -> CommandResult:
+        """Run a short read-only `command` that is asked often (the sweep's poll) for its stdout
+        and exit status; it gets no stdin and no env, and its stderr is not kept (empty).
+
+        Over SSH every query goes into one long-lived shell on the host, not a session of its
+        own: a few packets instead of a dozen, which is most of what a poll costs the controller.
+        Its stdout is text (a shell drops NUL bytes) and at most a few MiB. Same timeout and
+        errors as `run`.
+        """
+        ...
+
     def put(self, local: Path, remote: str, *, mode: int | None = None, timeout: float) -> None:
         """Copy a local file to `remote`, atomically (temp name, fsync, rename); parents are created.
 

@@ -32,7 +32,7 @@ import shlex
 import threading
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal, Union
 
@@ -273,6 +273,10 @@ class FakeTransport:
         reply = self._answer(call)
         result = CommandResult(self.host, text, reply.exit_code, reply.stdout, reply.stderr, 0.0)
         return result.check() if check else result
+
+    def query(self, command: str | Sequence[str], *, timeout: float) -> CommandResult:
+        """Answered as `run` answers the same command (scripted the same way), with no stderr."""
+        return replace(self.run(command, timeout=timeout), stderr="")
 
     def put(self, local: Path, remote: str, *, mode: int | None = None, timeout: float) -> None:
         data = local.read_bytes()

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import secrets
+import shlex
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -84,6 +85,18 @@ class Frame:
             )
         # `:` first: a script of comments alone would leave the subshell empty, a syntax error.
         return f'{begin}; {begin} >&2\n(\n:\n{env}{script}\n)\n__fleet_rc=$?; {end}; {end} >&2; exit "$__fleet_rc"\n'
+
+    def query_line(self, script: str) -> str:
+        """One command line for a long-lived `sh` that reads its commands on stdin
+        (`Transport.query`): `script` runs in its own `sh -c`, so that a syntax error or an
+        unclosed quote stays in that child and the reading shell never waits for more; with no
+        stdin (the reading shell's stdin is the next commands) and its stderr dropped. Its whole
+        stdout is captured first and printed between the markers by one `printf`: one write, so
+        one SSH packet where it fits, however many writes the script makes. The `x` keeps the
+        trailing newlines that `$(...)` would strip."""
+        captured = f'__fleet_out=$(sh -c {shlex.quote(script)} </dev/null 2>/dev/null; __fleet_rc=$?; printf x; exit "$__fleet_rc")'
+        answer = f'printf \'@@fleet:%s:begin\\n%s\\n@@fleet:%s:end %s\\n\' {self.token} "${{__fleet_out%x}}" {self.token} "$__fleet_rc"'
+        return f"{captured}; __fleet_rc=$?; {answer}; unset __fleet_out __fleet_rc\n"
 
     def env_input(self, exports: str) -> bytes:
         """What goes first on the stdin of a command wrapped with `env_on_stdin`: `exports`

@@ -15,6 +15,7 @@ import os
 import pwd
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -52,6 +53,10 @@ class LocalTransport:
         exit_code = outcome.exit_code if stdout.exit_code is None else stdout.exit_code
         result = CommandResult.from_output(self.host, text, exit_code, stdout.output, stderr.output, outcome.duration_s)
         return result.check() if check else result
+
+    def query(self, command: str | Sequence[str], *, timeout: float) -> CommandResult:
+        """A command of its own: without a link there is no session to keep."""
+        return replace(self.run(command, timeout=timeout, stdin=b""), stderr="")
 
     def put(self, local: Path, remote: str, *, mode: int | None = None, timeout: float) -> None:
         file_mode = local.stat().st_mode & 0o7777 if mode is None else mode

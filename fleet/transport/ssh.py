@@ -14,6 +14,11 @@ Output: every command runs wrapped between random markers (fleet.transport.frami
 what lies between them comes back: the text a host's shell startup files print around every
 command (a banner in ~/.bashrc) is skipped, and named once per host in a warning.
 
+Queries (`query`, the sweep's poll): written as one line each into one `sh` that the transport
+keeps open on the host (fleet.transport.framing's `query_line`), instead of a session opened,
+run and closed for each: a query costs the controller a few packets instead of a dozen. The
+shell goes with its connection (a drop, a timeout, a reboot); the next query opens another.
+
 Secrets: `env` goes first on the command's stdin as `export` lines, which the wrapper reads and
 exports before the command runs (fleet.transport.framing): never in an argv, a file on the
 host, a log or a `CommandResult`.
@@ -32,11 +37,11 @@ import shlex
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO, TypeVar
 
-from fleet.errors import CommandFailed, CommandTimeout, ConnectionLost, ConnectTimeout, HostKeyError, TransportError, short_command
+from fleet.errors import CommandFailed, CommandTimeout, ConnectionLost, ConnectTimeout, HostKeyError, PermanentTransportError, TransportError, short_command
 from fleet.host.atomic import atomic_file
 from fleet.transport.base import CommandResult, command_text, env_exports
 from fleet.transport.framing import Frame, Unframer, cut, warn_noise
@@ -89,6 +94,8 @@ class SSHTransport:
         # Bumped whenever the connection is dropped, so that a worker abandoned by a timed-out
         # call cannot install the connection it finishes opening afterwards.
         self._epoch = 0
+        # The long-lived `sh` that `query` writes its commands into, with the connection it runs on.
+        self._shell: tuple[Connection, paramiko.Channel] | None = None
 
     # ----------------------------------------------------------------------------- public API
 
@@ -116,6 +123,18 @@ class SSHTransport:
         outcome = self._bounded(f"`{short_command(text)}`", timeout, work, full=text)
         result = CommandResult.from_output(self.host, text, outcome.exit_code, outcome.stdout, outcome.stderr, time.monotonic() - started)
         return result.check() if check else result
+
+    def query(self, command: str | Sequence[str], *, timeout: float) -> CommandResult:
+        if is_one_shot():
+            return replace(self.run(command, timeout=timeout), stderr="")
+        text = command_text(command)
+        started = time.monotonic()
+
+        def work(call: _Call, epoch: int) -> _ExecOutcome:
+            return self._ask(epoch, text, call)
+
+        outcome = self._bounded(f"`{short_command(text)}`", timeout, work, full=text)
+        return CommandResult.from_output(self.host, text, outcome.exit_code, outcome.stdout, b"", time.monotonic() - started)
 
     def put(self, local: Path, remote: str, *, mode: int | None = None, timeout: float) -> None:
         file_mode = local.stat().st_mode & 0o7777 if mode is None else mode
@@ -172,7 +191,10 @@ class SSHTransport:
         over (fleet.transport.sharing); a dead one is closed."""
         with self._lock:
             conn, self._conn = self._conn, None
+            shell, self._shell = self._shell, None
             self._epoch += 1
+        if shell is not None:
+            shell[1].close()  # its `sh` exits on the end of its stdin; the connection lives on
         if conn is not None:
             from fleet.transport.sshlink import PARK
 
@@ -274,6 +296,7 @@ class SSHTransport:
     def _drop(self) -> None:
         with self._lock:
             conn, self._conn = self._conn, None
+            self._shell = None  # closed with its connection
             self._epoch += 1
         if conn is not None:
             from fleet.transport.sshlink import close_quietly
@@ -337,6 +360,46 @@ class SSHTransport:
         # The shell's own status where the wrapper's end marker never came (its shell was killed).
         status = exit_code if unframer.exit_code is None else unframer.exit_code
         return _ExecOutcome(status, captured.getvalue(), errors.output)
+
+    def _ask(self, epoch: int, script: str, call: _Call) -> _ExecOutcome:
+        """`query`'s work: `script` written into the host's long-lived shell as one line
+        (`Frame.query_line`), its framed answer read back up to the end marker."""
+        from fleet.transport.sshlink import QUERY_LIMIT, drain_stderr
+
+        frame = Frame.new()
+        captured = bytearray()
+        unframer = Unframer(frame, captured.extend)
+        shell = self._query_shell(epoch)
+        call.started = True
+        shell.sendall(frame.query_line(script).encode())
+        while unframer.exit_code is None:
+            data = shell.recv(1 << 16)
+            if not data:
+                raise EOFError("the host's shell for queries closed before it answered")
+            unframer.feed(data)
+            drain_stderr(shell)  # a startup file's stderr: read, so that it never fills the window
+            if len(captured) > QUERY_LIMIT:
+                self._drop()  # the rest of the answer would meet the next query
+                raise PermanentTransportError(self.host, f"`{short_command(script)}` answered more than {QUERY_LIMIT} bytes, more than a query may; dropped the connection")
+        warn_noise(self.host, unframer.noise, b"")
+        return _ExecOutcome(unframer.exit_code, bytes(captured), b"")
+
+    def _query_shell(self, epoch: int) -> paramiko.Channel:
+        """The host's long-lived shell for queries: one session for all of them, instead of a
+        session opened and closed for each. Opened on the live connection when there is none."""
+        with self._lock:
+            shell, conn = self._shell, self._conn
+        if shell is not None and shell[0] is conn and not (shell[1].closed or shell[1].eof_received):
+            return shell[1]
+        channel = self._session(epoch)
+        # `exec`: the login shell, once it ran the startup files, becomes a plain `sh` reading stdin.
+        channel.exec_command("exec sh")
+        with self._lock:
+            if self._epoch == epoch and self._conn is not None and channel.get_transport() is self._conn.transport:
+                self._shell = (self._conn, channel)
+                return channel
+        channel.close()
+        raise ConnectionLost(self.host, "the call was abandoned while opening the host's shell")
 
     def _run_openssh(self, text: str, timeout: float, exports: str | None, stdin: bytes | None) -> _ExecOutcome:
         """A one-shot command's call: through the `ssh` client, not paramiko (fleet.transport.openssh)."""

@@ -34,6 +34,9 @@ from fleet.transport.target import HANDSHAKE_CLOSED, NO_ROUTE, REFUSED, TIMED_OU
 log = logging.getLogger("fleet.transport")
 
 _CHUNK = 1 << 16
+# The most a query's answer may hold (Transport.query: a poll's few hundred bytes; a progress
+# file of a big sweep is tens of KiB): a host cannot make the controller hold more.
+QUERY_LIMIT = 4 << 20
 # Keeps NAT and firewall state alive on idle connections; it does not detect a dead peer
 # (paramiko never waits for the reply), the per-call deadline does that.
 _KEEPALIVE_S = 15
@@ -274,6 +277,12 @@ def pump(channel: paramiko.Channel, stdin: BinaryIO | None, stdout: Callable[[by
             channel.status_event.wait(0.2)
         else:  # wakes on output; paramiko has no event for "send window open", so poll for that
             select.select([channel], [], [], 0.01 if stdin is not None else 0.5)
+
+
+def drain_stderr(channel: paramiko.Channel) -> None:
+    """Read and drop what waits on a long-lived channel's stderr (its window never fills)."""
+    while channel.recv_stderr_ready():
+        channel.recv_stderr(_CHUNK)
 
 
 def is_live(conn: Connection) -> bool:

@@ -62,6 +62,10 @@ def test_commands_files_and_secrets_pass_through_a_talking_shell(noisy: TestFlee
             result = t.run("echo out; echo err >&2; exit 3", timeout=30)
             assert (result.stdout, result.stderr, result.exit_code) == ("out\n", "err\n", 3)
             assert t.run(["cat"], stdin=b"piped\x00bytes", timeout=30).stdout == "piped\x00bytes"
+            # A query (the sweep's poll): its long-lived shell's banner is skipped too, every time.
+            for _ in range(2):
+                asked = t.query("echo out; echo err >&2; exit 3", timeout=30)
+                assert (asked.stdout, asked.stderr, asked.exit_code) == ("out\n", "", 3)
 
             # A file there and back, byte for byte (a `get` is a `cat` of the file on stdout).
             data = os.urandom(300_000) + b"\n@@fleet:\n"

@@ -21,11 +21,11 @@ from pathlib import Path
 import paramiko
 import pytest
 
-from fleet.errors import CommandFailed, CommandTimeout, ConnectTimeout, HostKeyError, TransportError
+from fleet.errors import CommandFailed, CommandTimeout, ConnectTimeout, HostKeyError, PermanentTransportError, TransportError
 from fleet.retry import CONNECT, retrying
 from fleet.transport import LocalTransport, SSHTarget, SSHTransport, Transport, fan_out, read_boot_id, wait_for_reboot
 from fleet.transport import sshlink
-from fleet.transport.sharing import one_shot
+from fleet.transport.sharing import is_one_shot, one_shot
 from tests.testfleet import TestFleet, TestHost
 
 pytestmark = pytest.mark.testfleet
@@ -85,6 +85,32 @@ def test_run_returns_output_exit_code_and_quotes_sequences(transport: Transport)
     assert transport.run("tr a-z A-Z", stdin=b"piped\n", timeout=10).stdout == "PIPED\n"
     with pytest.raises(CommandFailed, match="exited 3"):
         transport.run("exit 3", timeout=10, check=True)
+
+
+def test_query_answers_like_run_and_over_paramiko_through_one_shell(transport: Transport) -> None:
+    """A query (the sweep's poll) answers what `run` would, less stderr; over paramiko every
+    query goes into one shell that the transport keeps on the host, and one that timed out
+    leaves the next to a fresh one."""
+    for script in ("printf '%s|' 'a b' \"$HOME\"; printf '\\n\\n'", "echo out; echo err >&2; exit 3", "printf 'no newline'", "echo 'unclosed"):
+        ran, asked = transport.run(script, timeout=10), transport.query(script, timeout=10)
+        assert (asked.stdout, asked.exit_code, asked.stderr, asked.host) == (ran.stdout, ran.exit_code, "", transport.host)
+    # The process that runs a query's script is the child of a `$(...)` subshell; that subshell's
+    # parent is the shell that read the query: the same one each time over paramiko.
+    reader = "read -r _ _ _ ppid _ < /proc/$PPID/stat; echo $ppid"
+    readers = {transport.query(reader, timeout=10).stdout for _ in range(3)}
+    kept = isinstance(transport, SSHTransport) and not is_one_shot()
+    if kept:
+        (shell,) = readers
+        assert int(shell) > 1
+    with pytest.raises(CommandTimeout, match="did not finish within 1s"):
+        transport.query("sleep 5", timeout=1)
+    assert transport.query("echo again", timeout=10).stdout == "again\n"
+    if kept:
+        assert transport.query(reader, timeout=10).stdout != shell, "a new shell after the timeout"
+        # A host cannot make the controller hold an endless answer; the next query is clean.
+        with pytest.raises(PermanentTransportError, match="answered more than"):
+            transport.query("head -c 5000000 /dev/zero | tr '\\0' a", timeout=30)
+        assert transport.query("echo clean", timeout=10).stdout == "clean\n"
 
 
 def test_put_replaces_the_file_atomically(transport: Transport, remote_dir: str, tmp_path: Path) -> None:

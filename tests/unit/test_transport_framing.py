@@ -141,6 +141,74 @@ def test_the_joined_markers_are_never_on_the_command_line() -> None:
     assert Frame.new().token != frame.token
 
 
+# ------------------------------------------- queries, written into one long-lived shell in turn
+
+
+class LongLivedShell:
+    """A shell reading commands on its stdin, as `Transport.query` keeps one on the host (`exec sh`
+    after a talking login shell's startup files), asked one query line at a time."""
+
+    def __init__(self, shell: str) -> None:
+        self.process = subprocess.Popen([shell], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        self.write(b"echo 'Welcome!'\n")  # what ~/.bashrc printed before the first query
+
+    def write(self, data: bytes) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.write(data)
+        self.process.stdin.flush()
+
+    def ask(self, script: str) -> tuple[bytes, int | None, bytes]:
+        """The query's stdout and exit status, cut from the shared stream, and the noise before it."""
+        assert self.process.stdout is not None
+        frame = Frame.new()
+        parts: list[bytes] = []
+        unframer = Unframer(frame, parts.append)
+        self.write(frame.query_line(script).encode())
+        while unframer.exit_code is None:
+            data = os.read(self.process.stdout.fileno(), 65536)
+            assert data, "the shell closed before it answered"
+            unframer.feed(data)
+        return b"".join(parts), unframer.exit_code, unframer.noise
+
+    def close(self) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.close()
+        self.process.wait(timeout=30)
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_queries_answer_in_turn_through_one_long_lived_shell(shell: str) -> None:
+    asked = LongLivedShell(shell)
+    try:
+        assert asked.ask("echo first") == (b"first\n", 0, b"Welcome!\n")  # the banner is noise, once
+        assert asked.ask("printf 'a\\n\\n\\n'")[:2] == (b"a\n\n\n", 0)  # trailing newlines kept
+        assert asked.ask("printf 'no newline'")[:2] == (b"no newline", 0)
+        assert asked.ask("echo out; echo err >&2; exit 3")[:2] == (b"out\n", 3)  # stderr is not kept
+        assert asked.ask("printf '%s|' 'it''s' \"$HOME\" '@@fleet:'")[:2] == (f"its|{os.environ['HOME']}|@@fleet:|".encode(), 0)
+        assert asked.ask("kill -9 $$")[1] == 128 + 9
+        # A query cannot eat the next ones: its stdin is not the shell's, and a syntax error or an
+        # unclosed quote stays in its own `sh -c`.
+        assert asked.ask("cat; echo read-nothing")[:2] == (b"read-nothing\n", 0)
+        assert asked.ask("echo 'unclosed")[1] == 2
+        assert asked.ask("if then fi")[1] == 2
+        assert asked.ask("exit 0; )")[1] == 2
+        # Many writes come back as one (the reason for the capture: one SSH packet, not one per write).
+        assert asked.ask("for i in 1 2 3; do echo $i; done")[:2] == (b"1\n2\n3\n", 0)
+        assert asked.ask("echo a\necho b")[:2] == (b"a\nb\n", 0)  # a script of many lines, one query line
+        assert asked.ask("echo last") == (b"last\n", 0, b"")
+    finally:
+        asked.close()
+    assert asked.process.returncode == 0
+
+
+def test_a_query_line_never_holds_its_joined_markers() -> None:
+    frame = Frame.new()
+    line = frame.query_line("ps -ww -o args= -p $$; echo hi")
+    assert frame.begin.strip() not in line.encode() and frame.end.strip() not in line.encode()
+    assert line.count("\n") == 1 and line.endswith("\n")  # one line, whatever the script holds
+    assert frame.query_line("echo a\necho b").count("\n") == 2  # its newline is inside the quotes
+
+
 # ------------------------------------------------------------------ the message and its users
 
 
