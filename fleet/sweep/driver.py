@@ -65,7 +65,7 @@ class HostDriver:
         # never counted.
         self.ledger = ledger or host_ledger(ctx.directory, host.name, ())
         self.shard = shard
-        self.status = HostStatus(host.name, total=len(shard.runs))
+        self.status = HostStatus(host.name, total=shard.run_count)
         self.channel = AgentChannel(host, ctx.sweep_id, transport, sleep=ctx.sleep, on_link_drop=self._link_dropped, max_retry_s=ctx.host_lost_after_s)
         self.local_dir = ctx.directory / host.name
         self._review_cursor = 0
@@ -200,7 +200,7 @@ class HostDriver:
             self.status.boot_id = state.boot_id or self.status.boot_id
             self.status.absorb(state.progress)
             self._say_pauses(state.progress.last_error if state.progress is not None else None)
-            self.status.total = len(self.shard.runs)  # the agent's count still has what was handed over
+            self.status.total = self.shard.run_count  # the agent's count still has what was handed over
             if state.result_files != pulled_files and self.pull():
                 pulled_files = state.result_files
             agent_state = state.progress.state if state.progress is not None else None
@@ -307,7 +307,7 @@ class HostDriver:
         moving = self._remaining(released)
         self.shard = self._shard_without(released)
         self._save_shard()
-        self.status.total = len(self.shard.runs)
+        self.status.total = self.shard.run_count
         balancer.answered(self, moving, kept=answered - released)
         return answered == wanted
 
@@ -361,7 +361,7 @@ class HostDriver:
                 spec = replace(spec, runs=[*existing.runs, *(r for r in spec.runs if r.run_id not in have)])
             servers[spec.server_id] = spec
         self.shard = replace(self.shard, servers=list(servers.values()))
-        self.status.total = len(self.shard.runs)
+        self.status.total = self.shard.run_count
         log.info("%s: took %d servers handed over from other hosts", self.host.name, len(incoming))
         self._save_shard()
         self.ship()
@@ -494,7 +494,7 @@ class HostDriver:
             return False
         appended = grown.servers[len(self.shard.servers) :]  # grow appends only (fleet.host.contract.shard.grown_servers)
         self.shard = grown
-        self.status.total = len(grown.runs)
+        self.status.total = grown.run_count
         self._save_shard()
         self._grown.update(run.run_id for server in appended for run in server.runs)
         log.info("%s: %d fixed variants to the running agent: %s", self.host.name, len(appended), ", ".join(s.label for s in appended))
@@ -522,9 +522,9 @@ class HostDriver:
         if late:
             log.info("%s: %d runs appended too late for the agent that ended: shipped again", self.host.name, len(late))
         if extended is not None:
-            log.info("%s: repair round: %d runs added", self.host.name, len(extended.runs) - len(self.shard.runs))
+            log.info("%s: repair round: %d runs added", self.host.name, extended.run_count - self.shard.run_count)
             self.shard = extended
-            self.status.total = len(extended.runs)
+            self.status.total = extended.run_count
             self._save_shard()
         self.ship()
         self.channel.start_agent()

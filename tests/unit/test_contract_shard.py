@@ -32,6 +32,8 @@ def test_round_trip_is_lossless() -> None:
     again = Shard.from_json(shard.to_json())
     assert again == shard
     assert [run.run_id for _, run in again.runs] == ["r1", "r2"]
+    again.servers[0].runs.append(RunSpec("r3", "tp1-ar/short", again.servers[0].runs[0].workload))
+    assert again.run_count == len(again.runs) == 3  # counted without the list, as the sweep loop asks
     assert again.servers[1].gpus == [0, 1, 2, 3] and again.servers[1].gpu_count == 4 and again.servers[1].estimate_s == 42.5
     assert again.pool == tuple(range(8)) and again.exclusive
     assert again.servers[1].log_name == "tp4-dflash.log"  # where a systemd unit must write its log

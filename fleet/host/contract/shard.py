@@ -118,6 +118,11 @@ class Shard:
         return [(server, run) for server in self.servers for run in server.runs]
 
     @property
+    def run_count(self) -> int:
+        """len(runs), without building the list: the sweep loop asks at every poll."""
+        return sum(len(server.runs) for server in self.servers)
+
+    @property
     def pool(self) -> tuple[int, ...]:
         """The GPUs the agent may place servers on, in ascending order."""
         if self.gpus is not None:
