@@ -40,10 +40,14 @@ from fleet.host.engines.sglang.logparse import (
     SUMMARY_MARKERS,
     DDTreeMetrics,
     DecodeBatch,
+    KVCacheAllocated,
     LogSummary,
     Other,
     PrefillBatch,
+    SchedulerReady,
     ServerArgsLogged,
+    StartupPhase,
+    WeightsLoaded,
     clean_line,
     parse_line,
     strip_prefix,
@@ -52,6 +56,19 @@ from fleet.host.engines.sglang.flags import release_of_fields
 from fleet.host.engines.sglang.release import KNOWN_RELEASES, choose_release
 from fleet.host.engines.vllm import logparse as vllm_log
 
+# The log parser's events that are start-up steps.
+_STEP_EVENTS = (StartupPhase, WeightsLoaded, KVCacheAllocated, SchedulerReady)
+# An engine's own words that it goes on after an error it reports: it handled it. SGLang's retry helper prints the
+# traceback of a failed try, then (0.5.23 srt/utils/common.py:3811) logger.warning(f"retry() failed once ({try_index}th
+# try, maximum {max_retry} retries). Will delay {delay:.2f}s and retry. Error: {e}"); its generation-config reader
+# (0.5.16 srt/utils/hf_transformers/common.py:491) logger.warning("Failed to load generation config for %s: %s.
+# Proceeding without generation config.") (0.5.23 :727 "No generation config for %s: %s. Proceeding without it.", at
+# debug level); the CI weight validator (0.5.23 srt/model_loader/ci_weight_validation.py:259 and :475) warns "Corrupted
+# safetensors file detected: %s - %s: %s" per file, then "Removed %d corrupted file(s) for %s. These will be
+# re-downloaded on next load." SGLang's log format prints no level, so the words are what says so.
+_GOES_ON = re.compile(r"\bWill delay \d+(?:\.\d+)?s and retry\b|\bProceeding without\b|\bwill be re-downloaded\b")
+_TRACEBACK_TAIL = 4
+_GOES_ON_LITERALS = (b"and retry", b"Proceeding without", b"re-downloaded")
 CHUNK_BYTES = 8 << 20
 BLOCK_BYTES = 64 << 10
 # A generic error followed by this many serving lines did not stop the server (one or two stray
@@ -367,6 +384,8 @@ class _SignatureHits:
     messages: set[str] = field(default_factory=set)
     serving_at_last: int = 0
     last_line: int = 0
+    steps_at_last: int = 0  # start-up steps met up to its last line
+    handled_at: int = 0  # the line of an engine's word that it went on after it (see _GOES_ON), if any
 
 
 _IndexEntry = tuple[Signature, re.Pattern[str] | None, bool, bool]
@@ -397,6 +416,9 @@ class _Scanner:
         self._latest: dict[bytes, tuple[int, bytes]] = {}  # serving marker -> its latest line, unparsed
         self.stall: tuple[int, str, bool] | None = None  # the latest startup step: line, activity, under way
         self.listening_start: int | None = None  # the start whose HTTP server came up (uvicorn)
+        self.up_at: dict[int, int] = {}  # per start, the first line that shows it came up (ready, listening or serving)
+        self.steps = 0  # start-up steps met so far (a step line whose activity differs from the one before)
+        self.steps_before_up: dict[int, int] = {}  # per start, the steps met before it came up
         self.vllm_kv: dict[str, object] = {}  # vLLM's KV cache figures of the latest start (kv_tokens, max_model_len)
         self.answered_error: dict[int, int] = {}  # per start, the last line where a request was answered with an error
         # The traceback being read (with those chained to it): "none", "open" (frames), "ended" (its exception
@@ -406,6 +428,9 @@ class _Scanner:
         self._load_frame: str | None = None
         self._module_package: str | None = None  # the package of the traceback's deepest "<module>" frame, if installed
         self._load_errors: list[tuple[int, str, str]] = []
+        self._traceback_first = 0  # the first line of the traceback (or chain) being read or last read
+        self._traceback_last = 0  # the last line of it that was followed (a header, frame, chaining or exception line)
+        self._previous_line = 0  # the last line examined before this one
 
     # -- reading ------------------------------------------------------------------------------
     def scan(self, stream: ReadInto) -> None:
@@ -467,6 +492,8 @@ class _Scanner:
         """A block of serving lines only: count them, remember the latest of each kind, parse nothing."""
         if decode + prefill + ddtree < newlines:  # the rest are requests answered
             self.listening_start = self.summary.starts
+        if decode + prefill + ddtree < newlines or decode + prefill:
+            self._up(first_line)
         self.summary.skip_serving(decode, prefill)
         self.serving += decode + prefill
         for count, marker in ((decode, _DECODE), (prefill, _PREFILL), (ddtree, _DDTREE)):
@@ -496,6 +523,7 @@ class _Scanner:
                 continue
             else:
                 self.listening_start = self.summary.starts
+            self._up(first_line + index)
             if any(head in raw for head in _ERROR_HEADS):
                 self._errors(first_line + index, raw, None)
 
@@ -516,6 +544,7 @@ class _Scanner:
                 event = parse_line(text, line_no)
                 if isinstance(event, (DecodeBatch, PrefillBatch)):  # a bare serving line, no prefix
                     decode = isinstance(event, DecodeBatch)
+                    self._up(line_no)
                     self.serving += 1
                     self.summary.skip_serving(int(decode), int(not decode))
                     self._latest[_DECODE if decode else _PREFILL] = (line_no, raw)
@@ -525,12 +554,18 @@ class _Scanner:
                     if isinstance(event, ServerArgsLogged):
                         self._flush_latest()
                     self.summary.add(event)
+                    if self.summary.is_ready:
+                        self._up(line_no)
+                    elif isinstance(event, _STEP_EVENTS):
+                        self.steps += 1
                 break
         if not self.summary.is_ready:
             for marker, activity, under_way in _STALL_MARKERS:
                 if marker in raw:
                     # tqdm bars run together on one line (carriage returns): the last bar is the state.
                     done = under_way and _DONE_BAR in raw[raw.rfind(marker) :]
+                    if self.stall is None or self.stall[1].removeprefix("done ") != activity:
+                        self.steps += 1
                     self.stall = (line_no, "done " + activity if done else activity, under_way and not done)
                     break
             else:
@@ -542,6 +577,7 @@ class _Scanner:
                         self.stall = (line_no, "done " + activity if done else activity, not done)
             if any(marker in raw for marker in _LISTENING) or (any(literal in raw for literal in _RUNNING_BATCH_LITERALS) and _RUNNING_BATCH.search(raw)):
                 self.listening_start = self.summary.starts
+                self._up(line_no)
             if any(marker in raw for marker in vllm_log.KV_CACHE_MARKERS):
                 kv = vllm_log.kv_cache_figures(raw.decode("utf-8", "replace"))
                 if kv is not None:
@@ -551,6 +587,26 @@ class _Scanner:
         if _ANSWERED_LITERAL in raw and _ANSWERED_ERROR.search(raw):
             self.answered_error[self.summary.starts] = line_no
         self._errors(line_no, raw, text)
+        if any(literal in raw for literal in _GOES_ON_LITERALS) and _GOES_ON.search(raw.decode("utf-8", "replace")):
+            self._went_on(line_no)
+        self._previous_line = line_no
+
+    def _went_on(self, line_no: int) -> None:
+        """The engine said it goes on after an error (see _GOES_ON): the errors it reported on this line, on the line
+        before it, or in the traceback it printed just before it, were handled."""
+        # A traceback just before it: its frames' last line within a few lines (its exception line and a quoted source line
+        # may match no signature).
+        just_before = self._traceback_state in ("open", "ended") and line_no - self._traceback_last <= _TRACEBACK_TAIL
+        since = self._traceback_first if just_before else self._previous_line
+        for (hit_start, _), hits in self.hits.items():
+            if hit_start == self.summary.starts and hits.examples and hits.examples[0][0] >= since:
+                hits.handled_at = line_no
+
+    def _up(self, line_no: int) -> None:
+        """The current start showed it came up at this line (the first such line counts)."""
+        if self.summary.starts not in self.up_at:
+            self.up_at[self.summary.starts] = line_no
+            self.steps_before_up[self.summary.starts] = self.steps
 
     def _errors(self, line_no: int, raw: bytes, text: str | None) -> None:
         """The catalogue signatures of one line, recorded."""
@@ -569,9 +625,11 @@ class _Scanner:
     def _traceback(self, line_no: int, raw: bytes, text: str, message: str) -> None:
         """Follow the traceback being printed: its load-path frames and its AttributeError / TypeError lines; both in
         one traceback (or chain) are the model's code failing while it loads."""
+        self._traceback_last = line_no
         if _TRACEBACK_HEAD in raw:  # possibly after a message on its line ("Scheduler hit an exception: Traceback ...")
             if self._traceback_state != "chaining":
                 self._forget_traceback()
+                self._traceback_first = line_no
             self._traceback_state = "open"
             return
         if any(sentence in raw for sentence in _CHAINED):
@@ -581,6 +639,7 @@ class _Scanner:
         if frame is not None:
             if self._traceback_state in ("none", "ended"):  # frames with no header: a copy that begins inside one
                 self._forget_traceback()
+                self._traceback_first = line_no
             self._traceback_state = "open"
             if frame["function"] == "<module>":
                 package = _PACKAGE_MODULE.search(frame["file"])
@@ -608,6 +667,7 @@ class _Scanner:
         hits.not_warnings += not warning
         hits.serving_at_last = self.serving
         hits.last_line = line_no
+        hits.steps_at_last = self.steps
         limit = _EVERY_EXAMPLE_LIMIT if signature.name in _EVERY_EXAMPLE else EVIDENCE_PER_SIGNATURE
         if len(hits.examples) < limit and message not in hits.messages:
             hits.messages.add(message)
@@ -802,6 +862,13 @@ def _classify(scan: _Scanner, path: str, hint: DiagnosisHint | None) -> Diagnosi
     current = {name: hits for (hit_start, name), hits in scan.hits.items() if hit_start == start}
     fatal: list[tuple[Signature, _SignatureHits]] = []
     recovered: list[_SignatureHits] = []
+    # Errors the start went on after (fatal over warning, extended): a failure is where the start stops, so an error
+    # the engine said it handled, or one after which the start went through further steps and came up, is not it.
+    for name, hits in list(current.items()):
+        if SIGNATURE_BY_NAME[name].kind is not Kind.FINDING and (_handled(hits) or _before_up(scan, start, hits)):
+            del current[name]
+            if hits.not_warnings:  # a failure's words on warning lines only were never more than a warning
+                recovered.append(hits)
     warned: list[tuple[Signature, _SignatureHits]] = []  # failures seen on warning lines only
     explained = any(SIGNATURE_BY_NAME[name].kind is Kind.FATAL and hits.not_warnings for name, hits in current.items())
     for name, hits in current.items():
@@ -958,6 +1025,18 @@ def _causes_before_wrappers(fatal: list[tuple[Signature, _SignatureHits]]) -> li
         if signature.kind is Kind.FATAL and not signature.wrapper and hits.examples[0][0] <= wrapper_line:
             return [fatal[index], *fatal[:index], *fatal[index + 1 :]]
     return fatal
+
+
+def _handled(hits: _SignatureHits) -> bool:
+    """The engine said it went on after every line of these hits (see _GOES_ON)."""
+    return hits.handled_at >= hits.last_line
+
+
+def _before_up(scan: _Scanner, start: int, hits: _SignatureHits) -> bool:
+    """Every line of these hits came before the start came up, with start-up steps between: the start went on
+    through its steps after them and became ready (listening, serving); whatever printed them did not stop it."""
+    up = scan.up_at.get(start)
+    return up is not None and hits.last_line < up and scan.steps_before_up.get(start, 0) > hits.steps_at_last
 
 
 def _came_up(scan: _Scanner, start: int) -> bool:
