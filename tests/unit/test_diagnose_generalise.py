@@ -2691,3 +2691,66 @@ def test_errors_the_engine_did_not_say_it_went_on_after_still_count(lines: list[
     diagnosis = diagnose_text([*SG_STEPS[:2], *lines])
     assert diagnosis.failure_class == failure_class
     assert not any(finding.name == "recovered_error" for finding in diagnosis.findings) or lines[-1] == MISSING_FILE
+
+
+# A stop by a signal (label convention, round fifteen): a start that came up and is then stopped by a signal, in the
+# engine's own shutdown lines, is healthy whatever its teardown prints; one stopped before it came up is unknown, with its
+# stall point. Variants from vLLM 0.25's shutdown sequence (v1/engine/core.py, entrypoints/launcher.py, async_llm.py) and
+# SGLang's tokenizer manager's SIGTERM handler.
+VLLM_SIGTERM_TEARDOWN = [
+    "(EngineCore pid=9) INFO 08-01 21:34:51 [core.py:1214] [shutdown] EngineCore: trigger received signal=SIGTERM",
+    "(APIServer pid=7) INFO 08-01 21:34:51 [launcher.py:100] [shutdown] API server: shutdown triggered",
+    "(APIServer pid=7) INFO 08-01 21:34:51 [launcher.py:116] [shutdown] API server: stopping engine client mode=abort timeout=0s",
+    "(APIServer pid=7) ERROR 08-01 21:34:51 [async_llm.py:704] AsyncLLM output_handler failed.",
+    "(APIServer pid=7) ERROR 08-01 21:34:51 [async_llm.py:704] Traceback (most recent call last):",
+    '(APIServer pid=7) ERROR 08-01 21:34:51 [async_llm.py:704]   File "/venv/lib/python3.12/site-packages/vllm/v1/engine/core_client.py", line 1061, in get_output_async',
+    "(APIServer pid=7) ERROR 08-01 21:34:51 [async_llm.py:704] vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. See stack trace (above) for the root cause.",
+]
+VLLM_OLD_SIGTERM = [
+    "Traceback (most recent call last):",
+    '  File "/venv/lib/python3.10/site-packages/vllm/entrypoints/openai/api_server.py", line 1307, in signal_handler',
+    '    raise KeyboardInterrupt("terminated")',
+    "KeyboardInterrupt: terminated",
+]
+SG_SIGTERM_TEARDOWN = [
+    "[2026-08-02 00:17:43] SIGTERM received. signum=None frame=None. Draining requests and shutting down...",
+    "[2026-08-02 00:17:43] Subprocess detokenizer (pid=31379) crashed with exit code -15. Triggering SIGQUIT for cleanup...",
+    "[2026-08-02 00:17:43] SIGQUIT received. signum=None, frame=None. It usually means one child failed.",
+]
+VLLM_SERVING = [VLLM_UP, '(APIServer pid=7) INFO:     127.0.0.1:5 - "POST /v1/completions HTTP/1.1" 200 OK']
+
+
+@pytest.mark.parametrize(
+    "lines",
+    [[*VLLM_SERVING, *VLLM_SIGTERM_TEARDOWN], [*VLLM_SERVING, *VLLM_OLD_SIGTERM], [*SG_STEPS, *SG_READY, *SG_SIGTERM_TEARDOWN]],
+)
+def test_a_server_stopped_by_a_signal_after_it_came_up_is_healthy(lines: list[str]) -> None:
+    assert diagnose_text(lines).failure_class is None
+
+
+@pytest.mark.parametrize("teardown", [VLLM_SIGTERM_TEARDOWN, VLLM_OLD_SIGTERM, SG_SIGTERM_TEARDOWN])
+def test_a_start_stopped_by_a_signal_before_it_came_up_is_unknown_with_its_stall_point(teardown: list[str]) -> None:
+    diagnosis = diagnose_text([*SG_STEPS[:3], *teardown])
+    assert diagnosis.failure_class == "unknown"
+    assert diagnosis.evidence[0].text == "last startup step: loading weights" and diagnosis.evidence[-1].text.startswith("stopped by a signal")
+    # With the run record's word that the start timed out (the launcher's own stop), it is the timeout.
+    from fleet.host.diagnose.classify import DiagnosisHint
+
+    assert diagnose_text([*SG_STEPS[:3], *teardown], hint=DiagnosisHint(server_start_timed_out=True)).failure_class == "server_start_timeout"
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # a stop for a failed health check; Ray's own handler (vLLM's executor sends it after any end); no signal at all
+        "[2026-01-01 00:00:00] Signal SIGTERM received while health check failed. Force exiting.",
+        "[2025-05-26 18:58:10,599 E 629624 629624] logging.cc:496: *** SIGTERM received at time=1748300290 on cpu 8 ***",
+        "(APIServer pid=7) INFO 08-01 21:34:51 [launcher.py:100] [shutdown] API server: shutdown triggered",
+    ],
+)
+def test_other_words_are_no_stop_by_a_signal(line: str) -> None:
+    assert diagnose_text([*VLLM_SERVING, line, OOM]).failure_class == "cuda_oom"
+
+
+def test_a_failure_before_the_signal_is_still_the_failure() -> None:
+    assert diagnose_text([*VLLM_SERVING, OOM, *VLLM_SIGTERM_TEARDOWN]).failure_class == "cuda_oom"

@@ -66,8 +66,20 @@ _STEP_EVENTS = (StartupPhase, WeightsLoaded, KVCacheAllocated, SchedulerReady)
 # debug level); the CI weight validator (0.5.23 srt/model_loader/ci_weight_validation.py:259 and :475) warns "Corrupted
 # safetensors file detected: %s - %s: %s" per file, then "Removed %d corrupted file(s) for %s. These will be
 # re-downloaded on next load." SGLang's log format prints no level, so the words are what says so.
-_GOES_ON = re.compile(r"\bWill delay \d+(?:\.\d+)?s and retry\b|\bProceeding without\b|\bwill be re-downloaded\b")
+_GOES_ON = re.compile(r"(?P<retry>\bWill delay \d+(?:\.\d+)?s and retry\b)|\bProceeding without\b|\bwill be re-downloaded\b")
 _TRACEBACK_TAIL = 4
+# A server stopped by a signal, in the engine's own words: vLLM's engine core (0.25 v1/engine/core.py:1214, 0.33 :1526
+# logger.info("[shutdown] EngineCore: trigger received signal=%s", ...)) before its launcher's "[shutdown] API server:
+# shutdown triggered" and the abort-mode teardown (whose EngineDeadError and "AsyncLLM output_handler failed" follow); vLLM
+# 0.9-0.21's API server, whose SIGTERM handler raises KeyboardInterrupt("terminated") (entrypoints/openai/api_server.py
+# signal_handler); SGLang's tokenizer manager (0.5.23 managers/tokenizer_manager.py:4068 f"SIGTERM received. {signum=}
+# {frame=}. Draining requests and shutting down...") and multi-node engine (entrypoints/engine.py:1268 "SIGTERM received on
+# node_rank ..."). Not "Signal SIGTERM received while health check failed" (a stop for a failed health check), nor Ray's
+# logging.cc "*** SIGTERM received at time=" (vLLM's Ray executor sends it while shutting down after any end). Whatever a
+# start prints from that line on is its teardown (label convention: a start that came up and was stopped by a signal is
+# healthy; one stopped before it came up is unknown, with its stall point).
+_SIGNAL_STOP = re.compile(r"\[shutdown\] EngineCore: trigger received signal=\w+|\bSIGTERM received(?:\. signum=| on node_rank )|\bKeyboardInterrupt\S*: \S*terminated\b")
+_SIGNAL_STOP_LITERALS = (b"trigger received signal=", b"SIGTERM received", b"KeyboardInterrupt")
 _GOES_ON_LITERALS = (b"and retry", b"Proceeding without", b"re-downloaded")
 CHUNK_BYTES = 8 << 20
 BLOCK_BYTES = 64 << 10
@@ -419,6 +431,7 @@ class _Scanner:
         self.up_at: dict[int, int] = {}  # per start, the first line that shows it came up (ready, listening or serving)
         self.steps = 0  # start-up steps met so far (a step line whose activity differs from the one before)
         self.steps_before_up: dict[int, int] = {}  # per start, the steps met before it came up
+        self.signalled: dict[int, tuple[int, int, str]] = {}  # per start, where its stop by a signal begins, the signal's line, its words
         self.vllm_kv: dict[str, object] = {}  # vLLM's KV cache figures of the latest start (kv_tokens, max_model_len)
         self.answered_error: dict[int, int] = {}  # per start, the last line where a request was answered with an error
         # The traceback being read (with those chained to it): "none", "open" (frames), "ended" (its exception
@@ -587,17 +600,24 @@ class _Scanner:
         if _ANSWERED_LITERAL in raw and _ANSWERED_ERROR.search(raw):
             self.answered_error[self.summary.starts] = line_no
         self._errors(line_no, raw, text)
-        if any(literal in raw for literal in _GOES_ON_LITERALS) and _GOES_ON.search(raw.decode("utf-8", "replace")):
-            self._went_on(line_no)
+        if any(literal in raw for literal in _GOES_ON_LITERALS) and (went_on := _GOES_ON.search(raw.decode("utf-8", "replace"))) is not None:
+            self._went_on(line_no, went_on["retry"] is not None)
+        if self.summary.starts not in self.signalled and any(literal in raw for literal in _SIGNAL_STOP_LITERALS):
+            if (found := _SIGNAL_STOP.search(raw.decode("utf-8", "replace"))) is not None:
+                # Raised by a signal handler (KeyboardInterrupt), it ends a traceback: the teardown begins with that traceback.
+                just_before = found.group(0).startswith("KeyboardInterrupt") and self._just_after_traceback(line_no)
+                self.signalled[self.summary.starts] = (self._traceback_first if just_before else line_no, line_no, found.group(0))
         self._previous_line = line_no
 
-    def _went_on(self, line_no: int) -> None:
-        """The engine said it goes on after an error (see _GOES_ON): the errors it reported on this line, on the line
-        before it, or in the traceback it printed just before it, were handled."""
-        # A traceback just before it: its frames' last line within a few lines (its exception line and a quoted source line
-        # may match no signature).
-        just_before = self._traceback_state in ("open", "ended") and line_no - self._traceback_last <= _TRACEBACK_TAIL
-        since = self._traceback_first if just_before else self._previous_line
+    def _just_after_traceback(self, line_no: int) -> bool:
+        """A traceback ends on this line or just before it (its exception line and a quoted source line may match no
+        signature, so its last line followed may be a few lines up)."""
+        return self._traceback_first > 0 and self._traceback_state in ("open", "ended") and line_no - self._traceback_last <= _TRACEBACK_TAIL
+
+    def _went_on(self, line_no: int, retry: bool) -> None:
+        """The engine said it goes on after an error (see _GOES_ON): the errors it reported on this line or the line
+        before it, or in the traceback a retry printed just before it, were handled."""
+        since = self._traceback_first if retry and self._just_after_traceback(line_no) else self._previous_line
         for (hit_start, _), hits in self.hits.items():
             if hit_start == self.summary.starts and hits.examples and hits.examples[0][0] >= since:
                 hits.handled_at = line_no
@@ -652,6 +672,7 @@ class _Scanner:
                 return
             if self._traceback_state in ("none", "ended"):
                 self._forget_traceback()
+                self._traceback_first = line_no
             self._traceback_state = "ended"
             if exception["exception"] in _LOAD_ERRORS:
                 self._load_errors.append((line_no, text, message))
@@ -864,7 +885,11 @@ def _classify(scan: _Scanner, path: str, hint: DiagnosisHint | None) -> Diagnosi
     recovered: list[_SignatureHits] = []
     # Errors the start went on after (fatal over warning, extended): a failure is where the start stops, so an error
     # the engine said it handled, or one after which the start went through further steps and came up, is not it.
+    signalled = scan.signalled.get(start)
     for name, hits in list(current.items()):
+        if signalled is not None and SIGNATURE_BY_NAME[name].kind is not Kind.FINDING and hits.examples[0][0] >= signalled[0]:
+            del current[name]  # the teardown of a stop by a signal
+            continue
         if SIGNATURE_BY_NAME[name].kind is not Kind.FINDING and (_handled(hits) or _before_up(scan, start, hits)):
             del current[name]
             if hits.not_warnings:  # a failure's words on warning lines only were never more than a warning
@@ -960,6 +985,11 @@ def _classify(scan: _Scanner, path: str, hint: DiagnosisHint | None) -> Diagnosi
         if hint is not None and hint.server_start_timed_out:
             failure_class = FailureClass.SERVER_START_TIMEOUT.value
             fix = fill_fix(SERVER_START_TIMEOUT_FIXES, figures, release)
+        elif signalled is not None:
+            # Stopped by a signal before it came up: what stopped it is not in the log; where it was is.
+            failure_class = FailureClass.UNKNOWN.value
+            evidence = (*evidence, Evidence(signalled[1], f"stopped by a signal: {signalled[2]}"))
+            fix = fill_fix(STARTUP_INCOMPLETE_FIXES, figures, release)
         elif stalled is not None and _under_way(scan, stalled):
             failure_class = FailureClass.SERVER_START_TIMEOUT.value
             tail = scan.lines - stalled.line
