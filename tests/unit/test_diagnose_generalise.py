@@ -2754,3 +2754,44 @@ def test_other_words_are_no_stop_by_a_signal(line: str) -> None:
 
 def test_a_failure_before_the_signal_is_still_the_failure() -> None:
     assert diagnose_text([*VLLM_SERVING, OOM, *VLLM_SIGTERM_TEARDOWN]).failure_class == "cuda_oom"
+
+
+# A utility call that failed on a live vLLM engine (v1/engine/core.py _invoke_utility_method: logger.exception("Invocation of
+# %s method failed", name), then the caller's f"Call to {name} method failed: {str(e)}"): the engine goes on. Like a failed
+# request on a server that goes on serving (the request-error rule, which reads only unnamed exceptions), it is healthy when
+# the server came up before it and answered a request after it. Variants from those format strings.
+def _failed_call(method: str, error: str) -> list[str]:
+    return [
+        "CUDA Error: out of memory at /workspace/csrc/cumem_allocator.cpp:139",
+        f"(EngineCore pid=9) ERROR 06-02 14:31:01 [core.py:1365] Invocation of {method} method failed",
+        "(EngineCore pid=9) ERROR 06-02 14:31:01 [core.py:1365] Traceback (most recent call last):",
+        '(EngineCore pid=9) ERROR 06-02 14:31:01 [core.py:1365]   File "/venv/lib/python3.13/site-packages/vllm/device_allocator/cumem.py", line 59, in create_and_map',
+        f"(EngineCore pid=9) ERROR 06-02 14:31:01 [core.py:1365] RuntimeError: {error}",
+        f'(APIServer pid=7) INFO:     127.0.0.1:39984 - "POST /{method} HTTP/1.1" 500 Internal Server Error',
+        f"(APIServer pid=7) Exception: Call to {method} method failed: {error}",
+    ]
+
+
+ANSWERED = '(APIServer pid=7) INFO:     127.0.0.1:40000 - "POST /v1/chat/completions HTTP/1.1" 200 OK'
+
+
+@pytest.mark.parametrize(
+    ("method", "error"),
+    [("wake_up", "CUDA Error: out of memory at /workspace/csrc/cumem_allocator.cpp:139"), ("add_lora", "CUDA out of memory. Tried to allocate 2.00 GiB.")],
+)
+def test_a_failed_utility_call_on_a_live_server_that_goes_on_is_healthy(method: str, error: str) -> None:
+    diagnosis = diagnose_text([*VLLM_SERVING, *_failed_call(method, error), ANSWERED])
+    assert diagnosis.failure_class is None and any(finding.name == "recovered_error" for finding in diagnosis.findings)
+
+
+@pytest.mark.parametrize(
+    "lines",
+    [
+        # no request answered after it; before the server came up; the caller's line missing (the call's end unknown)
+        [*VLLM_SERVING, *_failed_call("wake_up", "CUDA Error: out of memory at x.cpp:1")],
+        [*_failed_call("wake_up", "CUDA Error: out of memory at x.cpp:1"), *VLLM_SERVING],
+        [*VLLM_SERVING, *_failed_call("wake_up", "CUDA Error: out of memory at x.cpp:1")[:-1], ANSWERED],
+    ],
+)
+def test_a_failed_utility_call_the_server_did_not_go_on_after_still_counts(lines: list[str]) -> None:
+    assert diagnose_text(lines).failure_class == "cuda_oom"

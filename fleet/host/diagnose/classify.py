@@ -79,6 +79,13 @@ _TRACEBACK_TAIL = 4
 # start prints from that line on is its teardown (label convention: a start that came up and was stopped by a signal is
 # healthy; one stopped before it came up is unknown, with its stall point).
 _SIGNAL_STOP = re.compile(r"\[shutdown\] EngineCore: trigger received signal=\w+|\bSIGTERM received(?:\. signum=| on node_rank )|\bKeyboardInterrupt\S*: \S*terminated\b")
+# A utility call on a live vLLM engine that failed (sleep mode's wake_up, a LoRA load, collective_rpc): the engine core's
+# utility path (0.33 v1/engine/core.py:1849 _invoke_utility_method) logs logger.exception("Invocation of %s method failed",
+# name) and hands f"Call to {name} method failed: {str(e)}" back to the caller, whose client raises it (the API server's
+# request answered 500); the engine core's loop goes on. From the line before the first (a native allocator's own stderr
+# line, cumem_allocator.cpp's "CUDA Error: ... at <file>:<line>") to the second, the errors are that call's.
+_CALL_FAILED = re.compile(r"Invocation of (?P<method>\w+) method failed")
+_CALL_FAILED_RETURNED = "Call to {} method failed: "
 _SIGNAL_STOP_LITERALS = (b"trigger received signal=", b"SIGTERM received", b"KeyboardInterrupt")
 _GOES_ON_LITERALS = (b"and retry", b"Proceeding without", b"re-downloaded")
 CHUNK_BYTES = 8 << 20
@@ -400,6 +407,15 @@ class _SignatureHits:
     handled_at: int = 0  # the line of an engine's word that it went on after it (see _GOES_ON), if any
 
 
+@dataclass
+class _FailedCall:
+    """A utility call that failed (see _CALL_FAILED): its first line, the caller's line (0 until seen), the method."""
+
+    first: int
+    last: int
+    method: str
+
+
 _IndexEntry = tuple[Signature, re.Pattern[str] | None, bool, bool]
 
 
@@ -431,6 +447,8 @@ class _Scanner:
         self.up_at: dict[int, int] = {}  # per start, the first line that shows it came up (ready, listening or serving)
         self.steps = 0  # start-up steps met so far (a step line whose activity differs from the one before)
         self.steps_before_up: dict[int, int] = {}  # per start, the steps met before it came up
+        self.failed_calls: dict[int, list[_FailedCall]] = {}  # per start, each utility call that failed
+        self.last_answered = 0  # the latest line of a request answered 200 OK
         self.signalled: dict[int, tuple[int, int, str]] = {}  # per start, where its stop by a signal begins, the signal's line, its words
         self.vllm_kv: dict[str, object] = {}  # vLLM's KV cache figures of the latest start (kv_tokens, max_model_len)
         self.answered_error: dict[int, int] = {}  # per start, the last line where a request was answered with an error
@@ -507,6 +525,8 @@ class _Scanner:
             self.listening_start = self.summary.starts
         if decode + prefill + ddtree < newlines or decode + prefill:
             self._up(first_line)
+        if decode + prefill + ddtree < newlines:
+            self.last_answered = self._line_of(buffer, buffer.rfind(_HTTP_OK, start, end), end, first_line, newlines)[0]
         self.summary.skip_serving(decode, prefill)
         self.serving += decode + prefill
         for count, marker in ((decode, _DECODE), (prefill, _PREFILL), (ddtree, _DDTREE)):
@@ -536,6 +556,7 @@ class _Scanner:
                 continue
             else:
                 self.listening_start = self.summary.starts
+                self.last_answered = first_line + index
             self._up(first_line + index)
             if any(head in raw for head in _ERROR_HEADS):
                 self._errors(first_line + index, raw, None)
@@ -602,12 +623,22 @@ class _Scanner:
         self._errors(line_no, raw, text)
         if any(literal in raw for literal in _GOES_ON_LITERALS) and (went_on := _GOES_ON.search(raw.decode("utf-8", "replace"))) is not None:
             self._went_on(line_no, went_on["retry"] is not None)
+        if b"method failed" in raw:
+            self._failed_call(line_no, raw.decode("utf-8", "replace"))
         if self.summary.starts not in self.signalled and any(literal in raw for literal in _SIGNAL_STOP_LITERALS):
             if (found := _SIGNAL_STOP.search(raw.decode("utf-8", "replace"))) is not None:
                 # Raised by a signal handler (KeyboardInterrupt), it ends a traceback: the teardown begins with that traceback.
                 just_before = found.group(0).startswith("KeyboardInterrupt") and self._just_after_traceback(line_no)
                 self.signalled[self.summary.starts] = (self._traceback_first if just_before else line_no, line_no, found.group(0))
         self._previous_line = line_no
+
+    def _failed_call(self, line_no: int, text: str) -> None:
+        """A vLLM utility call that failed (see _CALL_FAILED): it opens with the engine core's line, closes with the caller's."""
+        calls = self.failed_calls.setdefault(self.summary.starts, [])
+        if (found := _CALL_FAILED.search(text)) is not None:
+            calls.append(_FailedCall(self._previous_line or line_no, 0, found["method"]))
+        elif calls and not calls[-1].last and _CALL_FAILED_RETURNED.format(calls[-1].method) in text:
+            calls[-1].last = line_no
 
     def _just_after_traceback(self, line_no: int) -> bool:
         """A traceback ends on this line or just before it (its exception line and a quoted source line may match no
@@ -890,7 +921,7 @@ def _classify(scan: _Scanner, path: str, hint: DiagnosisHint | None) -> Diagnosi
         if signalled is not None and SIGNATURE_BY_NAME[name].kind is not Kind.FINDING and hits.examples[0][0] >= signalled[0]:
             del current[name]  # the teardown of a stop by a signal
             continue
-        if SIGNATURE_BY_NAME[name].kind is not Kind.FINDING and (_handled(hits) or _before_up(scan, start, hits)):
+        if SIGNATURE_BY_NAME[name].kind is not Kind.FINDING and (_handled(hits) or _before_up(scan, start, hits) or _in_failed_call(scan, start, hits)):
             del current[name]
             if hits.not_warnings:  # a failure's words on warning lines only were never more than a warning
                 recovered.append(hits)
@@ -1055,6 +1086,18 @@ def _causes_before_wrappers(fatal: list[tuple[Signature, _SignatureHits]]) -> li
         if signature.kind is Kind.FATAL and not signature.wrapper and hits.examples[0][0] <= wrapper_line:
             return [fatal[index], *fatal[:index], *fatal[index + 1 :]]
     return fatal
+
+
+def _in_failed_call(scan: _Scanner, start: int, hits: _SignatureHits) -> bool:
+    """Every line of these hits is inside a utility call that failed on a live server (see _CALL_FAILED): the start had
+    come up before it and answered a request after it, so the engine went on."""
+    up = scan.up_at.get(start)
+    if up is None:
+        return False
+    for call in scan.failed_calls.get(start, ()):
+        if up < call.first and call.last and scan.last_answered > call.last and call.first <= hits.examples[0][0] and hits.last_line <= call.last:
+            return True
+    return False
 
 
 def _handled(hits: _SignatureHits) -> bool:
