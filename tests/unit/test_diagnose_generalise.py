@@ -2795,3 +2795,56 @@ def test_a_failed_utility_call_on_a_live_server_that_goes_on_is_healthy(method: 
 )
 def test_a_failed_utility_call_the_server_did_not_go_on_after_still_counts(lines: list[str]) -> None:
     assert diagnose_text(lines).failure_class == "cuda_oom"
+
+
+# Failure texts in new words. SGLang's kv_cache_configurator.py (0.5.16 :1561, 0.5.23 :3051): f"Loaded weights leave no GPU
+# memory for the KV cache under --mem-fraction-static={...}. Raise --mem-fraction-static above {:.3f} (minimum viable = ...)",
+# whole or cut after its first sentence.
+@pytest.mark.parametrize(
+    ("line", "figure"),
+    [
+        ("ValueError: Loaded weights leave no GPU memory for the KV cache under --mem-fraction-static=0.88.", "0.88"),
+        (
+            "[2026-08-19 05:00:00] ValueError: Loaded weights leave no GPU memory for the KV cache under --mem-fraction-static=0.8. Raise "
+            "--mem-fraction-static above 0.853 (minimum viable = 1 - available/pre = 0.8521). If using speculative decoding, draft weights are now counted.",
+            "0.853",
+        ),
+    ],
+)
+def test_weights_that_leave_no_memory_for_the_kv_cache_are_kv_pool_too_small(line: str, figure: str) -> None:
+    diagnosis = diagnose_text([line])
+    assert diagnosis.failure_class == "kv_pool_too_small" and figure in str(diagnosis.fix)
+
+
+# NVSHMEM's transport set-up, "<file>:<line>: <message>" (3.x src/host/topo/topo.cpp:469 "[GPU %d] Peer GPU %d is not
+# accessible, exiting ...", src/host/init/init.cu:1037 "non-zero status: %d building transport map failed"): the ranks'
+# communication failed (nccl_error), and the scheduler's EOFError it caused is its consequence (cause over consequence).
+NVSHMEM = "/build/nvshmem/src/host/topo/topo.cpp:469: [GPU {gpu}] Peer GPU {peer} is not accessible, exiting ... "
+NVSHMEM_INIT = "/build/nvshmem/src/host/init/init.cu:1037: non-zero status: 3 building transport map failed "
+DP_EOF = [
+    "[2026-08-19 05:29:34] DataParallelController hit an exception: Traceback (most recent call last):",
+    '  File "/sgl/python/sglang/srt/managers/data_parallel_controller.py", line 90, in launch',
+    "EOFError",
+]
+
+
+@pytest.mark.parametrize("lines", [[NVSHMEM.format(gpu=1, peer=8), NVSHMEM_INIT, *DP_EOF], [NVSHMEM_INIT, *DP_EOF], [NVSHMEM.format(gpu=0, peer=15)]])
+def test_nvshmem_transport_failures_are_nccl_error_over_the_eof_they_cause(lines: list[str]) -> None:
+    diagnosis = diagnose_text(lines)
+    assert diagnosis.failure_class == "nccl_error" and diagnosis.evidence[0].line == 1
+
+
+def test_nvshmem_words_alone_are_no_transport_failure() -> None:
+    assert diagnose_text(["/build/nvshmem/src/host/topo/topo.cpp:400: [GPU 1] Peer GPU 8 is accessible", *DP_EOF]).failure_class == "unknown"
+
+
+# vLLM's end of compilation in both wordings (compilation/monitor.py: "torch.compile takes %.2f s in total" up to 0.22,
+# "%storch.compile took %.2f s in total" since 0.25): a start cut right after it was between steps, not stalled compiling.
+@pytest.mark.parametrize("verb", ["takes", "took"])
+def test_a_start_cut_after_torch_compile_ended_is_no_stall_inside_it(verb: str) -> None:
+    lines = [
+        "(EngineCore pid=7) INFO 08-01 17:49:03 [backends.py:1] Compiling a graph for dynamic shape takes 20.1 s",
+        f"(EngineCore pid=7) INFO 08-01 17:49:34 [monitor.py:53] torch.compile {verb} 30.61 s in total",
+    ]
+    diagnosis = diagnose_text(lines)
+    assert diagnosis.failure_class == "unknown" and diagnosis.evidence[0].text == "last startup step: done compiling the model"

@@ -543,7 +543,13 @@ SIGNATURES: tuple[Signature, ...] = (
                 "Not enough GPU memory for hybrid",
                 r"total_rest_memory=(?P<rest_gb>-?[\d.]+) GB, mamba_cache_per_req=(?P<per_req_mb>[\d.]+) MB",
             ),
-            T("Loaded weights leave no GPU memory for the KV cache", r"Raise --mem-fraction-static above (?P<minimum_fraction>[\d.]+)"),
+            # SGLang's kv_cache_configurator.py (0.5.16 :1561, 0.5.23 :3051): f"Loaded weights leave no GPU memory for the KV
+            # cache under --mem-fraction-static={...}. Raise --mem-fraction-static above {suggested:.3f} (minimum viable =
+            # ...)": the head alone proves it (a copy may stop after the first sentence); the figures when they are there.
+            T(
+                "Loaded weights leave no GPU memory for the KV cache",
+                r"KV cache(?: under --mem-fraction-static=(?P<fraction_without_kv>\d+(?:\.\d+)?))?(?:.*?Raise --mem-fraction-static above (?P<minimum_fraction>\d+(?:\.\d+)?))?",
+            ),
             T("out of memory. Try to lower your batch size"),
             T("alloc_req_slots runs out of memory"),
             # vLLM (engine/llm_engine.py, worker/worker.py, v1/core/kv_cache_utils.py), the pool too small
@@ -572,6 +578,7 @@ SIGNATURES: tuple[Signature, ...] = (
         "already exceed --mem-fraction-static's budget. Raise --mem-fraction-static, drop --max-total-tokens, "
         "or use a larger --tp-size.",
         "The weights leave no room for the KV cache: raise --mem-fraction-static above {minimum_fraction}, or use a larger --tp-size.",
+        "The weights leave no room for the KV cache under --mem-fraction-static={fraction_without_kv}: raise it, or use a larger --tp-size.",
         "The hybrid state cache does not fit: {rest_gb} GB are left after the weights and one request's "
         "state needs {per_req_mb} MB (times the draft tokens under speculative decoding): " + _MEMORY_KNOBS + "; or set a small --max-running-requests.",
         "The KV cache holds {kv_tokens} tokens, fewer than one request of the model's length "
@@ -730,6 +737,13 @@ SIGNATURES: tuple[Signature, ...] = (
             # shows as "[.../gloo/transport/tcp/pair.cc:534] Connection closed by peer" or "Timed out
             # waiting 1800000ms for send operation to complete".
             T("gloo/transport", r"gloo/transport\S*\] (?P<nccl_detail>(?:Connection|Timed out|Read error|Write error)[^\[]*?)(?:\s*\[|$)"),
+            # NVSHMEM (DeepEP's all-to-all under SGLang and vLLM) setting up its transports, printed
+            # "<file>:<line>: <message>" by its error macros: its topology check (3.x src/host/topo/topo.cpp:469,
+            # "[GPU %d] Peer GPU %d is not accessible, exiting ...") and the init that fails on it
+            # (src/host/init/init.cu:1037, "non-zero status: %d building transport map failed"). The ranks'
+            # communication could not be set up; the scheduler's EOFError that follows is its consequence.
+            T("is not accessible, exiting", r"(?P<nccl_detail>\[GPU \d+\] Peer GPU \d+ is not accessible)"),
+            T("building transport map failed", r"(?P<nccl_detail>building transport map failed)"),
         ),
         "NCCL failed ({nccl_detail}) while the TP ranks talked: run with NCCL_DEBUG=INFO; check that all "
         "--tp-size GPUs are visible and healthy (nvidia-smi topo -m), that /dev/shm is large enough, and "

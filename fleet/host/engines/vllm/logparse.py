@@ -140,7 +140,10 @@ STARTUP_STEPS: tuple[tuple[bytes, str, bool], ...] = (
     (b"Capturing cudagraph", "capturing CUDA graphs", True),
     (b"Graph capturing finished", "finishing startup after CUDA graph capture", False),
     (b"Compiling a graph for", "compiling the model with torch.compile", True),
+    # compilation/monitor.py's end of compilation: "torch.compile takes %.2f s in total" up to 0.22, "%storch.compile took
+    # %.2f s in total" since (0.25; 0.33 :20).
     (b"torch.compile takes", "done compiling the model", False),
+    (b"torch.compile took", "done compiling the model", False),
     # parallel_state.py (0.33: :1846 "world_size=%d rank=%d local_rank=%d distributed_init_method=%s
     # backend=%s", then :2386 "rank %s in world size %s is assigned as DP rank ..."): the distributed
     # groups are being formed, then formed; the model is built next.
