@@ -2848,3 +2848,29 @@ def test_a_start_cut_after_torch_compile_ended_is_no_stall_inside_it(verb: str) 
     ]
     diagnosis = diagnose_text(lines)
     assert diagnosis.failure_class == "unknown" and diagnosis.evidence[0].text == "last startup step: done compiling the model"
+
+
+# Round fourteen's package-import rule read only an AttributeError although a package's top level fails as often with a
+# TypeError (an annotation or call the running Python refuses): FlashInfer's comm/fd_exchange.py "def _fd_ancillary(fd: int)
+# -> tuple[tuple[int, int, array.array[int]]]:" on Python 3.11 ("TypeError: type 'array.array' is not subscriptable"),
+# here under vLLM's EngineCore logger prefix and bare. Variants from CPython's frame format.
+@pytest.mark.parametrize(
+    ("error", "prefix"),
+    [
+        ("TypeError: type 'array.array' is not subscriptable", "(EngineCore pid=7) ERROR 08-12 04:47:25 [core.py:1349] "),
+        ("TypeError: type 'array.array' is not subscriptable", ""),
+        ("TypeError: 'type' object is not subscriptable", "(EngineCore_DP0 pid=7) "),
+    ],
+)
+def test_a_type_error_in_a_packages_import_time_code_is_import_error(error: str, prefix: str) -> None:
+    lines = [
+        f"{prefix}Traceback (most recent call last):",
+        f'{prefix}  File "/venv/lib/python3.11/site-packages/vllm/compilation/passes/fusion/allreduce_rms_fusion.py", line 90, in <module>',
+        f"{prefix}    import flashinfer.comm as flashinfer_comm",
+        f'{prefix}  File "/venv/lib/python3.11/site-packages/flashinfer/comm/fd_exchange.py", line 55, in <module>',
+        f"{prefix}    def _fd_ancillary(fd: int) -> tuple[tuple[int, int, array.array[int]]]:",
+        f"{prefix}{error}",
+    ]
+    diagnosis = diagnose_text(lines)
+    assert diagnosis.failure_class == "import_error" and diagnosis.figures.get("module") == "flashinfer"
+    assert "TypeError in flashinfer" in str(diagnosis.fix)

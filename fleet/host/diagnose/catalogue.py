@@ -861,17 +861,18 @@ SIGNATURES: tuple[Signature, ...] = (
         "this release. Serve it with a release that supports this model, or check that the model folder holds every "
         "file its config names.",
     ),
-    # An installed package whose own import-time code raised an AttributeError: CPython runs a module's top level in a frame
+    # An installed package whose own import-time code raised an AttributeError or a TypeError: CPython runs a module's top level in a frame
     # named "<module>" when it is imported (traceback.py prints it '  File "{}", line {}, in <module>'), so a traceback whose
-    # deepest "<module>" frame is a site- or dist-packages package other than the engine, ending in an AttributeError, is
-    # that package's import failing (e.g. Hygon's lightop reading a DTK version that is None while vLLM imports it). Read by
+    # deepest "<module>" frame is a site- or dist-packages package other than the engine, ending in either, is that package's
+    # import failing (e.g. Hygon's lightop reading a DTK version that is None while vLLM imports it; FlashInfer 0.6's
+    # comm/fd_exchange.py subscripting array.array on Python 3.11 while vLLM's warm-up imports it). Read by
     # the classifier's traceback follower; ranked after every cause, like the other frame rules.
     _fatal(
         "import_failed_in_package",
         C.IMPORT_ERROR,
         877,
         (),
-        "Importing the package '{module}' failed inside its own import-time code (an AttributeError in {module}): the "
+        "Importing the package '{module}' failed inside its own import-time code ({exception} in {module}): the "
         "package does not fit this environment; install the build of {module} that matches the installed engine, "
         "torch and driver stack, or remove it if the engine does not need it.",
         "An installed package failed inside its own import-time code: install the build that matches the engine, torch and driver stack.",

@@ -299,7 +299,10 @@ _ARCHITECTURE = re.compile(r"[A-Za-z_]\w*")
 # get_processor_dict). A MoE kernel's `get_config` (SGLang layers/moe/...) is not one: the file names the loader.
 _LOAD_CODE = "model_code_failed_loading"
 # A package's import-time code raising (the catalogue's `import_failed_in_package`): the deepest "<module>" frame of the
-# traceback is in an installed package other than the engine's, and the traceback ends in an AttributeError.
+# traceback is in an installed package other than the engine's, and the traceback ends in an AttributeError or a TypeError
+# (an API or a Python version the package's top level does not fit: Hygon's lightop reading a DTK version that is None,
+# FlashInfer's comm/fd_exchange.py annotating with `array.array[int]`, which Python 3.11 refuses with "TypeError: type
+# 'array.array' is not subscriptable"; round fourteen read only the AttributeError).
 _IMPORT_CODE = "import_failed_in_package"
 _PACKAGE_MODULE = re.compile(r"[/\\](?:site|dist)-packages[/\\](?P<package>[A-Za-z_]\w*)[/\\.]")
 _ENGINE_PACKAGES = {"vllm", "sglang", "vllm_omni", "sglang_omni"}
@@ -707,8 +710,8 @@ class _Scanner:
             self._traceback_state = "ended"
             if exception["exception"] in _LOAD_ERRORS:
                 self._load_errors.append((line_no, text, message))
-            if exception["exception"] == "AttributeError" and self._module_package is not None:
-                self._record(SIGNATURE_BY_NAME[_IMPORT_CODE], line_no, text, message, {"module": self._module_package})
+            if exception["exception"] in _LOAD_ERRORS and self._module_package is not None:
+                self._record(SIGNATURE_BY_NAME[_IMPORT_CODE], line_no, text, message, {"module": self._module_package, "exception": exception["exception"]})
         if self._load_frame is not None and self._load_errors:
             error_line, error_text, error_message = self._load_errors.pop(0)
             self._record(SIGNATURE_BY_NAME[_LOAD_CODE], error_line, error_text, error_message, {"load_step": self._load_frame})
