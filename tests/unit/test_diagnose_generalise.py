@@ -2874,3 +2874,28 @@ def test_a_type_error_in_a_packages_import_time_code_is_import_error(error: str,
     diagnosis = diagnose_text(lines)
     assert diagnosis.failure_class == "import_error" and diagnosis.figures.get("module") == "flashinfer"
     assert "TypeError in flashinfer" in str(diagnosis.fix)
+
+
+# A kernel library's module that refuses the CUDA toolkit when imported (nvidia-cutlass-dsl 4.5.0's base wheel,
+# cutlass/cute/experimental/__init__.py: raise NotImplementedError("CuTe Experimental module is only supported on Cuda
+# toolkit 13.1 and above!")), alone or re-raised by SGLang's capture wrapper: an import failure, the cause over the wrapper.
+@pytest.mark.parametrize(
+    "lines",
+    [
+        ["NotImplementedError: CuTe Experimental module is only supported on Cuda toolkit 13.1 and above!"],
+        [
+            CAPTURE,
+            "NotImplementedError: CuTe Experimental module is only supported on Cuda toolkit 13.1 and above!",
+            "Exception: Capture cuda graph failed: CuTe Experimental module is only supported on Cuda toolkit 13.1 and above!",
+        ],
+        [CAPTURE, "Exception: Capture cuda graph failed: CuTe Experimental module is only supported on Cuda toolkit 13.2 and above!"],
+    ],
+)
+def test_a_kernel_module_refusing_the_cuda_toolkit_at_import_is_import_error(lines: list[str]) -> None:
+    diagnosis = diagnose_text(lines)
+    assert diagnosis.failure_class == "import_error" and "CUDA 13." in str(diagnosis.fix)
+
+
+def test_batch19s_cute_toolkit_refusal_inside_capture() -> None:
+    diagnosis = diagnose_file(BATCH19_HELDOUT / "sglang-ci-h200-hicache-capture-cuda-graph-failed-cute-needs-toolkit-131.log")
+    assert diagnosis.failure_class == "import_error" and diagnosis.consequences == ("cuda_graph_error",)

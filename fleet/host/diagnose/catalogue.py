@@ -175,7 +175,16 @@ SIGNATURES: tuple[Signature, ...] = (
             # platforms/cpu.py:671 "Failed to import from vllm._C: %s" with repr(e). A warning line: it names the
             # failure only when nothing else failed and the start never came up (the classifier's rule).
             T("Failed to import from vllm._C", r"Failed to import from (?P<module>vllm\._C\w*)(?: with |: )\w+\("),
+            # A kernel library whose installed build refuses this CUDA toolkit when it is imported: nvidia-cutlass-dsl's base
+            # wheel (4.5.0, nvidia_cutlass_dsl/python_packages/cutlass/cute/experimental/__init__.py) is the unconditional
+            # `raise NotImplementedError("CuTe Experimental module is only supported on Cuda toolkit 13.1 and above!")`,
+            # the module itself coming with its cu13 libraries; FlashInfer's and SGLang's CuTe kernels import it (inside
+            # graph capture or a warm-up forward, whose wrapper re-raises it: the import is the cause).
+            T("is only supported on Cuda toolkit", r"(?P<toolkit_module>\w[\w ]*?) module is only supported on Cuda toolkit (?P<cuda_toolkit>\d+(?:\.\d+)*) and above"),
         ),
+        "The installed {toolkit_module} module refuses this CUDA toolkit at import (it needs CUDA {cuda_toolkit} or newer): "
+        "install the kernel library's build for this toolkit (nvidia-cutlass-dsl with its cu13 libraries on a CUDA "
+        "{cuda_toolkit}+ toolkit) or a FlashInfer/SGLang build whose kernels do not import it.",
         "Python module '{module}' is missing or broken in the server's environment: install the build "
         "that matches this torch/CUDA (e.g. `pip install {module}` in the venv that runs SGLang), then "
         "re-run `python -c 'import sglang.srt.server_args'` on the host to check.",
