@@ -2557,14 +2557,16 @@ def test_a_c10d_store_that_cannot_listen_is_a_port_clash_only_when_its_code_says
 
 # batch20-heldout: 40 real vLLM logs from 40 sources no other manifest or skipped list names (11 public threads, 29 run
 # logs that projects committed, cited by blob URL), under batch18's rule, committed (e8a64a5) before fleet read them and
-# measured once untouched with the diagnose code of e8fa16e (benchmarks/results/diagnose-heldout.md).
+# measured once untouched with the diagnose code of e8fa16e (benchmarks/results/diagnose-heldout.md); a tune split since
+# round fifteen.
 BATCH20_HELDOUT = REAL.parent / "batch20-heldout"
 
 
-def test_batch20_heldout_keeps_its_measured_accuracy() -> None:
+def test_batch20_keeps_its_tune_figure() -> None:
     """40 real vLLM logs: 36/40 right (failures 29/31; 30/33 where the excerpt shows the cause, failures 23/24) from the
-    bare log, measured once untouched with the diagnose code of e8fa16e. Held out: no rule is written from it.
-    A floor, not a file check. No source is named by another folder's skipped list either."""
+    bare log, measured once untouched with the diagnose code of e8fa16e; 40/40 (31/31; 33/33) after the rules of its miss
+    kinds (round fifteen, the tests below). A tune split since. A floor, not a file check. No source is named by another
+    folder's skipped list either."""
     import re
 
     entries = _manifest(BATCH20_HELDOUT)
@@ -2578,19 +2580,22 @@ def test_batch20_heldout_keeps_its_measured_accuracy() -> None:
         for url in re.findall(r"https?://\S+", listing.read_text())
     ]
     assert not _threads(entries) & _threads(skipped)
-    assert _heldout_right(BATCH20_HELDOUT, 40) >= 36
+    assert _heldout_right(BATCH20_HELDOUT, 40) >= 40
 
 
 # batch19-heldout: 21 real SGLang logs from 21 sources no other manifest or skipped list names (5 public threads, 16 run
 # logs that projects committed, cited by blob URL), under batch18's rule, committed (396d789) before fleet read them and
-# measured once untouched with the diagnose code of e8fa16e (benchmarks/results/diagnose-heldout.md).
+# measured once untouched with the diagnose code of e8fa16e (benchmarks/results/diagnose-heldout.md); a tune split since
+# round fifteen.
 BATCH19_HELDOUT = REAL.parent / "batch19-heldout"
 
 
-def test_batch19_heldout_keeps_its_measured_accuracy() -> None:
-    """21 real SGLang logs: 11/21 right (failures 7/14; 11/17 where the excerpt shows the cause, failures 7/10) from
-    the bare log, measured once untouched with the diagnose code of e8fa16e. Held out: no rule is written from it.
-    A floor, not a file check. No source is named by another folder's skipped list either."""
+def test_batch19_keeps_its_tune_figure() -> None:
+    """21 real SGLang logs: 11/21 right (failures 7/14; 11/17 where the excerpt shows the cause, failures 7/10) from the
+    bare log, measured once untouched with the diagnose code of e8fa16e; 18/21 (11/14; 17/17) after the rules of its miss
+    kinds and the CuTe log's relabel (round fifteen, the tests below). The three left are cut starts read as stalls (the
+    stall-evidence conflict, diagnose-heldout.md). A tune split since. A floor, not a file check. No source is named by
+    another folder's skipped list either."""
     import re
 
     entries = _manifest(BATCH19_HELDOUT)
@@ -2604,7 +2609,7 @@ def test_batch19_heldout_keeps_its_measured_accuracy() -> None:
         for url in re.findall(r"https?://\S+", listing.read_text())
     ]
     assert not _threads(entries) & _threads(skipped)
-    assert _heldout_right(BATCH19_HELDOUT, 21) >= 11
+    assert _heldout_right(BATCH19_HELDOUT, 21) >= 18
 
 
 # -- round fifteen (batch19 and batch20 become tune splits) -------------------------------------------------------
@@ -2899,3 +2904,27 @@ def test_a_kernel_module_refusing_the_cuda_toolkit_at_import_is_import_error(lin
 def test_batch19s_cute_toolkit_refusal_inside_capture() -> None:
     diagnosis = diagnose_file(BATCH19_HELDOUT / "sglang-ci-h200-hicache-capture-cuda-graph-failed-cute-needs-toolkit-131.log")
     assert diagnosis.failure_class == "import_error" and diagnosis.consequences == ("cuda_graph_error",)
+
+
+# The real logs of round fifteen's kinds, each read as its label from the bare log (the variants above test the rules).
+@pytest.mark.parametrize(
+    ("folder", "name", "failure_class"),
+    [
+        ("batch19-heldout", "sglang-0516-dgx-spark-laguna-int4-serving-400s-then-sigterm-shutdown.log", None),
+        ("batch19-heldout", "sglang-docs-send-request-qwen25-05b-hf-timeouts-retried-then-serving.log", None),
+        ("batch19-heldout", "sglang-docs-structured-outputs-llama31-8b-hf-read-timeout-traceback-then-serving.log", None),
+        ("batch19-heldout", "sglang-docs-separate-reasoning-r1-distill-7b-corrupted-safetensors-removed-cut-in-capture.log", "unknown"),
+        ("batch19-heldout", "sglang-dsv4-hopper-dsv4-pro-fp8-h200-tp8-weights-leave-no-memory-for-kv-cache.log", "kv_pool_too_small"),
+        ("batch19-heldout", "sglang-dsv4-flash-p5en-two-node-deepep-decode-nvshmem-peer-gpu-not-accessible.log", "nccl_error"),
+        ("batch20-heldout", "vllm-0251-dgx-spark-serving-then-sigterm-shutdown-output-handler-trace.log", None),
+        ("batch20-heldout", "vllm-0220-sleep-mode-wake-up-cumem-allocator-cuda-out-of-memory-then-shutdown.log", None),
+        ("batch20-heldout", "vllm-0251-dgx-spark-start-cut-after-torch-compile-run1.log", "unknown"),
+        ("batch20-heldout", "vllm-0271-py311-warmup-imports-flashinfer-comm-array-not-subscriptable.log", "import_error"),
+        ("batch16-heldout", "sglang-dynamo-031-sighup-sigterm-children-exitcode-15.log", None),
+    ],
+)
+def test_round_fifteens_real_logs(folder: str, name: str, failure_class: str | None) -> None:
+    diagnosis = diagnose_file(REAL.parent / folder / name)
+    assert diagnosis.failure_class == failure_class
+    if failure_class is not None:
+        assert diagnosis.evidence and diagnosis.fix
