@@ -8,7 +8,9 @@ test host (tests/testfleet: needs root), through `AgentChannel` as the sweep use
 - a poll (`AgentChannel.poll`: the agent's service status, boot id, progress, result count);
 - a pull that brings nothing new (`AgentChannel.pull` with the sweep's ledger);
 - a pull that brings one log line and `--new` result files (named `.txt`, so that only the
-  transfer is measured, not the ledger's reading of results: bench_tracker.py measures that).
+  transfer is measured, not the ledger's reading of results: bench_tracker.py measures that);
+- the same pull of `runs/` alone (`results_only`: the sweep loop's pulls between two of the whole
+  folder; a checkout without it prints no such row).
 
 Printed: the controller's CPU per call (time.process_time: this process, every thread) and
 the CPU of the ssh and rsync clients it ran (RUSAGE_CHILDREN), medians of `--calls`.
@@ -23,6 +25,7 @@ cost H / P x the poll figure and the pulls up to as much again.
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import resource
 import statistics
@@ -90,6 +93,8 @@ def main() -> None:
             "pull_nothing_new": measure(lambda: channel.pull(local, ledger=ledger), args.calls),
             f"pull_{args.new}_new_files": measure(lambda: channel.pull(local, ledger=ledger), args.calls, before=land),
         }
+        if "results_only" in inspect.signature(channel.pull).parameters:  # the sweep loop's pull between two of the whole folder
+            figures[f"pull_results_only_{args.new}_new_files"] = measure(lambda: channel.pull(local, ledger=ledger, results_only=True), args.calls, before=land)
         transport.close()
     print(json.dumps(figures))
     for name, figure in figures.items():

@@ -250,11 +250,21 @@ class AgentChannel:
 
         at_most_once(self._bounded(CONNECT), self.host.name, action, running, sleep=self._sleep)
 
-    def pull(self, local: Path, policy: RetryPolicy = TRANSFER, skip: Sequence[str] = (), ledger: ResultLedger | None = None) -> int:
+    def pull(
+        self,
+        local: Path,
+        policy: RetryPolicy = TRANSFER,
+        skip: Sequence[str] = (),
+        ledger: ResultLedger | None = None,
+        *,
+        results_only: bool = False,
+    ) -> int:
         """Results, logs and progress of this host's share into `local` (incremental); the number
         of result files there afterwards. `skip`: more rsync excludes (a given-up host's results
         of runs that went to another host). `ledger`: the sweep loop's reader of `local`'s results
         (one reader per folder: a result is parsed once); a one-shot pull makes its own.
+        `results_only`: `runs/` alone, one rsync instead of two (the sweep loop's pulls between
+        two of the whole folder).
 
         The controller keeps the first result it has of a run: a host that ran a run again (its
         work dir lost with a reboot, a restored backup, a misbehaving agent) never overwrites a
@@ -286,14 +296,21 @@ class AgentChannel:
         def pull_once() -> None:
             nonlocal tries
             tries += 1
+
             # The two pulls write disjoint local trees (the first leaves runs/ out), so they run at
             # once: a pull takes one login's time, not two in a row (a nothing-changed fetch-logs of
             # 4 test hosts: 0.27 s instead of 0.40; benchmarks/results/peers.md).
-            with ThreadPoolExecutor(2, thread_name_prefix=f"fleet-pull-{self.host.name}") as pool:
-                tree = pool.submit(rsync, self.dir.root + "/", local, (*excludes, f"/{SweepDir.RUNS}/"), keep=False)
-                results = pool.submit(rsync, self.dir.runs + "/", runs, (*SweepDir.PULL_EXCLUDES, *runs_excludes), keep=True, list_written=True)
-                tree.result()
-                pulled = results.result()
+            def pull_results() -> CommandResult:
+                return rsync(self.dir.runs + "/", runs, (*SweepDir.PULL_EXCLUDES, *runs_excludes), keep=True, list_written=True)
+
+            if results_only:
+                pulled = pull_results()
+            else:
+                with ThreadPoolExecutor(2, thread_name_prefix=f"fleet-pull-{self.host.name}") as pool:
+                    tree = pool.submit(rsync, self.dir.root + "/", local, (*excludes, f"/{SweepDir.RUNS}/"), keep=False)
+                    results = pool.submit(pull_results)
+                    tree.result()
+                    pulled = results.result()
             # The ledger looks at the files the results' pull named, where it named all it wrote: a
             # whole pull on the first try (one cut off before may have written files and died
             # before naming them; one that left files out is looked at whole too).

@@ -21,6 +21,11 @@ if TYPE_CHECKING:  # the display's, drawn from the loops' statuses: the loops on
 # Default of `limits.host_lost_after_s`: longer than a GPU host's reboot (BIOS, driver, sshd),
 # short enough that a host gone for good holds the sweep minutes, not forever.
 HOST_LOST_AFTER_S = 600.0
+# While results keep coming, a poll that sees new ones pulls `runs/` alone (one rsync), and the
+# whole folder (server and agent logs too: a second rsync) at most this often: half a pull's cost
+# in a fast sweep, and the controller's copy of a log at most this much older than a result. Every
+# other pull (a host's end, a hand-over, after a reboot, `fetch-logs`) brings the whole folder.
+FOLDER_PULL_EVERY_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -37,6 +42,7 @@ class SweepContext:
     sleep: Callable[[float], None] = time.sleep  # retry back-off; tests pass a no-op
     progress: SweepProgress | None = None  # events with elapsed time and ETA, for the display
     host_lost_after_s: float = HOST_LOST_AFTER_S  # unreachable this long (since the last answer): lost
+    folder_pull_every_s: float = FOLDER_PULL_EVERY_S
     balancer: Balancer | None = None  # moves work between the hosts (None: each host keeps its share)
     folder_errors: list[str] = field(default_factory=list)  # a host's loop could not write results here
 

@@ -5,6 +5,8 @@ The agent does the work on the host, detached from SSH; the loop talks to it onl
 - a new boot id means the host rebooted: re-provision (the model is re-staged from the cache),
   ship again and restart the agent, which skips the runs already finished;
 - an agent that died is restarted, up to `MAX_AGENT_RESTARTS` times;
+- results are pulled at each poll that sees new ones, the logs with them at most every
+  `folder_pull_every_s` (fleet.sweep.context), everything at the host's end;
 - results pulled back are reviewed by the sweep's fixer (`review`); a fixed variant goes to the
   running agent, appended to its shard (`grow_live`; fleet.host.contract.shard, growth), so it
   starts on the next GPUs that free; when the agent has finished, a repair round (`repair_round`)
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import threading
 import time
 from collections.abc import Sequence
@@ -75,6 +78,7 @@ class HostDriver:
         self._asked: set[str] = set()  # servers asked back (handover.json, cumulative)
         self._last_contact = time.monotonic()
         self._pull_failing_since: float | None = None
+        self._folder_pulled_at = -math.inf  # the last pull of the whole folder (logs too), not of runs/ alone
         self._pause_said = ""  # the agent's latest pause already said (its message)
         self._rerun_unreadable: set[str] = set()  # runs whose pulled result could not be read, run again once
         self._rerun_missing: set[str] = set()  # runs an agent ended without a result for, run again once
@@ -201,7 +205,7 @@ class HostDriver:
             self.status.absorb(state.progress)
             self._say_pauses(state.progress.last_error if state.progress is not None else None)
             self.status.total = self.shard.run_count  # the agent's count still has what was handed over
-            if state.result_files != pulled_files and self.pull():
+            if state.result_files != pulled_files and self.pull(results_only=time.monotonic() - self._folder_pulled_at < self.ctx.folder_pull_every_s):
                 pulled_files = state.result_files
             agent_state = state.progress.state if state.progress is not None else None
             ended = AGENT_END_STATES.get(agent_state) if agent_state is not None else None
@@ -384,14 +388,15 @@ class HostDriver:
         self._pause_said = error.message
         log.warning("%s: fleet's agent was paused (%s)", self.host.name, error.message)
 
-    def pull(self) -> bool:
+    def pull(self, *, results_only: bool = False) -> bool:
         """Bring the host's results back. False when the pull failed and the loop should try again
         at its next poll: a host that went away mid-pull (power, link) is the poll's to judge, and
         one whose pulls keep failing for `host_lost_after_s` is given up on (the error raised). A
         failure an operator must fix (a shell that garbles even the relay's rsync stream, a changed
         host key, rsync gone) is raised at once: waiting would only delay its runs' move."""
         try:
-            self.status.pulled = self.channel.pull(self.local_dir, self._poll_policy(TRANSFER), ledger=self.ledger)
+            pulled_at = time.monotonic()
+            self.status.pulled = self.channel.pull(self.local_dir, self._poll_policy(TRANSFER), ledger=self.ledger, results_only=results_only)
         except (FleetError, OSError) as exc:
             problem = exc if isinstance(exc, OSError) and exc.errno in DISK_ERRNOS else unwritable(self.local_dir)
             if problem is not None:
@@ -406,6 +411,8 @@ class HostDriver:
             log.warning("%s: %s", self.host.name, self.status.last_error)
             return False
         self._pull_failing_since = None
+        if not results_only:
+            self._folder_pulled_at = pulled_at
         self.done_runs = self._answered()
         return True
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +23,7 @@ from fleet.provision.lease import sweep_claim
 from fleet.provision.provision import provision_host, provision_options
 from fleet.sweep.bundle import write_bundle
 from fleet.sweep.channel import parse_poll
-from fleet.sweep.context import SweepContext
+from fleet.sweep.context import FOLDER_PULL_EVERY_S, SweepContext
 from fleet.sweep.driver import MAX_AGENT_RESTARTS, HostDriver
 from fleet.sweep.fixing import SweepFixer
 from fleet.sweep.hoststatus import HostStatus, Phase, phase_of
@@ -61,7 +62,9 @@ class Rig:
         return self.driver.drive()
 
 
-def rig(tmp_path: Path, bundle: Path, *, fixer: bool = False, provisioned: bool = True, **agent: object) -> Rig:
+def rig(
+    tmp_path: Path, bundle: Path, *, fixer: bool = False, provisioned: bool = True, folder_pull_every_s: float = FOLDER_PULL_EVERY_S, **agent: object
+) -> Rig:
     host = make_host()
     playbook = load_playbook(DEMO)
     hardware = {host.name: hardware_of(host)}
@@ -76,7 +79,7 @@ def rig(tmp_path: Path, bundle: Path, *, fixer: bool = False, provisioned: bool 
     sweep_fixer = None
     if fixer:
         sweep_fixer = SweepFixer(playbook, {host.name: host}, hardware, QuarantineStore(tmp_path / "q.json"), SWEEP, {s.config.id: s for s in plan.servers})
-    ctx = SweepContext(directory, playbook, options, bundle, poll_interval_s=0.0, fixer=sweep_fixer, sleep=lambda s: None)
+    ctx = SweepContext(directory, playbook, options, bundle, poll_interval_s=0.0, fixer=sweep_fixer, sleep=lambda s: None, folder_pull_every_s=folder_pull_every_s)
     fake_agent = FakeAgent(t, host, SWEEP, **agent)  # type: ignore[arg-type]
     driver = HostDriver(ctx, host, shard, t)
     phases: list[Phase] = []
@@ -106,6 +109,20 @@ def test_a_share_runs_to_the_end_and_every_result_comes_back(tmp_path: Path, bun
     shipped = Shard.from_json(r.t.read_text(r.agent.dir.shard))
     assert [s.server_id for s in shipped.servers] == [s.server_id for s in r.driver.shard.servers]
     assert r.t.is_file("/var/lib/fleet/agent/fleet/host/agent/runner.py")  # the bundle, whole
+
+
+@pytest.mark.parametrize("every_s", [math.inf, 0.0], ids=["never-between", "every-pull"])
+def test_a_poll_that_sees_new_results_pulls_them_alone_between_pulls_of_the_whole_folder(tmp_path: Path, bundle: Path, every_s: float) -> None:
+    """Each poll that sees new results pulls them; the rest of the folder (logs) comes with the
+    first pull, at most every `folder_pull_every_s` after it, and with the host's last pull."""
+    r = rig(tmp_path, bundle, folder_pull_every_s=every_s, runs_per_poll=1)
+    status = r.drive()
+    assert status.phase is Phase.FINISHED, status.last_error
+    assert local_results(r) == {run.id for _, run in r.plan.runs}
+    pulled = [call.path for call in r.t.calls if call.kind == "rsync_pull"]
+    results, folders = pulled.count(r.agent.dir.runs + "/"), pulled.count(r.agent.dir.root + "/")
+    assert results >= len(r.plan.runs) >= 3 and results + folders == len(pulled)  # a pull at each poll that saw a new result
+    assert folders == (2 if every_s == math.inf else results)  # the first and the last; or every one
 
 
 def test_a_reboot_is_seen_by_its_boot_id_then_restage_ship_and_restart(tmp_path: Path, bundle: Path) -> None:
