@@ -34,6 +34,14 @@ from tests.testfleet.gpu_tools import local_gpu_env
 pytestmark = pytest.mark.testfleet
 
 PROMPT, OUTPUT, TPOT = 1024, 64, 0.050
+# Four times the sim's own speed: the search's rates, TPOTs and SLO are in the sim's time (the agent
+# scales arrivals by the host's time_scale and its figures back), so the probes are the same ones
+# at a quarter of the wall time (sim_speed 1: the same 7 probes, 8.03 found of 8.20, each probe's
+# TPOT p50 within 1 %; beside two busy loops at load average 21 too). A decode step at capacity is
+# 12.5 ms of wall time, far above the client's own work per token, and the sim keeps a virtual clock
+# (engine._spend) that a wake-up late by less than 50 ms does not slow. A figure left in wall time
+# would now read 4x too fast and fail the test (at sim_speed 1 it could not be seen).
+SIM_SPEED = 0.25
 SERVER = {"context_length": 8192, "mem_fraction_static": 0.75}
 PLAYBOOK = {
     "name": "saturation",
@@ -66,7 +74,7 @@ def test_the_search_finds_the_sims_capacity_within_5_percent_in_8_probes(test_fl
     model = sim_model(tmp_path / "gpu")
     capacity = perf.tpot_capacity(model, tpot_s=TPOT, prompt_tokens=PROMPT, output_tokens=OUTPUT)
     fleet = test_fleet_factory(["ct200"])
-    hosts = list(load_inventory(fleet.write_inventory(tmp_path / "hosts", engine={"sim_speed": 1.0})))
+    hosts = list(load_inventory(fleet.write_inventory(tmp_path / "hosts", engine={"sim_speed": SIM_SPEED})))
     book = tmp_path / "saturation.yaml"
     book.write_text(yaml.safe_dump(PLAYBOOK, sort_keys=False))
 
