@@ -2928,3 +2928,29 @@ def test_round_fifteens_real_logs(folder: str, name: str, failure_class: str | N
     assert diagnosis.failure_class == failure_class
     if failure_class is not None:
         assert diagnosis.evidence and diagnosis.fix
+
+
+# batch21-heldout: 38 real logs (12 SGLang, 26 vLLM) from 38 sources no other manifest or skipped list names (one PR
+# excerpt, 37 run logs that projects committed, cited by blob URL), under batch18's rule, committed (15a3b65) before
+# fleet read them and measured once untouched with the diagnose code of df1af24 (benchmarks/results/diagnose-heldout.md,
+# "batch21-heldout").
+BATCH21_HELDOUT = REAL.parent / "batch21-heldout"
+
+
+def test_batch21_heldout_keeps_its_measured_accuracy() -> None:
+    """38 real logs, 12 SGLang and 26 vLLM: 31/38 right (failures 20/26; SGLang 9/12, vLLM 22/26; 28/33 where the excerpt
+    shows the cause, failures 17/21) from the bare log, measured once untouched with the diagnose code of df1af24. Held
+    out: a floor, not a file check. No source is named by another folder's manifest or skipped list, and this batch's
+    skipped list names no other folder's source."""
+    import re
+
+    entries = _manifest(BATCH21_HELDOUT)
+    assert sum(entry["shows_cause"] is True for entry in entries) == 33 and all(isinstance(entry["shows_cause"], bool) for entry in entries)
+    assert sorted(entry["engine"] for entry in entries).count("sglang") == 12
+    others = [folder for folder in (*REAL.parent.iterdir(), REAL.parent.parent / "sample-logs") if folder != BATCH21_HELDOUT and folder.is_dir()]
+    skipped = [{"source": url} for folder in others for listing in folder.glob("skipped*.txt") for url in re.findall(r"https?://\S+", listing.read_text())]
+    assert not _threads(entries) & _threads(skipped)
+    own_skipped = [{"source": url} for url in re.findall(r"https?://\S+", (BATCH21_HELDOUT / "skipped.txt").read_text())]
+    named = _threads([entry for folder in others if (folder / "manifest.jsonl").exists() for entry in _manifest(folder)])
+    assert not _threads(own_skipped) & named
+    assert _heldout_right(BATCH21_HELDOUT, 38) >= 31
