@@ -360,7 +360,7 @@ class AgentChannel:
         where its answer cannot be read (then nothing moves)."""
         path = self.dir.handover_answer
         # One try: the sweep loop asks again at its next poll (a retry here would hold up the loop).
-        text = self.transport.run(f"cat {shlex.quote(path)} 2>/dev/null || true", timeout=QUICK_S).stdout.strip()
+        text = self.transport.query(f"cat {shlex.quote(path)} 2>/dev/null || true", timeout=QUICK_S).stdout.strip()
         if not text:
             return HandoverAnswer()
         try:
