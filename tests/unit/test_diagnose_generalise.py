@@ -2933,15 +2933,17 @@ def test_round_fifteens_real_logs(folder: str, name: str, failure_class: str | N
 # batch21-heldout: 38 real logs (12 SGLang, 26 vLLM) from 38 sources no other manifest or skipped list names (one PR
 # excerpt, 37 run logs that projects committed, cited by blob URL), under batch18's rule, committed (15a3b65) before
 # fleet read them and measured once untouched with the diagnose code of df1af24 (benchmarks/results/diagnose-heldout.md,
-# "batch21-heldout").
+# "batch21-heldout"); a tune split since round sixteen.
 BATCH21_HELDOUT = REAL.parent / "batch21-heldout"
 
 
-def test_batch21_heldout_keeps_its_measured_accuracy() -> None:
+def test_batch21_keeps_its_tune_figure() -> None:
     """38 real logs, 12 SGLang and 26 vLLM: 31/38 right (failures 20/26; SGLang 9/12, vLLM 22/26; 28/33 where the excerpt
-    shows the cause, failures 17/21) from the bare log, measured once untouched with the diagnose code of df1af24. Held
-    out: a floor, not a file check. No source is named by another folder's manifest or skipped list, and this batch's
-    skipped list names no other folder's source."""
+    shows the cause, failures 17/21) from the bare log, measured once untouched with the diagnose code of df1af24; 36/38
+    (failures 24/26) after the rules of its miss kinds (round sixteen, the tests below). The two left: a cut start read as
+    a stall (the stall-evidence conflict) and a model-code TypeError in a decode path that capture ran first (read
+    cuda_graph_error, labelled unknown). A tune split since. A floor, not a file check. No source is named by another
+    folder's manifest or skipped list, and this batch's skipped list names no other folder's source."""
     import re
 
     entries = _manifest(BATCH21_HELDOUT)
@@ -2953,4 +2955,143 @@ def test_batch21_heldout_keeps_its_measured_accuracy() -> None:
     own_skipped = [{"source": url} for url in re.findall(r"https?://\S+", (BATCH21_HELDOUT / "skipped.txt").read_text())]
     named = _threads([entry for folder in others if (folder / "manifest.jsonl").exists() for entry in _manifest(folder)])
     assert not _threads(own_skipped) & named
-    assert _heldout_right(BATCH21_HELDOUT, 38) >= 31
+    assert _heldout_right(BATCH21_HELDOUT, 38) >= 36
+
+
+# Round sixteen. A stop by a signal in two more wordings: vLLM's V0 engine process (0.6-0.10 engine/multiprocessing/engine.py
+# signal_handler: raise KeyboardInterrupt("MQLLMEngine terminated")), after the V0 launcher's "Shutting down FastAPI HTTP
+# server." (entrypoints/launcher.py); huggingface_hub's Xet downloader's SIGINT handler (xet-core hf_xet/src/runtime.rs:
+# eprintln!("Cancellation requested; stopping current tasks.")), then asyncio.Runner's _on_sigint KeyboardInterrupt.
+VLLM_V0_SIGTERM = [
+    "INFO 04-14 08:41:19 multiproc_worker_utils.py:141] Terminating local vLLM worker processes",
+    "INFO 04-14 08:41:19 launcher.py:59] Shutting down FastAPI HTTP server.",
+    "Traceback (most recent call last):",
+    '  File "/venv/lib/python3.12/site-packages/vllm/engine/multiprocessing/engine.py", line 374, in signal_handler',
+    '    raise KeyboardInterrupt("MQLLMEngine terminated")',
+    "KeyboardInterrupt: MQLLMEngine terminated",
+    "INFO:     Shutting down",
+]
+XET_SIGINT = [
+    "Cancellation requested; stopping current tasks.",
+    "(APIServer pid=13078) Traceback (most recent call last):",
+    '(APIServer pid=13078)   File "/usr/lib/python3.13/asyncio/runners.py", line 157, in _on_sigint',
+    "(APIServer pid=13078)     raise KeyboardInterrupt()",
+    "(APIServer pid=13078) KeyboardInterrupt",
+]
+VLLM_V0_SERVING = [
+    "INFO:     Application startup complete.",
+    'INFO:     ::1:41700 - "POST /v1/chat/completions HTTP/1.1" 200 OK',
+]
+
+
+@pytest.mark.parametrize("teardown", [VLLM_V0_SIGTERM, XET_SIGINT])
+def test_round_sixteens_signal_wordings_after_readiness_are_healthy(teardown: list[str]) -> None:
+    assert diagnose_text([*VLLM_V0_SERVING, *teardown]).failure_class is None
+    assert diagnose_text([*VLLM_SERVING, *teardown]).failure_class is None
+
+
+@pytest.mark.parametrize("teardown", [VLLM_V0_SIGTERM, XET_SIGINT])
+def test_round_sixteens_signal_wordings_before_readiness_are_unknown_with_the_stall_point(teardown: list[str]) -> None:
+    diagnosis = diagnose_text([*SG_STEPS[:3], *teardown])
+    assert diagnosis.failure_class == "unknown"
+    assert diagnosis.evidence[0].text == "last startup step: loading weights" and diagnosis.evidence[-1].text.startswith("stopped by a signal")
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # an interrupt the engine's handler did not raise, and a worker's own KeyboardInterrupt with other words
+        "KeyboardInterrupt: MQLLMEngine shut down",
+        "Cancellation requested by the user for request 12.",
+    ],
+)
+def test_other_interrupt_words_are_no_stop_by_a_signal(line: str) -> None:
+    assert diagnose_text([*VLLM_SERVING, line, OOM]).failure_class == "cuda_oom"
+
+
+# gpt-oss's tokenizer encoding: openai_harmony's LoadError (openai/harmony src/tiktoken_ext/public_encodings.rs), raised as
+# HarmonyError when vLLM's harmony_utils.get_encoding loads it while the API server sets up its serving classes.
+VLLM_STARTING = [
+    "(EngineCore pid=9) INFO 02-10 10:00:00 [gpu_model_runner.py:1100] Starting to load model openai/gpt-oss-20b...",
+    "(EngineCore pid=9) INFO 02-10 10:00:40 [gpu_model_runner.py:1200] Model loading took 13.72 GiB memory and 38.1 seconds",
+    "(EngineCore pid=9) INFO 02-10 10:01:10 [core.py:210] init engine (profile, create kv cache, warmup model) took 29.80 seconds",
+]
+HARMONY_FRAMES = [
+    "(APIServer pid=21) Traceback (most recent call last):",
+    '(APIServer pid=21)   File "/usr/local/lib/python3.12/dist-packages/vllm/entrypoints/openai/parser/harmony_utils.py", line 83, in get_encoding',
+    "(APIServer pid=21)     _harmony_encoding = load_harmony_encoding(HarmonyEncodingName.HARMONY_GPT_OSS)",
+    '(APIServer pid=21)   File "/usr/local/lib/python3.12/dist-packages/openai_harmony/__init__.py", line 699, in load_harmony_encoding',
+    "(APIServer pid=21)     inner: _PyHarmonyEncoding = _load_harmony_encoding(name)",
+]
+
+
+@pytest.mark.parametrize(
+    ("message", "figure"),
+    [
+        ("invalid tiktoken vocab file: expected token and rank, could not split on ' ' at line {n}", "invalid tiktoken vocab file"),
+        ("invalid tiktoken vocab file: failed to decode base64 token at line {n}: Invalid byte 60, offset 0.", "invalid tiktoken vocab file"),
+        ("invalid tiktoken vocab file: hash mismatch: computed=0a1b, expected=446a", "invalid tiktoken vocab file"),
+        ("error downloading or loading vocab file: failed to download or load vocab file", "error downloading or loading vocab file"),
+        ("the env var TIKTOKEN_ENCODINGS_BASE is not set, or invalid", "the env var TIKTOKEN_ENCODINGS_BASE is not set, or invalid"),
+        ("failed to create CoreBPE: regex error", "failed to create CoreBPE"),
+    ],
+)
+def test_harmony_encoding_that_cannot_load_is_model_load_error(message: str, figure: str) -> None:
+    line = f"(APIServer pid=21) openai_harmony.HarmonyError: {message.format(n=67054)}"
+    diagnosis = diagnose_text([*VLLM_STARTING, *HARMONY_FRAMES, line])
+    assert diagnosis.failure_class == "model_load_error" and f"({figure})" in (diagnosis.fix or "")
+
+
+def test_other_harmony_errors_are_no_encoding_load_failure() -> None:
+    # a rendering refusal names no vocab file
+    line = "(APIServer pid=21) openai_harmony.HarmonyError: unexpected tokens remaining in message header"
+    assert diagnose_text([*VLLM_STARTING, *HARMONY_FRAMES, line]).failure_class != "model_load_error"
+
+
+# Ascend's CANN runtime decoding a faulted AI Core / vector core kernel's error registers (runtime device_error_core_proc.cc,
+# "The extend info: errcode:(...) errorStr: <words>."): its address faults are the NPU kernel reading or writing outside
+# its memory, the class of CUDA's illegal address.
+def _cann_fault(error_str: str) -> list[str]:
+    return [
+        "[ERROR] 2026-01-15-13:43:22 (PID:337412, Device:10, RankID:-1) ERR00100 PTA call acl api failed",
+        "[Error]: The vector core execution is abnormal. ",
+        "EZ9999: Inner Error!",
+        "EZ9999[PID: 337412] 2026-01-15-13:43:21.691.723 (EZ9999):  The error from device(chipId:5, dieId:0), serial number is 11, "
+        "there is an exception of aivec error, core id is 29, error code = 0, dump info: pc start: 0x12c0c15e8634",
+        f"       The extend info: errcode:(0, 0x200000000000000, 0) errorStr: {error_str} fixp_error0 info: 0x600008e, "
+        "fixp_error1 info: 0xc2, fsmId:0, tslot:1, thread:0, ctxid:0, blk:9, sublk:0, subErrType:4.[FUNC:PrintCoreInfo][FILE:device_error_core_proc.cc][LINE:360]",
+        "       Kernel task happen error, retCode=0x31, [vector core exception].[FUNC:PreCheckTaskErr][FILE:davinci_kernel_task.cc][LINE:1493]",
+        "       synchronize stream with timeout failed, runtime result = 507035[FUNC:ReportCallError][FILE:log_inner.cpp][LINE:148]",
+    ]
+
+
+@pytest.mark.parametrize(
+    "error_str",
+    ["The MPU address access is invalid.", "The DDR address of the MTE instruction is out of range.", "VEC instruction error: the ub address out of bounds."],
+)
+def test_cann_address_faults_are_an_illegal_memory_access(error_str: str) -> None:
+    diagnosis = diagnose_text([*SG_STEPS, *SG_READY, *_cann_fault(error_str)])
+    assert diagnosis.failure_class == "cuda_illegal_memory_access" and error_str.rstrip(".") in (diagnosis.fix or "")
+
+
+def test_cann_errors_that_name_no_address_fault_are_not_an_illegal_memory_access() -> None:
+    bus = "When the D-cache reads and writes data to the UB, the response value returned by the bus is a non-zero value."
+    assert diagnose_text([*SG_STEPS, *SG_READY, *_cann_fault(bus)]).failure_class != "cuda_illegal_memory_access"
+
+
+# The real logs of round sixteen's kinds, each read as its label from the bare log (the variants above test the rules).
+@pytest.mark.parametrize(
+    ("name", "failure_class"),
+    [
+        ("vllm-072-v0-mqllmengine-serving-then-signal-keyboardinterrupt-terminated.log", None),
+        ("vllm-0220-gemma4-e4b-start-cancelled-during-model-load-keyboardinterrupt.log", "unknown"),
+        ("sglang-ascend-npu-pd-decode-deepseek-r1-w8a8-moe-dispatch-ddr-address-out-of-range.log", "cuda_illegal_memory_access"),
+        ("sglang-ascend-npu-qwen3-coder-480b-deepep-dp-attention-aivec-mpu-address-invalid-after-ready.log", "cuda_illegal_memory_access"),
+        ("vllm-0151-gpt-oss-singularity-harmony-tiktoken-vocab-file-invalid.log", "model_load_error"),
+    ],
+)
+def test_round_sixteens_real_logs(name: str, failure_class: str | None) -> None:
+    diagnosis = diagnose_file(BATCH21_HELDOUT / name)
+    assert diagnosis.failure_class == failure_class
+    if failure_class is not None:
+        assert diagnosis.evidence and diagnosis.fix

@@ -335,6 +335,33 @@ SIGNATURES: tuple[Signature, ...] = (
         "The model files at {path} are missing or incomplete: check --model-path on the host (config.json, tokenizer and *.safetensors must be there), re-stage the model and verify its size.",
         "The model could not be loaded: check --model-path exists on the host with config.json and weights, that a gated repo's license is accepted and HF_TOKEN set, or that the hub is reachable.",
     ),
+    # gpt-oss's tokenizer encoding: vLLM's harmony_utils.get_encoding (0.10-0.15 entrypoints/harmony_utils.py, 0.15+
+    # entrypoints/openai/parser/harmony_utils.py) calls openai_harmony's load_harmony_encoding(HARMONY_GPT_OSS) while the API
+    # server sets up its serving classes (the Responses API, the gpt-oss reasoning parser), before it listens. openai_harmony
+    # (openai/harmony src/tiktoken_ext/public_encodings.rs, LoadError) reads the o200k_base.tiktoken vocab from the folder
+    # TIKTOKEN_ENCODINGS_BASE names, or downloads and caches it, and raises HarmonyError with "invalid tiktoken vocab file:
+    # {0}" (a line that is not "<base64 token> <rank>", e.g. an HTML page or a half-written cache file), "error downloading or
+    # loading vocab file: {0}", "the env var TIKTOKEN_ENCODINGS_BASE is not set, or invalid", "failed to create CoreBPE: {0}",
+    # "unknown encoding name: {0}": the model's tokenizer file cannot be loaded, like a tokenizer the engine cannot load.
+    _fatal(
+        "harmony_encoding_not_loaded",
+        C.MODEL_LOAD_ERROR,
+        32,
+        (
+            T(
+                "HarmonyError",
+                r"HarmonyError: (?P<harmony_error>invalid tiktoken vocab file|error downloading or loading vocab file|the env var "
+                r"TIKTOKEN_ENCODINGS_BASE is not set, or invalid|failed to create CoreBPE|unknown encoding name)",
+            ),
+        ),
+        "openai_harmony could not load gpt-oss's tokenizer encoding ({harmony_error}): put the real o200k_base.tiktoken "
+        "in the folder TIKTOKEN_ENCODINGS_BASE names (an offline host), or let the host download it from "
+        "openaipublic.blob.core.windows.net; delete a half-written copy in its cache (tiktoken-rs-cache) and pre-load it "
+        "once before starting several servers at the same time.",
+        "openai_harmony could not load gpt-oss's tokenizer encoding: put the real o200k_base.tiktoken in the folder "
+        "TIKTOKEN_ENCODINGS_BASE names, or let the host download it; delete a half-written copy in its cache "
+        "(tiktoken-rs-cache).",
+    ),
     _fatal(
         "quantization_blocks_split",
         C.MODEL_LOAD_ERROR,
@@ -450,7 +477,30 @@ SIGNATURES: tuple[Signature, ...] = (
         "cuda_illegal_memory_access",
         C.CUDA_ILLEGAL_MEMORY_ACCESS,
         55,
-        (T("illegal memory access"), T("cudaErrorIllegalAddress"), T("CUDA error: misaligned address")),
+        (
+            T("illegal memory access"),
+            T("cudaErrorIllegalAddress"),
+            T("CUDA error: misaligned address"),
+            # Ascend's CANN runtime, when an AI Core / vector core kernel faults, decodes the core's error registers into
+            # "The extend info: errcode:(...) errorStr: <words>." (runtime device_error_core_proc.cc PrintCoreInfo /
+            # ProcessStarsCoreErrorInfo, after "there is an exception of aivec error" and before "Kernel task happen
+            # error, retCode=0x31, [vector core exception]" and the caller's 507035 / 507011). The address faults among
+            # those words: "The MPU address access is invalid." (the memory protection unit refused the address), "The
+            # DDR address of the MTE instruction is out of range." (a data move from global memory outside it), "VEC
+            # instruction error: the ub address out of bounds."; CANN's troubleshooting guide reads such AI Core errors as
+            # memory accessed out of bounds (maintenref troubleshooting, "memory access may be out of bounds ... memory
+            # error detection"). The NPU's kernel reading or writing outside its memory: the same class as CUDA's
+            # illegal address, as HIP's "an illegal memory access was encountered" is. Not the bus-response or
+            # instruction-decode words, which name no address.
+            T(
+                "errorStr: ",
+                r"errorStr: (?P<npu_address_fault>[^.]*?\baddress\b[^.]*?\b(?:is invalid|out of range|out of bounds))",
+            ),
+        ),
+        "An NPU kernel read or wrote outside its memory (CANN: {npu_address_fault}): re-run with ASCEND_LAUNCH_BLOCKING=1 "
+        "to name the kernel (the 'fault kernel_name' line names it too), try without graph mode and without the fused "
+        "kernel's option (DeepEP / MoE dispatch, the attention backend), and compare with the previous torch_npu / CANN "
+        "/ engine release.",
         "A kernel read or wrote outside its memory during {capture_step}: re-try with "
         "{flag_disable_cuda_graph} (slow, but shows whether capture is at fault), drop --enable-torch-compile, "
         "or try another --attention-backend; CUDA_LAUNCH_BLOCKING=1 names the kernel.",

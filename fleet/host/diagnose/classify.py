@@ -71,14 +71,20 @@ _TRACEBACK_TAIL = 4
 # A server stopped by a signal, in the engine's own words: vLLM's engine core (0.25 v1/engine/core.py:1214, 0.33 :1526
 # logger.info("[shutdown] EngineCore: trigger received signal=%s", ...)) before its launcher's "[shutdown] API server:
 # shutdown triggered" and the abort-mode teardown (whose EngineDeadError and "AsyncLLM output_handler failed" follow); vLLM
-# 0.9-0.21's API server, whose SIGTERM handler raises KeyboardInterrupt("terminated") (entrypoints/openai/api_server.py
-# signal_handler); SGLang's tokenizer manager (0.5.23 managers/tokenizer_manager.py:4068 f"SIGTERM received. {signum=}
+# 0.6-0.21's API server, whose SIGTERM handler raises KeyboardInterrupt("terminated") (entrypoints/openai/api_server.py
+# signal_handler; 0.7.2 :871), and the V0 engine's process (0.6-0.10 engine/multiprocessing/engine.py signal_handler, 0.7.2
+# :374, raise KeyboardInterrupt("MQLLMEngine terminated")); the SIGINT handler of huggingface_hub's Xet downloader (xet-core
+# hf_xet/src/runtime.rs perform_sigint_shutdown, eprintln!("Cancellation requested; stopping current tasks.") while its
+# runtime has tasks: a start interrupted while fetching weights); SGLang's tokenizer manager (0.5.23 managers/tokenizer_manager.py:4068 f"SIGTERM received. {signum=}
 # {frame=}. Draining requests and shutting down...") and multi-node engine (entrypoints/engine.py:1268 "SIGTERM received on
 # node_rank ..."). Not "Signal SIGTERM received while health check failed" (a stop for a failed health check), nor Ray's
 # logging.cc "*** SIGTERM received at time=" (vLLM's Ray executor sends it while shutting down after any end). Whatever a
 # start prints from that line on is its teardown (label convention: a start that came up and was stopped by a signal is
 # healthy; one stopped before it came up is unknown, with its stall point).
-_SIGNAL_STOP = re.compile(r"\[shutdown\] EngineCore: trigger received signal=\w+|\bSIGTERM received(?:\. signum=| on node_rank )|\bKeyboardInterrupt\S*: \S*terminated\b")
+_SIGNAL_STOP = re.compile(
+    r"\[shutdown\] EngineCore: trigger received signal=\w+|\bSIGTERM received(?:\. signum=| on node_rank )"
+    r"|\bKeyboardInterrupt\S*: (?:MQLLMEngine )?\S*terminated\b|Cancellation requested; stopping current tasks\."
+)
 # A utility call on a live vLLM engine that failed (sleep mode's wake_up, a LoRA load, collective_rpc): the engine core's
 # utility path (0.33 v1/engine/core.py:1849 _invoke_utility_method) logs logger.exception("Invocation of %s method failed",
 # name) and hands f"Call to {name} method failed: {str(e)}" back to the caller, whose client raises it (the API server's
@@ -86,7 +92,7 @@ _SIGNAL_STOP = re.compile(r"\[shutdown\] EngineCore: trigger received signal=\w+
 # line, cumem_allocator.cpp's "CUDA Error: ... at <file>:<line>") to the second, the errors are that call's.
 _CALL_FAILED = re.compile(r"Invocation of (?P<method>\w+) method failed")
 _CALL_FAILED_RETURNED = "Call to {} method failed: "
-_SIGNAL_STOP_LITERALS = (b"trigger received signal=", b"SIGTERM received", b"KeyboardInterrupt")
+_SIGNAL_STOP_LITERALS = (b"trigger received signal=", b"SIGTERM received", b"KeyboardInterrupt", b"Cancellation requested")
 _GOES_ON_LITERALS = (b"and retry", b"Proceeding without", b"re-downloaded")
 CHUNK_BYTES = 8 << 20
 BLOCK_BYTES = 64 << 10
