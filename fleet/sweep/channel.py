@@ -297,15 +297,15 @@ class AgentChannel:
             nonlocal tries
             tries += 1
 
-            # The two pulls write disjoint local trees (the first leaves runs/ out), so they run at
-            # once: a pull takes one login's time, not two in a row (a nothing-changed fetch-logs of
-            # 4 test hosts: 0.27 s instead of 0.40; benchmarks/results/peers.md).
             def pull_results() -> CommandResult:
                 return rsync(self.dir.runs + "/", runs, (*SweepDir.PULL_EXCLUDES, *runs_excludes), keep=True, list_written=True)
 
             if results_only:
                 pulled = pull_results()
             else:
+                # The two pulls write disjoint local trees (the first leaves runs/ out), so they run at
+                # once: a pull takes one login's time, not two in a row (a nothing-changed fetch-logs of
+                # 4 test hosts: 0.27 s instead of 0.40; benchmarks/results/peers.md).
                 with ThreadPoolExecutor(2, thread_name_prefix=f"fleet-pull-{self.host.name}") as pool:
                     tree = pool.submit(rsync, self.dir.root + "/", local, (*excludes, f"/{SweepDir.RUNS}/"), keep=False)
                     results = pool.submit(pull_results)
