@@ -3,10 +3,12 @@
 sim on a test host with the load fleet's client ran there, and their output tok/s and TTFT p50,
 read from each tool's own output file, agree with fleet's within 5 % and 10 %. fleet's figures for
 that comparison are its client's on the same server in the same minutes, one run just before the
-tool's and one just after (their mean): the sweep's own run was minutes earlier, and the suite beside
-a CPU hog (benchmarks/suite_under_load.sh) changes the server's speed from minute to minute. The
-server, the tools and fleet's client run at a higher priority than the suite's other work (PRIORITY):
-what is compared is how each measures the server, not how much CPU each could get beside the hog.
+tool's and one just after (their mean; the run after one tool's is the run before the next one's
+where the server's totals show it served nothing between them): the sweep's own run was minutes
+earlier, and the suite beside a CPU hog (benchmarks/suite_under_load.sh) changes the server's
+speed from minute to minute. The server, the tools and fleet's client run at a higher priority
+than the suite's other work (PRIORITY): what is compared is how each measures the server, not how
+much CPU each could get beside the hog.
 
 The load is one fleet workload, `random` with a closed-loop cap: every request exactly PROMPT tokens
 in, exactly OUTPUT tokens out (ignore_eos), CONCURRENCY in flight, REQUESTS in all. What each tool
@@ -47,7 +49,7 @@ import math
 import re
 import shlex
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -180,6 +182,8 @@ class Bench:
     tool_result: RunResult  # the sweep's run of the same load measured by bench_serving
     workload: dict[str, Any]  # the load as the agent got it (the shard's resolved workload)
     env: str  # the server's environment, as `K=V ...`: the host's python3 imports fleet with it
+    # fleet's client's latest run on the load: its figures and the server's totals just after it (fleet_client_before)
+    latest: dict[str, Any] = field(default_factory=dict, compare=False)
 
     def on_host(self, path: str) -> Path:
         return self.fleet[self.host].persistent_path(path)
@@ -212,16 +216,39 @@ class Bench:
         assert done.returncode == 0, f"fleet's client failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
         figures: dict[str, Any] = json.loads(done.stdout)
         assert figures["requests"]["ok"] == REQUESTS and figures["output_tokens"] == REQUESTS * OUTPUT, figures
+        self.latest.update(figures=figures, totals=self.totals())
         return figures
+
+    def fleet_client_before(self) -> dict[str, Any]:
+        """fleet's client on the load just before a tool's run: the previous test's run just after
+        its tool where the server has served nothing since (every total of its /metrics, streamed
+        requests or not, as it was right after that run: the same server state a run now would
+        follow, seconds later), else a run now. Either way nothing reaches the server between
+        fleet's run and the tool's; the agreement tests in a row share one run of fleet's client
+        between them instead of two back to back."""
+        if self.latest and self.latest["totals"] == self.totals():
+            return self.latest["figures"]
+        return self.fleet_client()
+
+    def metrics(self) -> str:
+        done = self.run(f"python3 -c 'import urllib.request; print(urllib.request.urlopen(\"http://127.0.0.1:{PORT}/metrics\").read().decode())'", 30)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    def totals(self) -> list[str]:
+        """Every running total of the server's /metrics, each series: unchanged only where it served nothing."""
+        text = self.metrics()
+        found = re.findall(r"^sglang:\w+_total\{.*$", text, re.M)
+        assert found, f"the server's /metrics has no running totals:\n{text[:3000]}"
+        return found
 
     def counters(self) -> dict[str, float]:
         """The server's own totals over its streamed requests: requests, prompt and generated tokens."""
-        done = self.run(f"python3 -c 'import urllib.request; print(urllib.request.urlopen(\"http://127.0.0.1:{PORT}/metrics\").read().decode())'", 30)
-        assert done.returncode == 0, done.stderr
+        text = self.metrics()
         found = {}
         for name in ("num_requests_total", "prompt_tokens_total", "generation_tokens_total"):
-            match = re.search(rf'^sglang:{name}\{{[^}}]*is_streaming="true"[^}}]*\}} (\S+)$', done.stdout, re.M)
-            assert match, f"the server's /metrics has no sglang:{name} for streamed requests:\n{done.stdout[:3000]}"
+            match = re.search(rf'^sglang:{name}\{{[^}}]*is_streaming="true"[^}}]*\}} (\S+)$', text, re.M)
+            assert match, f"the server's /metrics has no sglang:{name} for streamed requests:\n{text[:3000]}"
             found[name] = float(match.group(1))
         return found
 
@@ -329,7 +356,7 @@ def ratios(name: str, tok_s: float, ttft: float, ours: dict[str, Any]) -> tuple[
 
 @pytest.mark.parametrize("tool", list(PYTHONS))
 def test_the_tool_agrees_with_fleets_client_on_the_same_load(bench: Bench, tool: str) -> None:
-    ours_before = bench.fleet_client()
+    ours_before = bench.fleet_client_before()
     before = bench.counters()
     done = bench.run(tool_command(bench, tool), TOOL_TIMEOUT_S)
     assert done.returncode == 0, f"{tool} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
