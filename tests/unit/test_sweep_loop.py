@@ -62,9 +62,7 @@ class Rig:
         return self.driver.drive()
 
 
-def rig(
-    tmp_path: Path, bundle: Path, *, fixer: bool = False, provisioned: bool = True, folder_pull_every_s: float = FOLDER_PULL_EVERY_S, **agent: object
-) -> Rig:
+def rig(tmp_path: Path, bundle: Path, *, fixer: bool = False, provisioned: bool = True, folder_pull_every_s: float = FOLDER_PULL_EVERY_S, **agent: object) -> Rig:
     host = make_host()
     playbook = load_playbook(DEMO)
     hardware = {host.name: hardware_of(host)}
