@@ -637,7 +637,7 @@ SIGNATURES: tuple[Signature, ...] = (
         "already exceed --mem-fraction-static's budget. Raise --mem-fraction-static, drop --max-total-tokens, "
         "or use a larger --tp-size.",
         "The weights leave no room for the KV cache: raise --mem-fraction-static above {minimum_fraction}, or use a larger --tp-size.",
-        "The weights leave no room for the KV cache under --mem-fraction-static={fraction_without_kv}: raise it, or use a larger --tp-size.",
+        "Under --mem-fraction-static={fraction_without_kv} the weights leave no room for the KV cache: raise it, or use a larger --tp-size.",
         "The hybrid state cache does not fit: {rest_gb} GB are left after the weights and one request's "
         "state needs {per_req_mb} MB (times the draft tokens under speculative decoding): " + _MEMORY_KNOBS + "; or set a small --max-running-requests.",
         "The KV cache holds {kv_tokens} tokens, fewer than one request of the model's length "
