@@ -118,6 +118,10 @@ SIGNATURES: tuple[Signature, ...] = (
             T("Port is already in use"),
             T("is not available in", r"(?P<port_name>\w+) at (?P<port>\d+) is not available in \d+ seconds"),
             T("is already in use", r"(?P<port_name>\w+_port) (?P<port>\d+) is already in use"),
+            # SGLang's try_bind_socket (0.5.23 srt/utils/network.py:178), binding the server's and its internal ports:
+            # raise OSError(f"Could not bind port {port} on any configured address family") when every address family's
+            # bind failed; a port another process holds is what makes a bind fail on all of them.
+            T("Could not bind port", r"Could not bind port (?P<port>\d+) on any configured address family"),
         ),
         "Port {port} is taken by another process: stop it (`ss -ltnp 'sport = :{port}'` names it) or start "
         "the server on another --port. SGLang also binds --port+1 and up for internal sockets and a "
@@ -181,10 +185,33 @@ SIGNATURES: tuple[Signature, ...] = (
             # the module itself coming with its cu13 libraries; FlashInfer's and SGLang's CuTe kernels import it (inside
             # graph capture or a warm-up forward, whose wrapper re-raises it: the import is the cause).
             T("is only supported on Cuda toolkit", r"(?P<toolkit_module>\w[\w ]*?) module is only supported on Cuda toolkit (?P<cuda_toolkit>\d+(?:\.\d+)*) and above"),
+            # A ModuleNotFoundError in the engine's own words (vLLM 0.33 utils/hashing.py:65 "xxhash is required for the
+            # 'xxhash' prefix caching hash algorithms. Install it via `pip install xxhash`."): the exception is
+            # CPython's ImportError subclass for a module that is not there, whatever its message says.
+            T("ModuleNotFoundError: ", _EXC + r"ModuleNotFoundError: \S"),
+            # An exception whose message names the pip command that installs what is missing: the engines' guards
+            # for an optional dependency a setting needs (vLLM 0.6-0.33 executor/ray_utils.py "Failed to import Ray,
+            # please install Ray with `pip install ray`." and 0.33 v1/executor/ray_utils.py:49; 0.6.6 config.py
+            # "Unable to load Ray which is required for multi-node inference, please install Ray with `pip install
+            # ray`."; 0.8.5 "Ray Compiled Graph is not installed. Run `pip install ray[adag]`"; SGLang 0.5.23
+            # breakable_cuda_graph/cuda_utils.py:35 "cuda.bindings is not available. Install it with: pip install
+            # cuda-python", weight_utils.py "Please install fastsafetensors via `pip install fastsafetensors`",
+            # 0.4.x layers/quantization "... requires some operators from vllm. Pleaes install vllm by `pip install
+            # vllm==0.7.2`"). Only an exception line: a warning or an info line that suggests a package is advice.
+            T("pip install", _EXC + r"\w*(?:Error|Exception): .*?\bpip install (?:-U |--upgrade )?['\"`]?(?P<pip_package>[A-Za-z][\w.\[\]+:/@-]*?(?:[<>=]=?[\w.]+)?)(?=['\"`\s,;)]|\.?$)"),
+            # vLLM 0.4.0-0.4.1 _custom_ops.py binds its compiled ops only if they import ("try: from vllm._C import
+            # cache_ops as vllm_cache_ops; from vllm._C import ops as vllm_ops / except ImportError: pass"): the first
+            # op called then raises NameError for the name the failed import did not bind.
+            T("NameError: name 'vllm_", r"NameError: name '(?P<vllm_ops_name>vllm_(?:cache_)?ops)' is not defined"),
         ),
         "The installed {toolkit_module} module refuses this CUDA toolkit at import (it needs CUDA {cuda_toolkit} or newer): "
         "install the kernel library's build for this toolkit (nvidia-cutlass-dsl with its cu13 libraries on a CUDA "
         "{cuda_toolkit}+ toolkit) or a FlashInfer/SGLang build whose kernels do not import it.",
+        "vLLM's compiled extension vllm._C did not import (its _custom_ops.py binds {vllm_ops_name} only when it does): "
+        "install a vLLM build with its C extension for this torch, CUDA and platform (a source or CPU build that left it "
+        "out fails so), and read the 'Failed to import from vllm._C' warning above for the loader's reason.",
+        "A package the server needs is missing or too old (its error names `pip install {pip_package}`): install it in "
+        "the environment that runs the server, with a build matching the installed torch and CUDA.",
         "Python module '{module}' is missing or broken in the server's environment: install the build "
         "that matches this torch/CUDA (e.g. `pip install {module}` in the venv that runs SGLang), then "
         "re-run `python -c 'import sglang.srt.server_args'` on the host to check.",
@@ -211,6 +238,28 @@ SIGNATURES: tuple[Signature, ...] = (
             # vLLM model_loader/default_loader.py:260 (0.33): f"Cannot find any model weights with
             # `{model_name_or_path}`": the literal proves it; the path is a figure only when the line is whole.
             T("Cannot find any model weights with", r"(?:.*?with `(?P<path>[^`]+)`)?"),
+            # The same refusal of the Run:ai streamer loader (vLLM 0.33 model_loader/runai_streamer_loader.py:219):
+            # f"Cannot find any safetensors model weights with `{model_name_or_path}`".
+            T("Cannot find any safetensors model weights with", r"(?:.*?with `(?P<path>[^`]+)`)?"),
+            # The quantization config file the checkpoint names is not there: vLLM model_loader/weight_utils.py
+            # (0.6.6 :213, 0.33 :380) and SGLang model_loader/weight_utils.py (0.5.23 :389) get_quant_config,
+            # raise ValueError(f"Cannot find the config file for {quant_config.get_name()}").
+            T("Cannot find the config file for"),
+            # transformers' AutoConfig (models/auto/configuration_auto.py from_pretrained): f"Unrecognized model in {path}.
+            # Should have a `model_type` key in its {CONFIG_NAME}, or contain one of the following strings in its name:
+            # ...": the folder's config.json is not a model's (or is not there in the form the engine reads).
+            T("Should have a `model_type` key in its", r"Unrecognized model in (?P<path>\S+?)\. Should have"),
+            # SGLang 0.5.23 model_loader/weight_utils.py:801: f"{index_file} references {n} shard file(s) missing
+            # from {folder} (incomplete download?): {names}": the index lists shards the folder does not hold.
+            T("shard file(s) missing from", r"missing from (?P<path>\S+) \(incomplete download\?\)"),
+            # The sharded-state loaders of both engines (vLLM model_loader/sharded_state_loader.py:212, SGLang
+            # model_loader/loader.py:1650): "Could not find checkpoint files '{pattern}', only pre-sharded
+            # checkpoints are currently supported!": no file of the rank's shard pattern in the model folder.
+            T("only pre-sharded checkpoints are currently supported"),
+            # vLLM's default loader after loading (0.33 model_loader/default_loader.py:569, since 0.7): raise
+            # ValueError(f"Following weights were not initialized from checkpoint: {weights_not_loaded}"): the
+            # checkpoint lacks tensors the model needs (a partial download, another variant's files).
+            T("weights were not initialized from checkpoint"),
             T("Can't load the configuration of", r"configuration of '(?P<path>[^']+)'"),
             T("Can't load tokenizer for", r"tokenizer for '(?P<path>[^']+)'"),
             T("HFValidationError"),
@@ -439,7 +488,9 @@ SIGNATURES: tuple[Signature, ...] = (
             T("compute capability of at least", r"(?:has compute capability (?P<capability>\d+(?:\.\d+)?))?"),
             T("Current capability:", r"Min(?:imum)? capability: \d+\W{0,8}Current capability: (?P<capability>\d+)"),
             T("is not supported for the current GPU"),
-            T("only support", r"\bonly supports? (?:GPUs? (?:with )?)?(?:sm_?\d+|SM ?\d+|compute capability|Ampere|Hopper|Blackwell)"),
+            # flash-attn's own check (csrc/flash_attn/flash_api.cpp: "FlashAttention only supports Ampere GPUs or newer.";
+            # its Turing-era build "... only supports Turing GPUs or newer.").
+            T("only support", r"\bonly supports? (?:GPUs? (?:with )?)?(?:sm_?\d+|SM ?\d+|compute capability|Ampere|Hopper|Blackwell|Turing|Volta|Ada)"),
             T("requires compute capability", r"requires compute capability (?:>= ?)?\d"),
             T("GPU is not supported", r"(?:compute capability|\bsm_?\d+|architecture)"),
             T("not supported on this GPU"),
@@ -447,10 +498,29 @@ SIGNATURES: tuple[Signature, ...] = (
             # KeyError(f"Unknown GPU architecture: {gfx}. Supported architectures: {list(...)}") when the GPU's gfx
             # target (rocminfo's, or GPU_ARCHS) is not one it has kernels for, at import or first use by the engine.
             T("Unknown GPU architecture: ", r"Unknown GPU architecture: (?P<aiter_arch>gfx\w+)\. Supported architectures"),
+            # A kernel, backend or quantization refusing the GPU by the SM it needs, in the engines' exception words:
+            # vLLM 0.33 v1/attention/backends/triton_attn.py:528 "bfloat16 KV cache is not supported on {name}
+            # (compute capability {cc}); bfloat16 requires SM80+.", :520 "... native FP8 (fp8e4nv) requires SM89+.";
+            # SGLang 0.5.23 layers/quantization/mxfp4.py:655 "MXFP4 Marlin requires SM90+.", layers/attention/
+            # dsa_backend.py:374 "triton_sparse_mla requires SM90 (Hopper) or newer", hpc_ops_backend.py:140 "... requires
+            # an SM90 (Hopper) GPU", unquant.py:338 "--bf16-gemm-backend ... requires SM100/SM103 (Blackwell)",
+            # model_runner.py (0.4.x) "FlashAttention v3 Backend requires SM>=90."; vLLM sparse_indexer.py:120 "... requires
+            # an SM100-class GPU." Only on an exception line (an info line that names a requirement is not a refusal).
+            T(
+                "SM",
+                _EXC + r"\w*(?:Error|Exception): .*?\b(?:requires?|needs?) (?:an? )?SM ?(?:>=|\u2265)? ?(?P<required_sm>\d{2,3})\w*",
+            ),
+            # FlashMLA's device check (vLLM 0.8-0.10 attention/backends/flashmla.py:193, 0.33 v1/attention/backends/mla/
+            # flashattn_mla.py:332: assert ..., "FlashMLA is not supported on this device" with is_flashmla_supported()'s
+            # reason, an SM below 9.0).
+            T("is not supported on this device", _EXC + r"\w*(?:Error|Exception): .*?\bis not supported on this device\b"),
         ),
         "AMD's AITER kernels have no code for this GPU ({aiter_arch}): serve without AITER (vLLM "
         "VLLM_ROCM_USE_AITER=0, SGLang SGLANG_USE_AITER=0 and an attention backend other than aiter), or use an "
         "AITER build that lists this architecture.",
+        "A kernel or backend the start chose needs an SM{required_sm} GPU or newer, which this GPU is not: pick another "
+        "backend for it (the attention, MoE or GEMM backend the error names, or another quantization), or serve on a "
+        "GPU of that generation.",
         "The installed kernels have no code for this GPU ({arch}): install torch / sgl-kernel / flashinfer "
         "wheels built for it (SM120 needs CUDA >= 12.8 builds) and a ptxas that knows it, or pick "
         "another --attention-backend.",
@@ -534,6 +604,13 @@ SIGNATURES: tuple[Signature, ...] = (
             # to std::cerr and raised by python_create_and_map as RuntimeError(error_msg), which vllm/device_allocator/
             # cumem.py's wake_up and allocations let through): CUDA_ERROR_OUT_OF_MEMORY's string is "out of memory".
             T("CUDA Error: out of memory"),
+            # PyTorch's driver-API check (c10/cuda/driver_api.h C10_CUDA_DRIVER_CHECK: TORCH_CHECK(false, "CUDA driver
+            # error: ", err_str) with cuGetErrorString's text), e.g. under a GPTQ Marlin repack's cuMemCreate; CUDA's
+            # CUDA_ERROR_OUT_OF_MEMORY reads "out of memory".
+            T("river error: out of memory"),
+            # Triton's launcher (third_party/nvidia/backend/driver.c gpuAssert: PyErr_Format(PyExc_RuntimeError, "Triton
+            # Error [CUDA]: %s", cuGetErrorString's text)) when loading or launching a kernel finds no memory.
+            T("Triton Error [CUDA]: out of memory"),
             # NCCL's CUDACHECK (src/include/checks.h) WARNs "Cuda failure '%s'" with cudaGetErrorString, its
             # CUCHECK (src/include/cudawrap.h) "Cuda failure %d '%s'" with the driver's error number too.
             T("Cuda failure", r"Cuda failure (?:\d+ )?'out of memory'"),
@@ -609,8 +686,21 @@ SIGNATURES: tuple[Signature, ...] = (
                 "Loaded weights leave no GPU memory for the KV cache",
                 r"KV cache(?: under --mem-fraction-static=(?P<fraction_without_kv>\d+(?:\.\d+)?))?(?:.*?Raise --mem-fraction-static above (?P<minimum_fraction>\d+(?:\.\d+)?))?",
             ),
-            T("out of memory. Try to lower your batch size"),
             T("alloc_req_slots runs out of memory"),
+            # SGLang 0.5.23's pool sizing, a sliding-window model whose window pool leaves nothing for the full KV pool
+            # (model_executor/pool_configurator.py:1025 "SWA pool cap ({n} tokens, {x} GiB) leaves no room for the full
+            # KV pool within the available {y} GiB. Reduce --max-running-requests, ...", :1679 the DeepSeek-V4 one), and
+            # the unified pool's "[unified-memory-pool] {factory}: byte budget {b} cannot fit ONE worst-case request
+            # ... Raise --mem-fraction-static, lower the model context length ..." (mem_cache/unified_memory_pool.py:1563).
+            T("leaves no room for the full KV pool"),
+            T("cannot fit ONE worst-case request"),
+            # vLLM 0.33 config/compilation.py:1525: f"max_num_seqs ({n}) exceeds available Mamba cache blocks ({m}). Each
+            # decode sequence requires one Mamba cache block, so CUDA graph capture cannot proceed. Please lower
+            # max_num_seqs ...": the state cache holds fewer sequences than the batch.
+            T(
+                "exceeds available Mamba cache blocks",
+                r"max_num_seqs \((?P<max_num_seqs>\d+)\) exceeds available Mamba cache blocks \((?P<mamba_blocks>\d+)\)",
+            ),
             # vLLM (engine/llm_engine.py, worker/worker.py, v1/core/kv_cache_utils.py), the pool too small
             # for one request of the model's length: "The model's max seq len (32768) is larger than the
             # maximum number of tokens that can be stored in KV cache (7344)", "To serve at least one request
@@ -644,6 +734,7 @@ SIGNATURES: tuple[Signature, ...] = (
         "({max_model_len}): lower the context length (vLLM --max-model-len, SGLang --context-length) to at "
         "most {context_that_fits}, or raise the memory fraction (vLLM --gpu-memory-utilization, SGLang "
         "--mem-fraction-static) or the tensor-parallel size.",
+        "vLLM's Mamba state cache holds {mamba_blocks} sequences, fewer than max_num_seqs ({max_num_seqs}): lower --max-num-seqs to the cache's size or below, or raise --gpu-memory-utilization.",
         "The KV cache pool is too small (mem_fraction_static={mem_fraction_static}): " + _MEMORY_KNOBS + ".",
         "The KV cache pool is too small for this configuration: " + _MEMORY_KNOBS + ".",
     ),
@@ -689,6 +780,17 @@ SIGNATURES: tuple[Signature, ...] = (
                 r"\((?P<derived_context>\d+)\)",
             ),
             T("maximum context length is", r"maximum context length is (?P<context_len>\d+) tokens"),
+            # vLLM 0.33 entrypoints/serve/utils/api_utils.py:249: f"Input length ({input_length}) exceeds model's maximum
+            # context length ({max_model_len})."; 0.6.6 engine/llm_engine.py:1960 (V0 _validate_model_inputs): f"The prompt
+            # (total length {n}) is too long to fit into the model (context length {m}). ...".
+            T(
+                "s maximum context length (",
+                r"Input length \((?P<input_tokens>\d+)\) exceeds model" + _APOS + r"s maximum context length \((?P<context_len>\d+)\)",
+            ),
+            T(
+                "is too long to fit into the model",
+                r"\(total length (?P<input_tokens>\d+)\) is too long to fit into the model \(context length (?P<context_len>\d+)\)",
+            ),
             # vLLM's scheduler (core/scheduler.py in v0, v1/core/sched/scheduler.py) drops a prompt over
             # its limit with logger.warning("Input prompt (%d tokens) is too long and exceeds limit of
             # %d", ...) and answers it with an empty completion: the request failed, at warning level.
@@ -747,6 +849,15 @@ SIGNATURES: tuple[Signature, ...] = (
             T("operation not permitted when stream is capturing"),
             T("cudaErrorStreamCapture"),
             T("operation failed due to a previous error during capture"),
+            # PyTorch's capture guards: at::cuda::assertNotCapturing (aten/src/ATen/cuda/CUDAGraphsUtils.cuh) raises
+            # "{attempt} during CUDA graph capture. If you need this call to be captured, please file an issue. Current
+            # cudaStreamCaptureStatus: {status}" (CUDAGeneratorImpl's "Cannot call CUDAGeneratorImpl::current_seed",
+            # "::seed", ...; older releases " during graph capture. Current cudaStreamCaptureStatus: "), its cuDNN
+            # benchmark guard "Current cudaStreamCaptureStatus: {status}\nCapturing ...", and CUDAGraph's "Cannot
+            # prepare for replay during capturing stage. Current cudaStreamCaptureStatus: ...": a call a capture cannot
+            # record, made while one was under way.
+            T("during CUDA graph capture. If you need this call to be captured"),
+            T("Current cudaStreamCaptureStatus: "),
             # cudaErrorCapturedEvent "operation not permitted on an event last recorded in a capturing
             # stream", cudaErrorStreamCaptureWrongThread "attempt to terminate a thread-local capture
             # sequence from another thread".
@@ -803,7 +914,17 @@ SIGNATURES: tuple[Signature, ...] = (
             # communication could not be set up; the scheduler's EOFError that follows is its consequence.
             T("is not accessible, exiting", r"(?P<nccl_detail>\[GPU \d+\] Peer GPU \d+ is not accessible)"),
             T("building transport map failed", r"(?P<nccl_detail>building transport map failed)"),
+            # The process group's rendezvous, before any collective: c10d's TCPStore client cannot reach the store the
+            # first rank serves (torch/csrc/distributed/c10d/socket.cpp SocketConnectOp: "The client socket has timed out
+            # after {} while trying to connect to ({}, {}).", "The client socket has failed to connect to any network
+            # address of ({}, {})."), or the store gave up waiting for the others (TCPStore.cpp: "Timed out after {}
+            # seconds waiting for clients. {}/{} clients joined."): the ranks never met.
+            T("The client socket has ", r"(?P<rendezvous_detail>The client socket has (?:timed out after \S+ while trying to connect to|failed to connect to any network address of) \([^)]*\))"),
+            T("clients joined", r"(?P<rendezvous_detail>Timed out after \d+ seconds waiting for clients\. \d+/\d+ clients joined)"),
         ),
+        "The ranks could not meet at the process group's rendezvous ({rendezvous_detail}): check that the address and port "
+        "the first rank serves (--dist-init-addr, MASTER_ADDR / MASTER_PORT) are reachable from every node and not "
+        "firewalled, that the first node started, and that every node names the same address.",
         "NCCL failed ({nccl_detail}) while the TP ranks talked: run with NCCL_DEBUG=INFO; check that all "
         "--tp-size GPUs are visible and healthy (nvidia-smi topo -m), that /dev/shm is large enough, and "
         "try NCCL_P2P_DISABLE=1 on PCIe hosts without working peer-to-peer; or use --disable-custom-all-reduce.",
@@ -1016,6 +1137,25 @@ SIGNATURES: tuple[Signature, ...] = (
         "reach each other on the interface NCCL picks (NCCL_SOCKET_IFNAME), and that all ranks use one NCCL build.",
     ),
     # --- errors no specific signature explains -------------------------------------------------
+    # SGLang's scheduler could not allocate KV slots for a batch it had already admitted: mem_cache/allocation.py
+    # (0.5.23 :163 alloc_token_slots "Out of memory. Try to lower your batch size.", :239 "Prefill out of memory. ...",
+    # :613 alloc_paged_token_slots_decode "Decode out of memory. ..."; 0.3.6-0.4.x managers/schedule_batch.py
+    # alloc_token_slots, "{Prefill|Decode} out of memory. Try to lower your batch size."), raised while the scheduler
+    # prepares a batch to run: a serving step, not a start's sizing. A full pool never reaches it: the scheduler admits
+    # prefill by the pool's free and evictable tokens and checks every decode step first (check_decode_mem, then
+    # retract_decode: "KV cache pool is full. Retract requests"; 0.5.23 schedule_batch.py:3432 "the retract loop
+    # converges on this same check, so allocator-side shortfalls retract gracefully instead of tripping fail-loud alloc
+    # errors"). The allocator refusing what that check admitted is its own accounting (a paged or hybrid allocator, a
+    # leak), not a pool too small: no class names it.
+    _generic(
+        "kv_allocation_refused",
+        905,
+        (T("ut of memory. Try to lower your batch size"),),
+        "SGLang's allocator refused KV slots for a batch its scheduler had admitted (its capacity check passed; a full "
+        "pool retracts requests instead): an allocator accounting fault of this release, not a pool too small. Note the "
+        "'Try to allocate' and available-token figures, re-try with a page size of 1 and without speculative decoding "
+        "or the hierarchical cache, and compare with the previous SGLang release.",
+    ),
     _generic(
         "cuda_error",
         910,

@@ -1,0 +1,253 @@
+"""`fleet diagnose` on the texts the engines and their libraries print when a start fails (issue 27, round seventeen).
+
+Each rule comes from the source that prints the text (the release and line are named in the catalogue beside the
+trigger); each test builds its lines from that format string, with other figures, in the engine's own framing: SGLang's
+scheduler traceback ("Scheduler hit an exception" ... the exception line ... the launcher's sigquit) and vLLM's engine
+core ("(EngineCore_DP0 pid=7) ERROR ... EngineCore failed to start." ... the exception line under the same prefix ...
+the API server's "Engine core initialization failed"). The real logs that carry the texts are read too, by their
+manifest entries (never by their file names alone).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from fleet.host.diagnose.classify import diagnose_file, diagnose_text
+
+LOGS = Path(__file__).resolve().parent.parent / "fixtures" / "logs"
+
+_SGLANG_HEAD = [
+    "[2026-05-24 10:00:00] server_args=ServerArgs(model_path='/models/m', tp_size=2)",
+    "[2026-05-24 10:00:02 TP0] Load weight begin. avail mem=78.00 GB",
+    "[2026-05-24 10:00:03 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+    '  File "/usr/local/lib/python3.12/dist-packages/sglang/srt/managers/scheduler.py", line 2000, in run_scheduler_process',
+    "    scheduler = Scheduler(server_args, port_args, gpu_id, tp_rank, dp_rank)",
+]
+_SGLANG_TAIL = ["", "[2026-05-24 10:00:04] Received sigquit from a child process. It usually means the child failed."]
+_VLLM_PREFIX = "(EngineCore_DP0 pid=7) ERROR 05-24 10:00:03 [core.py:708] "
+_VLLM_HEAD = [
+    "INFO 05-24 10:00:00 [api_server.py:1000] vLLM API server version 0.33.0",
+    _VLLM_PREFIX + "EngineCore failed to start.",
+    _VLLM_PREFIX + "Traceback (most recent call last):",
+    _VLLM_PREFIX + '  File "/usr/local/lib/python3.12/dist-packages/vllm/v1/engine/core.py", line 699, in run_engine_core',
+    _VLLM_PREFIX + "    engine_core = EngineCoreProc(*args, **kwargs)",
+]
+_VLLM_TAIL = ["(APIServer pid=1) RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}"]
+
+
+def sglang(line: str) -> list[str]:
+    return [*_SGLANG_HEAD, line, *_SGLANG_TAIL]
+
+
+def vllm(line: str) -> list[str]:
+    return [*_VLLM_HEAD, _VLLM_PREFIX + line, *_VLLM_TAIL]
+
+
+FRAMINGS = {"sglang": sglang, "vllm": vllm}
+
+
+def _entry(folder: str, file: str) -> dict[str, object]:
+    manifest = LOGS / folder / "manifest.jsonl"
+    for raw in manifest.read_text(encoding="utf-8").splitlines():
+        if raw.strip() and json.loads(raw)["file"] == file:
+            entry: dict[str, object] = json.loads(raw)
+            return entry
+    raise AssertionError(f"{file} is not in {manifest}")
+
+
+# (expected class, the line as the source formats it, the engines that print it or a library both load)
+CASES = [
+    # PyTorch's driver-API check, c10/cuda/driver_api.h C10_CUDA_DRIVER_CHECK: "CUDA driver error: " + cuGetErrorString.
+    ("cuda_oom", "RuntimeError: CUDA driver error: out of memory", ("sglang", "vllm")),
+    # Triton's launcher, third_party/nvidia/backend/driver.c gpuAssert: "Triton Error [CUDA]: %s".
+    ("cuda_oom", "RuntimeError: Triton Error [CUDA]: out of memory", ("sglang", "vllm")),
+    # PyTorch's capture guard, aten/src/ATen/cuda/CUDAGraphsUtils.cuh assertNotCapturing.
+    (
+        "cuda_graph_error",
+        "RuntimeError: Cannot call CUDAGeneratorImpl::seed during CUDA graph capture. If you need this call to be captured, "
+        "please file an issue. Current cudaStreamCaptureStatus: cudaStreamCaptureStatusActive",
+        ("sglang", "vllm"),
+    ),
+    # ... CUDAGraph.cpp's replay guard, the same status words.
+    ("cuda_graph_error", "RuntimeError: Cannot prepare for replay during capturing stage. Current cudaStreamCaptureStatus: cudaStreamCaptureStatusInvalidated", ("sglang", "vllm")),
+    # SGLang 0.5.23 srt/utils/network.py:178 try_bind_socket.
+    ("port_in_use", "OSError: Could not bind port 31000 on any configured address family", ("sglang",)),
+    # vLLM 0.4.0-0.4.1 _custom_ops.py: the names its failed `from vllm._C import ...` did not bind.
+    ("import_error", "NameError: name 'vllm_ops' is not defined", ("vllm",)),
+    ("import_error", "NameError: name 'vllm_cache_ops' is not defined", ("vllm",)),
+    # A ModuleNotFoundError in the engine's own words (vLLM 0.33 utils/hashing.py:65).
+    ("import_error", "ModuleNotFoundError: xxhash is required for the 'xxhash' prefix caching hash algorithms. Install it via `pip install xxhash`.", ("vllm",)),
+    # Exceptions naming the pip command: vLLM ray_utils / config, SGLang cuda_utils.py:35, weight_utils.py, 0.4.x quantization.
+    ("import_error", "ValueError: Failed to import Ray, please install Ray with `pip install ray`.", ("vllm",)),
+    ("import_error", "ValueError: Unable to load Ray which is required for multi-node inference, please install Ray with `pip install ray`.", ("vllm",)),
+    ("import_error", "ValueError: Ray Compiled Graph is not installed. Run `pip install ray[cgraph]` to install it.", ("vllm",)),
+    ("import_error", "RuntimeError: cuda.bindings is not available. Install it with: pip install cuda-python", ("sglang",)),
+    ("import_error", "ImportError: Please install fastsafetensors via `pip install fastsafetensors`", ("sglang", "vllm")),
+    ("import_error", "ValueError: gptq_marlin quantization requires some operators from vllm. Pleaes install vllm by `pip install vllm==0.7.2`", ("sglang",)),
+    # Model loading: both engines' get_quant_config, SGLang 0.5.23 weight_utils.py:801, the sharded-state loaders, vLLM's
+    # default loader (0.33 default_loader.py:569) and Run:ai loader (:219), transformers' AutoConfig.
+    ("model_load_error", "ValueError: Cannot find the config file for gptq", ("sglang", "vllm")),
+    (
+        "model_load_error",
+        "RuntimeError: /models/m/model.safetensors.index.json references 3 shard file(s) missing from /models/m "
+        "(incomplete download?): model-00002-of-00004.safetensors, model-00003-of-00004.safetensors",
+        ("sglang",),
+    ),
+    ("model_load_error", "ValueError: Could not find checkpoint files 'model-rank-1-part-*.safetensors', only pre-sharded checkpoints are currently supported!", ("sglang", "vllm")),
+    ("model_load_error", "ValueError: Following weights were not initialized from checkpoint: {'model.embed_tokens.weight', 'lm_head.weight'}", ("vllm",)),
+    ("model_load_error", "RuntimeError: Cannot find any safetensors model weights with `s3://models/llama`", ("vllm",)),
+    (
+        "model_load_error",
+        "ValueError: Unrecognized model in /models/m. Should have a `model_type` key in its config.json, or contain one of the following strings in its name: albert, align",
+        ("sglang", "vllm"),
+    ),
+    # Architecture refusals by the SM a kernel needs: vLLM 0.33 triton_attn.py:520/:528, SGLang 0.5.23 mxfp4.py:655,
+    # dsa_backend.py:374, hpc_ops_backend.py:140, 0.4.x model_runner.py's FA3 check, vLLM sparse_indexer.py:120;
+    # FlashMLA's device check; flash-attn's own check.
+    ("unsupported_gpu_arch", "ValueError: bfloat16 KV cache is not supported on Tesla V100 (compute capability 7.0); bfloat16 requires SM80+. Re-run with --kv-cache-dtype float16.", ("vllm",)),
+    ("unsupported_gpu_arch", "ValueError: FP8 KV cache is not supported by the Triton attention backend on NVIDIA A100 (compute capability 8.0); native FP8 (fp8e4nv) requires SM89+.", ("vllm",)),
+    ("unsupported_gpu_arch", "RuntimeError: MXFP4 Marlin requires SM90+.", ("sglang",)),
+    ("unsupported_gpu_arch", "ValueError: triton_sparse_mla requires SM90 (Hopper) or newer; got sm_major=8.", ("sglang",)),
+    ("unsupported_gpu_arch", "ValueError: The hpc_ops attention backend requires an SM90 (Hopper) GPU (the HPC-Ops kernels ship sm90a only), got sm86.", ("sglang",)),
+    ("unsupported_gpu_arch", "AssertionError: FlashAttention v3 Backend requires SM>=90. Please use `--attention-backend flashinfer`.", ("sglang",)),
+    ("unsupported_gpu_arch", "ValueError: SparseMQAIndexer requires an SM100-class GPU.", ("vllm",)),
+    ("unsupported_gpu_arch", "AssertionError: FlashMLA is not supported on this device", ("vllm",)),
+    ("unsupported_gpu_arch", "RuntimeError: FlashAttention only supports Turing GPUs or newer.", ("sglang", "vllm")),
+    # Pool sizing: SGLang 0.5.23 pool_configurator.py:1025/:1679, unified_memory_pool.py:1563; vLLM 0.33 compilation.py:1525.
+    (
+        "kv_pool_too_small",
+        "RuntimeError: SWA pool cap (65536 tokens, 6.00 GiB) leaves no room for the full KV pool within the available 5.20 GiB. "
+        "Reduce --max-running-requests, lower SGLANG_SWA_EVICTION_INTERVAL, or raise --mem-fraction-static.",
+        ("sglang",),
+    ),
+    (
+        "kv_pool_too_small",
+        "RuntimeError: [unified-memory-pool] mamba: byte budget 2147483648 cannot fit ONE worst-case request (bs=1 floor "
+        "3221225472 = 3 GiB). A pool this size retract-livelocks at runtime. Raise --mem-fraction-static, lower the model context length.",
+        ("sglang",),
+    ),
+    (
+        "kv_pool_too_small",
+        "ValueError: max_num_seqs (512) exceeds available Mamba cache blocks (200). Each decode sequence requires one Mamba "
+        "cache block, so CUDA graph capture cannot proceed. Please lower max_num_seqs to at most 200.",
+        ("vllm",),
+    ),
+    # Requests over the context: vLLM 0.33 api_utils.py:249, 0.6.6 llm_engine.py:1960.
+    ("context_length_exceeded", "ValueError: Input length (131073) exceeds model's maximum context length (131072).", ("vllm",)),
+    (
+        "context_length_exceeded",
+        "ValueError: The prompt (total length 9000) is too long to fit into the model (context length 8192). Make sure that "
+        "`max_model_len` is no smaller than the number of text tokens plus multimodal tokens.",
+        ("vllm",),
+    ),
+    # The process group's rendezvous: c10d socket.cpp SocketConnectOp and TCPStore.cpp.
+    ("nccl_error", "torch.distributed.DistNetworkError: The client socket has timed out after 600000ms while trying to connect to (10.1.2.3, 29500).", ("sglang", "vllm")),
+    ("nccl_error", "RuntimeError: The client socket has timed out after 1800s while trying to connect to (node-0, 5000).", ("sglang", "vllm")),
+    (
+        "nccl_error",
+        "torch.distributed.DistNetworkError: The client socket has failed to connect to any network address of (master-0, 23456). "
+        "The client socket has failed to connect to 10.0.0.9:23456 (errno: 113 - No route to host).",
+        ("sglang", "vllm"),
+    ),
+    ("nccl_error", "torch.distributed.DistStoreError: Timed out after 1801 seconds waiting for clients. 3/4 clients joined.", ("sglang", "vllm")),
+]
+
+
+@pytest.mark.parametrize(
+    ("expected", "line", "engine"),
+    [(expected, line, engine) for expected, line, engines in CASES for engine in engines],
+    ids=[f"{engine}:{line[:60]}" for _, line, engines in CASES for engine in engines],
+)
+def test_a_start_failure_in_the_sources_words(expected: str, line: str, engine: str) -> None:
+    diagnosis = diagnose_text(FRAMINGS[engine](line))
+    assert diagnosis.failure_class == expected
+    assert diagnosis.fix and "{" not in diagnosis.fix
+
+
+def test_the_figures_the_fixes_name() -> None:
+    ray = diagnose_text(vllm("ValueError: Failed to import Ray, please install Ray with `pip install ray`."))
+    assert ray.figures.get("pip_package") == "ray" and "`pip install ray`" in (ray.fix or "")
+    ops = diagnose_text(vllm("NameError: name 'vllm_cache_ops' is not defined"))
+    assert "vllm._C" in (ops.fix or "") and ops.figures.get("vllm_ops_name") == "vllm_cache_ops"
+    sm = diagnose_text(sglang("RuntimeError: MXFP4 Marlin requires SM90+."))
+    assert sm.figures.get("required_sm") == "90" and "SM90" in (sm.fix or "")
+    mamba = diagnose_text(vllm("ValueError: max_num_seqs (512) exceeds available Mamba cache blocks (200). Each decode sequence requires one Mamba cache block"))
+    assert "holds 200 sequences" in (mamba.fix or "")
+    port = diagnose_text(sglang("OSError: Could not bind port 31000 on any configured address family"))
+    assert port.figures.get("port") == "31000"
+    store = diagnose_text(vllm("torch.distributed.DistNetworkError: The client socket has timed out after 600000ms while trying to connect to (10.1.2.3, 29500)."))
+    assert "rendezvous" in (store.fix or "") and "(10.1.2.3, 29500)" in (store.fix or "")
+    context = diagnose_text(vllm("ValueError: Input length (131073) exceeds model's maximum context length (131072)."))
+    assert context.figures.get("input_tokens") == "131073" and context.figures.get("context_len") == "131072"
+
+
+# -- what the new triggers must not read -----------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "line",
+    [
+        # A requirement named on an info line, a fallback: not a refusal (the SM and pip rules read exception lines only).
+        "[2026-05-24 10:00:03 TP0] FA3 requires SM90; falling back to the flashinfer backend.",
+        "INFO 05-24 10:00:03 [cuda.py:300] Using FlashInfer since FlashAttention 3 requires SM90.",
+        "[2026-05-24 10:00:03 TP0] For faster downloads install hf_transfer: pip install hf_transfer",
+        # SGLang's own retry of a busy port (network.py:33, logger.info): it goes on with the next port.
+        "[2026-05-24 10:00:03] Port 30000 is already in use, trying port 30001",
+    ],
+)
+def test_advice_and_retries_on_info_lines_are_no_failure(line: str) -> None:
+    ready = ["[2026-05-24 10:00:00] server_args=ServerArgs(model_path='/models/m')", line, "[2026-05-24 10:01:00] The server is fired up and ready to roll!"]
+    assert diagnose_text(ready).failure_class is None
+
+
+def test_a_listen_failure_without_its_errno_stays_unread() -> None:
+    # Round fourteen's decision, unchanged: c10d's "failed to listen" words are printed for any listen failure; only
+    # "address already in use" (in the whole line) names the port clash. The rendezvous rules read the client's words.
+    line = "RuntimeError: The server socket has failed to listen on any local network address. port: 46571, useIpv6: 0, code: -9"
+    assert diagnose_text(vllm(line)).failure_class != "port_in_use"
+    whole = line.replace("code: -9", "code: -98, name: EADDRINUSE, message: address already in use")
+    assert diagnose_text(vllm(whole)).failure_class == "port_in_use"
+
+
+# -- SGLang's batch allocation refused while serving: not a pool too small -------------------------------------------
+@pytest.mark.parametrize("phase", ["Decode", "Prefill", ""])
+def test_an_allocation_refused_after_the_schedulers_check_is_no_pool_too_small(phase: str) -> None:
+    # mem_cache/allocation.py (0.5.23 :163/:239/:613; 0.3.6-0.4.x schedule_batch.py): logged, then raised, while a
+    # batch is prepared; the scheduler's check_decode_mem / retract_decode handle a full pool before it.
+    head = f"{phase} out of memory" if phase else "Out of memory"
+    lines = [
+        "[2026-05-24 10:00:00] server_args=ServerArgs(model_path='/models/m', page_size=64)",
+        "[2026-05-24 10:01:00] The server is fired up and ready to roll!",
+        '[2026-05-24 10:02:00] INFO:     127.0.0.1:50000 - "POST /generate HTTP/1.1" 200 OK',
+        f"[2026-05-24 10:03:00 TP0] {head}. Try to lower your batch size.",
+        "Try to allocate 168 tokens.",
+        "Available tokens: 2048",
+        "[2026-05-24 10:03:00 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+        f"RuntimeError: {head}. Try to lower your batch size.",
+    ]
+    diagnosis = diagnose_text(lines)
+    assert diagnosis.failure_class == "unknown"
+    assert "allocator" in (diagnosis.fix or "")
+    # The request pool's own refusal (its fix names --max-running-requests) stays kv_pool_too_small.
+    slots = "RuntimeError: alloc_req_slots runs out of memory. Please set a smaller number for `--max-running-requests`. req_to_token_pool.available_size()=0, num_reqs=3,"
+    assert diagnose_text(sglang(slots)).failure_class == "kv_pool_too_small"
+
+
+# -- the real logs that carry these texts, read as their labels -------------------------------------------------------
+@pytest.mark.parametrize(
+    ("folder", "file"),
+    [
+        ("batch4-heldout", "vllm-gptq-marlin-repack-driver-oom.log"),
+        ("batch4-heldout", "sglang-fa3-capture-generator-seed.log"),
+        ("batch7-heldout", "vllm-cpu-build-vllm-c-missing-nameerror.log"),
+        ("batch7-heldout", "sglang-page-size-decode-oom-runtimeerror.log"),
+        ("batch15-heldout", "sglang-jax-decode-oom-with-free-tokens-scheduler-exception.log"),
+        ("batch3-heldout", "sglang-alloc-req-slots-oom.log"),
+    ],
+)
+def test_round_seventeens_real_logs(folder: str, file: str) -> None:
+    entry = _entry(folder, file)
+    assert str(entry["source"]).startswith("https://")
+    diagnosis = diagnose_file(LOGS / folder / file)
+    assert (diagnosis.failure_class or "healthy") == entry["label"]
