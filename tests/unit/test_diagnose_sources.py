@@ -143,6 +143,40 @@ CASES = [
         "`max_model_len` is no smaller than the number of text tokens plus multimodal tokens.",
         ("vllm",),
     ),
+    # SGLang's rank memory check raised (0.3.6 model_runner.py:225, 0.4.x :392, 0.5.23 distributed/bootstrap.py:450) and
+    # vLLM 0.33 v1/worker/utils.py:732's externally held weights: memory another process holds.
+    (
+        "cuda_oom",
+        "ValueError: The memory capacity is unbalanced. Some GPUs may be occupied by other processes. min_per_gpu_memory=20.5, local_gpu_memory=78.2, local_gpu_memory * 0.9=70.38",
+        ("sglang",),
+    ),
+    (
+        "cuda_oom",
+        "ValueError: Externally held weights on device cuda:1 (60.00/79.20 GiB) exceed the desired GPU memory utilization (0.9, 71.28 GiB). "
+        "Increase GPU memory utilization or reduce GPU memory used by other processes.",
+        ("vllm",),
+    ),
+    # SGLang 0.5.23 tokenizer / processor / config loading and loader.py:2644/:1678; vLLM 0.33 weight_utils.py:612.
+    ("model_load_error", "RuntimeError: Retry with use_fast=False for /models/m also failed (initial load returned TokenizersBackend): bad merges", ("sglang",)),
+    ("model_load_error", "RuntimeError: fastokens failed to load tokenizer for /models/m. This model's tokenizer may not be supported by fastokens.", ("sglang",)),
+    ("model_load_error", "ValueError: Cannot determine processor class for /models/vl", ("sglang",)),
+    ("model_load_error", "RuntimeError: Failed to load image_processor for /models/vl: missing preprocessor_config.json. This model requires an image processor.", ("sglang",)),
+    (
+        "model_load_error",
+        "ValueError: Failed to load mistral 'params.json' config for model /models/m. Please check if the model is a mistral-format model and if the config file exists.",
+        ("sglang",),
+    ),
+    ("model_load_error", "RuntimeError: No model weights found in: `/models/m`", ("sglang",)),
+    ("model_load_error", "ValueError: Missing keys ('lm_head.weight',) in loaded state!", ("sglang",)),
+    ("model_load_error", "FileNotFoundError: Weight files referenced in index but missing: {'model-00004-of-00004.safetensors'}", ("vllm",)),
+    # vLLM 0.11+ platforms/cuda.py: every backend refusing the compute capability.
+    (
+        "unsupported_gpu_arch",
+        "ValueError: No valid attention backend found for cuda with AttentionSelectorConfig(head_size=128, dtype=torch.float16, "
+        "kv_cache_dtype=auto, block_size=None, use_mla=False). Reasons: {FLASH_ATTN: [compute capability not supported], "
+        "FLASHINFER: [compute capability not supported], TRITON_ATTN: [block_size not supported, compute capability not supported]}.",
+        ("vllm",),
+    ),
     # The process group's rendezvous: c10d socket.cpp SocketConnectOp and TCPStore.cpp.
     ("nccl_error", "torch.distributed.DistNetworkError: The client socket has timed out after 600000ms while trying to connect to (10.1.2.3, 29500).", ("sglang", "vllm")),
     ("nccl_error", "RuntimeError: The client socket has timed out after 1800s while trying to connect to (node-0, 5000).", ("sglang", "vllm")),
@@ -199,6 +233,24 @@ def test_the_figures_the_fixes_name() -> None:
 def test_advice_and_retries_on_info_lines_are_no_failure(line: str) -> None:
     ready = ["[2026-05-24 10:00:00] server_args=ServerArgs(model_path='/models/m')", line, "[2026-05-24 10:01:00] The server is fired up and ready to roll!"]
     assert diagnose_text(ready).failure_class is None
+
+
+def test_an_attention_backend_refused_for_a_setting_is_not_the_gpu() -> None:
+    # One backend refusing something other than the compute capability: a setting fits no backend, not the GPU.
+    line = (
+        "ValueError: No valid attention backend found for cuda with AttentionSelectorConfig(head_size=80). Reasons: "
+        "{FLASH_ATTN: [head_size not supported], TRITON_ATTN: [compute capability not supported]}."
+    )
+    assert diagnose_text(vllm(line)).failure_class != "unsupported_gpu_arch"
+
+
+def test_the_unbalanced_memory_warning_stays_a_finding() -> None:
+    warned = [
+        "[2026-05-23 20:00:03 TP3] The memory capacity is unbalanced. Some GPUs may be occupied by other processes. pre_model_load_memory=61.02, local_gpu_memory=93.80, local_gpu_memory * 0.9=84.42",
+        "[2026-05-23 20:00:47] The server is fired up and ready to roll!",
+    ]
+    diagnosis = diagnose_text(warned)
+    assert diagnosis.failure_class is None and any(finding.name == "memory_unbalanced" for finding in diagnosis.findings)
 
 
 def test_a_listen_failure_without_its_errno_stays_unread() -> None:

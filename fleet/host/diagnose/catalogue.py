@@ -249,6 +249,25 @@ SIGNATURES: tuple[Signature, ...] = (
             # Should have a `model_type` key in its {CONFIG_NAME}, or contain one of the following strings in its name:
             # ...": the folder's config.json is not a model's (or is not there in the form the engine reads).
             T("Should have a `model_type` key in its", r"Unrecognized model in (?P<path>\S+?)\. Should have"),
+            # SGLang 0.5.23's tokenizer and processor loading (utils/hf_transformers/tokenizer.py:232 "Retry with
+            # use_fast=False for {name} also failed ...", :556 "fastokens failed to load tokenizer for {name}. ...",
+            # processor.py:164 "Cannot determine processor class for {path}", :182 "Failed to load image_processor for
+            # {path}: {e}. ... Check that the model files are complete and accessible", mistral_utils.py:312 "Failed to
+            # load mistral '{file}' config for model {model}. Please check if the model is a mistral-format model and if
+            # the config file exists."): the model's tokenizer, processor or config files cannot be loaded.
+            T("also failed (initial load returned"),
+            T("failed to load tokenizer for"),
+            T("Cannot determine processor class for"),
+            # vLLM 0.33 model_loader/weight_utils.py:612: FileNotFoundError(f"Weight files referenced in index but missing:
+            # {missing}"): the safetensors index names shards the folder does not hold (an incomplete download).
+            T("Weight files referenced in index but missing"),
+            # SGLang 0.5.23 model_loader/loader.py:2644 raise RuntimeError(f"No model weights found in: `{path}`") and the
+            # sharded loaders' :1678/:3442 ValueError(f"Missing keys {keys} in loaded state!"): the checkpoint lacks the files
+            # or tensors the model needs.
+            T("No model weights found in: `", r"No model weights found in: `(?P<path>[^`]+)`"),
+            T("in loaded state!", r"Missing keys .* in loaded state!"),
+            T("Failed to load image_processor for"),
+            T("Please check if the model is a mistral-format model"),
             # SGLang 0.5.23 model_loader/weight_utils.py:801: f"{index_file} references {n} shard file(s) missing
             # from {folder} (incomplete download?): {names}": the index lists shards the folder does not hold.
             T("shard file(s) missing from", r"missing from (?P<path>\S+) \(incomplete download\?\)"),
@@ -513,6 +532,14 @@ SIGNATURES: tuple[Signature, ...] = (
             # FlashMLA's device check (vLLM 0.8-0.10 attention/backends/flashmla.py:193, 0.33 v1/attention/backends/mla/
             # flashattn_mla.py:332: assert ..., "FlashMLA is not supported on this device" with is_flashmla_supported()'s
             # reason, an SM below 9.0).
+            # vLLM 0.11+ platforms/cuda.py get_attn_backend_cls: raise ValueError(f"No valid attention backend found for
+            # {device_name} with {config}. Reasons: {{BACKEND: [reason, ...], ...}}.") with each backend's reasons from
+            # v1/attention/backend.py validate_configuration; when every backend names "compute capability not supported",
+            # the GPU is older than all of them (another reason on any backend is a setting, not the GPU).
+            T(
+                "No valid attention backend found",
+                r"No valid attention backend found for .*? Reasons: \{(?:\w+: \[[^\]]*\bcompute capability not supported\b[^\]]*\](?:, |\}))+",
+            ),
             T("is not supported on this device", _EXC + r"\w*(?:Error|Exception): .*?\bis not supported on this device\b"),
         ),
         "AMD's AITER kernels have no code for this GPU ({aiter_arch}): serve without AITER (vLLM "
@@ -611,6 +638,17 @@ SIGNATURES: tuple[Signature, ...] = (
             # Triton's launcher (third_party/nvidia/backend/driver.c gpuAssert: PyErr_Format(PyExc_RuntimeError, "Triton
             # Error [CUDA]: %s", cuGetErrorString's text)) when loading or launching a kernel finds no memory.
             T("Triton Error [CUDA]: out of memory"),
+            # SGLang's check that every rank has about the same free memory before loading (0.3.6 model_executor/
+            # model_runner.py:225 and 0.4.x :392 raise ValueError("The memory capacity is unbalanced. Some GPUs may be
+            # occupied by other processes. ..."); 0.5.23 distributed/bootstrap.py:450 raises it as RuntimeError when
+            # SGLANG_ENABLE_TP_MEMORY_INBALANCE_CHECK is on and logs a warning otherwise): raised, it is memory another process
+            # holds, as vLLM's "Free memory on device ... on startup is less than desired" below is; the warning stays
+            # the memory_unbalanced finding.
+            # vLLM 0.33 v1/worker/utils.py:732, beside the free-memory refusal below: "Externally held weights on device
+            # {dev} ({x}/{y} GiB) exceed the desired GPU memory utilization ({u}, {z} GiB). Increase GPU memory utilization
+            # ...": memory held outside the engine's budget leaves it none.
+            T("exceed the desired GPU memory utilization", r"Externally held weights on device"),
+            T("The memory capacity is unbalanced", _EXC + r"\w*(?:Error|Exception): The memory capacity is unbalanced"),
             # NCCL's CUDACHECK (src/include/checks.h) WARNs "Cuda failure '%s'" with cudaGetErrorString, its
             # CUCHECK (src/include/cudawrap.h) "Cuda failure %d '%s'" with the driver's error number too.
             T("Cuda failure", r"Cuda failure (?:\d+ )?'out of memory'"),
