@@ -3120,3 +3120,27 @@ def test_batch23_heldout_keeps_its_measured_accuracy() -> None:
     named = _threads([entry for folder in others if (folder / "manifest.jsonl").exists() for entry in _manifest(folder)])
     assert not _threads(own_skipped) & named
     assert _heldout_right(BATCH23_HELDOUT, 35) >= 31
+
+
+# batch22-heldout: 17 real SGLang logs from 17 sources no other manifest or skipped list names (one issue excerpt, 16 run
+# logs that projects committed, cited by blob URL), under batch18's rule, committed (5381d21) before fleet read them and
+# measured once untouched with the diagnose code of 19c696d (benchmarks/results/diagnose-heldout.md, "batch22-heldout").
+BATCH22_HELDOUT = REAL.parent / "batch22-heldout"
+
+
+def test_batch22_heldout_keeps_its_measured_accuracy() -> None:
+    """17 real logs, all SGLang: 15/17 right (failures 9/10; the same where the excerpt shows the cause, all 17) from the
+    bare log, measured once untouched with the diagnose code of 19c696d. Held out: a floor, not a file check. No source
+    is named by another folder's manifest or skipped list, and this batch's skipped list names no other folder's source."""
+    import re
+
+    entries = _manifest(BATCH22_HELDOUT)
+    assert sum(entry["shows_cause"] is True for entry in entries) == 17 and all(isinstance(entry["shows_cause"], bool) for entry in entries)
+    assert sorted(entry["engine"] for entry in entries).count("sglang") == 17
+    others = [folder for folder in (*REAL.parent.iterdir(), REAL.parent.parent / "sample-logs") if folder != BATCH22_HELDOUT and folder.is_dir()]
+    skipped = [{"source": url} for folder in others for listing in folder.glob("skipped*.txt") for url in re.findall(r"https?://\S+", listing.read_text())]
+    assert not _threads(entries) & _threads(skipped)
+    own_skipped = [{"source": url} for url in re.findall(r"https?://\S+", (BATCH22_HELDOUT / "skipped.txt").read_text())]
+    named = _threads([entry for folder in others if (folder / "manifest.jsonl").exists() for entry in _manifest(folder)])
+    assert not _threads(own_skipped) & named
+    assert _heldout_right(BATCH22_HELDOUT, 17) >= 15
