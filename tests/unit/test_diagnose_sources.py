@@ -64,6 +64,11 @@ CASES = [
     ("cuda_oom", "RuntimeError: CUDA driver error: out of memory", ("sglang", "vllm")),
     # Triton's launcher, third_party/nvidia/backend/driver.c gpuAssert: "Triton Error [CUDA]: %s".
     ("cuda_oom", "RuntimeError: Triton Error [CUDA]: out of memory", ("sglang", "vllm")),
+    # PyTorch's checks on ROCm (hipified C10_CUDA_CHECK) and around cuBLAS (TORCH_CUDABLAS_CHECK).
+    ("cuda_oom", "RuntimeError: HIP error: out of memory", ("sglang", "vllm")),
+    ("cuda_oom", "RuntimeError: CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`", ("sglang", "vllm")),
+    # c10d NCCLComm::getNcclComm before torch 2.2 (a RuntimeError; a DistBackendError since).
+    ("nccl_error", "RuntimeError: NCCL communicator was aborted on rank 3. Original reason for failure was: NCCL error: unhandled system error", ("sglang", "vllm")),
     # PyTorch's capture guard, aten/src/ATen/cuda/CUDAGraphsUtils.cuh assertNotCapturing.
     (
         "cuda_graph_error",
@@ -167,6 +172,9 @@ CASES = [
         ("sglang",),
     ),
     ("model_load_error", "RuntimeError: No model weights found in: `/models/m`", ("sglang",)),
+    ("model_load_error", "RuntimeError: Some weights are not initialized from checkpoints: {'model.vision_tower.proj.weight'}", ("sglang",)),
+    # SGLang 0.3.x's request-slot refusal (schedule_batch.py:518), the older words of 0.4+'s alloc_req_slots one.
+    ("kv_pool_too_small", "RuntimeError: Out of memory. Please set a smaller number for `--max-running-requests`.", ("sglang",)),
     ("model_load_error", "ValueError: Missing keys ('lm_head.weight',) in loaded state!", ("sglang",)),
     ("model_load_error", "FileNotFoundError: Weight files referenced in index but missing: {'model-00004-of-00004.safetensors'}", ("vllm",)),
     # vLLM 0.11+ platforms/cuda.py: every backend refusing the compute capability.

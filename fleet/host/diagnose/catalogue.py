@@ -279,6 +279,9 @@ SIGNATURES: tuple[Signature, ...] = (
             # ValueError(f"Following weights were not initialized from checkpoint: {weights_not_loaded}"): the
             # checkpoint lacks tensors the model needs (a partial download, another variant's files).
             T("weights were not initialized from checkpoint"),
+            # SGLang's model classes after loading (0.3.6 models/gemma.py:346, gemma2.py:406; 0.4.10 internvl.py:711,
+            # interns1.py:323): raise RuntimeError(f"Some weights are not initialized from checkpoints: {unloaded_params}").
+            T("Some weights are not initialized from checkpoints"),
             T("Can't load the configuration of", r"configuration of '(?P<path>[^']+)'"),
             T("Can't load tokenizer for", r"tokenizer for '(?P<path>[^']+)'"),
             T("HFValidationError"),
@@ -626,6 +629,14 @@ SIGNATURES: tuple[Signature, ...] = (
             T("has a total capacity of", r"Tried to allocate (?P<tried>[\d.]+ [GMK]iB)\. GPU \d+ has a total capacity of"),
             T(" out of memory. Tried to allocate", r"\b(?:XPU|HIP|NPU) out of memory\. Tried to allocate (?P<tried>[\d.]+ [GMK]iB)"),
             T("CUDA error: out of memory"),
+            # The same check on ROCm: PyTorch's hipified C10_CUDA_CHECK prints "HIP error: " + hipGetErrorString, "out of
+            # memory" for hipErrorOutOfMemory.
+            T("HIP error: out of memory"),
+            # cuBLAS could not allocate its handle or workspace: PyTorch's TORCH_CUDABLAS_CHECK prints "CUDA error:
+            # CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`" (aten/src/ATen/cuda/CUDABlas.cpp, Exceptions.h);
+            # cuBLAS documents the status as "Resource allocation failed inside the cuBLAS library. This is usually caused by
+            # a cudaMalloc() failure."
+            T("CUBLAS_STATUS_ALLOC_FAILED"),
             # vLLM's sleep-mode allocator (csrc/cumem_allocator.cpp, its CUDA_CHECK macro: snprintf(error_msg, ...,
             # "CUDA Error: %s at %s:%d", error_string, __FILE__, __LINE__) with the driver's cuGetErrorString, printed
             # to std::cerr and raised by python_create_and_map as RuntimeError(error_msg), which vllm/device_allocator/
@@ -725,6 +736,9 @@ SIGNATURES: tuple[Signature, ...] = (
                 r"KV cache(?: under --mem-fraction-static=(?P<fraction_without_kv>\d+(?:\.\d+)?))?(?:.*?Raise --mem-fraction-static above (?P<minimum_fraction>\d+(?:\.\d+)?))?",
             ),
             T("alloc_req_slots runs out of memory"),
+            # The same refusal in SGLang 0.3.x (managers/schedule_batch.py:518 alloc_req_slots: "Out of memory. Please set a
+            # smaller number for `--max-running-requests`."), before 0.4 named the function in it.
+            T("Please set a smaller number for `--max-running-requests`"),
             # SGLang 0.5.23's pool sizing, a sliding-window model whose window pool leaves nothing for the full KV pool
             # (model_executor/pool_configurator.py:1025 "SWA pool cap ({n} tokens, {x} GiB) leaves no room for the full
             # KV pool within the available {y} GiB. Reduce --max-running-requests, ...", :1679 the DeepSeek-V4 one), and
@@ -931,6 +945,9 @@ SIGNATURES: tuple[Signature, ...] = (
             T("nccl", r"\bnccl(?:Unhandled|System|Internal|Invalid|Remote)\w*Error\b"),
             T("Watchdog caught collective operation timeout"),
             T("DistBackendError"),
+            # c10d's NCCLComm::getNcclComm on a communicator its watchdog aborted: "NCCL communicator was aborted on rank {r}.
+            # Original reason for failure was: ..." (a DistBackendError since torch 2.2, a plain RuntimeError before).
+            T("NCCL communicator was aborted on rank"),
             # NCCL has no error level: its CUDA-call checks WARN and return ncclUnhandledCudaError
             # (src/include/cudawrap.h CUCHECK: WARN("Cuda failure %d '%s'", err, errStr); checks.h
             # CUDACHECK: WARN("Cuda failure '%s'", ...)), printed "host:pid:tid [dev] file:line NCCL WARN
