@@ -79,3 +79,25 @@ def test_fetch_logs_and_status_read_the_sweep_without_the_controller(tmp_path: P
     for command in (["fetch-logs", "--sweep", "never-ran"], ["status", "never-ran"]):
         found = loaded(command, watched, tmp_path)
         assert found == {"fleet.sweep.record"}, (command, found)  # no jinja2 either: units are named, not rendered
+
+
+# The agent's `service status` runs on the GPU host in every poll of a sweep (a Python start each
+# time): it loads the service code, not the runner that works through a shard nor the log classifier.
+AGENT_PROBE = """
+import atexit, json, sys
+atexit.register(lambda: print("LOADED=" + json.dumps(sorted(m for m in sys.modules if m.startswith("fleet."))), file=sys.stderr))
+sys.argv = ["fleet.host.agent", *sys.argv[1:]]
+from fleet.host.agent.__main__ import main
+sys.exit(main())
+"""
+
+
+def test_the_agents_service_status_asked_in_every_poll_loads_neither_the_runner_nor_the_classifier(tmp_path: Path) -> None:
+    argv = ["service", "status", "fleet-agent-x", "--manager", "process", "--state-dir", str(tmp_path)]
+    done = subprocess.run([sys.executable, "-c", AGENT_PROBE, *argv], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout)["state"] == "absent"
+    modules = set(json.loads(next(line for line in done.stderr.splitlines() if line.startswith("LOADED=")).removeprefix("LOADED=")))
+    assert "fleet.host.agent.services" in modules  # the control: the probe sees what the command loads
+    heavy = {m for m in modules if m.startswith(("fleet.host.agent.runner", "fleet.host.agent.drive", "fleet.host.diagnose", "fleet.host.engines"))}
+    assert heavy == set(), heavy
