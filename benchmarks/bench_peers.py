@@ -50,6 +50,7 @@ on the machine cannot skew.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import re
@@ -92,6 +93,26 @@ def ensure_venv(name: str) -> Path:
         subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
         subprocess.run([str(venv / "bin" / "pip"), "install", "-q", spec], check=True, stderr=subprocess.DEVNULL)
         marker.write_text(spec + "\n")
+    return venv / "bin"
+
+
+def fleet_venv(repo: Path) -> Path:
+    """fleet of the checkout `repo` installed the way README's `bin/fleet` installs it, and measured
+    the way the peers are (each in a virtualenv of its own, with its bytecode): a virtualenv with
+    `pip install -e <checkout>` (its dependencies from the index, once per pyproject.toml); returns
+    its bin directory. Not the suite's interpreter: this machine's site-packages carry `.pth` files
+    (fleet's own editable finder, a certifi hook) that every Python start there pays and a user's
+    install does not."""
+    pyproject = (repo / "pyproject.toml").read_bytes()
+    key = hashlib.sha256(str(repo.resolve()).encode()).hexdigest()[:12]
+    venv = VENVS / f"fleet-{key}"
+    marker = venv / "installed.txt"
+    stamp = hashlib.sha256(pyproject).hexdigest()
+    if not (marker.exists() and marker.read_text().strip() == stamp):
+        shutil.rmtree(venv, ignore_errors=True)
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        subprocess.run([str(venv / "bin" / "pip"), "install", "-q", "--disable-pip-version-check", "-e", str(repo)], check=True, stderr=subprocess.DEVNULL)
+        marker.write_text(stamp + "\n")
     return venv / "bin"
 
 
@@ -174,9 +195,10 @@ def print_table(title: str, result: dict[str, Any]) -> None:
 class Setting:
     """A test fleet, its fleet inventory, an Ansible inventory and a pyinfra inventory."""
 
-    def __init__(self, fleet: TestFleet, work: Path, engine: str, baseline: Path | None = None) -> None:
+    def __init__(self, fleet: TestFleet, work: Path, engine: str, baseline: Path | None = None, as_checkout: bool = False) -> None:
         self.fleet = fleet
         self.baseline = baseline
+        self.as_checkout = as_checkout
         self.work = work
         self.hosts_dir = fleet.write_inventory(work / "hosts")
         # The facts row's engine Python: /usr/bin/python3 without torch by default (`--engine
@@ -195,15 +217,30 @@ class Setting:
         return sum(host_cpu_ticks(h) for h in self.fleet.hosts) / os.sysconf("SC_CLK_TCK")
 
     def fleet_env(self, cache: Path | None = None, hosts_dir: Path | None = None, repo: Path = REPO) -> dict[str, str]:
-        # PYTHONPATH: the fleet of this checkout (a copy of an older commit measures that commit), or the baseline's.
-        env = dict(os.environ, FLEET_HOSTS_DIR=str(hosts_dir or self.hosts_dir), FLEET_RESULTS_DIR=str(self.results), PYTHONPATH=str(repo))
+        env = dict(os.environ, FLEET_HOSTS_DIR=str(hosts_dir or self.hosts_dir), FLEET_RESULTS_DIR=str(self.results))
         env["XDG_CACHE_HOME"] = str(cache or self.work / "cache")
+        if self.as_checkout:
+            # The fleet of `repo` (this checkout, or the baseline's) through PYTHONPATH, in the
+            # interpreter running this script, bytecode as its environment says.
+            env["PYTHONPATH"] = str(repo)
+        else:
+            # As installed (fleet_venv): the venv's own fleet, and bytecode written on the first
+            # run as a user's shell writes it (this machine's environment sets
+            # PYTHONDONTWRITEBYTECODE, which would compile every module on every run).
+            env.pop("PYTHONPATH", None)
+            env.pop("PYTHONDONTWRITEBYTECODE", None)
         return env
 
-    def fleet_argv(self, *args: str) -> list[str]:
-        # -P: `-m` would put the working directory (this checkout) ahead of PYTHONPATH, and a
-        # --baseline run would measure this checkout's fleet instead of the baseline's.
-        return [sys.executable, "-P", "-m", "fleet", *args]
+    def fleet_argv(self, *args: str, repo: Path = REPO) -> list[str]:
+        if self.as_checkout:
+            # -P: `-m` would put the working directory (this checkout) ahead of PYTHONPATH, and a
+            # --baseline run would measure this checkout's fleet instead of the baseline's.
+            return [sys.executable, "-P", "-m", "fleet", *args]
+        return [str(fleet_venv(repo) / "fleet"), *args]
+
+    def fleet_python(self, repo: Path = REPO) -> list[str]:
+        """The interpreter `fleet_argv` runs fleet in (for the gap row's import timings)."""
+        return [sys.executable, "-P"] if self.as_checkout else [str(fleet_venv(repo) / "python")]
 
     def ssh_common(self) -> str:
         return f"-F none -o UserKnownHostsFile={self.fleet.known_hosts} -o StrictHostKeyChecking=yes -o BatchMode=yes"
@@ -289,9 +326,10 @@ def row_cli(setting: Setting, runs: int) -> dict[str, Any]:
     }
     pairs = [("fleet --help", "ansible --version"), ("fleet facts local --json", "ansible --version")]
     if setting.baseline is not None:
-        old = dict(setting.fleet_env(repo=setting.baseline), FLEET_HOSTS_DIR=str(local_hosts))
-        variants["fleet --help (baseline)"] = lambda: run_quiet(setting.fleet_argv("--help"), old)
-        variants["fleet facts local --json (baseline)"] = lambda: run_quiet(setting.fleet_argv("facts", "local", "--json"), old)
+        baseline = setting.baseline
+        old = dict(setting.fleet_env(repo=baseline), FLEET_HOSTS_DIR=str(local_hosts))
+        variants["fleet --help (baseline)"] = lambda: run_quiet(setting.fleet_argv("--help", repo=baseline), old)
+        variants["fleet facts local --json (baseline)"] = lambda: run_quiet(setting.fleet_argv("facts", "local", "--json", repo=baseline), old)
         pairs += [("fleet --help", "fleet --help (baseline)"), ("fleet facts local --json", "fleet facts local --json (baseline)")]
     return summary(interleave(variants, runs), pairs)
 
@@ -351,13 +389,13 @@ def row_facts(setting: Setting, runs: int) -> dict[str, Any]:
     def fleet_cold(repo: Path = REPO) -> float:
         cache = setting.work / f"cold-cache-{next(counter)}"
         try:
-            return run_quiet(setting.fleet_argv("facts", "all", "--json"), setting.fleet_env(cache, setting.facts_hosts_dir, repo))
+            return run_quiet(setting.fleet_argv("facts", "all", "--json", repo=repo), setting.fleet_env(cache, setting.facts_hosts_dir, repo))
         finally:
             shutil.rmtree(cache, ignore_errors=True)
 
     def fleet_warm(repo: Path = REPO) -> float:
         cache = setting.work / ("warm-cache" if repo == REPO else "warm-cache-baseline")
-        return run_quiet(setting.fleet_argv("facts", "all", "--json"), setting.fleet_env(cache, setting.facts_hosts_dir, repo))
+        return run_quiet(setting.fleet_argv("facts", "all", "--json", repo=repo), setting.fleet_env(cache, setting.facts_hosts_dir, repo))
 
     def ansible_setup() -> float:
         # A fresh ControlPath directory per run: no run reuses a master left by the one before.
@@ -416,7 +454,7 @@ def row_gap(setting: Setting, runs: int) -> dict[str, Any]:
 
     hosts = list(load_inventory(setting.facts_hosts_dir))
     cache = setting.work / "gap-cache"
-    python = [sys.executable, "-P"]
+    python = setting.fleet_python()
     env = setting.fleet_env(cache, setting.facts_hosts_dir)
     warm_script = fleet_facts_script(setting, warm=True)
 
@@ -438,10 +476,10 @@ def row_gap(setting: Setting, runs: int) -> dict[str, Any]:
 
     n = len(hosts)
     variants: dict[str, Callable[[], float]] = {
-        "python -P -c pass": lambda: run_quiet([*python, "-c", "pass"], env),
+        "python -c pass": lambda: run_quiet([*python, "-c", "pass"], env),
         # The interpreter without site: what the .pth files of the interpreter's site-packages
-        # cost every command (fleet's editable install among them); the peers' venvs have none.
-        "python -P -S -c pass": lambda: run_quiet([*python, "-S", "-c", "pass"], env),
+        # cost every command (fleet's editable finder among them).
+        "python -S -c pass": lambda: run_quiet([*python, "-S", "-c", "pass"], env),
         "imports of fleet facts": lambda: run_quiet([*python, "-c", "import fleet.cli; from fleet.connect import facts_of; import fleet.facts, fleet.transport.ssh, fleet.transport.openssh"], env),
         "imports of fleet fetch-logs": lambda: run_quiet([*python, "-c", "import fleet.cli, fleet.backend; fleet.backend.backends(); import fleet.sweep.logs, fleet.sweep.status"], env),
         "fleet facts (warm cache)": lambda: run_quiet(setting.fleet_argv("facts", "all", "--json"), env),
@@ -521,7 +559,7 @@ def row_handshakes_and_fetch(setting: Setting, runs: int) -> dict[str, Any]:
         return time.perf_counter() - started
 
     def fleet_fetch(repo: Path = REPO) -> float:
-        return run_quiet(setting.fleet_argv("fetch-logs", "--sweep", sweep_id, "--hosts", ",".join(names)), setting.fleet_env(repo=repo))
+        return run_quiet(setting.fleet_argv("fetch-logs", "--sweep", sweep_id, "--hosts", ",".join(names), repo=repo), setting.fleet_env(repo=repo))
 
     def fresh(fn: Callable[[], float], local: Path) -> Callable[[], float]:
         def run() -> float:
@@ -564,7 +602,7 @@ def row_handshakes_and_fetch(setting: Setting, runs: int) -> dict[str, Any]:
 
     # `fleet status` of the same sweep (one poll of each host's agent), beside the baseline's.
     def fleet_status(repo: Path = REPO) -> float:
-        return run_quiet(setting.fleet_argv("status", sweep_id, "--json"), setting.fleet_env(repo=repo))
+        return run_quiet(setting.fleet_argv("status", sweep_id, "--json", repo=repo), setting.fleet_env(repo=repo))
 
     status_variants: dict[str, Callable[[], float]] = {"fleet status (4 hosts)": fleet_status}
     status_pairs: list[tuple[str, str]] = []
@@ -579,7 +617,7 @@ def row_handshakes_and_fetch(setting: Setting, runs: int) -> dict[str, Any]:
     return result
 
 
-def row_host_counts(counts: Sequence[int], work: Path, engine: str, runs: int) -> dict[str, Any]:
+def row_host_counts(counts: Sequence[int], work: Path, engine: str, runs: int, as_checkout: bool = False) -> dict[str, Any]:
     """The facts row on a fresh test fleet of each size in turn (booting not timed), with the
     load on the machine meanwhile."""
     out: dict[str, Any] = {}
@@ -589,7 +627,7 @@ def row_host_counts(counts: Sequence[int], work: Path, engine: str, runs: int) -
         # sshd start-up of 64 hosts on a busy 2-core machine takes tens of seconds.
         with start_test_fleet([f"h{i:02d}" for i in range(n)], boot_timeout=max(60.0, 2.0 * n)) as fleet:
             load_before, busy_before = os.getloadavg()[0], machine_cpu()
-            facts = row_facts(Setting(fleet, folder, engine), runs)
+            facts = row_facts(Setting(fleet, folder, engine, as_checkout=as_checkout), runs)
             busy, total = (after - before for after, before in zip(machine_cpu(), busy_before))
         out[str(n)] = {**facts, "load_before": load_before, "load_after": os.getloadavg()[0], "machine_busy": busy / total if total else 0.0}
         print_table(f"facts, {n} hosts (machine busy {out[str(n)]['machine_busy']:.0%})", out[str(n)])
@@ -627,6 +665,10 @@ def main() -> None:
     parser.add_argument("--label", default="now")
     parser.add_argument("--engine", choices=("bare", "torch"), default="bare", help="the facts row's engine Python on the hosts")
     parser.add_argument("--baseline", type=Path, help="an older checkout whose fleet runs beside this one's (cli, facts, fetch-logs rows)")
+    parser.add_argument(
+        "--as-checkout", action="store_true",
+        help="run fleet from the checkout in this script's interpreter (PYTHONPATH; this environment's bytecode setting and .pth files) instead of installed as bin/fleet installs it",
+    )  # fmt: skip
     args = parser.parse_args()
     reason = unavailable_reason()
     if reason:
@@ -654,7 +696,7 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="fleet-bench-peers-", dir="/var/tmp"))
     try:
         if args.host_counts:
-            out["host_counts"] = row_host_counts([int(n) for n in args.host_counts.split(",")], work, args.engine, args.runs)
+            out["host_counts"] = row_host_counts([int(n) for n in args.host_counts.split(",")], work, args.engine, args.runs, args.as_checkout)
             print_host_counts(out["host_counts"])
         else:
             run_rows(rows, args, work, out)
@@ -670,7 +712,7 @@ def main() -> None:
 def run_rows(rows: set[str], args: argparse.Namespace, work: Path, out: dict[str, Any]) -> None:
     """The rows of --rows on one test fleet of --hosts hosts."""
     with start_test_fleet([f"h{i:02d}" for i in range(args.hosts)], boot_timeout=60.0) as fleet:
-        setting = Setting(fleet, work, args.engine, args.baseline.resolve() if args.baseline else None)
+        setting = Setting(fleet, work, args.engine, args.baseline.resolve() if args.baseline else None, as_checkout=args.as_checkout)
         if "cli" in rows:
             out["cli"] = row_cli(setting, args.runs)
             print_table("CLI start", out["cli"])
