@@ -3144,3 +3144,153 @@ def test_batch22_heldout_keeps_its_measured_accuracy() -> None:
     named = _threads([entry for folder in others if (folder / "manifest.jsonl").exists() for entry in _manifest(folder)])
     assert not _threads(own_skipped) & named
     assert _heldout_right(BATCH22_HELDOUT, 17) >= 15
+
+
+# Round seventeen: batch22's and batch23's miss kinds as class rules (benchmarks/results/diagnose-heldout.md, "round
+# seventeen"). Each from the source that prints the text; the real logs below.
+SGLANG_036_SERVING = [
+    "[2024-11-22 03:00:00] server_args=ServerArgs(model_path='meta-llama/Llama-3.1-8B-Instruct', tp_size=1)",
+    "[2024-11-22 03:01:00] The server is fired up and ready to roll!",
+    "[2024-11-22 03:05:00 TP0] Prefill batch. #new-seq: 4, #new-token: 2048, #cached-token: 0, cache hit rate: 0.00%, #running-req: 0, #queue-req: 0",
+]
+
+
+@pytest.mark.parametrize("ready", [True, False])
+def test_a_bare_keyboardinterrupt_is_a_stop_by_sigint(ready: bool) -> None:
+    # CPython's default SIGINT handler raises KeyboardInterrupt() with no arguments; SGLang 0.3.6's scheduler and
+    # detokenizer processes catch only Exception (scheduler.py:1410, detokenizer_manager.py:205), so each prints it.
+    interrupted = [
+        "Process Process-1:",
+        "Traceback (most recent call last):",
+        '  File "/usr/lib/python3.11/multiprocessing/process.py", line 314, in _bootstrap',
+        "    self.run()",
+        '  File "/env/lib/python3.11/site-packages/sglang/srt/managers/detokenizer_manager.py", line 205, in run_detokenizer_process',
+        "    manager.event_loop()",
+        '  File "/env/lib/python3.11/site-packages/zmq/sugar/socket.py", line 972, in recv_pyobj',
+        "    msg = self.recv(flags)",
+        "KeyboardInterrupt",
+        "[2024-11-22 03:08:40] INFO:     Shutting down",
+        "[2024-11-22 03:08:40] INFO:     Waiting for connections to close. (CTRL+C to force quit)",
+    ]
+    head = SGLANG_036_SERVING if ready else SGLANG_036_SERVING[:1] + ["[2024-11-22 03:00:30 TP0] Load weight begin. avail mem=78.00 GB"]
+    diagnosis = diagnose_text(head + interrupted)
+    assert diagnosis.failure_class == (None if ready else "unknown")
+
+
+def test_a_quoted_raise_of_keyboardinterrupt_is_no_stop() -> None:
+    # A traceback's quoted source line naming the exception is code, not the interrupt; the TypeError is the failure.
+    lines = SGLANG_036_SERVING + [
+        "Traceback (most recent call last):",
+        '  File "/env/lib/python3.11/site-packages/sglang/srt/managers/scheduler.py", line 1433, in run_scheduler_process',
+        "    raise KeyboardInterrupt",
+        "TypeError: unsupported operand type(s) for +: 'NoneType' and 'int'",
+    ]
+    assert diagnose_text(lines).failure_class == "unknown"
+
+
+@pytest.mark.parametrize(
+    "module_file",
+    ["/sgl-workspace/aiter/aiter/fused_moe.py", "/opt/flashinfer/flashinfer/comm/__init__.py", "/usr/local/lib/python3.10/dist-packages/aiter/fused_moe.py"],
+)
+def test_a_source_checkouts_package_failing_at_import_is_import_error(module_file: str) -> None:
+    lines = [
+        "Traceback (most recent call last):",
+        '  File "/sgl-workspace/sglang/python/sglang/launch_server.py", line 66, in <module>',
+        "    server_args = prepare_server_args(sys.argv[1:])",
+        '  File "/sgl-workspace/sglang/python/sglang/srt/layers/quantization/unquant.py", line 56, in <module>',
+        "    from aiter.fused_moe import fused_moe",
+        f'  File "{module_file}", line 572, in <module>',
+        "    fmoe = aiter.fmoe",
+        "AttributeError: module 'aiter' has no attribute 'fmoe'",
+    ]
+    assert diagnose_text(lines).failure_class == "import_error"
+
+
+def test_the_engines_own_source_checkout_is_not_a_package_that_failed_at_import() -> None:
+    # vLLM built from source (/workspace/vllm/vllm/...): its own module's AttributeError is the engine's, not a package's.
+    lines = [
+        "Traceback (most recent call last):",
+        '  File "/workspace/vllm/vllm/entrypoints/openai/api_server.py", line 12, in <module>',
+        "    from vllm.config import ModelConfig",
+        '  File "/workspace/vllm/vllm/config/__init__.py", line 3, in <module>',
+        "    X = torch.foo",
+        "AttributeError: module 'torch' has no attribute 'foo'",
+    ]
+    assert diagnose_text(lines).failure_class != "import_error"
+
+
+@pytest.mark.parametrize(
+    "echo",
+    [
+        # vLLM 0.4-0.10 entrypoints/logger.py, 0.33 serve/utils/request_logger.py, SGLang's request logger.
+        "INFO 11-14 20:27:52 logger.py:36] Received request chat-1: prompt: '<s>[INST] Fix: This model maximum context length is 2048 tokens. However, your messages resulted in 2364 tokens. [/INST]', params: SamplingParams(n=1)",
+        "(APIServer pid=1) DEBUG 05-24 10:00:00 [request_logger.py:57] Request cmpl-2 details: prompt: 'Why does torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB happen?', prompt_token_ids: [1, 2].",
+        '(APIServer pid=1) INFO 05-24 10:00:00 [request_logger.py:86] Request cmpl-3 JSON body: {"messages": [{"content": "ImportError: libcudart.so.12: cannot open shared object file"}]}',
+        "[2026-05-24 10:00:00] Receive: obj=GenerateReqInput(text='RuntimeError: NCCL error: unhandled system error, what now?', sampling_params={'max_new_tokens': 64})",
+    ],
+)
+def test_a_request_that_quotes_an_error_is_the_clients_data(echo: str) -> None:
+    lines = ["INFO 05-24 10:00:00 [api_server.py:1000] vLLM API server version 0.8.5", READY, echo, 'INFO:     127.0.0.1:50000 - "POST /v1/chat/completions HTTP/1.1" 200 OK']
+    assert diagnose_text(lines).failure_class is None
+
+
+@pytest.mark.parametrize(
+    "lines",
+    [
+        # XLA error E0101 under vLLM's TPU backend, with PJRT's OOM payload, and the older allocator words.
+        [
+            "(EngineCore pid=187) ERROR 08-07 23:27:17 [core.py:1349] jax.errors.JaxRuntimeError: RESOURCE_EXHAUSTED: E0101: RuntimeProgramAllocationFailure:",
+            "(EngineCore pid=187) ERROR 08-07 23:27:17 [core.py:1349] Error loading program 'jit_sample': Attempting to reserve 512.00M at the bottom of memory. That was not possible. There are 100.50M free, 0B reserved, and 100.50M reservable.",
+            "(EngineCore pid=187) ERROR 08-07 23:27:17 [core.py:1349] See https://openxla.org/xla/errors/error_0101 for more details. [type.googleapis.com/pjrt.OOM='']",
+        ],
+        ["jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory while trying to allocate 20029400304 bytes."],
+        ["E0101 pjrt_stream_executor_client.cc:2036] Execution of replica 0 failed: Resource exhausted: Attempting to allocate 17.0K. That was not possible. There are 48.0K free."],
+        ["RuntimeError: RESOURCE_EXHAUSTED: XLA:TPU compile permanent error. Ran out of memory in memory space hbm. Used 17.50G of 15.48G hbm."],
+    ],
+)
+def test_an_accelerators_xla_memory_exhaustion_is_cuda_oom(lines: list[str]) -> None:
+    # The CUDA extension's import warning every TPU start prints is no import failure beside it.
+    warning = "WARNING 08-07 23:20:00 [interface.py:368] Failed to import from vllm._C: ModuleNotFoundError(\"No module named 'vllm._C'\")"
+    assert diagnose_text([warning, *lines]).failure_class == "cuda_oom"
+
+
+def test_a_neuron_execution_out_of_bounds_is_an_illegal_memory_access() -> None:
+    # libnrt nrt_status.h NRT_EXEC_OOB = 1006, as vllm-neuron's runner raises it.
+    line = "(EngineCore_DP0 pid=243) ERROR 06-27 02:23:02 [core.py:1008] RuntimeError: Failed to execute the model status=1006 message=Execution Out-Of-Bounds Memory Access"
+    diagnosis = diagnose_text([line])
+    assert diagnosis.failure_class == "cuda_illegal_memory_access" and "Neuron" in (diagnosis.fix or "")
+
+
+def test_tritons_missing_c_compiler_is_import_error() -> None:
+    # triton/runtime/build.py _build, at the first Triton use (here vLLM's import of its GPU model runner).
+    lines = [
+        "ERROR 08-15 03:11:52 [core.py:632] EngineCore failed to start.",
+        'ERROR 08-15 03:11:52 [core.py:632]   File "/venv/lib/python3.12/site-packages/triton/runtime/build.py", line 32, in _build',
+        'ERROR 08-15 03:11:52 [core.py:632]     raise RuntimeError("Failed to find C compiler. Please specify via CC environment variable.")',
+        "ERROR 08-15 03:11:52 [core.py:632] RuntimeError: Failed to find C compiler. Please specify via CC environment variable.",
+    ]
+    diagnosis = diagnose_text(lines)
+    assert diagnosis.failure_class == "import_error" and "CC=gcc" in (diagnosis.fix or "")
+
+
+@pytest.mark.parametrize(
+    ("folder", "name", "failure_class"),
+    [
+        ("batch22-heldout", "sglang-036-llama31-8b-serving-prefix-batches-then-keyboardinterrupt-test-stop.log", None),
+        ("batch22-heldout", "sglang-rocm-mi355x-glm51-mxfp4-aiter-flydsl-mismatch-no-attribute-fmoe.log", "import_error"),
+        ("batch23-heldout", "vllm-054-v0-arena-hard-serving-prompts-quote-errors-then-graceful-stop.log", None),
+        ("batch23-heldout", "vllm-tpu-v5e-gemma4-e2b-util095-resource-exhausted-program-allocation.log", "cuda_oom"),
+        ("batch23-heldout", "vllm-0160-neuron-gemma4-12b-first-request-execution-out-of-bounds-memory-access.log", "cuda_illegal_memory_access"),
+        ("batch23-heldout", "vllm-0100-tinyllama-import-gpu-model-runner-triton-failed-to-find-c-compiler.log", "import_error"),
+        # Starts interrupted before readiness stay unknown under the signal-stop convention.
+        ("batch21-heldout", "vllm-0230-qwen3-14b-awq-start-interrupted-in-torch-compile-keyboardinterrupt.log", "unknown"),
+        ("batch20-heldout", "vllm-085-v0-ray-placement-group-waits-gpus-exceed-then-sigterm.log", "unknown"),
+    ],
+)
+def test_round_seventeens_real_logs(folder: str, name: str, failure_class: str | None) -> None:
+    entry = next(entry for entry in _manifest(REAL.parent / folder) if entry["file"] == name)
+    assert (failure_class or "healthy") == entry["label"]
+    diagnosis = diagnose_file(REAL.parent / folder / name)
+    assert diagnosis.failure_class == failure_class
+    if failure_class is not None:
+        assert diagnosis.evidence and diagnosis.fix

@@ -173,6 +173,11 @@ SIGNATURES: tuple[Signature, ...] = (
             # A JIT build's link step (Triton's cuda_utils stub, a torch extension): GNU ld cannot find a
             # CUDA library, e.g. "/usr/bin/ld: cannot find -lcudart" / "-lcuda".
             T("cannot find -l", r"cannot find -l(?P<link_library>[\w.+-]+)"),
+            # The same JIT stub's compile step: Triton builds its launcher (cuda_utils / the kernel launcher) with the host's C
+            # compiler at first use, and with neither CC nor gcc/clang on PATH triton/runtime/build.py (_build) raises
+            # RuntimeError("Failed to find C compiler. Please specify via CC environment variable."), here while vLLM's
+            # gpu_model_runner imports a module whose @triton.autotune decorator reaches the driver.
+            T("Failed to find C compiler. Please specify via CC", r"(?P<missing_compiler>Failed to find C compiler)"),
             # vLLM's warning that its compiled ops did not import, whatever the loader's words (Linux's "cannot
             # open shared object file", macOS dyld's "Symbol not found"): 0.4-0.6 _custom_ops.py:15
             # logger.warning("Failed to import from vllm._C with %r", e), 0.33 platforms/rocm.py:58 the same and
@@ -217,6 +222,7 @@ SIGNATURES: tuple[Signature, ...] = (
         "re-run `python -c 'import sglang.srt.server_args'` on the host to check.",
         "Shared library {library} is not found: install the matching CUDA runtime / driver libraries or fix LD_LIBRARY_PATH for the service.",
         "A compiled extension does not match the installed torch/CUDA (undefined symbol {symbol}): reinstall sgl-kernel / flashinfer built for this torch version.",
+        "Triton could not build its kernel launcher ({missing_compiler}: neither CC nor gcc / clang on PATH): install gcc in the server's image or set CC=gcc in its environment.",
         "A JIT build could not link lib{link_library} (the linker found no such library): install the CUDA "
         "toolkit's libraries or put their folder (e.g. /usr/local/cuda/lib64 and its stubs/) on "
         "LIBRARY_PATH / LD_LIBRARY_PATH for the service.",
@@ -592,11 +598,18 @@ SIGNATURES: tuple[Signature, ...] = (
             # error detection"). The NPU's kernel reading or writing outside its memory: the same class as CUDA's
             # illegal address, as HIP's "an illegal memory access was encountered" is. Not the bus-response or
             # instruction-decode words, which name no address.
+            # AWS Neuron's runtime: NRT_EXEC_OOB = 1006 (libnrt nrt/nrt_status.h), an execution that accessed memory out of
+            # bounds, which vllm-neuron's model runner raises as "Failed to execute the model status=1006
+            # message=Execution Out-Of-Bounds Memory Access": the NeuronCore's illegal address, as CANN's below.
+            T("Execution Out-Of-Bounds Memory Access", r"(?P<neuron_fault>(?:status=1006 message=)?Execution Out-Of-Bounds Memory Access)"),
             T(
                 "errorStr: ",
                 r"errorStr: (?P<npu_address_fault>[^.]*?\baddress\b[^.]*?\b(?:is invalid|out of range|out of bounds))",
             ),
         ),
+        "A NeuronCore execution accessed memory out of bounds (Neuron runtime: {neuron_fault}): re-compile the model for "
+        "these shapes (clear the neuron compile cache), check that the request fits the compiled sequence length and batch "
+        "buckets, and compare with the previous Neuron SDK / vllm-neuron release.",
         "An NPU kernel read or wrote outside its memory (CANN: {npu_address_fault}): re-run with ASCEND_LAUNCH_BLOCKING=1 "
         "to name the kernel (the 'fault kernel_name' line names it too), try without graph mode and without the fused "
         "kernel's option (DeepEP / MoE dispatch, the attention backend), and compare with the previous torch_npu / CANN "
@@ -637,6 +650,16 @@ SIGNATURES: tuple[Signature, ...] = (
             # cuBLAS documents the status as "Resource allocation failed inside the cuBLAS library. This is usually caused by
             # a cudaMalloc() failure."
             T("CUBLAS_STATUS_ALLOC_FAILED"),
+            # XLA / PJRT on TPU (and JAX's other backends): the runtime's out-of-memory statuses. PJRT tags them with the
+            # "[type.googleapis.com/pjrt.OOM='']" payload; XLA's error E0101 RuntimeProgramAllocationFailure ("Error loading
+            # program ...: Attempting to reserve 384.11M at the bottom of memory. That was not possible. There are 346.77M
+            # free ..."), the TPU allocator's "Attempting to allocate 17.0K. That was not possible. There are 48.0K free.",
+            # the BFC allocator's "RESOURCE_EXHAUSTED: Out of memory while trying to allocate N bytes." and the TPU
+            # compiler's "Ran out of memory in memory space hbm": the accelerator's memory, as torch_xla / tpu_inference
+            # under vLLM meet it.
+            T("pjrt.OOM"),
+            T("That was not possible. There are", r"Attempting to (?:allocate|reserve) \S+(?: at the bottom of memory)?\. That was not possible\. There are \S+ free"),
+            T("RESOURCE_EXHAUSTED: ", r"RESOURCE_EXHAUSTED: (?:Out of memory while trying to allocate|.*?\bRan out of memory in memory space)"),
             # vLLM's sleep-mode allocator (csrc/cumem_allocator.cpp, its CUDA_CHECK macro: snprintf(error_msg, ...,
             # "CUDA Error: %s at %s:%d", error_string, __FILE__, __LINE__) with the driver's cuGetErrorString, printed
             # to std::cerr and raised by python_create_and_map as RuntimeError(error_msg), which vllm/device_allocator/

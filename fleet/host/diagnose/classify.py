@@ -81,10 +81,24 @@ _TRACEBACK_TAIL = 4
 # logging.cc "*** SIGTERM received at time=" (vLLM's Ray executor sends it while shutting down after any end). Whatever a
 # start prints from that line on is its teardown (label convention: a start that came up and was stopped by a signal is
 # healthy; one stopped before it came up is unknown, with its stall point).
+# CPython's default SIGINT handler (signal.default_int_handler) raises KeyboardInterrupt with no arguments: a traceback
+# that ends in a bare "KeyboardInterrupt" is a process interrupted by SIGINT (Ctrl-C, a launcher's interrupt). SGLang
+# 0.3.6's run_scheduler_process (managers/scheduler.py:1410) and run_detokenizer_process (detokenizer_manager.py:205)
+# catch only Exception, and 0.3.6 handles only SIGTERM (tokenizer_manager.py:508), so an interrupted 0.3 server prints
+# those tracebacks, each ending so, then uvicorn's "Shutting down": its form of the signal stop. Not a quoted source line
+# ("raise KeyboardInterrupt").
 _SIGNAL_STOP = re.compile(
     r"\[shutdown\] EngineCore: trigger received signal=\w+|\bSIGTERM received(?:\. signum=| on node_rank )"
     r"|\bKeyboardInterrupt\S*: (?:MQLLMEngine )?\S*terminated\b|Cancellation requested; stopping current tasks\."
+    r"|(?<!raise )(?<![\w.])KeyboardInterrupt(?=\s*$)"
 )
+# A request's own text echoed by the engine's request logger is the client's data, not the server's output: vLLM 0.4-0.10
+# entrypoints/logger.py log_inputs logger.info("Received request %s: prompt: %r, params: %s, ...") and 0.33
+# entrypoints/serve/utils/request_logger.py ("Request %s details: prompt: %r, ...", "Request %s JSON body: %s"); SGLang
+# 0.4.x managers/tokenizer_manager.py:377 and 0.5.23 utils/request_logger.py:116 f"Receive: obj={...}". A prompt that
+# quotes an error message (a benchmark's question about a bug) proves nothing about the server. (SGLang's "Finish: obj=...,
+# out=..." carries the server's answer and is read as before.)
+_REQUEST_ECHO = re.compile(r"^(?:Received request \S+: prompt: |Request \S+ (?:details: prompt: |JSON body: )|Receive: obj=)")
 # A utility call on a live vLLM engine that failed (sleep mode's wake_up, a LoRA load, collective_rpc): the engine core's
 # utility path (0.33 v1/engine/core.py:1849 _invoke_utility_method) logs logger.exception("Invocation of %s method failed",
 # name) and hands f"Call to {name} method failed: {str(e)}" back to the caller, whose client raises it (the API server's
@@ -308,9 +322,11 @@ _LOAD_CODE = "model_code_failed_loading"
 # traceback is in an installed package other than the engine's, and the traceback ends in an AttributeError or a TypeError
 # (an API or a Python version the package's top level does not fit: Hygon's lightop reading a DTK version that is None,
 # FlashInfer's comm/fd_exchange.py annotating with `array.array[int]`, which Python 3.11 refuses with "TypeError: type
-# 'array.array' is not subscriptable"; round fourteen read only the AttributeError).
+# 'array.array' is not subscriptable"; round fourteen read only the AttributeError). Installed from a source checkout (pip
+# install -e, as ROCm images ship aiter at /sgl-workspace/aiter), a package's files sit in <checkout>/<package>/ with the
+# checkout named as the package: "/aiter/aiter/fused_moe.py" is package aiter's module as "site-packages/aiter/..." is.
 _IMPORT_CODE = "import_failed_in_package"
-_PACKAGE_MODULE = re.compile(r"[/\\](?:site|dist)-packages[/\\](?P<package>[A-Za-z_]\w*)[/\\.]")
+_PACKAGE_MODULE = re.compile(r"[/\\](?:site|dist)-packages[/\\](?P<package>[A-Za-z_]\w*)[/\\.]|[/\\](?P<checkout>[A-Za-z_]\w*)[/\\](?P=checkout)[/\\]")
 _ENGINE_PACKAGES = {"vllm", "sglang", "vllm_omni", "sglang_omni"}
 _LOAD_ERRORS = {"AttributeError", "TypeError"}
 _TRACEBACK_HEAD = b"Traceback (most recent call last)"
@@ -703,7 +719,8 @@ class _Scanner:
             self._traceback_state = "open"
             if frame["function"] == "<module>":
                 package = _PACKAGE_MODULE.search(frame["file"])
-                self._module_package = package["package"] if package and package["package"] not in _ENGINE_PACKAGES else None
+                name = (package["package"] or package["checkout"]) if package else None
+                self._module_package = name if name not in _ENGINE_PACKAGES else None
             if self._load_frame is None and _is_load_frame(frame["file"], frame["function"]):
                 self._load_frame = f"{frame['function']} of {frame['file'].replace(chr(92), '/').rsplit('/', 1)[-1]}"
         else:
@@ -814,6 +831,8 @@ def _match(raw: bytes, text: str | None) -> tuple[str, str, dict[Signature, tupl
             message, warning = _unwrap(strip_prefix(text).message)
             source = bool(_SOURCE_LINE.match(message))
             message = message.strip()
+            if _REQUEST_ECHO.match(message):
+                return text, message, {}, False
         for signature, pattern, as_warning, quotes_source in entries:
             if source and not quotes_source:
                 continue
