@@ -24,6 +24,11 @@ from typing import Any
 
 import pytest
 
+from fleet.connect import CONNECT_TIMEOUT_S
+from fleet.retry import CONNECT
+from fleet.sweep.channel import QUICK_S
+from fleet.transport.rsync import SERVER_ALIVE_COUNT_MAX, SERVER_ALIVE_INTERVAL_S
+from fleet.transport.sshlink import _KEEPALIVE_S
 from tests.integration.faults import (
     Accounting,
     Controller,
@@ -312,12 +317,24 @@ def test_reboot_at_server_start_and_mid_workload_and_a_killed_agent(scenario) ->
 # -------------------------------------------------------------------------------------------------
 # the network: link drops, connection refused
 
+# The long drop outlasts every timer fleet keeps on a link, each firing inside it, in this order:
+# the poll's query deadline (QUICK_S, 15 s) drops the connection; CONNECT's first back-off (1-2 s)
+# passes; a whole connect attempt then times out (the connect timeout, 10 s, its SYNs all lost),
+# and the next attempt's SYNs reach the host only once the link is back: the sweep goes on only
+# through a fresh connection. The keepalive interval (15 s) and rsync's ssh ServerAlive window
+# (5 s x 3) are shorter than the drop too. 8 s of slack for a loaded machine (the poll in flight
+# at the cut, threads late to run). A longer drop adds more connect attempts of the same kind
+# (70 s made four, the last ending after the link was back, then a 10 s back-off): no other path.
+LONG_DROP_S = QUICK_S + CONNECT.initial_wait_s + CONNECT.jitter_s + CONNECT_TIMEOUT_S + 8.0  # 35 s
+
 
 def test_link_drops_of_seconds_and_minutes_and_connection_refused(scenario) -> None:
     """Three hosts, one server each, each fault while its host's server runs a workload: ct200's
     link drops for 5 s, ct201's sshd refuses connections for 10 s (its agent works on), ct202's
-    link drops for 70 s. Each host's fault is injected from a thread of its own, so that waiting
-    on one never delays another."""
+    link drops for LONG_DROP_S (35 s: longer than every call's deadline, the connect timeout after
+    a back-off and the keepalive, so only a reconnection ends it). Each host's fault is injected
+    from a thread of its own, so that waiting on one never delays another."""
+    assert LONG_DROP_S > max(QUICK_S, _KEEPALIVE_S, SERVER_ALIVE_INTERVAL_S * SERVER_ALIVE_COUNT_MAX, CONNECT.max_wait_s), LONG_DROP_S
     sc = scenario(["ct200", "ct201", "ct202"])
     controller = sc.sweep(fault_playbook(sc.root, isolation="exclusive"), "ct200,ct201,ct202")
     sweep_id = controller.sweep_id()
@@ -337,7 +354,7 @@ def test_link_drops_of_seconds_and_minutes_and_connection_refused(scenario) -> N
     faults = {
         "ct200": lambda: sc.fleet.drop_link("ct200", 5).join(timeout=30),
         "ct201": lambda: refused("ct201", 10),
-        "ct202": lambda: sc.fleet.drop_link("ct202", 70).join(timeout=120),
+        "ct202": lambda: sc.fleet.drop_link("ct202", LONG_DROP_S).join(timeout=LONG_DROP_S + 50),
     }
 
     def inject(host: str) -> None:
@@ -361,7 +378,7 @@ def test_link_drops_of_seconds_and_minutes_and_connection_refused(scenario) -> N
     rows = [
         row(sc, "link drop 5 s", "mid-workload", 1, accounting, left, notice(controller, at["ct200"], trouble("ct200")), outcome),
         row(sc, "connection refused 10 s", "mid-workload", 1, accounting, left, notice(controller, at["ct201"], trouble("ct201")), outcome),
-        row(sc, "link drop 70 s", "mid-workload", 1, accounting, left, notice(controller, at["ct202"], trouble("ct202")), outcome),
+        row(sc, f"link drop {LONG_DROP_S:g} s", "mid-workload", 1, accounting, left, notice(controller, at["ct202"], trouble("ct202")), outcome),
     ]
     assert_clean(accounting, left, controller)
     assert code == 0 and (controller.summary() or {}).get("state") == "finished", why(code, controller)
@@ -643,7 +660,10 @@ def test_host_lost_for_good(scenario) -> None:
     """ct201 loses power mid-workload and never comes back: past `limits.host_lost_after_s` it is
     declared lost, its runs move to ct200 (or are reported as not run); the sweep ends."""
     sc = scenario(["ct200", "ct201"])
-    controller = sc.sweep(fault_playbook(sc.root, isolation="exclusive", limits={"host_lost_after_s": 15}), "ct200,ct201")
+    # The limit is the playbook's: it counts from the host's last answer, and a healthy host never
+    # leaves a call unanswered, so a short one is as safe as a long one and the loss is the same
+    # path (each poll retried under CONNECT until the limit, then lost, its runs moved).
+    controller = sc.sweep(fault_playbook(sc.root, isolation="exclusive", limits={"host_lost_after_s": 5}), "ct200,ct201")
     sweep_id = controller.sweep_id()
     sc.wait_server("ct201", sweep_id, "running", with_run=True)
     lost_at = time.time()
