@@ -248,7 +248,7 @@ SIGNATURES: tuple[Signature, ...] = (
             # f"Cannot find any safetensors model weights with `{model_name_or_path}`".
             T("Cannot find any safetensors model weights with", r"(?:.*?with `(?P<path>[^`]+)`)?"),
             # The quantization config file the checkpoint names is not there: vLLM model_loader/weight_utils.py
-            # (0.6.6 :213, 0.33 :380) and SGLang model_loader/weight_utils.py (0.5.23 :389) get_quant_config,
+            # (0.6.6 :192, 0.33 :380) and SGLang model_loader/weight_utils.py (0.4.6 :194, 0.5.23 :389) get_quant_config,
             # raise ValueError(f"Cannot find the config file for {quant_config.get_name()}").
             T("Cannot find the config file for"),
             # transformers' AutoConfig (models/auto/configuration_auto.py from_pretrained): f"Unrecognized model in {path}.
@@ -277,11 +277,11 @@ SIGNATURES: tuple[Signature, ...] = (
             # SGLang 0.5.23 model_loader/weight_utils.py:801: f"{index_file} references {n} shard file(s) missing
             # from {folder} (incomplete download?): {names}": the index lists shards the folder does not hold.
             T("shard file(s) missing from", r"missing from (?P<path>\S+) \(incomplete download\?\)"),
-            # The sharded-state loaders of both engines (vLLM model_loader/sharded_state_loader.py:212, SGLang
+            # The sharded-state loaders of both engines (vLLM 0.33 model_loader/sharded_state_loader.py:212, 0.6.6 loader.py:626, SGLang
             # model_loader/loader.py:1650): "Could not find checkpoint files '{pattern}', only pre-sharded
             # checkpoints are currently supported!": no file of the rank's shard pattern in the model folder.
             T("only pre-sharded checkpoints are currently supported"),
-            # vLLM's default loader after loading (0.33 model_loader/default_loader.py:569, since 0.7): raise
+            # vLLM's default loader after loading (0.33 model_loader/default_loader.py:569; not in 0.10.2): raise
             # ValueError(f"Following weights were not initialized from checkpoint: {weights_not_loaded}"): the
             # checkpoint lacks tensors the model needs (a partial download, another variant's files).
             T("weights were not initialized from checkpoint"),
