@@ -13,6 +13,10 @@ runs grows. Measured:
 - result-to-event latency: from a run's `ended_at` (written by the agent on the host, whose clock
   is this machine's) to the controller's `run` event for it (the wall time the event reached
   `on_event`), median, p90 and max;
+- the controller's memory: this process' resident set (VmRSS) just before `start_sweep` and its
+  peak while the sweep runs (VmHWM, reset first through /proc/self/clear_refs), the growth per run
+  (peak minus start, over the runs) and its growth exponent between sizes. Run one size per
+  process (`--sizes 2048`) for figures that an earlier, larger sweep's freed memory cannot hide;
 - the sweep's wall time and how many runs ended with each status.
 
     python benchmarks/bench_sweep_scale.py [--sizes 512,2048,8192] [--speed 0.02] [--poll 0.5] [--json PATH]
@@ -78,6 +82,19 @@ def _cpu() -> tuple[float, float]:
     return own.ru_utime + own.ru_stime, children.ru_utime + children.ru_stime
 
 
+def _rss_kib(field: str) -> int:
+    """VmRSS (now) or VmHWM (the peak since the last reset) of this process, KiB."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    raise RuntimeError(f"/proc/self/status has no {field}")
+
+
+def _reset_peak_rss() -> None:
+    # Linux >= 4.0: writing 5 resets VmHWM to the present resident set.
+    Path("/proc/self/clear_refs").write_text("5")
+
+
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
@@ -98,6 +115,8 @@ def sweep_once(size: int, workdir: Path, speed: float, poll_s: float) -> dict[st
         book = playbook(size, workdir / "playbook.yaml")
         results_root = workdir / "results"
         own0, children0 = _cpu()
+        _reset_peak_rss()
+        rss0 = _rss_kib("VmRSS")
         began = time.time()
         outcome = start_sweep(book, hosts, results_root, poll_interval_s=poll_s, on_event=on_event)
         resumes = 0
@@ -106,6 +125,7 @@ def sweep_once(size: int, workdir: Path, speed: float, poll_s: float) -> dict[st
             outcome = resume_sweep(outcome.sweep_id, results_root, poll_interval_s=poll_s, on_event=on_event)
         wall = time.time() - began
         own1, children1 = _cpu()
+        peak = _rss_kib("VmHWM")
     ended = {p.stem: float(json.loads(p.read_text())["ended_at"]) for p in outcome.directory.glob("*/runs/*.json")}
     statuses: Counter[str] = Counter()
     for path in outcome.directory.glob("*/runs/*.json"):
@@ -124,6 +144,9 @@ def sweep_once(size: int, workdir: Path, speed: float, poll_s: float) -> dict[st
         "controller_cpu_s": round(own1 - own0, 2),
         "children_cpu_s": round(children1 - children0, 2),
         "cpu_ms_per_event": round((own1 - own0) / max(events, 1) * 1000, 3),
+        "rss_start_mib": round(rss0 / 1024, 1),
+        "rss_peak_mib": round(peak / 1024, 1),
+        "kib_per_run": round((peak - rss0) / size, 2),
         "latency_s": {"median": round(statistics.median(latency), 2), "p90": round(percentile(latency, 0.9), 2), "max": round(max(latency), 2)} if latency else None,
     }
 
@@ -148,15 +171,19 @@ def main() -> int:
         if rows:
             before = rows[-1]
             row["cpu_exponent"] = round(math.log(row["controller_cpu_s"] / before["controller_cpu_s"]) / math.log(size / before["runs"]), 2)
+            grown, grown_before = row["rss_peak_mib"] - row["rss_start_mib"], before["rss_peak_mib"] - before["rss_start_mib"]
+            if grown > 0 and grown_before > 0:
+                row["memory_exponent"] = round(math.log(grown / grown_before) / math.log(size / before["runs"]), 2)
         rows.append(row)
         print(json.dumps(row), flush=True)
-    print("\n| runs | results | wall s | controller CPU s | ms CPU / run event | exponent | children CPU s | latency median / p90 / max s |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("\n| runs | results | wall s | controller CPU s | ms CPU / run event | exponent | children CPU s | latency median / p90 / max s | RSS start / peak MiB | KiB / run | exponent |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in rows:
         lat = r["latency_s"] or {}
         print(
             f"| {r['runs']} | {r['results']} | {r['wall_s']} | {r['controller_cpu_s']} | {r['cpu_ms_per_event']} | {r.get('cpu_exponent', '-')} "
-            f"| {r['children_cpu_s']} | {lat.get('median', '-')} / {lat.get('p90', '-')} / {lat.get('max', '-')} |"
+            f"| {r['children_cpu_s']} | {lat.get('median', '-')} / {lat.get('p90', '-')} / {lat.get('max', '-')} "
+            f"| {r['rss_start_mib']} / {r['rss_peak_mib']} | {r['kib_per_run']} | {r.get('memory_exponent', '-')} |"
         )
     path = args.json or Path("/var/tmp/fleet-bench") / f"sweep-scale-{time.strftime('%Y%m%d-%H%M%S')}.json"
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -29,6 +29,7 @@ import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import orjson
 
@@ -49,6 +50,9 @@ _Stamp = tuple[int, int, int, int, int]
 # one pass does not accept the file and the exact path, json's, decides: a file is accepted or
 # refused here as on a host, with the same values and the same words (tests/unit/test_ledger_one_pass.py).
 DECODE = orjson.loads
+
+# How many distinct host facts a ledger keeps to share among its results (ResultLedger._shared_facts).
+_DISTINCT_FACTS = 4
 
 
 class ResultLedger:
@@ -80,6 +84,7 @@ class ResultLedger:
         self._rejections: list[tuple[str, str]] = []
         self._announced: set[str] = set()
         self._looked = False  # the whole folder listed once: what a pull names is then all that is new
+        self._host_facts: list[dict[str, Any]] = []  # the distinct facts its results carried, each held once (_shared_facts)
 
     # ------------------------------------------------------------------------------ reading
 
@@ -159,6 +164,8 @@ class ResultLedger:
         if isinstance(held, Digest):
             self._entries[name] = (stamp, held)
             held = held.result
+        else:
+            self._shared_facts(held)
         if run_id not in self._announced:  # a run is news once, whatever its file does later
             self._announced.add(run_id)
             self._accepted.append(held)
@@ -176,6 +183,25 @@ class ResultLedger:
         self._unsaved = True
         result, why = self._read(name)
         return (digest(result), "") if result is not None and self._digests else (result, why)
+
+    def _shared_facts(self, result: RunResult) -> None:
+        """Every result of a host carries the host's facts (GPUs, driver, disks: 18 of a result's
+        49 KiB in memory, the largest part), the same from one result to the next until the host
+        changes (a reboot, a new driver): a result whose facts equal ones held before holds that
+        copy, not its own (a sweep's ledger holds its whole results to the end; issue 28:
+        controller memory per run)."""
+        facts = result.host_facts
+        if facts is None:
+            return
+        for held in self._host_facts:
+            if facts == held:
+                # The result is this ledger's own, read a moment ago and not yet handed out: set as
+                # its checked fields were (frozen against its readers, not against its reader).
+                result.__dict__["host_facts"] = held
+                return
+        # A few distinct ones at most in a sweep; bounded all the same (a host that sends new
+        # facts with every result costs a comparison per kept one, not a growing list).
+        self._host_facts = [facts, *self._host_facts[: _DISTINCT_FACTS - 1]]
 
     def _reject(self, name: str, why: str) -> None:
         if self._rejected.get(name) != why:

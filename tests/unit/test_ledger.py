@@ -200,6 +200,24 @@ def test_a_pulls_list_of_what_it_wrote_is_looked_at_and_nothing_else(runs: Path)
     assert set(book.results) == {"r1", "r2", "r3", "r4"}
 
 
+def test_results_of_one_host_hold_its_facts_once_and_keep_what_each_file_says(runs: Path) -> None:
+    """A sweep's ledger holds its whole results to the end, and each carries the host's facts (the
+    largest part of one in memory): results whose facts are equal hold one copy; results whose
+    facts differ (the host changed: a reboot, a new driver) keep their own. Each still reads as its
+    file says."""
+    facts = {"gpus": [{"index": i, "name": "NVIDIA H200", "memory_total_mib": 143771} for i in range(8)], "driver": {"version": "580.95.05"}}
+    changed = {**facts, "driver": {"version": "590.44.01"}}
+    book = ledger(runs, ("r1", "r2", "r3", "r4"))
+    for run_id, its_facts in (("r1", facts), ("r2", facts), ("r3", changed), ("r4", changed)):
+        write(runs, f"{run_id}.json", result(run_id, host_facts=its_facts))
+    book.refresh()
+    held = book.results
+    assert [held[r].host_facts for r in ("r1", "r2", "r3", "r4")] == [facts, facts, changed, changed]
+    assert held["r1"].host_facts is held["r2"].host_facts
+    assert held["r3"].host_facts is held["r4"].host_facts and held["r3"].host_facts is not held["r1"].host_facts
+    assert [r.host_facts for r in book.accepted()[0]] == [facts, facts, changed, changed]  # handed out as held
+
+
 def test_a_sweep_folder_with_junk_reads_without_a_crash(tmp_path: Path) -> None:
     sweep = tmp_path / SWEEP
     write(sweep / "ct200" / "runs", "r1.json", result("r1"))
