@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -34,7 +35,7 @@ from fleet.host.contract.nodeprep import REFUSED_EXIT, NodePrep, NodeRequirement
 from fleet.host.contract.results import CLIENTS, FLEET_CLIENT
 from fleet.host.contract.shard import AgentLimits, RunSpec
 from fleet.host.errors import ContractError
-from fleet.host.engines.sim.harness import start_sim
+from fleet.host.engines.sim.harness import SimProcess, start_sim
 from fleet.host.failures import FailureClass
 from fleet.inventory import Host
 from fleet.playbook import expand_runs, load_playbook
@@ -512,40 +513,62 @@ def test_the_readers_give_the_keys_the_tools_recorded() -> None:
     assert TOOLS["bench_serving"].read(FIXTURES / "bench_serving", 0.0).keys is None
 
 
-def drive_on_sim(tmp_path: Path, workload: dict[str, Any]) -> WorkloadOutcome:
-    """The agent's drive of `workload` (naming a tool) against a sim server on this machine."""
+@pytest.fixture(scope="module")
+def sim_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimProcess]:
+    """One sim server on this machine for the module's end-to-end tool runs, started once: the sim
+    runs without noise (none asked for) and without a prefix cache (--disable-radix-cache), and
+    each request's pages are freed when it ends, so what one test's tool sent leaves nothing that
+    changes what the next one's sends, measures or reads back."""
+    tmp_path = tmp_path_factory.mktemp("sim")
     env = local_gpu_env(tmp_path / "gpu", os.environ)
     args = ["--model-path", "meta-llama/Llama-3.1-8B-Instruct", "--context-length", "8192", "--mem-fraction-static", "0.75", "--disable-radix-cache"]
     server = start_sim(args, tmp_path / "server.log", env={**env, "CUDA_VISIBLE_DEVICES": "0", "HF_HUB_OFFLINE": "1"}, speed=0.05)
     try:
         assert server.wait_ready(60), server.log()
-        out = drive(
-            Driver(
-                Client(Endpoint("127.0.0.1", server.port), api="completions", model="meta-llama/Llama-3.1-8B-Instruct"),
-                AgentLimits(request_timeout_s=60.0),
-                ServerFacts(served_model="meta-llama/Llama-3.1-8B-Instruct"),
-                Gate(lambda: None, threading.Event()),
-                RunSpec("r", "r", workload),
-            )
-        )
+        yield server
     finally:
         server.stop()
+
+
+def tool_tokenizer(directory: Path, corpus: str) -> Path:
+    """test_load_generators.build_tokenizer's folder with the config.json a model's folder has: without
+    one, vllm bench serve's read of the model config fails and is retried after a 2 s sleep
+    (vllm/transformers_utils/repo_utils.py with_retry) at every run. The tokenizer is the same: its
+    class is the one tokenizer_config.json names, whatever the config's model type."""
+    from tests.integration.test_load_generators import build_tokenizer
+
+    folder = build_tokenizer(directory, corpus)
+    (folder / "config.json").write_text(json.dumps({"model_type": "llama"}))
+    return folder
+
+
+def drive_on_sim(server: SimProcess, workload: dict[str, Any]) -> WorkloadOutcome:
+    """The agent's drive of `workload` (naming a tool) against the sim server."""
+    assert server.process.poll() is None, server.log()[-3000:]
+    out = drive(
+        Driver(
+            Client(Endpoint("127.0.0.1", server.port), api="completions", model="meta-llama/Llama-3.1-8B-Instruct"),
+            AgentLimits(request_timeout_s=60.0),
+            ServerFacts(served_model="meta-llama/Llama-3.1-8B-Instruct"),
+            Gate(lambda: None, threading.Event()),
+            RunSpec("r", "r", workload),
+        )
+    )
     assert out.failure is None, out.failure
     return out
 
 
-def test_the_agent_runs_vllm_bench_serve_on_a_dataset_and_the_result_is_a_dataset_runs(tmp_path: Path) -> None:
+def test_the_agent_runs_vllm_bench_serve_on_a_dataset_and_the_result_is_a_dataset_runs(tmp_path: Path, sim_server: SimProcess) -> None:
     """End to end on this machine: a sim server, `vllm bench serve` on fleet's sample of a dataset
     (4 prompts, their own output lengths, 2 in flight); each request is the sample's, with its
     category, and the run's sample_sha256 is the one fleet's client records for the same sample."""
     pytest.importorskip("vllm.benchmarks.serve")
     pytest.importorskip("tokenizers")
     from fleet.host.agent.kinds.listed import dataset_requests, sample_sha256
-    from tests.integration.test_load_generators import build_tokenizer
 
-    tokenizer = build_tokenizer(tmp_path / "tok", " ".join(str(r["prompt"]) for r in DATASET_ROWS))
+    tokenizer = tool_tokenizer(tmp_path / "tok", " ".join(str(r["prompt"]) for r in DATASET_ROWS))
     workload = dataset_workload(tmp_path, {"tool": "vllm_bench_serve", "python": sys.executable, "tokenizer": str(tokenizer)}, rate=1e6, max_in_flight=2)
-    out = drive_on_sim(tmp_path, workload)
+    out = drive_on_sim(sim_server, workload)
     plans = dataset_requests(workload, 0)
     assert [(s.outcome.ok, s.outcome.output_tokens, s.tags) for s in out.sent] == [(True, p.max_new_tokens, p.tags) for p in plans]
     assert out.extras["sample_sha256"] == sample_sha256(plans) and workload["dataset"]["sample_sha256"]
@@ -617,19 +640,17 @@ def test_a_result_measured_by_a_tool_is_reported_under_its_client() -> None:
     assert "measured by aiperf" in render(report, "md")
 
 
-def test_the_agent_runs_vllm_bench_serve_against_a_server_and_its_records_are_the_runs(tmp_path: Path) -> None:
+def test_the_agent_runs_vllm_bench_serve_against_a_server_and_its_records_are_the_runs(tmp_path: Path, sim_server: SimProcess) -> None:
     """The agent's tool kind end to end on this machine: a sim server, `vllm bench serve` from the
     suite's vllm wheel run by this interpreter with a random workload's load (4 requests of exactly
     32 tokens in and 8 out, 2 in flight), its result.json read into the run's requests."""
     pytest.importorskip("vllm.benchmarks.serve")
     pytest.importorskip("tokenizers")
-    from tests.integration.test_load_generators import build_tokenizer
-
-    tokenizer = build_tokenizer(tmp_path / "tok", "It was the best of times, it was the worst of times.")
+    tokenizer = tool_tokenizer(tmp_path / "tok", "It was the best of times, it was the worst of times.")
     workload = {"name": "w", "kind": "random", "input_tokens": 32, "max_new_tokens": 8, "requests": 4, "seed": 0, "slo": None}
     workload["load"] = {"rate": 1e6, "burstiness": 1.0, "max_in_flight": 2, "warmup_requests": 0, "seed": 0, "time_scale": 1.0}
     workload["client"] = {"tool": "vllm_bench_serve", "python": sys.executable, "tokenizer": str(tokenizer)}
-    out = drive_on_sim(tmp_path, workload)
+    out = drive_on_sim(sim_server, workload)
     assert [(s.outcome.ok, s.outcome.prompt_tokens, s.outcome.output_tokens) for s in out.sent] == [(True, 32, 8)] * 4
     [section] = out.sections
     [stated] = out.extras["tool"]["stated"]
