@@ -25,7 +25,10 @@ Rows (each a median of --runs interleaved runs, A B A B ..., against its peer in
   here with the test hosts' fake GPU tools first on PATH (no test hosts needed).
 
 Ansible (ansible-core) and pyinfra are installed by this script into their own virtualenvs under
-/var/tmp/fleet-bench-venvs/ (pinned versions; kept, so reruns are fast). Needs root (test hosts).
+/var/tmp/fleet-bench-venvs/ (pinned versions; kept, so reruns are fast), and so is fleet, as
+`bin/fleet` installs it (`pip install -e <checkout>`, one venv per checkout: `fleet_venv`), so that
+each tool starts as its users' installs do (`--as-checkout`: fleet from this interpreter instead).
+Needs root (test hosts).
 
     python benchmarks/bench_peers.py                       # every row, 16 hosts, 5 runs each
     python benchmarks/bench_peers.py --rows cli,facts --runs 7 --label after
