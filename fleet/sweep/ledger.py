@@ -16,9 +16,9 @@ every result so far; and where the pull names what it wrote, not even that (`ref
 
 And it keeps the user's cache of checked results (fleet.sweep.resultcache): a folder's ledger
 (`host_ledger`, `read_sweep_results`) writes what a report reads of each result it accepted, signed,
-when the sweep or the report reads the whole folder; a ledger that holds only that part (`fleet
-report`'s) takes it from there for every file whose stamp is the one it was checked at, and
-checks every other file as ever.
+when the sweep or the report reads the whole folder; a ledger that holds only that part (a
+sweep's, `fleet report`'s) takes it from there for every file whose stamp is the one it was checked
+at, and checks every other file as ever.
 """
 
 from __future__ import annotations
@@ -187,9 +187,9 @@ class ResultLedger:
     def _shared_facts(self, result: RunResult) -> None:
         """Every result of a host carries the host's facts (GPUs, driver, disks: 18 of a result's
         49 KiB in memory, the largest part), the same from one result to the next until the host
-        changes (a reboot, a new driver): a result whose facts equal ones held before holds that
-        copy, not its own (a sweep's ledger holds its whole results to the end; issue 28:
-        controller memory per run)."""
+        changes (a reboot, a new driver): where this ledger holds whole results (a Slurm task's, a
+        folder read without digests), a result whose facts equal ones held before holds that copy,
+        not its own (issue 28: controller memory per result)."""
         facts = result.host_facts
         if facts is None:
             return
@@ -309,9 +309,14 @@ class SweepResults:
 
 def host_ledger(directory: Path, host: str, expected: Iterable[str] | None = None) -> ResultLedger:
     """The ledger of one host's folder of the sweep folder `directory` (named after its sweep id),
-    which keeps the folder's cache of checked results (written by `read_sweep_results`)."""
+    which keeps the folder's cache of checked results (written by `read_sweep_results`). It holds
+    each result's digest (fleet.sweep.resultcache: what a report and the sweep's own bookkeeping
+    read of it, the requests' TTFTs included), not the whole result: a sweep keeps its results to
+    its summary, and whole ones grew its memory by their requests, host facts and extras (issue 28:
+    33 KiB a run at 8k runs of the scale benchmark's short results; a real result's requests are
+    more)."""
     runs = directory / host / SweepDir.RUNS
-    return ResultLedger(runs, directory.name, host, expected, cache=ResultCache.of(runs, directory.name, host))
+    return ResultLedger(runs, directory.name, host, expected, digests=True, cache=ResultCache.of(runs, directory.name, host))
 
 
 def read_sweep_results(directory: Path, ledgers: Mapping[str, ResultLedger] | None = None, sweep_id: str | None = None, *, digests: bool = False) -> SweepResults:

@@ -45,16 +45,20 @@ from fleet.host.contract import results as contract_results
 # ------------------------------------------------------------------------------ what is kept
 
 # What the report reads of a result (fleet.report.model: rows_of, _with_figures, the lossless
-# checks); `reported` keeps only these. tests/unit/test_report_scale.py checks that every fixture's
-# report is the same from whole results.
-FIGURE_FIELDS = ("requests", "output_tok_s", "output_tok_s_per_request", "request_throughput", "acceptance_length", "ttft_s", "itl_s", "energy", "level", "repeat")
+# checks), and what a sweep's bookkeeping reads of one to its end (its ledgers hold digests too:
+# fleet.sweep.ledger.host_ledger); `reported` keeps only these. tests/unit/test_report_scale.py
+# checks that every fixture's report is the same from whole results. `errors`: a failed run's
+# request errors, which the sweep's repair diagnoses (fleet.sweep.fixing.classify_result).
+FIGURE_FIELDS = ("requests", "output_tok_s", "output_tok_s_per_request", "request_throughput", "acceptance_length", "ttft_s", "itl_s", "energy", "level", "repeat", "errors")
 # A repeat of a run is one pass of the run's row (fleet.report.model._with_figures): of its
 # figures the report reads these, not its requests, request rate, energy or TTFT summary (the
 # row's are the run's; the pass's TTFTs are its requests'): 1.9 of a benchmark result's 8.6 KiB kept.
 PASS_FIELDS = ("output_tok_s", "output_tok_s_per_request", "acceptance_length", "itl_s", "repeat")
 # Extras of figures, one per level (a row each: FIGURE_FIELDS) or repeat (a pass each); other extras kept whole.
 SECTIONS = {"levels": FIGURE_FIELDS, "repeats": PASS_FIELDS}
-SERVER_FIELDS = ("max_running_requests",)
+# `start_lines`: the memory lines the server's start logged, which a sweep adds to the start
+# history at its end (fleet.planning.starts.start_lines_of).
+SERVER_FIELDS = ("max_running_requests", "start_lines")
 WORKLOAD_FIELDS = ("name", "kind")
 
 # The TTFTs of a result's successful requests by their tags (level, repeat): None where absent.

@@ -22,10 +22,12 @@ from typing import Any, TypeVar
 
 import pytest
 
-from fleet.host.contract import RunResult
+from fleet.host.contract import RunResult, load_result
 from fleet.host.contract import results as contract_results
+from fleet.planning.starts import start_lines_of
 from fleet.report import build_report, load_sweep, render
 from fleet.sweep import resultcache
+from fleet.sweep.fixing import classify_result
 from fleet.sweep.ledger import ResultLedger, host_ledger, read_sweep_results
 from fleet.sweep.resultcache import KEY_FILE, STATE_DIR_ENV, ResultCache, user_key
 
@@ -249,13 +251,37 @@ def test_a_cached_result_is_still_checked_for_where_it_lies(state: Path, sweep: 
 
 
 def test_the_sweeps_ledger_writes_the_cache_the_report_reads(state: Path, sweep: Path) -> None:
-    """A sweep's ledgers hold whole results; at its summary (read_sweep_results with its ledgers)
-    they write the folder's cache, and the report after it parses no file."""
+    """A sweep's ledgers hold digests (what a report and the sweep's bookkeeping read, not whole
+    results: a sweep holds its results to its summary); at its summary (read_sweep_results with its
+    ledgers) they write the folder's cache, and the report after it parses no file."""
     ledger = host_ledger(sweep, HOST)
     swept = read_sweep_results(sweep, {HOST: ledger})
-    assert any(r.requests for r in swept.results)  # whole
+    assert swept.results and not any(r.requests or r.host_facts for r in swept.results)  # digests
+    assert set(swept.ttft_s) == {(HOST, r.run_id) for r in swept.results}  # with the requests' TTFTs
     _, parses = parsed(lambda: report(sweep))
     assert parses == 0
+
+
+def test_a_sweeps_ledger_keeps_what_its_bookkeeping_reads(state: Path, sweep: Path) -> None:
+    """Of each result a sweep's ledger keeps what the sweep reads to its end: status, times, the
+    failure; a failed run's request errors (its repair diagnoses them, fleet.sweep.fixing); the
+    server's start lines (the start history, fleet.planning.starts); and what a report reads."""
+    runs = sweep / HOST / "runs"
+    path = next(p for p in sorted(runs.glob("*.json")) if json.loads(p.read_text()).get("requests"))
+    data = json.loads(path.read_text())
+    data["status"], data["failure"] = "failed", {"class": "requests_failed", "message": "every request failed", "evidence": []}
+    data["figures"]["errors"] = {"http_400": {"count": 4, "sample": "This model's maximum context length is 32768 tokens"}}
+    data["server"] = {**(data.get("server") or {}), "start_lines": ["max_total_num_tokens=241770, chunked_prefill_size=8192"]}
+    path.write_text(json.dumps(data))
+    whole = load_result(path)
+    ledger = host_ledger(sweep, HOST)
+    ledger.refresh()
+    held = ledger.results[whole.run_id]
+    assert (held.status, held.failure, held.started_at, held.ended_at, held.server_id, held.label) == (whole.status, whole.failure, whole.started_at, whole.ended_at, whole.server_id, whole.label)
+    assert held.figures["errors"] == whole.figures["errors"]
+    assert classify_result(held) == classify_result(whole) and classify_result(whole)[0] == "context_length_exceeded"
+    assert start_lines_of(held) == start_lines_of(whole) == ("max_total_num_tokens=241770, chunked_prefill_size=8192",)
+    assert held.requests == () and held.host_facts is None and whole.requests
 
 
 def test_two_writers_at_once_leave_one_whole_cache(state: Path, sweep: Path) -> None:
