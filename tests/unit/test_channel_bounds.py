@@ -140,3 +140,25 @@ def test_the_poll_counts_the_hosts_results_in_a_shell_and_its_answer_does_not_gr
     # What a host answers is untrusted: anything but a count is an error naming where, never a guess.
     with pytest.raises(ContractError, match=r"ct200:.*runs: the poll.s count of result files: expected a whole number, got .a.json."):
         parse_poll(large.replace("\n3000\n", "\na.json\n", 1), f"ct200:{ch.dir.progress}")
+
+
+@pytest.mark.parametrize("active_state, alive", [("active", True), ("activating", True), ("reloading", True), ("deactivating", True), ("inactive", False), ("failed", False), ("", False)])
+def test_a_systemd_hosts_poll_asks_systemd_whether_the_agent_runs(tmp_path: Path, active_state: str, alive: bool) -> None:
+    """Under systemd the poll asks `systemctl show` for the unit's ActiveState (no Python start on
+    the host in every poll) and reads it as the agent's own `service status` does: the poll's whole
+    command run by sh, with a `systemctl` first on PATH that answers for the unit it is asked about."""
+    import os
+    import subprocess
+
+    from fleet.host.agent.services import systemd_status
+    from fleet.sweep.channel import parse_poll
+
+    ch = AgentChannel(make_host(service_manager="systemd"), "sweep-1", FakeTransport("ct200"))
+    fake = tmp_path / "bin" / "systemctl"
+    fake.parent.mkdir()
+    # Prints the state only for exactly the call the poll must make (else nothing: read as exited).
+    fake.write_text(f'#!/bin/sh\n[ "$*" = "show --property=ActiveState --value fleet-agent@sweep-1.service" ] && printf "%s\\n" {active_state!r}\n')
+    fake.chmod(0o755)
+    done = subprocess.run(["sh", "-c", ch.poll_command()], capture_output=True, text=True, env={**os.environ, "PATH": f"{fake.parent}:{os.environ['PATH']}"}, timeout=30)
+    assert parse_poll(done.stdout).agent_alive is alive
+    assert systemd_status("fleet-agent@sweep-1", {"LoadState": "loaded", "ActiveState": active_state}).running is alive  # the agent's own reading

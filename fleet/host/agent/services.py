@@ -303,14 +303,18 @@ def parse_systemctl_show(text: str) -> dict[str, str]:
     return values
 
 
+# The unit's ActiveState values in which a service counts as running. `activating` includes
+# `auto-restart` (the agent's Restart=on-failure between two runs): no process then, but the unit
+# is on its way back. (The sweep's poll asks systemd for this without the agent: fleet.sweep.channel.)
+RUNNING_ACTIVE_STATES = ("active", "activating", "reloading", "deactivating")
+
+
 def systemd_status(name: str, show: dict[str, str]) -> ServiceStatus:
     """A unit's status from its `systemctl show` properties."""
     if show.get("LoadState") == "not-found":
         return ServiceStatus(name, ABSENT)
     pid = int(show.get("MainPID") or 0) or None
-    # `activating` includes `auto-restart` (the agent's Restart=on-failure between two runs): no
-    # process then, but the unit is on its way back, so it counts as running.
-    if show.get("ActiveState") in ("active", "activating", "reloading", "deactivating"):
+    if show.get("ActiveState") in RUNNING_ACTIVE_STATES:
         return ServiceStatus(name, RUNNING, pid)
     code: int | None = None
     status = show.get("ExecMainStatus", "")
