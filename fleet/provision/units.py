@@ -87,6 +87,11 @@ def server_unit_name(sweep_id: str, server_id: str) -> str:
 AGENT_UNIT = "fleet-agent@.service"
 
 
+def agent_unit_name(sweep_id: str) -> str:
+    """The instance of the agent's template unit that runs the agent on `sweep_id`'s directory."""
+    return AGENT_UNIT.replace("@", f"@{sweep_id}", 1)
+
+
 def render_server_unit(
     *,
     sweep_id: str,

@@ -33,7 +33,7 @@ from fleet.host.contract.shard import HandoverAnswer, HandoverRequest, ServerSpe
 from fleet.host.failures import FailureClass
 from fleet.inventory import Host, ServiceManager
 from fleet.layout import agent_dir, sweep_dir
-from fleet.provision.units import render_server_unit, server_unit_name
+from fleet.provision.units import agent_unit_name, render_server_unit, server_unit_name
 from fleet.retry import CONNECT, TRANSFER, RetryPolicy, at_most_once, retrying
 from fleet.sweep.ledger import ResultLedger
 from fleet.transport.base import BOOT_ID_PATH, CommandResult, Transport
@@ -157,7 +157,7 @@ class AgentChannel:
 
     def service_args(self) -> list[str]:
         if self.host.service_manager is ServiceManager.systemd:
-            return [f"fleet-agent@{self.sweep_id}", "--manager", "systemd"]
+            return [agent_unit_name(self.sweep_id).removesuffix(".service"), "--manager", "systemd"]
         return [agent_service_name(self.sweep_id), "--manager", "process", "--state-dir", self.dir.services]
 
     # ------------------------------------------------------------------------------ calls
@@ -228,7 +228,7 @@ class AgentChannel:
         the GPU host in every poll (45 ms of its CPU each: the agent's interpreter and imports)."""
         if self.host.service_manager is not ServiceManager.systemd:
             return shlex.join(self.agent_cli("service", "status", *self.service_args()))
-        unit = shlex.quote(f"fleet-agent@{self.sweep_id}.service")
+        unit = shlex.quote(agent_unit_name(self.sweep_id))
         running, exited = (shlex.quote(json.dumps({"state": state})) for state in (RUNNING, EXITED))
         return f'case "$(systemctl show --property=ActiveState --value {unit})" in {"|".join(RUNNING_ACTIVE_STATES)}) echo {running};; *) echo {exited};; esac'
 

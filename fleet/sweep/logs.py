@@ -17,7 +17,7 @@ from fleet.connect import transport_for
 from fleet.host.contract import SweepDir
 from fleet.inventory import Host, ServiceManager
 from fleet.layout import sweep_dir
-from fleet.provision.units import server_unit_name
+from fleet.provision.units import agent_unit_name, server_unit_name
 from fleet.sweep.channel import AgentChannel
 from fleet.sweep.hoststatus import FetchedLogs
 from fleet.sweep.record import Connect, load_sweep, moved_hosts
@@ -41,7 +41,7 @@ def journal_command(host: Host, sweep_id: str) -> str:
     every entry whole (no "[blob data]" for a line with control characters); nothing is cut.
     """
     target = shlex.quote(SweepDir(sweep_dir(host, sweep_id)).path(JOURNAL_DIR))
-    servers, agent = shlex.quote(server_unit_name(sweep_id, "")[: -len(".service")]), shlex.quote(f"fleet-agent@{sweep_id}.service")
+    servers, agent = shlex.quote(server_unit_name(sweep_id, "")[: -len(".service")]), shlex.quote(agent_unit_name(sweep_id))
     select = f"awk -v s={servers} -v a={agent} '(index($0, s) == 1 && $0 ~ /[.]service$/) || $0 == a' | sort -u"
     return (
         f"mkdir -p {target} && "
