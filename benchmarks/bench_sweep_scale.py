@@ -44,6 +44,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from bench_scale import exponent  # noqa: E402  (this script's directory is on sys.path)
 from fleet.inventory import load_inventory  # noqa: E402
 from fleet.sweep.controller import resume_sweep, start_sweep  # noqa: E402
 from fleet.sweep.events import Event  # noqa: E402
@@ -170,10 +171,10 @@ def main() -> int:
             row = sweep_once(size, Path(tmp), args.speed, args.poll)
         if rows:
             before = rows[-1]
-            row["cpu_exponent"] = round(math.log(row["controller_cpu_s"] / before["controller_cpu_s"]) / math.log(size / before["runs"]), 2)
-            grown, grown_before = row["rss_peak_mib"] - row["rss_start_mib"], before["rss_peak_mib"] - before["rss_start_mib"]
-            if grown > 0 and grown_before > 0:
-                row["memory_exponent"] = round(math.log(grown / grown_before) / math.log(size / before["runs"]), 2)
+            for key, cost in (("cpu_exponent", lambda r: r["controller_cpu_s"]), ("memory_exponent", lambda r: r["rss_peak_mib"] - r["rss_start_mib"])):
+                grew = exponent(before["runs"], cost(before), size, cost(row))
+                if grew is not None:
+                    row[key] = round(grew, 2)
         rows.append(row)
         print(json.dumps(row), flush=True)
     print("\n| runs | results | wall s | controller CPU s | ms CPU / run event | exponent | children CPU s | latency median / p90 / max s | RSS start / peak MiB | KiB / run | exponent |")
