@@ -86,17 +86,22 @@ LOG_FILES_PER_HOST = 16
 # ----------------------------------------------------------------------------------- harness
 
 
-def ensure_venv(name: str) -> Path:
-    """The peer's virtualenv (created and pip-installed once); returns its bin directory."""
-    spec, tool = PEERS[name]
-    venv = VENVS / name
+def _venv(venv: Path, stamp: str, install: Sequence[str]) -> Path:
+    """The virtualenv at `venv`, made and `pip install`-ed with `install` unless its marker says it
+    was with `stamp`; returns its bin directory."""
     marker = venv / "installed.txt"
-    if not (marker.exists() and marker.read_text().strip() == spec):
+    if not (marker.exists() and marker.read_text().strip() == stamp):
         shutil.rmtree(venv, ignore_errors=True)
         subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-        subprocess.run([str(venv / "bin" / "pip"), "install", "-q", spec], check=True, stderr=subprocess.DEVNULL)
-        marker.write_text(spec + "\n")
+        subprocess.run([str(venv / "bin" / "pip"), "install", "-q", "--disable-pip-version-check", *install], check=True, stderr=subprocess.DEVNULL)
+        marker.write_text(stamp + "\n")
     return venv / "bin"
+
+
+def ensure_venv(name: str) -> Path:
+    """The peer's virtualenv (created and pip-installed once); returns its bin directory."""
+    spec, _ = PEERS[name]
+    return _venv(VENVS / name, spec, [spec])
 
 
 def fleet_venv(repo: Path) -> Path:
@@ -106,17 +111,9 @@ def fleet_venv(repo: Path) -> Path:
     its bin directory. Not the suite's interpreter: this machine's site-packages carry `.pth` files
     (fleet's own editable finder, a certifi hook) that every Python start there pays and a user's
     install does not."""
-    pyproject = (repo / "pyproject.toml").read_bytes()
     key = hashlib.sha256(str(repo.resolve()).encode()).hexdigest()[:12]
-    venv = VENVS / f"fleet-{key}"
-    marker = venv / "installed.txt"
-    stamp = hashlib.sha256(pyproject).hexdigest()
-    if not (marker.exists() and marker.read_text().strip() == stamp):
-        shutil.rmtree(venv, ignore_errors=True)
-        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-        subprocess.run([str(venv / "bin" / "pip"), "install", "-q", "--disable-pip-version-check", "-e", str(repo)], check=True, stderr=subprocess.DEVNULL)
-        marker.write_text(stamp + "\n")
-    return venv / "bin"
+    stamp = hashlib.sha256((repo / "pyproject.toml").read_bytes()).hexdigest()
+    return _venv(VENVS / f"fleet-{key}", stamp, ["-e", str(repo)])
 
 
 def run_quiet(argv: Sequence[str], env: dict[str, str] | None = None, timeout: float = 600) -> float:
