@@ -19,8 +19,7 @@ from fleet.config import (
     read_input_file, validate_model,
 )  # fmt: skip
 from fleet.errors import ConfigError, HostSelectionError
-from fleet.host.engines import DEFAULT_ENGINE
-from fleet.host.engines import engine as engine_named
+from fleet.host.engines import DEFAULT_ENGINE, release_table
 
 NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]*$"
 # Names become file and folder names (hosts/<name>.yaml, results/<playbook>-<stamp>/<host>/):
@@ -87,7 +86,7 @@ def fork_of(kind: str, fork: str | None = ENGINE_DEFAULT_FORK) -> str | None:
     (upstream, ddtree), or ENGINE_DEFAULT_FORK/None for the kind's default: the simulator has always
     played the DDTree fork (the seed campaign's DDTree runs rehearse on it), a real host is upstream."""
     if fork in (None, ENGINE_DEFAULT_FORK):
-        fork = engine_named().forks[0] if kind == EngineKind.sim.value else UPSTREAM
+        fork = release_table().FORKS[0] if kind == EngineKind.sim.value else UPSTREAM
     return None if fork == UPSTREAM else fork
 
 
@@ -106,9 +105,9 @@ class VllmInstall(StrictModel):
     @field_validator("release")
     @classmethod
     def _known_release(cls, value: str | None) -> str | None:
-        served = engine_named("vllm")
-        if value is not None and value not in served.releases:
-            raise ValueError(f"one of the {served.title} releases fleet knows ({', '.join(served.releases)}), not {value!r}")
+        served = release_table("vllm")
+        if value is not None and value not in served.KNOWN_RELEASES:
+            raise ValueError(f"one of the {served.TITLE} releases fleet knows ({', '.join(served.KNOWN_RELEASES)}), not {value!r}")
         return value
 
 
@@ -120,7 +119,7 @@ class EngineSpec(StrictModel):
         default=None,
         description=(
             "the SGLang release the host runs, pinned (one fleet knows); sglang hosts: facts' sglang_version "
-            "must agree; sim hosts: the release the simulator plays (default " + engine_named().sim_release + ")"
+            "must agree; sim hosts: the release the simulator plays (default " + release_table().DEFAULT_SIM_RELEASE + ")"
         ),
     )
     fork: str | None = Field(
@@ -134,15 +133,15 @@ class EngineSpec(StrictModel):
     @field_validator("release")
     @classmethod
     def _known_release(cls, value: str | None) -> str | None:
-        served = engine_named()
-        if value is not None and value not in served.releases:
-            raise ValueError(f"one of the {served.title} releases fleet knows ({', '.join(served.releases)}), not {value!r}")
+        served = release_table()
+        if value is not None and value not in served.KNOWN_RELEASES:
+            raise ValueError(f"one of the {served.TITLE} releases fleet knows ({', '.join(served.KNOWN_RELEASES)}), not {value!r}")
         return value
 
     @field_validator("fork")
     @classmethod
     def _known_fork(cls, value: str | None) -> str | None:
-        forks = engine_named().forks
+        forks = release_table().FORKS
         if value is not None and value not in (UPSTREAM, *forks):
             raise ValueError(f"one of {UPSTREAM}, {', '.join(forks)}, not {value!r}")
         return value
@@ -182,8 +181,8 @@ class EngineSpec(StrictModel):
     def missing(self, engine: str) -> str:
         """Why the host cannot serve `engine`, in words naming what to set (see `serves`)."""
         if self.kind is EngineKind.sim:
-            return f"a sim host plays {', '.join(SIM_PLAYS)} only (the simulator does not play {engine_named(engine).title} yet)"
-        return f"no {engine_named(engine).title} on the host: set engine.{engine}.python (where it is installed) in its host file"
+            return f"a sim host plays {', '.join(SIM_PLAYS)} only (the simulator does not play {release_table(engine).TITLE} yet)"
+        return f"no {release_table(engine).TITLE} on the host: set engine.{engine}.python (where it is installed) in its host file"
 
 
 # Partition, account, QOS and GRES names as Slurm spells them; a constraint joins features with `&`.

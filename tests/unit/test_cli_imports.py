@@ -29,6 +29,9 @@ run()
 SSH = {"paramiko", "fabric", "invoke"}
 HEAVY_HELP = {"markdown_it", "pygments", "pydantic", "yaml", "tenacity", "jinja2"}
 PLANNING = {"fleet.plan", "fleet.playbook", "fleet.planning.schedule", "fleet.provision.provision", "fleet.host.engines.sim"}
+# An engine's flag tables, argument resolution and memory planner: a host file's release and fork
+# are checked against the engine's release table alone (fleet.host.engines.release_table).
+ENGINES = {"fleet.host.engines.sglang.engine", "fleet.host.engines.vllm.engine", "fleet.host.engines.sglang.args"}
 
 
 def loaded(args: list[str], watched: set[str], tmp_path: Path) -> set[str]:
@@ -43,8 +46,8 @@ def test_help_loads_neither_ssh_nor_rich_markdown_nor_the_models(tmp_path: Path)
     assert loaded(["--help"], SSH | HEAVY_HELP | PLANNING, tmp_path) == set()
 
 
-def test_facts_of_the_local_host_loads_no_ssh_library_nor_the_planner(tmp_path: Path) -> None:
-    found = loaded(["facts", "local", "--json"], SSH | PLANNING | {"pydantic"}, tmp_path)
+def test_facts_of_the_local_host_loads_no_ssh_library_nor_the_planner_nor_an_engine(tmp_path: Path) -> None:
+    found = loaded(["facts", "local", "--json"], SSH | PLANNING | ENGINES | {"pydantic"}, tmp_path)
     assert found == {"pydantic"}, found  # the control: the probe does see what the command loads
 
 

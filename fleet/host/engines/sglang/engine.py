@@ -15,7 +15,7 @@ from fleet.host.engines.base import Engine
 from fleet.host.errors import ArgvError, ConfigFileError
 from fleet.host.engines.sglang import release as release_table
 from fleet.host.engines.sglang.args import fleet_values, memory_inputs, resolve_server_args
-from fleet.host.engines.sglang.flags import FORK_ALGORITHMS, FORKS, RELEASE_FLAGS, flag_for, parse_argv
+from fleet.host.engines.sglang.flags import FORK_ALGORITHMS, RELEASE_FLAGS, flag_for, parse_argv
 from fleet.host.engines.sglang.launch import SGLANG_MODULE, SGLANG_VERSION_TESTED, build_launch
 from fleet.host.engines.sglang.memory import (
     SAFE_MAX_MEM_FRACTION_STATIC, MemoryPlan, plan_memory, sizes_draft, smallest_fix,
@@ -33,7 +33,7 @@ class SGLang:
     version_tested = SGLANG_VERSION_TESTED
     releases = release_table.KNOWN_RELEASES
     sim_release = release_table.DEFAULT_SIM_RELEASE
-    forks = FORKS
+    forks = release_table.FORKS
     speculative_default_max_running_requests = SPECULATIVE_DEFAULT_MAX_RUNNING_REQUESTS
     safe_max_mem_fraction_static = SAFE_MAX_MEM_FRACTION_STATIC
 

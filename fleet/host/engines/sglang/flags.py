@@ -29,11 +29,10 @@ from typing import Any, NoReturn
 
 from fleet.host.engines import yaml11
 from fleet.host.errors import ArgvError, ConfigFileError
-from fleet.host.engines.sglang.release import KNOWN_RELEASES
+from fleet.host.engines.sglang.release import FORKS, KNOWN_RELEASES
 from fleet.host.errors import FlagTableError
 
 FLAGDATA_DIR = Path(__file__).resolve().parent / "flagdata"
-FORKS = ("ddtree",)
 # The DDTree fork's additions to the release it is built on (PR #29907, DB-Guo/sglang-ddtree-dev).
 FORK_FLAGS: Mapping[str, tuple[Mapping[str, Any], ...]] = {
     "ddtree": (

@@ -18,6 +18,8 @@ TITLE = "SGLang"
 KNOWN_RELEASES: tuple[str, ...] = ("0.5.12", "0.5.23")
 # The release a `sim` host plays when its host file does not pin one (`engine.release`).
 DEFAULT_SIM_RELEASE = "0.5.23"
+# Forks fleet knows by name; the first is what a sim host plays. ddtree: the DDTree fork (PR #29907).
+FORKS: tuple[str, ...] = ("ddtree",)
 
 
 def parse_version(text: str) -> Version:

@@ -70,7 +70,7 @@ class VLLM:
     version_tested = VLLM_VERSION_TESTED
     releases = release_table.KNOWN_RELEASES
     sim_release = release_table.DEFAULT_SIM_RELEASE
-    forks: tuple[str, ...] = ()
+    forks = release_table.FORKS
     speculative_default_max_running_requests = DEFAULT_MAX_NUM_SEQS
     safe_max_mem_fraction_static = DEFAULT_GPU_MEMORY_UTILIZATION
 

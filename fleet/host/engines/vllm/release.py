@@ -19,6 +19,8 @@ TITLE = "vLLM"
 KNOWN_RELEASES: tuple[str, ...] = ("0.33.0",)
 # The release a `sim` host plays when its host file does not pin one.
 DEFAULT_SIM_RELEASE = "0.33.0"
+# vLLM has no forks fleet knows.
+FORKS: tuple[str, ...] = ()
 
 
 def parse_version(text: str) -> Version:
