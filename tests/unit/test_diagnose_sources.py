@@ -311,3 +311,69 @@ def test_round_seventeens_real_logs(folder: str, file: str) -> None:
     assert str(entry["source"]).startswith("https://")
     diagnosis = diagnose_file(LOGS / folder / file)
     assert (diagnosis.failure_class or "healthy") == entry["label"]
+
+
+# -- round eighteen: Gloo's report of an incomplete mesh (batch24's Ascend prefill node) ------------------------------
+# gloo/transport/tcp/context.cc printConnectivityInfo (afc1517, 2024-01: std::cout; d97133a, 2025-09: GLOO_INFO, printed
+# "[<file>:<line>] INFO ..." by gloo/common/logging.h GLOO_LOG_MSG): each rank's count, then the peers it is not connected to.
+_GLOO_COUT = ("[Gloo] Rank {rank} is connected to {n} peer ranks. Expected number of connected peer ranks is : {size}", "[Gloo] Rank {rank} is NOT connected to: [{peers}]")
+_GLOO_INFO = (
+    "[/pytorch/third_party/gloo/gloo/transport/tcp/context.cc:246] INFO Rank {rank} is connected to {n}. Expected number of connected peers is: {size}",
+    "[/pytorch/third_party/gloo/gloo/transport/tcp/context.cc:254] INFO Rank {rank} is NOT connected to: [{peers}]",
+)
+_DIST_HEAD = {
+    "sglang": ["[2026-05-24 10:00:00] server_args=ServerArgs(model_path='/models/m', tp_size=8, nnodes=2)", "[2026-05-24 10:00:05 TP3] Init torch distributed begin."],
+    "vllm": [
+        "INFO 05-24 10:00:00 [api_server.py:1000] vLLM API server version 0.11.0",
+        "(EngineCore_DP0 pid=7) INFO 05-24 10:00:05 [core.py:77] Initializing a V1 LLM engine (v0.11.0) with config: model='/models/m'",
+    ],
+}
+
+
+def _gloo_mesh(formats: tuple[str, str], size: int, missing: int, lazy: bool = False) -> list[str]:
+    count, not_connected = formats
+    lines = []
+    for rank in range(size):
+        if rank == missing:
+            continue  # the missing peer never reports this group
+        if lazy:
+            peers = ", ".join(str(peer) for peer in range(size) if peer != rank)
+            lines += [count.format(rank=rank, n=0, size=size - 1), not_connected.format(rank=rank, peers=peers)]
+        elif rank == 5:
+            lines += [count.format(rank=rank, n=size - 2, size=size - 1), not_connected.format(rank=rank, peers=missing)]
+        else:
+            lines.append(count.format(rank=rank, n=size - 1, size=size - 1))
+    return lines
+
+
+@pytest.mark.parametrize("engine", ["sglang", "vllm"])
+@pytest.mark.parametrize("formats", [_GLOO_COUT, _GLOO_INFO], ids=["cout", "gloo_info"])
+def test_a_gloo_mesh_left_incomplete_is_a_stalled_start(engine: str, formats: tuple[str, str]) -> None:
+    lines = [*_DIST_HEAD[engine], *_gloo_mesh(formats, 12, missing=2)]
+    diagnosis = diagnose_text(lines)
+    assert diagnosis.failure_class == "server_start_timeout"
+    stalled = next(line for line in lines if "NOT connected" in line)
+    assert diagnosis.evidence[0].line == lines.index(stalled) + 1
+    assert "NOT connected" in diagnosis.evidence[0].text and "{" not in (diagnosis.fix or "")
+
+
+@pytest.mark.parametrize("engine", ["sglang", "vllm"])
+def test_a_gloo_report_the_start_went_on_after_or_lazy_init_is_no_stall(engine: str) -> None:
+    went_on = [
+        *_DIST_HEAD[engine],
+        *_gloo_mesh(_GLOO_COUT, 4, missing=2),
+        "[2026-05-24 10:00:09 TP3] Load weight begin. avail mem=70.00 GB",
+        "[2026-05-24 10:01:00] The server is fired up and ready to roll!",
+    ]
+    assert diagnose_text(went_on).failure_class is None
+    # TORCH_GLOO_LAZY_INIT: every rank is connected to 0 peers and names them all; the pairs connect on first use.
+    lazy = diagnose_text([*_DIST_HEAD[engine], *_gloo_mesh(_GLOO_COUT, 4, missing=-1, lazy=True)])
+    assert lazy.failure_class != "server_start_timeout"
+
+
+def test_batch24s_ascend_prefill_node_left_waiting_on_a_gloo_peer() -> None:
+    folder, file = "batch24-heldout", "sglang-ascend-dsr1-w8a8-2p1d-prefill-node-gloo-rank-not-connected-start-never-ready.log"
+    entry = _entry(folder, file)
+    diagnosis = diagnose_file(LOGS / folder / file)
+    assert (diagnosis.failure_class or "healthy") == entry["label"] == "server_start_timeout"
+    assert "NOT connected" in diagnosis.evidence[0].text

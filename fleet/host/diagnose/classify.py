@@ -151,6 +151,10 @@ _PHASE_ACTIVITY = {
 # "Init torch distributed begin/ends", "Load weight begin/end", "Capture cuda graph begin/end",
 # "Memory pool end". vLLM's own steps are the vLLM log module's (a bare log names no engine).
 _DEEPGEMM_COMPILE = "compiling DeepGEMM JIT kernels"
+_GLOO_MESH_INCOMPLETE = "connecting a Gloo group (a rank is NOT connected to a peer: distributed set-up incomplete)"
+# Gloo's per-rank connectivity report (see _STALL_MARKERS): "Rank {rank} is connected to {n}" and "Rank {rank} is NOT connected to: [".
+_GLOO_CONNECTED = re.compile(rb"Rank (\d+) is connected to (\d+)\b")
+_GLOO_NOT_CONNECTED = re.compile(rb"Rank (\d+) is NOT connected to: \[")
 _STALL_MARKERS: tuple[tuple[bytes, str, bool], ...] = (
     # SGLang logs its arguments as a start begins, then launches the scheduler and detokenizer processes
     # (0.5.23 srt/entrypoints/engine.py:311 and :1185, logger.info(f"server_args={...}") just before
@@ -189,6 +193,15 @@ _STALL_MARKERS: tuple[tuple[bytes, str, bool], ...] = (
     # after connectFullMesh: "[Gloo] Rank {rank} is connected to {n} peer ranks. Expected number of connected
     # peer ranks is : {n}"), one line per CPU group SGLang and vLLM create while setting up distributed state.
     # The group it names is done; what comes next is not known from it.
+    # The same report names the peers a rank is not connected to when its mesh is incomplete (Gloo
+    # gloo/transport/tcp/context.cc printConnectivityInfo, since afc1517 of 2024-01: std::cout "[Gloo] Rank {rank}
+    # is NOT connected to: [{peers}]"; GLOO_INFO "Rank {rank} is NOT connected to: [{peers}]" since d97133a of
+    # 2025-09). createAndConnectAllPairs waits on each pair's connect (Pair::connect's waitUntilConnected, which
+    # throws on a failure or a timeout) before it prints, so a peer named there left the mesh (its end closed) or
+    # never joined it, and without an error line the group's first collective waits on that peer: distributed
+    # set-up that cannot complete, a start under way until a later step. Under TORCH_GLOO_LAZY_INIT the pairs
+    # connect on first use and every rank prints "is connected to 0 peer ranks" and names all its peers: no stall.
+    (b" is NOT connected to: [", _GLOO_MESH_INCOMPLETE, True),
     (b"[Gloo] Rank ", "done connecting a Gloo group (distributed set-up)", False),
     (b"checkpoint shards", "loading weights", True),
     # SGLang's multi-threaded safetensors loader names its bar so (0.5.10
@@ -468,6 +481,7 @@ class _Scanner:
         self.lines = 0
         self._latest: dict[bytes, tuple[int, bytes]] = {}  # serving marker -> its latest line, unparsed
         self.stall: tuple[int, str, bool] | None = None  # the latest startup step: line, activity, under way
+        self._gloo_peers: dict[bytes, int] = {}  # per rank, the peers its latest Gloo report says it is connected to
         self.listening_start: int | None = None  # the start whose HTTP server came up (uvicorn)
         self.up_at: dict[int, int] = {}  # per start, the first line that shows it came up (ready, listening or serving)
         self.steps = 0  # start-up steps met so far (a step line whose activity differs from the one before)
@@ -621,6 +635,13 @@ class _Scanner:
         if not self.summary.is_ready:
             for marker, activity, under_way in _STALL_MARKERS:
                 if marker in raw:
+                    if activity == _GLOO_MESH_INCOMPLETE and not self._gloo_mesh_incomplete(raw):
+                        continue
+                    if activity.endswith("a Gloo group (distributed set-up)") and self.stall is not None and self.stall[1] == _GLOO_MESH_INCOMPLETE:
+                        # The other ranks' reports of their own groups: the incomplete mesh is still waited on.
+                        self._gloo_report(raw)
+                        break
+                    self._gloo_report(raw)
                     # tqdm bars run together on one line (carriage returns): the last bar is the state.
                     done = under_way and _DONE_BAR in raw[raw.rfind(marker) :]
                     if self.stall is None or self.stall[1].removeprefix("done ") != activity:
@@ -656,6 +677,16 @@ class _Scanner:
                 just_before = found.group(0).startswith("KeyboardInterrupt") and self._just_after_traceback(line_no)
                 self.signalled[self.summary.starts] = (self._traceback_first if just_before else line_no, line_no, found.group(0))
         self._previous_line = line_no
+
+    def _gloo_report(self, raw: bytes) -> None:
+        """Remember how many peers a rank's Gloo report says it is connected to."""
+        if (found := _GLOO_CONNECTED.search(raw)) is not None:
+            self._gloo_peers[found.group(1)] = int(found.group(2))
+
+    def _gloo_mesh_incomplete(self, raw: bytes) -> bool:
+        """A rank names peers it is not connected to after connecting its others (not lazy init's zero)."""
+        found = _GLOO_NOT_CONNECTED.search(raw)
+        return found is not None and self._gloo_peers.get(found.group(1), 1) > 0
 
     def _failed_call(self, line_no: int, text: str) -> None:
         """A vLLM utility call that failed (see _CALL_FAILED): it opens with the engine core's line, closes with the caller's."""
