@@ -5,8 +5,9 @@ older checkout.
     python benchmarks/bench_scale.py [--rows plan] [--sizes 1000,10000,50000] [--baseline DIR] [--json PATH]
 
 Each measurement is one child process (`python -P -m fleet ...` with PYTHONPATH set to the checkout
-measured): its CPU (user + system) and its peak resident memory (ru_maxrss) from os.wait4, so the
-figures are the command's own, imports included, as a user pays them. The growth exponent between
+measured), started by a small launcher: its CPU (user + system) and its peak resident memory
+(ru_maxrss) from os.wait4, so the figures are the command's own, imports included, as a user pays
+them. The growth exponent between
 two sizes n1 < n2 is log(cpu2 / cpu1) / log(n2 / n1): 1 is linear, 2 quadratic. `--baseline DIR`
 (say `git worktree add /tmp/fleet-before <commit>`) runs the same inputs with that checkout's fleet,
 interleaved size by size with this one.
@@ -282,21 +283,30 @@ ROWS: dict[str, Row] = {
 # --- measuring -------------------------------------------------------------------------------------
 
 
+# Linux keeps a process' peak memory across exec: a child's ru_maxrss counts the process it was
+# forked from until its exec. This one holds the generated inputs (about 400 MiB at 50k results),
+# so every command reported at least that. A small launcher starts the command and writes the
+# command's own usage (exit code, CPU s, ru_maxrss KiB) to the file named first; the launcher's
+# own few MiB at the spawn are the bias left, the same at every size.
+LAUNCHER = (
+    "import json, os, sys; pid = os.posix_spawn(sys.argv[2], sys.argv[2:], os.environ); _, status, ru = os.wait4(pid, 0); "
+    "open(sys.argv[1], 'w').write(json.dumps([os.waitstatus_to_exitcode(status), ru.ru_utime + ru.ru_stime, ru.ru_maxrss]))"
+)
+
+
 def measure(checkout: Path, work: Work, stdout: Path) -> Measured:
     env = {**os.environ, **work.env, "PYTHONPATH": str(checkout)}
+    usage_file = stdout.with_name(stdout.name + ".usage")
     started = time.monotonic()
     with stdout.open("wb") as out:
-        proc = subprocess.Popen([sys.executable, "-P", *work.argv], cwd=checkout, env=env, stdout=out, stderr=subprocess.PIPE)
-        _, status, usage = os.wait4(proc.pid, 0)
-    proc.returncode = os.waitstatus_to_exitcode(status)
+        done = subprocess.run([sys.executable, "-c", LAUNCHER, str(usage_file), sys.executable, "-P", *work.argv], cwd=checkout, env=env, stdout=out, stderr=subprocess.PIPE, check=False)
     wall = time.monotonic() - started
-    assert proc.stderr is not None
-    error = proc.stderr.read().decode(errors="replace")
-    proc.stderr.close()
-    if proc.returncode not in (0, 1):  # 1: the work ran, something in it failed (an unplaceable server)
-        raise SystemExit(f"{' '.join(work.argv)} in {checkout}: exit {proc.returncode}\n{error[-2000:]}")
-    # ru_maxrss is in KiB on Linux.
-    return Measured(usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, wall, proc.returncode)
+    if done.returncode != 0:
+        raise SystemExit(f"the launcher of {' '.join(work.argv)} in {checkout}: exit {done.returncode}\n{done.stderr.decode(errors='replace')[-2000:]}")
+    returncode, cpu_s, maxrss_kib = json.loads(usage_file.read_text())
+    if returncode not in (0, 1):  # 1: the work ran, something in it failed (an unplaceable server)
+        raise SystemExit(f"{' '.join(work.argv)} in {checkout}: exit {returncode}\n{done.stderr.decode(errors='replace')[-2000:]}")
+    return Measured(cpu_s, maxrss_kib / 1024, wall, returncode)
 
 
 def exponent(n1: int, cost1: float, n2: int, cost2: float) -> float | None:
