@@ -377,3 +377,133 @@ def test_batch24s_ascend_prefill_node_left_waiting_on_a_gloo_peer() -> None:
     diagnosis = diagnose_file(LOGS / folder / file)
     assert (diagnosis.failure_class or "healthy") == entry["label"] == "server_start_timeout"
     assert "NOT connected" in diagnosis.evidence[0].text
+
+
+# -- round eighteen: the releases round seventeen's sweep skipped (SGLang 0.2.7, 0.2.15, 0.3.0, 0.5.2, 0.5.9; vLLM 0.4.3,
+# 0.5.5, 0.7.3, 0.9.2, 0.11.0) -------------------------------------------------------------------------------------------
+# Their own framings as well: SGLang 0.2.x's controller process (a multiprocessing traceback, then the launcher's
+# "Initialization failed. controller_init_state: ..."), vLLM V0's API server (the traceback in the server's own process).
+def sglang_02(line: str) -> list[str]:
+    return [
+        "server_args=ServerArgs(model_path='/models/m', tokenizer_path='/models/m', tp_size=1)",
+        "[gpu=0] Init nccl begin.",
+        "Process Process-1:",
+        "Traceback (most recent call last):",
+        '  File "/usr/lib/python3.10/multiprocessing/process.py", line 314, in _bootstrap',
+        '  File "/usr/local/lib/python3.10/dist-packages/sglang/srt/managers/controller_single.py", line 150, in start_controller_process',
+        line,
+        "",
+        "Initialization failed. controller_init_state: Traceback (most recent call last):",
+    ]
+
+
+def vllm_v0(line: str) -> list[str]:
+    return [
+        "INFO 05-24 10:00:00 api_server.py:177] vLLM API server version 0.5.5",
+        "INFO 05-24 10:00:01 llm_engine.py:184] Initializing an LLM engine (v0.5.5) with config: model='/models/m'",
+        "Traceback (most recent call last):",
+        '  File "/usr/local/lib/python3.10/dist-packages/vllm/entrypoints/openai/api_server.py", line 476, in <module>',
+        "    asyncio.run(run_server(args))",
+        line,
+    ]
+
+
+FRAMINGS_18 = {**FRAMINGS, "sglang_02": sglang_02, "vllm_v0": vllm_v0}
+_BOTH = ("sglang", "vllm", "sglang_02", "vllm_v0")
+
+CASES_18 = [
+    # SGLang 0.5.9 layers/quantization/fp8_utils.py:666 and :222, server_args.py:1879; multimodal_gen/configs/quantization.py:81, :97.
+    ("unsupported_gpu_arch", "RuntimeError: MXFP8 dense linear requires Blackwell GPUs (SM100+).", ("sglang",)),
+    (
+        "unsupported_gpu_arch",
+        "RuntimeError: CUTLASS block FP8 requested via --fp8-gemm-backend=cutlass, but hardware does not support it. CUTLASS block FP8 requires Hopper (SM90+) GPUs with CUDA 12.0+.",
+        ("sglang",),
+    ),
+    ("unsupported_gpu_arch", "ValueError: TRTLLM MLA backend is only supported on Blackwell GPUs (SM100/SM12x). Please use a different backend.", ("sglang",)),
+    ("unsupported_gpu_arch", "ValueError: Nunchaku SVDQuant is only supported on NVIDIA CUDA GPUs (Ampere SM8x or SM12x).", ("sglang",)),
+    (
+        "unsupported_gpu_arch",
+        "ValueError: Nunchaku SVDQuant is currently only supported on Ampere (SM8x) or SM12x GPUs; Hopper (SM90) is not supported. "
+        "Unsupported devices: NVIDIA H100 80GB HBM3. Disable it with --enable-svdquant false.",
+        ("sglang",),
+    ),
+    # vLLM 0.4.x lora/punica.py:10, raised as an ImportError at import.
+    ("unsupported_gpu_arch", "ImportError: punica LoRA kernels require compute capability >= 8.0", ("vllm_v0", "vllm")),
+    # vLLM 0.11 model_executor/layers/linear.py:217, raised from torch.cuda.OutOfMemoryError.
+    ("cuda_oom", "RuntimeError: Failed to create unquantized linear weights. This may be caused by insufficient memory to allocate the weight.", ("vllm",)),
+    # transformers models/clip/modeling_clip.py CLIPTextEmbeddings; SGLang 0.5.9 multimodal_gen/runtime/models/encoders/clip.py:126.
+    ("context_length_exceeded", "ValueError: Sequence length must be less than max_position_embeddings (got `sequence length`: 112 and max_position_embeddings: 77", _BOTH),
+    # vLLM 0.4.x model_executor/models/__init__.py:97.
+    ("model_load_error", "ValueError: Model architecture MixtralForCausalLM is not supported by ROCm for now.", ("vllm_v0",)),
+    # SGLang 0.5.9 multimodal_gen/runtime/utils/hf_diffusers_utils.py, cli/utils.py:90, component_loaders/transformer_loader.py:64.
+    ("model_load_error", "ValueError: Model black-forest-labs/FLUX.1-dev not found in local cache and download=False.", ("sglang",)),
+    ("model_load_error", "ValueError: Model or revision not found at Wan-AI/Wan2.2-T2V-A14B. Please check the model ID or ensure you have access to the repository. Error: 404", ("sglang",)),
+    ("model_load_error", "ValueError: Could not find model at /models/wan22 and failed to download from HF Hub: Connection refused", ("sglang",)),
+    ("model_load_error", "ValueError: Could not find model locally at /models/qwen-image and failed to download model_index.json/config.json from /models/qwen-image: 404", ("sglang",)),
+    ("model_load_error", "ValueError: Failed to find config.json for Qwen/Qwen-Image after failing to find model_index.jsonYou might be looking for models ending with '-Diffusers'", ("sglang",)),
+    ("model_load_error", "ValueError: CI validation failed for local model at /models/wan22. Some safetensors shards are missing. Please manually delete the model directory and retry.", ("sglang",)),
+    ("model_load_error", "FileNotFoundError: No safetensors files found in /models/wan22/transformer", ("sglang",)),
+    # SGLang 0.5.9 multimodal_gen/configs/quantization.py:110, pipelines/diffusers_pipeline.py:546, configs/model_config.py:1019,
+    # layers/attention/mamba/ops/ssu_dispatch.py:195; vLLM 0.11 plugins/io_processors/__init__.py:61.
+    (
+        "import_error",
+        "ValueError: Nunchaku is enabled, but not installed. Please refer to https://nunchaku.tech/docs/nunchaku/installation/installation.html for detailed installation methods.",
+        ("sglang",),
+    ),
+    ("import_error", "RuntimeError: cache-dit>=1.2.0 is required for --cache-dit-config. Please upgrade cache-dit.", ("sglang",)),
+    ("import_error", "ValueError: Transformers version 4.57.1 is not supported for model Qwen/Qwen3.5-35B-A3B or model type qwen3_5_moe. Please upgrade transformers to >= 5.0.0.", ("sglang",)),
+    ("import_error", "ValueError: Mamba backend 'flashinfer' requested but its dependencies are not available. Install the required package or use a different --mamba-backend value.", ("sglang",)),
+    ("import_error", "ValueError: The model requires the 'prithvi_to_tiff' IO Processor plugin but it is not installed. Available plugins: []", ("vllm",)),
+]
+
+
+@pytest.mark.parametrize(
+    ("expected", "line", "engine"),
+    [(expected, line, engine) for expected, line, engines in CASES_18 for engine in engines],
+    ids=[f"{engine}:{line[:60]}" for _, line, engines in CASES_18 for engine in engines],
+)
+def test_round_eighteens_sources(expected: str, line: str, engine: str) -> None:
+    diagnosis = diagnose_text(FRAMINGS_18[engine](line))
+    assert diagnosis.failure_class == expected
+    assert diagnosis.fix and "{" not in diagnosis.fix
+
+
+def test_round_eighteens_figures_and_what_they_leave() -> None:
+    arch = diagnose_text(sglang("RuntimeError: MXFP8 dense linear requires Blackwell GPUs (SM100+)."))
+    assert arch.figures.get("required_sm") == "100" and "SM100" in (arch.fix or "")
+    clip = diagnose_text(vllm("ValueError: Sequence length must be less than max_position_embeddings (got `sequence length`: 112 and max_position_embeddings: 77"))
+    assert clip.figures.get("input_tokens") == "112" and clip.figures.get("context_len") == "77"
+    # Either the GPU or a package may be what is missing: not read as the GPU.
+    both = "RuntimeError: FlashInfer FP8 GEMM requires Blackwell GPUs and FlashInfer to be installed"
+    assert diagnose_text(sglang(both)).failure_class != "unsupported_gpu_arch"
+    swap = "RuntimeError: FlashInfer DeepGEMM with swapAB requested, but it's not available. This backend requires Hopper (SM90) GPUs and FlashInfer to be installed."
+    assert diagnose_text(sglang(swap)).failure_class != "unsupported_gpu_arch"
+    # punica's other ImportError is the package's.
+    assert diagnose_text(vllm_v0("ImportError: punica LoRA kernels could not be imported.")).failure_class == "import_error"
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "[2026-05-24 10:00:03 TP0] MXFP8 requires Blackwell (SM100+); falling back to the triton backend.",
+        "[2026-05-24 10:00:03] Nunchaku is enabled, but not installed; serving without SVDQuant.",
+        "[2026-05-24 10:00:03] For Qwen3.5 please upgrade transformers to >= 5.0.0",
+    ],
+)
+def test_round_eighteens_words_on_info_lines_are_no_failure(line: str) -> None:
+    ready = ["[2026-05-24 10:00:00] server_args=ServerArgs(model_path='/models/m')", line, "[2026-05-24 10:01:00] The server is fired up and ready to roll!"]
+    assert diagnose_text(ready).failure_class is None
+
+
+@pytest.mark.parametrize("phase", ["Decode", "Prefill"])
+def test_sglang_02s_allocation_refused_while_serving_is_no_pool_too_small(phase: str) -> None:
+    # SGLang 0.2.7 managers/schedule_batch.py:386 / :620: logger.error, then exit(), for a batch the scheduler admitted.
+    lines = [
+        "server_args=ServerArgs(model_path='/models/m', tokenizer_path='/models/m')",
+        "[gpu=0] max_total_num_tokens=20000, max_prefill_tokens=16384, max_running_requests=2047, context_len=8192",
+        "The server is fired up and ready to roll!",
+        'INFO:     127.0.0.1:50000 - "POST /generate HTTP/1.1" 200 OK',
+        f"{phase} out of memory. This should never happen.",
+    ]
+    diagnosis = diagnose_text(lines)
+    assert diagnosis.failure_class == "unknown" and "allocator" in (diagnosis.fix or "")

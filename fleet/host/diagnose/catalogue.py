@@ -144,7 +144,7 @@ SIGNATURES: tuple[Signature, ...] = (
             # with ModuleNotFoundError("No module named ...")' warning) and SGLang's "Ignore import error
             # when loading <model>: No module named ..." (models/registry.py, str(e) only) name no "Error: ".
             T("No module named", r"\b\w*Error: No module named '(?P<module>[\w.]+)'"),
-            T("ImportError", _EXC + r"ImportError: (?:cannot import name '(?P<name>\w+)' from '(?P<module>[\w.]+)')?"),
+            T("ImportError", _EXC + r"ImportError: (?!.*\brequires? compute capability\b)(?:cannot import name '(?P<name>\w+)' from '(?P<module>[\w.]+)')?"),
             T("cannot open shared object file", r"(?P<library>[\w.+-]+\.so[\w.]*): cannot open shared object file"),
             T("undefined symbol", r"undefined symbol: (?P<symbol>\S+)"),
             # importlib.metadata: "PackageNotFoundError: No package metadata was found for sglang";
@@ -207,6 +207,18 @@ SIGNATURES: tuple[Signature, ...] = (
             # vLLM 0.4.0-0.4.1 _custom_ops.py binds its compiled ops only if they import ("try: from vllm._C import
             # cache_ops as vllm_cache_ops; from vllm._C import ops as vllm_ops / except ImportError: pass"): the first
             # op called then raises NameError for the name the failed import did not bind.
+            # The engines' guards for a dependency a setting needs, in other words (round eighteen; exception lines only):
+            # SGLang 0.5.9 multimodal_gen/configs/quantization.py:110 "Nunchaku is enabled, but not installed. Please refer
+            # to ...", vLLM 0.11 plugins/io_processors/__init__.py:61 "The model requires the '{p}' IO Processor plugin but it
+            # is not installed.", SGLang 0.5.9 layers/attention/mamba/ops/ssu_dispatch.py:195 "Mamba backend '{b}' requested
+            # but its dependencies are not available. Install the required package ..."; a version the engine refuses:
+            # multimodal_gen/runtime/pipelines/diffusers_pipeline.py:546 "cache-dit>=1.2.0 is required for
+            # --cache-dit-config. Please upgrade cache-dit.", configs/model_config.py:1019 "Transformers version {v} is not
+            # supported for model {m} or model type {t}. Please upgrade transformers to >= 5.0.0.".
+            T("not installed", _EXC + r"\w*(?:Error|Exception): .*?\b(?:(?P<module>[A-Za-z][\w.-]*) is enabled, but not installed|but it is not installed)\b"),
+            T("dependencies are not available", _EXC + r"\w*(?:Error|Exception): .*?\bdependencies are not available\. Install\b"),
+            T(" is required for ", _EXC + r"\w*(?:Error|Exception): (?P<module>[A-Za-z][\w.-]*)>=[\w.]+ is required for "),
+            T("Please upgrade ", _EXC + r"\w*(?:Error|Exception): .*?\bPlease upgrade (?P<module>[A-Za-z][\w.-]*) to >= ?\d"),
             T("NameError: name 'vllm_", r"NameError: name '(?P<vllm_ops_name>vllm_(?:cache_)?ops)' is not defined"),
         ),
         "The installed {toolkit_module} module refuses this CUDA toolkit at import (it needs CUDA {cuda_toolkit} or newer): "
@@ -303,6 +315,23 @@ SIGNATURES: tuple[Signature, ...] = (
             # supported in vLLM until v{previous_version}, ..." and f"Model architecture {arch} is not supported
             # in-tree anymore. ...": this release does not serve the model.
             T("Model architectures", r"Model architectures (?P<architectures>\[[^\]]*\]) (?:are not supported|failed to be inspected)"),
+            # vLLM 0.4.x model_executor/models/__init__.py:97 (ModelRegistry.load_model_cls on ROCm): ValueError(f"Model
+            # architecture {model_arch} is not supported by ROCm for now.").
+            T("is not supported by ROCm for now", r"Model architecture (?P<architectures>\S+) is not supported by ROCm"),
+            # SGLang's diffusion runtime resolving and fetching its model (0.5.9 multimodal_gen/runtime/utils/
+            # hf_diffusers_utils.py:679 "Model {m} not found in local cache and download=False.", :748 "Model or revision
+            # not found at {p}. Please check the model ID ...", :754/:769 "Could not find model at {p} and failed to download
+            # from HF Hub ...", :528 "Failed to find config.json for {m} after failing to find model_index.json", :612/:739
+            # "... Some safetensors shards are missing."; cli/utils.py:90 "Could not find model locally at {p} and failed to
+            # download model_index.json/config.json from {p}"; runtime/loader/component_loaders/transformer_loader.py:64
+            # and weights_updater.py:85 "No safetensors files found in {p}"): the model's files are not there or not whole.
+            T("not found in local cache and download=False"),
+            T("Model or revision not found at"),
+            T("and failed to download from HF Hub"),
+            T("and failed to download model_index.json/config.json from"),
+            T("after failing to find model_index.json"),
+            T("Some safetensors shards are missing"),
+            T("No safetensors files found in", _EXC + r"\w*(?:Error|Exception): No safetensors files found in"),
             T("was supported in vLLM until v", r"Model architecture (?P<architectures>\w+) was supported in vLLM until v"),
             T("is not supported in-tree anymore", r"Model architecture (?P<architectures>\w+) is not supported in-tree anymore"),
             # vLLM's Transformers backend, when the architecture is neither a transformers class nor in the config's
@@ -519,7 +548,9 @@ SIGNATURES: tuple[Signature, ...] = (
             # flash-attn's own check (csrc/flash_attn/flash_api.cpp: "FlashAttention only supports Ampere GPUs or newer.";
             # its Turing-era build "... only supports Turing GPUs or newer.").
             T("only support", r"\bonly supports? (?:GPUs? (?:with )?)?(?:sm_?\d+|SM ?\d+|compute capability|Ampere|Hopper|Blackwell|Turing|Volta|Ada)"),
-            T("requires compute capability", r"requires compute capability (?:>= ?)?\d"),
+            # vLLM 0.4.x lora/punica.py:10 raises it as an ImportError at import: "punica LoRA kernels require compute
+            # capability >= 8.0" (the GPU, not the package: the import_error trigger steps aside for it).
+            T("require", r"\brequires? compute capability (?:>= ?)?\d"),
             T("GPU is not supported", r"(?:compute capability|\bsm_?\d+|architecture)"),
             T("not supported on this GPU"),
             # AMD's AITER kernels (aiter/jit/utils/chip_info.py get_gfx_custom_op_core and get_gfx_runtime): raise
@@ -550,6 +581,19 @@ SIGNATURES: tuple[Signature, ...] = (
                 r"No valid attention backend found for .*? Reasons: \{(?:\w+: \[[^\]]*\bcompute capability not supported\b[^\]]*\](?:, |\}))+",
             ),
             T("is not supported on this device", _EXC + r"\w*(?:Error|Exception): .*?\bis not supported on this device\b"),
+            # The same refusal naming the GPU generation, its SM in parentheses (round eighteen): SGLang 0.5.9
+            # layers/quantization/fp8_utils.py:666 "MXFP8 dense linear requires Blackwell GPUs (SM100+).", :222 "CUTLASS
+            # block FP8 requires Hopper (SM90+) GPUs with CUDA 12.0+.", server_args.py:1879 "TRTLLM MLA backend is only
+            # supported on Blackwell GPUs (SM100/SM12x).", multimodal_gen/configs/quantization.py:81/:97 "Nunchaku
+            # SVDQuant is only supported on NVIDIA CUDA GPUs (Ampere SM8x or SM12x)." / "... currently only supported on
+            # Ampere (SM8x) or SM12x GPUs; Hopper (SM90) is not supported.". Only on an exception line, and not where the same
+            # sentence also names a package to install ("... requires Hopper (SM90) GPUs and FlashInfer to be installed"): either
+            # may be what is missing.
+            T(
+                "SM",
+                _EXC + r"\w*(?:Error|Exception): (?!.*\bto be installed\b).*?\b(?:requires?|needs?|only supported on) (?:an? )?(?:NVIDIA (?:CUDA )?)?"
+                r"(?:(?:Ampere|Hopper|Blackwell|Ada(?: Lovelace)?|Turing|Volta)[ -])?(?:GPUs? )?\((?:\w+ )?SM ?(?:(?P<required_sm>\d{2,3})|\d)",
+            ),
         ),
         "AMD's AITER kernels have no code for this GPU ({aiter_arch}): serve without AITER (vLLM "
         "VLLM_ROCM_USE_AITER=0, SGLang SGLANG_USE_AITER=0 and an attention backend other than aiter), or use an "
@@ -692,6 +736,11 @@ SIGNATURES: tuple[Signature, ...] = (
             # less than desired GPU memory utilization (0.9, 3.6 GiB)". Memory another process holds: the
             # OOM's fix (a lower fraction, or free the GPU). vLLM 0.9 (v1/worker/gpu_worker.py:146-152,
             # init_device) printed no device name: f"Free memory on device ({free}/{total} GiB) on startup".
+            # vLLM 0.11 model_executor/layers/linear.py:217 (UnquantizedLinearMethod.create_weights): `except
+            # torch.cuda.OutOfMemoryError` logs "Failed to create unquantized linear weights: %s" and raises
+            # RuntimeError("Failed to create unquantized linear weights. This may be caused by insufficient memory to
+            # allocate the weight.") from it: only an OOM makes it.
+            T("Failed to create unquantized linear weights. This may be caused by insufficient memory"),
             T("on startup is less than", r"Free memory on device (?:\S+ )?\((?P<free_gib>[\d.]+)/(?P<total_gib>[\d.]+) GiB\)"),
         ),
         "CUDA ran out of memory during {capture_step} (mem_fraction_static={mem_fraction_static}): "
@@ -879,6 +928,14 @@ SIGNATURES: tuple[Signature, ...] = (
             # negative or zero figure is what the OpenAI server computed as max_model_len - prompt tokens for a
             # request without max_tokens (0.4.x serving_engine; get_max_tokens since): the prompt fills the context.
             T("max_tokens must be at least 1, got", r"max_tokens must be at least 1, got (?P<room_left>-\d+|0)\b"),
+            # A CLIP text encoder's position limit (transformers models/clip/modeling_clip.py CLIPTextEmbeddings.forward,
+            # copied by SGLang 0.5.9 multimodal_gen/runtime/models/encoders/clip.py:126): ValueError(f"Sequence length must
+            # be less than max_position_embeddings (got `sequence length`: {seq_length} and max_position_embeddings:
+            # {max_position_embedding}"): a prompt longer than the encoder's context (77 tokens for CLIP).
+            T(
+                "Sequence length must be less than max_position_embeddings",
+                r"got `sequence length`: (?P<input_tokens>\d+) and max_position_embeddings: (?P<context_len>\d+)",
+            ),
         ),
         "--context-length {requested_context} is above the model's derived {derived_context}: lower it to "
         "{derived_context}, or set SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1 in the service environment "
@@ -1228,7 +1285,13 @@ SIGNATURES: tuple[Signature, ...] = (
     _generic(
         "kv_allocation_refused",
         905,
-        (T("ut of memory. Try to lower your batch size"),),
+        (
+            T("ut of memory. Try to lower your batch size"),
+            # SGLang 0.2.x managers/schedule_batch.py (0.2.7 :386 prepare_for_extend, :620 prepare_for_decode):
+            # logger.error("Prefill out of memory. This should never happen.") / "Decode out of memory. ..." then
+            # exit() when token_to_kv_pool.alloc returns None for a batch the scheduler admitted: the same refusal.
+            T("ut of memory. This should never happen"),
+        ),
         "SGLang's allocator refused KV slots for a batch its scheduler had admitted (its capacity check passed; a full "
         "pool retracts requests instead): an allocator accounting fault of this release, not a pool too small. Note the "
         "'Try to allocate' and available-token figures, re-try with a page size of 1 and without speculative decoding "
