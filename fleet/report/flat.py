@@ -12,7 +12,7 @@ import itertools
 import json
 from collections.abc import Iterator
 
-from fleet.report.load import collector_paused
+from fleet.host.contract.reader import collector_paused
 from fleet.report.model import Cell, CellKey, Report
 
 
@@ -46,7 +46,7 @@ def csv_lines(report: Report) -> Iterator[str]:
 
 def jsonl_lines(report: Report) -> Iterator[str]:
     """The JSON lines one at a time: 50,000 results' lines are about 85 MiB as one text."""
-    with collector_paused():  # a line a row, 50,000 of them (fleet.report.load.collector_paused)
+    with collector_paused():  # a line a row, 50,000 of them (fleet.host.contract.reader.collector_paused)
         for row in each_flat_row(report):
             yield json.dumps(row, sort_keys=False) + "\n"
 

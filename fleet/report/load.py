@@ -11,18 +11,15 @@ reason (another schema, a truncated file) and named in the report.
 
 from __future__ import annotations
 
-import gc
 import json
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from collections.abc import Iterator
 
 import yaml
 
 from fleet.host.contract import RunResult, SweepDir
-from fleet.host.contract.reader import Reader
+from fleet.host.contract.reader import Reader, collector_paused
 from fleet.layout import LATEST, SweepFolder
 from fleet.sweep.ledger import read_sweep_results
 from fleet.sweep.resultcache import TTFTs
@@ -149,22 +146,6 @@ def load_sweep(directory: Path | str) -> SweepData:
         sweep.results = [Loaded(runs[r.host], r, swept.ttft_s[r.host, r.run_id]) for r in swept.results]
     sweep.unreadable = [(directory / relative, why) for relative, why in sorted(swept.rejected.items())]
     return sweep
-
-
-@contextmanager
-def collector_paused() -> Iterator[None]:
-    """Python's cyclic collector off while a report reads a sweep's results and builds their rows
-    and cells (as it was, after). Tens of thousands of results are millions of containers that the
-    collector would walk again at every full collection their growth sets off (a fifth of a
-    10,000-result report's CPU, issue 28); they hold no cycles, and reference counting frees what
-    the work drops, as ever."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def _description(path: Path) -> str:

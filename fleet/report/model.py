@@ -63,7 +63,8 @@ from fleet.measure.stats import (
     verdict,
 )
 from fleet.measure.energy import dollars_per_million_tokens
-from fleet.report.load import HostRecord, Loaded, SweepData, TTFTs, collector_paused
+from fleet.host.contract.reader import collector_paused
+from fleet.report.load import HostRecord, Loaded, SweepData, TTFTs
 
 AUTOREGRESSIVE = "autoregressive"
 

@@ -101,3 +101,46 @@ def test_skip_reason_round_trips_and_defaults_to_none() -> None:
     assert again.servers[0].skip_reason == "quarantined: cuda_illegal_instruction on sm_120"
     plain = Shard.from_json(Shard("x", "ct200", "boot", "process", AgentLimits(), [ServerSpec(**{**server.__dict__, "skip_reason": None})]).to_json())
     assert plain.servers[0].skip_reason is None
+
+
+def test_reading_a_shard_sets_off_no_more_cyclic_collections_as_it_grows() -> None:
+    """Every full collection walks every object alive: reading a 50,000-run shard set off six,
+    a third of `fleet status` (issue 28). Counted with the collector's own callback, its thresholds
+    at their lowest so that every tracked allocation could set one off: a read of 2,000 runs sets
+    off no more than one of 20, and the collector is on again afterwards."""
+    import dataclasses
+    import gc
+
+    shard = make_shard()
+    first = shard.servers[0]
+
+    def shard_text(count: int) -> str:
+        runs = [RunSpec(f"many{i}", "tp1-ar/short", first.runs[0].workload) for i in range(count)]
+        return dataclasses.replace(shard, servers=[dataclasses.replace(first, runs=runs), *shard.servers[1:]]).to_json()
+
+    texts = {count: shard_text(count) for count in (20, 2000)}
+    collections: list[int] = []
+
+    def count_starts(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            collections.append(info["generation"])
+
+    thresholds = gc.get_threshold()
+    gc.callbacks.append(count_starts)
+    gc.set_threshold(1, 1, 1)
+    try:
+        during = {}
+        for count, text in texts.items():
+            before = len(collections)
+            read = Shard.from_json(text)
+            during[count] = len(collections) - before
+            assert read.run_count == count + 1
+        before = len(collections)
+        containers = [[] for _ in range(100)]  # the control: with the collector on, allocations set collections off
+        after = len(collections) - before
+        del containers
+    finally:
+        gc.callbacks.remove(count_starts)
+        gc.set_threshold(*thresholds)
+    assert during[2000] <= during[20] <= 5, during
+    assert gc.isenabled() and after > 5, after
