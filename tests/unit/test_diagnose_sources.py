@@ -507,3 +507,48 @@ def test_sglang_02s_allocation_refused_while_serving_is_no_pool_too_small(phase:
     ]
     diagnosis = diagnose_text(lines)
     assert diagnosis.failure_class == "unknown" and "allocator" in (diagnosis.fix or "")
+
+
+# -- round eighteen: FlashInfer's own refusals (flashinfer-python 0.7.4, what `pip download flashinfer-python` offers), as
+# the engines load it: utils.py, triton/utils.py, compilation_context.py, jit/env.py, jit/core.py, jit/cubin_loader.py.
+CASES_FLASHINFER = [
+    ("unsupported_gpu_arch", "flashinfer.utils.BackendSupportedError: mm_fp4 does not support compute capability 89 (supported: 100, 103, 110, 120, 121)"),
+    ("unsupported_gpu_arch", "ValueError: trtllm_gen_attention is only supported on SM107 (Rubin); the current device is sm100. trtllm-gen exports those cubin variants for SM107 only."),
+    ("unsupported_gpu_arch", "flashinfer.triton.utils.GPUArchitectureError: Device major should be in [9, 10], but got 8"),
+    ("unsupported_gpu_arch", "RuntimeError: MiniMax-H3 MLP requires exact compute capability 10.0 (B200/GB200) or 10.3 (B300/GB300), got 9.0"),
+    ("unsupported_gpu_arch", "RuntimeError: SM 120 requires CUDA >= 12.8"),
+    ("unsupported_gpu_arch", "RuntimeError: SM 12.1+ requires CUDA >= 12.9"),
+    ("unsupported_gpu_arch", "RuntimeError: No supported CUDA architectures found for major versions [9, 10]."),
+    ("import_error", "RuntimeError: flashinfer-cubin version (0.7.3) does not match flashinfer version (0.7.4). Please install the same version of flashinfer-cubin and flashinfer-python."),
+    ("import_error", "RuntimeError: flashinfer-jit-cache version (0.7.3+cu129) does not match flashinfer version (0.7.4). Please install matching versions."),
+    (
+        "import_error",
+        "flashinfer.jit.core.MissingJITCacheError: JIT compilation is disabled via FLASHINFER_DISABLE_JIT environment variable, but the required module is not found in the JIT cache.",
+    ),
+    (
+        "import_error",
+        "RuntimeError: Artifact not found locally: fmha/trtllm-gen/fmhaSm100a.cubin (looked at /root/.cache/flashinfer/cubins). FLASHINFER_NO_DOWNLOAD is set — refusing to download. This means flashinfer-cubin is missing this file.",
+    ),
+]
+
+
+@pytest.mark.parametrize("engine", ["sglang", "vllm"])
+@pytest.mark.parametrize(("expected", "line"), CASES_FLASHINFER, ids=[line[:60] for _, line in CASES_FLASHINFER])
+def test_flashinfers_refusals(expected: str, line: str, engine: str) -> None:
+    diagnosis = diagnose_text(FRAMINGS[engine](line))
+    assert diagnosis.failure_class == expected
+    assert diagnosis.fix and "{" not in diagnosis.fix
+
+
+def test_flashinfers_jit_build_wrappers_leave_the_cause_to_the_compiler() -> None:
+    # FlashInfer's run_ninja / torch's cpp_extension wrap the build; the compiler's own line is the cause when it is one.
+    wrapped = [
+        *_SGLANG_HEAD[:3],
+        "nvcc fatal   : Unsupported gpu architecture 'compute_120a'",
+        "ninja: build stopped: subcommand failed.",
+        "RuntimeError: Ninja build failed. Ninja output:",
+        *_SGLANG_TAIL,
+    ]
+    assert diagnose_text(wrapped).failure_class == "unsupported_gpu_arch"
+    alone = diagnose_text(sglang("RuntimeError: Error building extension 'batch_prefill_with_kv_cache_dtype_q_bf16'"))
+    assert alone.failure_class == "unknown"

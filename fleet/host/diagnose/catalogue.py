@@ -183,6 +183,14 @@ SIGNATURES: tuple[Signature, ...] = (
             # logger.warning("Failed to import from vllm._C with %r", e), 0.33 platforms/rocm.py:58 the same and
             # platforms/cpu.py:671 "Failed to import from vllm._C: %s" with repr(e). A warning line: it names the
             # failure only when nothing else failed and the start never came up (the classifier's rule).
+            # FlashInfer's packages out of step or incomplete (flashinfer-python 0.7.4 jit/env.py:87/:168 f"{distribution}
+            # version ({v}) does not match flashinfer version ({w}). ...", :182 "... does not match flashinfer-jit-cache version";
+            # jit/core.py:384 and jit/attention/_lazy.py:82 MissingJITCacheError, a kernel module the installed JIT cache does not
+            # hold while JIT is off; jit/cubin_loader.py:265 "... This means flashinfer-cubin is missing this file."): the kernel
+            # library as installed cannot provide the kernel, fixed by installing matching, complete packages.
+            T("does not match flashinfer", r"(?P<module>[\w.-]+) version \([^)]*\) does not match flashinfer(?:-jit-cache)? version"),
+            T("MissingJITCacheError"),
+            T("flashinfer-cubin is missing this file"),
             T("Failed to import from vllm._C", r"Failed to import from (?P<module>vllm\._C\w*)(?: with |: )\w+\("),
             # A kernel library whose installed build refuses this CUDA toolkit when it is imported: nvidia-cutlass-dsl's base
             # wheel (4.5.0, nvidia_cutlass_dsl/python_packages/cutlass/cute/experimental/__init__.py) is the unconditional
@@ -550,7 +558,7 @@ SIGNATURES: tuple[Signature, ...] = (
             T("only support", r"\bonly supports? (?:GPUs? (?:with )?)?(?:sm_?\d+|SM ?\d+|compute capability|Ampere|Hopper|Blackwell|Turing|Volta|Ada)"),
             # vLLM 0.4.x lora/punica.py:10 raises it as an ImportError at import: "punica LoRA kernels require compute
             # capability >= 8.0" (the GPU, not the package: the import_error trigger steps aside for it).
-            T("require", r"\brequires? compute capability (?:>= ?)?\d"),
+            T("require", r"\brequires? (?:exact )?compute capability (?:>= ?)?\d"),
             T("GPU is not supported", r"(?:compute capability|\bsm_?\d+|architecture)"),
             T("not supported on this GPU"),
             # AMD's AITER kernels (aiter/jit/utils/chip_info.py get_gfx_custom_op_core and get_gfx_runtime): raise
@@ -594,6 +602,19 @@ SIGNATURES: tuple[Signature, ...] = (
                 _EXC + r"\w*(?:Error|Exception): (?!.*\bto be installed\b).*?\b(?:requires?|needs?|only supported on) (?:an? )?(?:NVIDIA (?:CUDA )?)?"
                 r"(?:(?:Ampere|Hopper|Blackwell|Ada(?: Lovelace)?|Turing|Volta)[ -])?(?:GPUs? )?\((?:\w+ )?SM ?(?:(?P<required_sm>\d{2,3})|\d)",
             ),
+            # FlashInfer's own refusals (flashinfer-python 0.7.4, what `pip download flashinfer-python` offers): utils.py:1691
+            # BackendSupportedError(f"{func} does not support compute capability {cc}{supported}"), :388 f"{feature} is only
+            # supported on SM107 (Rubin); the current device is sm{major}{minor}.", triton/utils.py:35/:39 GPUArchitectureError
+            # ("Device major should be in {major}, but got {actual}"), jit/minimax_h3_mlp.py:66 "... requires exact compute
+            # capability 10.0 (B200/GB200) or 10.3 ..." (the `require` trigger above), compilation_context.py:104/:107 "SM 120
+            # requires CUDA >= 12.8" / "SM 12.1+ requires CUDA >= 12.9" (the toolkit has no target for this GPU, as ptxas'
+            # refusal above) and :162 f"No supported CUDA architectures found for major versions {majors}." (the GPU's
+            # major is none a kernel is built for). Exception lines only.
+            T("does not support compute capability", _EXC + r"\w*(?:Error|Exception): .*?\bdoes not support compute capability \d"),
+            T("only supported on SM", _EXC + r"\w*(?:Error|Exception): .*?\bonly supported on SM ?(?P<required_sm>\d{2,3})"),
+            T("GPUArchitectureError"),
+            T(" requires CUDA >", _EXC + r"\w*(?:Error|Exception): SM ?\d[\d.]*\+? requires CUDA >= ?\d"),
+            T("No supported CUDA architectures found for major versions"),
         ),
         "AMD's AITER kernels have no code for this GPU ({aiter_arch}): serve without AITER (vLLM "
         "VLLM_ROCM_USE_AITER=0, SGLang SGLANG_USE_AITER=0 and an attention backend other than aiter), or use an "
