@@ -173,3 +173,50 @@ def test_the_report_compares_what_the_agent_could_not_and_fails_a_divergent_run(
     (failure,) = [f for f in report.failures if f.failure_class == "not_lossless"]
     assert failure.label == loaded[candidate]["label"] and "prose 1, code 4, arithmetic 0, json -" in failure.evidence
     assert "not_lossless" in render(report, "md").split("## Failures")[1]
+
+
+def test_a_judged_candidates_outputs_are_not_held_and_the_report_is_the_same(tmp_path) -> None:
+    """What a report and a sweep hold of a result (fleet.sweep.resultcache.reported) drops the
+    greedy outputs of a candidate the agent already judged (most of a sim result's digest), and
+    keeps a reference's and a pending candidate's, which the report compares itself: the report
+    of those digests is the report of the whole results, line for line."""
+    import shutil
+    from pathlib import Path
+
+    from fleet.host.agent.lossless import Check
+    from fleet.host.contract import SweepDir
+    from fleet.report import load_sweep, render
+    from fleet.report.load import Loaded
+    from fleet.report.model import build_report
+    from fleet.sweep.ledger import read_sweep_results
+    from fleet.sweep.resultcache import ttfts
+
+    source = Path(__file__).resolve().parents[1] / "fixtures" / "report" / "noisy"
+    sweep_dir = tmp_path / "noisy"
+    shutil.copytree(source, sweep_dir)
+    loaded = {path: json.loads(path.read_text()) for path in sorted((sweep_dir / "local" / "runs").glob("*.json"))}
+    ok = [p for p, r in loaded.items() if r["status"] == "ok" and r["workload"]["kind"] != "concurrency"]
+    reference = next(p for p in ok if loaded[p]["server_label"] == "tp1-autoregressive")
+    pending, passed, failed = [p for p in ok if loaded[p]["server_label"] != "tp1-autoregressive"][:3]
+    key = "qwen3.6-27b|tp1"
+    loaded[reference]["lossless"] = record("reference", key, outputs(REFERENCE), None)
+    loaded[pending]["lossless"] = record("candidate", key, outputs(diverged([None, None, 9, None])), Check(PENDING))
+    loaded[passed]["lossless"] = record("candidate", key, outputs(REFERENCE), compare(outputs(REFERENCE), outputs(REFERENCE), "tp1-autoregressive"))
+    judged = compare(outputs(diverged([1, 4, 0, None])), outputs(REFERENCE), "tp1-autoregressive")
+    loaded[failed]["lossless"] = record("candidate", key, outputs(diverged([1, 4, 0, None])), judged)
+    for path in (reference, pending, passed, failed):
+        path.write_text(json.dumps(loaded[path]))
+
+    kept = load_sweep(sweep_dir)
+    held = {loaded_result.result.run_id: loaded_result.result.extras.get("lossless", {}) for loaded_result in kept.results}
+    assert "outputs" in held[loaded[reference]["run_id"]] and "outputs" in held[loaded[pending]["run_id"]]
+    assert "outputs" not in held[loaded[passed]["run_id"]] and "outputs" not in held[loaded[failed]["run_id"]]
+    assert held[loaded[failed]["run_id"]]["check"]["verdict"] == judged.verdict == FAIL
+    whole = dataclasses.replace(kept, results=[Loaded(sweep_dir / r.host / SweepDir.RUNS, r, ttfts(r.requests))
+                                               for r in read_sweep_results(sweep_dir, sweep_id=kept.sweep_id).results])  # fmt: skip
+    for fmt in ("md", "json"):
+        body, whole_body = (render(build_report([sweep]), fmt).splitlines() for sweep in (kept, whole))
+        assert [line for line in body if not line.startswith("Generated ")] == [line for line in whole_body if not line.startswith("Generated ")]
+    rows = {row.run_id: row for row in build_report([kept]).rows}
+    assert rows[loaded[pending]["run_id"]].lossless == PASS  # compared by the report: late divergence on one prompt
+    assert rows[loaded[failed]["run_id"]].lossless == FAIL and rows[loaded[passed]["run_id"]].lossless == PASS
