@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import sys
 import threading
 import time
@@ -58,10 +59,12 @@ def provision_all(fleet, tmp_path: Path, **options):
     return {r.host: r for r in provision(hosts, playbook, ProvisionOptions(**options))}
 
 
-def slow_disk(host, seconds: float) -> None:
-    """The host's cp takes `seconds` more: staging lasts long enough to inject a fault under it."""
+def slow_disk(host, seconds: float, only: str = "") -> None:
+    """The host's cp takes `seconds` more: staging lasts long enough to inject a fault under it.
+    `only`: just the copies whose arguments hold it (a copy that needs no time to strike in takes none)."""
     slow_cp = host.bin_dir / "cp"
-    slow_cp.write_text(f'#!/bin/sh\nsleep {seconds:g}\nexec /bin/cp "$@"\n')
+    wait = f'case "$*" in *{shlex.quote(only)}*) sleep {seconds:g};; esac' if only else f"sleep {seconds:g}"
+    slow_cp.write_text(f'#!/bin/sh\n{wait}\nexec /bin/cp "$@"\n')
     slow_cp.chmod(0o755)
 
 
@@ -260,7 +263,10 @@ def test_a_reboot_while_the_draft_is_staged_restages_the_target_it_wiped(test_fl
         )
     )
     staged_draft = "/dev/shm/fleet/z-lab--Qwen3.6-27B-DFlash--main"
-    slow_disk(host, 3)  # long enough to reboot under it
+    # The draft's copy (the stage script's `cp -a SRC DST.partial`) long enough to reboot under it;
+    # the target's copies, before and after, need no time and take none (each of the stage's two
+    # cp's slept 3 s: 18 s of the test).
+    slow_disk(host, 3, only=f"{staged_draft}.partial")
     target_staged_first: list[bool] = []
 
     def reboot() -> None:
