@@ -552,3 +552,166 @@ def test_flashinfers_jit_build_wrappers_leave_the_cause_to_the_compiler() -> Non
     assert diagnose_text(wrapped).failure_class == "unsupported_gpu_arch"
     alone = diagnose_text(sglang("RuntimeError: Error building extension 'batch_prefill_with_kv_cache_dtype_q_bf16'"))
     assert alone.failure_class == "unknown"
+
+
+# --- round nineteen: an exception line over a frame name --------------------------------------------------------------
+# Frames the frame rules read, as the engines' real tracebacks print them: SGLang's and vLLM's load_weights (and the
+# weight iterator that empties the cache), the capture loops' frames, pynccl's ncclCommInitRank, vLLM's bfloat16 check
+# and its registry's refusal; exception lines that name their own kind, from their sources' format strings: PyTorch's
+# TORCH_INTERNAL_ASSERT (c10/util/Exception.h: '{cond} INTERNAL ASSERT FAILED at "{file}":{line}, please report a bug to
+# PyTorch. {msg}'), its CUDA check (c10/cuda/CUDAException: "CUDA error: {cudaGetErrorString}"), the ROCm library's.
+_FRAMES = {
+    "load_weights": (
+        "model_load_error",
+        ("sglang", "vllm"),
+        {
+            "sglang": [
+                '  File "/sgl-workspace/sglang/python/sglang/srt/models/llama.py", line 481, in load_weights',
+                "    for name, loaded_weight in weights:",
+                '  File "/sgl-workspace/sglang/python/sglang/srt/model_loader/weight_utils.py", line 432, in pt_weights_iterator',
+                "    torch.cuda.empty_cache()",
+                '  File "/usr/local/lib/python3.10/dist-packages/torch/cuda/memory.py", line 192, in empty_cache',
+                "    torch._C._cuda_emptyCache()",
+            ],
+            "vllm": [
+                '  File "/usr/local/lib/python3.12/dist-packages/vllm/model_executor/models/llama.py", line 594, in load_weights',
+                "    return loader.load_weights(weights)",
+                '  File "/usr/local/lib/python3.12/dist-packages/vllm/model_executor/layers/linear.py", line 1305, in weight_loader',
+                "    param_data.copy_(loaded_weight)",
+            ],
+        },
+    ),
+    "capture": (
+        "cuda_graph_error",
+        ("sglang", "vllm"),
+        {
+            "sglang": [
+                '  File "/sgl-workspace/sglang/python/sglang/srt/model_executor/cuda_graph_runner.py", line 310, in capture',
+                "    ) = self.capture_one_batch_size(bs, forward)",
+                '  File "/sgl-workspace/sglang/python/sglang/srt/model_executor/cuda_graph_runner.py", line 402, in capture_one_batch_size',
+                "    with torch.cuda.graph(graph, pool=self.graph_memory_pool, stream=stream):",
+            ],
+            "vllm": [
+                '  File "/usr/local/lib/python3.12/dist-packages/vllm/v1/worker/gpu_model_runner.py", line 3412, in capture_model',
+                "    self._capture_cudagraphs(",
+                '  File "/usr/local/lib/python3.12/dist-packages/vllm/v1/worker/gpu_model_runner.py", line 3480, in _capture_cudagraphs',
+                "    self._dummy_run(",
+            ],
+        },
+    ),
+    "ncclCommInitRank": (
+        "nccl_error",
+        ("sglang", "vllm"),
+        {
+            "sglang": [
+                '  File "/sgl-workspace/sglang/python/sglang/srt/distributed/device_communicators/pynccl.py", line 129, in __init__',
+                "    self.comm: ncclComm_t = self.nccl.ncclCommInitRank(",
+                '  File "/sgl-workspace/sglang/python/sglang/srt/distributed/device_communicators/pynccl_wrapper.py", line 340, in ncclCommInitRank',
+                "    self.NCCL_CHECK(",
+            ],
+            "vllm": [
+                '  File "/usr/local/lib/python3.12/dist-packages/vllm/distributed/device_communicators/pynccl.py", line 180, in __init__',
+                "    self.comm: ncclComm_t = self.nccl.ncclCommInitRank(",
+                '  File "/usr/local/lib/python3.12/dist-packages/vllm/distributed/device_communicators/pynccl_wrapper.py", line 458, in ncclCommInitRank',
+                "    self.NCCL_CHECK(",
+            ],
+        },
+    ),
+    "bfloat16_check": (
+        "unsupported_gpu_arch",
+        ("vllm",),
+        {
+            "vllm": [
+                '  File "/usr/local/lib/python3.10/dist-packages/vllm/worker/worker.py", line 100, in init_device',
+                "    _check_if_gpu_supports_dtype(self.model_config.dtype)",
+                '  File "/usr/local/lib/python3.10/dist-packages/vllm/worker/worker.py", line 360, in _check_if_gpu_supports_dtype',
+                "    torch.cuda.get_device_capability()",
+            ],
+        },
+    ),
+    "registry": (
+        "model_load_error",
+        ("vllm",),
+        {
+            "vllm": [
+                '  File "/usr/local/lib/python3.12/dist-packages/vllm/model_executor/models/registry.py", line 1418, in resolve_model_cls',
+                "    return self._raise_for_unsupported(architectures)",
+                '  File "/usr/local/lib/python3.12/dist-packages/vllm/model_executor/models/registry.py", line 1221, in _raise_for_unsupported',
+                "    torch.cuda.synchronize()",
+            ],
+        },
+    ),
+}
+_SELF_NAMED_LINES = [
+    'RuntimeError: captures_underway.empty() INTERNAL ASSERT FAILED at "../c10/cuda/CUDACachingAllocator.cpp":2967, please report a bug to PyTorch. ',
+    'RuntimeError: it1 != graph_pools.end() INTERNAL ASSERT FAILED at "/pytorch/c10/cuda/CUDACachingAllocator.cpp":1382, please report a bug to PyTorch. ',
+    "RuntimeError: CUDA error: unspecified launch failure",
+    "RuntimeError: CUDA error: invalid argument",
+]
+_BARE_LINES = ["KeyError: 'model.layers.0.mlp.gate_up_proj.weight_scale'", "AssertionError"]
+
+
+def _traceback(engine: str, frames: list[str], exception: str) -> list[str]:
+    if engine == "sglang":
+        return [*_SGLANG_HEAD, *frames, exception, *_SGLANG_TAIL]
+    return [*_VLLM_HEAD, *(_VLLM_PREFIX + line for line in (*frames, exception)), *_VLLM_TAIL]
+
+
+_FRAME_CASES = [(rule, engine) for rule, (_, engines, _) in _FRAMES.items() for engine in engines]
+
+
+@pytest.mark.parametrize("exception", _SELF_NAMED_LINES, ids=[line[:40] for line in _SELF_NAMED_LINES])
+@pytest.mark.parametrize(("rule", "engine"), _FRAME_CASES)
+def test_an_exception_line_that_names_its_kind_wins_over_a_frame(rule: str, engine: str, exception: str) -> None:
+    # The frame says where the error was raised; the exception line says what it is: no class names these, unknown.
+    frames = _FRAMES[rule][2][engine]
+    diagnosis = diagnose_text(_traceback(engine, frames, exception))
+    assert diagnosis.failure_class == "unknown"
+    assert any(exception.strip() in item.text for item in diagnosis.evidence)
+    assert diagnosis.fix and "{" not in diagnosis.fix
+
+
+@pytest.mark.parametrize("exception", _BARE_LINES)
+@pytest.mark.parametrize(("rule", "engine"), _FRAME_CASES)
+def test_a_bare_exception_leaves_the_frame_its_reading(rule: str, engine: str, exception: str) -> None:
+    # A bare KeyError or AssertionError names no kind: the frame rule still says what failed (where it was raised).
+    expected, _, by_engine = _FRAMES[rule]
+    assert diagnose_text(_traceback(engine, by_engine[engine], exception)).failure_class == expected
+
+
+@pytest.mark.parametrize("engine", ["sglang", "vllm"])
+def test_a_named_exception_of_another_traceback_leaves_the_frame_its_reading(engine: str) -> None:
+    # The withdrawal is the traceback's own: a load_weights KeyError, then a later traceback's CUDA error.
+    frames = _FRAMES["load_weights"][2][engine]
+    first = _traceback(engine, frames, _BARE_LINES[0])
+    later = ["Traceback (most recent call last):", '  File "/usr/lib/python3.12/threading.py", line 1010, in run', _SELF_NAMED_LINES[2]]
+    prefix = "[2026-05-24 10:00:05 TP1] " if engine == "sglang" else "(EngineCore_DP0 pid=7) ERROR 05-24 10:00:05 [core.py:708] "
+    lines = [*first[: -len(_SGLANG_TAIL if engine == "sglang" else _VLLM_TAIL)], *(prefix + line for line in later)]
+    assert diagnose_text(lines).failure_class == "model_load_error"
+
+
+@pytest.mark.parametrize("engine", ["sglang", "vllm"])
+def test_a_fatal_exception_line_under_a_frame_keeps_its_own_class(engine: str) -> None:
+    # Already so by rank (every frame rule is ranked after every cause); kept as the principle's other half.
+    frames = _FRAMES["load_weights"][2][engine]
+    oom = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.19 GiB of which 1.00 GiB is free."
+    assert diagnose_text(_traceback(engine, frames, oom)).failure_class == "cuda_oom"
+
+
+def test_pytorchs_internal_assertion_names_its_condition_and_source() -> None:
+    diagnosis = diagnose_text(sglang(_SELF_NAMED_LINES[0]))
+    assert diagnosis.failure_class == "unknown"
+    assert diagnosis.figures.get("assert_condition") == "captures_underway.empty()"
+    assert diagnosis.figures.get("assert_source") == "../c10/cuda/CUDACachingAllocator.cpp"
+    assert "captures_underway.empty() at ../c10/cuda/CUDACachingAllocator.cpp" in (diagnosis.fix or "")
+
+
+def test_batch25s_allocator_assertion_under_load_weights() -> None:
+    # The real log (verl's SGLang 0.4.4 engine): torch.cuda.empty_cache() in pt_weights_iterator under load_weights
+    # meets the allocator's captures_underway assertion; the checkpoint is not the cause.
+    file = "sglang-044-verl-engine-tp4-load-weights-empty-cache-captures-underway-internal-assert.log"
+    entry = _entry("batch25-heldout", file)
+    diagnosis = diagnose_file(LOGS / "batch25-heldout" / file)
+    assert diagnosis.failure_class == entry["label"] == "unknown"
+    assert any("INTERNAL ASSERT FAILED" in item.text for item in diagnosis.evidence)
+    assert not any(", in load_weights" in item.text for item in diagnosis.evidence)

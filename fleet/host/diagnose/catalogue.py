@@ -1329,6 +1329,22 @@ SIGNATURES: tuple[Signature, ...] = (
         "CUDA reported '{cuda_error}': re-run with CUDA_LAUNCH_BLOCKING=1 to find the failing kernel.",
         "CUDA reported an error: re-run with CUDA_LAUNCH_BLOCKING=1 to find the failing kernel.",
     ),
+    # PyTorch's own internal assertion: TORCH_INTERNAL_ASSERT (c10/util/Exception.h) fails with
+    # C10_STRINGIZE(cond) " INTERNAL ASSERT FAILED at " C10_STRINGIZE(__FILE__) ":" C10_STRINGIZE(__LINE__) ", please
+    # report a bug to PyTorch. " and the caller's message (c10/util/Exception.cpp torchInternalAssertFail), raised as a
+    # RuntimeError. It names its own origin: PyTorch's state broke its own invariant (e.g. the caching allocator's
+    # `TORCH_INTERNAL_ASSERT(captures_underway.empty())` in synchronize_and_free_events, reached from emptyCache while
+    # a CUDA graph capture is still registered with the allocator, c10/cuda/CUDACachingAllocator.cpp), not the model
+    # or the step whose frame raised it: an error no class names, whichever frame it came through.
+    _generic(
+        "torch_internal_assert",
+        915,
+        (T("INTERNAL ASSERT FAILED at", r'(?:[A-Z]\w*(?:Error|Exception): )?(?P<assert_condition>\S.*?) INTERNAL ASSERT FAILED at "?(?P<assert_source>[^":]+)"?:\d+'),),
+        "PyTorch's own internal assertion failed ({assert_condition} at {assert_source}): PyTorch's state broke its own "
+        "invariant (a bug, or state left by an earlier failure in the same process), not the model; read the steps "
+        "before it in the full log, and try the PyTorch release the engine pins.",
+        "PyTorch's own internal assertion failed: read the steps before it in the full log, and try the PyTorch release the engine pins.",
+    ),
     # The server refused its command line: CPython's ArgumentParser.error prints "%(prog)s: error:
     # %(message)s" and exits 2 (Lib/argparse.py:2630, 3.11), before any start-up step. vLLM's
     # FlexibleArgumentParser.error (0.33 utils/argparse_utils.py:182) adds a hint and calls it; SGLang's

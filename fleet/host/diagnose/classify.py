@@ -342,6 +342,12 @@ _IMPORT_CODE = "import_failed_in_package"
 _PACKAGE_MODULE = re.compile(r"[/\\](?:site|dist)-packages[/\\](?P<package>[A-Za-z_]\w*)[/\\.]|[/\\](?P<checkout>[A-Za-z_]\w*)[/\\](?P=checkout)[/\\]")
 _ENGINE_PACKAGES = {"vllm", "sglang", "vllm_omni", "sglang_omni"}
 _LOAD_ERRORS = {"AttributeError", "TypeError"}
+# Exception lines that name their own kind: the generic signatures that say what failed, though no class names it
+# (a CUDA runtime error, PyTorch's internal assertion, ptxas, a ROCm library, a native runtime's error, the allocator's
+# refusal), unlike a bare exception ("exception": a KeyError, an AssertionError), a process's death or a traceback's
+# parts. A traceback that ends in one is that error wherever it was raised: the frame rules (a load_weights or capture
+# frame, ncclCommInitRank) step aside, as a fatal line wins over a warning and an exception line over a frame name.
+_SELF_NAMED = frozenset(signature.name for signature in SIGNATURES if signature.kind is Kind.GENERIC and signature.name not in {"exception", "process_failed", "traceback_only", "traceback_frames"})
 _TRACEBACK_HEAD = b"Traceback (most recent call last)"
 _CHAINED = (b"During handling of the above exception", b"The above exception was the direct cause")
 _FRAME = re.compile(r'^(?:\([^()]*\bpid=\d+[^()]*\)\s*)?File "(?P<file>[^"]+)",\s*line\s*\d+,?\s+in\s+(?P<function>[\w<>.]+)')
@@ -498,6 +504,9 @@ class _Scanner:
         self._load_frame: str | None = None
         self._module_package: str | None = None  # the package of the traceback's deepest "<module>" frame, if installed
         self._load_errors: list[tuple[int, str, str]] = []
+        # The frame readings of the traceback being read (a fatal signature read off a frame or a quoted source line,
+        # ranked after every cause: load_weights, the capture's frames, ncclCommInitRank): name, line, message, warning.
+        self._frame_readings: list[tuple[str, int, str, bool]] = []
         self._traceback_first = 0  # the first line of the traceback (or chain) being read or last read
         self._traceback_last = 0  # the last line of it that was followed (a header, frame, chaining or exception line)
         self._previous_line = 0  # the last line examined before this one
@@ -723,13 +732,18 @@ class _Scanner:
         for signature, (groups, as_warning) in matched.items():
             self._record(signature, line_no, text, message, groups, warning and not as_warning)
         if matched or any(sentence in raw for sentence in _CHAINED):
-            self._traceback(line_no, raw, text, message)
+            self._traceback(line_no, raw, text, message, {signature.name for signature in matched})
+            if self._traceback_state == "open":
+                for signature, (_, as_warning) in matched.items():
+                    if signature.kind is Kind.FATAL and signature.rank >= CONSEQUENCE_RANK and not signature.wrapper:
+                        self._frame_readings.append((signature.name, line_no, message, warning and not as_warning))
 
     def _forget_traceback(self) -> None:
         """A new traceback begins (not one chained to the last): what was read of the last one no longer counts."""
         self._load_frame, self._load_errors, self._module_package = None, [], None
+        self._frame_readings = []
 
-    def _traceback(self, line_no: int, raw: bytes, text: str, message: str) -> None:
+    def _traceback(self, line_no: int, raw: bytes, text: str, message: str, matched: set[str]) -> None:
         """Follow the traceback being printed: its load-path frames and its AttributeError / TypeError lines; both in
         one traceback (or chain) are the model's code failing while it loads."""
         self._traceback_last = line_no
@@ -762,6 +776,8 @@ class _Scanner:
                 self._forget_traceback()
                 self._traceback_first = line_no
             self._traceback_state = "ended"
+            if not matched.isdisjoint(_SELF_NAMED):
+                self._withdraw_frame_readings()
             if exception["exception"] in _LOAD_ERRORS:
                 self._load_errors.append((line_no, text, message))
             if exception["exception"] in _LOAD_ERRORS and self._module_package is not None:
@@ -769,6 +785,24 @@ class _Scanner:
         if self._load_frame is not None and self._load_errors:
             error_line, error_text, error_message = self._load_errors.pop(0)
             self._record(SIGNATURE_BY_NAME[_LOAD_CODE], error_line, error_text, error_message, {"load_step": self._load_frame})
+
+    def _withdraw_frame_readings(self) -> None:
+        """The traceback ends in an exception line that names its own kind (see _SELF_NAMED): its frames said only
+        where it was raised, so what the frame rules read off them is withdrawn (an exception line over a frame name)."""
+        for name, line_no, message, warning in self._frame_readings:
+            key = (self.summary.starts, name)
+            hits = self.hits.get(key)
+            if hits is None:
+                continue
+            hits.count -= 1
+            hits.not_warnings -= not warning
+            kept = [example for example in hits.examples if example[0] != line_no]
+            if len(kept) < len(hits.examples):
+                hits.messages.discard(message)
+                hits.examples = kept
+            if hits.count <= 0 or not hits.examples:
+                del self.hits[key]
+        self._frame_readings = []
 
     def _record(self, signature: Signature, line_no: int, text: str, message: str, groups: dict[str, str], warning: bool = False) -> None:
         hits = self.hits.setdefault((self.summary.starts, signature.name), _SignatureHits())
