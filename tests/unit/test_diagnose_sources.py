@@ -715,3 +715,25 @@ def test_batch25s_allocator_assertion_under_load_weights() -> None:
     assert diagnosis.failure_class == entry["label"] == "unknown"
     assert any("INTERNAL ASSERT FAILED" in item.text for item in diagnosis.evidence)
     assert not any(", in load_weights" in item.text for item in diagnosis.evidence)
+
+
+# Round eighteen's "left" row taken: SGLang's diffusion runtime's ZMQ bind (0.5.9 multimodal_gen/runtime/utils/common.py:219)
+# tries the next port only on EADDRINUSE and logs this after the last attempt, then re-raises.
+@pytest.mark.parametrize("endpoint", ["tcp://127.0.0.1:5555", "tcp://[::1]:30011", "tcp://10.0.0.4:30011"])
+def test_sglang_diffusions_zmq_bind_retries_exhausted_is_a_port_in_use(endpoint: str) -> None:
+    port = endpoint.rsplit(":", 1)[1]
+    lines = [
+        "[05-24 10:00:00] server_args: ServerArgs(model_path='Wan-AI/Wan2.2-T2V-A14B-Diffusers', num_gpus=1)",
+        f"[05-24 10:00:03] ERROR Failed to bind ZMQ socket after 10 attempts. Original endpoint: {endpoint}, Last tried port: {int(port) + 378}",
+        "Traceback (most recent call last):",
+        '  File "/usr/local/lib/python3.12/dist-packages/sglang/multimodal_gen/runtime/utils/common.py", line 200, in get_zmq_socket',
+        "    socket.bind(current_endpoint)",
+    ]
+    diagnosis = diagnose_text(lines)
+    assert diagnosis.failure_class == "port_in_use"
+    assert diagnosis.figures.get("port") == port and f"Port {port} " in (diagnosis.fix or "")
+
+
+def test_another_programs_zmq_bind_words_are_not_sglangs() -> None:
+    # A generic "Failed to bind ZMQ socket after {n} attempts" (no endpoint named) says nothing of why the binds failed.
+    assert diagnose_text(sglang("[Weight receiver] Failed to bind ZMQ socket after 5 attempts")).failure_class != "port_in_use"

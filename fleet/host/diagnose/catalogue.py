@@ -122,6 +122,11 @@ SIGNATURES: tuple[Signature, ...] = (
             # raise OSError(f"Could not bind port {port} on any configured address family") when every address family's
             # bind failed; a port another process holds is what makes a bind fail on all of them.
             T("Could not bind port", r"Could not bind port (?P<port>\d+) on any configured address family"),
+            # SGLang's diffusion runtime binding its scheduler's ZMQ socket (0.5.9 multimodal_gen/runtime/utils/common.py:219,
+            # get_zmq_socket): it moves on to the next port only on EADDRINUSE (any other errno raises at once), and after the
+            # last attempt logs f"Failed to bind ZMQ socket after {max_bind_retries} attempts. Original endpoint: {endpoint},
+            # Last tried port: {port}" and re-raises: every port it tried was taken. The original endpoint's port is the one asked for.
+            T("Failed to bind ZMQ socket after", r"Failed to bind ZMQ socket after \d+ attempts\. Original endpoint: \S*:(?P<port>\d+),"),
         ),
         "Port {port} is taken by another process: stop it (`ss -ltnp 'sport = :{port}'` names it) or start "
         "the server on another --port. SGLang also binds --port+1 and up for internal sockets and a "
