@@ -18,9 +18,8 @@ from typing import Any
 from fleet.host.engines.sglang.args import FLEET_FIELD_NAMES, fleet_values
 from fleet.host.errors import ArgvError, ConfigFileError
 from fleet.host.engines.sglang.flags import ParsedArgv, parse_argv
-from fleet.host.engines.sglang.release import FORKS
 from fleet.host.errors import ReleaseError
-from fleet.host.engines.sglang.release import DEFAULT_SIM_RELEASE, choose_release
+from fleet.host.engines.sglang.release import DEFAULT_SIM_RELEASE, FORKS, choose_release
 from fleet.host.engines.sim.faults import fault_profile_path
 from fleet.host.engines.sim.gpu import GpuOverrides
 from fleet.host.engines.sim.noise import NOISE_ENV, NoiseModel, parse_noise
