@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -24,7 +25,6 @@ from typing import Any
 
 import pytest
 
-from fleet.connect import CONNECT_TIMEOUT_S
 from fleet.retry import CONNECT
 from fleet.sweep.channel import QUICK_S
 from fleet.transport.rsync import SERVER_ALIVE_COUNT_MAX, SERVER_ALIVE_INTERVAL_S
@@ -319,22 +319,25 @@ def test_reboot_at_server_start_and_mid_workload_and_a_killed_agent(scenario) ->
 
 # The long drop outlasts every timer fleet keeps on a link, each firing inside it, in this order:
 # the poll's query deadline (QUICK_S, 15 s) drops the connection; CONNECT's first back-off (1-2 s)
-# passes; a whole connect attempt then times out (the connect timeout, 10 s, its SYNs all lost),
-# and the next attempt's SYNs reach the host only once the link is back: the sweep goes on only
+# passes; a whole connect attempt then times out (the connect timeout, 10 s, its SYNs all lost).
+# Only then does the link come back (on that event, the controller's retry line saying so, not
+# after a fixed time: a fixed 35 s held 8 s of slack for a loaded machine and then the next
+# attempt's SYN retransmits), so the next attempt reaches the host and the sweep goes on only
 # through a fresh connection. The keepalive interval (15 s) and rsync's ssh ServerAlive window
-# (5 s x 3) are shorter than the drop too. 8 s of slack for a loaded machine (the poll in flight
-# at the cut, threads late to run). A longer drop adds more connect attempts of the same kind
-# (70 s made four, the last ending after the link was back, then a 10 s back-off): no other path.
-LONG_DROP_S = QUICK_S + CONNECT.initial_wait_s + CONNECT.jitter_s + CONNECT_TIMEOUT_S + 8.0  # 35 s
+# (5 s x 3) are shorter than the drop too (checked on the drop as it happened). A longer drop
+# adds more connect attempts of the same kind (70 s made four): no other path.
+RETRIED = re.compile(r"ct202: \w+ attempt \d+ failed \(")  # fleet.retry's line (a warning: on stderr)
+CONNECT_TIMED_OUT = re.compile(RETRIED.pattern + ".*timed out")
+LONG_DROP_BOUND_S = 120  # a hang guard: the drop ends at the event above, about 27 s in
 
 
 def test_link_drops_of_seconds_and_minutes_and_connection_refused(scenario) -> None:
     """Three hosts, one server each, each fault while its host's server runs a workload: ct200's
     link drops for 5 s, ct201's sshd refuses connections for 10 s (its agent works on), ct202's
-    link drops for LONG_DROP_S (35 s: longer than every call's deadline, the connect timeout after
-    a back-off and the keepalive, so only a reconnection ends it). Each host's fault is injected
-    from a thread of its own, so that waiting on one never delays another."""
-    assert LONG_DROP_S > max(QUICK_S, _KEEPALIVE_S, SERVER_ALIVE_INTERVAL_S * SERVER_ALIVE_COUNT_MAX, CONNECT.max_wait_s), LONG_DROP_S
+    link drops until a connect attempt of the controller's has timed out after the poll's deadline
+    (about 27 s: longer than every call's deadline, the connect timeout after a back-off and the
+    keepalive, so only a reconnection ends it). Each host's fault is injected from a thread of its
+    own, so that waiting on one never delays another."""
     sc = scenario(["ct200", "ct201", "ct202"])
     controller = sc.sweep(fault_playbook(sc.root, isolation="exclusive"), "ct200,ct201,ct202")
     sweep_id = controller.sweep_id()
@@ -351,10 +354,25 @@ def test_link_drops_of_seconds_and_minutes_and_connection_refused(scenario) -> N
         finally:
             sc.fleet.serve_ssh(host)
 
+    dropped: dict[str, float] = {}
+
+    def long_drop(host: str) -> None:
+        cut = time.time()
+        sc.fleet.link_down(host)
+        try:
+            timed_out = controller.wait_for(lambda l: l.stream == "stderr" and CONNECT_TIMED_OUT.match(l.text) is not None, LONG_DROP_BOUND_S, f"{host}: a connect attempt timed out", after=cut)
+        finally:
+            sc.fleet.link_up(host)
+        dropped[host] = time.time() - cut
+        # The order above: a call's deadline fired first (the poll's, or a pull's ServerAlive window:
+        # its retry line), then the connect attempt after it timed out.
+        first = controller.first(lambda l: l.stream == "stderr" and RETRIED.match(l.text) is not None and CONNECT_TIMED_OUT.match(l.text) is None, after=cut)
+        assert first is not None and first.at <= timed_out.at, controller.transcript()
+
     faults = {
         "ct200": lambda: sc.fleet.drop_link("ct200", 5).join(timeout=30),
         "ct201": lambda: refused("ct201", 10),
-        "ct202": lambda: sc.fleet.drop_link("ct202", LONG_DROP_S).join(timeout=LONG_DROP_S + 50),
+        "ct202": lambda: long_drop("ct202"),
     }
 
     def inject(host: str) -> None:
@@ -378,8 +396,9 @@ def test_link_drops_of_seconds_and_minutes_and_connection_refused(scenario) -> N
     rows = [
         row(sc, "link drop 5 s", "mid-workload", 1, accounting, left, notice(controller, at["ct200"], trouble("ct200")), outcome),
         row(sc, "connection refused 10 s", "mid-workload", 1, accounting, left, notice(controller, at["ct201"], trouble("ct201")), outcome),
-        row(sc, f"link drop {LONG_DROP_S:g} s", "mid-workload", 1, accounting, left, notice(controller, at["ct202"], trouble("ct202")), outcome),
+        row(sc, f"link drop {dropped['ct202']:.0f} s", "mid-workload", 1, accounting, left, notice(controller, at["ct202"], trouble("ct202")), outcome),
     ]
+    assert dropped["ct202"] > max(QUICK_S, _KEEPALIVE_S, SERVER_ALIVE_INTERVAL_S * SERVER_ALIVE_COUNT_MAX, CONNECT.max_wait_s), dropped
     assert_clean(accounting, left, controller)
     assert code == 0 and (controller.summary() or {}).get("state") == "finished", why(code, controller)
     # A 5 s drop may be ridden out by TCP alone (the open session's packets are retransmitted once
