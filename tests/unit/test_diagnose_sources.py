@@ -737,3 +737,16 @@ def test_sglang_diffusions_zmq_bind_retries_exhausted_is_a_port_in_use(endpoint:
 def test_another_programs_zmq_bind_words_are_not_sglangs() -> None:
     # A generic "Failed to bind ZMQ socket after {n} attempts" (no endpoint named) says nothing of why the binds failed.
     assert diagnose_text(sglang("[Weight receiver] Failed to bind ZMQ socket after 5 attempts")).failure_class != "port_in_use"
+
+
+def test_a_requests_internal_assertion_answered_with_its_error_is_no_failure() -> None:
+    # As any exception no class names: a request's handler raised it and uvicorn answered 500; the server lives on.
+    answered = 'INFO:     127.0.0.1:51720 - "POST /v1/chat/completions HTTP/1.1" 500 Internal Server Error'
+    request = [
+        "Traceback (most recent call last):",
+        '  File "/usr/local/lib/python3.12/dist-packages/vllm/entrypoints/openai/serving_chat.py", line 300, in create_chat_completion',
+        "    prompt_embeds = torch.load(buffer)",
+        'RuntimeError: data.has_storage() INTERNAL ASSERT FAILED at "/pytorch/aten/src/ATen/Tensor.cpp":120, please report a bug to PyTorch. ',
+    ]
+    assert diagnose_text([*request, answered]).failure_class is None
+    assert diagnose_text(request).failure_class == "unknown"

@@ -370,7 +370,9 @@ _LOAD_FRAMES: tuple[tuple[re.Pattern[str], frozenset[str]], ...] = (
 # when the engine is unavailable.)
 _ANSWERED_ERROR = re.compile(rb'"[A-Z]+ \S+ HTTP/[\d.]+" (?:4\d\d|500)\b')
 _ANSWERED_LITERAL = b" HTTP/"
-_REQUEST_ERRORS = {"exception", "traceback_only", "traceback_frames"}
+# PyTorch's internal assertion is an exception line like any other there: a request's handler that met one and was answered
+# with its error status leaves the server serving, as before it had a signature of its own (round nineteen).
+_REQUEST_ERRORS = {"exception", "torch_internal_assert", "traceback_only", "traceback_frames"}
 _RESULT_SUFFIXES = {".json"}
 _LOG_SUFFIXES = {".log", ".txt", ".out", ".err", ".journal"}
 _EVIDENCE_KEYS = re.compile(r"error|evidence|message|detail|reason|traceback|stderr", re.IGNORECASE)
