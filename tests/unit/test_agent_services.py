@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from fleet.host.procfs import cmdline
 from fleet.host.agent.services import (
     SERVICE_ENV_MARKER,
     ProcessServices,
@@ -85,6 +86,9 @@ def test_a_service_killed_with_sigkill_is_dead_at_once_though_its_children_linge
     assert wait(lambda: main_file.exists() and main_file.read_text().strip() != "")
     main = int(main_file.read_text())
     assert main != started.pid and services.status("srv").running
+    # The background `sleep 60` is forked by the service's shell once it runs: on a loaded machine
+    # the main process's pid can be written before that, and a kill then would leave nothing behind.
+    assert wait(lambda: any(cmdline(pid) == "sleep 60" for pid in group_members(started.pid)))
     group = group_members(started.pid)
     os.kill(main, signal.SIGKILL)
     assert wait(lambda: not services.status("srv").running, timeout=1.0)
