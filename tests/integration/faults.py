@@ -33,7 +33,7 @@ from fleet.inventory import load_inventory
 from fleet.layout import model_cache_dir, model_serve_dir
 from fleet.playbook import load_playbook
 from fleet.provision.models import ModelState, staging_job
-from tests.integration.waiting import wait_for
+from tests.integration.waiting import kill_group, wait_for
 from tests.testfleet.hosts import TestFleet
 
 REPO = Path(__file__).resolve().parents[2]
@@ -147,8 +147,7 @@ class Controller:
 
     def kill(self) -> None:
         """SIGKILL of the whole controller (its rsync and ssh children too): no cleanup at all."""
-        if self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGKILL)
+        kill_group(self.process.pid)  # every child gone too: one between fork and exec holds the sweep's lock
         self.process.wait(timeout=30)
         for reader in self._readers:
             reader.join(timeout=10)

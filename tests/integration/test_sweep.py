@@ -22,7 +22,7 @@ from fleet.plan import make_plan
 from fleet.playbook import load_playbook
 from fleet.sweep.controller import resume_sweep, start_sweep
 from fleet.sweep.record import latest_sweep
-from tests.integration.waiting import remote_done, wait_for
+from tests.integration.waiting import kill_group, remote_done, wait_for
 
 pytestmark = pytest.mark.testfleet
 
@@ -100,7 +100,7 @@ def test_seed_matrix_survives_reboot_link_drop_and_a_killed_controller(test_flee
         wait_for(lambda: remote_done(fleet, "ct201", sweep_id) >= 16, 240, "ct201 to finish 16 runs")
         fleet.link_down("ct201")
         time.sleep(3)
-        os.killpg(controller.pid, signal.SIGKILL)
+        kill_group(controller.pid)
         controller.wait(timeout=30)
     finally:
         if controller.poll() is None:

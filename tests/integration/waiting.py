@@ -4,10 +4,14 @@ and counting results on a test host and in a results folder."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
+
+from fleet.host.procfs import group_members
 
 T = TypeVar("T")
 
@@ -22,6 +26,18 @@ def wait_for(predicate: Callable[[], T], timeout: float, what: str, interval: fl
             return value
         time.sleep(interval)
     raise AssertionError(f"timed out ({timeout:g}s) waiting for {what}" + (":\n" + detail() if detail else ""))
+
+
+def kill_group(pgid: int, timeout: float = 30) -> None:
+    """SIGKILL every process of a group (a controller and its rsync and ssh children) and wait until
+    none is left alive. A killed controller's child caught between fork and exec still holds the
+    open file of the controller's sweep lock until it dies itself, and a resume started before then
+    is refused as busy (seen at load 20-40)."""
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except ProcessLookupError:
+        return
+    wait_for(lambda: not group_members(pgid), timeout, f"the processes of group {pgid} to die")
 
 
 def remote_done(fleet: Any, host: str, sweep_id: str) -> int:
