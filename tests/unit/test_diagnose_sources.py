@@ -750,3 +750,153 @@ def test_a_requests_internal_assertion_answered_with_its_error_is_no_failure() -
     ]
     assert diagnose_text([*request, answered]).failure_class is None
     assert diagnose_text(request).failure_class == "unknown"
+
+
+# Round twenty: batch26's four miss kinds, each from the source that prints the text.
+# (1) vLLM's front end waiting for its engine core's first message on the input socket (v1/engine/core_client.py
+# MPClient.__init__: 0.10.1.1-0.12.0 join "Timed out waiting for engines to send" "initial message on input socket." with
+# no space; 0.14.0 has the space; the scale-up path's "new engines").
+_ENGINE_WAIT_MESSAGES = [
+    "Timed out waiting for engines to sendinitial message on input socket.",
+    "Timed out waiting for engines to send initial message on input socket.",
+    "Timed out waiting for new engines to send initial message on input socket.",
+]
+_API = "(APIServer pid=1) "
+
+
+def _api_server_timeout(message: str) -> list[str]:
+    return [
+        _API + "INFO 10-27 20:38:40 [api_server.py:1839] vLLM API server version 0.11.0",
+        _API + "INFO 10-27 20:38:45 [model.py:1510] Using max model len 128000",
+        _API + "Traceback (most recent call last):",
+        _API + '  File "/usr/local/lib/python3.12/dist-packages/vllm/v1/engine/core_client.py", line 496, in __init__',
+        _API + "    raise TimeoutError(",
+        _API + "TimeoutError: " + message,
+    ]
+
+
+@pytest.mark.parametrize("message", _ENGINE_WAIT_MESSAGES)
+def test_vllms_engine_handshake_timeout_is_a_start_timeout(message: str) -> None:
+    for lines in (_api_server_timeout(message), ["TimeoutError: " + message]):
+        diagnosis = diagnose_text(lines)
+        assert diagnosis.failure_class == "server_start_timeout"
+        assert any(message in item.text for item in diagnosis.evidence)
+        assert "initial message on input socket" in (diagnosis.fix or "")
+
+
+@pytest.mark.parametrize("message", _ENGINE_WAIT_MESSAGES)
+def test_an_engine_cores_failure_before_the_handshake_timeout_wins(message: str) -> None:
+    # Cause over consequence: the engine core that died (a named failure, or an error no class names) is why it never sent.
+    core = "(EngineCore_DP0 pid=7) ERROR 10-27 20:39:02 [core.py:708] "
+    oom = [core + "EngineCore failed to start.", core + "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.19 GiB of which 1.02 GiB is free."]
+    unexplained = [core + "EngineCore failed to start.", core + "RuntimeError: shape '[4, 8]' is invalid for input of size 12"]
+    head, tail = _api_server_timeout(message)[:2], _api_server_timeout(message)[2:]
+    assert diagnose_text([*head, *oom, *tail]).failure_class == "cuda_oom"
+    diagnosis = diagnose_text([*head, *unexplained, *tail])
+    assert diagnosis.failure_class == "unknown"
+    assert any("EngineCore failed to start" in item.text or "is invalid for input" in item.text for item in diagnosis.evidence)
+
+
+def test_batch26s_engine_handshake_timeout() -> None:
+    file = "vllm-v1-qwen25vl-awq-128k-timed-out-waiting-for-engines-initial-message.log"
+    entry = _entry("batch26-heldout", file)
+    diagnosis = diagnose_file(LOGS / "batch26-heldout" / file)
+    assert diagnosis.failure_class == entry["label"] == "server_start_timeout"
+
+
+# (2) vLLM V1's memory profile, "Available KV cache memory: %.2f GiB" (gpu_worker.py; "%s GiB" in 0.14), then
+# check_enough_kv_cache_memory's `available_memory <= 0` raise: at or below zero, read only where the start then fails.
+_KV_INFO = "(EngineCore_DP0 pid=7) INFO 09-06 03:10:08 [gpu_worker.py:276] "
+_KV_FAILED = "(EngineCore_DP0 pid=7) ERROR 09-06 03:10:08 [core.py:700] EngineCore failed to start."
+
+
+@pytest.mark.parametrize("figure", ["-0.53", "-12.40", "-0.00", "0.00", "-3.1"])
+def test_vllms_negative_kv_cache_memory_then_a_failed_start_is_the_pool_too_small(figure: str) -> None:
+    lines = [f"{_KV_INFO}Available KV cache memory: {figure} GiB", _KV_FAILED]
+    diagnosis = diagnose_text(lines)
+    assert diagnosis.failure_class == "kv_pool_too_small"
+    assert diagnosis.figures.get("kv_cache_memory_gib") == figure
+    assert f"left {figure} GiB" in (diagnosis.fix or "")
+    # The whole traceback after it (the ValueError the excerpt above left out) reads the same.
+    full = [
+        *lines,
+        "(EngineCore_DP0 pid=7) ERROR 09-06 03:10:08 [core.py:700] ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing the engine.",
+    ]
+    assert diagnose_text(full).failure_class == "kv_pool_too_small"
+
+
+def test_a_positive_or_unfinished_kv_cache_memory_figure_is_no_failure_of_its_own() -> None:
+    # A positive figure is progress: the start's later failure is read from its own line.
+    assert diagnose_text([f"{_KV_INFO}Available KV cache memory: 41.27 GiB", _KV_FAILED]).failure_class == "unknown"
+    # A negative figure with no failure after it (an excerpt cut there) is not read.
+    assert diagnose_text([f"{_KV_INFO}Available KV cache memory: -0.53 GiB"]).failure_class != "kv_pool_too_small"
+
+
+def test_batch26s_negative_kv_cache_memory() -> None:
+    file = "vllm-v1-a100-available-kv-cache-memory-negative-enginecore-failed-to-start.log"
+    entry = _entry("batch26-heldout", file)
+    diagnosis = diagnose_file(LOGS / "batch26-heldout" / file)
+    assert diagnosis.failure_class == entry["label"] == "kv_pool_too_small"
+    assert diagnosis.figures.get("kv_cache_memory_gib") == "-0.53"
+
+
+# (3) c10d's collective check (ProcessGroupWrapper.cpp CollectiveFingerPrint::verify, TORCH_DISTRIBUTED_DEBUG=DETAIL):
+# "Detected mismatch between collectives on ranks. Rank {r} is running collective: {fp}, but Rank {s} is running
+# collective: {fp'}." -- the ranks' collective failure, over the capture wrapper that relays it.
+_MISMATCHES = [
+    "Detected mismatch between collectives on ranks.",
+    "Detected mismatch between collectives on ranks. Rank 3 is running collective: CollectiveFingerPrint(SequenceNumber=18, OpType=ALLREDUCE, TensorShape=[8192], TensorDtypes=BFloat16, TensorDeviceTypes=TensorOptions(dtype=float (default), device=cuda)), but Rank 0 is running collective: CollectiveFingerPrint(SequenceNumber=22, OpType=ALLREDUCE).",
+    "Detected mismatch between collectives on ranks. Rank 1 is running collective: CollectiveFingerPrint(SequenceNumber=7, OpType=BROADCAST), but Rank 0 is running collective: CollectiveFingerPrint(SequenceNumber=7, OpType=ALLGATHER). Collectives differ in the following aspects: \t Op type: BROADCASTvs ALLGATHER",
+]
+
+
+@pytest.mark.parametrize("mismatch", _MISMATCHES)
+@pytest.mark.parametrize("framing", ["sglang", "vllm"])
+def test_a_collective_mismatch_is_the_ranks_failure_not_the_capture(framing: str, mismatch: str) -> None:
+    line = f"Exception: Capture cuda graph failed: {mismatch}" if framing == "sglang" else f"RuntimeError: {mismatch}"
+    diagnosis = diagnose_text(FRAMINGS[framing](line))
+    assert diagnosis.failure_class == "nccl_error"
+    assert diagnosis.figures.get("collective_mismatch") == "Detected mismatch between collectives on ranks"
+
+
+def test_a_capture_failure_with_its_own_cause_keeps_it_before_a_later_mismatch() -> None:
+    # A cause on the wrapper's line (an OOM) wins; a peer's mismatch printed after the wrapper is its consequence.
+    lines = sglang("Exception: Capture cuda graph failed: CUDA out of memory. Tried to allocate 1.00 GiB")
+    lines.insert(-2, "[2026-05-24 10:00:03 TP1] RuntimeError: Detected mismatch between collectives on ranks. Rank 1 is running collective: CollectiveFingerPrint(SequenceNumber=9)")
+    assert diagnose_text(lines).failure_class == "cuda_oom"
+
+
+def test_batch26s_capture_wrapper_around_a_collective_mismatch() -> None:
+    file = "sglang-04-h200-tp4-llama3-70b-capture-cuda-graph-failed-collectives-mismatch.log"
+    entry = _entry("batch26-heldout", file)
+    diagnosis = diagnose_file(LOGS / "batch26-heldout" / file)
+    assert diagnosis.failure_class == entry["label"] == "nccl_error"
+
+
+# (4) vllm-ascend's ACL graph capture (worker/model_runner_v1.py _capture_model, 0.11.0rc0-0.13.0rc1): the error logged,
+# each line under vLLM's prefix, then re-raised: the start stops there, a capture failure.
+_ACL = "ERROR 09-26 10:48:07 [model_runner_v1.py:3029] "
+
+
+@pytest.mark.parametrize("exception", ["RuntimeError", "Exception", "ValueError"])
+def test_vllm_ascends_aclgraph_capture_failure_is_a_capture_failure(exception: str) -> None:
+    record = [
+        f"{_ACL}ACLgraph sizes capture fail: {exception}:",
+        f"{_ACL}ACLgraph has insufficient available streams to capture the configured number of sizes. Please verify both the availability of adequate streams and the appropriateness of the configured size count.",
+        f"{_ACL}",
+        f"{_ACL}Recommended solutions:",
+        f"{_ACL}1. Manually configure the compilation_config parameter with a reduced set of sizes: '{{\"cudagraph_capture_sizes\":[size1, size2, size3, ...]}}'.",
+    ]
+    for lines in (record, record[1:2], vllm(record[0].removeprefix(_ACL))):
+        diagnosis = diagnose_text(lines)
+        assert diagnosis.failure_class == "cuda_graph_error"
+        assert "ACLgraph capture failed" in (diagnosis.fix or "")
+    traceback = [*record, "(EngineCore_DP0 pid=7) ERROR 09-26 10:48:07 [core.py:708] RuntimeError: aclmdlRICaptureEnd failed, retCode=0x7020023"]
+    assert diagnose_text(traceback).failure_class == "cuda_graph_error"
+
+
+def test_batch26s_aclgraph_capture_refusal() -> None:
+    file = "vllm-ascend-aclgraph-sizes-capture-fail-insufficient-streams.log"
+    entry = _entry("batch26-heldout", file)
+    diagnosis = diagnose_file(LOGS / "batch26-heldout" / file)
+    assert diagnosis.failure_class == entry["label"] == "cuda_graph_error"

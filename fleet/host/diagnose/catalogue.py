@@ -888,6 +888,26 @@ SIGNATURES: tuple[Signature, ...] = (
         "The KV cache pool is too small (mem_fraction_static={mem_fraction_static}): " + _MEMORY_KNOBS + ".",
         "The KV cache pool is too small for this configuration: " + _MEMORY_KNOBS + ".",
     ),
+    # vLLM V1's memory profile (v1/worker/gpu_worker.py determine_available_memory: 0.10.1.1 :276 and 0.11.0 :298
+    # logger.info("Available KV cache memory: %.2f GiB", GiB(self.available_kv_cache_memory_bytes)), 0.11.1/0.12.0 :360,
+    # 0.14.0 :359 "%s GiB"): requested memory (--gpu-memory-utilization's share) less the weights, activations and
+    # graphs. The engine core then sizes the pool from it (v1/core/kv_cache_utils.py check_enough_kv_cache_memory:
+    # `if available_memory <= 0: raise ValueError("No available memory for the cache blocks. ...")`, 0.10.1.1 :681,
+    # 0.11.0 :698, 0.12.0 :685, 0.14.0 :615; a figure of 0.00 that is a few MiB above zero fails the next check, "...
+    # KV cache is needed, which is larger than the available KV cache memory"). A figure at or below zero is no
+    # room for the KV cache; a positive one is progress and never read. Read only where the start then fails
+    # (classify: a failure after it in the same start): an excerpt that keeps the figure and "EngineCore failed to
+    # start." but not the ValueError reads as the pool too small.
+    _fatal(
+        "kv_cache_memory_none_left",
+        C.KV_POOL_TOO_SMALL,
+        76,
+        (T("Available KV cache memory: ", r"Available KV cache memory: (?P<kv_cache_memory_gib>-\d+(?:\.\d+)?|0(?:\.0+)?) GiB"),),
+        "vLLM's memory profile left {kv_cache_memory_gib} GiB for the KV cache: the weights, activations and graphs "
+        "already take --gpu-memory-utilization's share of the GPU. Raise --gpu-memory-utilization, lower --max-model-len "
+        "or --max-num-seqs, or spread the model over more GPUs.",
+        "vLLM's memory profile left no memory for the KV cache: raise --gpu-memory-utilization, lower --max-model-len or --max-num-seqs, or spread the model over more GPUs.",
+    ),
     # --- a request did not fit --------------------------------------------------------------------
     _fatal(
         "context_length_exceeded",
@@ -1003,6 +1023,13 @@ SIGNATURES: tuple[Signature, ...] = (
         85,
         (
             T("graph failed", r"Capture [\w -]*graph failed(?::\s*(?P<capture_error>[^\n]+))?"),
+            # vllm-ascend's ACL graph capture (the NPU's CUDA graph; worker/model_runner_v1.py _capture_model, 0.11.0rc0
+            # :3557, 0.11.0rc1 :3513, 0.11.0 :3552, 0.13.0rc1 :3017): logger.error(f"ACLgraph sizes capture fail:
+            # {type(e).__name__}:\n" "ACLgraph has insufficient available streams to capture the configured number of
+            # sizes. ..." f"{str(e)}") then `raise`: the start stops (0.11.0rc0 logs it for any exception, later releases
+            # for ACL's stream-capture retCode 0x7020023 only, re-raising either way). Either line shows the capture failed.
+            T("ACLgraph sizes capture fail", r"(?P<acl_graph>ACLgraph) sizes capture fail: (?P<capture_error>\w+)"),
+            T("ACLgraph has insufficient available streams", r"(?P<acl_graph>ACLgraph) has insufficient available streams"),
             T("Capture single-CG draft extend failed"),
             T("operation not permitted when stream is capturing"),
             T("cudaErrorStreamCapture"),
@@ -1035,6 +1062,9 @@ SIGNATURES: tuple[Signature, ...] = (
             T("Piecewise CUDA Graph failed", r"Piecewise CUDA Graph failed with error:\s*(?P<capture_error>\S[^\n]*)?"),
             T("add --disable-piecewise-cuda-graph to your launch command"),
         ),
+        "vllm-ascend's {acl_graph} capture failed (the NPU has too few streams for the configured capture sizes): "
+        "capture fewer sizes (cudagraph_capture_sizes in the compilation config), use ACL graph's full-graph mode, or "
+        "use --enforce-eager to skip graph capture.",
         "CUDA graph capture failed ({capture_error}): capture fewer batch sizes (a smaller cuda-graph max "
         "batch size, e.g. 16) or, slower, disable CUDA graphs to tell a capture bug from a model bug; "
         "--enable-torch-compile and a mismatched draft model are the usual suspects.",
@@ -1082,7 +1112,20 @@ SIGNATURES: tuple[Signature, ...] = (
             # seconds waiting for clients. {}/{} clients joined."): the ranks never met.
             T("The client socket has ", r"(?P<rendezvous_detail>The client socket has (?:timed out after \S+ while trying to connect to|failed to connect to any network address of) \([^)]*\))"),
             T("clients joined", r"(?P<rendezvous_detail>Timed out after \d+ seconds waiting for clients\. \d+/\d+ clients joined)"),
+            # c10d's collective check under TORCH_DISTRIBUTED_DEBUG=DETAIL (torch/csrc/distributed/c10d/
+            # ProcessGroupWrapper.cpp CollectiveFingerPrint::verify: before each collective the ranks all-gather its
+            # fingerprint, sequence number, op type, shapes, over a gloo group, and on a difference TORCH_CHECK(false,
+            # "Detected mismatch between collectives on ranks. Rank {r} is running collective: {fp}, but Rank {s} is
+            # running collective: {fp'}." + "Collectives differ in the following aspects: ..."): the ranks desynchronised,
+            # one issued a collective the others did not. It is raised by the collective call, so inside a CUDA graph
+            # capture it reaches SGLang's "Capture cuda graph failed: {e}" on the same line: the ranks' collective
+            # failure is the cause and the capture wrapper its consequence.
+            T("Detected mismatch between collectives on ranks", r"(?P<collective_mismatch>Detected mismatch between collectives on ranks)"),
         ),
+        "The ranks ran different collectives (c10d's TORCH_DISTRIBUTED_DEBUG=DETAIL check: {collective_mismatch}): one "
+        "rank issued a collective, or reached a sequence number, that the others did not. Check that every rank runs the "
+        "same arguments and code and captures the same batch sizes, find the first rank that diverged, and try "
+        "--disable-custom-all-reduce.",
         "The ranks could not meet at the process group's rendezvous ({rendezvous_detail}): check that the address and port "
         "the first rank serves (--dist-init-addr, MASTER_ADDR / MASTER_PORT) are reachable from every node and not "
         "firewalled, that the first node started, and that every node names the same address.",
@@ -1120,7 +1163,22 @@ SIGNATURES: tuple[Signature, ...] = (
         "engine_start_timeout",
         C.SERVER_START_TIMEOUT,
         96,
-        (T("Timed out waiting for", r"Timed out waiting for (?:new )?engine core processes to start.*?Waited (?P<ready_timeout_s>[\d.]+)s"),),
+        (
+            T("Timed out waiting for", r"Timed out waiting for (?:new )?engine core processes to start.*?Waited (?P<ready_timeout_s>[\d.]+)s"),
+            # The front end's wait for each engine core's first message on the input socket it binds (v1/engine/
+            # core_client.py MPClient.__init__, 0.10.1.1 :494, 0.11.0 :496, 0.12.0 :526: raise TimeoutError("Timed out
+            # waiting for engines to send" "initial message on input socket.") after poll(timeout=600_000), the two
+            # literals joined without a space up to 0.12; 0.14.0 :536 "...to send " "initial message on input socket."
+            # after poll(VLLM_ENGINE_READY_TIMEOUT_S * 1000); the scale-up path's "Timed out waiting for new engines to
+            # send initial message on input socket." :1264/:1350). An engine core that never connected within the
+            # timeout: the start timed out in the engine's own words. An engine core's failure printed before it is
+            # why it never connected and wins (classify's _engine_failure_before_wait).
+            T("Timed out waiting for", r"Timed out waiting for (?:new )?engines to send ?(?P<engine_wait>initial message on input socket)"),
+        ),
+        "vLLM's API server timed out waiting for its engine core's {engine_wait} (VLLM_ENGINE_READY_TIMEOUT_S where "
+        "the release reads it, a fixed 600 s up to 0.12): the engine core never finished starting. Look at the engine "
+        "core's last step; stage the model on local disk, raise VLLM_ENGINE_READY_TIMEOUT_S, lower --max-model-len, or "
+        "use --enforce-eager to skip graph capture.",
         "vLLM's engine core was not ready within {ready_timeout_s} s; it was last {last_phase}. If loading "
         "weights: stage the model on local NVMe or /dev/shm, or raise VLLM_ENGINE_READY_TIMEOUT_S; if "
         "capturing CUDA graphs or compiling: lower --max-num-seqs / capture sizes or use --enforce-eager.",

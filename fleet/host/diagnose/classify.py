@@ -331,6 +331,10 @@ _ARCHITECTURE = re.compile(r"[A-Za-z_]\w*")
 # get_config_dict / _get_config_dict, image_processing_base's get_image_processor_dict, processing_utils'
 # get_processor_dict). A MoE kernel's `get_config` (SGLang layers/moe/...) is not one: the file names the loader.
 _LOAD_CODE = "model_code_failed_loading"
+# vLLM's profiled KV memory at or below zero (catalogue): a failure only where the start then fails.
+_KV_NONE_LEFT = "kv_cache_memory_none_left"
+# vLLM's front end's wait for its engine core (catalogue): an engine core's earlier error is its cause.
+_ENGINE_WAIT = "engine_start_timeout"
 # A package's import-time code raising (the catalogue's `import_failed_in_package`): the deepest "<module>" frame of the
 # traceback is in an installed package other than the engine's, and the traceback ends in an AttributeError or a TypeError
 # (an API or a Python version the package's top level does not fit: Hygon's lightop reading a DTK version that is None,
@@ -1028,6 +1032,8 @@ def _classify(scan: _Scanner, path: str, hint: DiagnosisHint | None) -> Diagnosi
             continue
         if name == _LOAD_CODE and _came_up(scan, start):
             continue  # a load-path traceback of a start that came up (a request's processor, a weight update): no start-up failure
+        if name == _KV_NONE_LEFT and not _failed_after(current, hits):
+            continue  # vLLM's profile figure at or below zero is read only where the start then fails (see the catalogue)
         if not hits.not_warnings:
             warned.append((signature, hits))
             continue
@@ -1055,6 +1061,7 @@ def _classify(scan: _Scanner, path: str, hint: DiagnosisHint | None) -> Diagnosi
         fatal.append((SIGNATURE_BY_NAME["unsupported_gpu_arch"], arch_warning))
     fatal.sort(key=_root_first)
     fatal = _causes_before_wrappers(fatal)
+    fatal = _engine_failure_before_wait(fatal)
     # A failure named only on warning lines counts when nothing else failed and the server never
     # came up; after any real error line it is at most a consequence.
     if warned and not _came_up(scan, start):
@@ -1179,6 +1186,25 @@ def _causes_before_wrappers(fatal: list[tuple[Signature, _SignatureHits]]) -> li
     wrapper_line = fatal[0][1].examples[0][0]
     for index, (signature, hits) in enumerate(fatal[1:], 1):
         if signature.kind is Kind.FATAL and not signature.wrapper and hits.examples[0][0] <= wrapper_line:
+            return [fatal[index], *fatal[:index], *fatal[index + 1 :]]
+    return fatal
+
+
+def _failed_after(current: dict[str, _SignatureHits], hits: _SignatureHits) -> bool:
+    """Another error line (a failure or an unexplained error, not a warning) of the same start after these hits' first line."""
+    first = hits.examples[0][0]
+    return any(SIGNATURE_BY_NAME[name].kind is not Kind.FINDING and other is not hits and other.not_warnings and other.last_line > first for name, other in current.items())
+
+
+def _engine_failure_before_wait(fatal: list[tuple[Signature, _SignatureHits]]) -> list[tuple[Signature, _SignatureHits]]:
+    """vLLM's front end timed out waiting for its engine core (engine_start_timeout): an engine core's error printed
+    before the timeout, even one no class names, is why it never answered (cause over consequence); the timeout's own
+    traceback (its header and frames, on lines before its exception line) is no such error."""
+    if not fatal or fatal[0][0].name != _ENGINE_WAIT:
+        return fatal
+    wait_line = fatal[0][1].examples[0][0]
+    for index, (signature, hits) in enumerate(fatal[1:], 1):
+        if signature.kind is Kind.GENERIC and signature.name not in _NO_CAUSE and hits.examples[0][0] < wait_line:
             return [fatal[index], *fatal[:index], *fatal[index + 1 :]]
     return fatal
 
