@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -453,6 +454,22 @@ def _heldout_right(folder: Path, logs: int) -> int:
     earlier = _threads([entry for path in others if path.exists() for entry in _manifest(path.parent)])
     assert len(_threads(entries)) == logs and not _threads(entries) & earlier
     return sum((diagnose_file(folder / entry["file"]).failure_class or "healthy") == entry["label"] for entry in entries)
+
+
+def _guard_batch(folder: Path, *, total: int, floor: int, shows_cause: int, sglang: int) -> None:
+    """The guard of a batch collected from run logs (batch21 on): its `shows_cause` count and its SGLang logs as
+    collected; no source it names is named by another folder's manifest or skipped list, and its own skipped list names
+    no other folder's source; and at least `floor` of its `total` logs read right from the bare log."""
+    entries = _manifest(folder)
+    assert sum(entry["shows_cause"] is True for entry in entries) == shows_cause and all(isinstance(entry["shows_cause"], bool) for entry in entries)
+    assert sorted(entry["engine"] for entry in entries).count("sglang") == sglang
+    others = [other for other in (*REAL.parent.iterdir(), REAL.parent.parent / "sample-logs") if other != folder and other.is_dir()]
+    skipped = [{"source": url} for other in others for listing in other.glob("skipped*.txt") for url in re.findall(r"https?://\S+", listing.read_text())]
+    assert not _threads(entries) & _threads(skipped)
+    own_skipped = [{"source": url} for url in re.findall(r"https?://\S+", (folder / "skipped.txt").read_text())]
+    named = _threads([entry for other in others if (other / "manifest.jsonl").exists() for entry in _manifest(other)])
+    assert not _threads(own_skipped) & named
+    assert _heldout_right(folder, total) >= floor
 
 
 def test_batch5_heldout_keeps_its_measured_accuracy() -> None:
@@ -2944,18 +2961,7 @@ def test_batch21_keeps_its_tune_figure() -> None:
     a stall (the stall-evidence conflict) and a model-code TypeError in a decode path that capture ran first (read
     cuda_graph_error, labelled unknown). A tune split since. A floor, not a file check. No source is named by another
     folder's manifest or skipped list, and this batch's skipped list names no other folder's source."""
-    import re
-
-    entries = _manifest(BATCH21_HELDOUT)
-    assert sum(entry["shows_cause"] is True for entry in entries) == 33 and all(isinstance(entry["shows_cause"], bool) for entry in entries)
-    assert sorted(entry["engine"] for entry in entries).count("sglang") == 12
-    others = [folder for folder in (*REAL.parent.iterdir(), REAL.parent.parent / "sample-logs") if folder != BATCH21_HELDOUT and folder.is_dir()]
-    skipped = [{"source": url} for folder in others for listing in folder.glob("skipped*.txt") for url in re.findall(r"https?://\S+", listing.read_text())]
-    assert not _threads(entries) & _threads(skipped)
-    own_skipped = [{"source": url} for url in re.findall(r"https?://\S+", (BATCH21_HELDOUT / "skipped.txt").read_text())]
-    named = _threads([entry for folder in others if (folder / "manifest.jsonl").exists() for entry in _manifest(folder)])
-    assert not _threads(own_skipped) & named
-    assert _heldout_right(BATCH21_HELDOUT, 38) >= 36
+    _guard_batch(BATCH21_HELDOUT, total=38, floor=36, shows_cause=33, sglang=12)
 
 
 # Round sixteen. A stop by a signal in two more wordings: vLLM's V0 engine process (0.6-0.10 engine/multiprocessing/engine.py
@@ -3110,18 +3116,7 @@ def test_batch23_keeps_its_tune_figure() -> None:
     (failures 21/21) after the rules of its four miss kinds (round seventeen, test_round_seventeens_real_logs). A tune
     split since. A floor, not a file check. No source is named by another folder's manifest or skipped list, and this
     batch's skipped list names no other folder's source."""
-    import re
-
-    entries = _manifest(BATCH23_HELDOUT)
-    assert sum(entry["shows_cause"] is True for entry in entries) == 33 and all(isinstance(entry["shows_cause"], bool) for entry in entries)
-    assert sorted(entry["engine"] for entry in entries).count("sglang") == 2
-    others = [folder for folder in (*REAL.parent.iterdir(), REAL.parent.parent / "sample-logs") if folder != BATCH23_HELDOUT and folder.is_dir()]
-    skipped = [{"source": url} for folder in others for listing in folder.glob("skipped*.txt") for url in re.findall(r"https?://\S+", listing.read_text())]
-    assert not _threads(entries) & _threads(skipped)
-    own_skipped = [{"source": url} for url in re.findall(r"https?://\S+", (BATCH23_HELDOUT / "skipped.txt").read_text())]
-    named = _threads([entry for folder in others if (folder / "manifest.jsonl").exists() for entry in _manifest(folder)])
-    assert not _threads(own_skipped) & named
-    assert _heldout_right(BATCH23_HELDOUT, 35) >= 35
+    _guard_batch(BATCH23_HELDOUT, total=35, floor=35, shows_cause=33, sglang=2)
 
 
 # batch22-heldout: 17 real SGLang logs from 17 sources no other manifest or skipped list names (one issue excerpt, 16 run
@@ -3137,18 +3132,7 @@ def test_batch22_keeps_its_tune_figure() -> None:
     miss kinds (round seventeen, test_round_seventeens_real_logs). A tune split since. A floor, not a file check. No
     source is named by another folder's manifest or skipped list, and this batch's skipped list names no other folder's
     source."""
-    import re
-
-    entries = _manifest(BATCH22_HELDOUT)
-    assert sum(entry["shows_cause"] is True for entry in entries) == 17 and all(isinstance(entry["shows_cause"], bool) for entry in entries)
-    assert sorted(entry["engine"] for entry in entries).count("sglang") == 17
-    others = [folder for folder in (*REAL.parent.iterdir(), REAL.parent.parent / "sample-logs") if folder != BATCH22_HELDOUT and folder.is_dir()]
-    skipped = [{"source": url} for folder in others for listing in folder.glob("skipped*.txt") for url in re.findall(r"https?://\S+", listing.read_text())]
-    assert not _threads(entries) & _threads(skipped)
-    own_skipped = [{"source": url} for url in re.findall(r"https?://\S+", (BATCH22_HELDOUT / "skipped.txt").read_text())]
-    named = _threads([entry for folder in others if (folder / "manifest.jsonl").exists() for entry in _manifest(folder)])
-    assert not _threads(own_skipped) & named
-    assert _heldout_right(BATCH22_HELDOUT, 17) >= 17
+    _guard_batch(BATCH22_HELDOUT, total=17, floor=17, shows_cause=17, sglang=17)
 
 
 # Round seventeen: batch22's and batch23's miss kinds as class rules (benchmarks/results/diagnose-heldout.md, "round
@@ -3317,18 +3301,7 @@ def test_batch24_keeps_its_tune_figure() -> None:
     cut starts read as stalls are the stall-evidence conflict, left. A tune split since. A floor, not a file check. No
     source is named by another folder's manifest or skipped list, and this batch's skipped list names no other folder's
     source."""
-    import re
-
-    entries = _manifest(BATCH24_HELDOUT)
-    assert sum(entry["shows_cause"] is True for entry in entries) == 20 and all(isinstance(entry["shows_cause"], bool) for entry in entries)
-    assert sorted(entry["engine"] for entry in entries).count("sglang") == 8
-    others = [folder for folder in (*REAL.parent.iterdir(), REAL.parent.parent / "sample-logs") if folder != BATCH24_HELDOUT and folder.is_dir()]
-    skipped = [{"source": url} for folder in others for listing in folder.glob("skipped*.txt") for url in re.findall(r"https?://\S+", listing.read_text())]
-    assert not _threads(entries) & _threads(skipped)
-    own_skipped = [{"source": url} for url in re.findall(r"https?://\S+", (BATCH24_HELDOUT / "skipped.txt").read_text())]
-    named = _threads([entry for folder in others if (folder / "manifest.jsonl").exists() for entry in _manifest(folder)])
-    assert not _threads(own_skipped) & named
-    assert _heldout_right(BATCH24_HELDOUT, 24) >= 21
+    _guard_batch(BATCH24_HELDOUT, total=24, floor=21, shows_cause=20, sglang=8)
 
 
 # batch25-heldout: 17 real logs (10 vLLM, 7 SGLang), the classes batch22-24 lacked looked for first, from 17 sources no other
@@ -3349,18 +3322,7 @@ def test_batch25_keeps_its_tune_figure() -> None:
     two cut starts read as stalls are the stall-evidence conflict, left. A tune split since. A floor, not a file check. No
     source is named by another folder's manifest or skipped list, and this batch's skipped list names no other folder's
     source."""
-    import re
-
-    entries = _manifest(BATCH25_HELDOUT)
-    assert sum(entry["shows_cause"] is True for entry in entries) == 14 and all(isinstance(entry["shows_cause"], bool) for entry in entries)
-    assert sorted(entry["engine"] for entry in entries).count("sglang") == 7
-    others = [folder for folder in (*REAL.parent.iterdir(), REAL.parent.parent / "sample-logs") if folder != BATCH25_HELDOUT and folder.is_dir()]
-    skipped = [{"source": url} for folder in others for listing in folder.glob("skipped*.txt") for url in re.findall(r"https?://\S+", listing.read_text())]
-    assert not _threads(entries) & _threads(skipped)
-    own_skipped = [{"source": url} for url in re.findall(r"https?://\S+", (BATCH25_HELDOUT / "skipped.txt").read_text())]
-    named = _threads([entry for folder in others if (folder / "manifest.jsonl").exists() for entry in _manifest(folder)])
-    assert not _threads(own_skipped) & named
-    assert _heldout_right(BATCH25_HELDOUT, 17) >= 15
+    _guard_batch(BATCH25_HELDOUT, total=17, floor=15, shows_cause=14, sglang=7)
 
 
 # batch26-heldout: 14 real logs (12 vLLM, 2 SGLang), the classes batch22-25 lacked looked for first, from 14 sources no other
@@ -3381,15 +3343,4 @@ def test_batch26_keeps_its_tune_figure() -> None:
     (logged, then re-raised) a capture failure (test_diagnose_sources.py, round twenty). A tune split since. A floor, not a
     file check. No source is named by another folder's manifest or skipped list, and this batch's skipped list names no
     other folder's source."""
-    import re
-
-    entries = _manifest(BATCH26_HELDOUT)
-    assert sum(entry["shows_cause"] is True for entry in entries) == 12 and all(isinstance(entry["shows_cause"], bool) for entry in entries)
-    assert sorted(entry["engine"] for entry in entries).count("sglang") == 2
-    others = [folder for folder in (*REAL.parent.iterdir(), REAL.parent.parent / "sample-logs") if folder != BATCH26_HELDOUT and folder.is_dir()]
-    skipped = [{"source": url} for folder in others for listing in folder.glob("skipped*.txt") for url in re.findall(r"https?://\S+", listing.read_text())]
-    assert not _threads(entries) & _threads(skipped)
-    own_skipped = [{"source": url} for url in re.findall(r"https?://\S+", (BATCH26_HELDOUT / "skipped.txt").read_text())]
-    named = _threads([entry for folder in others if (folder / "manifest.jsonl").exists() for entry in _manifest(folder)])
-    assert not _threads(own_skipped) & named
-    assert _heldout_right(BATCH26_HELDOUT, 14) >= 14
+    _guard_batch(BATCH26_HELDOUT, total=14, floor=14, shows_cause=12, sglang=2)
