@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import sys
 import threading
@@ -24,14 +23,13 @@ import pytest
 from fleet.connect import ssh_target
 from fleet.inventory import load_inventory
 from fleet.transport.sharing import socket_name
-from tests.integration.waiting import wait_for
+from tests.integration.waiting import retry_line, wait_for
 
 pytestmark = pytest.mark.testfleet
 
 REPO = Path(__file__).resolve().parents[2]
 DEMO = REPO / "playbooks" / "demo.yaml"
-# fleet.retry's line for a call to ct201 that failed and is retried (a warning: on stderr without --verbose).
-RETRIED = re.compile(r"ct201: \w+ attempt \d+ failed ")
+RETRIED = retry_line("ct201")
 
 
 def logins(fleet, name: str) -> int:

@@ -42,6 +42,7 @@ from tests.integration.faults import (
     record,
     stderr_mentions,
 )
+from tests.integration.waiting import retry_line
 
 pytestmark = pytest.mark.testfleet
 
@@ -326,7 +327,7 @@ def test_reboot_at_server_start_and_mid_workload_and_a_killed_agent(scenario) ->
 # through a fresh connection. The keepalive interval (15 s) and rsync's ssh ServerAlive window
 # (5 s x 3) are shorter than the drop too (checked on the drop as it happened). A longer drop
 # adds more connect attempts of the same kind (70 s made four): no other path.
-RETRIED = re.compile(r"ct202: \w+ attempt \d+ failed \(")  # fleet.retry's line (a warning: on stderr)
+RETRIED = retry_line("ct202")
 CONNECT_TIMED_OUT = re.compile(RETRIED.pattern + ".*timed out")
 LONG_DROP_BOUND_S = 120  # a hang guard: the drop ends at the event above, about 27 s in
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import time
 from collections.abc import Callable
@@ -26,6 +27,13 @@ def wait_for(predicate: Callable[[], T], timeout: float, what: str, interval: fl
             return value
         time.sleep(interval)
     raise AssertionError(f"timed out ({timeout:g}s) waiting for {what}" + (":\n" + detail() if detail else ""))
+
+
+def retry_line(host: str) -> re.Pattern[str]:
+    """fleet.retry's warning for a call to `host` that failed and is retried ("<host>: <policy> attempt N failed
+    (<why>); retrying in ..."; on a controller's stderr without --verbose): the event a test waits for to know the
+    controller met a fault, instead of a fixed time."""
+    return re.compile(rf"{re.escape(host)}: \w+ attempt \d+ failed \(")
 
 
 def kill_group(pgid: int, timeout: float = 30) -> None:
