@@ -52,7 +52,7 @@ def journal_command(host: Host, sweep_id: str) -> str:
     )
 
 
-@one_shot()  # a command and a pull or two per host: a master of its own, or paramiko, would only cost (fleet.transport.sharing)
+@one_shot()  # a command and two pulls per host, one login (`shared_login`): no shared master, no paramiko (fleet.transport.sharing)
 def fetch_logs(
     results_root: Path,
     sweep_id: str | None = None,
@@ -79,13 +79,15 @@ def fetch_logs(
         channel = AgentChannel(host, sweep.directory.name, connect(host), max_retry_s=GIVEN_UP_RETRY_S if name in skips else None)
         try:
             units, note = 0, ""
-            if host.service_manager is ServiceManager.systemd:
-                dumped = channel.transport.run(journal_command(host, sweep.directory.name), timeout=600, check=True)
-                units = int(dumped.stdout.split()[-1])
-            else:
-                note = "process service manager: no journald; the server and agent logs are the files"
-            local = sweep.directory / name
-            channel.pull(local, skip=skips.get(name, ()))
+            # The journal's dump and the two pulls (the tree, and runs/) through one login, not three.
+            with channel.transport.shared_login():
+                if host.service_manager is ServiceManager.systemd:
+                    dumped = channel.transport.run(journal_command(host, sweep.directory.name), timeout=600, check=True)
+                    units = int(dumped.stdout.split()[-1])
+                else:
+                    note = "process service manager: no journald; the server and agent logs are the files"
+                local = sweep.directory / name
+                channel.pull(local, skip=skips.get(name, ()))
             if name in skips:
                 note = "; ".join(filter(None, [note, "given up on in the sweep: only results of runs that ran nowhere else are brought back"]))
             return FetchedLogs(name, local, sum(1 for p in local.rglob("*.log") if p.is_file()), units, note)

@@ -19,6 +19,7 @@ import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from contextlib import AbstractContextManager
 from typing import Protocol
 
 from fleet.errors import CommandFailed
@@ -131,6 +132,12 @@ class Transport(Protocol):
     def rsync_push(self, local: Path, remote: str, *, timeout: float, delete: bool = False) -> CommandResult:
         """rsync `local` to `remote` (a directory's contents, so `remote` mirrors it); parents are
         created; same error rules as `rsync_pull`."""
+        ...
+
+    def shared_login(self) -> AbstractContextManager[None]:
+        """A block whose calls share one login to the host, where logins are the cost (over SSH,
+        inside a one-shot command: fleet.transport.openssh `shared_login`); elsewhere it changes
+        nothing."""
         ...
 
     def close(self) -> None: ...

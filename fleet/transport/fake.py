@@ -31,7 +31,8 @@ import posixpath
 import shlex
 import threading
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal, Union
@@ -59,6 +60,7 @@ class Call:
     path: str | None = None  # the remote path of a file or rsync call
     data: bytes | None = None  # what a put wrote
     timeout: float = 0.0
+    shared_login: bool = False  # made inside the transport's `shared_login()` block
 
     def words(self) -> list[str]:
         """The argv, or the shell text split like a shell would (best effort, for predicates)."""
@@ -121,6 +123,7 @@ class FakeTransport:
         self._rules: list[_Rule] = []
         self._faults: list[Fault] = []
         self._lock = threading.RLock()
+        self._shared_logins = 0  # `shared_login()` blocks open now
         self.write(BOOT_ID_PATH, (boot_id or str(uuid.uuid4())) + "\n")
 
     # ----------------------------------------------------------------------------- scripting
@@ -361,6 +364,17 @@ class FakeTransport:
             self.write(target, local.read_bytes(), local.stat().st_mode & 0o7777)
         return CommandResult(self.host, command, 0, "", "", 0.0)
 
+    @contextmanager
+    def shared_login(self) -> Iterator[None]:
+        """Calls made inside say so (`Call.shared_login`)."""
+        with self._lock:
+            self._shared_logins += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._shared_logins -= 1
+
     def close(self) -> None:
         self.closed += 1
 
@@ -369,6 +383,7 @@ class FakeTransport:
     def _enter(self, call: Call) -> None:
         """Log the call, then raise the first pending fault it meets (a dropped call never ran)."""
         with self._lock:
+            call = replace(call, shared_login=self._shared_logins > 0)
             self.calls.append(call)
             for index, fault in enumerate(self._faults):
                 if fault.when is None or fault.when(call):

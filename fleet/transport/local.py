@@ -15,6 +15,7 @@ import os
 import pwd
 import time
 from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -101,6 +102,9 @@ class LocalTransport:
         outcome = copy_tree(source, dest, deadline=started + timeout, what=what, host=self.host, **options)
         stdout = "".join(f"{path}\n" for path in outcome.written) if list_written else ""
         return CommandResult(self.host, what, outcome.exit_code, stdout, outcome.stderr, time.monotonic() - started)
+
+    def shared_login(self) -> AbstractContextManager[None]:
+        return nullcontext()  # no logins here
 
     def close(self) -> None:
         """Nothing to release: every call is its own process."""

@@ -13,16 +13,27 @@ failed login is read from what ssh prints as rsync's is.
 from __future__ import annotations
 
 import io
+import itertools
+import logging
+import os
 import re
+import select
 import shlex
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from fleet.errors import AuthenticationFailed, CommandTimeout, ConnectionLost, HostKeyError, PermanentTransportError, TransportError
 from fleet.transport.framing import Frame, Unframer, cut, warn_noise
 from fleet.transport.process import run_process
 from fleet.transport.rsync import ssh_argv, ssh_failure
-from fleet.transport.sharing import MASTERS
+from fleet.transport.sharing import MAX_SOCKET_PATH, MASTERS, STOP_WAIT_S
 from fleet.transport.target import HANDSHAKE_CLOSED, NO_ROUTE, REFUSED, TIMED_OUT, LoginCause, SSHTarget, authentication_failed
+
+log = logging.getLogger("fleet.transport")
 
 # What `ssh` exits with when it, not the remote command, failed (or a signal killed the remote shell).
 SSH_FAILED = 255
@@ -140,3 +151,85 @@ _CONNECT_CAUSES: tuple[tuple[re.Pattern[str], LoginCause], ...] = (
     (re.compile(r"timed out"), TIMED_OUT),
     (re.compile(r"Connection closed by|Connection reset|kex_exchange_identification"), HANDSHAKE_CLOSED),
 )
+
+# --------------------------------------------------------------------------- one login for a block
+
+# What a block's master prints (its LocalCommand) once it has logged in and listens on its socket.
+_READY = "fleet-login-ready"
+# A block's socket is the host's shared name (fleet.transport.sharing `socket_name`) plus this
+# process and block: no other process (a running sweep's ControlMaster=auto) may take it for the
+# host's master, and lose it when the block ends.
+_BLOCKS = itertools.count()
+
+
+@contextmanager
+def shared_login(host: str, target: SSHTarget) -> Iterator[None]:
+    """The block's OpenSSH processes for `target` (commands and rsyncs of a one-shot command) go
+    through one login: `fetch-logs` dumps a host's journal and pulls its tree and its results at
+    once, three logins with a handshake on both ends each, where one serves them all.
+
+    A master that serves the host already (a running sweep's) is used as it is. Otherwise the
+    block starts one of its own, `ssh -N` with its socket under this process's name, and reads
+    its LocalCommand's line: ssh runs it once it has logged in and listens. The master is this
+    process's child (under `setpriv --pdeathsig`, where util-linux has it, so that it dies with a
+    killed controller too) and is stopped by a signal when the block ends: no `ssh -O` calls.
+    Where it cannot log in, the block's processes connect on their own, as without it, and say
+    why in their own words (a host that is down costs one connect timeout more)."""
+    shared = MASTERS.control_path(target)
+    if shared is None or os.path.exists(shared):
+        yield
+        return
+    path = f"{shared}.{os.getpid()}.{next(_BLOCKS)}"
+    if len(path) > MAX_SOCKET_PATH:
+        yield
+        return
+    argv = ssh_argv(target, None)
+    argv += ["-o", "ControlMaster=yes", "-o", f"ControlPath={path}", "-o", "ControlPersist=no"]
+    argv += ["-o", "PermitLocalCommand=yes", "-o", f"LocalCommand=echo {_READY}", "-o", "LogLevel=ERROR", "-N"]
+    if target.user:
+        argv += ["-l", target.user]
+    argv.append(target.destination)
+    if setpriv := shutil.which("setpriv"):
+        argv = [setpriv, "--pdeathsig", "TERM", *argv]
+    try:
+        master = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    except OSError as exc:
+        log.debug("%s: no shared login (%s)", host, exc)
+        yield
+        return
+    try:
+        if _ready(master, deadline=time.monotonic() + max(30.0, 3 * target.connect_timeout)):
+            with MASTERS.serve_block(target, path):
+                yield
+        else:
+            log.debug("%s: the shared login did not come up (ssh exit %s); each connects on its own", host, master.poll())
+            yield
+    finally:
+        master.terminate()
+        try:
+            master.wait(STOP_WAIT_S)
+        except subprocess.TimeoutExpired:
+            master.kill()
+            master.wait()
+        assert master.stdout is not None
+        master.stdout.close()
+        try:
+            os.unlink(path)  # ours; ssh removes it itself on a signal, this is for one that died harder
+        except FileNotFoundError:
+            pass
+
+
+def _ready(master: subprocess.Popen[bytes], deadline: float) -> bool:
+    """Whether the master said it is ready before `deadline` (False: it exited, or is too slow)."""
+    assert master.stdout is not None
+    said = b""
+    while (left := deadline - time.monotonic()) > 0:
+        if not select.select([master.stdout], [], [], left)[0]:
+            return False
+        chunk = os.read(master.stdout.fileno(), 256)
+        if not chunk:
+            return False
+        said += chunk
+        if _READY.encode() in said:
+            return True
+    return False

@@ -4,7 +4,8 @@ The design (issue 12): a sweep's commands stay on paramiko (its per-call deadlin
 host-key hints are what the rest of fleet relies on) and every OpenSSH process -- each rsync pull,
 the bundle push, model copies -- goes through one OpenSSH ControlMaster per host. (A one-shot
 command -- `fleet facts`, `status`, `fetch-logs` -- runs its commands through `ssh` instead and
-starts no master: `one_shot` below.) So a sweep makes one
+starts no shared master: `one_shot` below; `fetch-logs`' calls to a host share a login of their
+own, fleet.transport.openssh `shared_login`.) So a sweep makes one
 paramiko login and one OpenSSH login per host; a reboot or a dropped link costs at most one new
 login of each. Tunnelling rsync through paramiko instead would make one login in all, but it
 would mean an rsync `-e` helper that speaks to a live paramiko session of another process; the
@@ -54,7 +55,7 @@ PARK_S = 60.0
 # sweep runs); also the longest a master outlives a controller killed with SIGKILL.
 CONTROL_PERSIST_S = 120
 # Linux's sun_path is 108 bytes; ssh first binds "<ControlPath>.<16 random chars>" and renames.
-_MAX_SOCKET_PATH = 108 - 18
+MAX_SOCKET_PATH = 108 - 18
 _MASTER_PID = re.compile(r"pid=(\d+)")
 # How long a stopped master may take to exit (it answers `-O exit` first, then closes).
 STOP_WAIT_S = 5.0
@@ -63,8 +64,10 @@ STOP_WAIT_S = 5.0
 # --------------------------------------------------------------------------- one-shot commands
 
 # A command that makes a call or two per host and exits (`fleet facts`, `status`, `fetch-logs`)
-# gains nothing from a master of its own: starting it, asking its pid after the transfer and
+# gains nothing from the shared master: starting it, asking its pid after the transfer and
 # stopping it at exit are three more ssh processes per host, a fifth of a nothing-changed fetch.
+# (Where a host gets several calls at once, `fetch-logs`' journal dump and two pulls, a block
+# shares one login through a master that is its own child: fleet.transport.openssh `shared_login`.)
 # Nor from paramiko: importing it, Fabric and invoke, and its handshakes under one GIL, were most
 # of what `fleet facts` took beyond 16 plain `ssh` logins (benchmarks/results/peers.md). Inside
 # `one_shot()`, transfers and commands go through a master that already serves the host (a
@@ -225,18 +228,23 @@ class Masters:
         self._used: dict[str, tuple[str, int | None]] = {}
         # control path -> held by the one transfer starting its master (`starting`)
         self._starting: dict[str, threading.Lock] = {}
+        # socket name -> the socket of a one-shot block's own master (fleet.transport.openssh `shared_login`)
+        self._block_masters: dict[str, str] = {}
 
     def control_path(self, target: SSHTarget) -> str | None:
         """The socket path for `target`, or None when no private directory can be had (then
-        every OpenSSH process makes its own connection, as before, and a warning says why)."""
+        every OpenSSH process makes its own connection, as before, and a warning says why).
+        Inside a one-shot block that logged in once for the host (`serve_block`), that login's."""
         with self._lock:
             if self._disabled:
                 return None
+            if block := self._block_masters.get(socket_name(target)):
+                return block
             if self._dir is None:
                 uid = os.getuid()
                 problems = []
                 for candidate in control_dir_candidates(uid, os.environ.get("XDG_RUNTIME_DIR")):
-                    if len(str(candidate)) + 1 + 16 > _MAX_SOCKET_PATH:
+                    if len(str(candidate)) + 1 + 16 > MAX_SOCKET_PATH:
                         problems.append(f"{candidate}: path too long for a socket")
                         continue
                     try:
@@ -249,6 +257,18 @@ class Masters:
                     log.warning("SSH connection sharing off: %s", "; ".join(problems))
                     return None
             return str(self._dir / socket_name(target))
+
+    @contextmanager
+    def serve_block(self, target: SSHTarget, path: str) -> Iterator[None]:
+        """While the block runs, `target`'s OpenSSH processes go through the master on `path`."""
+        name = socket_name(target)
+        with self._lock:
+            self._block_masters[name] = path
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._block_masters.pop(name, None)
 
     @contextmanager
     def starting(self, path: str) -> Iterator[None]:

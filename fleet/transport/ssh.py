@@ -37,6 +37,7 @@ import shlex
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO, TypeVar
@@ -185,6 +186,15 @@ class SSHTransport:
             timeout=max(1.0, deadline - time.monotonic()),
             delete=delete,
         )
+
+    def shared_login(self) -> AbstractContextManager[None]:
+        """Inside a one-shot command, one login for the block's OpenSSH processes; a sweep's
+        share the host's master already (fleet.transport.sharing)."""
+        if not is_one_shot():
+            return nullcontext()
+        from fleet.transport.openssh import shared_login
+
+        return shared_login(self.host, self.target)
 
     def close(self) -> None:
         """Hand the live connection to the park, for the next transport of this host to take
