@@ -28,9 +28,10 @@ from tests.unit.test_cli_imports import PROBE, SSH
 
 SWEEP = "demo-20261203-000000-c0de"
 # Loaded only by what a one-shot command on an SSH host does not do: run on the local host (its
-# copier), take a host's lease (a sweep's start), parse a server's log (the agent), or build the
-# result, progress and shard types where it reads no result (facts).
+# copier), take a host's lease (a sweep's start), parse a server's log or ask a server over HTTP
+# (the agent), or build the result, progress and shard types where it reads no result (facts).
 NOT_NEEDED = {
+    "http.client",
     "fleet.transport.local",
     "fleet.transport.localcopy",
     "fleet.provision.lease",

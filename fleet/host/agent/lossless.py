@@ -25,7 +25,6 @@ is recorded and passes.
 
 from __future__ import annotations
 
-import http.client
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -114,6 +113,8 @@ def parse_response(prompt: str, payload: Any) -> Output:
 def send_greedy_set(host: str, port: int, timeout_s: float = REQUEST_TIMEOUT_S, *, api: str = "generate", model: str | None = None) -> list[Output]:
     """Each prompt of GREEDY_SET, one after another, on the engine's route (`api`: SGLang's
     /generate, or /v1/completions). Raises OSError/ValueError/HTTPException."""
+    import http.client  # here, not at the top: the controller's readers of lossless records (the report, the result cache) send nothing, and http.client brings ssl and email (about 7 ms of every command's start)
+
     path = "/generate" if api == "generate" else "/v1/completions"
     outputs = []
     for name, prompt in GREEDY_SET:
