@@ -44,7 +44,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from fleet.host.agent.lossless import PENDING, Check, Output, outputs_of
+from fleet.host.agent.lossless import CANDIDATE, REFERENCE, Check, Output, left_to_the_controller, outputs_of
 from fleet.host.agent.lossless import compare as compare_outputs
 from fleet.host.contract import RunResult, RunStatus
 from fleet.host.contract.results import FLEET_CLIENT
@@ -900,10 +900,10 @@ def lossless_checks(sweeps: Sequence[SweepData]) -> dict[str, tuple[Check, Loade
                 continue
             gpu, _ = gpu_of(sweep.hosts.get(result.host))
             place = (gpu, result.sim_speed is not None, str(record.get("key")))
-            check = _mapping(record.get("check"))
-            if record.get("role") == "reference":
+            role = left_to_the_controller(record)
+            if role == REFERENCE:
                 references.setdefault(place, (result.server_label, outputs))
-            elif check.get("verdict") == PENDING:
+            elif role == CANDIDATE:
                 candidates.append((place, outputs, loaded))
     out = {}
     for place, outputs, loaded in candidates:

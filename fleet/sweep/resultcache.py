@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, NamedTuple
 
 from fleet.host.atomic import atomic_file
-from fleet.host.agent.lossless import PENDING
+from fleet.host.agent.lossless import left_to_the_controller
 from fleet.host.contract import RunResult
 from fleet.host.contract import reader as contract_reader
 from fleet.host.contract import results as contract_results
@@ -84,7 +84,9 @@ def reported(result: RunResult) -> RunResult:
     result of the scale benchmark (19 KB of JSON) is 49 KiB loaded whole, 9 KiB so with its TTFTs
     (issue 28: 50,000 results within 1 GiB)."""
     extras = {key: value for key, value in result.extras.items() if key not in SECTIONS}
-    if isinstance(lossless := extras.get("lossless"), dict) and not _outputs_read(lossless):
+    # The report reads the outputs the controller compares (a few KiB of token ids and texts,
+    # most of a sim result's digest), not those of a candidate the agent judged.
+    if isinstance(lossless := extras.get("lossless"), dict) and left_to_the_controller(lossless) is None:
         extras["lossless"] = {key: value for key, value in lossless.items() if key != "outputs"}
     for key, kept_fields in SECTIONS.items():
         if isinstance(sections := result.extras.get(key), list):
@@ -96,15 +98,6 @@ def reported(result: RunResult) -> RunResult:
     kept.__dict__.update(result.__dict__, host_facts=None, requests=(), figures=_figures(result.figures, FIGURE_FIELDS), extras=extras, server=server,
                          workload=_only(result.workload, WORKLOAD_FIELDS))  # fmt: skip
     return kept
-
-
-def _outputs_read(lossless: dict[str, Any]) -> bool:
-    """Whether the report reads this lossless record's greedy outputs (a few KiB of token ids and
-    texts, most of a sim result's digest): a reference's, and a candidate's the agent left
-    pending, which the report checks itself (fleet.report.model.lossless_checks). A candidate the
-    agent judged keeps its verdict and divergence (its `check`), not its outputs."""
-    check = lossless.get("check")
-    return lossless.get("role") == "reference" or (isinstance(check, dict) and check.get("verdict") == PENDING)
 
 
 def ttfts(requests: Iterable[Mapping[str, Any]]) -> TTFTs:

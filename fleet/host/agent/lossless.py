@@ -45,6 +45,9 @@ GREEDY_SET: tuple[tuple[str, str], ...] = (
 )
 
 PASS, FAIL, PENDING, ERROR = "pass", "fail", "pending", "error"
+# A result's part in the check: an autoregressive server's outputs are the reference, a
+# speculative one's the candidate.
+REFERENCE, CANDIDATE = "reference", "candidate"
 
 
 @dataclass(frozen=True)
@@ -196,6 +199,16 @@ def record(role: str, key: str, outputs: Sequence[Output] | None, check: Check |
         "outputs": [o.to_json() for o in outputs] if outputs is not None else None,
         "check": check.to_json() if check is not None else None, "error": error,
     }  # fmt: skip
+
+
+def left_to_the_controller(lossless: Mapping[str, Any]) -> str | None:
+    """What the controller compares of a result's lossless record: a reference's outputs
+    (REFERENCE), and a candidate's the agent left pending (CANDIDATE: no reference on its host
+    when it answered); None for a candidate the agent judged, whose verdict is in its `check`."""
+    if lossless.get("role") == REFERENCE:
+        return REFERENCE
+    check = lossless.get("check")
+    return CANDIDATE if isinstance(check, Mapping) and check.get("verdict") == PENDING else None
 
 
 def outputs_of(lossless: Any) -> list[Output] | None:

@@ -65,7 +65,7 @@ from fleet.host.agent.driver import Driver, Gate, ServerFacts
 from fleet.host.agent.handover import release_handed_over
 from fleet.host.agent.logwatch import LogWatcher
 from fleet.host.agent.lossless import ERROR as CHECK_ERROR
-from fleet.host.agent.lossless import PENDING, Check, Output, compare, outputs_of, record, reference_key, send_greedy_set
+from fleet.host.agent.lossless import CANDIDATE, PENDING, REFERENCE, Check, Output, compare, outputs_of, record, reference_key, send_greedy_set
 from fleet.host.agent.pause import PauseWatch, threshold_from_env
 from fleet.host.agent.power import PowerSampler, window_of
 from fleet.host.agent.progress import UNWRITABLE_ERRNOS, ProgressFile
@@ -873,7 +873,7 @@ class ServerSession:
         a `not_lossless` failure for a speculative server that diverges early on most prompts.
         A set that could not be sent is recorded so, and costs the runs nothing."""
         key, is_reference = self.lossless_key, not speculative(self.spec)
-        role = "reference" if is_reference else "candidate"
+        role = REFERENCE if is_reference else CANDIDATE
         self.progress.phase(self.spec.server_id, self.spec.label, ServerPhase.warmup, gpus=self.gpus)
         try:
             outputs = send_greedy_set(self.endpoint.host, self.endpoint.port, min(self.limits.request_timeout_s, 120.0), api=self.spec.api, model=self.facts.served_model)
