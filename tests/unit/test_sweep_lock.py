@@ -29,7 +29,10 @@ HOLD = textwrap.dedent(
     print("locked", flush=True)
     if len(sys.argv) > 2:  # a child of the controller (as ssh would be), still there after the controller ends
         import subprocess
-        child = subprocess.Popen(["sleep", "60"])
+        # close_fds=False: the child gets every descriptor the controller lets it inherit, as a
+        # fork and exec that closes nothing would (Popen's default closes them all in the child,
+        # whatever the lock's descriptor is, and the test could not tell).
+        child = subprocess.Popen(["sleep", "60"], close_fds=False)
         print(child.pid, flush=True)
     time.sleep(60)
     """
@@ -42,6 +45,21 @@ def holder_process(directory: Path, *extra: str) -> tuple[subprocess.Popen[str],
     lines = [proc.stdout.readline().strip() for _ in range(1 + len(extra))]
     assert lines[0] == "locked", lines
     return proc, lines
+
+
+def open_files(pid: int) -> list[str]:
+    """The paths of a process's open descriptors. One closed between the listing and its read is
+    left out: the holder names its child as soon as Popen returns (after the exec), while sleep's
+    start-up (the loader, then the locale's files) still opens and closes fd 3 a dozen times, and a
+    read of one already closed raises FileNotFoundError. A descriptor inherited through the exec
+    stays open for the child's life, so it is never one of those."""
+    paths = []
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            paths.append(os.readlink(f"/proc/{pid}/fd/{fd}"))
+        except FileNotFoundError:
+            continue
+    return paths
 
 
 def test_a_second_controller_is_refused_with_the_first_ones_pid_and_start(tmp_path: Path) -> None:
@@ -109,8 +127,7 @@ def test_the_lock_is_not_inherited_by_the_controllers_children(tmp_path: Path) -
     proc, lines = holder_process(tmp_path, "with-child")
     child = int(lines[1])
     try:
-        lock_fd = [fd for fd in os.listdir(f"/proc/{child}/fd") if os.readlink(f"/proc/{child}/fd/{fd}").endswith("controller.lock")]
-        assert lock_fd == []
+        assert [path for path in open_files(child) if path.endswith("controller.lock")] == []
         proc.kill()
         proc.wait()
         assert process_start_ticks(child) is not None  # the child lives on, as an ssh master would
