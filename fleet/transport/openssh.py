@@ -8,6 +8,9 @@ The command is what `SSHTransport` sends over paramiko: wrapped between the same
 secrets rules are the same. The `ssh` argv is rsync's (fleet.transport.rsync `ssh_argv`: same
 key, port, known_hosts policy, timeouts, and a master that already serves the host), and a
 failed login is read from what ssh prints as rsync's is.
+
+Where a one-shot command makes several calls to a host at once (`fetch-logs`), `shared_login`
+gives them one login: a master of the block's own, stopped when the block ends.
 """
 
 from __future__ import annotations
