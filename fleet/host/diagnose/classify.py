@@ -25,6 +25,7 @@ from typing import Any, Protocol, TypeGuard
 from fleet.host.contract import RESULT_SCHEMA, ContractError, RunResult, RunStatus, SweepDir
 from fleet.host.contract.reader import parse_json, read_text
 from fleet.host.contract.results import RESULT_MAX_BYTES
+from fleet.host.diagnose.carriers import CODE_BLOCK, code_block_indent, cri_partial, strip_carriers
 from fleet.host.diagnose.catalogue import (
     SERVER_START_TIMEOUT_FIXES,
     SIGNATURE_BY_NAME,
@@ -300,6 +301,7 @@ _PHASES_UNDER_WAY = {"init_distributed_begin", "load_weight_begin", *_CAPTURE_PH
 # NCCL_DEBUG=INFO output is informational by NCCL's own levels (debug.c: NCCL_LOG_INFO); it quotes
 # paths and plugin results ("libnccl-net.so: cannot open shared object file") a healthy start prints.
 _NCCL_INFO = b" NCCL INFO "
+_CRI_PARTIAL_LITERAL = b" P "
 # Signatures ranked below this are causes: among them the earliest line wins (the first fatal line
 # of the last start). From it on they wrap or follow a cause (a capture failure, an NCCL timeout, a
 # crash inside the weight loader, a bare exception): they win only when no cause is in the log.
@@ -516,6 +518,12 @@ class _Scanner:
         self._traceback_first = 0  # the first line of the traceback (or chain) being read or last read
         self._traceback_last = 0  # the last line of it that was followed (a header, frame, chaining or exception line)
         self._previous_line = 0  # the last line examined before this one
+        # Carriers (see carriers.py): whether the log is a Markdown code block (decided on its first chunk),
+        # the parts of a kubelet-split line read so far, and the line being examined as the log shows it
+        # when a carrier's text was removed from it (its evidence shows the line as the log has it).
+        self._code_block: bool | None = None
+        self._partial = b""
+        self._shown: tuple[int, bytes] | None = None
 
     # -- reading ------------------------------------------------------------------------------
     def scan(self, stream: ReadInto) -> None:
@@ -531,6 +539,8 @@ class _Scanner:
                     next_line = self._blocks(buffer, carried + 1, next_line)
                 break
             end = carried + read
+            if self._code_block is None:
+                self._code_block = code_block_indent(bytes(buffer[: min(end, BLOCK_BYTES)]))
             last_newline = buffer.rfind(b"\n", 0, end)
             if last_newline < 0:
                 carried = end
@@ -562,7 +572,7 @@ class _Scanner:
         ddtree = buffer.count(_DDTREE, start, end)
         answered = buffer.count(_HTTP_OK, start, end)
         serving_only = decode + prefill + ddtree + answered == newlines
-        if serving_only and not any(buffer.find(head, start, end) >= 0 for head in _ERROR_HEADS):
+        if serving_only and not self._partial and not any(buffer.find(head, start, end) >= 0 for head in _ERROR_HEADS):
             self._serving_only(buffer, start, end, first_line, newlines, decode, prefill, ddtree)
         else:
             self._line_by_line(bytes(buffer[start:end]), first_line)
@@ -597,6 +607,11 @@ class _Scanner:
         lines = block.split(b"\n")
         lines.pop()  # the block ends with a newline
         for index, raw in enumerate(lines):
+            if self._partial or _CRI_PARTIAL_LITERAL in raw:
+                joined = self._join_partial(raw)
+                if joined is None:
+                    continue
+                raw = joined
             if _DECODE in raw:
                 self.serving += 1
                 self.summary.skip_serving(1, 0)
@@ -613,18 +628,40 @@ class _Scanner:
                 self.last_answered = first_line + index
             self._up(first_line + index)
             if any(head in raw for head in _ERROR_HEADS):
-                self._errors(first_line + index, raw, None)
+                self._errors(first_line + index, self._bare(first_line + index, raw), None)
+
+    def _join_partial(self, raw: bytes) -> bytes | None:
+        """A kubelet CRI partial line ("P") is kept until the line it belongs to ends ("F"): None while it goes on,
+        then the whole line (read as the line of its last part)."""
+        part = cri_partial(raw)
+        if part is not None:
+            self._partial += part
+            return None
+        if not self._partial:
+            return raw
+        joined = self._partial + strip_carriers(raw)
+        self._partial = b""
+        return joined
+
+    def _bare(self, line_no: int, raw: bytes) -> bytes:
+        """The line without its carriers' text (see carriers.py), every rule's reading; the line as the log shows it
+        is kept for its evidence."""
+        bare = raw[len(CODE_BLOCK) :] if self._code_block and raw.startswith(CODE_BLOCK) else raw
+        bare = strip_carriers(bare)
+        self._shown = (line_no, raw) if bare is not raw else None
+        return bare
 
     def _flush_latest(self) -> None:
         """Parse the latest serving lines met since the last flush, for the summary."""
         for line_no, raw in sorted(self._latest.values()):
-            event = parse_line(raw.decode("utf-8", "replace"), line_no)
+            event = parse_line(strip_carriers(raw).decode("utf-8", "replace"), line_no)
             if isinstance(event, (DecodeBatch, PrefillBatch, DDTreeMetrics)):
                 self.summary.set_latest(event)
         self._latest.clear()
 
     # -- one interesting line -----------------------------------------------------------------
     def _examine(self, line_no: int, raw: bytes) -> None:
+        raw = self._bare(line_no, raw)
         text: str | None = None
         for marker in _SUMMARY_MARKERS:
             if marker in raw:
@@ -820,6 +857,8 @@ class _Scanner:
         limit = _EVERY_EXAMPLE_LIMIT if signature.name in _EVERY_EXAMPLE else EVIDENCE_PER_SIGNATURE
         if len(hits.examples) < limit and message not in hits.messages:
             hits.messages.add(message)
+            if self._shown is not None and self._shown[0] == line_no:
+                text = self._shown[1].decode("utf-8", "replace")
             hits.examples.append((line_no, clean_line(text), groups))
 
 
@@ -923,7 +962,7 @@ def signatures_in(line: str) -> tuple[Signature, ...]:
     """The signatures a single log line proves, best-ranked first: the agent's fail-fast reads the
     same catalogue as `fleet diagnose`. NCCL INFO lines prove nothing (see _NCCL_INFO); a warning
     line proves only findings (an optional extension's import warning is no reason to stop)."""
-    raw = line.encode("utf-8", "surrogateescape")
+    raw = strip_carriers(line.encode("utf-8", "surrogateescape"))
     if _is_nccl_info(raw):
         return ()
     _, _, matched, warning = _match(raw, line)
