@@ -155,12 +155,22 @@ MIXED_REQUEST_LINES = "+"  # synthetic_logs' names of the logs that hold two ref
 
 def diagnoses() -> Iterator[tuple[str, str, Diagnosis, list[str] | None]]:
     """(source, release, diagnosis, its lines for a synthetic log) of every log, as from every release."""
+    yield from _diagnoses()
+
+
+@lru_cache(maxsize=1)
+def _diagnoses() -> tuple[tuple[str, str, Diagnosis, list[str] | None], ...]:
+    """diagnoses(), made once per process: the diagnosis advice, the catalogue's figure sets, the
+    fixes' figures and the fix-quoting test each read every one of them (920 logs x 2 releases,
+    13 s each time at load 15), and a diagnosis depends on nothing but its log and its release."""
+    out = []
     for release in KNOWN_RELEASES:
         hint = DiagnosisHint(sglang_version=release)
         for path in log_paths():
-            yield f"diagnose:{_relative(path)}", release, diagnose_file(path, hint), None
+            out.append((f"diagnose:{_relative(path)}", release, diagnose_file(path, hint), None))
         for name, lines in synthetic_logs(release).items():
-            yield f"diagnose:synthetic:{name}", release, diagnose_text(lines, name, hint), lines
+            out.append((f"diagnose:synthetic:{name}", release, diagnose_text(lines, name, hint), lines))
+    return tuple(out)
 
 
 def diagnosis_advice() -> list[Advice]:
