@@ -188,6 +188,18 @@ def srun(index: int, line: str, engine: str) -> str:
     return f"0: {line}"
 
 
+# `kubectl logs --prefix` ("Prefix each log line with the log source (pod name and container name)":
+# "[pod/<pod>/<container>] ").
+def kubectl_prefix(index: int, line: str, engine: str) -> str:
+    return f"[pod/{engine or 'server'}-0/{engine or 'server'}] {line}"
+
+
+# torchrun --tee 3 (torch/distributed/elastic/multiprocessing: each line prefixed by
+# "[${role_name}${local_rank}]:", torchrun's role "default"; no space after it).
+def torchrun(index: int, line: str, engine: str) -> str:
+    return f"[default0]:{line}"
+
+
 # Open MPI `mpirun --tag-output` (orte/mca/iof/base/iof_base_output.c, "[%s,%s]<%s>:" job, rank, stream,
 # no space) and with `--timestamp-output` ctime's date before it.
 def mpi(index: int, line: str, engine: str) -> str:
@@ -255,6 +267,8 @@ WRAPPERS: dict[str, Wrapper] = {
     "ray": ray,
     "ray-task": ray_task,
     "srun": srun,
+    "kubectl-prefix": kubectl_prefix,
+    "torchrun": torchrun,
     "mpi": mpi,
     "mpi-date": mpi_date,
     "buildkite": buildkite,

@@ -53,6 +53,8 @@ CARRIERS = [
     ("Ray SGLang actor", "(SGLangEngine pid=952, ip=10.0.0.1) "),
     ("Ray Serve replica", "(ServeReplica:default:VLLMDeployment pid=952, ip=10.0.0.1) "),
     ("kubectl around Ray", "2025-07-25T07:53:08.217487Z (pid=952) "),
+    ("kubectl logs --prefix", "[pod/vllm-0/vllm] "),
+    ("torchrun --tee", "[default0]:"),
     ("srun --label", "0: "),
     ("srun --label, ten tasks or more", " 3: "),
     ("mpirun --tag-output", "[1,0]<stdout>:"),

@@ -27,6 +27,10 @@ Each form, as its tool prints it (bytes: the scanner reads bytes):
 - Open MPI `mpirun --tag-output` ("[job,rank]<stdout>:" with no space, ctime's date before it under
   `--timestamp-output`; orte/mca/iof/base/iof_base_output.c);
 - Slurm `srun --label` ("%d: ", the task number padded to the widest);
+- `kubectl logs --prefix` ("[pod/<pod>/<container>] ", the log source before each line);
+- torchrun's `--tee` ("[${role_name}${local_rank}]:", torch.distributed.elastic's default log line prefix,
+  "[default0]:" under torchrun, no space: the line keeps its own; not torch's "[rank0]:", which the
+  classifier's own prefix rules read, as before);
 - Ray's worker output relayed to the driver ("(pid=952) ", "(RayWorkerWrapper pid=952, ip=10.0.0.1) ",
   "(SGLangEngine pid=952, ip=...) "; ray/_private/worker.py print_worker_logs, in colour), one space taken (a
   frame keeps its own two, a quoted source line its four); vLLM's own process tag ("(EngineCore_DP0 pid=563) ",
@@ -58,6 +62,8 @@ _CARRIER = re.compile(
     rb"|  \| "
     rb"|(?:[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2} \d{4})?\[\d+,\d+\]<std(?:out|err|diag)>:(?: (?=\S))?"
     rb"| ?\d{1,4}: "
+    rb"|\[pod/[^\]\s/]+/[^\]\s]+\] "
+    rb"|\[(?!rank\d)[A-Za-z_]+\d+\]:"
     rb"|\(pid=\d+\) ?|\((?:[^()\s]+ )?(?:[\w.-]+=[\w.:-]+,? )*pid=\d+, ip=[\w.:-]+\) ?"
     rb"|\((?:[^()\s]+ )?(?:[\w.-]+=[\w.:-]+ )*pid=\d+\)\s*"
     rb"|> |>$"
