@@ -13,6 +13,7 @@ import ast
 import importlib.util
 import json
 import os
+import pickle
 import subprocess
 import sys
 import types
@@ -108,6 +109,23 @@ _MODEL_CONFIG_NAMES = {
     "is_multimodal_breakable_cuda_graph_supported",
 }
 _memory_hook_state: dict[str, Any] = {}
+_parsed_records: dict[tuple[str, ...], bytes] = {}
+
+
+def _parsed(prepare_server_args: Any, argv: list[str]) -> Any:
+    """prepare_server_args(argv) as a record of the case's own: parsed once per argv, each call
+    given a fresh copy through the record's pickling (ServerArgs.__reduce__: its fields through the
+    constructor, its bookkeeping after, as the wheel hands a record to its child processes), for
+    the hooks write on it. prepare_server_args builds its parser of every option at each call (about
+    0.1 s) and does not resolve (ServerArgs.__post_init__ leaves that to resolve_once, which nothing
+    here runs), so its record depends on the argv alone, while a grid repeats each argv once per GPU
+    (test_sglang_memory_defaults: 1,728 cases, 216 argvs). The copies give every case of that grid
+    and of test_memory_differential the settings a fresh parse gives (checked over both grids when
+    this was written)."""
+    key = tuple(argv)
+    if key not in _parsed_records:
+        _parsed_records[key] = pickle.dumps(prepare_server_args(argv))
+    return pickle.loads(_parsed_records[key])
 
 
 def _model_config(card: dict[str, Any], language_model_only: bool) -> types.SimpleNamespace:
@@ -184,7 +202,7 @@ def memory_settings(argv: list[str], gpu_memory_mib: int, card: dict[str, Any] |
         memory_hook.model_config_of = cuda_graph_hook.model_config_of = lambda server_args: _memory_hook_state["model"]
         memory_hook.use_mla_backend = overrides.use_mla_backend = lambda server_args: False
     _memory_hook_state["gpu"] = gpu_memory_mib
-    server_args = prepare_server_args(argv)
+    server_args = _parsed(prepare_server_args, argv)
     _memory_hook_state["model"] = _model_config(card or TEXT_MODEL, bool(server_args.language_model_only))
     logging.disable(logging.CRITICAL)  # prepare_server_args configures logging; the hooks' warnings are not results
     overrides.declare_resolution(server_args, "differential.platform", device="cuda")
