@@ -233,6 +233,23 @@ SIGNATURES: tuple[Signature, ...] = (
             T(" is required for ", _EXC + r"\w*(?:Error|Exception): (?P<module>[A-Za-z][\w.-]*)>=[\w.]+ is required for "),
             T("Please upgrade ", _EXC + r"\w*(?:Error|Exception): .*?\bPlease upgrade (?P<module>[A-Za-z][\w.-]*) to >= ?\d"),
             T("NameError: name 'vllm_", r"NameError: name '(?P<vllm_ops_name>vllm_(?:cache_)?ops)' is not defined"),
+            # A module without a name its importer uses, while vLLM's model registry imports a model's class: CPython's
+            # module getattr (Objects/moduleobject.c, 3.7-3.14: PyErr_Format(PyExc_AttributeError, "module '%U' has no
+            # attribute '%U'", mod_name, name); "partially initialized module '%U' [from '%U'] has no attribute '%U' (most
+            # likely due to a circular import)" while it is still being imported) when a module object lacks the attribute.
+            # The registry imports and inspects each model class it is asked for and logs the failure with its traceback
+            # (model_executor/models/registry.py _try_inspect_model_cls, logger.exception("Error in inspecting model
+            # architecture '%s'"): 0.10.2 :444, 0.33 :1164), every line under its "[registry.py:N]" prefix, which is the
+            # literal here. There a module lacking a name (vLLM's fla ops' `exp = tl.exp` against an installed
+            # triton.language without it) is a dependency of the model's code older, newer or a stub of what it was written
+            # for: an import that does not fit, as a package's own import-time TypeError is (import_failed_in_package).
+            # Only inside the registry's report: an engine module's own AttributeError at its import stays the engine's (the
+            # generalise tests' source checkout), and never a module of the engine itself.
+            T(
+                "registry.py:",
+                _EXC + r"AttributeError: (?:partially initialized )?module '(?!(?:vllm|sglang)[.'])(?=(?P<module>\w+))(?P<attribute_owner>[\w.]+)'(?: from '[^']*')? "
+                r"has no attribute '(?P<missing_attribute>\w+)'",
+            ),
         ),
         "The installed {toolkit_module} module refuses this CUDA toolkit at import (it needs CUDA {cuda_toolkit} or newer): "
         "install the kernel library's build for this toolkit (nvidia-cutlass-dsl with its cu13 libraries on a CUDA "
@@ -242,6 +259,9 @@ SIGNATURES: tuple[Signature, ...] = (
         "out fails so), and read the 'Failed to import from vllm._C' warning above for the loader's reason.",
         "A package the server needs is missing or too old (its error names `pip install {pip_package}`): install it in "
         "the environment that runs the server, with a build matching the installed torch and CUDA.",
+        "The installed module '{attribute_owner}' has no '{missing_attribute}', which the code importing it uses: the "
+        "installed {module} is older or newer than what imports it was written for (or a stub of it is installed). Install "
+        "the {module} version the engine and its kernels pin, with builds matching the installed torch and CUDA.",
         "Python module '{module}' is missing or broken in the server's environment: install the build "
         "that matches this torch/CUDA (e.g. `pip install {module}` in the venv that runs SGLang), then "
         "re-run `python -c 'import sglang.srt.server_args'` on the host to check.",
@@ -383,11 +403,6 @@ SIGNATURES: tuple[Signature, ...] = (
             # NotImplementedError(f"No compressed-tensors compatible scheme was found for {layer_name=}, ..."); 0.8-0.9
             # "No compressed-tensors compatible scheme was found."), raised while the model's layers are built.
             T("No compressed-tensors compatible scheme was found"),
-            # vLLM's registry inspects a model class in a subprocess and, when that fails, logs
-            # logger.exception("Error in inspecting model architecture '%s'", model_arch) (0.33
-            # model_executor/models/registry.py:1164, _try_inspect_model_cls) before raising "Model
-            # architectures ... failed to be inspected": the model class could not be loaded.
-            T("Error in inspecting model architecture", r"Error in inspecting model architecture '(?P<architectures>[^']+)'"),
             T("No such file or directory", r"No such file or directory: '(?P<path>[^']*(?:config\.json|\.safetensors|\.bin|tokenizer[^']*))'"),
             # torch/nn/modules/module.py load_state_dict: "Error(s) in loading state_dict for X:\n\tsize mismatch for ...".
             T("Error(s) in loading state_dict for"),
@@ -768,7 +783,35 @@ SIGNATURES: tuple[Signature, ...] = (
             # allocate the weight.") from it: only an OOM makes it.
             T("Failed to create unquantized linear weights. This may be caused by insufficient memory"),
             T("on startup is less than", r"Free memory on device (?:\S+ )?\((?P<free_gib>[\d.]+)/(?P<total_gib>[\d.]+) GiB\)"),
+            # torch_memory_saver (the pause/resume allocator SGLang's --enable-memory-saver and RL trainers' rollout engines
+            # use; fzyzcjy/torch_memory_saver csrc/utils.h): its CURESULT_CHECK and CUDA_ERROR_CHECK macros print
+            # "[torch_memory_saver.cpp] CUresult error: " << result << " (" << cuGetErrorString's text << ") " and
+            # "[torch_memory_saver.cpp] cudaError error: " likewise (since 2025-07; before, "CUresult error  result=N" and on
+            # ROCm "hipError_t error  result=N"), then " file=... func=... line=..." and exit(1). Result 2 is the device's
+            # memory in each enumeration the macros print: CUDA_ERROR_OUT_OF_MEMORY, cudaErrorMemoryAllocation (which
+            # CUDAUtils::cu_mem_create returns when cuMemCreate reports CUDA_ERROR_OUT_OF_MEMORY, after its own "may not be an
+            # issue" line, which is no failure: the preload hook hands that result back to torch, which frees cache and
+            # retries), hipErrorOutOfMemory (the ROCm build maps cudaErrorMemoryAllocation to it). resume() re-creating a
+            # paused region's memory (csrc/core.cpp) is where an RL loop meets it: the engine cannot get its memory back.
+            T(
+                "[torch_memory_saver.cpp] ",
+                r"\[torch_memory_saver\.cpp\] (?:(?:CUresult|cudaError) error: 2 \(|(?:CUresult|hipError_t) error\s+result=2\s)"
+                r"(?:.*?\bfunc=(?P<memory_saver_call>\w+))?",
+            ),
+            # Intel GPUs (XPU) through SYCL: the runtime throws for a Unified Runtime call's failure
+            # __SYCL_UR_ERROR_REPORT(backend) + codeToString(result) (intel/llvm sycl/source/detail/adapter.hpp checkUrResult:
+            # "level_zero backend failed with error: 39 (UR_RESULT_ERROR_OUT_OF_DEVICE_MEMORY)", older releases "UR backend
+            # failed. UR backend returns:39 (...)"), and UR's Level Zero adapter returns that result for Level Zero's
+            # ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY, "insufficient device memory to satisfy call" (unified-runtime
+            # source/adapters/level_zero/common.cpp ze2urResult, 2023-09 to now). Not UR_RESULT_ERROR_OUT_OF_RESOURCES (40):
+            # the adapter returns that for its own objects (a host std::bad_alloc creating a queue or an event, a full
+            # completion batch or event pool in a kernel launch), not for the device's memory.
+            T("_RESULT_ERROR_OUT_OF_DEVICE_MEMORY", r"\b(?P<device_memory_result>(?:UR|ZE)_RESULT_ERROR_OUT_OF_DEVICE_MEMORY)\b"),
         ),
+        "torch_memory_saver could not get GPU memory for the engine in its {memory_saver_call} (out of memory): when "
+        "resuming, the memory the engine released is held by someone else, usually the trainer beside it (weights, "
+        "gradients or optimizer states not offloaded before the resume). Free or offload that memory before resuming, "
+        "or give the engine less: lower --mem-fraction-static by 0.05.",
         "CUDA ran out of memory during {capture_step} (mem_fraction_static={mem_fraction_static}): "
         "lower --mem-fraction-static by 0.03-0.05 to leave the graphs room, or lower {flag_cuda_graph_max_bs} "
         "(e.g. 16).",
@@ -1296,6 +1339,25 @@ SIGNATURES: tuple[Signature, ...] = (
         "only by an older one or a plugin, or its model class failed to import): read the ValueError after "
         "these frames in the full log; upgrade vLLM, install the plugin it names, or serve a model it supports.",
     ),
+    # --- vLLM's model registry reporting that a model class would not inspect ----------------------------
+    # vLLM's registry imports and inspects a model class (in a subprocess up to 0.10, in process since) and, when that
+    # raises, logs logger.exception("Error in inspecting model architecture '%s'", model_arch) (0.6-0.10
+    # model_executor/models/registry.py _try_inspect_model_cls, 0.10.2 :444, 0.33 :1164), whose traceback follows the
+    # header, before raising "Model architectures ... failed to be inspected": the model class could not be loaded, and
+    # the exception after the header says why (an import of the class's dependencies, as a module without the name its
+    # importer uses). Its header wraps that exception, printed after it: ranked after every cause like the registry's
+    # frame, so a named failure in its traceback wins; with none, the model class is what failed to load.
+    _fatal(
+        "architecture_inspection_failed",
+        C.MODEL_LOAD_ERROR,
+        876,
+        (T("Error in inspecting model architecture", r"Error in inspecting model architecture '(?P<architectures>[^']+)'"),),
+        "vLLM's model registry could not import or inspect the model class of {architectures}: read the exception "
+        "after this line in the full log (a package the class imports missing or of another version, a class this "
+        "release cannot load); upgrade or pin the packages it names, or serve a model this release supports.",
+        "vLLM's model registry could not import or inspect the model's class: read the exception after this line in the "
+        "full log; upgrade or pin the packages it names, or serve a model this release supports.",
+    ),
     # --- a traceback cut in vLLM's bfloat16 check -----------------------------------------------------
     # vLLM's worker `_check_if_gpu_supports_dtype` raises only "Bfloat16 is only supported on GPUs with
     # compute capability of at least 8.0. Your {gpu_name} GPU has compute capability {x}.{y}." (0.2-0.4
@@ -1392,6 +1454,27 @@ SIGNATURES: tuple[Signature, ...] = (
         "CUDA reported '{cuda_error}': re-run with CUDA_LAUNCH_BLOCKING=1 to find the failing kernel.",
         "CUDA reported an error: re-run with CUDA_LAUNCH_BLOCKING=1 to find the failing kernel.",
     ),
+    # torch_memory_saver's own checks (fzyzcjy/torch_memory_saver csrc/utils.h SIMPLE_CHECK, CURESULT_CHECK,
+    # CUDA_ERROR_CHECK; csrc/core.cpp's pause/resume state checks): each prints "[torch_memory_saver.cpp] <what failed>"
+    # then " file=<source> func=<function> line=<n>" and calls exit(1): the process that runs the engine ends there (its
+    # launcher logs the child's exit). A driver result other than out-of-memory (cuda_oom reads result 2), e.g. "CUresult
+    # error  result=1" (CUDA_ERROR_INVALID_VALUE) in resume, names no class: unknown, with the call that failed.
+    _generic(
+        "memory_saver_check_failed",
+        908,
+        (
+            T(
+                "[torch_memory_saver.cpp] ",
+                r"\[torch_memory_saver\.cpp\] (?P<memory_saver_error>\S.*?)\s+file=\S+ func=(?P<memory_saver_call>\w+) line=\d+",
+            ),
+        ),
+        "torch_memory_saver's check failed in its {memory_saver_call} ({memory_saver_error}) and it ended the process: "
+        "the engine's pause/resume of its memory (--enable-memory-saver, an RL trainer's release and resume) met an error "
+        "no class names. Check that pause and resume calls pair up and that the torch_memory_saver build matches the "
+        "installed torch and CUDA driver.",
+        "torch_memory_saver's check failed and it ended the process: check that the engine's pause and resume calls pair "
+        "up and that the torch_memory_saver build matches the installed torch and CUDA driver.",
+    ),
     # PyTorch's own internal assertion: TORCH_INTERNAL_ASSERT (c10/util/Exception.h) fails with
     # C10_STRINGIZE(cond) " INTERNAL ASSERT FAILED at " C10_STRINGIZE(__FILE__) ":" C10_STRINGIZE(__LINE__) ", please
     # report a bug to PyTorch. " and the caller's message (c10/util/Exception.cpp torchInternalAssertFail), raised as a
@@ -1477,7 +1560,24 @@ SIGNATURES: tuple[Signature, ...] = (
             # prints at warning level (RAY_LOG(WARNING); the driver's worker.py relays it as WARNING) though the
             # node and its workers are dead.
             T("has been marked dead because the detector has missed too many heartbeats", proves_as_warning=True),
+            # SGLang's launcher reaps its children in a SIGCHLD handler (0.4.x entrypoints/engine.py and http_server.py
+            # _set_envs_and_config: pid, exitcode = os.waitpid(0, os.WNOHANG); if exitcode != 0: logger.warning("Child
+            # process unexpectedly failed with an exit code %d. pid=%d", ...); 0.5.x f"Child process unexpectedly failed with
+            # {exitcode=}. {pid=}"), at warning level though a scheduler or detokenizer is gone. The number is waitpid's
+            # status: 256 and up is an exit with a non-zero code (status >> 8; 256 is exit(1), what torch_memory_saver's
+            # checks and a Python exception leave); below 256 the signal that killed it. Only exits and the crash signals
+            # (SIGILL 4, SIGABRT 6, SIGBUS 7, SIGFPE 8, SIGSEGV 11, and those with the core-dump bit, 132-139): a child
+            # killed by SIGTERM, SIGINT or SIGKILL is also what a stop does (a launcher's kill of the process group; the
+            # signal-stop convention reads those).
+            T(
+                "Child process unexpectedly failed with",
+                r"Child process unexpectedly failed with (?:an exit code |exitcode=)(?P<child_wait_status>[1-9]\d{3,}|[3-9]\d\d|2(?:5[6-9]|[6-9]\d)|4|6|7|8|11|13[2-6]|139)\b",
+                proves_as_warning=True,
+            ),
         ),
+        "An engine child process (a scheduler or detokenizer) died: the launcher reaped it with wait status "
+        "{child_wait_status} (256 and up: it exited with code status / 256, 256 being exit(1); below 256: the signal "
+        "that killed it). Read the child's own lines before it for the error that made it exit.",
         "A server process died with exit code {exit_code}: -9 usually means the kernel's OOM killer (`dmesg -T | grep -i oom`); give the host more RAM or load fewer models at once.",
         "A server process failed: the exception above it in the evidence is the cause to read.",
     ),
