@@ -240,3 +240,26 @@ def test_every_wrapper_keeps_class_and_evidence_line_on_labelled_logs(name: str)
         if change is not None:
             changed.append(f"{entry.path.name}: {change.bare_class} -> {change.wrapped_class}: {change.wrapped_evidence[:120]!r}")
     assert not changed, changed
+
+
+def test_an_error_read_before_its_load_path_shows_its_line_as_the_log_has_it() -> None:
+    # The TypeError is read before the chained traceback shows the load path (the model-code rule records it later):
+    # its evidence, like every other, is the line with the carrier's text, read as the bare line.
+    site = "/usr/local/lib/python3.10/dist-packages"
+    log = [
+        "Traceback (most recent call last):",
+        f'  File "{site}/foo_models/helpers.py", line 12, in build',
+        "    return make(config)",
+        "TypeError: 'NoneType' object is not subscriptable",
+        "",
+        "The above exception was the direct cause of the following exception:",
+        "",
+        "Traceback (most recent call last):",
+        f'  File "{site}/sglang/srt/model_executor/model_runner.py", line 1270, in load_model',
+        "    self.model = get_model(",
+        "RuntimeError: the model could not be built",
+    ]
+    bare = diagnose_text(log)
+    carried = diagnose_text(["0: " + line for line in log])
+    assert carried.failure_class == bare.failure_class == "model_load_error"
+    assert [(item.line, item.text) for item in carried.evidence] == [(item.line, "0: " + item.text) for item in bare.evidence]

@@ -822,7 +822,7 @@ class _Scanner:
             if not matched.isdisjoint(_SELF_NAMED):
                 self._withdraw_frame_readings()
             if exception["exception"] in _LOAD_ERRORS:
-                self._load_errors.append((line_no, text, message))
+                self._load_errors.append((line_no, self._as_shown(line_no, text), message))
             if exception["exception"] in _LOAD_ERRORS and self._module_package is not None:
                 self._record(SIGNATURE_BY_NAME[_IMPORT_CODE], line_no, text, message, {"module": self._module_package, "exception": exception["exception"]})
         if self._load_frame is not None and self._load_errors:
@@ -857,9 +857,12 @@ class _Scanner:
         limit = _EVERY_EXAMPLE_LIMIT if signature.name in _EVERY_EXAMPLE else EVIDENCE_PER_SIGNATURE
         if len(hits.examples) < limit and message not in hits.messages:
             hits.messages.add(message)
-            if self._shown is not None and self._shown[0] == line_no:
-                text = self._shown[1].decode("utf-8", "replace")
-            hits.examples.append((line_no, clean_line(text), groups))
+            hits.examples.append((line_no, clean_line(self._as_shown(line_no, text)), groups))
+
+    def _as_shown(self, line_no: int, text: str) -> str:
+        """The line as the log shows it, its carriers' text included, when it is the line being examined and a
+        carrier's text was removed from it (see _bare); else the text read."""
+        return self._shown[1].decode("utf-8", "replace") if self._shown is not None and self._shown[0] == line_no else text
 
 
 # Prefixes other launchers and engines put before a message, after those strip_prefix removes:
