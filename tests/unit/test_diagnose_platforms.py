@@ -354,3 +354,70 @@ def test_earlier_registry_reports_keep_their_reading() -> None:
             text = (LOGS / folder / str(entry["file"])).read_text(encoding="utf-8", errors="replace")
             if "Error in inspecting model architecture" in text:
                 assert diagnose_file(LOGS / folder / str(entry["file"])).failure_class == entry["label"] == "model_load_error", entry["file"]
+
+
+# batch29's miss kinds (round twenty-two takes them too: its untouched figure was committed first).
+# (4) Apache TVM FFI's type registry (src/ffi/object.cc RegisterTypeAttr): "TypeAttr `{name}` is already registered for
+# type index {index}. To update the stored value, ..." thrown through C++ at a library's load: two copies of the runtime.
+_TVM_FFI = [
+    "terminate called after throwing an instance of 'tvm::ffi::Error'",
+    "what(): TypeAttr `__ffi_repr__` is already registered for type index 130",
+    "Fatal Python error: Aborted",
+]
+
+
+@pytest.mark.parametrize(
+    "what",
+    [
+        "what(): TypeAttr `__ffi_repr__` is already registered for type index 130",
+        "  what():  TypeAttr `__ffi_repr__` is already registered for type index 132. To update the stored value, register a mutable container (e.g., Dict/List) once and mutate it in place on subsequent calls.",
+        "RuntimeError: TypeAttr `__ffi_shape__` is already registered for type index 64. To update the stored value, register a mutable container (e.g., Dict/List) once and mutate it in place on subsequent calls.",
+    ],
+)
+@pytest.mark.parametrize("framing", ["sglang", "vllm"])
+def test_tvm_ffis_duplicate_registration_is_import_error(what: str, framing: str) -> None:
+    lines = [_TVM_FFI[0], what, _TVM_FFI[2]]
+    if framing == "sglang":
+        lines = [*_SGLANG_UP[:2], *lines, "RuntimeError: Rank 1 scheduler died during initialization (exit code: -6)"]
+    else:
+        core = "(EngineCore_DP0 pid=7) "
+        lines = [core + line for line in lines] + ["(APIServer pid=1) RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}"]
+    diagnosis = diagnose_text(lines)
+    assert diagnosis.failure_class == "import_error"
+    assert "is already registered for type index" in diagnosis.evidence[0].text
+    assert "Two copies of the TVM FFI runtime" in (diagnosis.fix or "")
+
+
+def test_a_terminate_without_tvm_ffis_words_is_still_unknown() -> None:
+    lines = [_TVM_FFI[0], "what(): invalid handle", _TVM_FFI[2]]
+    assert diagnose_text(lines).failure_class == "unknown"
+
+
+# (5) FlagTree's FlagTune (triton/flagtune/runtime/device.py probe_flagtune_device): UnsupportedFlagTuneDeviceError(f"FlagTune
+# does not support Triton backend {shown!r}; registered backends: {supported}").
+@pytest.mark.parametrize("backend", ["corex", "xpu", "<unknown>"])
+@pytest.mark.parametrize("form", ["next-line", "same-line"])
+@pytest.mark.parametrize("framing", ["sglang", "vllm"])
+def test_flagtune_refusing_the_accelerators_backend_is_unsupported_gpu_arch(backend: str, form: str, framing: str) -> None:
+    message = f"FlagTune does not support Triton backend '{backend}'; registered backends: cuda, hip, maca, musa"
+    name = "triton.flagtune.runtime.device.UnsupportedFlagTuneDeviceError:"
+    error = [name, "  " + message] if form == "next-line" else [f"{name} {message}"]
+    if framing == "sglang":
+        lines = [*_SGLANG_UP[:2], "[2026-05-24 10:00:03 TP0] Scheduler hit an exception: Traceback (most recent call last):", *error]
+    else:
+        core = "(EngineCore_DP0 pid=7) ERROR 05-24 10:00:03 [core.py:708] "
+        lines = [core + "EngineCore failed to start.", *[core + line for line in error]]
+    diagnosis = diagnose_text(lines)
+    assert diagnosis.failure_class == "unsupported_gpu_arch"
+    assert f"backend '{backend}'" in (diagnosis.fix or "")
+
+
+def test_batch29s_logs_of_these_kinds() -> None:
+    for words, label in (
+        ("TypeAttr `__ffi_repr__` is already registered", "import_error"),
+        ("FlagTune does not support Triton backend", "unsupported_gpu_arch"),
+        ("CUresult error  result=1", "unknown"),
+    ):
+        for entry in _entries_where("batch29-heldout", words):
+            diagnosis = diagnose_file(LOGS / "batch29-heldout" / str(entry["file"]))
+            assert diagnosis.failure_class == entry["label"] == label, entry["file"]

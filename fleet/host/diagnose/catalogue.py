@@ -233,6 +233,14 @@ SIGNATURES: tuple[Signature, ...] = (
             T(" is required for ", _EXC + r"\w*(?:Error|Exception): (?P<module>[A-Za-z][\w.-]*)>=[\w.]+ is required for "),
             T("Please upgrade ", _EXC + r"\w*(?:Error|Exception): .*?\bPlease upgrade (?P<module>[A-Za-z][\w.-]*) to >= ?\d"),
             T("NameError: name 'vllm_", r"NameError: name '(?P<vllm_ops_name>vllm_(?:cache_)?ops)' is not defined"),
+            # Apache TVM FFI's type registry (apache/tvm-ffi src/ffi/object.cc RegisterTypeAttr): TVM_FFI_THROW(RuntimeError)
+            # << "TypeAttr `" << name << "` is already registered for type index " << index << ". To update the stored
+            # value, ...". Registration runs as each library loads (its static initialisers), once per process; a second
+            # registration of the same attribute is a second copy of the registering code in the process: a package that
+            # bundles its own TVM FFI runtime (tilelang, a TVM or MLC build) beside a standalone apache-tvm-ffi of another
+            # version. Thrown through C++ it aborts the process ("terminate called after throwing an instance of
+            # 'tvm::ffi::Error'" then "what(): ..."): packages that do not fit together, found at load.
+            T("is already registered for type index", r"TypeAttr `(?P<ffi_type_attribute>[^`]+)` is already registered for type index \d+"),
             # A module without a name its importer uses, while vLLM's model registry imports a model's class: CPython's
             # module getattr (Objects/moduleobject.c, 3.7-3.14: PyErr_Format(PyExc_AttributeError, "module '%U' has no
             # attribute '%U'", mod_name, name); "partially initialized module '%U' [from '%U'] has no attribute '%U' (most
@@ -259,6 +267,9 @@ SIGNATURES: tuple[Signature, ...] = (
         "out fails so), and read the 'Failed to import from vllm._C' warning above for the loader's reason.",
         "A package the server needs is missing or too old (its error names `pip install {pip_package}`): install it in "
         "the environment that runs the server, with a build matching the installed torch and CUDA.",
+        "Two copies of the TVM FFI runtime registered the type attribute {ffi_type_attribute} in one process (tvm-ffi's "
+        "registry refuses a second registration): a package that bundles its own tvm-ffi (tilelang, a TVM or MLC build) "
+        "beside a standalone apache-tvm-ffi of another version. Install the apache-tvm-ffi version that package pins.",
         "The installed module '{attribute_owner}' has no '{missing_attribute}', which the code importing it uses: the "
         "installed {module} is older or newer than what imports it was written for (or a stub of it is installed). Install "
         "the {module} version the engine and its kernels pin, with builds matching the installed torch and CUDA.",
@@ -635,7 +646,20 @@ SIGNATURES: tuple[Signature, ...] = (
             T("GPUArchitectureError"),
             T(" requires CUDA >", _EXC + r"\w*(?:Error|Exception): SM ?\d[\d.]*\+? requires CUDA >= ?\d"),
             T("No supported CUDA architectures found for major versions"),
+            # FlagTree's FlagTune (the autotuner FlagGems' cost model calls: flag_gems/flagtune/cost_model.py load_model ->
+            # discover_gpu_metadata -> triton/flagtune/runtime/device.py probe_flagtune_device) reads the active Triton
+            # target's backend and, when no adapter is registered for it, raises UnsupportedFlagTuneDeviceError(f"FlagTune
+            # does not support Triton backend {shown!r}; registered backends: {supported}"): the kernel library has no
+            # support for this accelerator, as AITER's "Unknown GPU architecture" above. Python prints the message on the
+            # line after the exception's name when it starts with a newline; either line holds the words.
+            T(
+                "does not support Triton backend",
+                r"FlagTune does not support Triton backend '(?P<triton_backend>[^']*)'; registered backends: (?P<registered_backends>.+)",
+            ),
         ),
+        "FlagTune (FlagTree's autotuner, which FlagGems' cost model probes) has no adapter for this accelerator's Triton "
+        "backend '{triton_backend}' (it has: {registered_backends}): use a FlagGems release without FlagTune's cost model "
+        "or a FlagTree build that registers this backend.",
         "AMD's AITER kernels have no code for this GPU ({aiter_arch}): serve without AITER (vLLM "
         "VLLM_ROCM_USE_AITER=0, SGLang SGLANG_USE_AITER=0 and an attention backend other than aiter), or use an "
         "AITER build that lists this architecture.",
