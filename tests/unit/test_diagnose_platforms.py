@@ -372,6 +372,8 @@ _TVM_FFI = [
         "what(): TypeAttr `__ffi_repr__` is already registered for type index 130",
         "  what():  TypeAttr `__ffi_repr__` is already registered for type index 132. To update the stored value, register a mutable container (e.g., Dict/List) once and mutate it in place on subsequent calls.",
         "RuntimeError: TypeAttr `__ffi_shape__` is already registered for type index 64. To update the stored value, register a mutable container (e.g., Dict/List) once and mutate it in place on subsequent calls.",
+        # v0.1.8-v0.1.9's wording of the same check.
+        "  what():  Type attribute `__ffi_repr__` is already set for type `ffi.Shape`",
     ],
 )
 @pytest.mark.parametrize("framing", ["sglang", "vllm"])
@@ -384,7 +386,7 @@ def test_tvm_ffis_duplicate_registration_is_import_error(what: str, framing: str
         lines = [core + line for line in lines] + ["(APIServer pid=1) RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}"]
     diagnosis = diagnose_text(lines)
     assert diagnosis.failure_class == "import_error"
-    assert "is already registered for type index" in diagnosis.evidence[0].text
+    assert "__ffi_" in diagnosis.evidence[0].text and " is already " in diagnosis.evidence[0].text
     assert "Two copies of the TVM FFI runtime" in (diagnosis.fix or "")
 
 

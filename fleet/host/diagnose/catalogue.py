@@ -239,8 +239,11 @@ SIGNATURES: tuple[Signature, ...] = (
             # registration of the same attribute is a second copy of the registering code in the process: a package that
             # bundles its own TVM FFI runtime (tilelang, a TVM or MLC build) beside a standalone apache-tvm-ffi of another
             # version. Thrown through C++ it aborts the process ("terminate called after throwing an instance of
-            # 'tvm::ffi::Error'" then "what(): ..."): packages that do not fit together, found at load.
+            # 'tvm::ffi::Error'" then "what(): ..."): packages that do not fit together, found at load. Up to 2026-04 (v0.1.8-
+            # v0.1.9 and after, to 6066f605) the same check read "Type attribute `" << name << "` is already set for type `"
+            # << type key << "`".
             T("is already registered for type index", r"TypeAttr `(?P<ffi_type_attribute>[^`]+)` is already registered for type index \d+"),
+            T("is already set for type `", r"Type attribute `(?P<ffi_type_attribute>[^`]+)` is already set for type `"),
             # A module without a name its importer uses, while vLLM's model registry imports a model's class: CPython's
             # module getattr (Objects/moduleobject.c, 3.7-3.14: PyErr_Format(PyExc_AttributeError, "module '%U' has no
             # attribute '%U'", mod_name, name); "partially initialized module '%U' [from '%U'] has no attribute '%U' (most
