@@ -115,6 +115,12 @@ class EngineSpec(StrictModel):
     kind: EngineKind = EngineKind.sglang
     python: Command = Field(default="python3", description="interpreter that runs the engine")
     sim_speed: float = Field(default=1.0, gt=0, le=1.0, description="sim engine only: time scale (0.01 = a hundred times faster than real)")
+    sim_start_speed: float | None = Field(
+        default=None,
+        gt=0,
+        le=1.0,
+        description="sim engine only: time scale of the simulated start-ups alone (default: sim_speed); serving and results keep sim_speed",
+    )
     release: str | None = Field(
         default=None,
         description=(

@@ -33,6 +33,8 @@ def server_env(server: PlannedServer, host: Target) -> dict[str, str]:
     if host.engine.kind is EngineKind.sim:
         env["PYTHONPATH"] = agent_dir(host)
         env["FLEET_SIM_SPEED"] = repr(host.engine.sim_speed)
+        if host.engine.sim_start_speed is not None:
+            env["FLEET_SIM_START_SPEED"] = repr(host.engine.sim_start_speed)
         env["FLEET_SIM_FAULTS"] = posixpath.join(host.paths.work_dir, SIM_FAULTS_FILE)
     return env
 

@@ -8,6 +8,15 @@ resolution, memory formulas, log formats per release) and fleet.host.modelcard f
 Sim-only settings (flags win over the environment):
 - FLEET_SIM_SPEED / --sim-speed: wall seconds per simulated second (0.01: everything 100x faster).
   Every time the server reports (e2e_latency, throughputs, log elapsed) is wall-clock.
+- FLEET_SIM_START_SPEED / --sim-start-speed: the same for the start-up phases alone (default: the
+  time scale above, so nothing changes unless it is set): the sleeps of spawn, distributed init,
+  weight loading (slow_start_s included), pools, CUDA graphs, a draft's load, uvicorn's start and the
+  warm-up's /model_info polls before the ready line. Serving, /health's check and everything after
+  the ready line keep FLEET_SIM_SPEED, and so do results: their figures and `sim_speed` are the
+  serving scale's. The start-up durations a sim logs (load weight, graph capture, init engine)
+  then read in the start-up scale, and a controller that divides a start's wall time by sim_speed
+  (the durations history) reads such a start as shorter than simulated. For tests that serve in
+  real time but do not measure a start-up.
 - FLEET_SIM_SEED / --sim-seed: seed of the generated tokens and acceptance (default 0).
 - FLEET_SIM_NOISE / --sim-noise: run-to-run variation as hardware shows it (noise.py): `off` (default:
   the perf model's exact figures), `on` (throughput jitter, occasional slow runs, heavier-tailed TTFT),

@@ -35,6 +35,7 @@ DEFAULT_FORK = "ddtree"
 # sees the rest, so they change nothing of how SGLang's flags abbreviate or clash.
 _SIM_FLAGS: Mapping[str, Callable[[str], Any]] = {
     "--sim-speed": float,  # time scale (env FLEET_SIM_SPEED, default 1.0)
+    "--sim-start-speed": float,  # time scale of the start-up phases (env FLEET_SIM_START_SPEED, default the time scale)
     "--sim-seed": int,  # seed of the simulated outputs (env FLEET_SIM_SEED, default 0)
     "--sim-faults": str,  # fault profile JSON (env FLEET_SIM_FAULTS)
     "--sim-noise": str,  # run-to-run noise: off (default), on, or a JSON object (env FLEET_SIM_NOISE; noise.py)
@@ -56,6 +57,12 @@ class SimSettings:
     faults_path: str | None
     gpu: GpuOverrides
     noise: NoiseModel | None = None  # None: no run-to-run noise
+    start_speed: float | None = None  # wall seconds per simulated second of the start-up phases; None: `speed`
+
+    @property
+    def start_scale(self) -> float:
+        """The time scale of the start-up phases' sleeps: `start_speed`, else the serving scale."""
+        return self.start_speed if self.start_speed is not None else self.speed
 
 
 @dataclass(frozen=True)
@@ -148,6 +155,9 @@ def sim_settings(sim: Mapping[str, Any], env: Mapping[str, str]) -> SimSettings:
     speed = pick("sim_speed", "FLEET_SIM_SPEED", 1.0, float)
     if speed <= 0:
         raise SimUsageError(f"the time scale (--sim-speed / FLEET_SIM_SPEED) must be positive, got {speed}")
+    start_speed = pick("sim_start_speed", "FLEET_SIM_START_SPEED", None, float)
+    if start_speed is not None and not start_speed > 0:
+        raise SimUsageError(f"the start-up time scale (--sim-start-speed / FLEET_SIM_START_SPEED) must be positive, got {start_speed}")
     defaults = GpuOverrides()
     gpu = GpuOverrides(
         name=pick("sim_gpu_name", "FLEET_SIM_GPU_NAME", defaults.name, str),
@@ -168,6 +178,7 @@ def sim_settings(sim: Mapping[str, Any], env: Mapping[str, str]) -> SimSettings:
         faults_path=sim.get("sim_faults") or fault_profile_path(env),
         gpu=gpu,
         noise=noise,
+        start_speed=start_speed,
     )
 
 

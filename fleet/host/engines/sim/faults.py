@@ -11,7 +11,7 @@ Schema (every key optional):
       "crash_after_requests": null,              # N: the first decode after N finished requests crashes
       "crash_error": "illegal_memory_access",    # error of that crash: illegal_memory_access | illegal_instruction
       "hang_after_requests": null,               # N: after N finished requests the server accepts requests but never answers
-      "slow_start_s": 0,                         # extra simulated seconds of weight loading (scaled by FLEET_SIM_SPEED)
+      "slow_start_s": 0,                         # extra simulated seconds of weight loading (at the start-up scale, FLEET_SIM_START_SPEED)
       "port_in_use": false,                      # the HTTP bind fails as if another process held the port
       "missing_model_path": false,               # the model path is treated as absent (e.g. /dev/shm wiped by a reboot)
       "corrupt_outputs": [                       # silently wrong tokens: no log line, no error, the same speed

@@ -97,12 +97,16 @@ def start_sim(
     env: Mapping[str, str] | None = None,
     port: int | None = None,
     speed: float | None = None,
+    start_speed: float | None = None,
 ) -> SimProcess:
-    """Start `python -m fleet.host.engines.sim ARGS --port PORT` with stdout and stderr in one log file."""
+    """Start `python -m fleet.host.engines.sim ARGS --port PORT` with stdout and stderr in one log file
+    (`speed`, `start_speed`: FLEET_SIM_SPEED and FLEET_SIM_START_SPEED, where given)."""
     port = port if port is not None else free_port()
     child_env = dict(os.environ if env is None else env)
     if speed is not None:
         child_env["FLEET_SIM_SPEED"] = str(speed)
+    if start_speed is not None:
+        child_env["FLEET_SIM_START_SPEED"] = str(start_speed)
     # The folder that holds the `fleet` package (this module's name says how deep it sits).
     repo_root = str(Path(__file__).resolve().parents[len(__name__.split(".")) - 1])
     child_env["PYTHONPATH"] = repo_root + (os.pathsep + child_env["PYTHONPATH"] if child_env.get("PYTHONPATH") else "")

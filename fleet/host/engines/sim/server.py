@@ -143,6 +143,7 @@ class SimServer:
         self.plan = plan
         self.console = console
         self.speed = launch.settings.speed
+        self.start_speed = launch.settings.start_scale  # the start-up phases' time scale (--sim-start-speed)
         self.tp = self.values["tp_size"]
         self.pid = os.getpid()
         # The GPUs it plays are not the machine's: nothing of them belongs in its nvidia-smi.
@@ -160,7 +161,8 @@ class SimServer:
     # --- small helpers ---------------------------------------------------------------------------
 
     async def pause(self, simulated_s: float) -> None:
-        await asyncio.sleep(simulated_s * self.speed)
+        """A start-up phase's simulated seconds, at the start-up time scale."""
+        await asyncio.sleep(simulated_s * self.start_speed)
 
     def register(self, avail_gb: float) -> None:
         if self.fake_gpu_dir:
@@ -476,7 +478,7 @@ class SimServer:
             port = self.values["port"]
             info: Any = None
             for _ in range(WARMUP_ATTEMPTS):
-                await asyncio.sleep(self.speed)
+                await asyncio.sleep(self.start_speed)  # start-up: its once-a-second poll before the ready line
                 status, info = await http_json(target, port, "GET", "/model_info", None)
                 if status == 200:
                     break

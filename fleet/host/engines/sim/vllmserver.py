@@ -120,6 +120,7 @@ class VllmSim:
         self.plan = plan
         self.console = console
         self.speed = launch.settings.speed
+        self.start_speed = launch.settings.start_scale  # the start-up phases' time scale (--sim-start-speed)
         self.tp = int(launch.values.get("tensor_parallel_size") or 1)
         self.pid = os.getpid()
         self.engine_pid = self.pid + 1  # the engine core is a process of its own in vLLM
@@ -138,7 +139,8 @@ class VllmSim:
         self.console.raw(vllmtext.lines(vllmtext.ENGINE, self.engine_pid, level, text, text % values if values else text.template))
 
     async def pause(self, simulated_s: float) -> None:
-        await asyncio.sleep(simulated_s * self.speed)
+        """A start-up phase's simulated seconds, at the start-up time scale."""
+        await asyncio.sleep(simulated_s * self.start_speed)
 
     def register(self, used_bytes: float) -> None:
         if self.fake_gpu_dir:
