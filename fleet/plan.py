@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 import json
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, TextIO
 
@@ -314,6 +314,13 @@ def time_scale_of(host: Target) -> float:
     return host.engine.sim_speed if host.engine.kind is EngineKind.sim else 1.0
 
 
+def start_scale_of(host: Target) -> float:
+    """The same for its servers' starts: a sim host's sim_start_speed where it sets one."""
+    if host.engine.kind is EngineKind.sim and host.engine.sim_start_speed is not None:
+        return host.engine.sim_start_speed
+    return time_scale_of(host)
+
+
 def _flag_fields(playbook: Playbook, engine: str) -> list[tuple[str, Mapping[str, FlagValue]]]:
     """Every place a playbook sets engine flags that reach `engine`'s command line, by its field name in the file."""
     fields: list[tuple[str, Mapping[str, FlagValue]]] = [("server.flags", playbook.server.flags)]
@@ -371,9 +378,10 @@ def _check_engine_flags(playbook: Playbook, host: Target, known: Hardware, engin
                 )  # fmt: skip
 
 
-def _time_scale(hosts: Sequence[Target]) -> float:
-    """Sim hosts run faster than real time by their sim_speed; the estimates follow when all agree."""
-    scales = {time_scale_of(h) for h in hosts}
+def _time_scale(hosts: Sequence[Target], of: Callable[[Target], float] = time_scale_of) -> float:
+    """Sim hosts run faster than real time by their sim_speed (their starts by `start_scale_of`);
+    the estimates follow when all agree."""
+    scales = {of(h) for h in hosts}
     return scales.pop() if len(scales) == 1 else 1.0
 
 
@@ -415,7 +423,8 @@ def make_plan(playbook: Playbook, hosts: Sequence[Target], options: PlanOptions 
     history = options.durations
     calibration = calibrate([r for runs in by_server.values() for r in runs], history, ids)
     run_estimates = {ids(r): _scaled(estimate_run(r, history, calibration, ids), scale) for runs in by_server.values() for r in runs}
-    server_estimates = {key: _scaled(estimate_server_start(config, history, calibration, ids), scale) for key, config in configs.items()}
+    start_scale = _time_scale(hosts, start_scale_of)
+    server_estimates = {key: _scaled(estimate_server_start(config, history, calibration, ids), start_scale) for key, config in configs.items()}
     jobs = [
         Job(
             key=key,

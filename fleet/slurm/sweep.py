@@ -53,7 +53,7 @@ from fleet.host.contract.quarantine import HostQuarantine
 from fleet.host.contract.shard import AgentLimits, Shard
 from fleet.inventory import EngineKind, EngineSpec, GpuSpec, Host, HostPaths, ServiceManager, Target
 from fleet.layout import BASE_PORT, PORT_STRIDE, ResultsRoot, SweepFolder
-from fleet.plan import Plan, PlannedServer, PlanOptions, hardware_of, launch_on, make_plan, started_servers, time_scale_of
+from fleet.plan import Plan, PlannedServer, PlanOptions, hardware_of, launch_on, make_plan, start_scale_of, started_servers, time_scale_of
 from fleet.planning.starts import record_sweep_starts, starts_for_plan
 from fleet.planning.estimate import DurationHistory
 from fleet.playbook import Playbook, load_playbook
@@ -398,7 +398,7 @@ class SlurmWatch:
         self.pushed: dict[str, str] = {}  # task dir -> the quarantine.json pushed there
         shards = _task_shards(directory, record)
         self.fixer.already_fixed(shards)
-        self.progress = SweepProgress(stream, plan, {record.cluster: _one_shard(record, shards, self.limits)}, {record.cluster: time_scale_of(node)}, {record.cluster: self.ledger})
+        self.progress = SweepProgress(stream, plan, {record.cluster: _one_shard(record, shards, self.limits)}, {record.cluster: start_scale_of(node)}, {record.cluster: self.ledger})
         # The plan packs one node; the partition's nodes run its tasks side by side.
         self.progress.hosts[record.cluster].parallel *= nodes
 

@@ -28,7 +28,7 @@ from fleet.host.atomic import write_json_atomic
 from fleet.host.contract import ContractError, RunStatus, Shard, SweepDir
 from fleet.inventory import Host
 from fleet.layout import ResultsRoot, SweepFolder, sweep_dir
-from fleet.plan import Plan, PlannedServer, PlanOptions, check_placeable, hardware_of, make_plan, started_servers, time_scale_of
+from fleet.plan import Plan, PlannedServer, PlanOptions, check_placeable, hardware_of, make_plan, start_scale_of, started_servers, time_scale_of
 from fleet.planning.starts import record_sweep_starts, starts_for_plan
 from fleet.planning.estimate import DurationHistory
 from fleet.playbook import Playbook, expand_runs, load_playbook
@@ -441,7 +441,7 @@ def _drive(
     resume, the plan made again), `plan` the one the outcome reports (None on a resume)."""
     scales = {name: time_scale_of(host) for name, host in hosts.items()}
     ledgers = {name: host_ledger(ctx.directory, name, (run.run_id for _, run in shards[name].runs)) for name in hosts}
-    progress = SweepProgress(stream, estimates, shards, scales, ledgers)
+    progress = SweepProgress(stream, estimates, shards, {name: start_scale_of(host) for name, host in hosts.items()}, ledgers)
     balancer = make_balancer(ctx, hosts, estimates, progress)
     ctx = replace(ctx, progress=progress, balancer=balancer)
     progress.started(ctx.sweep_id, resumed)

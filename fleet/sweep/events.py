@@ -105,7 +105,7 @@ class _Host:
     only when the host's shard changes: a repair round, a hand-over)."""
 
     name: str
-    scale: float  # wall seconds per engine second (sim_speed; 1 on real hardware)
+    start_scale: float  # wall seconds per engine second of a server's start (fleet.plan start_scale_of)
     parallel: float  # servers the plan runs side by side on it, on average
     run_estimates: Mapping[str, float] = field(default_factory=dict)  # the plan's, by run id
     server_estimates: Mapping[str, float] = field(default_factory=dict)  # the plan's server starts, by server id
@@ -194,7 +194,7 @@ class SweepProgress:
     the host's status, its shard and the ledger of its pulled results; it diffs them with what it
     saw (the ledger hands out only what came in since: no result is read twice)."""
 
-    def __init__(self, stream: EventStream, plan: Plan | None, shards: Mapping[str, Shard], scales: Mapping[str, float], ledgers: Mapping[str, ResultLedger]) -> None:
+    def __init__(self, stream: EventStream, plan: Plan | None, shards: Mapping[str, Shard], start_scales: Mapping[str, float], ledgers: Mapping[str, ResultLedger]) -> None:
         self.stream = stream
         self._lock = threading.Lock()
         self.run_estimates: dict[str, float] = {k: e.seconds for k, e in plan.run_estimates.items()} if plan else {}
@@ -202,7 +202,7 @@ class SweepProgress:
         parallel = _parallelism(plan) if plan else {}
         self.hosts: dict[str, _Host] = {}
         for name, shard in shards.items():
-            host = _Host(name, scales.get(name, 1.0), parallel.get(name, 1.0), self.run_estimates, self.server_estimates)
+            host = _Host(name, start_scales.get(name, 1.0), parallel.get(name, 1.0), self.run_estimates, self.server_estimates)
             host.follow(shard)
             # Results pulled before (a resume): done, not news, and not measured by this controller.
             ledgers[name].refresh()
@@ -322,7 +322,7 @@ class SweepProgress:
             host.start(server_id)
             began = host.starting.pop(server_id, None)
             if began is not None and since >= began and server_id not in self.server_samples:
-                self.server_samples[server_id] = (host.name, (since - began) / host.scale)
+                self.server_samples[server_id] = (host.name, (since - began) / host.start_scale)
 
 
 def _parallelism(plan: Plan) -> dict[str, float]:

@@ -14,7 +14,7 @@ from fleet.host.contract.shard import AgentLimits, RunSpec, ServerSpec, Shard
 from fleet.host.engines import engine as engine_named
 from fleet.inventory import EngineKind, Host, ServiceManager, Target
 from fleet.layout import agent_dir, server_port, sweep_dir
-from fleet.plan import Hardware, Plan, PlannedServer, launch_on
+from fleet.plan import Hardware, Plan, PlannedServer, launch_on, time_scale_of
 from fleet.planning.schedule import HostSlots, Job, schedule
 from fleet.playbook import Playbook
 from fleet.workloads import resolve_workload
@@ -39,12 +39,6 @@ def server_env(server: PlannedServer, host: Target) -> dict[str, str]:
     return env
 
 
-def time_scale(host: Target) -> float:
-    """Wall seconds per engine second on `host`: its sim_speed on a sim host, so that an open-loop
-    rate is a rate in engine time, like every figure of a simulated run; 1 on real hardware."""
-    return host.engine.sim_speed if host.engine.kind is EngineKind.sim else 1.0
-
-
 def server_spec(planned: PlannedServer, host: Target, sweep_id: str) -> ServerSpec:
     provenance = dict(planned.provenance) if planned.provenance else None
     return ServerSpec(
@@ -55,7 +49,7 @@ def server_spec(planned: PlannedServer, host: Target, sweep_id: str) -> ServerSp
         argv=list(planned.launch.argv),
         env=server_env(planned, host),
         unit_name=server_name(sweep_id, planned.config.id),
-        runs=[RunSpec(run.id, run.label, resolve_workload(run, time_scale(host), host.engine.python_for(planned.config.engine_name)), run.repeats, provenance) for run in planned.runs],
+        runs=[RunSpec(run.id, run.label, resolve_workload(run, time_scale_of(host), host.engine.python_for(planned.config.engine_name)), run.repeats, provenance) for run in planned.runs],
         cwd=sweep_dir(host, sweep_id),
         skip_reason=planned.skip_reason,
         engine=planned.config.engine_name,

@@ -17,8 +17,11 @@ from fleet.host.engines.sim.harness import start_sim
 from fleet.host.engines.sim.server import INIT_DISTRIBUTED_S, POOL_ALLOC_S, SPAWN_S, WEIGHT_LOAD_GBS, SimServer, prepare
 from fleet.host.errors import SimUsageError
 from fleet.inventory import Host, load_host
-from fleet.plan import PlanOptions, hardware_of, make_plan
+from fleet.plan import PlanOptions, hardware_of, make_plan, start_scale_of, time_scale_of
 from fleet.playbook import load_playbook
+from fleet.sweep.events import EventStream, SweepProgress
+from fleet.sweep.hoststatus import HostStatus, Phase
+from fleet.sweep.ledger import ResultLedger
 from fleet.sweep.shards import build_shards
 from tests.unit.fake_hosts import make_host
 
@@ -110,6 +113,28 @@ def test_a_sim_hosts_shard_gives_its_servers_the_start_scale_where_the_host_file
         assert (env["FLEET_SIM_SPEED"], env["FLEET_SIM_START_SPEED"]) == ("1.0", "0.05")
     for env in server_envs(sim_host(sim_speed=0.02)):
         assert env["FLEET_SIM_SPEED"] == "0.02" and "FLEET_SIM_START_SPEED" not in env  # the sim's default: sim_speed
+
+
+def test_a_start_scale_times_the_plans_server_starts_and_the_measured_ones_not_the_runs(tmp_path: Path) -> None:
+    """The controller's side: the plan estimates a server's start at the start scale and its runs
+    at sim_speed, and a start the agent reports is recorded in engine seconds by the start scale
+    (durations.json must not learn a start a twentieth as long as the simulated one)."""
+    playbook = load_playbook(REPO / "playbooks" / "demo.yaml")
+    plain, fast = sim_host(sim_speed=1.0), sim_host(sim_speed=1.0, sim_start_speed=0.05)
+    assert (time_scale_of(fast), start_scale_of(fast), start_scale_of(plain)) == (1.0, 0.05, 1.0)
+    before = make_plan(playbook, [plain], PlanOptions(memory_check=False, hardware={plain.name: hardware_of(plain)}))
+    after = make_plan(playbook, [fast], PlanOptions(memory_check=False, hardware={fast.name: hardware_of(fast)}))
+    assert after.run_estimates == before.run_estimates and after.server_estimates
+    assert {key: e.seconds for key, e in after.server_estimates.items()} == pytest.approx({key: e.seconds * 0.05 for key, e in before.server_estimates.items()})
+
+    shard = build_shards(after, {fast.name: fast}, "s1", {})[fast.name]
+    ledger = ResultLedger(tmp_path, "s1", fast.name)
+    progress = SweepProgress(EventStream(None), after, {fast.name: shard}, {fast.name: start_scale_of(fast)}, {fast.name: ledger})
+    server = after.servers[0].config.id
+    for phase, since in (("starting", 100.0), ("warmup", 101.5)):
+        status = HostStatus(fast.name, phase=Phase.RUNNING, servers={server: {"label": "x", "phase": phase, "run": None, "since": since}})
+        progress.observe(status, shard, ledger)
+    assert progress.server_samples == {server: (fast.name, pytest.approx(30.0))}  # 1.5 wall seconds at a start scale of 0.05
 
 
 # --- a real server ----------------------------------------------------------------------------------
