@@ -14,9 +14,9 @@ Sim-only settings (flags win over the environment):
   warm-up's /model_info polls before the ready line. Serving, /health's check and everything after
   the ready line keep FLEET_SIM_SPEED, and so do results: their figures and `sim_speed` are the
   serving scale's. The start-up durations a sim logs (load weight, graph capture, init engine)
-  then read in the start-up scale, and a controller that divides a start's wall time by sim_speed
-  (the durations history) reads such a start as shorter than simulated. For tests that serve in
-  real time but do not measure a start-up.
+  then read in the start-up scale; the controller plans and records a start at the host file's
+  `engine.sim_start_speed` (fleet.plan start_scale_of). For tests that serve in real time but do
+  not measure a start-up.
 - FLEET_SIM_SEED / --sim-seed: seed of the generated tokens and acceptance (default 0).
 - FLEET_SIM_NOISE / --sim-noise: run-to-run variation as hardware shows it (noise.py): `off` (default:
   the perf model's exact figures), `on` (throughput jitter, occasional slow runs, heavier-tailed TTFT),
