@@ -423,3 +423,162 @@ def test_batch29s_logs_of_these_kinds() -> None:
         for entry in _entries_where("batch29-heldout", words):
             diagnosis = diagnose_file(LOGS / "batch29-heldout" / str(entry["file"]))
             assert diagnosis.failure_class == entry["label"] == label, entry["file"]
+
+
+# --- round twenty-three: batch30's and batch31's miss kinds ------------------------------------------------------------
+# (6) Ascend's HCCL in CANN's own words. torch_npu raises the HCCL call's failure and appends CANN's error message. A port
+# bound already: CANN's HCCL user guide, "Port Binding Failure on the Server (EJ0003)" ("Bind_Failed(EJ0003): Failed to
+# bind the IP port. Reason: The IP address and port have been bound already."; older CANN "EJ0003: [PID: n] <time>
+# Failed to bind ..."; 8.x "Communication_Error_Bind_IP_Port(EI0020): ... The IP address <ip> and port <port> have already
+# been bound."), and HCCL's own line for it ("socket type[2], listen on ip[...] and specific port[60000] fail. Please check
+# the port status and whether the port is being used by other process.").
+_NPU_RANK = "[rank0]: "
+_NPU_VLLM = "(VllmWorker rank=0 pid=97934) ERROR 04-01 08:04:31 [multiproc_executor.py:383] "
+_HCCL_ROOT_INFO = "RuntimeError: createHCCLComm:build/CMakeFiles/torch_npu.dir/compiler_depend.ts:1479 HCCL function error: HcclGetRootInfo(&hcclID), error code is 11"
+_HCCL_BIND = [
+    ("EJ0003: [PID: 159] 2025-03-26-17:01:02.816.428 Failed to bind the IP port. Reason: The IP address and port have been bound already.", None),
+    ("[PID: 2267203] 2025-11-21-11:38:29.575.404 Bind_Failed(EJ0003): Failed to bind the IP port. Reason: The IP address and port have been bound already.", None),
+    ("[PID: 3354790] 2026-04-28-16:56:52.897.463 Communication_Error_Bind_IP_Port(EI0020): The IP address 192.0.2.193 and port 16666 have already been bound.", "16666"),
+    (
+        "[ERROR] HCCL(3626636,python3):2025-03-15-13:18:47.639.860 [hccl_socket.cc:110] [3626636][InitChannelStage][RanktableDetect] socket type[2], "
+        "listen on ip[192.0.2.222%enp53s0f2] and specific port[60000] fail. Please check the port status and whether the port is being used by other process.",
+        "60000",
+    ),
+]
+
+
+@pytest.mark.parametrize(("line", "port"), _HCCL_BIND)
+@pytest.mark.parametrize("prefix", ["", _NPU_RANK, _NPU_VLLM])
+def test_hccls_port_bound_already_is_port_in_use(line: str, port: str | None, prefix: str) -> None:
+    lines = [prefix + _HCCL_ROOT_INFO, prefix + "[ERROR] 2025-03-26-17:01:03 (PID:159, Device:0, RankID:-1) ERR02200 DIST call hccl api failed.", prefix + line]
+    diagnosis = diagnose_text(lines)
+    assert diagnosis.failure_class == "port_in_use"
+    assert "HCCL_HOST_SOCKET_PORT_RANGE=auto" in (diagnosis.fix or "")
+    if port is not None:
+        assert port in str(diagnosis.figures.get("port"))
+
+
+# HCCL's link set-up timing out (its log: "[Wait][LinkEstablish]wait socket establish timeout, role[r] rank[n]
+# timeout[120 s]"; CANN's "Link Setup Timeout (EI0006)", "Getting socket times out. Reason: Remote Rank did not send the data
+# in time.") and torch_npu's check of an HCCL collective call ("OPS function error: HcclAllreduce, error code is 6"): the
+# collective library's connection or call failing, nccl_error's family as NCCL's and Gloo's are.
+_HCCL_COLLECTIVE = [
+    "[ERROR] HCCL(17528,python3):2026-03-18-10:33:52.113.403 [hccl_socket_manager.cc:797] [18744][Wait][LinkEstablish]wait socket establish timeout, role[1] rank[1] timeout[120 s]",
+    "[ERROR] HCCL(9,):2026-03-18-10:33:52.113.403 [channel.cc:310] [9][InitChannelStage][Timeout] wait socket establish timeout, channel connect timeout after 120 sec, elapsed[120001]ms, retryCount[3]",
+    "EI0006: [PID: 1292363] 2025-04-08-18:07:20.444.436 Getting socket times out. Reason: Remote Rank did not send the data in time. Please check the reason for the rank being stuck",
+    "RuntimeError: InnerRunOpApi:torch_npu/csrc/framework/OpParamMaker.cpp:281 OPS function error: HcclAllreduce, error code is 6",
+    "RuntimeError: InnerRunOpApi:torch_npu/csrc/framework/OpParamMaker.cpp:281 OPS function error: HcclBroadcast, error code is 9",
+    "RuntimeError: InnerRunOpApi:torch_npu/csrc/framework/OpParamMaker.cpp:281 OPS function error: HcclAllGather, error code is 13",
+]
+
+
+@pytest.mark.parametrize("line", _HCCL_COLLECTIVE)
+@pytest.mark.parametrize("prefix", ["", _NPU_RANK, _NPU_VLLM])
+def test_hccls_link_and_collective_failures_are_nccl_error(line: str, prefix: str) -> None:
+    diagnosis = diagnose_text([prefix + line])
+    assert diagnosis.failure_class == "nccl_error"
+    assert "Ascend's HCCL failed between the ranks" in (diagnosis.fix or "")
+
+
+def test_hccls_bound_port_wins_over_the_collective_call_that_carries_it() -> None:
+    lines = [_NPU_RANK + _HCCL_COLLECTIVE[3], _NPU_RANK + _HCCL_BIND[0][0]]
+    assert diagnose_text(lines).failure_class == "port_in_use"
+
+
+def test_an_hccl_init_call_failing_for_another_reason_is_not_read_by_these_rules() -> None:
+    # hcclCommInitRootInfoConfig failing with the runtime's error (rtBinaryGetFunction): neither a port nor a link.
+    lines = [
+        "RuntimeError: create_config:torch_npu/csrc/distributed/HCCLUtils.cpp:130 HCCL function error: hcclCommInitRootInfoConfig(numRanks, &rootInfo, rank, config, &(comm->hcclComm_)), error code is 15",
+        "        rtBinaryGetFunction failed, runtime result = 107000.",
+    ]
+    assert diagnose_text(lines).failure_class == "unknown"
+
+
+def test_batch31s_hccl_logs() -> None:
+    for words, label in (("EJ0003", "port_in_use"), ("EI0006", "nccl_error"), ("wait socket establish timeout", "nccl_error")):
+        for entry in _entries_where("batch31-heldout", words):
+            diagnosis = diagnose_file(LOGS / "batch31-heldout" / str(entry["file"]))
+            assert diagnosis.failure_class == entry["label"] == label, entry["file"]
+
+
+# (7) A warning the start goes on after. vLLM's platforms/interface.py import_kernels (0.11.1 :201): `except ImportError as
+# e: logger.warning("Failed to import from vllm._C: %r", e)`, and the start continues (a TPU or plugin build has no _C).
+_C_WARNING = "WARNING 10-20 00:02:14 [interface.py:201] Failed to import from vllm._C: ModuleNotFoundError(\"No module named 'vllm._C'\")"
+_VLLM_ON = [
+    "(APIServer pid=7) INFO 10-20 00:02:15 [api_server.py:1873] vLLM API server version 0.11.1",
+    "(APIServer pid=7) INFO 10-20 00:02:15 [utils.py:243] non-default args: {'enforce_eager': True}",
+    "(APIServer pid=7) INFO 10-20 00:02:16 [model.py:646] Resolved architecture: Qwen3ForCausalLM",
+    "(APIServer pid=7) INFO 10-20 00:02:16 [model.py:1734] Using max model len 40960",
+]
+
+
+def test_vllms_c_import_warning_the_start_went_on_past_is_a_finding() -> None:
+    diagnosis = diagnose_text(["INFO 10-20 00:02:12 [__init__.py:22] TPU info: node_name=n | tpu_type=v4-8", _C_WARNING, *_VLLM_ON])
+    assert diagnosis.failure_class == "unknown"  # a start cut during its first steps
+    assert [finding.name for finding in diagnosis.findings] == ["warning_start_went_on"]
+
+
+def test_vllms_c_import_warning_alone_still_names_the_failure() -> None:
+    assert diagnose_text([_C_WARNING]).failure_class == "import_error"
+
+
+def test_vllms_c_import_warning_then_an_error_still_names_the_failure() -> None:
+    lines = [
+        _C_WARNING,
+        *_VLLM_ON,
+        "Traceback (most recent call last):",
+        '  File "/opt/vllm/vllm/_custom_ops.py", line 30, in rms_norm',
+        "    torch.ops._C.rms_norm(out, input, weight, epsilon)",
+        "RuntimeError: generic failure in the first op",
+    ]
+    assert diagnose_text(lines).failure_class == "import_error"
+
+
+def test_batch31s_tpu_start_with_the_c_import_warning() -> None:
+    entries = _entries_where("batch31-heldout", "vllm._C's import warning")
+    for entry in entries:
+        diagnosis = diagnose_file(LOGS / "batch31-heldout" / str(entry["file"]))
+        assert diagnosis.failure_class == entry["label"] == "unknown", entry["file"]
+        assert "warning_start_went_on" in [finding.name for finding in diagnosis.findings]
+
+
+# (8) A JIT kernel build failing in the compiler: GCC's "<file>:<line>:<col>: fatal error: <header>: No such file or
+# directory" (libcpp/files.cc open_file_failed), clang's "... fatal error: '<header>' file not found", inside the build
+# wrapper's exception (tvm-ffi's build_ninja "ninja exited with status 1", torch cpp_extension's "Error building extension").
+_COMPILER_MISSING = [
+    ("/venv/lib/python3.11/site-packages/sglang/jit_kernel/include/sgl_kernel/source_location.h:8:10: fatal error: version: No such file or directory", "version"),
+    ("/root/.cache/torch_extensions/py310_cu121/fused/cuda.cu:3:10: fatal error: cuda_runtime.h: No such file or directory", "cuda_runtime.h"),
+    ("/tmp/tmpab12/main.c:1:10: fatal error: 'Python.h' file not found", "Python.h"),
+]
+_JIT_WRAPPERS = {
+    "tvm-ffi": ["RuntimeError: ninja exited with status 1", "stdout:", "FAILED: [code=1] cuda_0.o"],
+    "torch": ["RuntimeError: Error building extension 'fused'", "FAILED: cuda.cuda.o"],
+}
+
+
+@pytest.mark.parametrize(("line", "header"), _COMPILER_MISSING)
+@pytest.mark.parametrize("wrapper", sorted(_JIT_WRAPPERS))
+def test_a_compilers_missing_header_inside_a_jit_build_is_import_error(line: str, header: str, wrapper: str) -> None:
+    lines = [
+        *_SGLANG_UP[:2],
+        "[2026-05-24 10:00:03 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+        *_JIT_WRAPPERS[wrapper],
+        "nvcc warning : The -std=c++20 flag is not supported with the configured host compiler. Flag will be ignored.",
+        line,
+        "compilation terminated.",
+        "ninja: build stopped: subcommand failed.",
+    ]
+    diagnosis = diagnose_text(lines)
+    assert diagnosis.failure_class == "import_error"
+    assert f"<{header}>" in (diagnosis.fix or "")
+
+
+def test_the_same_words_without_the_compilers_location_are_not_read() -> None:
+    lines = ["Traceback (most recent call last):", "RuntimeError: ninja exited with status 1", "fatal error: version: No such file or directory"]
+    assert diagnose_text(lines).failure_class == "unknown"
+
+
+def test_batch30s_jit_build_failing_in_the_host_compiler() -> None:
+    for entry in _entries_where("batch30-heldout", "fatal error: version"):
+        diagnosis = diagnose_file(LOGS / "batch30-heldout" / str(entry["file"]))
+        assert diagnosis.failure_class == entry["label"] == "import_error", entry["file"]

@@ -127,7 +127,26 @@ SIGNATURES: tuple[Signature, ...] = (
             # last attempt logs f"Failed to bind ZMQ socket after {max_bind_retries} attempts. Original endpoint: {endpoint},
             # Last tried port: {port}" and re-raises: every port it tried was taken. The original endpoint's port is the one asked for.
             T("Failed to bind ZMQ socket after", r"Failed to bind ZMQ socket after \d+ attempts\. Original endpoint: \S*:(?P<port>\d+),"),
+            # Ascend's HCCL binding its sockets, in CANN's error-code words (torch_npu raises the HCCL call's failure, e.g.
+            # "HCCL function error: HcclGetRootInfo(&hcclID), error code is 11", and appends CANN's error message). The
+            # CANN HCCL user guide, "Port Binding Failure on the Server (EJ0003)" (hiascend.com canncommercial 850
+            # commlib/hcclug/hcclug_000035): "Bind_Failed(EJ0003): Failed to bind the IP port. Reason: The IP address and
+            # port have been bound already." (older CANN prints "EJ0003: ... Failed to bind the IP port. ..."; 8.x
+            # "Communication_Error_Bind_IP_Port(EI0020): ... The IP address <ip> and port <port> have already been bound."),
+            # and HCCL's own log line for the same bind, host NIC (socket type 2) or device NIC (0, 1: "Parameter Plane
+            # Port Binding Failure (EI0019)"): "[hccl_socket.cc:110] ... socket type[2], listen on ip[...] and specific
+            # port[60000] fail. Please check the port status and whether the port is being used by other process.": a
+            # port another process holds (a second program on the same host, or the previous run not yet gone).
+            T("Failed to bind the IP port", r"(?P<hccl_bind>Failed to bind the IP port)\. Reason: The IP address and port have been bound already"),
+            T("have already been bound", r"(?P<hccl_bind>The IP address \S+ and port (?P<port>\d+) have already been bound)"),
+            T(
+                "whether the port is being used by other process",
+                r"(?P<hccl_bind>listen on ip\[[^\]]*\] and specific port\[(?P<port>\d+)\] fail)",
+            ),
         ),
+        "Ascend's HCCL could not bind its socket ({hccl_bind}): another process holds HCCL's port (a second program on "
+        "the same host or NPUs, or the previous run not yet gone): stop it, or let HCCL pick free ports "
+        "(HCCL_HOST_SOCKET_PORT_RANGE=auto for the host NIC, HCCL_NPU_SOCKET_PORT_RANGE=auto for the device NIC).",
         "Port {port} is taken by another process: stop it (`ss -ltnp 'sport = :{port}'` names it) or start "
         "the server on another --port. SGLang also binds --port+1 and up for internal sockets and a "
         "--nccl-port, so leave a gap of 10 between servers on one host.",
@@ -183,6 +202,19 @@ SIGNATURES: tuple[Signature, ...] = (
             # RuntimeError("Failed to find C compiler. Please specify via CC environment variable."), here while vLLM's
             # gpu_model_runner imports a module whose @triton.autotune decorator reaches the driver.
             T("Failed to find C compiler. Please specify via CC", r"(?P<missing_compiler>Failed to find C compiler)"),
+            # The same kind of run-time kernel build failing in the compiler: a header it cannot find. GCC's preprocessor
+            # (libcpp/files.cc open_file_failed: cpp_errno_filename at CPP_DL_FATAL, printed through the diagnostic
+            # printer as "<file>:<line>:<col>: fatal error: <header>: No such file or directory", then "compilation
+            # terminated."; nvcc hands the host code to that compiler) and clang's ("<file>:<line>:<col>: fatal error:
+            # '<header>' file not found"). Inside a JIT build (tvm-ffi's cpp/extension.py build_ninja raising
+            # RuntimeError("ninja exited with status 1") with the build's stdout appended below it; torch's
+            # cpp_extension "Error building extension"; FlashInfer's JIT; Triton's launcher stub) the build environment
+            # lacks what the kernel's source includes: a host compiler too old for its C++ standard (nvcc's "The
+            # -std=c++20 flag is not supported with the configured host compiler", GCC 8 without <version>), or a
+            # toolkit's or Python's development headers not installed. As the link step's "cannot find -l<lib>" above,
+            # the build tool's exit is the wrapper and this line the cause; the compiler's own format (a path with line
+            # and column before "fatal error:") keeps other words out.
+            T("fatal error: ", r"^\S+:\d+:\d+: fatal error: '?(?P<missing_header>[\w./+-]+)(?::|' file not found)(?: No such file or directory)?$"),
             # vLLM's warning that its compiled ops did not import, whatever the loader's words (Linux's "cannot
             # open shared object file", macOS dyld's "Symbol not found"): 0.4-0.6 _custom_ops.py:15
             # logger.warning("Failed to import from vllm._C with %r", e), 0.33 platforms/rocm.py:58 the same and
@@ -262,6 +294,10 @@ SIGNATURES: tuple[Signature, ...] = (
                 r"has no attribute '(?P<missing_attribute>\w+)'",
             ),
         ),
+        "A kernel the server builds at run time (a JIT build) failed in the compiler: it found no header <{missing_header}>. "
+        "The build environment lacks it: a host compiler too old for the kernel's C++ standard (nvcc's host GCC: GCC 8 has "
+        "no <version>; point nvcc at a newer one with NVCC_CCBIN or CUDAHOSTCXX) or a toolkit's or Python's development "
+        "headers not installed. Fix the compiler or headers, clear the JIT cache and restart.",
         "The installed {toolkit_module} module refuses this CUDA toolkit at import (it needs CUDA {cuda_toolkit} or newer): "
         "install the kernel library's build for this toolkit (nvidia-cutlass-dsl with its cu13 libraries on a CUDA "
         "{cuda_toolkit}+ toolkit) or a FlashInfer/SGLang build whose kernels do not import it.",
@@ -1191,7 +1227,25 @@ SIGNATURES: tuple[Signature, ...] = (
             # capture it reaches SGLang's "Capture cuda graph failed: {e}" on the same line: the ranks' collective
             # failure is the cause and the capture wrapper its consequence.
             T("Detected mismatch between collectives on ranks", r"(?P<collective_mismatch>Detected mismatch between collectives on ranks)"),
+            # Ascend's HCCL, the collective library vllm-ascend and SGLang's NPU backend use in NCCL's place (read as NCCL's
+            # and Gloo's are: the ranks' collective connection or call failing). HCCL's link set-up timing out, in its own
+            # log ("[ERROR] HCCL(...) [hccl_socket_manager.cc:797] [Wait][LinkEstablish]wait socket establish timeout,
+            # role[1] rank[1] timeout[120 s]"; the HCCL source's HCCL_ERROR("[%s][%s] wait socket establish timeout, ...")
+            # beside RPT_INPUT_ERR("EI0006", ...)) and in CANN's error code: the HCCL troubleshooting guide's "Link Setup
+            # Timeout (EI0006)" (the peer did not answer within HCCL_CONNECT_TIMEOUT), printed "EI0006: ... Getting socket
+            # times out. Reason: Remote Rank did not send the data in time." And torch_npu's check of an HCCL collective
+            # call (csrc/framework/OpParamMaker.cpp and ProcessGroupHCCL's HCCL_CHECK_ERROR: "<where> OPS function error:
+            # HcclAllreduce, error code is 6", "HCCL function error: <call>, error code is <n>" for the collective ops):
+            # the collective itself failed, as c10d's "NCCL error in: ..." says for NCCL. A cause CANN names beside it (a
+            # port bound, EJ0003; the device's memory) is ranked before this class.
+            T("wait socket establish timeout", r"(?P<hccl_detail>wait socket establish timeout(?:, role\[\d+\] rank\[\d+\] timeout\[[^\]]*\])?)"),
+            T("Getting socket times out", r"(?P<hccl_detail>Getting socket times out)"),
+            T("function error: Hccl", r"function error: (?P<hccl_detail>Hccl(?:All\w*|Broadcast|Reduce\w*|Send|Recv|BatchSendRecv|AlltoAll\w*|Scatter|Gather)\b[^,]*, error code is \d+)"),
         ),
+        "Ascend's HCCL failed between the ranks ({hccl_detail}): look for the first error on the peer rank or node (this "
+        "is often its consequence: a rank that died or lags), check that every node started and reached the same step "
+        "and that the NPUs' network links are up (hccn_tool's link status), and raise HCCL_CONNECT_TIMEOUT (link "
+        "set-up) or HCCL_EXEC_TIMEOUT (a collective) only if a step is merely slow.",
         "The ranks ran different collectives (c10d's TORCH_DISTRIBUTED_DEBUG=DETAIL check: {collective_mismatch}): one "
         "rank issued a collective, or reached a sequence number, that the others did not. Check that every rank runs the "
         "same arguments and code and captures the same batch sizes, find the first rank that diverged, and try "
@@ -1797,6 +1851,14 @@ SIGNATURES: tuple[Signature, ...] = (
         "recovered_error",
         (),
         "An error was logged but the server went on serving afterwards; results after it are still valid.",
+    ),
+    # A failure's words on a warning line that the start went on past (start-up steps after it, no error line after it;
+    # classify.py's _went_on_past): vLLM's import_kernels warning on a build without a compiled _C, for one.
+    _finding(
+        "warning_start_went_on",
+        (),
+        "A failure's words were logged as a warning and the start went on past them (later start-up steps, no error "
+        "after them); if a later step fails for no other reason, this is the first place to look.",
     ),
     _finding(
         "earlier_start_failed",

@@ -1067,6 +1067,7 @@ def _classify(scan: _Scanner, path: str, hint: DiagnosisHint | None) -> Diagnosi
             if hits.not_warnings:  # a failure's words on warning lines only were never more than a warning
                 recovered.append(hits)
     warned: list[tuple[Signature, _SignatureHits]] = []  # failures seen on warning lines only
+    went_on: list[_SignatureHits] = []  # of them, those the start went on past (see _went_on_past)
     explained = any(SIGNATURE_BY_NAME[name].kind is Kind.FATAL and hits.not_warnings for name, hits in current.items())
     for name, hits in current.items():
         signature = SIGNATURE_BY_NAME[name]
@@ -1106,6 +1107,15 @@ def _classify(scan: _Scanner, path: str, hint: DiagnosisHint | None) -> Diagnosi
     fatal = _engine_failure_before_wait(fatal)
     # A failure named only on warning lines counts when nothing else failed and the server never
     # came up; after any real error line it is at most a consequence.
+    if warned and not _came_up(scan, start):
+        # Fatal over warning, for a start cut short: a failure named on a warning line that start-up steps followed,
+        # with no error line after it, is one the engine logged and went on past (vLLM's platforms/interface.py
+        # import_kernels, 0.11.1 :201: `except ImportError as e: logger.warning("Failed to import from vllm._C: %r",
+        # e)`, then the start continues: a TPU or plugin build has no compiled _C). The log ends later, in a later
+        # step: a cut start, read from its last step, with the warning among the findings. With an error line after
+        # it (the first op call failing, a traceback) or no step after it, the warning still names the failure.
+        went_on = [hits for _, hits in warned if _went_on_past(scan, current, hits)]
+        warned = [item for item in warned if not _went_on_past(scan, current, item[1])]
     if warned and not _came_up(scan, start):
         warned.sort(key=_root_first)
         generic_at = next((i for i, (signature, _) in enumerate(fatal) if signature.kind is Kind.GENERIC), len(fatal))
@@ -1175,7 +1185,7 @@ def _classify(scan: _Scanner, path: str, hint: DiagnosisHint | None) -> Diagnosi
             failure_class = FailureClass.UNKNOWN.value
             fix = fill_fix(STARTUP_INCOMPLETE_FIXES, figures, release)
 
-    findings = _findings(scan, start, figures, recovered, failure_class, release)
+    findings = _findings(scan, start, figures, recovered, failure_class, release, went_on)
     return Diagnosis(path, failure_class, evidence, findings, fix, consequences, scan.summary, figures)
 
 
@@ -1263,6 +1273,11 @@ def _in_failed_call(scan: _Scanner, start: int, hits: _SignatureHits) -> bool:
     return False
 
 
+def _went_on_past(scan: _Scanner, current: dict[str, _SignatureHits], hits: _SignatureHits) -> bool:
+    """Start-up steps followed these warning-only hits and no error line of the start came after them."""
+    return scan.steps > hits.steps_at_last and not _failed_after(current, hits)
+
+
 def _handled(hits: _SignatureHits) -> bool:
     """The engine said it went on after every line of these hits (see _GOES_ON)."""
     return hits.handled_at >= hits.last_line
@@ -1325,7 +1340,7 @@ def _generic_evidence(generic: list[_SignatureHits]) -> tuple[Evidence, ...]:
     return tuple(Evidence(line, text) for line, text in lines[: 2 * EVIDENCE_PER_SIGNATURE])
 
 
-def _findings(scan: _Scanner, start: int, figures: dict[str, object], recovered: list[_SignatureHits], failure_class: str | None, release: str) -> tuple[Finding, ...]:
+def _findings(scan: _Scanner, start: int, figures: dict[str, object], recovered: list[_SignatureHits], failure_class: str | None, release: str, went_on: list[_SignatureHits]) -> tuple[Finding, ...]:
     findings: dict[str, Finding] = {}
 
     def add(name: str, line: int, text: str, count: int, extra: dict[str, str]) -> None:
@@ -1346,6 +1361,9 @@ def _findings(scan: _Scanner, start: int, figures: dict[str, object], recovered:
     for hits in recovered:
         line, text, _ = hits.examples[0]
         add("recovered_error", line, text, hits.count, {})
+    for hits in went_on:
+        line, text, _ = hits.examples[0]
+        add("warning_start_went_on", line, text, hits.count, {})
     return tuple(sorted(findings.values(), key=lambda finding: finding.line))
 
 
