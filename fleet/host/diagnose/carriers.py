@@ -70,7 +70,7 @@ _CARRIER = re.compile(
     rb")"
 )
 _CRI_PARTIAL = re.compile(_CRI + rb"P ")
-_CRI_PARTIAL_LITERAL = b" P "
+CRI_PARTIAL_LITERAL = b" P "  # on every part line: the cheap test before the pattern (the scanner's too)
 CARRIERS_AT_MOST = 6  # carriers nest (compose around docker -t, kubectl around Ray): this many are removed
 CODE_BLOCK = b"    "
 CODE_BLOCK_LINES = 40  # the first lines that decide whether the log is pasted as a Markdown code block
@@ -90,7 +90,7 @@ def strip_carriers(raw: bytes) -> bytes:
 
 def cri_partial(raw: bytes) -> bytes | None:
     """A kubelet CRI "P" line's text (the first part of a line the runtime split), or None."""
-    if _CRI_PARTIAL_LITERAL not in raw:
+    if CRI_PARTIAL_LITERAL not in raw:
         return None
     found = _CRI_PARTIAL.match(_ANSI.sub(b"", raw) if b"\x1b" in raw else raw)
     return None if found is None else found.string[found.end() :]

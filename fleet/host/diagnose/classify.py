@@ -25,7 +25,7 @@ from typing import Any, Protocol, TypeGuard
 from fleet.host.contract import RESULT_SCHEMA, ContractError, RunResult, RunStatus, SweepDir
 from fleet.host.contract.reader import parse_json, read_text
 from fleet.host.contract.results import RESULT_MAX_BYTES
-from fleet.host.diagnose.carriers import CODE_BLOCK, code_block_indent, cri_partial, strip_carriers
+from fleet.host.diagnose.carriers import CODE_BLOCK, CRI_PARTIAL_LITERAL, code_block_indent, cri_partial, strip_carriers
 from fleet.host.diagnose.catalogue import (
     SERVER_START_TIMEOUT_FIXES,
     SIGNATURE_BY_NAME,
@@ -301,7 +301,6 @@ _PHASES_UNDER_WAY = {"init_distributed_begin", "load_weight_begin", *_CAPTURE_PH
 # NCCL_DEBUG=INFO output is informational by NCCL's own levels (debug.c: NCCL_LOG_INFO); it quotes
 # paths and plugin results ("libnccl-net.so: cannot open shared object file") a healthy start prints.
 _NCCL_INFO = b" NCCL INFO "
-_CRI_PARTIAL_LITERAL = b" P "
 # Signatures ranked below this are causes: among them the earliest line wins (the first fatal line
 # of the last start). From it on they wrap or follow a cause (a capture failure, an NCCL timeout, a
 # crash inside the weight loader, a bare exception): they win only when no cause is in the log.
@@ -607,7 +606,7 @@ class _Scanner:
         lines = block.split(b"\n")
         lines.pop()  # the block ends with a newline
         for index, raw in enumerate(lines):
-            if self._partial or _CRI_PARTIAL_LITERAL in raw:
+            if self._partial or CRI_PARTIAL_LITERAL in raw:
                 joined = self._join_partial(raw)
                 if joined is None:
                     continue
