@@ -1113,8 +1113,9 @@ def _classify(scan: _Scanner, path: str, hint: DiagnosisHint | None) -> Diagnosi
         # e)`, then the start continues: a TPU or plugin build has no compiled _C). The log ends later, in a later
         # step: a cut start, read from its last step, with the warning among the findings. With an error line after
         # it (the first op call failing, a traceback) or no step after it, the warning still names the failure.
-        went_on = [hits for _, hits in warned if _went_on_past(scan, current, hits)]
-        warned = [item for item in warned if not _went_on_past(scan, current, item[1])]
+        past = [_went_on_past(scan, current, hits) for _, hits in warned]
+        went_on = [hits for (_, hits), gone_on in zip(warned, past) if gone_on]
+        warned = [item for item, gone_on in zip(warned, past) if not gone_on]
     if warned and not _came_up(scan, start):
         warned.sort(key=_root_first)
         generic_at = next((i for i, (signature, _) in enumerate(fatal) if signature.kind is Kind.GENERIC), len(fatal))
