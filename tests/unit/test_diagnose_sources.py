@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from fleet.host.diagnose.classify import diagnose_file, diagnose_text
+from fleet.host.diagnose.classify import Diagnosis, diagnose_file, diagnose_text
 
 LOGS = Path(__file__).resolve().parent.parent / "fixtures" / "logs"
 
@@ -47,6 +47,14 @@ def vllm(line: str) -> list[str]:
 
 
 FRAMINGS = {"sglang": sglang, "vllm": vllm}
+
+
+def _read_as_labelled(folder: str, file: str, label: str) -> Diagnosis:
+    """A real log, read through its manifest entry: fleet's class is the entry's label, and the label is `label`."""
+    entry = _entry(folder, file)
+    diagnosis = diagnose_file(LOGS / folder / file)
+    assert (diagnosis.failure_class or "healthy") == entry["label"] == label
+    return diagnosis
 
 
 def _entry(folder: str, file: str) -> dict[str, object]:
@@ -372,10 +380,8 @@ def test_a_gloo_report_the_start_went_on_after_or_lazy_init_is_no_stall(engine: 
 
 
 def test_batch24s_ascend_prefill_node_left_waiting_on_a_gloo_peer() -> None:
-    folder, file = "batch24-heldout", "sglang-ascend-dsr1-w8a8-2p1d-prefill-node-gloo-rank-not-connected-start-never-ready.log"
-    entry = _entry(folder, file)
-    diagnosis = diagnose_file(LOGS / folder / file)
-    assert (diagnosis.failure_class or "healthy") == entry["label"] == "server_start_timeout"
+    file = "sglang-ascend-dsr1-w8a8-2p1d-prefill-node-gloo-rank-not-connected-start-never-ready.log"
+    diagnosis = _read_as_labelled("batch24-heldout", file, "server_start_timeout")
     assert "NOT connected" in diagnosis.evidence[0].text
 
 
@@ -710,9 +716,7 @@ def test_batch25s_allocator_assertion_under_load_weights() -> None:
     # The real log (verl's SGLang 0.4.4 engine): torch.cuda.empty_cache() in pt_weights_iterator under load_weights
     # meets the allocator's captures_underway assertion; the checkpoint is not the cause.
     file = "sglang-044-verl-engine-tp4-load-weights-empty-cache-captures-underway-internal-assert.log"
-    entry = _entry("batch25-heldout", file)
-    diagnosis = diagnose_file(LOGS / "batch25-heldout" / file)
-    assert diagnosis.failure_class == entry["label"] == "unknown"
+    diagnosis = _read_as_labelled("batch25-heldout", file, "unknown")
     assert any("INTERNAL ASSERT FAILED" in item.text for item in diagnosis.evidence)
     assert not any(", in load_weights" in item.text for item in diagnosis.evidence)
 
@@ -799,9 +803,7 @@ def test_an_engine_cores_failure_before_the_handshake_timeout_wins(message: str)
 
 def test_batch26s_engine_handshake_timeout() -> None:
     file = "vllm-v1-qwen25vl-awq-128k-timed-out-waiting-for-engines-initial-message.log"
-    entry = _entry("batch26-heldout", file)
-    diagnosis = diagnose_file(LOGS / "batch26-heldout" / file)
-    assert diagnosis.failure_class == entry["label"] == "server_start_timeout"
+    _read_as_labelled("batch26-heldout", file, "server_start_timeout")
 
 
 # (2) vLLM V1's memory profile, "Available KV cache memory: %.2f GiB" (gpu_worker.py; "%s GiB" in 0.14), then
@@ -834,9 +836,7 @@ def test_a_positive_or_unfinished_kv_cache_memory_figure_is_no_failure_of_its_ow
 
 def test_batch26s_negative_kv_cache_memory() -> None:
     file = "vllm-v1-a100-available-kv-cache-memory-negative-enginecore-failed-to-start.log"
-    entry = _entry("batch26-heldout", file)
-    diagnosis = diagnose_file(LOGS / "batch26-heldout" / file)
-    assert diagnosis.failure_class == entry["label"] == "kv_pool_too_small"
+    diagnosis = _read_as_labelled("batch26-heldout", file, "kv_pool_too_small")
     assert diagnosis.figures.get("kv_cache_memory_gib") == "-0.53"
 
 
@@ -868,9 +868,7 @@ def test_a_capture_failure_with_its_own_cause_keeps_it_before_a_later_mismatch()
 
 def test_batch26s_capture_wrapper_around_a_collective_mismatch() -> None:
     file = "sglang-04-h200-tp4-llama3-70b-capture-cuda-graph-failed-collectives-mismatch.log"
-    entry = _entry("batch26-heldout", file)
-    diagnosis = diagnose_file(LOGS / "batch26-heldout" / file)
-    assert diagnosis.failure_class == entry["label"] == "nccl_error"
+    _read_as_labelled("batch26-heldout", file, "nccl_error")
 
 
 # (4) vllm-ascend's ACL graph capture (worker/model_runner_v1.py _capture_model, 0.11.0rc0-0.13.0rc1): the error logged,
@@ -897,6 +895,4 @@ def test_vllm_ascends_aclgraph_capture_failure_is_a_capture_failure(exception: s
 
 def test_batch26s_aclgraph_capture_refusal() -> None:
     file = "vllm-ascend-aclgraph-sizes-capture-fail-insufficient-streams.log"
-    entry = _entry("batch26-heldout", file)
-    diagnosis = diagnose_file(LOGS / "batch26-heldout" / file)
-    assert diagnosis.failure_class == entry["label"] == "cuda_graph_error"
+    _read_as_labelled("batch26-heldout", file, "cuda_graph_error")
