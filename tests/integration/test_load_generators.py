@@ -60,7 +60,7 @@ from fleet.host import tokens
 from fleet.host.agent.kinds.listed import Planned
 from fleet.host.agent.kinds.tool import tool_sent
 from fleet.host.agent.results import request_figures
-from fleet.host.agent.tools import TOOLS, ToolLoad, ToolTarget
+from fleet.host.agent.tools import TOOLS, ToolLoad, ToolOutput, ToolTarget, guidellm_sample_key
 from fleet.host.contract import RunResult, load_result
 from fleet.inventory import load_inventory
 from fleet.sweep.controller import start_sweep
@@ -468,6 +468,24 @@ def received(bench: Bench) -> list[tuple[str, int]]:
     return [(prompt, tokens) for prompt, tokens, _ in sent]
 
 
+# GuideLLM 0.8.1 can lose the record of a benchmark's last request: the thread that receives a
+# request's completion sets the shutdown event (WorkerGroupState.received_callback,
+# guidellm/scheduler/worker_group.py:752-761) before it puts the update in the buffer
+# (utils/messaging.py:757-772), and the loop reading that buffer ends at its next 0.1 s poll timeout
+# once the event is set (worker_group.py:425-429); a descheduled thread between the two (a loaded
+# machine) loses the update. The server got the request; GuideLLM's benchmarks.json lacks it, and
+# fleet's agent fails such a run as client_tool_failed (in_sample_order's count). The test runs the
+# tool again on exactly that symptom (every sample received, the records those of the first samples,
+# the last missing): any other shortfall still fails it.
+GUIDELLM_RACE_TRIES = 3
+
+
+def lost_its_last_records(output: ToolOutput, samples: tuple[tuple[str, int], ...]) -> bool:
+    """GuideLLM's records are those of the first samples only (each once), with at least the last missing."""
+    kept, keys = len(output.requests), [key for key in output.keys or [] if key is not None]
+    return 0 < kept < len(samples) and len(keys) == kept and sorted(keys) == sorted(guidellm_sample_key(0, prompt, tokens) for prompt, tokens in samples[:kept])
+
+
 @pytest.mark.parametrize("tool", list(PYTHONS))
 def test_the_tool_sends_a_dataset_workloads_samples_as_fleets_client_does(bench: Bench, relay: str, tool: str) -> None:
     """One at a time (so that the order they arrive in is the order they were sent): the server
@@ -480,12 +498,15 @@ def test_the_tool_sends_a_dataset_workloads_samples_as_fleets_client_does(bench:
     warmup = 1 if tool == "aiperf" else 0
     load = ToolLoad(0, 0, len(samples), seed=5, warmup_requests=warmup, dataset=samples)
     assert TOOLS[tool].dataset_refusal(samples) is None
-    bench.on_host(relay).write_text("")
-    done = bench.run(tool_command(bench, tool, load, RELAY_PORT, f"{tool}-dataset"), TOOL_TIMEOUT_S)
-    assert done.returncode == 0, f"{tool} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
-    assert received(bench) == list(samples[:warmup] + samples)
-
-    output = TOOLS[tool].read(bench.on_host(f"{bench.work}/{tool}-dataset"), 0.0)
+    for attempt in range(1, GUIDELLM_RACE_TRIES + 1):
+        bench.on_host(relay).write_text("")
+        done = bench.run(tool_command(bench, tool, load, RELAY_PORT, f"{tool}-dataset"), TOOL_TIMEOUT_S)
+        assert done.returncode == 0, f"{tool} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+        assert received(bench) == list(samples[:warmup] + samples)
+        output = TOOLS[tool].read(bench.on_host(f"{bench.work}/{tool}-dataset"), 0.0)
+        if not (tool == "guidellm" and lost_its_last_records(output, samples) and attempt < GUIDELLM_RACE_TRIES):
+            break
+        print(f"\nGuideLLM lost its last {len(samples) - len(output.requests)} record(s) (its end-of-benchmark race): run again")
     planned = [Planned(prompt, tokens, {"repeat": 0, "request": i, "category": f"c{i % 2}", "max_new_tokens": tokens}) for i, (prompt, tokens) in enumerate(samples)]
     sent = tool_sent(TOOLS[tool], output, load, planned, 0)
     assert [(s.outcome.ok, s.outcome.output_tokens, s.tags) for s in sent] == [(True, p.max_new_tokens, p.tags) for p in planned]
