@@ -582,3 +582,106 @@ def test_batch30s_jit_build_failing_in_the_host_compiler() -> None:
     for entry in _entries_where("batch30-heldout", "fatal error: version"):
         diagnosis = diagnose_file(LOGS / "batch30-heldout" / str(entry["file"]))
         assert diagnosis.failure_class == entry["label"] == "import_error", entry["file"]
+
+
+# (9) Round twenty-four, batch32's kinds. vLLM's architecture resolution when the architecture has neither a vLLM class
+# nor a backend-compatible Transformers class: 0.7.3-0.9.2 model_executor/model_loader/utils.py resolve_transformers_arch
+# (0.8.5 :76) ValueError(f"{arch} has no vLLM implementation and the Transformers implementation is not compatible with
+# vLLM.") (0.8.x on: " Try setting VLLM_USE_V1=0."), and with model_impl "transformers" f"The Transformers implementation
+# of {arch} is not compatible with vLLM." (0.10.2 models/registry.py:597 and 0.33 :1335 with {architecture!r}).
+_NO_VLLM_IMPLEMENTATION = [
+    (
+        "ValueError: Qwen2_5OmniForConditionalGeneration has no vLLM implementation and the Transformers implementation is not compatible with vLLM. Try setting VLLM_USE_V1=0.",
+        "Qwen2_5OmniForConditionalGeneration",
+    ),
+    ("ValueError: ChatGLMForConditionalGeneration has no vLLM implementation and the Transformers implementation is not compatible with vLLM.", "ChatGLMForConditionalGeneration"),
+    ("ValueError: The Transformers implementation of 'CLIPModel' is not compatible with vLLM.", "CLIPModel"),
+    ("ValueError: The Transformers implementation of CLIPModel is not compatible with vLLM.", "CLIPModel"),
+]
+_VLLM_FRAMINGS = {
+    "v0-mq-engine": "ERROR 05-21 18:19:15 [engine.py:448] ",
+    "v1-engine-core": "(EngineCore_0 pid=4711) ERROR 05-21 18:19:15 [core.py:700] ",
+    "torchrun-rank": "[rank0]: ",
+}
+
+
+@pytest.mark.parametrize(("line", "architecture"), _NO_VLLM_IMPLEMENTATION)
+@pytest.mark.parametrize("framing", sorted(_VLLM_FRAMINGS))
+def test_vllms_architecture_without_a_usable_transformers_fallback_is_model_load_error(line: str, architecture: str, framing: str) -> None:
+    prefix = _VLLM_FRAMINGS[framing]
+    lines = [
+        *_VLLM_ON,
+        f"{prefix}Traceback (most recent call last):",
+        f'{prefix}  File "/opt/vllm/vllm/model_executor/model_loader/utils.py", line 76, in resolve_transformers_arch',
+        f"{prefix}    raise ValueError(",
+        f"{prefix}{line}",
+    ]
+    diagnosis = diagnose_text(lines)
+    assert diagnosis.failure_class == "model_load_error"
+    assert architecture in (diagnosis.fix or "")
+
+
+def test_vllms_transformers_fallback_warning_is_not_a_refusal() -> None:
+    lines = [
+        *_VLLM_ON,
+        "WARNING 05-21 18:19:15 [utils.py:80] Qwen2ForCausalLM has no vLLM implementation, falling back to Transformers "
+        "implementation. Some features may not be supported and performance may not be optimal.",
+        "INFO 05-21 18:19:30 [api_server.py:1090] Starting vLLM API server on http://0.0.0.0:8000",
+        "INFO:     Application startup complete.",
+    ]
+    assert diagnose_text(lines).failure_class is None
+
+
+# The V1 front end's log of each request an EngineDeadError ended: 0.8.5 v1/engine/async_llm.py:324, 0.9.2 :345 and
+# :507, 0.10.2 :411 and :574, 0.33 :817 and :1095, `except EngineDeadError: if self.log_requests: logger.info("Request %s
+# failed (engine dead).", request_id)`. INFO level, every release; the engine core is dead.
+_SERVED_V1 = [
+    "(APIServer pid=7) INFO 06-25 04:30:00 [api_server.py:1090] Starting vLLM API server on http://0.0.0.0:8000",
+    "(APIServer pid=7) INFO:     Application startup complete.",
+    '(APIServer pid=7) INFO:     127.0.0.1:50000 - "POST /v1/completions HTTP/1.1" 200 OK',
+]
+_ENGINE_DEAD = [
+    "(APIServer pid=7) INFO 06-25 04:34:01 [async_llm.py:817] Request cmpl-4bc768660a3b455e96e7fbb639747c86-0 failed (engine dead).",
+    "INFO 06-25 04:34:01 [async_llm.py:345] Request chatcmpl-b3678bb5415c4440b811f5d3598e1323 failed (engine dead).",
+]
+
+
+@pytest.mark.parametrize("line", _ENGINE_DEAD)
+@pytest.mark.parametrize("head", ["served", "bare"])
+def test_the_front_ends_request_failed_engine_dead_is_an_engine_death(line: str, head: str) -> None:
+    lines = [*(_SERVED_V1 if head == "served" else []), line, '(APIServer pid=7) INFO:     127.0.0.1:50002 - "POST /v1/completions HTTP/1.1" 500 Internal Server Error']
+    diagnosis = diagnose_text(lines)
+    assert diagnosis.failure_class == "unknown"
+    assert any("failed (engine dead)" in evidence.text for evidence in diagnosis.evidence)
+
+
+def test_a_failure_above_the_engine_dead_lines_keeps_its_class() -> None:
+    lines = [
+        *_SERVED_V1,
+        "(EngineCore_0 pid=9) ERROR 06-25 04:34:00 [core.py:700] torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. "
+        "GPU 0 has a total capacity of 79.19 GiB of which 1.06 GiB is free.",
+        "(APIServer pid=7) ERROR 06-25 04:34:01 [async_llm.py:480] vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. See stack trace (above) for the root cause.",
+        _ENGINE_DEAD[0],
+    ]
+    assert diagnose_text(lines).failure_class == "cuda_oom"
+
+
+def test_engine_dead_lines_after_a_stop_by_a_signal_are_its_teardown() -> None:
+    lines = [
+        *_SERVED_V1,
+        "(EngineCore_0 pid=9) INFO 06-25 04:34:00 [core.py:1526] [shutdown] EngineCore: trigger received signal=SIGTERM",
+        _ENGINE_DEAD[0],
+    ]
+    assert diagnose_text(lines).failure_class is None
+
+
+def test_a_request_failed_for_another_reason_is_no_engine_death() -> None:
+    lines = [*_SERVED_V1, "(APIServer pid=7) INFO 06-25 04:34:01 [async_llm.py:822] Request cmpl-1-0 failed (bad request): prompt too long."]
+    assert diagnose_text(lines).failure_class is None
+
+
+def test_batch32s_logs_of_these_kinds() -> None:
+    for words, label in (("has no vLLM implementation", "model_load_error"), ("failed (engine dead).", "unknown")):
+        for entry in _entries_where("batch32-heldout", words):
+            diagnosis = diagnose_file(LOGS / "batch32-heldout" / str(entry["file"]))
+            assert (diagnosis.failure_class or "healthy") == entry["label"] == label, entry["file"]

@@ -439,6 +439,21 @@ SIGNATURES: tuple[Signature, ...] = (
                 "Transformers implementation is not compatible with SGLang",
                 r"(?:(?P<architectures>\w+) has no SGl?L?ang implementation and )?the Transformers implementation is not compatible",
             ),
+            # vLLM's twin of it (0.7.3-0.9.2 model_executor/model_loader/utils.py resolve_transformers_arch, 0.7.3 :76,
+            # 0.8.5 :76, 0.9.2 :212): with the default model_impl, ValueError(f"{arch} has no vLLM implementation and the
+            # Transformers implementation is not compatible with vLLM.") (0.8.x and later add " Try setting VLLM_USE_V1=0.");
+            # with model_impl "transformers", ValueError(f"The Transformers implementation of {arch} is not compatible with
+            # vLLM.") (0.10.2 models/registry.py:597 and 0.33 :1335 with {architecture!r}): the architecture has no vLLM
+            # class and no usable Transformers fallback, as "Model architectures [...] are not supported" says. Its warning
+            # twin ("%s has no vLLM implementation, falling back to Transformers implementation") is not it.
+            T(
+                "Transformers implementation is not compatible with vLLM",
+                r"(?:(?P<architectures>\w+) has no vLLM implementation and )?the Transformers implementation is not compatible with vLLM",
+            ),
+            T(
+                "is not compatible with vLLM",
+                r"The Transformers implementation of '?(?P<architectures>\w+)'? is not compatible with vLLM",
+            ),
             # vLLM's ModelConfig reads the model's JSON files while it validates (transformers_utils/config.py get_config
             # and repo_utils.py's json.load of config.json / its siblings); a file that is not JSON (empty, an HTML page
             # saved as config.json) raises json's JSONDecodeError, a ValueError, "%s: line %d column %d (char %d)"
@@ -1629,6 +1644,11 @@ SIGNATURES: tuple[Signature, ...] = (
             T("Engine process", r"Engine process \(pid \d+\) died"),
             T("is already dead, terminating server process"),
             T("EngineDeadError"),
+            # The V1 front end's log of each request an EngineDeadError ended (0.8.5 v1/engine/async_llm.py:324, 0.9.2
+            # :345/:507, 0.10.2 :411/:574, 0.33 :817/:1095; `except EngineDeadError: if self.log_requests:
+            # logger.info("Request %s failed (engine dead).", request_id)`): logged at INFO level, but the engine core is
+            # dead (its cause is above it, and wins when the log holds it).
+            T("failed (engine dead)", r"\bRequest \S+ failed \(engine dead\)"),
             # A process the engine waits on is gone: 0.33 v1/engine/core_client.py's monitor "Engine core proc
             # %s died unexpectedly, shutting down client." (an application's logging format may carry it),
             # v1/utils.py:592 "Engine core process {name} died unexpectedly.", v1/executor/multiproc_executor.py:381
