@@ -685,3 +685,64 @@ def test_batch32s_logs_of_these_kinds() -> None:
         for entry in _entries_where("batch32-heldout", words):
             diagnosis = diagnose_file(LOGS / "batch32-heldout" / str(entry["file"]))
             assert (diagnosis.failure_class or "healthy") == entry["label"] == label, entry["file"]
+
+
+# (10) A quantized linear layer without the parameter its quantization method reads: torch's Module.__getattr__
+# (torch/nn/modules/module.py) raises AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'") when
+# the method (vLLM 0.6.x fp8.py / compressed_tensors_w8a8_fp8.py process_weights_after_loading, `input_scale=layer.input_scale`
+# for a dynamic-scale checkpoint on ROCm; getattr(layer, 'input_scale', None) by 0.7.3) or the model's code reads a
+# parameter the method's create_weights did not register on the engines' linear layers (vLLM and SGLang layers/linear.py)
+# or FusedMoE. vLLM's V0 engine logs str(e) alone before the traceback; SGLang's scheduler and V1's engine core after it.
+_NO_QUANT_PARAMETER = [
+    ("'ColumnParallelLinear' object has no attribute 'input_scale'", "ColumnParallelLinear", "input_scale"),
+    ("'QKVParallelLinear' object has no attribute 'weight_scale'", "QKVParallelLinear", "weight_scale"),
+    ("'ReplicatedLinear' object has no attribute 'weight'", "ReplicatedLinear", "weight"),
+    ("'FusedMoE' object has no attribute 'w13_input_scale'", "FusedMoE", "w13_input_scale"),
+]
+
+
+@pytest.mark.parametrize(("message", "layer", "parameter"), _NO_QUANT_PARAMETER)
+@pytest.mark.parametrize("framing", ["vllm-v0", "vllm-v1", "sglang"])
+def test_a_quantized_layer_without_its_methods_parameter_is_model_load_error(message: str, layer: str, parameter: str, framing: str) -> None:
+    if framing == "vllm-v0":
+        prefix = "ERROR 12-27 00:09:08 engine.py:366] "
+        lines = [*_VLLM_ON, f"{prefix}{message}", f"{prefix}Traceback (most recent call last):"]
+    elif framing == "vllm-v1":
+        prefix = "(EngineCore_0 pid=4711) ERROR 05-26 00:17:47 [core.py:700] "
+        lines = [
+            *_VLLM_ON,
+            f"{prefix}EngineCore failed to start.",
+            f"{prefix}Traceback (most recent call last):",
+            f'{prefix}  File "/opt/vllm/vllm/model_executor/layers/quantization/fp8.py", line 319, in process_weights_after_loading',
+            f"{prefix}    input_scale=layer.input_scale)",
+            f"{prefix}AttributeError: {message}",
+        ]
+    else:
+        lines = [
+            *_SGLANG_UP[:2],
+            "[2026-05-24 10:00:03 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+            '  File "/sgl-workspace/sglang/python/sglang/srt/model_loader/loader.py", line 380, in load_model',
+            "    quant_method.process_weights_after_loading(module)",
+            f"AttributeError: {message}",
+        ]
+    diagnosis = diagnose_text(lines)
+    assert diagnosis.failure_class == "model_load_error"
+    assert f"{layer} layer has no '{parameter}'" in (diagnosis.fix or "")
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "AttributeError: 'RowParallelLinear' object has no attribute 'tp_size'",  # not a quantization parameter
+        "AttributeError: 'MyCustomHead' object has no attribute 'input_scale'",  # not an engine's linear layer
+    ],
+)
+def test_other_missing_attributes_are_not_read_as_a_quantization_mismatch(message: str) -> None:
+    assert diagnose_text(["Traceback (most recent call last):", message]).failure_class == "unknown"
+
+
+def test_batch12s_and_batch18s_quantized_layers_without_input_scale() -> None:
+    for folder in ("batch12-heldout", "batch18-heldout"):
+        for entry in _entries_where(folder, "object has no attribute 'input_scale'"):
+            diagnosis = diagnose_file(LOGS / folder / str(entry["file"]))
+            assert diagnosis.failure_class == entry["label"] == "model_load_error", entry["file"]

@@ -454,6 +454,27 @@ SIGNATURES: tuple[Signature, ...] = (
                 "is not compatible with vLLM",
                 r"The Transformers implementation of '?(?P<architectures>\w+)'? is not compatible with vLLM",
             ),
+            # A quantized linear layer without the parameter its quantization method reads. Both engines build every linear
+            # layer (vLLM and SGLang layers/linear.py: ReplicatedLinear, ColumnParallelLinear, MergedColumnParallelLinear,
+            # QKVParallelLinear, RowParallelLinear, QKVCrossParallelLinear; the MoE layers' FusedMoE) with the checkpoint's
+            # quantization method, whose create_weights registers the parameters the checkpoint carries (UnquantizedLinear
+            # Method "weight"; an FP8 or compressed-tensors scheme "weight_scale" and, static only, "input_scale"; AWQ/GPTQ
+            # "qweight", "qzeros", "scales", "g_idx"). When the method or the model's code then reads one that was not
+            # registered (vLLM 0.6.x fp8.py / compressed_tensors_w8a8_fp8.py process_weights_after_loading passing
+            # `input_scale=layer.input_scale` on ROCm for a dynamic-scale checkpoint, made getattr(layer, 'input_scale',
+            # None) by 0.7.3 :46), torch's Module.__getattr__ raises AttributeError(f"'{type(self).__name__}' object has no
+            # attribute '{name}'") (torch/nn/modules/module.py) while the model is loaded: a checkpoint's quantization
+            # this release's method cannot load.
+            T(
+                "Linear' object has no attribute '",
+                r"'(?P<quantized_layer>(?:Replicated|\w*Parallel)Linear)' object has no attribute "
+                r"'(?P<quant_parameter>\w*(?:_scale|_scale_inv|zero_point|qweight|qzeros|scales|g_idx|weight_packed|weight_shape)|weight)'",
+            ),
+            T(
+                "FusedMoE' object has no attribute '",
+                r"'(?P<quantized_layer>FusedMoE)' object has no attribute "
+                r"'(?P<quant_parameter>\w*(?:_scale|_scale_inv|zero_point|qweight|qzeros|scales|g_idx|weight_packed|weight_shape))'",
+            ),
             # vLLM's ModelConfig reads the model's JSON files while it validates (transformers_utils/config.py get_config
             # and repo_utils.py's json.load of config.json / its siblings); a file that is not JSON (empty, an HTML page
             # saved as config.json) raises json's JSONDecodeError, a ValueError, "%s: line %d column %d (char %d)"
@@ -529,6 +550,9 @@ SIGNATURES: tuple[Signature, ...] = (
         "Model {repo} is gated: accept its license on huggingface.co with the account whose token the host "
         "uses, and provide HF_TOKEN through the environment file (never a command line); or stage a local "
         "copy and pass its folder as --model-path.",
+        "The model's {quantized_layer} layer has no '{quant_parameter}': the quantization method this release built it "
+        "with does not match the checkpoint's quantization (its scheme, static or dynamic scales, or this release's handling "
+        "of that scheme): use a checkpoint quantized in a scheme this release loads, or a release that loads this one.",
         "This release of the engine does not serve architectures {architectures} (no implementation, or its model "
         "class failed to import: the lines above the refusal say which): upgrade the engine, or serve a model it supports.",
         "The model files at {path} are missing or incomplete: check --model-path on the host (config.json, tokenizer and *.safetensors must be there), re-stage the model and verify its size.",
