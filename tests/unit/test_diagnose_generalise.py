@@ -3470,3 +3470,22 @@ def test_batch32_keeps_its_tune_figure() -> None:
     file check. No source is named by another folder's manifest or skipped list, and this batch's skipped list names no
     other folder's source."""
     _guard_batch(BATCH32_HELDOUT, total=14, floor=14, shows_cause=11, sglang=2)
+
+
+# batch34-heldout: 15 real vLLM logs, the classes the last batches lacked first, from 15 sources none named by another
+# manifest or skipped list (6 run logs guardkit/guardkit committed, cited by blob URL at a commit; vllm-project/vllm 3,
+# ai-dynamo/dynamo, QwenLM/Qwen3, modelscope/ms-swift, opea-project/GenAIExamples, HabanaAI/vllm-fork), under batch15's
+# rule, committed (492995b) before fleet read them and measured once untouched with the code of 492995b held still in a
+# worktree (the diagnose code of a41f253; benchmarks/results/diagnose-heldout.md, "batch34-heldout").
+BATCH34_HELDOUT = REAL.parent / "batch34-heldout"
+
+
+def test_batch34_heldout_keeps_its_measured_accuracy() -> None:
+    """15 real logs, all vLLM (cuda_oom 3, context_length_exceeded 3, kv_pool_too_small 2, cuda_graph_error 2,
+    import_error 1, unsupported_gpu_arch 1, port_in_use 1, healthy 1, unknown 1): 13/15 right (failures 12/14; the same
+    where the excerpt shows the cause, all 15) from the bare log, measured once untouched with the code of 492995b; the
+    same without --bare. Its 2 misses, one kind (the custom all-reduce's "Failed: Cuda error .../custom_all_reduce.cuh:<n>
+    'invalid argument'" at the end of CUDA graph capture read unknown, under Dynamo and on V1), are written up, not acted
+    on. Held out: not tuned on. A floor, not a file check. No source is named by another folder's manifest or skipped
+    list, and this batch's skipped list names no other folder's source."""
+    _guard_batch(BATCH34_HELDOUT, total=15, floor=13, shows_cause=15, sglang=0)
