@@ -746,3 +746,74 @@ def test_batch12s_and_batch18s_quantized_layers_without_input_scale() -> None:
         for entry in _entries_where(folder, "object has no attribute 'input_scale'"):
             diagnosis = diagnose_file(LOGS / folder / str(entry["file"]))
             assert diagnosis.failure_class == entry["label"] == "model_load_error", entry["file"]
+
+
+# (11) NCCL's device allocation for its buffers: src/include/alloc.h ncclCudaCallocDebug (2.12-2.27, RCCL's copy the
+# same) runs cudaMalloc (cuMemCreate under NCCL_CUMEM_ENABLE) under CUDACHECKGOTO, then `if (*ptr == nullptr && nelem >
+# 0) WARN("Failed to CUDA calloc %ld bytes", ...)`. That WARN is NCCL's last error, quoted by c10d's "unhandled cuda
+# error" after "Last error:" (the form batch4's log holds), or printed at NCCL's WARN level with NCCL_DEBUG=WARN.
+_C10D_UNHANDLED = [
+    "torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/NCCLUtils.cpp:76, unhandled cuda error (run with NCCL_DEBUG=INFO for details), NCCL version 2.20.5",
+    "ncclUnhandledCudaError: Call to CUDA function failed.",
+    "Last error:",
+]
+
+
+@pytest.mark.parametrize(
+    "lines",
+    [
+        [*_C10D_UNHANDLED, "Failed to CUDA calloc 67108864 bytes"],
+        ["node1:2710:2790 [0] include/alloc.h:124 NCCL WARN Failed to CUDA calloc 67108864 bytes", *_C10D_UNHANDLED[:2]],
+        [f"[rank1]: {line}" for line in [*_C10D_UNHANDLED, "Failed to CUDA calloc 2097152 bytes"]],
+    ],
+)
+@pytest.mark.parametrize("framing", ["sglang", "vllm"])
+def test_nccls_failed_buffer_allocation_is_cuda_oom_over_the_nccl_error(lines: list[str], framing: str) -> None:
+    head = _SGLANG_UP[:2] if framing == "sglang" else _VLLM_ON
+    assert diagnose_text([*head, *lines]).failure_class == "cuda_oom"
+
+
+def test_nccls_other_last_errors_stay_nccl_error() -> None:
+    lines = [*_C10D_UNHANDLED, "Cuda failure 'invalid device ordinal'"]
+    assert diagnose_text(lines).failure_class == "nccl_error"
+
+
+def test_batch4s_nccl_calloc_failure() -> None:
+    for entry in _entries_where("batch4-heldout", "Failed to CUDA calloc"):
+        diagnosis = diagnose_file(LOGS / "batch4-heldout" / str(entry["file"]))
+        assert diagnosis.failure_class == entry["label"] == "cuda_oom", entry["file"]
+
+
+# (12) A traceback cut inside vLLM's check of the KV cache's memory: V1's check_enough_kv_cache_memory (0.10.2
+# v1/core/kv_cache_utils.py:670-715) and V0's raise_if_cache_size_invalid (0.6.6 worker/worker.py:486-504) raise only the
+# pool's refusals ("No available memory for the cache blocks", one request's cache larger than the available memory).
+_KV_CHECK_FRAMES = {
+    "v1": [
+        "(EngineCore_DP0 pid=223840) ERROR 10-25 13:08:43 [core.py:708] Traceback (most recent call last):",
+        '(EngineCore_DP0 pid=223840) ERROR 10-25 13:08:43 [core.py:708]   File "/opt/vllm/vllm/v1/engine/core.py", line 220, in _initialize_kv_caches',
+        '(EngineCore_DP0 pid=223840) ERROR 10-25 13:08:43 [core.py:708]   File "/opt/vllm/vllm/v1/core/kv_cache_utils.py", line 699, in check_enough_kv_cache_memory',
+        '(EngineCore_DP0 pid=223840) ERROR 10-25 13:08:43 [core.py:708]     raise ValueError("No available memory for the cache blocks. "',
+    ],
+    "v0": [
+        "[rank0]: Traceback (most recent call last):",
+        '[rank0]:   File "/opt/vllm/vllm/worker/worker.py", line 267, in initialize_cache',
+        "[rank0]:     raise_if_cache_size_invalid(num_gpu_blocks, self.cache_config.block_size,",
+        '[rank0]:   File "/opt/vllm/vllm/worker/worker.py", line 498, in raise_if_cache_size_invalid',
+    ],
+}
+
+
+@pytest.mark.parametrize("release", sorted(_KV_CHECK_FRAMES))
+def test_a_traceback_cut_in_vllms_kv_memory_check_is_kv_pool_too_small(release: str) -> None:
+    assert diagnose_text([*_VLLM_ON, *_KV_CHECK_FRAMES[release]]).failure_class == "kv_pool_too_small"
+
+
+def test_a_cause_below_the_kv_check_frames_wins() -> None:
+    lines = [*_VLLM_ON, *_KV_CHECK_FRAMES["v1"][:3], "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."]
+    assert diagnose_text(lines).failure_class == "cuda_oom"
+
+
+def test_batch3s_traceback_cut_in_the_kv_memory_check() -> None:
+    for entry in _entries_where("batch3-heldout", "check_enough_kv_cache_memory"):
+        diagnosis = diagnose_file(LOGS / "batch3-heldout" / str(entry["file"]))
+        assert diagnosis.failure_class == entry["label"] == "kv_pool_too_small", entry["file"]

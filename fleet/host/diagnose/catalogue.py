@@ -873,6 +873,13 @@ SIGNATURES: tuple[Signature, ...] = (
             # NCCL's CUDACHECK (src/include/checks.h) WARNs "Cuda failure '%s'" with cudaGetErrorString, its
             # CUCHECK (src/include/cudawrap.h) "Cuda failure %d '%s'" with the driver's error number too.
             T("Cuda failure", r"Cuda failure (?:\d+ )?'out of memory'"),
+            # NCCL's device allocation for its buffers (src/include/alloc.h ncclCudaCallocDebug, 2.12-2.27 and RCCL's copy):
+            # cudaMalloc (cuMemCreate under NCCL_CUMEM_ENABLE) under CUDACHECKGOTO/NCCLCHECKGOTO, then `if (*ptr == nullptr &&
+            # nelem > 0) WARN("Failed to CUDA calloc %ld bytes", ...)`: the device gave no memory for the buffer. That WARN is
+            # NCCL's last error, which c10d's "unhandled cuda error" message quotes after "Last error:" in place of the
+            # "Cuda failure 'out of memory'" before it. At NCCL's WARN level, it is still the failure. (Not "Failed to CUDA
+            # host alloc", pinned host memory.)
+            T("Failed to CUDA calloc", r"Failed to CUDA calloc \d+ bytes", proves_as_warning=True),
             T("cudaErrorMemoryAllocation"),
             # vLLM refuses to start when the GPU's free memory is below --gpu-memory-utilization's share
             # (v1/worker/utils.py:742, :763): "Free memory on device cuda:0 (3.22/4.0 GiB) on startup is
@@ -1458,6 +1465,30 @@ SIGNATURES: tuple[Signature, ...] = (
         "vLLM's model registry refused the model's architecture (not supported by this release, supported "
         "only by an older one or a plugin, or its model class failed to import): read the ValueError after "
         "these frames in the full log; upgrade vLLM, install the plugin it names, or serve a model it supports.",
+    ),
+    # --- a traceback cut in vLLM's check of the KV cache's memory ---------------------------------------------
+    # vLLM's V1 check_enough_kv_cache_memory (0.8-0.10 v1/core/kv_cache_utils.py, 0.10.2 :670-715) raises only
+    # ValueError("No available memory for the cache blocks. ...") when the profiled KV memory is at or below zero and
+    # ValueError(f"To serve at least one request with the models's max seq len ({max_model_len}), ({needed} GiB KV cache
+    # is needed, which is larger than the available KV cache memory ({available} GiB). ...") when one request's cache
+    # does not fit; V0's raise_if_cache_size_invalid (0.5-0.10 worker/worker.py, 0.6.6 :486-504) raises those two in their
+    # V0 words ("The model's max seq len (...) is larger than the maximum number of tokens that can be stored in KV cache
+    # (...)") and one for an attention-free model given blocks. A traceback whose frames reach either is the pool refused,
+    # whether or not the stored copy kept the ValueError. Ranked after every cause, like the other frame rules.
+    _fatal(
+        "kv_cache_check_frame",
+        C.KV_POOL_TOO_SMALL,
+        883,
+        (
+            T(
+                "check_enough_kv_cache_memory",
+                r'File "[^"]+",\s*line\s*\d+, in _?check_enough_kv_cache_memory\b',
+            ),
+            T("raise_if_cache_size_invalid", r'File "[^"]+",\s*line\s*\d+, in raise_if_cache_size_invalid\b'),
+        ),
+        "vLLM's check of the KV cache's memory refused the start (no memory left for cache blocks, or not enough for one "
+        "request at the model's max length): read the ValueError after these frames in the full log; raise "
+        "--gpu-memory-utilization, lower --max-model-len, or serve on more or larger GPUs.",
     ),
     # --- vLLM's model registry reporting that a model class would not inspect ----------------------------
     # vLLM's registry imports and inspects a model class (in a subprocess up to 0.10, in process since) and, when that
