@@ -817,3 +817,29 @@ def test_batch3s_traceback_cut_in_the_kv_memory_check() -> None:
     for entry in _entries_where("batch3-heldout", "check_enough_kv_cache_memory"):
         diagnosis = diagnose_file(LOGS / "batch3-heldout" / str(entry["file"]))
         assert diagnosis.failure_class == entry["label"] == "kv_pool_too_small", entry["file"]
+
+
+# (13) CUTLASS/CuTe's TMA descriptor set-up (include/cute/atom/copy_traits_sm90_tma.hpp make_tma_copy_desc; FlashAttention
+# 3's, FlashInfer's and DeepGEMM's Hopper kernels): std::cerr << "Error: Failed to initialize the TMA descriptor " <<
+# result, the CUresult of cuTensorMapEncodeTiled, then a dump of the descriptor. 801 is CUDA_ERROR_NOT_SUPPORTED (cuda.h);
+# tensor maps exist only on compute capability 9.0 and up: a Hopper kernel on an older GPU (sm_87 in batch13's log).
+_TMA_DUMP = ["TMA Desc Addr:   0xfffe8d7f6a80", "format         9", "dim            4", "swizzle        3"]
+
+
+@pytest.mark.parametrize("framing", ["sglang", "vllm"])
+def test_a_tma_descriptor_the_device_does_not_support_is_unsupported_gpu_arch(framing: str) -> None:
+    head = _SGLANG_UP[:2] if framing == "sglang" else _VLLM_ON
+    lines = [*head, "Error: Failed to initialize the TMA descriptor 801", *_TMA_DUMP]
+    assert diagnose_text(lines).failure_class == "unsupported_gpu_arch"
+
+
+@pytest.mark.parametrize("result", ["1", "700", "999", "8010"])
+def test_other_tma_descriptor_results_are_not_the_gpus_architecture(result: str) -> None:
+    lines = [*_SGLANG_UP[:2], f"Error: Failed to initialize the TMA descriptor {result}", *_TMA_DUMP]
+    assert diagnose_text(lines).failure_class != "unsupported_gpu_arch"
+
+
+def test_batch13s_tma_descriptor_801_on_jetson() -> None:
+    for entry in _entries_where("batch13-heldout", "TMA descriptor"):
+        diagnosis = diagnose_file(LOGS / "batch13-heldout" / str(entry["file"]))
+        assert diagnosis.failure_class == entry["label"] == "unsupported_gpu_arch", entry["file"]

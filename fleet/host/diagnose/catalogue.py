@@ -643,6 +643,13 @@ SIGNATURES: tuple[Signature, ...] = (
             T("is not defined for option 'gpu-name'", r"Value '(?P<arch>sm_\w+)' is not defined"),
             T("is only supported on Blackwell GPUs (SM100)"),
             T("FlashAttention v3 Backend requires SM>=80 and SM<=90"),
+            # CUTLASS/CuTe's TMA descriptor set-up (include/cute/atom/copy_traits_sm90_tma.hpp make_tma_copy_desc, the
+            # Hopper kernels of FlashAttention 3, FlashInfer and DeepGEMM): `std::cerr << "Error: Failed to initialize the
+            # TMA descriptor " << result`, the CUresult of the driver's cuTensorMapEncodeTiled. 801 is CUDA_ERROR_NOT_SUPPORTED
+            # (cuda.h: "the attempted operation is not supported on the current system or device"); the driver's tensor maps
+            # exist only on compute capability 9.0 and up (CUDA driver API, cuTensorMapEncodeTiled): a Hopper kernel on an
+            # older GPU. Other results (1, a shape the map refuses; 700, an earlier sticky fault) are not this class.
+            T("Failed to initialize the TMA descriptor", r"Failed to initialize the TMA descriptor 801\b"),
             # Triton compiles kernels through ptxas at first use; an older ptxas has no target for a new
             # GPU (triton/backends/nvidia/compiler.py raises PTXASError with ptxas' stderr).
             T("PTXASError"),
