@@ -843,3 +843,37 @@ def test_batch13s_tma_descriptor_801_on_jetson() -> None:
     for entry in _entries_where("batch13-heldout", "TMA descriptor"):
         diagnosis = diagnose_file(LOGS / "batch13-heldout" / str(entry["file"]))
         assert diagnosis.failure_class == entry["label"] == "unsupported_gpu_arch", entry["file"]
+
+
+# (14) The engines' Transformers backend (SGLang srt/models/transformers.py, 0.4.10 :141 TransformersForCausalLM, 0.5.23
+# :535 TransformersBase and its kin; vLLM's TransformersForCausalLM / TransformersModel) lacking an attribute: torch's
+# Module.__getattr__ "'<class>' object has no attribute '<name>'". The fallback cannot serve the model.
+@pytest.mark.parametrize(
+    "message",
+    [
+        "AttributeError: 'TransformersForCausalLM' object has no attribute 'tp_size'",
+        "AttributeError: 'TransformersMultiModalForCausalLM' object has no attribute 'get_input_embeddings'",
+        "AttributeError: 'TransformersForCasualLM' object has no attribute 'tp_size'",  # as batch16's poster spelt it
+    ],
+)
+@pytest.mark.parametrize("framing", ["sglang", "vllm"])
+def test_the_transformers_backend_lacking_an_attribute_is_model_load_error(message: str, framing: str) -> None:
+    if framing == "sglang":
+        lines = [*_SGLANG_UP[:2], "[2026-05-24 10:00:03 TP0] Scheduler hit an exception: Traceback (most recent call last):", message]
+    else:
+        prefix = "(EngineCore_0 pid=4711) ERROR 05-26 00:17:47 [core.py:700] "
+        lines = [*_VLLM_ON, f"{prefix}Traceback (most recent call last):", f"{prefix}{message}"]
+    diagnosis = diagnose_text(lines)
+    assert diagnosis.failure_class == "model_load_error"
+    assert "Transformers backend" in (diagnosis.fix or "")
+
+
+def test_another_models_missing_attribute_is_not_the_transformers_backend() -> None:
+    lines = ["Traceback (most recent call last):", "AttributeError: 'Qwen2ForCausalLM' object has no attribute 'tp_size'"]
+    assert diagnose_text(lines).failure_class == "unknown"
+
+
+def test_batch16s_transformers_fallback_without_tp_size() -> None:
+    for entry in _entries_where("batch16-heldout", "object has no attribute 'tp_size'"):
+        diagnosis = diagnose_file(LOGS / "batch16-heldout" / str(entry["file"]))
+        assert diagnosis.failure_class == entry["label"] == "model_load_error", entry["file"]

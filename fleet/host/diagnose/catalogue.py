@@ -454,6 +454,16 @@ SIGNATURES: tuple[Signature, ...] = (
                 "is not compatible with vLLM",
                 r"The Transformers implementation of '?(?P<architectures>\w+)'? is not compatible with vLLM",
             ),
+            # The engines' Transformers backend, the class that serves an architecture with no native class through its
+            # transformers model (SGLang 0.4.10 srt/models/transformers.py:141 TransformersForCausalLM, 0.5.23 :535
+            # TransformersBase and its ForCausalLM / MoE / MultiModal / EmbeddingModel kin; vLLM's TransformersForCausalLM,
+            # TransformersModel and kin, model_executor/models/transformers*.py), lacking an attribute it or the engine reads
+            # (torch's Module.__getattr__: "'<class>' object has no attribute '<name>'"): the fallback cannot build or run
+            # this model, as "the Transformers implementation is not compatible" says in the engines' own words.
+            T(
+                "AttributeError: 'Transformers",
+                _EXC + r"AttributeError: '(?P<transformers_backend_class>Transformers\w*)' object has no attribute '(?P<missing_attribute>\w+)'",
+            ),
             # A quantized linear layer without the parameter its quantization method reads. Both engines build every linear
             # layer (vLLM and SGLang layers/linear.py: ReplicatedLinear, ColumnParallelLinear, MergedColumnParallelLinear,
             # QKVParallelLinear, RowParallelLinear, QKVCrossParallelLinear; the MoE layers' FusedMoE) with the checkpoint's
@@ -550,6 +560,9 @@ SIGNATURES: tuple[Signature, ...] = (
         "Model {repo} is gated: accept its license on huggingface.co with the account whose token the host "
         "uses, and provide HF_TOKEN through the environment file (never a command line); or stage a local "
         "copy and pass its folder as --model-path.",
+        "The engine's Transformers backend ({transformers_backend_class}, the fallback for an architecture with no native "
+        "class) has no '{missing_attribute}': it cannot serve this model in this release. Use a release with a native class "
+        "for the model, or one whose Transformers backend supports it.",
         "The model's {quantized_layer} layer has no '{quant_parameter}': the quantization method this release built it "
         "with does not match the checkpoint's quantization (its scheme, static or dynamic scales, or this release's handling "
         "of that scheme): use a checkpoint quantized in a scheme this release loads, or a release that loads this one.",
