@@ -877,3 +877,165 @@ def test_batch16s_transformers_fallback_without_tp_size() -> None:
     for entry in _entries_where("batch16-heldout", "object has no attribute 'tp_size'"):
         diagnosis = diagnose_file(LOGS / "batch16-heldout" / str(entry["file"]))
         assert diagnosis.failure_class == entry["label"] == "model_load_error", entry["file"]
+
+
+# Round twenty-five: batch33-35's miss kinds, each from the source that prints the text (fleet/host/diagnose/catalogue.py
+# and classify.py cite it beside the trigger or rule).
+def _labelled(folder: str, file: str, label: str) -> object:
+    from tests.unit.test_diagnose_sources import _read_as_labelled
+
+    return _read_as_labelled(folder, file, label)
+
+
+# (15) torch_npu's workspace allocator (c10_npu::NPUWorkspaceAllocator, NpuWorkspaceAllocator::malloc): TORCH_CHECK(false,
+# "NPU out of memory. NPUWorkspaceAllocator tried to allocate ", format_size(size), "(NPU ", device, "; ",
+# format_size(device_total), " total capacity; ", format_size(device_free), " free)", ...): the device's memory.
+_NPU_WORKSPACE = "NPU out of memory. NPUWorkspaceAllocator tried to allocate 216.00 MiB(NPU 0; 61.27 GiB total capacity; 90.23 MiB free)"
+
+
+@pytest.mark.parametrize("framing", ["sglang", "vllm", "bare"])
+def test_npu_workspace_allocator_out_of_memory_is_cuda_oom(framing: str) -> None:
+    if framing == "sglang":
+        lines = [*_SGLANG_UP[:2], f"[2026-05-24 10:00:03 TP0] Scheduler hit an exception: RuntimeError: {_NPU_WORKSPACE}"]
+    elif framing == "vllm":
+        lines = [*_VLLM_ON, f"(EngineCore_DP0 pid=90) ERROR 10-20 00:03:01 [core.py:708] RuntimeError: {_NPU_WORKSPACE}"]
+    else:
+        lines = [f"[rank0]:[E522 11:31:08.878836785 OpParamMaker.cpp:454] {_NPU_WORKSPACE}. If you want to reduce memory usage, take a try to set the environment variable TASK_QUEUE_ENABLE=1."]
+    diagnosis = diagnose_text(lines)
+    assert diagnosis.failure_class == "cuda_oom"
+    assert diagnosis.figures.get("tried") == "216.00 MiB"
+
+
+def test_the_npu_workspace_allocators_name_alone_is_not_out_of_memory() -> None:
+    lines = [*_SGLANG_UP, "[2026-05-24 10:00:12] NPUWorkspaceAllocator tried to allocate 216.00 MiB from its cache"]
+    assert diagnose_text(lines).failure_class is None
+
+
+def test_batch33s_npu_workspace_allocator_out_of_memory() -> None:
+    _labelled("batch33-heldout", "sglang-ascend-a3-cann9-qwen3-8b-32b-startup-npu-workspace-allocator-out-of-memory.log", "cuda_oom")
+
+
+# (16) SGLang 0.5.17 srt/layers/attention/attention_registry.py:395-414, hybrid GDN models on Blackwell: the allowed set
+# depends on the GPU (SM120 {"triton", "trtllm_mha", "flashinfer"}, SM100/103 {"triton", "trtllm_mha", "fa4"}), then
+# assert attn_be in allowed, (f"Only {allowed} backends are supported on Blackwell GPUs for hybrid GDN models. " ...).
+@pytest.mark.parametrize(
+    "got",
+    ["Got attention_backend=flashinfer.", "Got prefill=flashinfer, decode=fa3."],
+)
+def test_an_attention_backend_the_gpu_generation_refuses_is_unsupported_gpu_arch(got: str) -> None:
+    message = f"AssertionError: Only {{'trtllm_mha', 'triton', 'fa4'}} backends are supported on Blackwell GPUs for hybrid GDN models. {got}"
+    lines = [*_SGLANG_UP[:2], "[2026-05-24 10:00:03 TP0] Scheduler hit an exception: Traceback (most recent call last):", message]
+    diagnosis = diagnose_text(lines)
+    assert diagnosis.failure_class == "unsupported_gpu_arch"
+    assert "--attention-backend triton" in (diagnosis.fix or "") and "'fa4'" in (diagnosis.fix or "")
+
+
+def test_a_backend_set_without_a_gpu_generation_is_not_the_gpus_class() -> None:
+    lines = [*_SGLANG_UP[:2], "AssertionError: Only {'triton'} backends are supported on this deployment."]
+    assert diagnose_text(lines).failure_class != "unsupported_gpu_arch"
+
+
+def test_batch33s_blackwell_hybrid_gdn_backend_refusal() -> None:
+    _labelled("batch33-heldout", "sglang-0517-b300-sm103-verl-hybrid-gdn-flashinfer-only-backends-supported-on-blackwell.log", "unsupported_gpu_arch")
+
+
+# (17) vLLM's csrc/custom_all_reduce.cuh CUDACHECK: printf("Failed: Cuda error %s:%d '%s'\n", __FILE__, __LINE__,
+# cudaGetErrorString(e)); exit(EXIT_FAILURE) (older: "Failed: %s:%d '%s'\n"). A failure of its own, over the worker death
+# it causes; under CUDA graph capture cuda_graph_error, elsewhere the CUDA error string's class.
+_CAPTURE = [
+    "Capturing CUDA graphs (PIECEWISE): 86%|████████▌ | 6/7 [00:03<00:00, 1.78it/s]",
+    "Capturing CUDA graphs (PIECEWISE): 100%|██████████| 7/7 [00:04<00:00, 1.64it/s]",
+]
+_DIED = "(EngineCore_DP0 pid=90) ERROR 10-20 00:03:01 [multiproc_executor.py:314] Worker proc VllmWorker-0 died unexpectedly (exit code: None), shutting down executor."
+
+
+@pytest.mark.parametrize(
+    "check", ["Failed: Cuda error /workspace/csrc/custom_all_reduce.cuh:164 'invalid argument'", "Failed: /home/runner/work/vllm/vllm/csrc/custom_all_reduce.cuh:310 'invalid argument'"]
+)
+def test_custom_all_reduce_check_under_capture_is_cuda_graph_error_over_the_worker_death(check: str) -> None:
+    diagnosis = diagnose_text([*_VLLM_ON, *_CAPTURE, check, _DIED])
+    assert diagnosis.failure_class == "cuda_graph_error"
+    assert "custom_all_reduce.cuh" in diagnosis.evidence[0].text
+    assert "--disable-custom-all-reduce" in (diagnosis.fix or "")
+
+
+@pytest.mark.parametrize(("error", "expected"), [("out of memory", "cuda_oom"), ("invalid argument", "unknown")])
+def test_custom_all_reduce_check_away_from_capture_is_the_cuda_errors_class(error: str, expected: str) -> None:
+    lines = [
+        *_VLLM_ON,
+        "(VllmWorker rank=0 pid=91) INFO 10-20 00:02:40 [custom_all_reduce.py:204] Registering 0 cuda graph addresses",
+        f"Failed: Cuda error /workspace/csrc/custom_all_reduce.cuh:88 '{error}'",
+        _DIED,
+    ]
+    assert diagnose_text(lines).failure_class == expected
+
+
+def test_batch34s_custom_all_reduce_checks_after_capture() -> None:
+    for file in (
+        "dynamo-run-vllm-tp8-r1-distill-70b-fp8-custom-all-reduce-invalid-argument-after-capture.log",
+        "vllm-v1-piecewise-full-capture-custom-all-reduce-invalid-argument-worker-died.log",
+    ):
+        _labelled("batch34-heldout", file, "cuda_graph_error")
+
+
+# (18) SGLang's srt/entrypoints/openai/serving_base.py OpenAIServingBase.handle_request (0.5.17 alike): except Exception as
+# e: logger.exception(f"Error in request: {e}") then return self.create_error_response(..., status_code=500): one request
+# failed and was answered; the server lives on. A process death after it is still a failure.
+_REQUEST_TRACEBACK = [
+    "[2025-08-08 16:52:59] Error in request: Expected 2 output messages (reasoning and final), but got 3.",
+    "Traceback (most recent call last):",
+    '  File "/sgl/python/sglang/srt/entrypoints/openai/serving_base.py", line 45, in handle_request',
+    "    return await self._handle_non_streaming_request(",
+    '  File "/sgl/python/sglang/srt/entrypoints/openai/serving_chat.py", line 785, in _build_chat_response',
+    "    raise ValueError(",
+    "ValueError: Expected 2 output messages (reasoning and final), but got 3.",
+]
+
+
+def test_an_error_in_request_traceback_is_one_failed_request() -> None:
+    assert diagnose_text([*_SGLANG_UP, *_REQUEST_TRACEBACK]).failure_class is None
+    assert diagnose_text(_REQUEST_TRACEBACK).failure_class is None
+
+
+def test_an_error_in_request_then_a_scheduler_death_is_still_a_failure() -> None:
+    lines = [*_SGLANG_UP, *_REQUEST_TRACEBACK, "[2025-08-08 16:53:02] Received sigquit from a child process. It usually means the child failed."]
+    assert diagnose_text(lines).failure_class is not None
+
+
+def test_an_unrelated_traceback_after_an_error_in_request_is_not_the_requests() -> None:
+    lines = [*_REQUEST_TRACEBACK, "[2025-08-08 16:59:00] some later line", "x", "y", "z", "Traceback (most recent call last):", "RuntimeError: boom"]
+    assert diagnose_text(lines).failure_class == "unknown"
+
+
+def test_batch35s_error_in_request_on_a_serving_server() -> None:
+    _labelled("batch35-heldout", "sglang-2025-08-gpt-oss-120b-h20-tp2-dp4-serving-chat-error-in-request-expected-2-output-messages.log", "healthy")
+
+
+# (19) SGLang-JAX's scheduler and tp worker: "[Scheduler] Begins to run worker precompile.", "[EXTEND] Begin to precompile
+# ...", "[EXTEND] Precompile finished in %.0f secs" (and [DECODE], [PENALTIES]), "[Scheduler] Completes worker precompile.":
+# start-up steps, so a log that ends among them has not started.
+_JAX_PRECOMPILE = [
+    "[2025-10-29 08:23:33] [Scheduler] Begins to run worker precompile.",
+    "[2025-10-29 08:23:33] [EXTEND] Begin to precompile bs_paddings=[256] token_paddings=[256, 512, 1024, 2048]",
+    "[2025-10-29 08:24:18] [EXTEND] Precompile finished in 45 secs",
+]
+
+
+def test_a_log_cut_between_jax_precompile_phases_is_a_cut_start() -> None:
+    diagnosis = diagnose_text(_JAX_PRECOMPILE)
+    assert diagnosis.failure_class == "unknown"
+    assert "precompiling" in diagnosis.evidence[0].text
+
+
+def test_a_log_cut_inside_a_jax_precompile_phase_is_a_stalled_start() -> None:
+    assert diagnose_text(_JAX_PRECOMPILE[:2]).failure_class == "server_start_timeout"
+
+
+def test_a_completed_jax_precompile_is_done() -> None:
+    diagnosis = diagnose_text([*_JAX_PRECOMPILE, "[2025-10-29 08:26:20] [Scheduler] Completes worker precompile."])
+    assert diagnosis.failure_class == "unknown"
+    assert diagnosis.evidence[0].text.startswith("last startup step: done precompiling the JAX")
+
+
+def test_batch33s_jax_start_cut_in_precompile() -> None:
+    _labelled("batch33-heldout", "sglang-jax-tpu-qwen3-8b-tp4-worker-precompile-extend-decode-penalties-finished.log", "unknown")

@@ -754,7 +754,20 @@ SIGNATURES: tuple[Signature, ...] = (
                 "does not support Triton backend",
                 r"FlagTune does not support Triton backend '(?P<triton_backend>[^']*)'; registered backends: (?P<registered_backends>.+)",
             ),
+            # SGLang's attention backend creation gating the backends by the GPU's generation for a model family (0.5.17
+            # srt/layers/attention/attention_registry.py:395-414: for hybrid GDN models `if is_blackwell():` the allowed
+            # set is {"triton", "trtllm_mha", "flashinfer"} on SM120 and {"triton", "trtllm_mha", "fa4"} on SM100/SM103,
+            # then `assert attn_be in allowed, (f"Only {allowed} backends are supported on Blackwell GPUs for hybrid GDN
+            # models. " f"Got attention_backend={attn_be}.")`): the chosen backend's kernels do not serve this family on
+            # this GPU, the same refusal as "... is only supported on Blackwell GPUs (SM100)" above, by the GPU's class.
+            T(
+                "backends are supported on",
+                r"\bOnly \{(?P<allowed_backends>[^}]*)\} backends are supported on (?P<gpu_generation>[A-Z]\w+) GPUs",
+            ),
         ),
+        "SGLang allows only the attention backends {allowed_backends} on {gpu_generation} GPUs for this model family: "
+        "relaunch with --attention-backend triton (or another backend of that set), and pick from the same set for the "
+        "prefill and decode attention backends where they are set apart.",
         "FlagTune (FlagTree's autotuner, which FlagGems' cost model probes) has no adapter for this accelerator's Triton "
         "backend '{triton_backend}' (it has: {registered_backends}): use a FlagGems release without FlagTune's cost model "
         "or a FlagTree build that registers this backend.",
@@ -848,6 +861,11 @@ SIGNATURES: tuple[Signature, ...] = (
             # message prints; the capacity alone (an info line, a doc) is not it.
             T("has a total capacity of", r"Tried to allocate (?P<tried>[\d.]+ [GMK]iB)\. GPU \d+ has a total capacity of"),
             T(" out of memory. Tried to allocate", r"\b(?:XPU|HIP|NPU) out of memory\. Tried to allocate (?P<tried>[\d.]+ [GMK]iB)"),
+            # torch_npu's workspace allocator (c10_npu::NPUWorkspaceAllocator, NpuWorkspaceAllocator::malloc after
+            # emptying both caches) raises its own sentence for the same device memory: TORCH_CHECK(false, "NPU out of
+            # memory. NPUWorkspaceAllocator tried to allocate ", format_size(size), "(NPU ", device, "; ",
+            # format_size(device_total), " total capacity; ", format_size(device_free), " free)", PTA_ERROR(...)).
+            T("NPUWorkspaceAllocator tried to allocate", r"\bNPU out of memory\. NPUWorkspaceAllocator tried to allocate (?P<tried>[\d.]+ [GMK]iB)"),
             T("CUDA error: out of memory"),
             # The same check on ROCm: PyTorch's hipified C10_CUDA_CHECK prints "HIP error: " + hipGetErrorString, "out of
             # memory" for hipErrorOutOfMemory.
@@ -1178,6 +1196,26 @@ SIGNATURES: tuple[Signature, ...] = (
         # tokenizer_manager.py answers the request with a 400 and serves on; a startup refusal of
         # --context-length is a ValueError whose "Scheduler hit an exception" kills the server.
         server_survives=True,
+    ),
+    # --- vLLM's custom all-reduce failed a CUDA call ---------------------------------------------------------
+    # csrc/custom_all_reduce.cuh wraps its CUDA runtime calls (opening the peers' IPC handles, registering the graph
+    # buffers when a CUDA graph capture ends) in a CUDACHECK of the NCCL-tests form: `printf("Failed: Cuda error
+    # %s:%d '%s'\n", __FILE__, __LINE__, cudaGetErrorString(e)); exit(EXIT_FAILURE);` (older releases `printf("Failed:
+    # %s:%d '%s'\n", ...)`, vllm#5613's "Failed: .../csrc/custom_all_reduce.cuh:310 'invalid argument'"). The process
+    # exits on it: it is the failure, the worker-death lines after it its consequence. Its class comes from where it
+    # happened (classify.py: under CUDA graph capture, cuda_graph_error, as SGLang's "Capture cuda graph failed" around
+    # the same check is; elsewhere the CUDA error string's own class).
+    _fatal(
+        "custom_allreduce_cuda_check",
+        C.CUDA_GRAPH_ERROR,
+        84,
+        (T("custom_all_reduce.cuh:", r"\bFailed: (?:Cuda error )?\S*custom_all_reduce\.cuh:\d+ '(?P<cuda_error>[^'\n]+)'"),),
+        "vLLM's custom all-reduce failed a CUDA call ('{cuda_error}'; it registers its graph buffers as a CUDA graph "
+        "capture ends and opens the peers' IPC handles): relaunch with --disable-custom-all-reduce (NCCL all-reduce), "
+        "and check peer-to-peer access between the GPUs (nvidia-smi topo -m).",
+        "vLLM's custom all-reduce failed a CUDA call (it registers its graph buffers as a CUDA graph capture ends and "
+        "opens the peers' IPC handles): relaunch with --disable-custom-all-reduce (NCCL all-reduce), and check "
+        "peer-to-peer access between the GPUs (nvidia-smi topo -m).",
     ),
     # --- CUDA graph capture failed for a reason no cause above explains --------------------------
     # Ranked after every cause: the capture wrappers re-raise what failed inside them ("Capture cuda

@@ -216,6 +216,17 @@ _STALL_MARKERS: tuple[tuple[bytes, str, bool], ...] = (
     (b"Memory pool end", "about to capture CUDA graphs", False),
     (b"KV Cache is allocated", "done allocating the KV cache", False),
     (b"Capture cuda graph begin", "capturing CUDA graphs", True),
+    # SGLang-JAX's scheduler precompiles the model's batch shapes before its loop (sgl_jax srt/managers/scheduler.py:
+    # `logger.info("[Scheduler] Begins to run worker precompile.")`, `self.tp_worker.run_precompile()`,
+    # `logger.info("[Scheduler] Completes worker precompile.")`, and "Begins to run spec_decode worker precompile." with a
+    # draft; its tp worker logs "[EXTEND] Begin to precompile bs_paddings=...", then "[EXTEND] Precompile finished in %.0f
+    # secs", the same for [DECODE] and [PENALTIES]). Start-up steps: a log that ends inside them has not started.
+    # (the ends first: the begin marker's words are in them)
+    (b"Completes worker precompile.", "done precompiling the JAX model's batch shapes (SGLang-JAX)", False),
+    (b"Completes spec_decode worker precompile.", "done precompiling the JAX model's batch shapes (SGLang-JAX)", False),
+    (b"worker precompile.", "precompiling the JAX model's batch shapes (SGLang-JAX)", True),
+    (b"] Begin to precompile", "precompiling the JAX model's batch shapes (SGLang-JAX)", True),
+    (b"] Precompile finished in", "done precompiling a phase of the JAX model's batch shapes (SGLang-JAX)", False),
     (b"Capture draft cuda graph begin", "capturing the draft model's CUDA graphs", True),
     (b"Capture cuda graph end", "finishing startup after CUDA graph capture", False),
     # The capture loops' tqdm bars, which SGLang prints at any log level (its begin/end lines are logger.info,
@@ -377,6 +388,13 @@ _ANSWERED_ERROR = re.compile(rb'"[A-Z]+ \S+ HTTP/[\d.]+" (?:4\d\d|500)\b')
 _ANSWERED_LITERAL = b" HTTP/"
 # PyTorch's internal assertion is an exception line like any other there: a request's handler that met one and was answered
 # with its error status leaves the server serving, as before it had a signature of its own (round nineteen).
+_ALLREDUCE_CHECK = "custom_allreduce_cuda_check"
+# SGLang's OpenAI serving base (srt/entrypoints/openai/serving_base.py, OpenAIServingBase.handle_request): `except
+# Exception as e: logger.exception(f"Error in request: {e}")` then `return self.create_error_response(message=f"Internal
+# server error: {str(e)}", err_type="InternalServerError", status_code=500)`: the exception ended one request, answered with
+# a 500, and the server goes on. logger.exception prints the message, then the traceback under it.
+_REQUEST_ERROR_LOGGED = b"Error in request: "
+_REQUEST_ERROR_GAP = 3  # lines between the message and the traceback's lines it follows (a frame's source line, a separator)
 _REQUEST_ERRORS = {"exception", "torch_internal_assert", "traceback_only", "traceback_frames"}
 _RESULT_SUFFIXES = {".json"}
 _LOG_SUFFIXES = {".log", ".txt", ".out", ".err", ".journal"}
@@ -504,6 +522,8 @@ class _Scanner:
         self.signalled: dict[int, tuple[int, int, str]] = {}  # per start, where its stop by a signal begins, the signal's line, its words
         self.vllm_kv: dict[str, object] = {}  # vLLM's KV cache figures of the latest start (kv_tokens, max_model_len)
         self.answered_error: dict[int, int] = {}  # per start, the last line where a request was answered with an error
+        # Per start, SGLang's "Error in request: " lines with the traceback its logger.exception prints under each: first, last line.
+        self.request_errors: dict[int, list[list[int]]] = {}
         # The traceback being read (with those chained to it): "none", "open" (frames), "ended" (its exception
         # line), "chaining" (a chaining sentence: the next header continues it); its first load-path frame's
         # function, and its AttributeError / TypeError lines (line, text, message).
@@ -718,6 +738,10 @@ class _Scanner:
         if _ANSWERED_LITERAL in raw and _ANSWERED_ERROR.search(raw):
             self.answered_error[self.summary.starts] = line_no
         self._errors(line_no, raw, text)
+        if _REQUEST_ERROR_LOGGED in raw:
+            self.request_errors.setdefault(self.summary.starts, []).append([line_no, line_no])
+        elif (spans := self.request_errors.get(self.summary.starts)) and self._traceback_last == line_no and line_no - spans[-1][1] <= _REQUEST_ERROR_GAP:
+            spans[-1][1] = line_no  # a line of the traceback under it (a frame's source line or a separator between)
         if any(literal in raw for literal in _GOES_ON_LITERALS) and (went_on := _GOES_ON.search(raw.decode("utf-8", "replace"))) is not None:
             self._went_on(line_no, went_on["retry"] is not None)
         if b"method failed" in raw:
@@ -1084,7 +1108,7 @@ def _classify(scan: _Scanner, path: str, hint: DiagnosisHint | None) -> Diagnosi
         if signature.kind is Kind.GENERIC and not explained and scan.serving - hits.serving_at_last >= RECOVERY_SERVING_LINES:
             recovered.append(hits)
             continue
-        if name in _REQUEST_ERRORS and not explained and _answered_after(scan, start, current, hits):
+        if name in _REQUEST_ERRORS and not explained and (_answered_after(scan, start, current, hits) or _request_logged(scan, start, current, hits)):
             recovered.append(hits)  # a request's exception, answered with its error status: the server lives on
             continue
         fatal.append((signature, hits))
@@ -1137,6 +1161,11 @@ def _classify(scan: _Scanner, path: str, hint: DiagnosisHint | None) -> Diagnosi
             # PyTorch warned that it has no kernels for this GPU, then the start failed: that is why.
             failure_class = FailureClass.UNSUPPORTED_GPU_ARCH.value
             root, root_hits = SIGNATURE_BY_NAME["unsupported_gpu_arch"], scan.hits[(start, "torch_lacks_gpu_arch")]
+        elif root.name == _ALLREDUCE_CHECK and not _captured_last(scan, start):
+            # vLLM's custom all-reduce's CUDACHECK away from a CUDA graph capture (see the catalogue): the CUDA error
+            # string's own class, the device's memory for cudaErrorMemoryAllocation's 'out of memory', else unknown.
+            cuda_error = root_hits.examples[0][2].get("cuda_error", "")
+            failure_class = (FailureClass.CUDA_OOM if cuda_error == "out of memory" else FailureClass.UNKNOWN).value
         elif root.failure_class is FailureClass.MODEL_LOAD_ERROR and (skipped := _skipped_import_of(scan, start, root_hits)) is not None:
             # The registry refused an architecture whose module SGLang skipped because its import failed: the
             # import is why (the refusal alone would send the user looking for an unsupported model).
@@ -1196,6 +1225,20 @@ def _answered_after(scan: _Scanner, start: int, current: Mapping[str, _Signature
     if answered is None or answered <= hits.last_line:
         return False
     return all(name in _REQUEST_ERRORS for name, other in current.items() if SIGNATURE_BY_NAME[name].kind is Kind.GENERIC and other.not_warnings)
+
+
+def _request_logged(scan: _Scanner, start: int, current: Mapping[str, _SignatureHits], hits: _SignatureHits) -> bool:
+    """Every line of this exception lies under SGLang's "Error in request: " (handle_request's logger.exception, then a
+    500 answer; see _REQUEST_ERROR_LOGGED), and every other unexplained error of the start does too: one request failed."""
+    spans = scan.request_errors.get(start)
+    if not spans:
+        return False
+
+    def inside(other: _SignatureHits) -> bool:
+        lines = [line for line, _, _ in other.examples] + [other.last_line]
+        return all(any(first <= line <= last for first, last in spans) for line in lines)
+
+    return all(inside(other) for name, other in current.items() if SIGNATURE_BY_NAME[name].kind is Kind.GENERIC and other.not_warnings) and inside(hits)
 
 
 def _skipped_import_of(scan: _Scanner, start: int, refusal: _SignatureHits) -> _SignatureHits | None:
@@ -1294,6 +1337,13 @@ def _came_up(scan: _Scanner, start: int) -> bool:
     """The start became ready, served requests, or its HTTP server came up (a log cut after uvicorn's
     "running on" line, before the ready line, is no failure)."""
     return scan.summary.is_ready or scan.serving > 0 or scan.listening_start == start
+
+
+def _captured_last(scan: _Scanner, start: int) -> bool:
+    """The start's latest start-up step was a CUDA graph capture (under way or just done) and it never came up: a
+    failure there happened under capture (vLLM's custom all-reduce registers its graph buffers as a capture ends)."""
+    stalled = _stalled_at(scan)
+    return stalled is not None and "cuda graph" in stalled.text.lower() and not _came_up(scan, start)
 
 
 def _under_way(scan: _Scanner, stalled: Evidence) -> bool:
