@@ -1039,3 +1039,57 @@ def test_a_completed_jax_precompile_is_done() -> None:
 
 def test_batch33s_jax_start_cut_in_precompile() -> None:
     _labelled("batch33-heldout", "sglang-jax-tpu-qwen3-8b-tp4-worker-precompile-extend-decode-penalties-finished.log", "unknown")
+
+
+# (20) vLLM's distributed/device_communicators/shm_broadcast.py MessageQueue: every VLLM_RINGBUFFER_WARNING_INTERVAL seconds a
+# wait on a peer logs "No available shared memory broadcast block found in %d seconds. This typically happens when some
+# processes are hanging or doing some time-consuming work (e.g. compilation, weight/kv cache quantization)." A run of ten
+# or more after the start's last step, none after them, is a stalled start; one or two inside a start are a slow step.
+def _shm_wait(minute: int) -> str:
+    return (
+        f"(EngineCore pid=1445363) INFO 10-09 11:{minute:02d}:47 [shm_broadcast.py:812] No available shared memory broadcast block "
+        "found in 60 seconds. This typically happens when some processes are hanging or doing some time-consuming work (e.g. "
+        "compilation, weight/kv cache quantization)."
+    )
+
+
+_VLLM_CAPTURED = [*_VLLM_ON, "(Worker_TP0 pid=1445400) INFO 10-09 11:10:30 [gpu_model_runner.py:4587] Graph capturing finished in 9 secs, took 0.41 GiB"]
+
+
+def test_a_run_of_shared_memory_broadcast_waits_after_the_last_step_is_a_stalled_start() -> None:
+    diagnosis = diagnose_text([*_VLLM_CAPTURED, *(_shm_wait(minute) for minute in range(11, 23))])
+    assert diagnosis.failure_class == "server_start_timeout"
+    assert "12 of vLLM's 'No available shared memory broadcast block found' notices" in (diagnosis.fix or "")
+
+
+def test_a_few_shared_memory_broadcast_waits_are_a_cut_start() -> None:
+    diagnosis = diagnose_text([*_VLLM_CAPTURED, _shm_wait(11), _shm_wait(12)])
+    assert diagnosis.failure_class != "server_start_timeout"
+
+
+def test_shared_memory_broadcast_waits_on_a_serving_server_are_not_a_stall() -> None:
+    serving = '(APIServer pid=7) INFO:     127.0.0.1:50000 - "POST /v1/completions HTTP/1.1" 200 OK'
+    diagnosis = diagnose_text([*_VLLM_CAPTURED, serving, *(_shm_wait(minute) for minute in range(11, 23))])
+    assert diagnosis.failure_class != "server_start_timeout"
+
+
+def test_batch36s_start_waiting_an_hour_after_graph_capture() -> None:
+    _labelled("batch36-heldout", "vllm-0310-tp2-sm89-qwen38-27b-stall-after-graph-capture-shm-broadcast-no-block-57-minutes.log", "server_start_timeout")
+
+
+# (21) torch_npu's NPU graph capture checks the ACL runtime's capture status (aclmdlRICaptureStatus, ACL_MODEL_RI_CAPTURE_
+# STATUS_NONE / _ACTIVE / _INVALIDATED: CUDA's cudaStreamCaptureStatus on the NPU) through TORCH_INTERNAL_ASSERT.
+@pytest.mark.parametrize("framing", ["vllm", "sglang"])
+def test_an_npu_graph_capture_status_assert_is_cuda_graph_error(framing: str) -> None:
+    message = 'RuntimeError: status == aclmdlRICaptureStatus::ACL_MODEL_RI_CAPTURE_STATUS_ACTIVE INTERNAL ASSERT FAILED at "build/CMakeFiles/torch_npu.dir/compiler_depend.ts":162, please report a bug to PyTorch.'
+    if framing == "vllm":
+        lines = [*_VLLM_ON, f"ERROR 08-12 01:31:20 [core.py:586] {message}"]
+    else:
+        lines = [*_SGLANG_UP[:2], f"[2026-05-24 10:00:03 TP0] Scheduler hit an exception: {message}"]
+    diagnosis = diagnose_text(lines)
+    assert diagnosis.failure_class == "cuda_graph_error"
+    assert "aclmdlRICaptureStatus" in (diagnosis.fix or "")
+
+
+def test_batch36s_npu_graph_capture_status_assert() -> None:
+    _labelled("batch36-heldout", "vllm-ascend-v1-engine-aclmdlri-capture-status-active-internal-assert-failed.log", "cuda_graph_error")

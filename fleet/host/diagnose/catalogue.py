@@ -1240,6 +1240,12 @@ SIGNATURES: tuple[Signature, ...] = (
             # for ACL's stream-capture retCode 0x7020023 only, re-raising either way). Either line shows the capture failed.
             T("ACLgraph sizes capture fail", r"(?P<acl_graph>ACLgraph) sizes capture fail: (?P<capture_error>\w+)"),
             T("ACLgraph has insufficient available streams", r"(?P<acl_graph>ACLgraph) has insufficient available streams"),
+            # torch_npu's NPU graph capture (the twin of PyTorch's CUDAGraph) checks the ACL runtime's capture status of its
+            # stream, aclmdlRICaptureStatus (ACL_MODEL_RI_CAPTURE_STATUS_NONE / _ACTIVE / _INVALIDATED, as CUDA's
+            # cudaStreamCaptureStatus above), through c10's TORCH_INTERNAL_ASSERT ('<condition> INTERNAL ASSERT FAILED at
+            # "<file>":<line>, ...'): a graph capture on the NPU failed its state check.
+            T("aclmdlRICaptureStatus", r"(?P<acl_capture_status>aclmdlRICaptureStatus)\b"),
+            T("ACL_MODEL_RI_CAPTURE_STATUS_", r"(?P<acl_capture_status>ACL_MODEL_RI_CAPTURE_STATUS_\w+)"),
             T("Capture single-CG draft extend failed"),
             T("operation not permitted when stream is capturing"),
             T("cudaErrorStreamCapture"),
@@ -1272,6 +1278,9 @@ SIGNATURES: tuple[Signature, ...] = (
             T("Piecewise CUDA Graph failed", r"Piecewise CUDA Graph failed with error:\s*(?P<capture_error>\S[^\n]*)?"),
             T("add --disable-piecewise-cuda-graph to your launch command"),
         ),
+        "torch_npu's NPU graph capture failed its capture-status check ({acl_capture_status}): capture fewer sizes "
+        "(cudagraph_capture_sizes in the compilation config) or serve with --enforce-eager, and look above it for the "
+        "first error inside the capture.",
         "vllm-ascend's {acl_graph} capture failed (the NPU has too few streams for the configured capture sizes): "
         "capture fewer sizes (cudagraph_capture_sizes in the compilation config), use ACL graph's full-graph mode, or "
         "use --enforce-eager to skip graph capture.",

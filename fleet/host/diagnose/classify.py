@@ -394,6 +394,14 @@ _ALLREDUCE_CHECK = "custom_allreduce_cuda_check"
 # server error: {str(e)}", err_type="InternalServerError", status_code=500)`: the exception ended one request, answered with
 # a 500, and the server goes on. logger.exception prints the message, then the traceback under it.
 _REQUEST_ERROR_LOGGED = b"Error in request: "
+# vLLM's shared-memory ring buffer (distributed/device_communicators/shm_broadcast.py, MessageQueue's acquire_write and
+# acquire_read): while a reader or writer waits on a peer it logs, every VLLM_RINGBUFFER_WARNING_INTERVAL seconds (60 by
+# default), "No available shared memory broadcast block found in %d seconds. This typically happens when some processes are
+# hanging or doing some time-consuming work (e.g. compilation, weight/kv cache quantization)." One or two inside a start that
+# goes on are a slow step; a run of them after the start's last step, with no step after, is the engine's own word that the
+# start is waiting on a peer that does not answer: a stalled start.
+_SHM_WAIT = b"No available shared memory broadcast block found"
+_SHM_WAIT_RUN = 10  # notices (ten minutes at the default interval) after the last start-up step
 _REQUEST_ERROR_GAP = 3  # lines between the message and the traceback's lines it follows (a frame's source line, a separator)
 _REQUEST_ERRORS = {"exception", "torch_internal_assert", "traceback_only", "traceback_frames"}
 _RESULT_SUFFIXES = {".json"}
@@ -524,6 +532,7 @@ class _Scanner:
         self.answered_error: dict[int, int] = {}  # per start, the last line where a request was answered with an error
         # Per start, SGLang's "Error in request: " lines with the traceback its logger.exception prints under each: first, last line.
         self.request_errors: dict[int, list[list[int]]] = {}
+        self.shm_waits: list[tuple[int, int]] = []  # vLLM's shared-memory broadcast wait notices: line, steps met before it
         # The traceback being read (with those chained to it): "none", "open" (frames), "ended" (its exception
         # line), "chaining" (a chaining sentence: the next header continues it); its first load-path frame's
         # function, and its AttributeError / TypeError lines (line, text, message).
@@ -738,6 +747,8 @@ class _Scanner:
         if _ANSWERED_LITERAL in raw and _ANSWERED_ERROR.search(raw):
             self.answered_error[self.summary.starts] = line_no
         self._errors(line_no, raw, text)
+        if _SHM_WAIT in raw:
+            self.shm_waits.append((line_no, self.steps))
         if _REQUEST_ERROR_LOGGED in raw:
             self.request_errors.setdefault(self.summary.starts, []).append([line_no, line_no])
         elif (spans := self.request_errors.get(self.summary.starts)) and self._traceback_last == line_no and line_no - spans[-1][1] <= _REQUEST_ERROR_GAP:
@@ -1204,6 +1215,15 @@ def _classify(scan: _Scanner, path: str, hint: DiagnosisHint | None) -> Diagnosi
             failure_class = FailureClass.UNKNOWN.value
             evidence = (*evidence, Evidence(signalled[1], f"stopped by a signal: {signalled[2]}"))
             fix = fill_fix(STARTUP_INCOMPLETE_FIXES, figures, release)
+        elif stalled is not None and len(waits := [line for line, steps in scan.shm_waits if steps == scan.steps and line > stalled.line]) >= _SHM_WAIT_RUN:
+            failure_class = FailureClass.SERVER_START_TIMEOUT.value
+            figures["stall_detail"] = f"after it, {len(waits)} of vLLM's 'No available shared memory broadcast block found' notices, lines {waits[0]}-{waits[-1]}"
+            evidence = (
+                Evidence(stalled.line, f"stalled after: {stalled.text}"),
+                Evidence(waits[0], "waiting on a peer: no shared memory broadcast block found"),
+                Evidence(waits[-1], f"still waiting, {len(waits)} notices later"),
+            )
+            fix = fill_fix(STALLED_START_FIXES, figures, release)
         elif stalled is not None and _under_way(scan, stalled):
             failure_class = FailureClass.SERVER_START_TIMEOUT.value
             tail = scan.lines - stalled.line
