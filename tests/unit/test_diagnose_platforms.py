@@ -1093,3 +1093,40 @@ def test_an_npu_graph_capture_status_assert_is_cuda_graph_error(framing: str) ->
 
 def test_batch36s_npu_graph_capture_status_assert() -> None:
     _labelled("batch36-heldout", "vllm-ascend-v1-engine-aclmdlri-capture-status-active-internal-assert-failed.log", "cuda_graph_error")
+
+
+# (22) Start-up chatter that only a starting server prints, as start-up steps (classify.py's _STALL_MARKERS): SGLang's
+# set_gpu_proc_affinity (srt/utils/common.py 0.5.17 :2699, f"Process {pid} gpu_id {gpu_id} is running on CPUs: {...}"),
+# its model runner's f"Attention backend not set. Use {backend} backend by default." (0.4.x model_runner.py), FlagOS's
+# platform plugin ("sglang_fl platform activating: vendor=%s, device=%s"), vllm-gaudi's "Starting sampler warmup..." (until
+# "Sampler warmup completed successfully"). A log that ends after them with no readiness line has not started.
+_SGLANG_AFFINITY = "[2025-04-15 05:11:42 TP0] Process 1091 gpu_id 0 is running on CPUs: [0, 1, 2, 3]"
+_SGLANG_DEFAULT_BACKEND = "[2025-04-15 05:11:47 TP0] Attention backend not set. Use triton backend by default."
+_PLUGIN = "sglang_fl platform activating: vendor=ascend, device=npu"
+
+
+@pytest.mark.parametrize("lines", [[_SGLANG_AFFINITY], [_SGLANG_AFFINITY, _SGLANG_DEFAULT_BACKEND], [_PLUGIN, "PlatformFL initialized: vendor=ascend, device=npu, dist_backend=hccl"]])
+def test_a_log_cut_after_start_up_chatter_is_a_cut_start(lines: list[str]) -> None:
+    diagnosis = diagnose_text(lines)
+    assert diagnosis.failure_class == "unknown"
+    assert diagnosis.evidence and diagnosis.evidence[0].text.startswith("last startup step: done")
+
+
+def test_start_up_chatter_then_readiness_is_healthy() -> None:
+    assert diagnose_text([_SGLANG_AFFINITY, _SGLANG_DEFAULT_BACKEND, *_SGLANG_UP]).failure_class is None
+
+
+def test_a_gaudi_sampler_warmup_that_never_ends_is_a_stall_and_one_that_ends_is_a_cut_start() -> None:
+    prefix = "(Worker_TP0 pid=635023) INFO 04-09 11:25:43 [hpu_model_runner.py:4675] "
+    assert diagnose_text([f"{prefix}Starting sampler warmup..."]).failure_class == "server_start_timeout"
+    done = diagnose_text([f"{prefix}Starting sampler warmup...", f"{prefix}Sampler warmup completed successfully"])
+    assert done.failure_class == "unknown"
+
+
+def test_the_multimodal_backend_default_is_not_the_model_runners_line() -> None:
+    assert diagnose_text(["[2026-05-24 10:00:03 TP0] Multimodal attention backend not set. Use triton_attn."]).failure_class is None
+
+
+def test_batch29s_plugin_start_cut_and_batch35s_mi300x_start_cut() -> None:
+    _labelled("batch29-heldout", "sglang-ascend-plugin-fl-flaggems-platform-activating-opmanager-cut-start.log", "unknown")
+    _labelled("batch35-heldout", "sglang-2025-04-llama4-scout-2x-mi300x-tp2-start-cut-after-attention-backend-triton.log", "unknown")

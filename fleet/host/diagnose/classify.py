@@ -216,6 +216,19 @@ _STALL_MARKERS: tuple[tuple[bytes, str, bool], ...] = (
     (b"Memory pool end", "about to capture CUDA graphs", False),
     (b"KV Cache is allocated", "done allocating the KV cache", False),
     (b"Capture cuda graph begin", "capturing CUDA graphs", True),
+    # Start-up chatter that only a starting server prints, each a step done (a log that ends after it, with no readiness
+    # line, is a cut start): SGLang's scheduler process pinning itself at its start (srt/utils/common.py 0.5.17 :2699
+    # set_gpu_proc_affinity, logger.info(f"Process {pid} gpu_id {gpu_id} is running on CPUs: {p.cpu_affinity()}")); its
+    # model runner choosing the default attention backend (0.4.x model_runner.py, logger.info(f"Attention backend not set.
+    # Use {server_args.attention_backend} backend by default.")); FlagOS's SGLang platform plugin found at platform
+    # discovery (sglang_fl's entry point, logger.info("sglang_fl platform activating: vendor=%s, device=%s", ...), and
+    # sglang_plugin_FL's the same). vllm-gaudi's sampler warm-up (hpu_model_runner.py warmup_sampler: "Starting sampler
+    # warmup..." then "Sampler warmup completed successfully") is a step under way until its end line.
+    (b" is running on CPUs: ", "done pinning the scheduler process to its CPUs (SGLang's scheduler start)", False),
+    (b"Attention backend not set. Use ", "done choosing the default attention backend (SGLang's model runner)", False),
+    (b" platform activating: vendor=", "done activating the platform plugin (FlagOS)", False),
+    (b"Sampler warmup completed successfully", "done warming up the sampler (vllm-gaudi)", False),
+    (b"Starting sampler warmup...", "warming up the sampler (vllm-gaudi)", True),
     # SGLang-JAX's scheduler precompiles the model's batch shapes before its loop (sgl_jax srt/managers/scheduler.py:
     # `logger.info("[Scheduler] Begins to run worker precompile.")`, `self.tp_worker.run_precompile()`,
     # `logger.info("[Scheduler] Completes worker precompile.")`, and "Begins to run spec_decode worker precompile." with a
