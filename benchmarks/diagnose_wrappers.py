@@ -242,6 +242,12 @@ def ansi(index: int, line: str, engine: str) -> str:
     return f"\x1b[1;31m{line}\x1b[0m" if line else line
 
 
+# The same colours copied as text from a page that renders the escape character as "ESC" (GitHub's log view, a
+# terminal copy tool): "ESC[1;36m...ESC[0;0m", as batch38's Pascal log carries them around vLLM's process tag.
+def ansi_text(index: int, line: str, engine: str) -> str:
+    return f"ESC[1;36m{line}ESC[0;0m" if line else line
+
+
 def crlf(index: int, line: str, engine: str) -> str:
     return line + "\r"
 
@@ -277,6 +283,7 @@ WRAPPERS: dict[str, Wrapper] = {
     "ts": ts,
     "ts-iso": ts_iso,
     "ansi": ansi,
+    "ansi-text": ansi_text,
     "crlf": crlf,
     "quote": quote,
     "indent": indent,

@@ -1130,3 +1130,167 @@ def test_the_multimodal_backend_default_is_not_the_model_runners_line() -> None:
 def test_batch29s_plugin_start_cut_and_batch35s_mi300x_start_cut() -> None:
     _labelled("batch29-heldout", "sglang-ascend-plugin-fl-flaggems-platform-activating-opmanager-cut-start.log", "unknown")
     _labelled("batch35-heldout", "sglang-2025-04-llama4-scout-2x-mi300x-tp2-start-cut-after-attention-backend-triton.log", "unknown")
+
+
+# Round twenty-six: batch37-38's miss kinds, each from the source that prints the text (catalogue.py and carriers.py cite
+# it beside the trigger or rule).
+# (23) ROCm's hipErrorInvalidDeviceFunction, hipGetErrorString "invalid device function", printed by PyTorch's hipified
+# C10_CUDA_CHECK as "HIP error: invalid device function": no code object for the GPU's gfx target, as CUDA's "no kernel
+# image is available" (cudaErrorInvalidDeviceFunction prints the same words with "CUDA error: ").
+_HIP_INVALID = [
+    "RuntimeError: HIP error: invalid device function",
+    "HIP kernel errors might be asynchronously reported at some other API call, so the stacktrace below might be incorrect.",
+    "Compile with `TORCH_USE_HIP_DSA` to enable device-side assertions.",
+]
+
+
+@pytest.mark.parametrize("framing", ["sglang", "vllm", "cuda"])
+def test_an_invalid_device_function_is_unsupported_gpu_arch(framing: str) -> None:
+    if framing == "sglang":
+        lines = [*_SGLANG_UP[:2], "[2026-05-24 10:00:03 TP0] Scheduler hit an exception: Traceback (most recent call last):", *_HIP_INVALID]
+    elif framing == "vllm":
+        lines = [*_VLLM_ON, *(f"(EngineCore_DP0 pid=90) ERROR 10-20 00:03:01 [core.py:708] {line}" for line in _HIP_INVALID)]
+    else:
+        lines = [*_VLLM_ON, "RuntimeError: CUDA error: invalid device function"]
+    diagnosis = diagnose_text(lines)
+    assert diagnosis.failure_class == "unsupported_gpu_arch"
+    assert "invalid device function" in diagnosis.evidence[0].text and "no kernel code" in (diagnosis.fix or "")
+
+
+def test_invalid_device_function_named_without_the_runtime_check_is_not_the_gpus_class() -> None:
+    lines = [*_SGLANG_UP, "[2026-05-24 10:00:12] hipErrorInvalidDeviceFunction: see the troubleshooting guide for invalid device function"]
+    assert diagnose_text(lines).failure_class is None
+
+
+def test_batch38s_hip_invalid_device_function() -> None:
+    for file in (
+        "vllm-rocm-docker-2025-02-rx7900xt-gfx1100-serve-hip-error-invalid-device-function.log",
+        "vllm-rocm-2025-06-ryzen-ai-max-395-gfx1151-rotary-embedding-hip-error-invalid-device-function.log",
+    ):
+        _labelled("batch38-heldout", file, "unsupported_gpu_arch")
+
+
+# (24) PyTorch Inductor's GPUTooOldForTriton (torch 2.13 torch/_inductor/exc.py:143-155, raised by scheduler.py:8497
+# create_backend; a RuntimeError with the same text before): f"Found {name} which is too old to be supported by the triton
+# GPU compiler, which is used as the backend. Triton only supports devices of CUDA Capability >= 7.0, but your device is of
+# CUDA capability {major}.{minor}".
+_TRITON_TOO_OLD = (
+    "Found Tesla P40 which is too old to be supported by the triton GPU compiler, which is used as the backend. Triton only "
+    "supports devices of CUDA Capability >= 7.0, but your device is of CUDA capability 6.1"
+)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        f"[2026-05-24 10:00:03 TP0] Scheduler hit an exception: RuntimeError: {_TRITON_TOO_OLD}",
+        f"(VllmWorker rank=0 pid=91) ERROR 10-20 00:03:01 [multiproc_executor.py:596] torch._inductor.exc.GPUTooOldForTriton: {_TRITON_TOO_OLD}",
+        f"(VllmWorkerProcess pid=62) ERROR 12-26 16:20:28 multiproc_worker_utils.py:236] RuntimeError: {_TRITON_TOO_OLD}",
+    ],
+)
+def test_a_gpu_too_old_for_triton_is_unsupported_gpu_arch(line: str) -> None:
+    diagnosis = diagnose_text([*_VLLM_ON, line])
+    assert diagnosis.failure_class == "unsupported_gpu_arch"
+    assert "has 6.1" in (diagnosis.fix or "") and "--enforce-eager" in (diagnosis.fix or "")
+
+
+def test_the_triton_compiler_named_without_the_refusal_is_not_the_gpus_class() -> None:
+    lines = [*_SGLANG_UP, "[2026-05-24 10:00:12] Using the triton GPU compiler as the backend for Tesla V100 (CUDA capability 7.0)"]
+    assert diagnose_text(lines).failure_class is None
+
+
+def test_batch38s_triton_gpu_too_old() -> None:
+    _labelled("batch38-heldout", "vllm-pascal-2025-05-2x-p40-tp2-rolmocr-triton-gpu-too-old-capability-6.1.log", "unsupported_gpu_arch")
+
+
+# (25) vLLM's CUTLASS 3.x scaled-mm entry points for Blackwell (csrc/quantization/cutlass_w8a8 cutlass_scaled_mm_sm100 /
+# _sm120: TORCH_CHECK(<per-tensor or per-token/per-channel scales>, "Currently, block scaled fp8 gemm is not implemented for
+# Blackwell")): no block-scaled FP8 kernel for that GPU family in this release. vLLM only.
+def test_a_block_scaled_fp8_gemm_refused_for_blackwell_is_unsupported_gpu_arch() -> None:
+    lines = [*_VLLM_ON, "(VllmWorker rank=0 pid=91) ERROR 10-20 00:03:01 [multiproc_executor.py:596] RuntimeError: Currently, block scaled fp8 gemm is not implemented for Blackwell"]
+    diagnosis = diagnose_text(lines)
+    assert diagnosis.failure_class == "unsupported_gpu_arch"
+    assert "Blackwell" in (diagnosis.fix or "") and "block-scaled FP8" in (diagnosis.fix or "")
+
+
+def test_a_block_scaled_fp8_gemm_in_use_is_not_a_refusal() -> None:
+    lines = [*_SGLANG_UP, "[2026-05-24 10:00:12] Using CUTLASS block scaled fp8 gemm on Blackwell"]
+    assert diagnose_text(lines).failure_class is None
+
+
+def test_batch38s_blackwell_block_scaled_fp8_gemm() -> None:
+    _labelled("batch38-heldout", "vllm-2025-08-dual-rtx5090-sm120-cutlass-block-scaled-fp8-gemm-not-implemented-for-blackwell.log", "unsupported_gpu_arch")
+
+
+# (26) NCCL's src/transport/net_ib.cc ncclIbTest on a failed work completion: WARN("NET/IB: Got completion from peer %s with
+# status=%d opcode=%d len=%d vendor err %d (%s)...") ("NET/IB : Got completion ..." in older releases), then ncclRemoteError
+# (the "net.cc:<line> -> 6" trace): a collective failed on the fabric after set-up, ranked over the stall the hang leaves.
+_NCCL_UP = [
+    "host7:185302:185302 [0] NCCL INFO ncclCommInitRank comm 0x55a0be47d620 rank 0 nranks 16 cudaDev 0 nvmlDev 0 busId 18000 commId 0x221dee7fa4558566 - Init COMPLETE",
+    "host7:185303:185303 [1] NCCL INFO ncclCommInitRank comm 0x55a0be47d621 rank 1 nranks 16 cudaDev 1 nvmlDev 1 busId 2a000 commId 0x221dee7fa4558566 - Init COMPLETE",
+    "host7:185302:185302 [0] NCCL INFO AllReduce: opCount 0 sendbuff 0x7f4311e00400 recvbuff 0x7f4311e00400 count 1 datatype 7 op 0 root 0 comm 0x55e11d052a20 [nranks=16] stream 0x55e1271cb4f0",
+]
+
+
+@pytest.mark.parametrize(
+    ("head", "warn"),
+    [
+        (
+            _SGLANG_UP[:2],
+            "host7:185303:186751 [1] transport/net_ib.cc:2453 NCCL WARN NET/IB: Got completion from peer 10.99.91.63<51161> with status=4 opcode=32614 len=32614 vendor err 81 (Send) hca mlx5_1",
+        ),
+        (_VLLM_ON, "host7:185303:186751 [1] NCCL WARN NET/IB : Got completion from peer 10.99.91.63<51161> with status=12 opcode=0 len=0 vendor err 129"),
+    ],
+)
+def test_an_ib_completion_error_after_set_up_is_nccl_error_over_the_stall(head: list[str], warn: str) -> None:
+    diagnosis = diagnose_text([*head, *_NCCL_UP, warn, "host7:185303:186751 [1] NCCL INFO transport/net.cc:1227 -> 6"])
+    assert diagnosis.failure_class == "nccl_error"
+    assert "Got completion from peer" in diagnosis.evidence[0].text and "NCCL_IB_HCA" in (diagnosis.fix or "")
+
+
+def test_an_ib_completion_of_status_zero_is_no_failure() -> None:
+    lines = [*_SGLANG_UP, "host7:185303:186751 [1] NCCL INFO NET/IB: Got completion from peer 10.99.91.63<51161> with status=0 opcode=0"]
+    assert diagnose_text(lines).failure_class != "nccl_error"
+
+
+def test_batch37s_ib_completion_error_at_the_first_all_reduce() -> None:
+    _labelled("batch37-heldout", "sglang-059-2node-pd-decode-tp16-nccl-ib-completion-error-vendor-err-81-hang-at-first-allreduce.log", "nccl_error")
+
+
+# (27) The quantization method refusing the model's dtype: SGLang 0.5.23 srt/model_loader/loader.py:266-271
+# _get_quantization_config, vLLM 0.33 config/vllm.py:937-942: ValueError(f"{model_config.dtype} is not supported for
+# quantization method {model_config.quantization}. Supported dtypes: {supported_dtypes}").
+_DTYPE_REFUSED = "ValueError: torch.bfloat16 is not supported for quantization method awq. Supported dtypes: [torch.float16]"
+
+
+@pytest.mark.parametrize("framing", ["sglang", "vllm"])
+def test_a_dtype_the_quantization_method_refuses_is_model_load_error(framing: str) -> None:
+    if framing == "sglang":
+        lines = [*_SGLANG_UP[:2], "[2026-05-24 10:00:03 TP0] Scheduler hit an exception: Traceback (most recent call last):", _DTYPE_REFUSED]
+    else:
+        lines = [*_VLLM_ON, f"(APIServer pid=7) ERROR 10-20 00:02:17 [api_server.py:1900] {_DTYPE_REFUSED}"]
+    diagnosis = diagnose_text(lines)
+    assert diagnosis.failure_class == "model_load_error"
+    assert "--dtype float16" in (diagnosis.fix or "") and "[torch.float16]" in (diagnosis.fix or "")
+
+
+def test_the_supported_dtypes_named_without_a_refusal_are_no_failure() -> None:
+    lines = [*_SGLANG_UP, "[2026-05-24 10:00:12] quantization method awq: Supported dtypes: [torch.float16]"]
+    assert diagnose_text(lines).failure_class is None
+
+
+def test_batch37s_bfloat16_refused_by_awq() -> None:
+    _labelled("batch37-heldout", "sglang-2025-12-fork-deepseek-v32-awq-dp4-load-model-bfloat16-not-supported-for-quantization-method-awq.log", "model_load_error")
+
+
+# (28) An escape's SGR codes written out as text ("ESC[1;36m", "^[[1;36m"), as GitHub's log view and terminal copy tools
+# render the escape character: removed as the colours themselves are (carriers.py), so the lines under them read.
+@pytest.mark.parametrize("escape", ["ESC", "^["])
+def test_colour_codes_written_as_text_hide_no_error(escape: str) -> None:
+    tag = f"{escape}[1;36m(VllmWorkerProcess pid=62){escape}[0;0m "
+    diagnosis = diagnose_text([*(tag + line for line in _VLLM_ON), f"{tag}ERROR 12-26 16:20:28 multiproc_worker_utils.py:236] RuntimeError: {_TRITON_TOO_OLD}"])
+    assert diagnosis.failure_class == "unsupported_gpu_arch"
+
+
+def test_batch38s_pascal_log_under_literal_escape_text() -> None:
+    _labelled("batch38-heldout", "vllm-2024-12-pascal-docker-4x-p100-tp4-worker-triton-gpu-too-old-capability-6.0.log", "unsupported_gpu_arch")

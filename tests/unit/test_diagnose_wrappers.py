@@ -157,6 +157,13 @@ def test_the_ansi_colours_of_a_terminal_go_anywhere_on_the_line() -> None:
     assert strip_carriers(b"\x1b[1;31mERROR\x1b[0m 07-25 07:53:08 [core.py:1] x\x1b[0m") == b"ERROR 07-25 07:53:08 [core.py:1] x"
 
 
+def test_ansi_colours_written_as_text_go_too() -> None:
+    # GitHub's log view and terminal copy tools render the escape character as "ESC" (or "^[", caret notation).
+    assert strip_carriers(b"ESC[1;36m(VllmWorkerProcess pid=62)ESC[0;0m ERROR 12-26 16:20:28 x.py:1] y") == b"ERROR 12-26 16:20:28 x.py:1] y"
+    assert strip_carriers(b"^[[1;31mERROR^[[0m x") == b"ERROR x"
+    assert strip_carriers(b"ESCAPE [1;31m and ESC[K stay") == b"ESCAPE [1;31m and ESC[K stay"
+
+
 def test_kubelets_partial_lines_are_read_as_the_line_they_split() -> None:
     stamp = "2025-07-25T07:53:08.217487080+08:00 stderr "
     assert cri_partial((stamp + "P torch.OutOfMemoryError: CUDA out").encode()) == b"torch.OutOfMemoryError: CUDA out"

@@ -38,7 +38,10 @@ Each form, as its tool prints it (bytes: the scanner reads bytes):
   all the spaces after it, as the vLLM log module's PROCESS_TAG takes them (a line under such a tag has always
   read as a message, never as a quoted source line);
 - a Markdown block quote ("> ", CommonMark 5.1);
-- ANSI colour codes anywhere on the line (tee'd from a terminal), removed first.
+- ANSI colour codes anywhere on the line (tee'd from a terminal), removed first; so are their SGR codes
+  written out as text, the escape character shown as "ESC" (GitHub's log view and terminal copy tools render
+  ESC so: "ESC[1;36m(VllmWorkerProcess pid=62)ESC[0;0m ERROR ...", the vLLM log's coloured process tag) or
+  in caret notation ("^[[1;36m", `cat -v`, less): ECMA-48's CSI "ESC [" parameters then "m".
 
 Standard library only, like the classifier.
 """
@@ -48,6 +51,7 @@ from __future__ import annotations
 import re
 
 _ANSI = re.compile(rb"\x1b\[[0-9;?]*[ -/]*[@-~]")
+_ANSI_AS_TEXT = re.compile(rb"(?:ESC|\^\[)\[[0-9;]*m")
 _RFC3339 = rb"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:[.,]\d+)?"
 _SHORT = rb"[A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2}(?:\.\d+)?"
 _CRI = rb"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:\d{2}) (?:stdout|stderr) "
@@ -80,12 +84,22 @@ def strip_carriers(raw: bytes) -> bytes:
     """The line without its carriers' text (the same object when it has none)."""
     if b"\x1b" in raw:
         raw = _ANSI.sub(b"", raw)
+    if b"ESC[" in raw or b"^[[" in raw:
+        raw = _ANSI_AS_TEXT.sub(b"", raw)
     for _ in range(CARRIERS_AT_MOST):
         found = _CARRIER.match(raw)
         if found is None or not found.end():
             break
         raw = raw[found.end() :]
     return raw
+
+
+def strip_colour_text(text: str) -> str:
+    """A shown line without colour codes written out as text (evidence shows a line as a terminal would: the real
+    codes go in logparse.clean_line, these here)."""
+    if "ESC[" in text or "^[[" in text:
+        return _ANSI_AS_TEXT.sub(b"", text.encode("utf-8", "surrogateescape")).decode("utf-8", "surrogateescape")
+    return text
 
 
 def cri_partial(raw: bytes) -> bytes | None:

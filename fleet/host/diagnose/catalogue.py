@@ -498,6 +498,15 @@ SIGNATURES: tuple[Signature, ...] = (
             # release (0.33 layers/quantization/compressed_tensors/compressed_tensors.py:946 _get_scheme_from_parts:
             # NotImplementedError(f"No compressed-tensors compatible scheme was found for {layer_name=}, ..."); 0.8-0.9
             # "No compressed-tensors compatible scheme was found."), raised while the model's layers are built.
+            # The quantization method refusing the model's dtype while the model is built: SGLang 0.5.23
+            # srt/model_loader/loader.py:266-271 _get_quantization_config and vLLM 0.33 config/vllm.py:937-942 (the
+            # model loader's _get_quantization_config before): `if model_config.dtype not in supported_dtypes: raise
+            # ValueError(f"{model_config.dtype} is not supported for quantization method {model_config.quantization}.
+            # Supported dtypes: {supported_dtypes}")`, supported_dtypes from the method's get_supported_act_dtypes().
+            T(
+                "is not supported for quantization method",
+                r"(?P<model_dtype>[\w.]+) is not supported for quantization method (?P<quant_method>[\w-]+)\. Supported dtypes: (?P<supported_dtypes>\[[^\]]*\])",
+            ),
             T("No compressed-tensors compatible scheme was found"),
             T("No such file or directory", r"No such file or directory: '(?P<path>[^']*(?:config\.json|\.safetensors|\.bin|tokenizer[^']*))'"),
             # torch/nn/modules/module.py load_state_dict: "Error(s) in loading state_dict for X:\n\tsize mismatch for ...".
@@ -563,6 +572,9 @@ SIGNATURES: tuple[Signature, ...] = (
         "The engine's Transformers backend ({transformers_backend_class}, the fallback for an architecture with no native "
         "class) has no '{missing_attribute}': it cannot serve this model in this release. Use a release with a native class "
         "for the model, or one whose Transformers backend supports it.",
+        "The quantization method {quant_method} does not run in {model_dtype} (it takes {supported_dtypes}): relaunch with "
+        "--dtype float16 where float16 is among them (AWQ and GPTQ), or with a quantization method that takes this dtype "
+        "(awq_marlin or gptq_marlin for a bfloat16 model).",
         "The model's {quantized_layer} layer has no '{quant_parameter}': the quantization method this release built it "
         "with does not match the checkpoint's quantization (its scheme, static or dynamic scales, or this release's handling "
         "of that scheme): use a checkpoint quantized in a scheme this release loads, or a release that loads this one.",
@@ -764,7 +776,38 @@ SIGNATURES: tuple[Signature, ...] = (
                 "backends are supported on",
                 r"\bOnly \{(?P<allowed_backends>[^}]*)\} backends are supported on (?P<gpu_generation>[A-Z]\w+) GPUs",
             ),
+            # ROCm's twin of CUDA's "no kernel image is available": hipErrorInvalidDeviceFunction, whose hipGetErrorString
+            # is "invalid device function" (HIP include/hip/hip_runtime_api.h: "Invalid device function", clr
+            # hipamd/src/hip_error.cpp ihipGetErrorString), returned by a kernel launch whose function has no code object
+            # for the device's gfx target (clr hipamd/src/hip_platform.cpp PlatformState::getStatFunc: no device function
+            # for this device -> hipErrorInvalidDeviceFunction); PyTorch's hipified C10_CUDA_CHECK prints it "HIP error: " +
+            # the string. CUDA's cudaErrorInvalidDeviceFunction (98) prints the same words and means the same ("the
+            # requested device function does not exist or is not compiled for the proper device architecture", CUDA
+            # runtime API). Only the check's "<API> error: invalid device function" form counts.
+            T("error: invalid device function", r"\b(?P<runtime_api>HIP|CUDA) error: invalid device function\b"),
+            # PyTorch Inductor's refusal before it compiles a Triton kernel for a GPU below compute capability 7.0
+            # (torch 2.13 torch/_inductor/exc.py:143-155 GPUTooOldForTriton, raised by scheduler.py:8497
+            # create_backend; older torch a RuntimeError with the same text): "Found {name} which is too old to be
+            # supported by the triton GPU compiler, which is used as the backend. Triton only supports devices of CUDA
+            # Capability >= 7.0, but your device is of CUDA capability {major}.{minor}".
+            T(
+                "too old to be supported by the triton GPU compiler",
+                r"too old to be supported by the triton GPU compiler(?:.*?your device is of CUDA capability (?P<triton_capability>\d+\.\d+))?",
+            ),
+            # vLLM's CUTLASS 3.x scaled-mm entry points for Blackwell (csrc/quantization/cutlass_w8a8 scaled_mm_c3x_sm100.cu
+            # / scaled_mm_c3x_sm120.cu cutlass_scaled_mm_sm100 / _sm120: TORCH_CHECK((a_scales.numel() == 1 || ... ==
+            # a.size(0)) && (b_scales.numel() == 1 || ... == b.size(1)), "Currently, block scaled fp8 gemm is not
+            # implemented for Blackwell")): the release has no block-scaled FP8 kernel for this GPU family.
+            T("block scaled fp8 gemm is not implemented for", r"block scaled fp8 gemm is not implemented for (?P<gpu_family>Blackwell|Hopper|Ada\w*)"),
         ),
+        "This release's CUTLASS kernels have no block-scaled FP8 GEMM for {gpu_family} GPUs: serve the checkpoint with a "
+        "release that has them (a newer vLLM), or a per-tensor / per-channel FP8 checkpoint of the model.",
+        "Triton, which torch.compile's Inductor uses, needs CUDA capability 7.0 or newer and this GPU has "
+        "{triton_capability}: serve with --enforce-eager (no torch.compile) or on a Volta-or-newer GPU.",
+        "The installed build has no kernel code for this GPU's architecture ({runtime_api} error 'invalid device "
+        "function'): use torch and engine builds compiled for it (ROCm: PYTORCH_ROCM_ARCH or the image's gfx list naming "
+        "its gfx target, or HSA_OVERRIDE_GFX_VERSION set to a supported target of the same family; CUDA: "
+        "TORCH_CUDA_ARCH_LIST naming its SM).",
         "SGLang allows only the attention backends {allowed_backends} on {gpu_generation} GPUs for this model family: "
         "relaunch with --attention-backend triton (or another backend of that set), and pick from the same set for the "
         "prefill and decode attention backends where they are set apart.",
@@ -1324,6 +1367,15 @@ SIGNATURES: tuple[Signature, ...] = (
             # communication could not be set up; the scheduler's EOFError that follows is its consequence.
             T("is not accessible, exiting", r"(?P<nccl_detail>\[GPU \d+\] Peer GPU \d+ is not accessible)"),
             T("building transport map failed", r"(?P<nccl_detail>building transport map failed)"),
+            # NCCL's InfiniBand transport, testing a request whose work completion is not IBV_WC_SUCCESS (src/transport/
+            # net_ib.cc ncclIbTest: WARN("NET/IB: Got completion from peer %s with status=%d opcode=%d len=%d vendor err %d
+            # (%s)%s%s%s%s hca %s", ...), "NET/IB : Got completion ..." in older releases, "NET/IB/GIN: ..." on the GIN
+            # path; then `return ncclRemoteError`, the "<file>:<line> -> 6" NCCLCHECK trace under it): a collective's
+            # transfer failed on the fabric after the communicators were set up. A non-zero status only.
+            T(
+                "Got completion from peer",
+                r"NET/IB(?:/GIN)? ?: Got completion from peer \S+ with status=(?P<ib_wc_status>[1-9]\d*)",
+            ),
             # The process group's rendezvous, before any collective: c10d's TCPStore client cannot reach the store the
             # first rank serves (torch/csrc/distributed/c10d/socket.cpp SocketConnectOp: "The client socket has timed out
             # after {} while trying to connect to ({}, {}).", "The client socket has failed to connect to any network
@@ -1355,6 +1407,9 @@ SIGNATURES: tuple[Signature, ...] = (
             T("Getting socket times out", r"(?P<hccl_detail>Getting socket times out)"),
             T("function error: Hccl", r"function error: (?P<hccl_detail>Hccl(?:All\w*|Broadcast|Reduce\w*|Send|Recv|BatchSendRecv|AlltoAll\w*|Scatter|Gather)\b[^,]*, error code is \d+)"),
         ),
+        "NCCL's InfiniBand transport got a failed work completion from a peer (ibv_wc status {ib_wc_status}) during a "
+        "collective: check the IB fabric between the nodes (ibstat, link errors), GPUDirect RDMA memory registration "
+        "(nvidia-peermem loaded, ACS off), and that NCCL_IB_HCA / NCCL_IB_GID_INDEX name the right ports on every node.",
         "Ascend's HCCL failed between the ranks ({hccl_detail}): look for the first error on the peer rank or node (this "
         "is often its consequence: a rank that died or lags), check that every node started and reached the same step "
         "and that the NPUs' network links are up (hccn_tool's link status), and raise HCCL_CONNECT_TIMEOUT (link "

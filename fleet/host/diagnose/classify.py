@@ -25,7 +25,7 @@ from typing import Any, Protocol, TypeGuard
 from fleet.host.contract import RESULT_SCHEMA, ContractError, RunResult, RunStatus, SweepDir
 from fleet.host.contract.reader import parse_json, read_text
 from fleet.host.contract.results import RESULT_MAX_BYTES
-from fleet.host.diagnose.carriers import CODE_BLOCK, CRI_PARTIAL_LITERAL, code_block_indent, cri_partial, strip_carriers
+from fleet.host.diagnose.carriers import CODE_BLOCK, CRI_PARTIAL_LITERAL, code_block_indent, cri_partial, strip_carriers, strip_colour_text
 from fleet.host.diagnose.catalogue import (
     SERVER_START_TIMEOUT_FIXES,
     SIGNATURE_BY_NAME,
@@ -909,7 +909,7 @@ class _Scanner:
     def _as_shown(self, line_no: int, text: str) -> str:
         """The line as the log shows it, its carriers' text included, when it is the line being examined and a
         carrier's text was removed from it (see _bare); else the text read."""
-        return self._shown[1].decode("utf-8", "replace") if self._shown is not None and self._shown[0] == line_no else text
+        return strip_colour_text(self._shown[1].decode("utf-8", "replace")) if self._shown is not None and self._shown[0] == line_no else text
 
 
 # Prefixes other launchers and engines put before a message, after those strip_prefix removes:
