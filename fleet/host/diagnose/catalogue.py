@@ -777,13 +777,12 @@ SIGNATURES: tuple[Signature, ...] = (
                 r"\bOnly \{(?P<allowed_backends>[^}]*)\} backends are supported on (?P<gpu_generation>[A-Z]\w+) GPUs",
             ),
             # ROCm's twin of CUDA's "no kernel image is available": hipErrorInvalidDeviceFunction, whose hipGetErrorString
-            # is "invalid device function" (HIP include/hip/hip_runtime_api.h: "Invalid device function", clr
-            # hipamd/src/hip_error.cpp ihipGetErrorString), returned by a kernel launch whose function has no code object
-            # for the device's gfx target (clr hipamd/src/hip_platform.cpp PlatformState::getStatFunc: no device function
-            # for this device -> hipErrorInvalidDeviceFunction); PyTorch's hipified C10_CUDA_CHECK prints it "HIP error: " +
-            # the string. CUDA's cudaErrorInvalidDeviceFunction (98) prints the same words and means the same ("the
-            # requested device function does not exist or is not compiled for the proper device architecture", CUDA
-            # runtime API). Only the check's "<API> error: invalid device function" form counts.
+            # is "invalid device function", printed by PyTorch's hipified C10_CUDA_CHECK as "HIP error: " + the string
+            # (with "HIP kernel errors might be asynchronously reported ..." and "Compile with `TORCH_USE_HIP_DSA` ...").
+            # CUDA's cudaErrorInvalidDeviceFunction (98) prints the same words, documented as "the requested device
+            # function does not exist or is not compiled for the proper device architecture" (CUDA runtime API): a
+            # kernel with no code for this GPU's target. (ROCm's clr launch path was not read for other returns of it.)
+            # Only the check's "<API> error: invalid device function" form counts, not the enum or the words in prose.
             T("error: invalid device function", r"\b(?P<runtime_api>HIP|CUDA) error: invalid device function\b"),
             # PyTorch Inductor's refusal before it compiles a Triton kernel for a GPU below compute capability 7.0
             # (torch 2.13 torch/_inductor/exc.py:143-155 GPUTooOldForTriton, raised by scheduler.py:8497
