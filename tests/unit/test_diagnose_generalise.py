@@ -3611,3 +3611,20 @@ def test_batch37_keeps_its_tune_figure() -> None:
     not a file check. No source is named by another folder's manifest or skipped list, and this batch's skipped list
     names no other folder's source."""
     _guard_batch(BATCH37_HELDOUT, total=15, floor=15, shows_cause=15, sglang=15)
+
+
+# batch39-heldout: 4 real SGLang logs, SGLang first, from 4 sources none named by another manifest or skipped list
+# (run logs committed to a public repository, cited by blob URL at a commit: CI-executed SGLang docs notebooks in
+# wxsms/sgl-project.github.io), under batch15's rule, committed (275a2b8) before fleet read them and measured once
+# untouched with the code of 275a2b8 held still in a worktree (the diagnose code of a6caf0c;
+# benchmarks/results/diagnose-heldout.md, "batch39-heldout").
+BATCH39_HELDOUT = REAL.parent / "batch39-heldout"
+
+
+def test_batch39_heldout_keeps_its_measured_accuracy() -> None:
+    """4 real logs, all SGLang (healthy 4): 4/4 right (failures 0/0; the same where the excerpt shows the cause, all 4)
+    from the bare log, measured once untouched with the code of 275a2b8; the same without --bare. No misses; one hard
+    healthy case (a start past the model registry's 'Ignore import error when loading ...glm4v_moe'). Held out: not
+    tuned on. A floor, not a file check. No source is named by another folder's manifest or skipped list, and this
+    batch's skipped list names no other folder's source."""
+    _guard_batch(BATCH39_HELDOUT, total=4, floor=4, shows_cause=4, sglang=4)
