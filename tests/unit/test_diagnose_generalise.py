@@ -3628,3 +3628,23 @@ def test_batch39_heldout_keeps_its_measured_accuracy() -> None:
     tuned on. A floor, not a file check. No source is named by another folder's manifest or skipped list, and this
     batch's skipped list names no other folder's source."""
     _guard_batch(BATCH39_HELDOUT, total=4, floor=4, shows_cause=4, sglang=4)
+
+
+# batch40-heldout: 13 real vLLM logs, the classes the last batches lacked first, from 13 sources none named by another
+# manifest or skipped list (11 issue-thread windows: ai-dynamo/dynamo 4, vllm-project/vllm 4, ray-project/ray 2,
+# modelscope/ms-swift 1; 2 run-log excerpts xbill9/sagemaker-gemma committed, cited by blob URL at a commit), under
+# batch15's rule, committed (8e8a8bb) before fleet read them and measured once untouched with the code of 8e8a8bb held
+# still in a worktree (the diagnose code of a6caf0c; benchmarks/results/diagnose-heldout.md, "batch40-heldout").
+BATCH40_HELDOUT = REAL.parent / "batch40-heldout"
+
+
+def test_batch40_heldout_keeps_its_measured_accuracy() -> None:
+    """13 real logs, all vLLM (unknown 9, cuda_graph_error 1, unsupported_gpu_arch 1, cuda_oom 1, model_load_error 1):
+    10/13 right (failures 10/13; 3/5 where the excerpt shows the cause) from the bare log, measured once untouched with
+    the code of 8e8a8bb; the same without --bare. Its 3 misses, three kinds (NCCL's WARN line carrying CUDA's
+    stream-capture error 'dependency created on uncaptured work in another stream' inside graph capture read nccl_error;
+    PyTorch's CUDACachingAllocator 'memory allocation failed with OOM' warning alone read healthy; a start cut with no
+    ready line read healthy), are written up, not acted on. Held out: not tuned on. A floor, not a file check. No source
+    is named by another folder's manifest or skipped list, and this batch's skipped list names no other folder's
+    source."""
+    _guard_batch(BATCH40_HELDOUT, total=13, floor=10, shows_cause=5, sglang=0)
