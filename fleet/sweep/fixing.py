@@ -24,7 +24,7 @@ from fleet.fixes.autofix import Fix, decide, propose_fix
 from fleet.fixes.quarantine import QuarantineEntry, QuarantineKey, QuarantineStore
 from fleet.host.contract import RunResult, RunStatus
 from fleet.host.contract.shard import Shard
-from fleet.host.diagnose.classify import diagnose_text
+from fleet.host.diagnose.classify import DiagnosisHint, diagnose_text
 from fleet.host.failures import ROOT_CAUSES, FailureClass
 from fleet.inventory import Target
 from fleet.plan import Hardware, PlannedServer, launch_on, quarantine_engine
@@ -279,7 +279,7 @@ def classify_result(result: RunResult) -> tuple[str | None, dict[str, Any]]:
     if diagnosis.get("failure_class"):
         return str(diagnosis["failure_class"]), dict(diagnosis.get("figures") or {})
     samples = [str(e.get("sample", "")) for e in (result.figures.get("errors") or {}).values()]
-    found = diagnose_text([line for line in [*samples, failure.message] if line], "request errors")
+    found = diagnose_text([line for line in [*samples, failure.message] if line], "request errors", DiagnosisHint())
     if found.failure_class:
         return found.failure_class, dict(found.figures)
     if failure.error_class in _ROOT_CAUSE_VALUES:

@@ -1124,7 +1124,9 @@ def test_a_gaudi_sampler_warmup_that_never_ends_is_a_stall_and_one_that_ends_is_
 
 
 def test_the_multimodal_backend_default_is_not_the_model_runners_line() -> None:
-    assert diagnose_text(["[2026-05-24 10:00:03 TP0] Multimodal attention backend not set. Use triton_attn."]).failure_class is None
+    # No start-up step: alone it is no stall (and, showing nothing of a server at work, no healthy start either).
+    diagnosis = diagnose_text(["[2026-05-24 10:00:03 TP0] Multimodal attention backend not set. Use triton_attn."])
+    assert diagnosis.failure_class == "unknown" and not diagnosis.evidence
 
 
 def test_batch29s_plugin_start_cut_and_batch35s_mi300x_start_cut() -> None:
@@ -1294,3 +1296,123 @@ def test_colour_codes_written_as_text_hide_no_error(escape: str) -> None:
 
 def test_batch38s_pascal_log_under_literal_escape_text() -> None:
     _labelled("batch38-heldout", "vllm-2024-12-pascal-docker-4x-p100-tp4-worker-triton-gpu-too-old-capability-6.0.log", "unsupported_gpu_arch")
+
+
+# (29) The CUDA runtime's stream-capture errors (cudaGetErrorString; HIP's own wording where it differs), returned only by a
+# call made while a stream captures: the capture was broken, whichever library made the call. NCCL's CUDA-call check quotes
+# one (checks.h CUDACHECK: WARN("Cuda failure '%s'", cudaGetErrorString(err)), printed "host:pid:tid [dev] file:line NCCL
+# WARN ..."): the capture error is the cause over the NCCL line that carries it (round twenty-seven, batch40).
+_CAPTURE_ERRORS = [
+    "operation not permitted when stream is capturing",
+    "operation would result in a merge of separate capture sequences",
+    "capture was not ended in the same stream as it began",
+    "capture was not initiated in this stream",
+    "capturing stream has unjoined work",
+    "capture sequence contains a fork that was not joined to the primary stream",
+    "dependency created on uncaptured work in another stream",
+    "operation would make the legacy stream depend on a capturing blocking stream",
+    "operation not permitted on an event last recorded in a capturing stream",
+    "attempt to terminate a thread-local capture sequence from another thread",
+]
+_VLLM_V0_CAPTURING = [
+    "(RayWorkerVllm pid=62111) INFO 04-28 20:50:21 model_runner.py:1008] Capturing the model for CUDA graphs. This may lead to unexpected consequences if the model is not static.",
+]
+
+
+@pytest.mark.parametrize("error", _CAPTURE_ERRORS)
+def test_a_capture_error_nccl_quotes_is_cuda_graph_error_over_nccl(error: str) -> None:
+    lines = [
+        *_VLLM_ON,
+        *_VLLM_V0_CAPTURING,
+        f"(RayWorkerVllm pid=62111) worker-6:62111:62111 [1] enqueue.cc:267 NCCL WARN Cuda failure '{error}'",
+        "(RayWorkerVllm pid=62111) worker-6:62111:62111 [1] NCCL INFO enqueue.cc:1045 -> 1",
+        "(RayWorkerVllm pid=62111) ERROR 04-28 20:50:23 ray_utils.py:44] Error executing method warm_up_model. This might cause deadlock in distributed execution.",
+    ]
+    diagnosis = diagnose_text(lines)
+    assert diagnosis.failure_class == "cuda_graph_error"
+    assert error in diagnosis.evidence[0].text and error in (diagnosis.fix or "")
+    assert "nccl_error" in diagnosis.consequences
+
+
+@pytest.mark.parametrize("error", _CAPTURE_ERRORS[::3])
+def test_a_capture_error_pytorch_raises_is_cuda_graph_error(error: str) -> None:
+    diagnosis = diagnose_text([*_SGLANG_UP[:2], "[2026-05-24 10:00:05 TP0] Scheduler hit an exception: Traceback (most recent call last):", f"RuntimeError: CUDA error: {error}"])
+    assert diagnosis.failure_class == "cuda_graph_error"
+
+
+def test_an_nccl_cuda_failure_of_no_capture_stays_nccl_error() -> None:
+    # The control: NCCL's same WARN line with a CUDA error no capture returns is NCCL's failure, as before.
+    lines = [*_VLLM_ON, *_VLLM_V0_CAPTURING, "(RayWorkerVllm pid=62111) worker-6:62111:62111 [1] enqueue.cc:267 NCCL WARN Cuda failure 'invalid argument'"]
+    assert diagnose_text(lines).failure_class == "nccl_error"
+
+
+def test_batch40s_nccl_warn_quoting_the_capture_isolation_error() -> None:
+    _labelled("batch40-heldout", "vllm-v0-2024-04-ray-tp-worker-warm-up-model-nccl-cuda-failure-dependency-on-uncaptured-work-during-graph-capture.log", "cuda_graph_error")
+
+
+# (30) PyTorch's caching allocator warning that a cudaMalloc failed, before it frees its cache and retries
+# (c10/cuda/CUDACachingAllocator.cpp, a TORCH_WARN: "[W<mmdd> <time> CUDACachingAllocator.cpp:<line>] memory allocation
+# failed with OOM on device <d> while trying to allocate <n> bytes (free: <f>, total: <t>)."): a warning, so it names the
+# failure only where nothing else failed and the start never came up or went on past it (the retry often succeeds).
+_ALLOCATOR_OOM = (
+    "[rank0]:[W930 15:33:03.660110548 CUDACachingAllocator.cpp:3933] memory allocation failed with OOM on device 0 while trying to allocate 253755392 bytes (free: 191627264, total: 15636037632)."
+)
+
+
+def test_the_allocators_oom_warning_alone_is_cuda_oom() -> None:
+    assert diagnose_text([_ALLOCATOR_OOM]).failure_class == "cuda_oom"
+    assert diagnose_text([*_VLLM_ON, _ALLOCATOR_OOM]).failure_class == "cuda_oom"
+
+
+def test_the_allocators_oom_warning_a_start_came_up_past_is_no_failure() -> None:
+    # The retry succeeded: the start went on and came up.
+    assert diagnose_text([*_SGLANG_UP[:2], _ALLOCATOR_OOM, *_SGLANG_UP[2:]]).failure_class is None
+
+
+def test_batch40s_allocator_oom_warning_line() -> None:
+    _labelled("batch40-heldout", "vllm-sagemaker-2026-09-t4-gemma4-26b-cudacachingallocator-oom-allocate-253755392-bytes-one-line.log", "cuda_oom")
+
+
+# (31) Healthy needs positive evidence (the label convention: a start cut before it came up is unknown). A log with no
+# failure, no start-up step and no ready line is healthy only where it shows a server at work, in the engine's own words
+# (classify.py _AT_WORK, each from its source): serving lines, access lines of any status, metrics, request lifecycle.
+_AT_WORK_LINES = [
+    "(APIServer pid=1) INFO 05-05 12:36:59 [loggers.py:283] Engine 000: Avg prompt throughput: 12.3 tokens/s, Avg generation throughput: 45.6 tokens/s, Running: 1 reqs, Waiting: 0 reqs, GPU KV cache usage: 0.4%, Prefix cache hit rate: 0.0%",
+    "INFO 02-10 15:09:45 metrics.py:455] Avg prompt throughput: 0.0 tokens/s, Avg generation throughput: 24.1 tokens/s, Running: 1 reqs, Swapped: 0 reqs, Pending: 0 reqs, GPU KV cache usage: 0.1%, CPU KV cache usage: 0.0%.",
+    "(APIServer pid=1) INFO 05-05 12:36:59 [metrics.py:121] SpecDecoding metrics: Mean acceptance length: 2.31, Accepted throughput: 10.20 tokens/s, Drafted throughput: 20.40 tokens/s",
+    "(APIServer pid=1) INFO 05-05 12:36:58 [async_llm.py:587] Added request chatcmpl-84bad635e9eb25c7.",
+    'INFO:     10.0.0.7:51234 - "POST /v1/chat/completions HTTP/1.1" 503 Service Unavailable',
+    "[2025-03-07 21:49:33 TP13] Decode out of memory happened. #retracted_reqs: 1, #new_token_ratio: 0.1474 -> 0.1845",
+]
+
+
+@pytest.mark.parametrize("line", _AT_WORK_LINES)
+def test_a_server_at_work_with_no_start_in_the_log_is_healthy(line: str) -> None:
+    assert diagnose_text([line]).failure_class is None
+
+
+@pytest.mark.parametrize(
+    "lines",
+    [
+        ["Starting the server with: python -m sglang.launch_server --model-path /models/m --tp 2"],
+        [
+            "(RayWorkerWrapper pid=362, ip=192.168.100.119) INFO 02-21 11:24:50 cuda.py:160] Using Triton MLA backend.",
+            "(RayWorkerWrapper pid=362, ip=192.168.100.119) INFO 02-21 11:24:50 rejection_sampler.py:60] Use pytorch for rejection sampling.",
+        ],
+    ],
+)
+def test_a_log_that_shows_nothing_of_a_server_is_unknown(lines: list[str]) -> None:
+    diagnosis = diagnose_text(lines)
+    assert diagnosis.failure_class == "unknown"
+    assert "no start-up step, no ready line and no request served" in (diagnosis.fix or "")
+
+
+def test_a_signal_stop_with_no_start_in_the_log_stays_healthy() -> None:
+    # The teardown of a server the paste began after (SGLang's SIGTERM handler drains requests): what the log shows is the
+    # stop of a server that ran, read as before.
+    lines = ["2025-08-05T10:33:30.214Z  WARN tokenizer_manager.sigterm_handler: SIGTERM received. signum=None frame=None. Draining requests and shutting down...   "]
+    assert diagnose_text(lines).failure_class is None
+
+
+def test_batch40s_ray_start_cut_before_any_step() -> None:
+    _labelled("batch40-heldout", "vllm-v0-2025-02-ray-multinode-deepseek-v3-tp32-spec-decode-start-cut-wrapped-lines.log", "unknown")

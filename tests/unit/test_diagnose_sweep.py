@@ -127,6 +127,23 @@ def test_a_sweep_folder_finds_every_failure_once_and_nothing_else(tmp_path: Path
     assert diagnose_paths([tmp_path]) == []
 
 
+def test_a_server_log_that_shows_nothing_is_unknown_alone_and_no_failure_beside_its_runs(tmp_path: Path) -> None:
+    # SGLang at --log-level warning prints no ready line: its whole log may be one warning. Given alone, the log is all
+    # there is and it shows nothing of a server that ran (unknown); in a sweep folder its run records say more, and a
+    # server whose runs succeeded is no failure.
+    sweep = tmp_path / "s1" / "ct200"
+    (sweep / SweepDir.RUNS).mkdir(parents=True)
+    (sweep / SweepDir.LOGS).mkdir()
+    quiet = sweep / SweepDir.LOGS / "tp1-linear.log"
+    quiet.write_text("[2026-05-24 10:00:03] Warning: Target model's context_length (524288) is greater than the derived context_length (262144).\n")
+    (sweep / SweepDir.RUNS / "ok.json").write_text(json.dumps(_result("tp1-linear-fib")))
+    assert [diagnosis.failure_class for diagnosis in diagnose_paths([tmp_path])] == [None]  # its warning, a finding
+    (alone,) = diagnose_paths([quiet])
+    assert alone.failure_class == "unknown" and "no ready line" in (alone.fix or "")
+    (sweep / SweepDir.RUNS / "ok.json").unlink()  # a folder of bare logs is read as bare logs
+    assert [diagnosis.failure_class for diagnosis in diagnose_paths([tmp_path])] == ["unknown"]
+
+
 def test_an_agent_log_speaks_of_what_no_server_log_shows(tmp_path: Path) -> None:
     # The agent itself crashed: its traceback is the only evidence.
     (tmp_path / SweepDir.AGENT_LOG).write_text(

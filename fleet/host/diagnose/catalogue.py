@@ -908,6 +908,12 @@ SIGNATURES: tuple[Signature, ...] = (
             # memory. NPUWorkspaceAllocator tried to allocate ", format_size(size), "(NPU ", device, "; ",
             # format_size(device_total), " total capacity; ", format_size(device_free), " free)", PTA_ERROR(...)).
             T("NPUWorkspaceAllocator tried to allocate", r"\bNPU out of memory\. NPUWorkspaceAllocator tried to allocate (?P<tried>[\d.]+ [GMK]iB)"),
+            # PyTorch's caching allocator warning that a cudaMalloc failed (c10/cuda/CUDACachingAllocator.cpp, :3933 in the
+            # build of a 2026 vLLM log: "[W930 15:33:03.660110548 CUDACachingAllocator.cpp:3933] memory allocation failed
+            # with OOM on device 0 while trying to allocate 253755392 bytes (free: 191627264, total: 15636037632).") before
+            # it frees its cached blocks and retries: a warning, often survived (the retry succeeds), so it names the
+            # failure only as a warning does, where nothing else failed and the start never came up or went on past it.
+            T("memory allocation failed with OOM on device"),
             T("CUDA error: out of memory"),
             # The same check on ROCm: PyTorch's hipified C10_CUDA_CHECK prints "HIP error: " + hipGetErrorString, "out of
             # memory" for hipErrorOutOfMemory.
@@ -1259,6 +1265,42 @@ SIGNATURES: tuple[Signature, ...] = (
         "opens the peers' IPC handles): relaunch with --disable-custom-all-reduce (NCCL all-reduce), and check "
         "peer-to-peer access between the GPUs (nvidia-smi topo -m).",
     ),
+    # --- an operation a CUDA graph capture cannot record broke the capture ------------------------
+    # The CUDA runtime's own words for it (cudaGetErrorString; HIP's hipGetErrorString the same or its own
+    # wording): cudaErrorStreamCaptureUnsupported "operation not permitted when stream is capturing", ...Merge
+    # "operation would result in a merge of separate capture sequences", ...Unmatched "capture was not ended in
+    # the same stream as it began" (HIP "capture was not initiated in this stream"), ...Unjoined "capturing stream
+    # has unjoined work" (HIP "capture sequence contains a fork that was not joined to the primary stream"),
+    # ...Isolation "dependency created on uncaptured work in another stream", ...Implicit "operation would make
+    # the legacy stream depend on a capturing blocking stream", cudaErrorCapturedEvent "operation not permitted on
+    # an event last recorded in a capturing stream", ...WrongThread "attempt to terminate a thread-local capture
+    # sequence from another thread". Each is returned only by a call made while a stream captures: the capture
+    # itself is what failed, whichever library made the call. A cause, not the wrapper above: NCCL's CUDA-call
+    # check quotes it ("enqueue.cc:267 NCCL WARN Cuda failure 'dependency created on uncaptured work in another
+    # stream'", a collective launched inside vLLM's capture), and the capture error, not the NCCL line, says why.
+    _fatal(
+        "cuda_graph_capture_broken",
+        C.CUDA_GRAPH_ERROR,
+        65,
+        (
+            T("when stream is capturing", r"(?P<capture_error>operation not permitted when stream is capturing)"),
+            T("merge of separate capture sequences", r"(?P<capture_error>operation would result in a merge of separate capture sequences)"),
+            T("capture was not ended in the same stream", r"(?P<capture_error>capture was not ended in the same stream as it began)"),
+            T("capture was not initiated in this stream", r"(?P<capture_error>capture was not initiated in this stream)"),
+            T("capturing stream has unjoined work", r"(?P<capture_error>capturing stream has unjoined work)"),
+            T("not joined to the primary stream", r"(?P<capture_error>capture sequence contains a fork that was not joined to the primary stream)"),
+            T("dependency created on uncaptured work", r"(?P<capture_error>dependency created on uncaptured work in another stream)"),
+            T("depend on a capturing blocking stream", r"(?P<capture_error>operation would make the legacy stream depend on a capturing blocking stream)"),
+            T("in a capturing stream", r"(?P<capture_error>operation not permitted on an event last recorded in a capturing stream)"),
+            T("thread-local capture sequence", r"(?P<capture_error>attempt to terminate a thread-local capture sequence from another thread)"),
+        ),
+        "A CUDA graph capture was broken by a call it cannot record ({capture_error}): the capture failed, whichever "
+        "library reported it. Serve without CUDA graphs to confirm (vLLM --enforce-eager, SGLang --disable-cuda-graph), "
+        "then update the engine or the library that makes the call inside the capture.",
+        "A CUDA graph capture was broken by a call it cannot record: the capture failed, whichever library reported it. "
+        "Serve without CUDA graphs to confirm (vLLM --enforce-eager, SGLang --disable-cuda-graph), then update the "
+        "engine or the library that makes the call inside the capture.",
+    ),
     # --- CUDA graph capture failed for a reason no cause above explains --------------------------
     # Ranked after every cause: the capture wrappers re-raise what failed inside them ("Capture cuda
     # graph failed: CUDA out of memory ..." is cuda_oom). 0.5.23: model_executor/runner/
@@ -1267,8 +1309,9 @@ SIGNATURES: tuple[Signature, ...] = (
     # ("Capture cuda graph failed: {e}"), prefill_cuda_graph_runner.py:521 ("Capture prefill CUDA graph
     # failed"), frozen_kv_mtp_cuda_graph_runner.py:198, :1034 "Capture single-CG draft extend failed";
     # 0.4.x: cuda_graph_runner.py "Capture cuda graph failed". CUDA runtime errors a capture raises:
-    # cudaErrorStreamCaptureUnsupported "operation not permitted when stream is capturing",
-    # cudaErrorStreamCaptureInvalidated "operation failed due to a previous error during capture".
+    # cudaErrorStreamCaptureInvalidated "operation failed due to a previous error during capture" (an error
+    # earlier in the capture: the cause is above it); those that name what broke the capture are the cause
+    # signature below.
     _fatal(
         "cuda_graph_capture_failed",
         C.CUDA_GRAPH_ERROR,
@@ -1289,7 +1332,6 @@ SIGNATURES: tuple[Signature, ...] = (
             T("aclmdlRICaptureStatus", r"(?P<acl_capture_status>aclmdlRICaptureStatus)\b"),
             T("ACL_MODEL_RI_CAPTURE_STATUS_", r"(?P<acl_capture_status>ACL_MODEL_RI_CAPTURE_STATUS_\w+)"),
             T("Capture single-CG draft extend failed"),
-            T("operation not permitted when stream is capturing"),
             T("cudaErrorStreamCapture"),
             T("operation failed due to a previous error during capture"),
             # PyTorch's capture guards: at::cuda::assertNotCapturing (aten/src/ATen/cuda/CUDAGraphsUtils.cuh) raises
@@ -1301,11 +1343,6 @@ SIGNATURES: tuple[Signature, ...] = (
             # record, made while one was under way.
             T("during CUDA graph capture. If you need this call to be captured"),
             T("Current cudaStreamCaptureStatus: "),
-            # cudaErrorCapturedEvent "operation not permitted on an event last recorded in a capturing
-            # stream", cudaErrorStreamCaptureWrongThread "attempt to terminate a thread-local capture
-            # sequence from another thread".
-            T("in a capturing stream"),
-            T("thread-local capture sequence"),
             # The advice SGLang appends to every capture failure (CUDA_GRAPH_CAPTURE_FAILED_MSG: 0.4.x
             # cuda_graph_runner.py "4. disable cuda graph by --disable-cuda-graph. (Not recommonded. Huge perf
             # loss)", 0.5.23 runner_backend_utils/__init__.py:19 "(Not recommended. Huge performance loss)"):
@@ -2093,6 +2130,10 @@ STALLED_START_FIXES: tuple[str, ...] = (
 STARTUP_INCOMPLETE_FIXES: tuple[str, ...] = (
     "The log ends during startup without an error (it was last {last_phase}): the server was stopped, killed (exit -9: `dmesg -T | grep -i oom`) or the log was cut. Read the run record's exit code.",
     "The log ends during startup without an error: the server was stopped, killed (exit -9: `dmesg -T | grep -i oom`) or the log was cut. Read the run record's exit code.",
+)
+
+NOTHING_OF_A_SERVER_FIXES: tuple[str, ...] = (
+    "The log shows no error, but no start-up step, no ready line and no request served either: too little to say the server ran. Read the whole log from the server's start (`fleet fetch-logs`) and the run record's exit code.",
 )
 
 SIGNATURE_BY_NAME: dict[str, Signature] = {signature.name: signature for signature in SIGNATURES}

@@ -32,6 +32,7 @@ from fleet.host.diagnose.catalogue import (
     SIGNATURES,
     STALLED_START_FIXES,
     STARTUP_INCOMPLETE_FIXES,
+    NOTHING_OF_A_SERVER_FIXES,
     FailureClass,
     Kind,
     Signature,
@@ -407,6 +408,36 @@ _ALLREDUCE_CHECK = "custom_allreduce_cuda_check"
 # server error: {str(e)}", err_type="InternalServerError", status_code=500)`: the exception ended one request, answered with
 # a 500, and the server goes on. logger.exception prints the message, then the traceback under it.
 _REQUEST_ERROR_LOGGED = b"Error in request: "
+# A server at work, in its own words: healthy needs this much positive evidence when a log shows no start-up step and
+# no ready line (a paste of serving lines only). uvicorn's access line with any status (a 503 too: the HTTP server took
+# the request); vLLM's metrics logger (0.33 v1/metrics/loggers.py:283 "Avg prompt throughput: %.1f tokens/s", V0
+# engine/metrics.py the same words), its speculative-decoding metrics (0.33 v1/spec_decode/metrics.py:121
+# "SpecDecoding metrics: ", V0 spec_decode/metrics.py "Speculative metrics: "), its request lifecycle (0.33
+# v1/engine/async_llm.py:587 "Added request %s.", :959 "Aborted request(s) %s.", V0 "Finished request %s.",
+# entrypoints/serve/utils/request_logger.py:67 "Received request %s: "), its CUDA graph statistics (0.33
+# compilation/cuda_graph.py:62 "**CUDAGraph Stats:**", logged with the metrics), vLLM-Omni's per-request metrics
+# (log_utils.py "{'type': 'request_level_metrics', ..."); SGLang's request logger (0.5.23 utils/request_logger.py
+# "Receive: obj=", "Finish: obj="), its request errors (entrypoints/openai/serving_base.py:137 f"Error in request: {e}")
+# and its scheduler's retraction (managers/scheduler.py:4530 f"#retracted_reqs: ...", 0.4 "Decode out of memory
+# happened. #retracted_reqs: ..."): requests being decoded. A log with none of these, no start-up step, no ready line,
+# no stop by a signal and no failure shows nothing of a server that ran: `unknown`, not `healthy` (label convention: a
+# start cut before it came up is unknown).
+_ACCESS_LINE = re.compile(rb'"[A-Z]+ \S+ HTTP/[\d.]+" \d{3}\b')
+_AT_WORK = (
+    b"Avg prompt throughput:",
+    b"SpecDecoding metrics: ",
+    b"Speculative metrics: ",
+    b"Added request ",
+    b"Aborted request",
+    b"Finished request ",
+    b"Received request ",
+    b"**CUDAGraph Stats:**",
+    b"'request_level_metrics'",
+    b"Receive: obj=",
+    b"Finish: obj=",
+    _REQUEST_ERROR_LOGGED,
+    b"#retracted_reqs: ",
+)
 # vLLM's shared-memory ring buffer (distributed/device_communicators/shm_broadcast.py, MessageQueue's acquire_write and
 # acquire_read): while a reader or writer waits on a peer it logs, every VLLM_RINGBUFFER_WARNING_INTERVAL seconds (60 by
 # default), "No available shared memory broadcast block found in %d seconds. This typically happens when some processes are
@@ -454,7 +485,10 @@ class Finding:
 class DiagnosisHint:
     """What the caller knows beyond the log: the server was killed for not becoming ready in time,
     and the SGLang version it ran (the advice spells flags as that release does; unknown: the release
-    whose ServerArgs the log's `server_args` line shows, else the newest fleet knows)."""
+    whose ServerArgs the log's `server_args` line shows, else the newest fleet knows). No hint at all
+    (None) means the log is all there is: then a log with no failure reads healthy only where it shows
+    the server ran (a start-up step, a ready line, the server at work), else unknown. A caller that has
+    a run's record, or text that is not a server's log, passes a hint, even an empty one."""
 
     server_start_timed_out: bool = False
     start_timeout_s: float | None = None
@@ -543,6 +577,7 @@ class _Scanner:
         self.signalled: dict[int, tuple[int, int, str]] = {}  # per start, where its stop by a signal begins, the signal's line, its words
         self.vllm_kv: dict[str, object] = {}  # vLLM's KV cache figures of the latest start (kv_tokens, max_model_len)
         self.answered_error: dict[int, int] = {}  # per start, the last line where a request was answered with an error
+        self.at_work: set[int] = set()  # the starts that showed the server at work (see _AT_WORK)
         # Per start, SGLang's "Error in request: " lines with the traceback its logger.exception prints under each: first, last line.
         self.request_errors: dict[int, list[list[int]]] = {}
         self.shm_waits: list[tuple[int, int]] = []  # vLLM's shared-memory broadcast wait notices: line, steps met before it
@@ -759,6 +794,8 @@ class _Scanner:
                             self.vllm_kv[name] = value
         if _ANSWERED_LITERAL in raw and _ANSWERED_ERROR.search(raw):
             self.answered_error[self.summary.starts] = line_no
+        if (_ANSWERED_LITERAL in raw and _ACCESS_LINE.search(raw)) or any(marker in raw for marker in _AT_WORK):
+            self.at_work.add(self.summary.starts)
         self._errors(line_no, raw, text)
         if _SHM_WAIT in raw:
             self.shm_waits.append((line_no, self.steps))
@@ -1246,6 +1283,12 @@ def _classify(scan: _Scanner, path: str, hint: DiagnosisHint | None) -> Diagnosi
         else:
             failure_class = FailureClass.UNKNOWN.value
             fix = fill_fix(STARTUP_INCOMPLETE_FIXES, figures, release)
+    elif hint is None and not _came_up(scan, start) and start not in scan.at_work and start not in scan.answered_error and signalled is None:
+        # Healthy needs positive evidence where the log is all there is: no failure, but no start-up step, no ready line
+        # and nothing of a server at work either (a few lines of a launcher, a start cut at its first lines, a warning
+        # alone). Nothing says the server ran. (A caller with a run's record passes a hint: the record says more.)
+        failure_class = FailureClass.UNKNOWN.value
+        fix = fill_fix(NOTHING_OF_A_SERVER_FIXES, figures, release)
 
     findings = _findings(scan, start, figures, recovered, failure_class, release, went_on)
     return Diagnosis(path, failure_class, evidence, findings, fix, consequences, scan.summary, figures)
@@ -1616,11 +1659,13 @@ def _diagnose_tree(root: Path) -> list[Diagnosis]:
     logs = [p for p in files if p.suffix in _LOG_SUFFIXES and p.name != SweepDir.AGENT_LOG]
     failed: list[tuple[Path, ResultEvidence, Path | None, Mapping[str, Any] | None]] = []
     hints: dict[Path, DiagnosisHint] = {}
+    records = False  # any run record in the tree
     for path in (p for p in files if p.suffix in _RESULT_SUFFIXES):
         try:
             document = parse_json(read_text(path, RESULT_MAX_BYTES), str(path))
             if not is_run_result(document):
                 continue  # plan.json, shard.json, facts, progress: never a failure
+            records = True
             result = RunResult.from_json(document, str(path))
             evidence = read_result_json(path)
         except (ContractError, ValueError):
@@ -1633,8 +1678,11 @@ def _diagnose_tree(root: Path) -> list[Diagnosis]:
         failed.append((path, evidence, log, result.failure.diagnosis if result.failure else None))
     diagnoses: list[Diagnosis] = []
     by_log: dict[Path, Diagnosis] = {}
+    # A tree with run records says more than its logs: a server log that shows no failure is no failure there (a server
+    # at --log-level warning prints no ready line). A tree of bare logs is read as bare logs.
+    known = DiagnosisHint() if records else None
     for log in logs:
-        by_log[log] = diagnose_file(log, hints.get(log))
+        by_log[log] = diagnose_file(log, hints.get(log, known))
         diagnoses.append(by_log[log])
     for path, evidence, log, stored in failed:
         if log is not None and by_log[log].failure_class is not None:
@@ -1645,7 +1693,7 @@ def _diagnose_tree(root: Path) -> list[Diagnosis]:
             diagnoses.append(_diagnose_result(path, evidence))
     found = {diagnosis.failure_class for diagnosis in diagnoses if diagnosis.failure_class}
     for agent_log in agent_logs:
-        diagnosis = diagnose_file(agent_log)
+        diagnosis = diagnose_file(agent_log, DiagnosisHint())  # the agent's own log: no server's, nothing to come up
         if diagnosis.failure_class is not None and diagnosis.failure_class not in found:
             diagnoses.append(replace(diagnosis, findings=()))
     return [diagnosis for diagnosis in diagnoses if diagnosis.failure_class is not None or diagnosis.findings]
