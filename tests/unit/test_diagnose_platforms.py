@@ -1416,3 +1416,60 @@ def test_a_signal_stop_with_no_start_in_the_log_stays_healthy() -> None:
 
 def test_batch40s_ray_start_cut_before_any_step() -> None:
     _labelled("batch40-heldout", "vllm-v0-2025-02-ray-multinode-deepseek-v3-tp32-spec-decode-start-cut-wrapped-lines.log", "unknown")
+
+
+# (32) A refusal of the GPU in other words (round twenty-seven): an exception whose message names a GPU architecture (an
+# SM or sm_ number, a compute capability, a gfx target, an NVIDIA generation) and refuses it (not supported, unsupported,
+# not implemented, incompatible, too old, only supports, requires, needs), in either order, whatever library raised it.
+@pytest.mark.parametrize(
+    "exception",
+    [
+        "RuntimeError: sm_120 is not supported by this build",
+        "AssertionError: DeepGEMM requires Hopper (sm_90) or newer",
+        "NotImplementedError: FP8 block quantization is not supported on compute capability 8.0",
+        "RuntimeError: Unsupported GPU architecture: gfx1151",
+        "ValueError: This kernel is incompatible with SM75 GPUs",
+        "RuntimeError: NVFP4 MoE needs Blackwell",
+    ],
+)
+def test_an_exception_refusing_a_named_gpu_architecture_is_unsupported_gpu_arch(exception: str) -> None:
+    sglang = [*_SGLANG_UP[:2], "[2026-05-24 10:00:03 TP0] Scheduler hit an exception: Traceback (most recent call last):", exception]
+    for lines in ([*_VLLM_ON, "Traceback (most recent call last):", exception], sglang):
+        assert diagnose_text(lines).failure_class == "unsupported_gpu_arch", lines[-1]
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "RuntimeError: expected sm_90 kernel but got None",  # an architecture named, nothing refused
+        "ValueError: Model Foo requires 2 GPUs",  # a refusal, no architecture
+        "ValueError: MXFP8 requires Hopper (SM90) GPUs and FlashInfer to be installed",  # a package may be what is missing
+        "(APIServer pid=7) INFO 10-20 00:02:16 [cuda.py:120] Hopper (SM90) is not supported by FA2; using FLASHINFER.",  # info, not an exception
+    ],
+)
+def test_an_architecture_named_without_an_exceptions_refusal_is_not_the_gpus_class(line: str) -> None:
+    assert diagnose_text([*_VLLM_ON, line]).failure_class != "unsupported_gpu_arch"
+
+
+# (33) An exception telling the user to install a package without the pip command (round twenty-seven): import_error with
+# the package named; a driver or a toolkit is a system install, not a package.
+@pytest.mark.parametrize(
+    ("exception", "package"),
+    [
+        ("RuntimeError: Please install flash_attn to use this backend", "flash_attn"),
+        ("ImportError: please install triton>=3.0", "triton>=3.0"),
+        ("RuntimeError: Please reinstall `sgl-kernel`", "sgl-kernel"),
+    ],
+)
+def test_an_exception_asking_for_a_package_is_import_error(exception: str, package: str) -> None:
+    diagnosis = diagnose_text([*_VLLM_ON, "Traceback (most recent call last):", exception])
+    assert diagnosis.failure_class == "import_error" and diagnosis.figures.get("pip_package") == package
+
+
+@pytest.mark.parametrize("exception", ["RuntimeError: Please install the NVIDIA driver", "RuntimeError: Please install CUDA 12.8 or newer"])
+def test_an_exception_asking_for_a_driver_or_toolkit_is_not_import_error(exception: str) -> None:
+    assert diagnose_text([*_VLLM_ON, "Traceback (most recent call last):", exception]).failure_class != "import_error"
+
+
+def test_advice_to_install_on_an_info_line_is_no_failure() -> None:
+    assert diagnose_text([*_SGLANG_UP, "[2026-05-24 10:00:12] For faster loading, please install fastsafetensors."]).failure_class is None

@@ -89,6 +89,11 @@ def _finding(name: str, triggers: tuple[Trigger, ...], *advice: str) -> Signatur
 T = Trigger
 C = FailureClass
 _EXC = r"^(?:[\w.]+\.)?"  # an exception line, possibly module-qualified: "torch.OutOfMemoryError: ..."
+# A GPU architecture named (an SM or sm_ number, a compute capability, an AMD gfx target, an NVIDIA generation) and a
+# refusal of it, in either order, in one message (unsupported_gpu_arch's generic trigger).
+_ARCH = r"(?:\bsm_?\d{2,3}[a-z]?\b|\bSM ?\d{2,3}\w*|\bcompute capabilit(?:y|ies)\b|\bgfx\d{3,4}\w*|\b(?:Volta|Turing|Ampere|Ada Lovelace|Hopper|Blackwell)\b)"
+_REFUSAL = r"(?i:\bnot supported\b|\bunsupported\b|\bnot implemented\b|\bincompatible\b|\bnot compatible\b|\btoo old\b|\bonly supports?\b|\brequires?\b|\bneeds?\b)"
+_ARCH_REFUSAL = rf".*?(?:{_ARCH}.*?{_REFUSAL}|{_REFUSAL}.*?{_ARCH})"
 # An apostrophe as it reaches a log: plain, JSON- or repr-escaped (`model\'s`, `model\\'s`), typographic,
 # or HTML-escaped inside an HTTP 400 body a client printed.
 _APOS = r"(?:\\*'|\u2019|\\u2019|&#39;|&#x27;)"
@@ -249,6 +254,16 @@ SIGNATURES: tuple[Signature, ...] = (
             # 0.4.x layers/quantization "... requires some operators from vllm. Pleaes install vllm by `pip install
             # vllm==0.7.2`"). Only an exception line: a warning or an info line that suggests a package is advice.
             T("pip install", _EXC + r"\w*(?:Error|Exception): .*?\bpip install (?:-U |--upgrade )?['\"`]?(?P<pip_package>[A-Za-z][\w.\[\]+:/@-]*?(?:[<>=]=?[\w.]+)?)(?=['\"`\s,;)]|\.?$)"),
+            # The same refusal without the command (round twenty-seven): an exception telling the user to install a
+            # package ("RuntimeError: Please install flash_attn to use this backend", "ImportError: please install
+            # triton>=3.0"). A package named right after the words, the sentence going on as instructions do ("to use ...",
+            # "first", "via ..."); not a driver or a toolkit (a system install), not "a newer version" or "the plugin at
+            # <url>" (no package named), and only an exception line.
+            T(
+                "nstall ",
+                _EXC + r"\w*(?:Error|Exception): .*?\b[Pp]lease (?:re)?install ['\"`]?(?P<pip_package>(?!(?:the|a|an|it|them|this|that|newer|latest|NVIDIA|CUDA|ROCm|driver)\b)"
+                r"[A-Za-z][\w.\[\]+-]*?(?:[<>=]=?[\w.]+)?)(?=['\"`]|\.?$|[,;)]| (?:to use|to enable|to run|first|via|with|for|and|or|\()\b)",
+            ),
             # vLLM 0.4.0-0.4.1 _custom_ops.py binds its compiled ops only if they import ("try: from vllm._C import
             # cache_ops as vllm_cache_ops; from vllm._C import ops as vllm_ops / except ImportError: pass"): the first
             # op called then raises NameError for the name the failed import did not bind.
@@ -751,6 +766,18 @@ SIGNATURES: tuple[Signature, ...] = (
             # requires CUDA >= 12.8" / "SM 12.1+ requires CUDA >= 12.9" (the toolkit has no target for this GPU, as ptxas'
             # refusal above) and :162 f"No supported CUDA architectures found for major versions {majors}." (the GPU's
             # major is none a kernel is built for). Exception lines only.
+            # Any refusal of the GPU in other words (round twenty-seven): an exception's message that names a GPU
+            # architecture (an SM or sm_ number, a compute capability, an AMD gfx target, an NVIDIA generation) and refuses
+            # in the same message (not supported, unsupported, not implemented, incompatible, too old, only supports, requires
+            # or needs). The engines and their kernel libraries raise their architecture checks in these words (the
+            # triggers above are the ones read so far; a library not read yet words its own the same way), and an
+            # exception that names the GPU's architecture while refusing is refusing the GPU. Exception lines only; not
+            # where the message names a package to install or a toolkit (either may be what is missing), nor vLLM's attention
+            # backend selection (its reasons per backend are read above: one backend refused for a setting is not the GPU).
+            *(
+                T(literal, _EXC + r"\w*(?:Error|Exception): (?!.*\b(?:to be installed|pip install|CUDA (?:toolkit|version) |No valid attention backend found)\b)" + _ARCH_REFUSAL)
+                for literal in ("sm_", "SM", "sm", "capability", "gfx", "Volta", "Turing", "Ampere", "Ada", "Hopper", "Blackwell")
+            ),
             T("does not support compute capability", _EXC + r"\w*(?:Error|Exception): .*?\bdoes not support compute capability \d"),
             T("only supported on SM", _EXC + r"\w*(?:Error|Exception): .*?\bonly supported on SM ?(?P<required_sm>\d{2,3})"),
             T("GPUArchitectureError"),
