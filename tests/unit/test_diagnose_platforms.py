@@ -1473,3 +1473,46 @@ def test_an_exception_asking_for_a_driver_or_toolkit_is_not_import_error(excepti
 
 def test_advice_to_install_on_an_info_line_is_no_failure() -> None:
     assert diagnose_text([*_SGLANG_UP, "[2026-05-24 10:00:12] For faster loading, please install fastsafetensors."]).failure_class is None
+
+
+# (34) Known classes in the words of the libraries under the engines (round twenty-seven): pyzmq's ZMQError for EADDRINUSE
+# ("Address in use", libzmq's wording), c10d's ProcessGroupNCCL failing to fetch the communicator's unique id from the
+# first rank through the store, transformers' hub and auto-class refusals of a model.
+@pytest.mark.parametrize(
+    ("exception", "port"),
+    [("zmq.error.ZMQError: Address in use (addr='tcp://*:5557')", "5557"), ("zmq.error.ZMQError: Address in use (tcp://127.0.0.1:2033)", "2033")],
+)
+def test_zmqs_address_in_use_is_port_in_use(exception: str, port: str) -> None:
+    diagnosis = diagnose_text([*_VLLM_ON, "Traceback (most recent call last):", exception])
+    assert diagnosis.failure_class == "port_in_use" and diagnosis.figures.get("port") == port
+
+
+_UNIQUE_ID = "[{rank}] is setting up NCCL communicator and {verb} ncclUniqueId from [0] via c10d key-value store by key '0', but store->get('0') got error: {what}"
+
+
+@pytest.mark.parametrize(("verb", "what"), [("retrieving", "Socket Timeout"), ("retreiving", "Connection reset by peer")])
+def test_a_rank_that_cannot_fetch_the_nccl_unique_id_is_nccl_error(verb: str, what: str) -> None:
+    line = f"torch.distributed.DistBackendError: {_UNIQUE_ID.format(rank=3, verb=verb, what=what)}. This may indicate a possible application crash on rank 0 or a network set up issue."
+    diagnosis = diagnose_text([*_VLLM_ON, "Traceback (most recent call last):", line])
+    assert diagnosis.failure_class == "nccl_error" and what in (diagnosis.fix or "")
+
+
+def test_the_first_ranks_own_failure_is_the_cause_over_the_others_unique_id_errors() -> None:
+    lines = [
+        *_VLLM_ON,
+        "(Worker_TP0 pid=11) ERROR 10-20 00:02:20 [multiproc_executor.py:700] torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.",
+        f"(Worker_TP1 pid=12) ERROR 10-20 00:02:21 [multiproc_executor.py:700] torch.distributed.DistBackendError: {_UNIQUE_ID.format(rank=1, verb='retrieving', what='Connection reset by peer')}",
+    ]
+    diagnosis = diagnose_text(lines)
+    assert diagnosis.failure_class == "cuda_oom" and "nccl_error" in diagnosis.consequences
+
+
+@pytest.mark.parametrize(
+    "exception",
+    [
+        "OSError: Incorrect path_or_model_id: '/models/llama'. Please provide either the path to a local folder or the repo_id of a model on the Hub.",
+        "ValueError: Unrecognized configuration class <class 'transformers.models.foo.FooConfig'> for this kind of AutoModel: AutoModelForCausalLM.",
+    ],
+)
+def test_transformers_refusing_the_model_is_model_load_error(exception: str) -> None:
+    assert diagnose_text([*_VLLM_ON, "Traceback (most recent call last):", exception]).failure_class == "model_load_error"

@@ -127,6 +127,9 @@ SIGNATURES: tuple[Signature, ...] = (
             # raise OSError(f"Could not bind port {port} on any configured address family") when every address family's
             # bind failed; a port another process holds is what makes a bind fail on all of them.
             T("Could not bind port", r"Could not bind port (?P<port>\d+) on any configured address family"),
+            # pyzmq's ZMQError for EADDRINUSE as libzmq words it ("zmq.error.ZMQError: Address in use (addr='tcp://*:42517')",
+            # the engines' ZMQ ports: SGLang's scheduler and detokenizer IPC, vLLM's engine core and data-parallel sockets).
+            T("ZMQError: Address in use", r"ZMQError: Address in use(?:.*?:(?P<port>\d+)\b)?"),
             # SGLang's diffusion runtime binding its scheduler's ZMQ socket (0.5.9 multimodal_gen/runtime/utils/common.py:219,
             # get_zmq_socket): it moves on to the next port only on EADDRINUSE (any other errno raises at once), and after the
             # last attempt logs f"Failed to bind ZMQ socket after {max_bind_retries} attempts. Original endpoint: {endpoint},
@@ -540,6 +543,13 @@ SIGNATURES: tuple[Signature, ...] = (
             # transformers configuration_utils.py:886 (5.x), a config.json that does not parse:
             # f"It looks like the config file at '{resolved_config_file}' is not a valid JSON file."
             T("Invalid repository ID or local directory specified", r"specified: '(?P<path>[^']+)'"),
+            # transformers utils/hub.py (cached_files, on huggingface_hub's HFValidationError): EnvironmentError(f"Incorrect
+            # path_or_model_id: '{path_or_repo_id}'. Please provide either the path to a local folder or the repo_id of a
+            # model on the Hub."); models/auto/auto_factory.py: ValueError(f"Unrecognized configuration class
+            # {config.__class__} for this kind of AutoModel: {cls.__name__}. ...") (the installed transformers has no class
+            # of that kind for the model's configuration).
+            T("Incorrect path_or_model_id", r"Incorrect path_or_model_id: '(?P<path>[^']+)'"),
+            T("Unrecognized configuration class"),
             T("is not a valid JSON file", r"config file at '(?P<path>[^']+)' is not a valid JSON file"),
             T("does not recognize this architecture", r"(?:has model type `(?P<model_type>[\w.-]+)`)?"),
             # vLLM transformers_utils/config.py get_config, when the model has neither config.json nor
@@ -1446,6 +1456,14 @@ SIGNATURES: tuple[Signature, ...] = (
             # seconds waiting for clients. {}/{} clients joined."): the ranks never met.
             T("The client socket has ", r"(?P<rendezvous_detail>The client socket has (?:timed out after \S+ while trying to connect to|failed to connect to any network address of) \([^)]*\))"),
             T("clients joined", r"(?P<rendezvous_detail>Timed out after \d+ seconds waiting for clients\. \d+/\d+ clients joined)"),
+            # c10d's ProcessGroupNCCL fetching the communicator's unique id from the first rank through the store
+            # (ProcessGroupNCCL.cpp broadcastUniqueNCCLID: "[<rank>] is setting up NCCL communicator and retrieving
+            # ncclUniqueId from [0] via c10d key-value store by key '<key>', but store->get('<key>') got error: <what>",
+            # "retreiving" in older torch): the ranks met no communicator; the first rank crashed or cannot be reached.
+            T(
+                "via c10d key-value store by key",
+                r"(?P<rendezvous_detail>(?:is setting up NCCL communicator and )?retr(?:ie|ei)ving \w*UniqueId from \[0\] via c10d key-value store by key '[^']*', but store->get\('[^']*'\) got error: [^.]+)",
+            ),
             # c10d's collective check under TORCH_DISTRIBUTED_DEBUG=DETAIL (torch/csrc/distributed/c10d/
             # ProcessGroupWrapper.cpp CollectiveFingerPrint::verify: before each collective the ranks all-gather its
             # fingerprint, sequence number, op type, shapes, over a gloo group, and on a difference TORCH_CHECK(false,
