@@ -1430,6 +1430,7 @@ def test_batch40s_ray_start_cut_before_any_step() -> None:
         "RuntimeError: Unsupported GPU architecture: gfx1151",
         "ValueError: This kernel is incompatible with SM75 GPUs",
         "RuntimeError: NVFP4 MoE needs Blackwell",
+        "RuntimeError: Kernels for CUDA Capability 6.1 are not implemented in this build",
     ],
 )
 def test_an_exception_refusing_a_named_gpu_architecture_is_unsupported_gpu_arch(exception: str) -> None:

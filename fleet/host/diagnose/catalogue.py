@@ -91,7 +91,7 @@ C = FailureClass
 _EXC = r"^(?:[\w.]+\.)?"  # an exception line, possibly module-qualified: "torch.OutOfMemoryError: ..."
 # A GPU architecture named (an SM or sm_ number, a compute capability, an AMD gfx target, an NVIDIA generation) and a
 # refusal of it, in either order, in one message (unsupported_gpu_arch's generic trigger).
-_ARCH = r"(?:\bsm_?\d{2,3}[a-z]?\b|\bSM ?\d{2,3}\w*|\bcompute capabilit(?:y|ies)\b|\bgfx\d{3,4}\w*|\b(?:Volta|Turing|Ampere|Ada Lovelace|Hopper|Blackwell)\b)"
+_ARCH = r"(?:\bsm_?\d{2,3}[a-z]?\b|\bSM ?\d{2,3}\w*|\b(?i:compute|CUDA) (?i:capabilit(?:y|ies))\b|\bgfx\d{3,4}\w*|\b(?:Volta|Turing|Ampere|Ada Lovelace|Hopper|Blackwell)\b)"
 _REFUSAL = r"(?i:\bnot supported\b|\bunsupported\b|\bnot implemented\b|\bincompatible\b|\bnot compatible\b|\btoo old\b|\bonly supports?\b|\brequires?\b|\bneeds?\b)"
 _ARCH_REFUSAL = rf".*?(?:{_ARCH}.*?{_REFUSAL}|{_REFUSAL}.*?{_ARCH})"
 # An apostrophe as it reaches a log: plain, JSON- or repr-escaped (`model\'s`, `model\\'s`), typographic,
@@ -786,7 +786,7 @@ SIGNATURES: tuple[Signature, ...] = (
             # backend selection (its reasons per backend are read above: one backend refused for a setting is not the GPU).
             *(
                 T(literal, _EXC + r"\w*(?:Error|Exception): (?!.*\b(?:to be installed|pip install|CUDA (?:toolkit|version) |No valid attention backend found)\b)" + _ARCH_REFUSAL)
-                for literal in ("sm_", "SM", "sm", "capability", "gfx", "Volta", "Turing", "Ampere", "Ada", "Hopper", "Blackwell")
+                for literal in ("sm_", "SM", "sm", "apability", "gfx", "Volta", "Turing", "Ampere", "Ada", "Hopper", "Blackwell")
             ),
             T("does not support compute capability", _EXC + r"\w*(?:Error|Exception): .*?\bdoes not support compute capability \d"),
             T("only supported on SM", _EXC + r"\w*(?:Error|Exception): .*?\bonly supported on SM ?(?P<required_sm>\d{2,3})"),
