@@ -117,11 +117,18 @@ class SweepOutcome:
 Watcher = Callable[[dict[str, HostStatus]], None]
 
 
-def _wait(threads: Sequence[threading.Thread], statuses: dict[str, HostStatus], watch: Watcher | None) -> None:
+def _wait(threads: Sequence[threading.Thread], statuses: dict[str, HostStatus], watch: Watcher | None, every_s: float = 0.5) -> None:
+    """Until every host's thread has ended, the display refreshed every `every_s`; returns as soon as
+    the last one ends (joined, not slept past: a sweep ended up to half a second late before)."""
     while any(thread.is_alive() for thread in threads):
         if watch is not None:
             watch(statuses)
-        time.sleep(0.5)
+        deadline = time.monotonic() + every_s
+        for thread in threads:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            thread.join(left)
     if watch is not None:
         watch(statuses)
 
