@@ -170,6 +170,10 @@ class SlurmCluster:
                 "MpiDefault=none",
                 "SwitchType=switch/none",
                 "SchedulerType=sched/backfill",
+                # A pending job that becomes eligible with no event to wake the scheduler (a
+                # requeued one once its begin time passes) waits for the backfill pass: every 30 s
+                # by default, every second here (two nodes: a pass costs nothing).
+                "SchedulerParameters=bf_interval=1",
                 "SelectType=select/cons_tres",
                 "SelectTypeParameters=CR_Core_Memory",
                 "GresTypes=gpu",
