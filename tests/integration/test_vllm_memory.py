@@ -31,7 +31,7 @@ max_in_flight_tokens, the hybrid-allocator switch, num_gpu_blocks_override, the 
 HiSparse, no speculative config): building a real one needs the model registry.
 
 Needs `pip install -r tests/requirements-vllm.txt && pip install --no-deps vllm==0.33.0`. vLLM runs
-in a child interpreter (this file is its script, see the bottom), one for all cases: importing vllm
+in a child interpreter (this file is its script, see the bottom), one for all cases of both comparisons: importing vllm
 loads torch and sets environment variables that must not leak into the test session.
 """
 
@@ -125,19 +125,43 @@ def _fleet(case: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+WEIGHT_CASES = [("llama-3.1-8b", 1), ("llama-3.1-8b", 2), ("llama-3.1-8b", 16), ("qwen3-8b", 1), ("qwen3-8b", 4)]
+# Why the weights' part was left out of the child (None: it ran).
+NO_EINOPS = "einops is not installed: vLLM's model registry imports it (pip install einops==0.8.1)"
+
+
 @pytest.fixture(scope="module")
-def vllm_results() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def vllm_child() -> dict[str, Any]:
+    """One child interpreter for both comparisons (importing vllm and torch is most of a child's
+    time): the KV cache part first, then the weights' part (which patches vLLM's TP accessors);
+    each part's answer, or the traceback it raised, so that one failing fails only its own tests."""
     if importlib.util.find_spec("vllm") is None:
         pytest.skip(f"vLLM {RELEASE} is not installed ({INSTALL})")
     cases = _cases()
     fleet = [_fleet(case) for case in cases]
-    request = [{**case, "layers": f["layers"], "availables": [o["available"] for o in f["outcomes"]]} for case, f in zip(cases, fleet)]
+    request: dict[str, Any] = {"kv": [{**case, "layers": f["layers"], "availables": [o["available"] for o in f["outcomes"]]} for case, f in zip(cases, fleet)]}
+    weights_skipped = NO_EINOPS if importlib.util.find_spec("einops") is None else None
+    if weights_skipped is None:
+        request["weights"] = [{"model": model, "tp": tp, "config": json.loads(CONFIGS[model].read_text())} for model, tp in WEIGHT_CASES]
     env = {**os.environ, "VLLM_TARGET_DEVICE": "cpu", "HF_HUB_OFFLINE": "1", "VLLM_LOGGING_LEVEL": "ERROR"}
     proc = subprocess.run([sys.executable, __file__, "--child"], input=json.dumps(request), capture_output=True, text=True, env=env, timeout=900)
     if proc.returncode != 0:
         pytest.fail(f"the vLLM child failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
     marker = proc.stdout.rindex("\n@@RESULTS@@\n")
-    return fleet, json.loads(proc.stdout[marker + len("\n@@RESULTS@@\n") :])
+    answer = json.loads(proc.stdout[marker + len("\n@@RESULTS@@\n") :])
+    return {"fleet": fleet, "request": request, "answer": answer, "weights_skipped": weights_skipped}
+
+
+def _part(child: dict[str, Any], name: str) -> Any:
+    got = child["answer"][name]
+    if "error" in got:
+        pytest.fail(f"the vLLM child's {name} part failed:\n{got['error'][-4000:]}")
+    return got["results"]
+
+
+@pytest.fixture(scope="module")
+def vllm_results(vllm_child: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    return vllm_child["fleet"], _part(vllm_child, "kv")
 
 
 def _label(case: dict[str, Any]) -> str:
@@ -187,27 +211,18 @@ def test_the_older_check_agrees_where_the_model_has_one_group(vllm_results: tupl
     assert checked > 0
 
 
-WEIGHT_CASES = [("llama-3.1-8b", 1), ("llama-3.1-8b", 2), ("llama-3.1-8b", 16), ("qwen3-8b", 1), ("qwen3-8b", 4)]
-
-
-def test_dense_weights_per_rank_are_the_parameters_vllm_creates() -> None:
+def test_dense_weights_per_rank_are_the_parameters_vllm_creates(vllm_child: dict[str, Any]) -> None:
     """vLLM's own model classes (LlamaForCausalLM, Qwen3ForCausalLM) built on the meta device from the
     fixture configs through ModelConfig / VllmConfig / initialize_model (no weights, no GPU), at TP 1
     and, with the TP world size patched into vLLM's layers, at 2, 4 and 16 (one rank's shard): the bytes
     of their parameters against `dense_weights_bytes_per_rank`. Needs einops besides the parser's
     requirements (vLLM's model registry imports it; tests/requirements-vllm.txt does not list it)."""
-    if importlib.util.find_spec("vllm") is None:
-        pytest.skip(f"vLLM {RELEASE} is not installed ({INSTALL})")
-    if importlib.util.find_spec("einops") is None:
-        pytest.skip("einops is not installed: vLLM's model registry imports it (pip install einops==0.8.1)")
+    if vllm_child["weights_skipped"]:
+        pytest.skip(vllm_child["weights_skipped"])
     from fleet.host.engines.vllm.memory import dense_weights_bytes_per_rank
 
-    request = [{"model": model, "tp": tp, "config": json.loads(CONFIGS[model].read_text())} for model, tp in WEIGHT_CASES]
-    env = {**os.environ, "VLLM_TARGET_DEVICE": "cpu", "HF_HUB_OFFLINE": "1", "VLLM_LOGGING_LEVEL": "ERROR"}
-    proc = subprocess.run([sys.executable, __file__, "--child-weights"], input=json.dumps(request), capture_output=True, text=True, env=env, timeout=900)
-    if proc.returncode != 0:
-        pytest.fail(f"the vLLM child failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
-    real = json.loads(proc.stdout[proc.stdout.rindex("\n@@RESULTS@@\n") + len("\n@@RESULTS@@\n") :])
+    request = vllm_child["request"]["weights"]
+    real = _part(vllm_child, "weights")
     ours = [dense_weights_bytes_per_rank(case["config"], tp_size=case["tp"]) for case in request]
     assert ours == real, [f"{m} tp{t}: fleet {a} vLLM {b}" for (m, t), a, b in zip(WEIGHT_CASES, ours, real) if a != b]
 
@@ -216,7 +231,7 @@ def test_dense_weights_per_rank_are_the_parameters_vllm_creates() -> None:
 # The children: vLLM's own code, on what the parent sends.
 
 
-def _child_weights() -> None:  # pragma: no cover - runs in the child interpreter
+def _child_weights(request: list[dict[str, Any]]) -> list[int]:  # pragma: no cover - runs in the child interpreter
     import tempfile
 
     import torch
@@ -226,7 +241,7 @@ def _child_weights() -> None:  # pragma: no cover - runs in the child interprete
     from vllm.utils.torch_utils import set_default_torch_dtype
 
     results, started = [], False
-    for case in json.loads(sys.stdin.read()):
+    for case in request:
         with tempfile.TemporaryDirectory() as directory:
             Path(directory, "config.json").write_text(json.dumps(case["config"]))
             model_config = ModelConfig(model=directory, skip_tokenizer_init=True, max_model_len=4096)
@@ -247,10 +262,10 @@ def _child_weights() -> None:  # pragma: no cover - runs in the child interprete
                 with set_default_torch_dtype(model_config.dtype), torch.device("meta"):
                     model = initialize_model(vllm_config=vllm_config)
             results.append(sum(p.numel() * p.element_size() for p in model.parameters()))
-    sys.stdout.write("\n@@RESULTS@@\n" + json.dumps(results))
+    return results
 
 
-def _child() -> None:  # pragma: no cover - runs in the child interpreter
+def _child_kv(request: list[dict[str, Any]]) -> list[dict[str, Any]]:  # pragma: no cover - runs in the child interpreter
     from types import SimpleNamespace as NS
 
     import torch
@@ -260,7 +275,7 @@ def _child() -> None:  # pragma: no cover - runs in the child interpreter
 
     dtypes = {2: torch.bfloat16, 1: torch.uint8}
     results = []
-    for case in json.loads(sys.stdin.read()):
+    for case in request:
 
         def config(length: int) -> Any:
             cache = NS(num_gpu_blocks_override=None, prefix_cache_retention_interval=None, kv_cache_layout="LBNHC", kv_cache_size_tokens=None, kv_cache_max_concurrency=None)
@@ -335,10 +350,23 @@ def _child() -> None:  # pragma: no cover - runs in the child interpreter
                 "old_check": old_check,
             }
         )
-    sys.stdout.write("\n@@RESULTS@@\n" + json.dumps(results))
+    return results
+
+
+def _child() -> None:  # pragma: no cover - runs in the child interpreter
+    """Each part the parent asked for, in this order, as {"results": ...} or {"error": its traceback}."""
+    import traceback
+
+    request = json.loads(sys.stdin.read())
+    answer: dict[str, Any] = {}
+    for name, part in (("kv", _child_kv), ("weights", _child_weights)):
+        if name in request:
+            try:
+                answer[name] = {"results": part(request[name])}
+            except Exception:  # noqa: BLE001 - reported to that part's tests
+                answer[name] = {"error": traceback.format_exc()}
+    sys.stdout.write("\n@@RESULTS@@\n" + json.dumps(answer))
 
 
 if __name__ == "__main__" and sys.argv[1:] == ["--child"]:
     _child()
-elif __name__ == "__main__" and sys.argv[1:] == ["--child-weights"]:
-    _child_weights()
