@@ -1517,3 +1517,134 @@ def test_the_first_ranks_own_failure_is_the_cause_over_the_others_unique_id_erro
 )
 def test_transformers_refusing_the_model_is_model_load_error(exception: str) -> None:
     assert diagnose_text([*_VLLM_ON, "Traceback (most recent call last):", exception]).failure_class == "model_load_error"
+
+
+# Round twenty-eight: batch41-43's miss kinds, each from the source that prints the text.
+# (35) ROCm's HSA runtime on a GPU page fault (ROCR-Runtime's memory-fault handler): "Memory access fault by GPU node-%u
+# (Agent handle: %p) on address %p%s. Reason: %s.", a queue's HSA_STATUS_ERROR_MEMORY_FAULT: CUDA's illegal address on AMD.
+@pytest.mark.parametrize(
+    "line",
+    [
+        "Memory access fault by GPU node-1 (Agent handle: 0x55b017570c40) on address 0x7fcd499e6000. Reason: Page not present or supervisor privilege.",
+        "Memory access fault by GPU node-2 (Agent handle: ...) on address 0x7f4067e00000. Reason: Unknown.",
+        "Warning: Queue error - HSA_STATUS_ERROR_MEMORY_FAULT",
+    ],
+)
+def test_rocms_gpu_memory_fault_is_an_illegal_memory_access(line: str) -> None:
+    assert diagnose_text([*_SGLANG_UP[:2], line]).failure_class == "cuda_illegal_memory_access"
+
+
+def test_batch41s_rocm_memory_fault() -> None:
+    _labelled("batch41-heldout", "sglang-0519-rocm10-nightly-mi300x-nextn-qwen35-ck-tile-fmha-memory-access-fault-hsa.log", "cuda_illegal_memory_access")
+
+
+# (36) torch_npu's op-plugin binding a CANN operator (op_plugin/utils/op_api_common.h EXEC_NPU_CMD: "<op> or
+# <op>GetWorkspaceSize not in libopapi.so, or libopapi.sonot found."): the installed CANN lacks the operator, a cause over
+# the capture wrapper that carries it.
+_OP_MISSING = "aclnnLightningIndexer or aclnnLightningIndexerGetWorkspaceSize not in libopapi.so, or libopapi.sonot found."
+
+
+@pytest.mark.parametrize("line", [f"Exception: Capture cuda graph failed: {_OP_MISSING}", f"RuntimeError: {_OP_MISSING}"])
+def test_an_operator_the_cann_op_library_lacks_is_import_error(line: str) -> None:
+    diagnosis = diagnose_text([*_SGLANG_UP[:2], "[2026-05-24 10:00:05 TP0] Scheduler hit an exception: Traceback (most recent call last):", line])
+    assert diagnosis.failure_class == "import_error" and "aclnnLightningIndexer" in (diagnosis.fix or "") and "CANN" in (diagnosis.fix or "")
+
+
+def test_the_capture_wrapper_alone_stays_cuda_graph_error() -> None:
+    lines = [*_SGLANG_UP[:2], "[2026-05-24 10:00:05 TP0] Scheduler hit an exception: Traceback (most recent call last):", "Exception: Capture cuda graph failed: boom"]
+    assert diagnose_text(lines).failure_class == "cuda_graph_error"
+
+
+def test_batch41s_npu_capture_failed_on_a_missing_operator() -> None:
+    _labelled("batch41-heldout", "sglang-2025-12-npu-a2x2-dsv32-exp-w8a8-capture-failed-aclnnlightningindexer-not-in-libopapi.log", "import_error")
+
+
+# (37) torch_npu's NPUGraph calling the ACL runtime's capture (NPUGraph.cpp capture_begin / capture_end,
+# NPU_CHECK_ERROR(c10_npu::acl::AclmdlRICaptureBegin(...)) printed "NPU function error: ..., error code is <n>").
+@pytest.mark.parametrize("call", ["AclmdlRICaptureBegin(capture_stream_, capture_mode)", "AclmdlRICaptureEnd(capture_stream_, &model_ri_)"])
+def test_the_acl_runtimes_capture_call_failing_is_cuda_graph_error(call: str) -> None:
+    line = f"(Worker_TP3 pid=317) ERROR 07-14 06:35:03 [multiproc_executor.py:962] RuntimeError: NPUModelRunner failed, error is capture_begin:../torch_npu/csrc/core/npu/NPUGraph.cpp:230 NPU function error: c10_npu::acl::{call}, error code is 207005"
+    diagnosis = diagnose_text([*_VLLM_ON, line])
+    assert diagnosis.failure_class == "cuda_graph_error" and call.split("(")[0] in (diagnosis.fix or "")
+
+
+def test_batch42s_acl_capture_begin_error() -> None:
+    _labelled("batch42-heldout", "vllm-ascend-0221rc1-qwen3-coder-30b-tp4-ep-aclgraph-capture-begin-error-207005.log", "cuda_graph_error")
+
+
+# (38) c10d's ProcessGroupNCCL when a collective timed out (ProcessGroupNCCL.cpp: "Timeout at NCCL work: %ld, last enqueued
+# NCCL work: %ld, last completed NCCL work: %ld.", "Some NCCL operations have failed or timed out. ..."): nccl_error, over
+# the stall the hang leaves in the NCCL set-up lines.
+@pytest.mark.parametrize(
+    "line",
+    [
+        "[rank3]:[E1112 09:49:50.743894047 ProcessGroupNCCL.cpp:1709] [PG 0 (default_pg) Rank 3] Timeout at NCCL work: 1, last enqueued NCCL work: 1, last completed NCCL work: -1.",
+        "[rank3]:[E1112 09:49:50.743921998 ProcessGroupNCCL.cpp:621] [Rank 3] Some NCCL operations have failed or timed out. Due to the asynchronous nature of CUDA kernels, subsequent GPU operations might run on corrupted/incomplete data.",
+    ],
+)
+def test_c10ds_collective_timeout_lines_are_nccl_error_over_the_stall(line: str) -> None:
+    assert diagnose_text([*_VLLM_ON, *_NCCL_UP[:2], line]).failure_class == "nccl_error"
+
+
+def test_batch42s_first_nccl_work_timeout() -> None:
+    _labelled("batch42-heldout", "vllm-2024-11-llama31-70b-tp4-first-nccl-work-watchdog-timeout-abort.log", "nccl_error")
+
+
+# (39) vLLM 0.17's renderer refusing a request over the context (renderers/params.py _token_len_check, VLLMValidationError
+# answered 400): "You passed {n} input tokens and requested {m} output tokens. However, the model's context length is only
+# {c} tokens, resulting in a maximum input length of {c - m} tokens." and its characters pre-check.
+@pytest.mark.parametrize(
+    ("line", "input_tokens"),
+    [
+        (
+            "vllm.exceptions.VLLMValidationError: You passed 15361 input tokens and requested 1024 output tokens. However, the model's context length is only 16384 tokens, resulting in a maximum input length of 15360 tokens. Please reduce the length of the input prompt. (parameter=input_tokens, value=15361)",
+            "15361",
+        ),
+        (
+            "vllm.exceptions.VLLMValidationError: You passed 70000 input characters. However, the model's context length is only 16384 tokens (at most 65536 characters). Please reduce the length of the input prompt.",
+            "70000",
+        ),
+    ],
+)
+def test_vllms_renderer_refusing_a_long_request_is_context_length_exceeded(line: str, input_tokens: str) -> None:
+    lines = [*_VLLM_ON, f"(APIServer pid=7) ERROR 03-20 01:47:57 [serving.py:311] {line}", '(APIServer pid=7) INFO:     127.0.0.1:43628 - "POST /v1/chat/completions HTTP/1.1" 400 Bad Request']
+    diagnosis = diagnose_text(lines)
+    assert diagnosis.failure_class == "context_length_exceeded" and diagnosis.figures.get("input_tokens") == input_tokens
+
+
+def test_batch43s_renderer_validation_error() -> None:
+    _labelled("batch43-heldout", "vllm-0171-qwen3-32b-awq-serving-then-validation-error-15361-input-plus-1024-output-over-context-16384-400.log", "context_length_exceeded")
+
+
+# (40) A package imported from a checkout under another name ("/opt/jethac-flashinfer/flashinfer/...") is known by the
+# import chain: the "<module>" frame running its "<root>/<package>/__init__.py" makes the files under that root the package's
+# (the outermost such root: a subpackage's __init__ names the subpackage), so its import-time AttributeError is
+# import_failed_in_package, as for site-packages and same-named checkouts.
+def _import_chain(root: str, package: str) -> list[str]:
+    return [
+        "Traceback (most recent call last):",
+        '  File "/opt/jethac-vllm/vllm/v1/attention/backends/flashinfer.py", line 12, in <module>',
+        f"    from {package} import (",
+        f'  File "{root}/{package}/__init__.py", line 25, in <module>',
+        "    from .gemm import x",
+        f'  File "{root}/{package}/gemm/__init__.py", line 39, in <module>',
+        "    from .kernels.grouped_gemm import y",
+        f'  File "{root}/{package}/gemm/kernels/grouped_gemm.py", line 585, in <module>',
+        "    class Sm100Kernel:",
+        f'  File "{root}/{package}/gemm/kernels/grouped_gemm.py", line 2383, in Sm100Kernel',
+        "    a_major_mode: cute.nvgpu.OperandMajorMode,",
+        "AttributeError: module 'cutlass.cute.nvgpu' has no attribute 'OperandMajorMode'",
+    ]
+
+
+def test_an_import_time_error_in_a_checkout_under_another_name_is_import_error() -> None:
+    diagnosis = diagnose_text([*_VLLM_ON, *_import_chain("/opt/jethac-flashinfer", "flashinfer")])
+    assert diagnosis.failure_class == "import_error" and "'flashinfer'" in (diagnosis.fix or "")
+
+
+def test_an_import_time_error_in_the_engines_own_checkout_is_not_a_packages() -> None:
+    assert diagnose_text([*_VLLM_ON, *_import_chain("/opt/jethac-vllm", "vllm")]).failure_class != "import_error"
+
+
+def test_batch43s_flashinfer_import_from_a_fork_checkout() -> None:
+    _labelled("batch43-heldout", "vllm-2026-06-fork-gb10-qwen-fp8-sampler-init-flashinfer-import-attributeerror-cutlass-cute-operandmajormode.log", "import_error")

@@ -179,6 +179,12 @@ SIGNATURES: tuple[Signature, ...] = (
             T("ImportError", _EXC + r"ImportError: (?!.*\brequires? compute capability\b)(?:cannot import name '(?P<name>\w+)' from '(?P<module>[\w.]+)')?"),
             T("cannot open shared object file", r"(?P<library>[\w.+-]+\.so[\w.]*): cannot open shared object file"),
             T("undefined symbol", r"undefined symbol: (?P<symbol>\S+)"),
+            # torch_npu's op-plugin (and sgl-kernel-npu, which uses it) binding a CANN operator by name from the op API
+            # library (op_plugin/utils/op_api_common.h EXEC_NPU_CMD: TORCH_CHECK(..., #aclnn_api " or " #aclnn_api
+            # "GetWorkspaceSize not in ", GetOpApiLibName(), ", or ", GetOpApiLibName(), "not found.")): the installed CANN
+            # has no such operator (a toolkit or kernels package older than the plugin) or no libopapi.so at all. Raised
+            # wherever the op is first called, inside a graph capture too: the cause over the capture wrapper.
+            T("GetWorkspaceSize not in ", r"(?P<aclnn_op>aclnn\w+) or \w+GetWorkspaceSize not in (?P<library>lib\w+\.so)"),
             # importlib.metadata: "PackageNotFoundError: No package metadata was found for sglang";
             # pkg_resources/transformers' require_version: "The 'sglang>=0.4.5' distribution was not found
             # and is required by this application".
@@ -333,6 +339,9 @@ SIGNATURES: tuple[Signature, ...] = (
         "Python module '{module}' is missing or broken in the server's environment: install the build "
         "that matches this torch/CUDA (e.g. `pip install {module}` in the venv that runs SGLang), then "
         "re-run `python -c 'import sglang.srt.server_args'` on the host to check.",
+        "The installed CANN has no operator {aclnn_op} in {library} (or no {library} at all): install the CANN toolkit and "
+        "kernels packages the NPU plugin (torch_npu, sgl-kernel-npu) was built for, and source their set_env.sh in the "
+        "server's environment.",
         "Shared library {library} is not found: install the matching CUDA runtime / driver libraries or fix LD_LIBRARY_PATH for the service.",
         "A compiled extension does not match the installed torch/CUDA (undefined symbol {symbol}): reinstall sgl-kernel / flashinfer built for this torch version.",
         "Triton could not build its kernel launcher ({missing_compiler}: neither CC nor gcc / clang on PATH): install gcc in the server's image or set CC=gcc in its environment.",
@@ -885,6 +894,11 @@ SIGNATURES: tuple[Signature, ...] = (
         (
             T("illegal memory access"),
             T("cudaErrorIllegalAddress"),
+            # ROCm's HSA runtime on a GPU page fault (ROCR-Runtime's memory-fault handler: "Memory access fault by GPU node-%u
+            # (Agent handle: %p) on address %p%s. Reason: %s.", then the process aborts; a queue's error callback may print
+            # HSA_STATUS_ERROR_MEMORY_FAULT): a kernel read or wrote where no memory is mapped, CUDA's illegal address on AMD.
+            T("Memory access fault by GPU node-"),
+            T("HSA_STATUS_ERROR_MEMORY_FAULT"),
             T("CUDA error: misaligned address"),
             # Ascend's CANN runtime, when an AI Core / vector core kernel faults, decodes the core's error registers into
             # "The extend info: errcode:(...) errorStr: <words>." (runtime device_error_core_proc.cc PrintCoreInfo /
@@ -1253,6 +1267,16 @@ SIGNATURES: tuple[Signature, ...] = (
             # copied by SGLang 0.5.9 multimodal_gen/runtime/models/encoders/clip.py:126): ValueError(f"Sequence length must
             # be less than max_position_embeddings (got `sequence length`: {seq_length} and max_position_embeddings:
             # {max_position_embedding}"): a prompt longer than the encoder's context (77 tokens for CLIP).
+            # vLLM's renderer checking a request's tokens (0.17+ renderers/params.py _token_len_check): VLLMValidationError(
+            # "You passed {n} input tokens and requested {m} output tokens. However, the model's context length is only {c}
+            # tokens, resulting in a maximum input length of {c - m} tokens. Please reduce the length of the input prompt.")
+            # answered 400; its character pre-check "You passed {n} input characters. However, the model's context length
+            # is only {c} tokens (at most {k} characters)." the same refusal before tokenising.
+            T(
+                "the model's context length is only",
+                r"You passed (?P<input_tokens>\d+) input (?:tokens|characters)(?: and requested (?P<max_new_tokens>\d+) output tokens)?\. "
+                r"However, the model(?:\\*'|\u2019|\\u2019|&#39;|&#x27;)s context length is only (?P<context_len>\d+) tokens",
+            ),
             T(
                 "Sequence length must be less than max_position_embeddings",
                 r"got `sequence length`: (?P<input_tokens>\d+) and max_position_embeddings: (?P<context_len>\d+)",
@@ -1367,6 +1391,10 @@ SIGNATURES: tuple[Signature, ...] = (
             # cudaStreamCaptureStatus above), through c10's TORCH_INTERNAL_ASSERT ('<condition> INTERNAL ASSERT FAILED at
             # "<file>":<line>, ...'): a graph capture on the NPU failed its state check.
             T("aclmdlRICaptureStatus", r"(?P<acl_capture_status>aclmdlRICaptureStatus)\b"),
+            # torch_npu's NPUGraph calling the ACL runtime's capture (torch_npu/csrc/core/npu/NPUGraph.cpp capture_begin /
+            # capture_end: NPU_CHECK_ERROR(c10_npu::acl::AclmdlRICaptureBegin(capture_stream_, capture_mode)), printed "NPU
+            # function error: c10_npu::acl::AclmdlRICaptureBegin(...), error code is <n>"): the capture itself failed.
+            T("NPU function error: ", r"NPU function error: \S*(?P<acl_capture_call>AclmdlRICapture(?:Begin|End))\("),
             T("ACL_MODEL_RI_CAPTURE_STATUS_", r"(?P<acl_capture_status>ACL_MODEL_RI_CAPTURE_STATUS_\w+)"),
             T("Capture single-CG draft extend failed"),
             T("cudaErrorStreamCapture"),
@@ -1394,6 +1422,9 @@ SIGNATURES: tuple[Signature, ...] = (
             T("Piecewise CUDA Graph failed", r"Piecewise CUDA Graph failed with error:\s*(?P<capture_error>\S[^\n]*)?"),
             T("add --disable-piecewise-cuda-graph to your launch command"),
         ),
+        "torch_npu's NPU graph capture failed in the ACL runtime ({acl_capture_call} returned an error): capture fewer sizes "
+        "(cudagraph_capture_sizes in the compilation config) or serve with --enforce-eager, and check that the installed CANN "
+        "is the version the NPU plugin was built for.",
         "torch_npu's NPU graph capture failed its capture-status check ({acl_capture_status}): capture fewer sizes "
         "(cudagraph_capture_sizes in the compilation config) or serve with --enforce-eager, and look above it for the "
         "first error inside the capture.",
@@ -1415,6 +1446,12 @@ SIGNATURES: tuple[Signature, ...] = (
             T("NCCL error", r"NCCL error:?(?: in: \S+,)? (?P<nccl_detail>[^(,]*[^(,\s])"),
             T("nccl", r"\bnccl(?:Unhandled|System|Internal|Invalid|Remote)\w*Error\b"),
             T("Watchdog caught collective operation timeout"),
+            # c10d's ProcessGroupNCCL when a collective timed out (ProcessGroupNCCL.cpp, watchdog's checkTimeout and its
+            # abort path: "Timeout at NCCL work: %ld, last enqueued NCCL work: %ld, last completed NCCL work: %ld.", then
+            # "Some NCCL operations have failed or timed out. Due to the asynchronous nature of CUDA kernels, ..." and "To
+            # avoid data inconsistency, we are taking the entire process down."): a collective never completed on this rank.
+            T("Timeout at NCCL work: ", r"Timeout at NCCL work: -?\d+, last enqueued NCCL work: -?\d+, last completed NCCL work: -?\d+"),
+            T("Some NCCL operations have failed or timed out"),
             T("DistBackendError"),
             # c10d's NCCLComm::getNcclComm on a communicator its watchdog aborted: "NCCL communicator was aborted on rank {r}.
             # Original reason for failure was: ..." (a DistBackendError since torch 2.2, a plain RuntimeError before).

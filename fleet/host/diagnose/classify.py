@@ -368,8 +368,11 @@ _ENGINE_WAIT = "engine_start_timeout"
 # 'array.array' is not subscriptable"; round fourteen read only the AttributeError). Installed from a source checkout (pip
 # install -e, as ROCm images ship aiter at /sgl-workspace/aiter), a package's files sit in <checkout>/<package>/ with the
 # checkout named as the package: "/aiter/aiter/fused_moe.py" is package aiter's module as "site-packages/aiter/..." is.
+# A checkout under any other name ("/opt/jethac-flashinfer/flashinfer/...") is known by the import chain itself: a
+# "<module>" frame running a package's "<root>/<package>/__init__.py" makes every later file under that root the package's.
 _IMPORT_CODE = "import_failed_in_package"
 _PACKAGE_MODULE = re.compile(r"[/\\](?:site|dist)-packages[/\\](?P<package>[A-Za-z_]\w*)[/\\.]|[/\\](?P<checkout>[A-Za-z_]\w*)[/\\](?P=checkout)[/\\]")
+_PACKAGE_INIT = re.compile(r"^(?P<root>.*[/\\](?P<package>[A-Za-z_]\w*)[/\\])__init__\.py$")
 _ENGINE_PACKAGES = {"vllm", "sglang", "vllm_omni", "sglang_omni"}
 _LOAD_ERRORS = {"AttributeError", "TypeError"}
 # Exception lines that name their own kind: the generic signatures that say what failed, though no class names it
@@ -587,6 +590,7 @@ class _Scanner:
         self._traceback_state = "none"
         self._load_frame: str | None = None
         self._module_package: str | None = None  # the package of the traceback's deepest "<module>" frame, if installed
+        self._package_roots: dict[str, str] = {}  # the traceback's packages by their folder, from their __init__ frames
         self._load_errors: list[tuple[int, str, str]] = []
         # The frame readings of the traceback being read (a fatal signature read off a frame or a quoted source line,
         # ranked after every cause: load_weights, the capture's frames, ncclCommInitRank): name, line, message, warning.
@@ -869,6 +873,7 @@ class _Scanner:
         """A new traceback begins (not one chained to the last): what was read of the last one no longer counts."""
         self._load_frame, self._load_errors, self._module_package = None, [], None
         self._frame_readings = []
+        self._package_roots = {}
 
     def _traceback(self, line_no: int, raw: bytes, text: str, message: str, matched: set[str]) -> None:
         """Follow the traceback being printed: its load-path frames and its AttributeError / TypeError lines; both in
@@ -890,8 +895,10 @@ class _Scanner:
                 self._traceback_first = line_no
             self._traceback_state = "open"
             if frame["function"] == "<module>":
+                if (init := _PACKAGE_INIT.match(frame["file"])) is not None:
+                    self._package_roots[init["root"]] = init["package"]
                 package = _PACKAGE_MODULE.search(frame["file"])
-                name = (package["package"] or package["checkout"]) if package else None
+                name = (package["package"] or package["checkout"]) if package else self._package_under(frame["file"])
                 self._module_package = name if name not in _ENGINE_PACKAGES else None
             if self._load_frame is None and _is_load_frame(frame["file"], frame["function"]):
                 self._load_frame = f"{frame['function']} of {frame['file'].replace(chr(92), '/').rsplit('/', 1)[-1]}"
@@ -912,6 +919,12 @@ class _Scanner:
         if self._load_frame is not None and self._load_errors:
             error_line, error_text, error_message = self._load_errors.pop(0)
             self._record(SIGNATURE_BY_NAME[_LOAD_CODE], error_line, error_text, error_message, {"load_step": self._load_frame})
+
+    def _package_under(self, file: str) -> str | None:
+        """The package whose folder holds this file, as the traceback's __init__ frames named them (the outermost: a
+        subpackage's __init__ names the subpackage, not the distribution)."""
+        roots = [root for root in self._package_roots if file.startswith(root)]
+        return self._package_roots[min(roots, key=len)] if roots else None
 
     def _withdraw_frame_readings(self) -> None:
         """The traceback ends in an exception line that names its own kind (see _SELF_NAMED): its frames said only
