@@ -1356,10 +1356,10 @@ SIGNATURES: tuple[Signature, ...] = (
             T("thread-local capture sequence", r"(?P<capture_error>attempt to terminate a thread-local capture sequence from another thread)"),
         ),
         "A CUDA graph capture was broken by a call it cannot record ({capture_error}): the capture failed, whichever "
-        "library reported it. Serve without CUDA graphs to confirm (vLLM --enforce-eager, SGLang --disable-cuda-graph), "
+        "library reported it. Serve without CUDA graphs to confirm (vLLM --enforce-eager, SGLang {flag_disable_cuda_graph}), "
         "then update the engine or the library that makes the call inside the capture.",
         "A CUDA graph capture was broken by a call it cannot record: the capture failed, whichever library reported it. "
-        "Serve without CUDA graphs to confirm (vLLM --enforce-eager, SGLang --disable-cuda-graph), then update the "
+        "Serve without CUDA graphs to confirm (vLLM --enforce-eager, SGLang {flag_disable_cuda_graph}), then update the "
         "engine or the library that makes the call inside the capture.",
     ),
     # --- CUDA graph capture failed for a reason no cause above explains --------------------------
