@@ -94,6 +94,20 @@ _EXC = r"^(?:[\w.]+\.)?"  # an exception line, possibly module-qualified: "torch
 _ARCH = r"(?:\bsm_?\d{2,3}[a-z]?\b|\bSM ?\d{2,3}\w*|\b(?i:compute|CUDA) (?i:capabilit(?:y|ies))\b|\bgfx\d{3,4}\w*|\b(?:Volta|Turing|Ampere|Ada Lovelace|Hopper|Blackwell)\b)"
 _REFUSAL = r"(?i:\bnot supported\b|\bunsupported\b|\bnot implemented\b|\bincompatible\b|\bnot compatible\b|\btoo old\b|\bonly supports?\b|\brequires?\b|\bneeds?\b)"
 _ARCH_REFUSAL = rf".*?(?:{_ARCH}.*?{_REFUSAL}|{_REFUSAL}.*?{_ARCH})"
+# The CUDA runtime's stream-capture errors, as cudaGetErrorString words them (HIP's wording where it differs):
+# cuda_graph_capture_broken's triggers, each its own literal.
+_CAPTURE_ERRORS = (
+    "operation not permitted when stream is capturing",
+    "operation would result in a merge of separate capture sequences",
+    "capture was not ended in the same stream as it began",
+    "capture was not initiated in this stream",
+    "capturing stream has unjoined work",
+    "capture sequence contains a fork that was not joined to the primary stream",
+    "dependency created on uncaptured work in another stream",
+    "operation would make the legacy stream depend on a capturing blocking stream",
+    "operation not permitted on an event last recorded in a capturing stream",
+    "attempt to terminate a thread-local capture sequence from another thread",
+)
 # An apostrophe as it reaches a log: plain, JSON- or repr-escaped (`model\'s`, `model\\'s`), typographic,
 # or HTML-escaped inside an HTTP 400 body a client printed.
 _APOS = r"(?:\\*'|\u2019|\\u2019|&#39;|&#x27;)"
@@ -1343,18 +1357,7 @@ SIGNATURES: tuple[Signature, ...] = (
         "cuda_graph_capture_broken",
         C.CUDA_GRAPH_ERROR,
         65,
-        (
-            T("when stream is capturing", r"(?P<capture_error>operation not permitted when stream is capturing)"),
-            T("merge of separate capture sequences", r"(?P<capture_error>operation would result in a merge of separate capture sequences)"),
-            T("capture was not ended in the same stream", r"(?P<capture_error>capture was not ended in the same stream as it began)"),
-            T("capture was not initiated in this stream", r"(?P<capture_error>capture was not initiated in this stream)"),
-            T("capturing stream has unjoined work", r"(?P<capture_error>capturing stream has unjoined work)"),
-            T("not joined to the primary stream", r"(?P<capture_error>capture sequence contains a fork that was not joined to the primary stream)"),
-            T("dependency created on uncaptured work", r"(?P<capture_error>dependency created on uncaptured work in another stream)"),
-            T("depend on a capturing blocking stream", r"(?P<capture_error>operation would make the legacy stream depend on a capturing blocking stream)"),
-            T("in a capturing stream", r"(?P<capture_error>operation not permitted on an event last recorded in a capturing stream)"),
-            T("thread-local capture sequence", r"(?P<capture_error>attempt to terminate a thread-local capture sequence from another thread)"),
-        ),
+        (*(T(error, rf"(?P<capture_error>{re.escape(error)})") for error in _CAPTURE_ERRORS),),
         "A CUDA graph capture was broken by a call it cannot record ({capture_error}): the capture failed, whichever "
         "library reported it. Serve without CUDA graphs to confirm (vLLM --enforce-eager, SGLang {flag_disable_cuda_graph}), "
         "then update the engine or the library that makes the call inside the capture.",
