@@ -809,7 +809,7 @@ SIGNATURES: tuple[Signature, ...] = (
             # backend selection (its reasons per backend are read above: one backend refused for a setting is not the GPU).
             *(
                 T(literal, _EXC + r"\w*(?:Error|Exception): (?!.*\b(?:to be installed|pip install|CUDA (?:toolkit|version) |No valid attention backend found)\b)" + _ARCH_REFUSAL)
-                for literal in ("sm_", "SM", "sm", "apability", "gfx", "Volta", "Turing", "Ampere", "Ada", "Hopper", "Blackwell")
+                for literal in ("SM", "sm", "apability", "gfx", "Volta", "Turing", "Ampere", "Ada", "Hopper", "Blackwell")
             ),
             T("does not support compute capability", _EXC + r"\w*(?:Error|Exception): .*?\bdoes not support compute capability \d"),
             T("only supported on SM", _EXC + r"\w*(?:Error|Exception): .*?\bonly supported on SM ?(?P<required_sm>\d{2,3})"),

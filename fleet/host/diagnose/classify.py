@@ -798,8 +798,8 @@ class _Scanner:
                             self.vllm_kv[name] = value
         if _ANSWERED_LITERAL in raw and _ANSWERED_ERROR.search(raw):
             self.answered_error[self.summary.starts] = line_no
-        if (_ANSWERED_LITERAL in raw and _ACCESS_LINE.search(raw)) or any(marker in raw for marker in _AT_WORK):
-            self.at_work.add(self.summary.starts)
+        if self.summary.starts not in self.at_work and ((_ANSWERED_LITERAL in raw and _ACCESS_LINE.search(raw)) or any(marker in raw for marker in _AT_WORK)):
+            self.at_work.add(self.summary.starts)  # once per start: the markers are not looked for again
         self._errors(line_no, raw, text)
         if _SHM_WAIT in raw:
             self.shm_waits.append((line_no, self.steps))
