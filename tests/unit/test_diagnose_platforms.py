@@ -1648,3 +1648,150 @@ def test_an_import_time_error_in_the_engines_own_checkout_is_not_a_packages() ->
 
 def test_batch43s_flashinfer_import_from_a_fork_checkout() -> None:
     _labelled("batch43-heldout", "vllm-2026-06-fork-gb10-qwen-fp8-sampler-init-flashinfer-import-attributeerror-cutlass-cute-operandmajormode.log", "import_error")
+
+
+# --- round twenty-nine: batch44's miss kind, batch18's and batch29's leftovers, and a sweep of the engines' raise texts ----
+# (41) FlagOS's vLLM platform plugin (vllm-plugin-FL vllm_fl/utils.py _get_vendor_device_field): ValueError(f"Vendor
+# '{normalized_vendor}' not found in VENDOR_DEVICE_MAP.") when the accelerator's vendor has no device entry.
+@pytest.mark.parametrize("vendor", ["hygon", "cambricon", "iluvatar"])
+@pytest.mark.parametrize("framed", [True, False])
+def test_vllm_fls_vendor_missing_from_its_device_map_is_unsupported_gpu_arch(vendor: str, framed: bool) -> None:
+    line = f"ValueError: Vendor '{vendor}' not found in VENDOR_DEVICE_MAP."
+    lines = [*_VLLM_ON, "Traceback (most recent call last):", line] if framed else [line]
+    diagnosis = diagnose_text(lines)
+    assert diagnosis.failure_class == "unsupported_gpu_arch" and f"vendor '{vendor}'" in (diagnosis.fix or "")
+
+
+def test_vllm_fls_missing_field_for_a_known_vendor_is_not_the_accelerator() -> None:
+    line = "ValueError: Field 'device_name' for vendor 'hygon' is missing or empty in VENDOR_DEVICE_MAP."
+    assert diagnose_text([*_VLLM_ON, "Traceback (most recent call last):", line]).failure_class != "unsupported_gpu_arch"
+
+
+def test_batch44s_vendor_refusal() -> None:
+    _labelled("batch44-heldout", "vllm-0200-dcu-hygon-bw1000-vllm-fl-plugin-valueerror-vendor-hygon-not-in-vendor-device-map.log", "unsupported_gpu_arch")
+
+
+# (42) c10d's TCPStore server (torch/csrc/distributed/c10d/socket.cpp SocketListenOp): "The server socket has failed to
+# listen on any local network address. port: {}, useIpv6: {}, code: {}, name: {}, message: {}" (older torch: the binds'
+# "(errno: 98 - Address already in use)" appended), a port another process holds; another errno is not this.
+@pytest.mark.parametrize(
+    ("line", "port"),
+    [
+        (
+            "torch.distributed.DistNetworkError: The server socket has failed to listen on any local network address. port: 29500, useIpv6: false, code: -98, name: EADDRINUSE, message: address already in use",
+            "29500",
+        ),
+        ("RuntimeError: The server socket has failed to listen on any local network address. port: 46571, useIpv6: 0, code: -9", "46571"),
+        (
+            "RuntimeError: The server socket has failed to listen on any local network address. The server socket has failed to bind to [::]:6000 (errno: 98 - Address already in use).",
+            None,
+        ),
+    ],
+)
+def test_c10ds_store_that_cannot_listen_is_port_in_use(line: str, port: str | None) -> None:
+    diagnosis = diagnose_text([*_VLLM_ON, "Traceback (most recent call last):", line])
+    assert diagnosis.failure_class == "port_in_use" and diagnosis.figures.get("port") == port
+    assert "rendezvous store" in (diagnosis.fix or "")
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "RuntimeError: The server socket has failed to listen on any local network address. port: 80, useIpv6: 0, code: -13, name: EACCES, message: permission denied",
+        "RuntimeError: The server socket has failed to listen on any local network address. The server socket has failed to bind to 10.9.9.9:29500 (errno: 99 - Cannot assign requested address).",
+    ],
+)
+def test_c10ds_store_refused_for_another_reason_is_not_port_in_use(line: str) -> None:
+    assert diagnose_text([*_VLLM_ON, "Traceback (most recent call last):", line]).failure_class != "port_in_use"
+
+
+def test_batch18s_store_listen_line() -> None:
+    _labelled("batch18-heldout", "vllm-pipelinerl-process-group-socket-failed-to-listen-port-race.log", "port_in_use")
+
+
+# (43) Kunlunxin's XCCL through torch_xmlir's process group: the XCCL call's failure raised with the place it was checked,
+# "(at .../torch_xmlir/csrc/new_xccl/XCCLUtils.hpp:53)".
+@pytest.mark.parametrize("what", ["[INVALID PARAMETER]: error code= 1", "[SYSTEM ERROR]: error code= 2"])
+def test_xccls_failure_raised_by_torch_xmlir_is_nccl_error(what: str) -> None:
+    lines = [
+        *_VLLM_ON,
+        "[XCCL][init.cpp:1227] host 10.0.0.2 addr_window check failed",
+        f"ValueError: {what}(at .../torch_xmlir/csrc/new_xccl/XCCLUtils.hpp:53)",
+        "RuntimeError: Engine core initialization failed. See root cause above.",
+    ]
+    diagnosis = diagnose_text(lines)
+    assert diagnosis.failure_class == "nccl_error" and what in (diagnosis.fix or "")
+
+
+def test_the_same_error_code_words_elsewhere_are_not_xccls() -> None:
+    line = "ValueError: [INVALID PARAMETER]: error code= 1(at .../torch_xmlir/csrc/aten/ops/matmul.cpp:53)"
+    assert diagnose_text([*_VLLM_ON, line]).failure_class != "nccl_error"
+
+
+def test_batch29s_xccl_log() -> None:
+    _labelled("batch29-heldout", "vllm-kunlun-tp2-xccl-init-addr-window-check-failed-engine-core-init.log", "nccl_error")
+
+
+# (44) From a sweep of SGLang 0.5.23's and vLLM 0.33's raise statements (each message rendered with its placeholders filled
+# and read as an exception line of a start): texts of known classes no signature read.
+@pytest.mark.parametrize(
+    ("line", "label"),
+    [
+        # SGLang utils.py reserve_port: every port of 30000-39999 refused the bind.
+        ("RuntimeError: No free port available.", "port_in_use"),
+        # SGLang's diffusion server under --strict-ports (multimodal_gen/runtime/server_args/server_args.py _require_port).
+        ("RuntimeError: master port 30005 is unavailable and --strict-ports is enabled. Either use a different port or disable --strict-ports.", "port_in_use"),
+        # vLLM 0.33 v1/engine/input_processor.py:598, a prompt exactly as long as the model.
+        (
+            "vllm.exceptions.VLLMValidationError: The decoder prompt (length 32768) plus the number of requested output tokens (at least 1) is longer than the maximum model length of 32768. Make sure that `max_model_len` is no smaller than the number of text tokens (prompt + requested output tokens).",
+            "context_length_exceeded",
+        ),
+        # SGLang 0.5.23 srt/entrypoints/openai/serving_decisions.py:351.
+        ("ValueError: the prompt has 40000 tokens, which does not fit the context length of 32768 tokens", "context_length_exceeded"),
+        # vLLM 0.33 v1/core/kv_cache_planning.py:1381.
+        (
+            "ValueError: Cannot auto-fit max_model_len: not enough GPU memory available to serve even a single token. Try increasing `gpu_memory_utilization`.",
+            "kv_pool_too_small",
+        ),
+    ],
+)
+def test_raise_texts_of_known_classes_from_the_engines_sources(line: str, label: str) -> None:
+    assert diagnose_text([*_VLLM_ON, "Traceback (most recent call last):", line]).failure_class == label
+
+
+# (45) The GPU refused in the words of the engines' newer kernel and backend checks (the generic refusal's vocabulary,
+# round twenty-nine): "only supported on", "supported only on", "not available on", "<SM>-only", "supports <SM or compute
+# capability>", "and above", "or newer", "required"; and AMD targets named by family ("gfx95x", "gfx12").
+@pytest.mark.parametrize(
+    "line",
+    [
+        "NotImplementedError: flash_attn at sgl-kernel is only supported on sm90 and above",  # sgl-kernel flash_attention_v3.py:138
+        "ValueError: --quantization nvfp4_online is supported only on NVIDIA Blackwell SM100/SM103 GPUs.",  # SGLang overrides.py:1458
+        "ValueError: FlashAttention-4 block-sparse attention is not available on compute capability 8.x; supported: SM90 (Hopper) and SM100 (Blackwell)",
+        "ValueError: --dsa-prefill-backend flashmla_sparse_q8 is SM90-only; got compute capability sm_100x.",  # dsa_backend.py:461
+        "RuntimeError: SubBlock sparse attention supports compute capability 9.0, 10.0, or 12.0; this tensor is on a 8.6 device.",
+        "NotImplementedError: MoE LoRA supports SM90 and SM100 only; this device is sm86.",  # SGLang lora/moe/runner.py:221
+        "ValueError: Current platform does not support NVFP4 quantization. Please use Blackwell and above.",
+        "RuntimeError: Q8KV4/Q8KV8 indexers support only SM100, SM103 and SM107, got SM90",  # vLLM fmha_sm100 q8_indexer_interface.py:90
+        "RuntimeError: SM100-class CUDA device required",
+        "NotImplementedError: Online MXFP4 quantization requires an AMD ROCm device with FP4 hardware support (gfx95x, e.g. MI355x).",
+    ],
+)
+def test_the_gpu_refused_in_newer_words_is_unsupported_gpu_arch(line: str) -> None:
+    assert diagnose_text([*_VLLM_ON, "Traceback (most recent call last):", line]).failure_class == "unsupported_gpu_arch"
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # a feature the installed package lacks, on the GPU that needs it: not the GPU
+        "RuntimeError: aiter triton W4A8 MoE (moe_gemm_a8w4) is required for the gfx1250 GPT-OSS MXFP4 path but was not found in the installed aiter build.",
+        "RuntimeError: fp8 two-pool unified_kv needs aiter's fused_qk_norm_rope_group_quant: aiter exports it=False, gfx95=True",
+        # a kernel's limits on its own GPU, not a refusal of the GPU
+        "TypeError: SM90 port supports F16/BF16 A/B; got torch.float32",
+        "ValueError: the SM100 dual GEMM supports 1 to 4096 tokens",
+        "ValueError: SM107 N must be a multiple of 8 in the range 8…256",
+    ],
+)
+def test_a_packages_missing_feature_or_a_kernels_limits_are_not_the_gpu(line: str) -> None:
+    assert diagnose_text([*_VLLM_ON, "Traceback (most recent call last):", line]).failure_class != "unsupported_gpu_arch"

@@ -91,8 +91,16 @@ C = FailureClass
 _EXC = r"^(?:[\w.]+\.)?"  # an exception line, possibly module-qualified: "torch.OutOfMemoryError: ..."
 # A GPU architecture named (an SM or sm_ number, a compute capability, an AMD gfx target, an NVIDIA generation) and a
 # refusal of it, in either order, in one message (unsupported_gpu_arch's generic trigger).
-_ARCH = r"(?:\bsm_?\d{2,3}[a-z]?\b|\bSM ?\d{2,3}\w*|\b(?i:compute|CUDA) (?i:capabilit(?:y|ies))\b|\bgfx\d{3,4}\w*|\b(?:Volta|Turing|Ampere|Ada Lovelace|Hopper|Blackwell)\b)"
-_REFUSAL = r"(?i:\bnot supported\b|\bunsupported\b|\bnot implemented\b|\bincompatible\b|\bnot compatible\b|\btoo old\b|\bonly supports?\b|\brequires?\b|\bneeds?\b)"
+_ARCH = r"(?:\bsm_?\d{2,3}[a-z]?\b|\bSM ?\d{2,3}\w*|\b(?i:compute|CUDA) (?i:capabilit(?:y|ies))\b|\bgfx\d{2,4}\w*|\b(?:Volta|Turing|Ampere|Ada Lovelace|Hopper|Blackwell)\b)"
+_REFUSAL = (
+    r"(?i:\bnot supported\b|\bunsupported\b|\bnot implemented\b|\bincompatible\b|\bnot compatible\b|\btoo old\b|\bonly supports?\b|\brequires?\b|\bneeds?\b"
+    # the same refusal in the words of SGLang 0.5.23's and vLLM 0.33's kernel and backend checks: "is only supported on sm90
+    # and above", "is supported only on NVIDIA Blackwell SM100/SM103 GPUs", "is not available on compute capability 8.x",
+    # "is SM90-only", "supports compute capability 9.0, 10.0, or 12.0; this tensor is on a 8.6 device", "MoE LoRA supports SM90
+    # and SM100 only", "Please use Blackwell and above", "SM100-class CUDA device required"
+    r"|\bonly supported\b|\bsupported only\b|\bnot available on\b|\w-only\b|\bsupports? (?:only )?(?=compute capabilit|SM ?\d|sm_?\d)"
+    r"|\band above\b|\bor newer\b|\brequired\b)"
+)
 _ARCH_REFUSAL = rf".*?(?:{_ARCH}.*?{_REFUSAL}|{_REFUSAL}.*?{_ARCH})"
 # The CUDA runtime's stream-capture errors, as cudaGetErrorString words them (HIP's wording where it differs):
 # cuda_graph_capture_broken's triggers, each its own literal.
@@ -141,6 +149,12 @@ SIGNATURES: tuple[Signature, ...] = (
             # raise OSError(f"Could not bind port {port} on any configured address family") when every address family's
             # bind failed; a port another process holds is what makes a bind fail on all of them.
             T("Could not bind port", r"Could not bind port (?P<port>\d+) on any configured address family"),
+            # SGLang 0.5.23 utils.py reserve_port, binding a random port of 30000-39999 for an internal socket: raise
+            # RuntimeError("No free port available.") when every bind failed; its diffusion server under --strict-ports
+            # (multimodal_gen/runtime/server_args/server_args.py _require_port): f"{name} port {port} is unavailable and
+            # --strict-ports is enabled. ..." when is_port_available(port) is false, a port another process holds.
+            T("No free port available."),
+            T("is unavailable and --strict-ports is enabled", r"\b(?P<port_name>\w+) port (?P<port>\d+) is unavailable and --strict-ports is enabled"),
             # pyzmq's ZMQError for EADDRINUSE as libzmq words it ("zmq.error.ZMQError: Address in use (addr='tcp://*:42517')",
             # the engines' ZMQ ports: SGLang's scheduler and detokenizer IPC, vLLM's engine core and data-parallel sockets).
             T("ZMQError: Address in use", r"ZMQError: Address in use(?:.*?:(?P<port>\d+)\b)?"),
@@ -165,7 +179,25 @@ SIGNATURES: tuple[Signature, ...] = (
                 "whether the port is being used by other process",
                 r"(?P<hccl_bind>listen on ip\[[^\]]*\] and specific port\[(?P<port>\d+)\] fail)",
             ),
+            # c10d's TCPStore server, the process group's rendezvous store on the first rank (torch/csrc/distributed/c10d/
+            # socket.cpp SocketListenOp::run): each address family's bind failure is "The server socket has failed to bind to
+            # {addr} (errno: {n} - {text})", and when none took, C10D_THROW_ERROR(DistNetworkError, "The server socket has
+            # failed to listen on any local network address. port: {}, useIpv6: {}, code: {}, name: {}, message: {}")
+            # (older torch appends the binds' lines instead). The bind fails on the port (EADDRINUSE, -98, in every copy
+            # read): another process holds the store's port; a line that names another errno (EACCES, EADDRNOTAVAIL) is not this.
+            T(
+                "has failed to listen on any local network address",
+                r"(?P<store_listen>The server socket has failed to listen on any local network address)\.(?!.*\bname: (?!EADDRINUSE\b)E[A-Z]+)"
+                r"(?!.*\(errno: (?!98\b)\d+)(?:.*?\bport: (?P<port>\d+))?",
+            ),
         ),
+        "c10d's rendezvous store could not listen on port {port} ({store_listen}): another process holds the process "
+        "group's port (a previous run not yet gone, or two engines on one host given the same MASTER_PORT, "
+        "VLLM_PORT or --dist-init-addr / --nccl-port): stop it (`ss -ltnp 'sport = :{port}'` names it) or give each "
+        "engine its own port.",
+        "c10d's rendezvous store could not listen on its port ({store_listen}): another process holds the process "
+        "group's port (a previous run not yet gone, or two engines on one host given the same MASTER_PORT, "
+        "VLLM_PORT or --dist-init-addr / --nccl-port): stop it (`ss -ltnp` lists listeners) or give each engine its own port.",
         "Ascend's HCCL could not bind its socket ({hccl_bind}): another process holds HCCL's port (a second program on "
         "the same host or NPUs, or the previous run not yet gone): stop it, or let HCCL pick free ports "
         "(HCCL_HOST_SOCKET_PORT_RANGE=auto for the host NIC, HCCL_NPU_SOCKET_PORT_RANGE=auto for the device NIC).",
@@ -805,10 +837,12 @@ SIGNATURES: tuple[Signature, ...] = (
             # or needs). The engines and their kernel libraries raise their architecture checks in these words (the
             # triggers above are the ones read so far; a library not read yet words its own the same way), and an
             # exception that names the GPU's architecture while refusing is refusing the GPU. Exception lines only; not
-            # where the message names a package to install or a toolkit (either may be what is missing), nor vLLM's attention
+            # where the message names a package to install, the installed build or what a package exports, or a toolkit
+            # (either may be what is missing: "... is required for the gfx1250 path but was not found in the installed aiter
+            # build", "... needs aiter's <op>: aiter exports it=False, gfx95=True"), nor vLLM's attention
             # backend selection (its reasons per backend are read above: one backend refused for a setting is not the GPU).
             *(
-                T(literal, _EXC + r"\w*(?:Error|Exception): (?!.*\b(?:to be installed|pip install|CUDA (?:toolkit|version) |No valid attention backend found)\b)" + _ARCH_REFUSAL)
+                T(literal, _EXC + r"\w*(?:Error|Exception): (?!.*\b(?:to be installed|pip install|CUDA (?:toolkit|version) |No valid attention backend found|the installed|exports)\b)" + _ARCH_REFUSAL)
                 for literal in ("SM", "sm", "apability", "gfx", "Volta", "Turing", "Ampere", "Ada", "Hopper", "Blackwell")
             ),
             T("does not support compute capability", _EXC + r"\w*(?:Error|Exception): .*?\bdoes not support compute capability \d"),
@@ -858,7 +892,15 @@ SIGNATURES: tuple[Signature, ...] = (
             # a.size(0)) && (b_scales.numel() == 1 || ... == b.size(1)), "Currently, block scaled fp8 gemm is not
             # implemented for Blackwell")): the release has no block-scaled FP8 kernel for this GPU family.
             T("block scaled fp8 gemm is not implemented for", r"block scaled fp8 gemm is not implemented for (?P<gpu_family>Blackwell|Hopper|Ada\w*)"),
+            # FlagOS's vLLM platform plugin (vllm-plugin-FL vllm_fl/utils.py _get_vendor_device_field, behind get_device_type /
+            # get_device_name when the platform initialises): raise ValueError(f"Vendor '{normalized_vendor}' not found in
+            # VENDOR_DEVICE_MAP.") when the accelerator vendor it detected has no device entry: the plugin release does not
+            # support this accelerator (as FlagTune's refusal of a Triton backend above).
+            T("not found in VENDOR_DEVICE_MAP", r"Vendor '(?P<accelerator_vendor>[^']*)' not found in VENDOR_DEVICE_MAP"),
         ),
+        "FlagOS's vLLM platform plugin (vllm-plugin-FL) has no device entry for this accelerator's vendor "
+        "'{accelerator_vendor}' (its VENDOR_DEVICE_MAP): use a plugin release that lists the vendor, or run on an "
+        "accelerator the installed release supports.",
         "This release's CUTLASS kernels have no block-scaled FP8 GEMM for {gpu_family} GPUs: serve the checkpoint with a "
         "release that has them (a newer vLLM), or a per-tensor / per-channel FP8 checkpoint of the model.",
         "Triton, which torch.compile's Inductor uses, needs CUDA capability 7.0 or newer and this GPU has "
@@ -1169,6 +1211,10 @@ SIGNATURES: tuple[Signature, ...] = (
             T("KV cache is needed, which is larger than the available KV cache memory"),
             T("estimated maximum model length is", r"estimated maximum model length is (?P<kv_tokens>\d+)"),
             T("No available memory for the cache blocks"),
+            # vLLM 0.33's max_model_len auto-fit (v1/core/kv_cache_planning.py:1381): raise ValueError("Cannot auto-fit
+            # max_model_len: not enough GPU memory available to serve even a single token. Try increasing
+            # `gpu_memory_utilization`."): the memory left for the KV cache holds not one token's cache.
+            T("Cannot auto-fit max_model_len: not enough GPU memory"),
             # vLLM logs the profiled block count just before that ValueError: 0.2-0.5 llm_engine.py
             # _init_cache logger.info(f"# GPU blocks: {num_gpu_blocks}, # CPU blocks: {num_cpu_blocks}"),
             # 0.6+ executor_base.py initialize_cache "# %s blocks: %d, # CPU blocks: %d" with the device
@@ -1233,7 +1279,7 @@ SIGNATURES: tuple[Signature, ...] = (
             # "Prompt length of N is longer than the maximum model length of M" in other releases.
             T(
                 "is longer than the maximum model length",
-                r"length(?: of)? (?P<input_tokens>\d+)\)? is longer than the maximum model length of (?P<context_len>\d+)",
+                r"length(?: of)? (?P<input_tokens>\d+)\)?(?: plus the number of requested output tokens \(at least 1\))? is longer than the maximum model length of (?P<context_len>\d+)",
             ),
             # vLLM's config: "User-specified max_model_len (40000) is greater than the derived max_model_len
             # (max_position_embeddings=32768 ...)", a startup refusal like SGLang's below.
@@ -1253,6 +1299,9 @@ SIGNATURES: tuple[Signature, ...] = (
                 r"\((?P<derived_context>\d+)\)",
             ),
             T("maximum context length is", r"maximum context length is (?P<context_len>\d+) tokens"),
+            # SGLang 0.5.23's decisions endpoint (srt/entrypoints/openai/serving_decisions.py:351): f"the prompt has {n} tokens,
+            # which does not fit the context length of {m} tokens".
+            T("which does not fit the context length of", r"the prompt has (?P<input_tokens>\d+) tokens, which does not fit the context length of (?P<context_len>\d+) tokens"),
             # vLLM 0.33 entrypoints/serve/utils/api_utils.py:249: f"Input length ({input_length}) exceeds model's maximum
             # context length ({max_model_len})."; 0.6.6 engine/llm_engine.py:1960 (V0 _validate_model_inputs): f"The prompt
             # (total length {n}) is too long to fit into the model (context length {m}). ...".
@@ -1527,7 +1576,15 @@ SIGNATURES: tuple[Signature, ...] = (
             T("wait socket establish timeout", r"(?P<hccl_detail>wait socket establish timeout(?:, role\[\d+\] rank\[\d+\] timeout\[[^\]]*\])?)"),
             T("Getting socket times out", r"(?P<hccl_detail>Getting socket times out)"),
             T("function error: Hccl", r"function error: (?P<hccl_detail>Hccl(?:All\w*|Broadcast|Reduce\w*|Send|Recv|BatchSendRecv|AlltoAll\w*|Scatter|Gather)\b[^,]*, error code is \d+)"),
+            # Kunlunxin's XCCL, the collective library vLLM-Kunlun uses in NCCL's place through torch_xmlir's process group:
+            # torch_xmlir raises an XCCL call's failure with the place it checked it, "ValueError: [INVALID PARAMETER]: error
+            # code= 1(at .../torch_xmlir/csrc/new_xccl/XCCLUtils.hpp:53)" (XCCL's own "[XCCL][init.cpp:...] ... check failed"
+            # lines before it say which step): the ranks' collective set-up or call failed, as HCCL's and NCCL's above.
+            T("xccl/", _EXC + r"\w*(?:Error|Exception): (?P<xccl_detail>.*?)\s*\(at [^)]*/torch_xmlir/csrc/(?:new_)?xccl/"),
         ),
+        "Kunlunxin's XCCL failed between the ranks ({xccl_detail}): read XCCL's own '[XCCL]' lines before it for the step "
+        "that failed (an address window or a link check at set-up), check that every XPU is visible and the same XCCL "
+        "and runtime are installed on every node, and look for the first error on the peer rank.",
         "NCCL's InfiniBand transport got a failed work completion from a peer (ibv_wc status {ib_wc_status}) during a "
         "collective: check the IB fabric between the nodes (ibstat, link errors), GPUDirect RDMA memory registration "
         "(nvidia-peermem loaded, ACS off), and that NCCL_IB_HCA / NCCL_IB_GID_INDEX name the right ports on every node.",
