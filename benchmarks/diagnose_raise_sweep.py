@@ -1,4 +1,4 @@
-"""Which of an engine's own error texts does `fleet diagnose` read? A sweep of its raise statements.
+"""Which of an engine's own error texts does `fleet diagnose` read? A sweep of its raise and error-log statements.
 
 Walks an installed engine package (SGLang's or vLLM's site-packages folder, or any release unpacked from
 `pip download --no-deps`), takes every `raise X(<message>)` whose message is a string, an f-string, a %- or
@@ -7,6 +7,8 @@ failure class's subject (context length, the KV cache, memory, ports, GPU archit
 the exception line of a start (SGLang's scheduler traceback, or vLLM's engine core that failed to start). It prints,
 per subject, how many read as that subject's class and every text that did not, with its file and line: a list to read
 by hand, since a subject's words are no label (most hits of "KV cache" are configuration refusals no class names).
+With `--logged` it reads the texts the engine logs at error level instead (`logger.error`, `.exception`, `.critical`),
+each as the engine's own log line.
 
     python benchmarks/diagnose_raise_sweep.py "$(python -c 'import sglang, os; print(os.path.dirname(sglang.__file__))')" sglang
     python benchmarks/diagnose_raise_sweep.py /tmp/vllm-0.10.1.1/vllm vllm --subject context_length_exceeded
@@ -37,6 +39,8 @@ SUBJECTS: dict[str, re.Pattern[str]] = {
     "cuda_graph_error": re.compile(r"cuda ?graph|capture", re.I),
 }
 _FIGURE = "4096"
+# An error-level log line as each engine prints it (SGLang's "[time TP0] msg", vLLM's "ERROR date time [file:line] msg").
+_LOG_LINE = {"sglang": "[2026-01-01 10:00:00 TP0] ", "vllm": "ERROR 01-01 10:00:00 [engine.py:100] "}
 _FRAMING = {
     "sglang": ("[2026-01-01 10:00:00 TP0] Scheduler hit an exception: Traceback (most recent call last):", ""),
     "vllm": (
@@ -64,8 +68,32 @@ def render(node: ast.expr) -> str | None:
     return None
 
 
-def raised_texts(root: Path) -> list[tuple[str, str, str]]:
-    """(exception name, one-line message, file:line) of every raise with a renderable message, each message once."""
+_LOG_LEVELS = {"error", "exception", "critical", "fatal"}
+
+
+def _statement(node: ast.AST, logged: bool) -> tuple[str, ast.expr] | None:
+    """The exception's name and message expression of a raise, or ("", message) of an error-level log call."""
+    if logged:
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in _LOG_LEVELS
+            and isinstance(node.func.value, ast.Name)
+            and "log" in node.func.value.id.lower()
+            and node.args
+        ):
+            return "", node.args[0]
+        return None
+    if not (isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call) and node.exc.args):
+        return None
+    func = node.exc.func
+    name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else "RuntimeError"
+    return (name if name.endswith(("Error", "Exception")) else "RuntimeError"), node.exc.args[0]
+
+
+def raised_texts(root: Path, logged: bool = False) -> list[tuple[str, str, str]]:
+    """(exception name, one-line message, file:line) of every raise (or error-level log call) with a renderable message,
+    each message once."""
     seen: set[str] = set()
     found = []
     for path in sorted(root.rglob("*.py")):
@@ -74,17 +102,15 @@ def raised_texts(root: Path) -> list[tuple[str, str, str]]:
         except (SyntaxError, ValueError):
             continue
         for node in ast.walk(tree):
-            if not (isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call) and node.exc.args):
+            statement = _statement(node, logged)
+            if statement is None:
                 continue
-            message = render(node.exc.args[0])
+            name, expression = statement
+            message = render(expression)
             if not message or message in seen:
                 continue
             seen.add(message)
-            func = node.exc.func
-            name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else "RuntimeError"
-            if not name.endswith(("Error", "Exception")):
-                name = "RuntimeError"
-            found.append((name, " ".join(message.split()), f"{path.relative_to(root)}:{node.lineno}"))
+            found.append((name, " ".join(message.split()), f"{path.relative_to(root)}:{getattr(node, 'lineno', 0)}"))
     return found
 
 
@@ -93,15 +119,20 @@ def main() -> int:
     parser.add_argument("package", type=Path, help="the engine package's folder (the one holding its __init__.py)")
     parser.add_argument("engine", choices=sorted(_FRAMING), help="whose start to frame each exception line in")
     parser.add_argument("--subject", choices=sorted(SUBJECTS), help="only this subject")
+    parser.add_argument("--logged", action="store_true", help="error-level log calls instead of raise statements")
     args = parser.parse_args()
     opening, prefix = _FRAMING[args.engine]
     by_subject: dict[str, list[tuple[str, str, str]]] = {}
-    for name, message, where in raised_texts(args.package):
+    for name, message, where in raised_texts(args.package, args.logged):
         subject = next((subject for subject, words in SUBJECTS.items() if words.search(message)), None)
         if subject is None or (args.subject and subject != args.subject):
             continue
-        line = f"{name}: {message}"
-        got = diagnose_text([opening, prefix + line]).failure_class or "healthy"
+        if args.logged:
+            line = message
+            got = diagnose_text([_LOG_LINE[args.engine] + line]).failure_class or "healthy"
+        else:
+            line = f"{name}: {message}"
+            got = diagnose_text([opening, prefix + line]).failure_class or "healthy"
         by_subject.setdefault(subject, []).append((got, where, line))
     for subject, items in by_subject.items():
         right = sum(1 for got, _, _ in items if got == subject)

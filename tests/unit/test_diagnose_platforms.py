@@ -1732,13 +1732,17 @@ def test_batch29s_xccl_log() -> None:
     _labelled("batch29-heldout", "vllm-kunlun-tp2-xccl-init-addr-window-check-failed-engine-core-init.log", "nccl_error")
 
 
-# (44) From a sweep of SGLang 0.5.23's and vLLM 0.33's raise statements (each message rendered with its placeholders filled
-# and read as an exception line of a start): texts of known classes no signature read.
+# (44) From a sweep of the raise statements of SGLang 0.2.15-0.5.23 and vLLM 0.6.6-0.33 (benchmarks/diagnose_raise_sweep.py:
+# each message rendered with its placeholders filled and read as an exception line of a start): known classes' texts no
+# signature read.
 @pytest.mark.parametrize(
     ("line", "label"),
     [
         # SGLang utils.py reserve_port: every port of 30000-39999 refused the bind.
         ("RuntimeError: No free port available.", "port_in_use"),
+        ("RuntimeError: No free port available", "port_in_use"),  # SGLang 0.4.x utils.py, without the stop
+        # vLLM 0.4-0.8's tokenizer group: ValueError("Input too long.", input_length, max_input_length).
+        ("ValueError: ('Input too long.', 40000, 32768)", "context_length_exceeded"),
         # SGLang's diffusion server under --strict-ports (multimodal_gen/runtime/server_args/server_args.py _require_port).
         ("RuntimeError: master port 30005 is unavailable and --strict-ports is enabled. Either use a different port or disable --strict-ports.", "port_in_use"),
         # vLLM 0.33 v1/engine/input_processor.py:598, a prompt exactly as long as the model.

@@ -150,10 +150,10 @@ SIGNATURES: tuple[Signature, ...] = (
             # bind failed; a port another process holds is what makes a bind fail on all of them.
             T("Could not bind port", r"Could not bind port (?P<port>\d+) on any configured address family"),
             # SGLang 0.5.23 utils.py reserve_port, binding a random port of 30000-39999 for an internal socket: raise
-            # RuntimeError("No free port available.") when every bind failed; its diffusion server under --strict-ports
+            # RuntimeError("No free port available.") when every bind failed (0.4.x utils.py: the same words without the stop); its diffusion server under --strict-ports
             # (multimodal_gen/runtime/server_args/server_args.py _require_port): f"{name} port {port} is unavailable and
             # --strict-ports is enabled. ..." when is_port_available(port) is false, a port another process holds.
-            T("No free port available."),
+            T("No free port available"),
             T("is unavailable and --strict-ports is enabled", r"\b(?P<port_name>\w+) port (?P<port>\d+) is unavailable and --strict-ports is enabled"),
             # pyzmq's ZMQError for EADDRINUSE as libzmq words it ("zmq.error.ZMQError: Address in use (addr='tcp://*:42517')",
             # the engines' ZMQ ports: SGLang's scheduler and detokenizer IPC, vLLM's engine core and data-parallel sockets).
@@ -1299,6 +1299,9 @@ SIGNATURES: tuple[Signature, ...] = (
                 r"\((?P<derived_context>\d+)\)",
             ),
             T("maximum context length is", r"maximum context length is (?P<context_len>\d+) tokens"),
+            # vLLM's tokenizer group (0.4-0.8 transformers_utils/tokenizer_group/tokenizer_group.py _raise_if_input_too_long:
+            # raise ValueError("Input too long.", input_length, max_input_length), str() of a tuple of arguments).
+            T("Input too long.", _EXC + r"ValueError: \('Input too long\.', (?P<input_tokens>\d+), (?P<context_len>\d+)\)"),
             # SGLang 0.5.23's decisions endpoint (srt/entrypoints/openai/serving_decisions.py:351): f"the prompt has {n} tokens,
             # which does not fit the context length of {m} tokens".
             T("which does not fit the context length of", r"the prompt has (?P<input_tokens>\d+) tokens, which does not fit the context length of (?P<context_len>\d+) tokens"),
