@@ -37,6 +37,11 @@ SUBJECTS: dict[str, re.Pattern[str]] = {
         re.I,
     ),
     "cuda_graph_error": re.compile(r"cuda ?graph|capture", re.I),
+    "import_error": re.compile(r"pip install|is not installed|not installed|please install|No module named|failed to import|cannot import", re.I),
+    "model_load_error": re.compile(
+        r"checkpoint|safetensors|config\.json|model path|not a valid model|does not appear to have|gated repo|weights? (?:file|not found)|load(?:ing)? (?:the )?(?:model|weights)",
+        re.I,
+    ),
 }
 _FIGURE = "4096"
 # An error-level log line as each engine prints it (SGLang's "[time TP0] msg", vLLM's "ERROR date time [file:line] msg").
