@@ -150,9 +150,10 @@ SIGNATURES: tuple[Signature, ...] = (
             # bind failed; a port another process holds is what makes a bind fail on all of them.
             T("Could not bind port", r"Could not bind port (?P<port>\d+) on any configured address family"),
             # SGLang 0.5.23 utils.py reserve_port, binding a random port of 30000-39999 for an internal socket: raise
-            # RuntimeError("No free port available.") when every bind failed (0.4.x utils.py: the same words without the stop); its diffusion server under --strict-ports
-            # (multimodal_gen/runtime/server_args/server_args.py _require_port): f"{name} port {port} is unavailable and
-            # --strict-ports is enabled. ..." when is_port_available(port) is false, a port another process holds.
+            # RuntimeError("No free port available.") when every bind failed (0.4.x utils.py: the same words without the
+            # stop); its diffusion server under --strict-ports (multimodal_gen/runtime/server_args/server_args.py
+            # _require_port): f"{name} port {port} is unavailable and --strict-ports is enabled. ..." when
+            # is_port_available(port) is false, a port another process holds.
             T("No free port available"),
             T("is unavailable and --strict-ports is enabled", r"\b(?P<port_name>\w+) port (?P<port>\d+) is unavailable and --strict-ports is enabled"),
             # pyzmq's ZMQError for EADDRINUSE as libzmq words it ("zmq.error.ZMQError: Address in use (addr='tcp://*:42517')",
