@@ -1799,3 +1799,86 @@ def test_the_gpu_refused_in_newer_words_is_unsupported_gpu_arch(line: str) -> No
 )
 def test_a_packages_missing_feature_or_a_kernels_limits_are_not_the_gpu(line: str) -> None:
     assert diagnose_text([*_VLLM_ON, "Traceback (most recent call last):", line]).failure_class != "unsupported_gpu_arch"
+
+
+# --- round thirty: batch46's and batch47's miss kinds ----------------------------------------------------------------
+# (46) A model build refusing the configured context above its limit: Tenstorrent's vLLM fork (tt-inference-server's TT
+# models: ValueError(f"TT-LLama8B and TT-Llama11B do not support max_model_len greater than {max} on N150 (received {n}).
+# Set --max_model_len to {max} or lower in vLLM.")), as vLLM's own "User-specified max_model_len ... is greater than the
+# derived max_model_len".
+@pytest.mark.parametrize(
+    ("line", "requested"),
+    [
+        (
+            "ValueError: TT-LLama8B and TT-Llama11B do not support max_model_len greater than 32768 on N150 (received 65536). Set --max_model_len to 32768 or lower in vLLM.",
+            "65536",
+        ),
+        ("ValueError: TT-Qwen3-32B does not support max_model_len greater than 40960 on T3K", None),
+        ("AssertionError: This device cannot serve a max_model_len larger than 8192", None),
+    ],
+)
+def test_a_model_build_refusing_a_longer_max_model_len_is_context_length_exceeded(line: str, requested: str | None) -> None:
+    core = "(EngineCore_DP0 pid=7) ERROR 04-10 03:00:00 [core.py:708] "
+    diagnosis = diagnose_text([*_VLLM_ON, core + "EngineCore failed to start.", core + "Traceback (most recent call last):", core + line])
+    assert diagnosis.failure_class == "context_length_exceeded" and diagnosis.figures.get("requested_context") == requested
+    assert "lower --max-model-len to" in (diagnosis.fix or "")
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # another parameter refused against max_model_len, not the context itself
+        "ValueError: max_num_batched_tokens (2048) is smaller than max_model_len (32768). This effectively limits the maximum sequence length to max_num_batched_tokens and makes vLLM reject longer sequences.",
+        "ValueError: speculative_max_model_len=40960 cannot be larger than draft_max_model_len=4096",
+        "ValueError: long_prefill_token_threshold (40000) cannot be greater than the max_model_len (32768).",
+    ],
+)
+def test_other_settings_refused_against_max_model_len_are_not_the_context(line: str) -> None:
+    assert diagnose_text([*_VLLM_ON, "Traceback (most recent call last):", line]).failure_class != "context_length_exceeded"
+
+
+def test_batch46s_tenstorrent_context_refusal() -> None:
+    _labelled("batch46-heldout", "vllm-tt-inference-server-2026-04-n150-llama31-8b-max-model-len-65536-over-device-limit-32768.log", "context_length_exceeded")
+
+
+# (47) SGLang's "Some weights are not initialized from checkpoints" is a failure only where a model class raises it
+# (RuntimeError, deepseek_ocr.py, internvl.py); gemma4_mm.py, mllama4.py and deepseek_v4.py log the same words as a warning
+# and go on, and SGLang's default format prints no level: the plain line is no failure, a later exception is the cause.
+_UNLOADED = "Some weights are not initialized from checkpoints: ['language_model.layers.0.moe.experts.w13_blockscale_swizzled', 'language_model.layers.0.self_attn.attn.k_scale']"
+
+
+def test_a_raised_weights_not_initialised_is_model_load_error() -> None:
+    lines = [*_SGLANG_UP[:2], "[2026-05-24 10:00:05 TP0] Scheduler hit an exception: Traceback (most recent call last):", f"RuntimeError: {_UNLOADED}"]
+    assert diagnose_text(lines).failure_class == "model_load_error"
+
+
+def test_the_same_words_logged_as_a_warning_are_not_the_cause_of_a_later_crash() -> None:
+    lines = [
+        *_SGLANG_UP[:2],
+        f"[2026-05-24 10:00:05] {_UNLOADED}",
+        "[2026-05-24 10:00:25] Scheduler hit an exception: Traceback (most recent call last):",
+        "AttributeError: 'FusedMoE' object has no attribute 'g1_scale_c'",
+    ]
+    assert diagnose_text(lines).failure_class == "unknown"
+
+
+def test_the_same_words_logged_in_a_start_that_came_up_are_no_failure() -> None:
+    lines = [*_SGLANG_UP[:2], f"[2026-05-24 10:00:05] {_UNLOADED}", *_SGLANG_UP[2:]]
+    assert diagnose_text(lines).failure_class is None
+
+
+def test_batch47s_warning_before_a_flashinfer_autotune_crash() -> None:
+    _labelled("batch47-heldout", "sglang-2026-10-dev-rtx5090-gemma4-26b-nvfp4-flashinfer-autotune-fusedmoe-no-attribute-g1-scale-c-sigquit.log", "unknown")
+
+
+# (48) SGLang 0.2-0.4's constrained decoding retokenising a request being decoded (schedule_batch.py
+# Req.jump_forward_and_retokenize: logger.warning("Token fusion between input and output, try to avoid this by removing
+# the space at the end of the input.")): a server at work, the positive evidence a bare serving window needs.
+def test_sglangs_token_fusion_warnings_show_a_server_at_work() -> None:
+    warning = "Token fusion between input and output, try to avoid this by removing the space at the end of the input."
+    lines = [f"[00:07:30 TP{rank}] {warning}" for rank in range(4)] * 3
+    assert diagnose_text(lines).failure_class is None
+
+
+def test_batch46s_token_fusion_serving_window() -> None:
+    _labelled("batch46-heldout", "sglang-2024-09-tp4-regex-gen-token-fusion-warnings-while-serving.log", "healthy")

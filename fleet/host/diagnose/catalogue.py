@@ -455,8 +455,11 @@ SIGNATURES: tuple[Signature, ...] = (
             # checkpoint lacks tensors the model needs (a partial download, another variant's files).
             T("weights were not initialized from checkpoint"),
             # SGLang's model classes after loading (0.3.6 models/gemma.py:346, gemma2.py:406; 0.4.10 internvl.py:711,
-            # interns1.py:323): raise RuntimeError(f"Some weights are not initialized from checkpoints: {unloaded_params}").
-            T("Some weights are not initialized from checkpoints"),
+            # interns1.py:323; 0.5.23 deepseek_ocr.py:1891): raise RuntimeError(f"Some weights are not initialized from
+            # checkpoints: {unloaded_params}"). Only the raised form: other classes log the same words as a warning and go on
+            # (0.5.23 gemma4_mm.py:1083, mllama4.py:704, deepseek_v4.py:5634 logger.warning: scales or buffers the model
+            # initialises itself), which SGLang's default format prints without a level (round thirty, batch47).
+            T("Some weights are not initialized from checkpoints", _EXC + r"\w*(?:Error|Exception): Some weights are not initialized from checkpoints"),
             T("Can't load the configuration of", r"configuration of '(?P<path>[^']+)'"),
             T("Can't load tokenizer for", r"tokenizer for '(?P<path>[^']+)'"),
             T("HFValidationError"),
@@ -1300,6 +1303,16 @@ SIGNATURES: tuple[Signature, ...] = (
                 r"\((?P<derived_context>\d+)\)",
             ),
             T("maximum context length is", r"maximum context length is (?P<context_len>\d+) tokens"),
+            # A model build refusing the configured context above its own limit, in a vLLM platform's words: Tenstorrent's
+            # vLLM fork (tt-inference-server's TT models' initialize_vllm_model: raise ValueError(f"TT-LLama8B and
+            # TT-Llama11B do not support max_model_len greater than {max} on N150 (received {max_model_len}). Set
+            # --max_model_len to {max} or lower in vLLM.")): the start asks for a context the model cannot serve there, as
+            # vLLM's own "User-specified max_model_len ... is greater than the derived max_model_len" above. Exception lines.
+            T(
+                "max_model_len",
+                _EXC + r"\w*(?:Error|Exception): .*?\b(?:do(?:es)? not|cannot|can ?not|must not) (?:support |serve |use )?(?:an? )?max_model_len "
+                r"(?:greater|larger|longer|higher|more) than (?P<max_model_len_limit>\d+)(?:.*?\(received (?P<requested_context>\d+)\))?",
+            ),
             # vLLM's tokenizer group (0.4-0.8 transformers_utils/tokenizer_group/tokenizer_group.py _raise_if_input_too_long:
             # raise ValueError("Input too long.", input_length, max_input_length), str() of a tuple of arguments).
             T("Input too long.", _EXC + r"ValueError: \('Input too long\.', (?P<input_tokens>\d+), (?P<context_len>\d+)\)"),
@@ -1349,6 +1362,8 @@ SIGNATURES: tuple[Signature, ...] = (
                 r"got `sequence length`: (?P<input_tokens>\d+) and max_position_embeddings: (?P<context_len>\d+)",
             ),
         ),
+        "The model build refuses a max_model_len above {max_model_len_limit} here (the start asked for {requested_context}): lower --max-model-len to {max_model_len_limit} or below.",
+        "The model build refuses a max_model_len above {max_model_len_limit} here: lower --max-model-len to {max_model_len_limit} or below.",
         "--context-length {requested_context} is above the model's derived {derived_context}: lower it to "
         "{derived_context}, or set SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1 in the service environment "
         "if the model really supports it (DFlash drafts inherit the target's context).",

@@ -440,6 +440,10 @@ _AT_WORK = (
     b"Finish: obj=",
     _REQUEST_ERROR_LOGGED,
     b"#retracted_reqs: ",
+    # SGLang 0.2-0.4 schedule_batch.py Req.jump_forward_and_retokenize (constrained decoding's jump-forward, on a request
+    # being decoded): logger.warning("Token fusion between input and output, try to avoid this by removing the space at
+    # the end of the input.") (round thirty, batch46).
+    b"Token fusion between input and output",
 )
 # vLLM's shared-memory ring buffer (distributed/device_communicators/shm_broadcast.py, MessageQueue's acquire_write and
 # acquire_read): while a reader or writer waits on a peer it logs, every VLLM_RINGBUFFER_WARNING_INTERVAL seconds (60 by
