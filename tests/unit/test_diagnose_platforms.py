@@ -1882,3 +1882,38 @@ def test_sglangs_token_fusion_warnings_show_a_server_at_work() -> None:
 
 def test_batch46s_token_fusion_serving_window() -> None:
     _labelled("batch46-heldout", "sglang-2024-09-tp4-regex-gen-token-fusion-warnings-while-serving.log", "healthy")
+
+
+# --- round thirty-one: batch48's miss kind -----------------------------------------------------------------------------
+# (49) torch_npu's NPUGraph refusing a call while an NPU stream captures (csrc/core/npu/NPUGraphsUtils.h): assertNotCapturingAclop's
+# "Cannot run aclop operators during NPU graph capture. Current working aclop is <op>. ..." and assertNotCapturing's
+# "<attempt> during NPU graph capture. If you need this call to be captured, please file an issue. ...": the capture
+# failed, cuda_graph_error, as CUDA's stream-capture errors are.
+_NPU_CORE = "(EngineCore_DP0 pid=31774) "
+
+
+@pytest.mark.parametrize(
+    ("line", "aclop"),
+    [
+        (
+            "RuntimeError: Cannot run aclop operators during NPU graph capture. Current working aclop is Fill. If you need this call to be captured, please try to set torch.npu.config.allow_internal_format = False. If still fail, the operator needs aclnn implementation and please file an issue. Current npuStreamCaptureStatus: npuStreamCaptureStatusActive",
+            "Fill",
+        ),
+        ("RuntimeError: Cannot run aclop operators during NPU graph capture. Current working aclop is Conv2D. If you need this call to be captured, ...", "Conv2D"),
+        ("RuntimeError: Cannot call NPUGeneratorImpl::current_seed during NPU graph capture. If you need this call to be captured, please file an issue. Current npuStreamCaptureStatus: 1", None),
+    ],
+)
+def test_torch_npus_capture_refusal_is_cuda_graph_error(line: str, aclop: str | None) -> None:
+    lines = [*_VLLM_ON, _NPU_CORE + "Traceback (most recent call last):", _NPU_CORE + line, "RuntimeError: Engine core initialization failed. See root cause above."]
+    diagnosis = diagnose_text(lines)
+    assert diagnosis.failure_class == "cuda_graph_error" and diagnosis.figures.get("aclop") == aclop
+    assert "NPU graph capture" in (diagnosis.fix or "") and "--enforce-eager" in (diagnosis.fix or "")
+
+
+def test_the_aclop_words_outside_a_capture_refusal_are_not_read() -> None:
+    lines = [*_VLLM_ON, "(APIServer pid=7) INFO 10-20 00:03:00 [platform.py:300] aclop operators fall back outside NPU graph capture"]
+    assert diagnose_text(lines).failure_class != "cuda_graph_error"
+
+
+def test_batch48s_npu_capture_refusal() -> None:
+    _labelled("batch48-heldout", "vllm-ascend-0110rc0-bge-large-zh-npu-graph-capture-cannot-run-aclop-fill.log", "cuda_graph_error")

@@ -1425,7 +1425,22 @@ SIGNATURES: tuple[Signature, ...] = (
         "cuda_graph_capture_broken",
         C.CUDA_GRAPH_ERROR,
         65,
-        (*(T(error, rf"(?P<capture_error>{re.escape(error)})") for error in _CAPTURE_ERRORS),),
+        (
+            *(T(error, rf"(?P<capture_error>{re.escape(error)})") for error in _CAPTURE_ERRORS),
+            # torch_npu's NPUGraph refusing a call while an NPU stream captures (csrc/core/npu/NPUGraphsUtils.h
+            # assertNotCapturingAclop: TORCH_CHECK(status == CaptureStatus::None, "Cannot run aclop operators during NPU
+            # graph capture. Current working aclop is ", opName, ". If you need this call to be captured, please try to set
+            # torch.npu.config.allow_internal_format = False. ..."; assertNotCapturing: attempt, " during NPU graph capture.
+            # If you need this call to be captured, please file an issue. ..."): the ACL graph capture met an operator it
+            # cannot record, as CUDA's "operation not permitted when stream is capturing" (round thirty-one, batch48).
+            T("during NPU graph capture", r"(?P<npu_capture_refusal>Cannot run aclop operators during NPU graph capture\. Current working aclop is (?P<aclop>\w+))"),
+            T("during NPU graph capture. If you need this call to be captured", r"(?P<npu_capture_refusal>[^.:\s][^.:]* during NPU graph capture)\. If you need this call"),
+        ),
+        "The NPU's ACL graph capture met an operator it cannot record ({npu_capture_refusal}): serve without graph "
+        "capture (vllm-ascend --enforce-eager), or set torch.npu.config.allow_internal_format = False so the operator "
+        "{aclop} runs through aclnn; if it still fails, that operator has no aclnn implementation in this torch_npu.",
+        "The NPU's ACL graph capture met a call it cannot record ({npu_capture_refusal}): serve without graph capture "
+        "(vllm-ascend --enforce-eager), or update torch_npu and the engine that makes the call inside the capture.",
         "A CUDA graph capture was broken by a call it cannot record ({capture_error}): the capture failed, whichever "
         "library reported it. Serve without CUDA graphs to confirm (vLLM --enforce-eager, SGLang {flag_disable_cuda_graph}), "
         "then update the engine or the library that makes the call inside the capture.",
