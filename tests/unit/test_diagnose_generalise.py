@@ -2565,20 +2565,6 @@ def test_batch18s_package_import_failing_with_an_attribute_error() -> None:
     assert diagnosis.failure_class == "import_error" and diagnosis.figures.get("module") == "lightop"
 
 
-# c10d's TCPStore (libuv backend) that cannot listen: "The server socket has failed to listen on any local network address.
-# port: {}, useIpv6: {}, code: {}, name: {}, message: {}" (torch/csrc/distributed/c10d/TCPStoreLibUvBackend.cpp). Round
-# fourteen read the words alone as no port clash (libuv's -9 is UV_EBADF); round twenty-nine reads them as one unless the
-# line names another errno: every copy of the words read since names EADDRINUSE (ten of ten in public code and docs), and
-# a store's listen on its port fails for the port; a cut line ("code: -9" with no name) is a cut "-98".
-def test_a_c10d_store_that_cannot_listen_is_a_port_clash_unless_its_code_says_otherwise() -> None:
-    whole = "RuntimeError: The server socket has failed to listen on any local network address. port: 29500, useIpv6: 0, code: -98, name: EADDRINUSE, message: address already in use"
-    assert diagnose_text([whole]).failure_class == "port_in_use"
-    cut = "RuntimeError: The server socket has failed to listen on any local network address. port: 46571, useIpv6: 0, code: -9"
-    assert diagnose_text([cut]).failure_class == "port_in_use"
-    other = "RuntimeError: The server socket has failed to listen on any local network address. port: 46571, useIpv6: 0, code: -9, name: EBADF, message: bad file descriptor"
-    assert diagnose_text([other]).failure_class != "port_in_use"
-
-
 # batch20-heldout: 40 real vLLM logs from 40 sources no other manifest or skipped list names (11 public threads, 29 run
 # logs that projects committed, cited by blob URL), under batch18's rule, committed (e8a64a5) before fleet read them and
 # measured once untouched with the diagnose code of e8fa16e (benchmarks/results/diagnose-heldout.md); a tune split since

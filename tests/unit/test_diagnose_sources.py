@@ -269,15 +269,6 @@ def test_the_unbalanced_memory_warning_stays_a_finding() -> None:
     assert diagnosis.failure_class is None and any(finding.name == "memory_unbalanced" for finding in diagnosis.findings)
 
 
-def test_a_listen_failure_naming_another_errno_stays_unread() -> None:
-    # Round fourteen read c10d's "failed to listen" words alone as no port clash; round twenty-nine reads them as one (every
-    # copy read names EADDRINUSE) unless the line names another errno (test_diagnose_generalise.py says why).
-    line = "RuntimeError: The server socket has failed to listen on any local network address. port: 46571, useIpv6: 0, code: -13, name: EACCES, message: permission denied"
-    assert diagnose_text(vllm(line)).failure_class != "port_in_use"
-    whole = line.replace("code: -13, name: EACCES, message: permission denied", "code: -98, name: EADDRINUSE, message: address already in use")
-    assert diagnose_text(vllm(whole)).failure_class == "port_in_use"
-
-
 # -- SGLang's batch allocation refused while serving: not a pool too small -------------------------------------------
 @pytest.mark.parametrize("phase", ["Decode", "Prefill", ""])
 def test_an_allocation_refused_after_the_schedulers_check_is_no_pool_too_small(phase: str) -> None:
